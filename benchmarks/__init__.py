@@ -1,0 +1,1 @@
+"""Benchmarks: each module measures a subject against a baseline from the same run."""

@@ -1,0 +1,103 @@
+"""The contract between the shared host (sessions, cache, limits) and one language's engine.
+
+Each language package (`engines/<language>/`) exposes `ENGINE`, an instance of a
+`LanguageEngine` subclass. The shared host creates the wasmtime `Engine` and `Store`
+(fuel, epoch interruption, memory cap, WASI with an empty environment, the preopens, and
+stdout/stderr capture), then asks the language to instantiate its guest. One execution is
+one `GuestInstance.call(request) -> response` with protobuf envelopes (proto/envelope.proto).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+import wasmtime
+import wasmtime.component
+
+from engines.snapshot import MemorySnapshot
+
+Progress = Callable[[str, float], None]
+"""Reports a preparation step: a short label and the fraction done (0.0 to 1.0)."""
+
+
+class GuestInstance(Protocol):
+    """One live guest interpreter inside one store."""
+
+    def call(self, request: bytes) -> bytes:
+        """Run one serialized `ExecuteRequest`; return a serialized `ExecuteResponse`.
+
+        Traps (fuel, epoch interrupt, guest exit) propagate as wasmtime exceptions.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class Preopen:
+    """An extra directory the guest sees besides `/workspace` (e.g. Perl's `/dev`)."""
+
+    guest_path: str
+    make_host_dir: Callable[[Path], Path]
+    """Creates (idempotently) the host directory under the given private scratch dir."""
+    writable: bool = False
+
+
+class PrepareError(Exception):
+    """An engine cannot be prepared; the message says why and how to fix it."""
+
+
+class LanguageEngine(ABC):
+    """Static description and host adapter of one language's engine."""
+
+    language: str
+    """Language id as on the wire: javascript, python, perl, ruby."""
+    engine: str
+    """The engine string reported in `ExecutionResult.engine`."""
+    version: str
+    """Interpreter version, e.g. 3.14.0."""
+    kind: Literal["component", "module"]
+    fuel: int
+    """Default fuel budget per execution."""
+    memory_bytes: int
+    """Linear memory cap."""
+    contexts: bool = True
+    """Supports stateful sessions (REPL contexts)."""
+    snapshots: bool = False
+    """Supports memory snapshots (core modules only)."""
+    requirements: tuple[str, ...] = ()
+    """Host programs needed to prepare the engine (e.g. "npm")."""
+    argv: tuple[str, ...] = ()
+    preopens: tuple[Preopen, ...] = ()
+
+    @abstractmethod
+    def prepare(self, work_dir: Path, progress: Progress) -> Path:
+        """Fetch (and verify) or build the engine's Wasm inside `work_dir`; return its path.
+
+        Raises `PrepareError` with an actionable message on failure.
+        """
+
+    @abstractmethod
+    def instantiate(
+        self,
+        engine: wasmtime.Engine,
+        artifact: wasmtime.Module | wasmtime.component.Component,
+        store: wasmtime.Store,
+    ) -> GuestInstance:
+        """Link and instantiate the guest in `store`, run its initialisation, return it."""
+
+    def take_snapshot(self, store: wasmtime.Store, instance: GuestInstance) -> MemorySnapshot:
+        """Capture the instance's state (engines with `snapshots = True` override this)."""
+        raise NotImplementedError(f"{self.language} has no memory snapshots")
+
+    def restore(
+        self,
+        engine: wasmtime.Engine,
+        artifact: wasmtime.Module | wasmtime.component.Component,
+        store: wasmtime.Store,
+        snapshot: MemorySnapshot,
+    ) -> GuestInstance:
+        """Instantiate without running initialisers and load `snapshot` into it."""
+        raise NotImplementedError(f"{self.language} has no memory snapshots")

@@ -1,0 +1,164 @@
+"""`ExecutionResult` (spec 3): one definition used by engines, store, server, remote and TUI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+JsonValue = Any
+
+
+@dataclass(frozen=True)
+class ResultEntry:
+    """One entry of `results`: exactly one of `text` or `json` is set."""
+
+    text: str | None = None
+    json: JsonValue = None
+    is_json: bool = False
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"json": self.json} if self.is_json else {"text": self.text}
+
+    @classmethod
+    def from_json(cls, data: dict[str, JsonValue]) -> ResultEntry:
+        if "json" in data:
+            return cls(json=data["json"], is_json=True)
+        return cls(text=data.get("text"))
+
+
+@dataclass(frozen=True)
+class ExecutionError:
+    """`error` (spec 3.3)."""
+
+    name: str
+    message: str
+    traceback: list[str] = field(default_factory=list)
+    line_number: int | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        data: dict[str, JsonValue] = {
+            "name": self.name,
+            "message": self.message,
+            "traceback": list(self.traceback),
+        }
+        if self.line_number is not None:
+            data["lineNumber"] = self.line_number
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, JsonValue]) -> ExecutionError:
+        return cls(
+            name=str(data.get("name", "")),
+            message=str(data.get("message", "")),
+            traceback=[str(line) for line in data.get("traceback") or []],
+            line_number=data.get("lineNumber"),
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """`usage` (spec 3.1)."""
+
+    fuel_consumed: int
+    fuel_limit: int
+    memory_bytes: int
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "fuelConsumed": self.fuel_consumed,
+            "fuelLimit": self.fuel_limit,
+            "memoryBytes": self.memory_bytes,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, JsonValue]) -> Usage:
+        return cls(int(data["fuelConsumed"]), int(data["fuelLimit"]), int(data["memoryBytes"]))
+
+
+@dataclass(frozen=True)
+class ContextRef:
+    """`context` on a context run (spec 3.1)."""
+
+    id: str
+    cwd: str
+    executions: int
+    snapshot_ms: float | None = None
+    expires_at: int | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        data: dict[str, JsonValue] = {"id": self.id, "cwd": self.cwd, "executions": self.executions}
+        if self.snapshot_ms is not None:
+            data["snapshotMs"] = self.snapshot_ms
+        if self.expires_at is not None:
+            data["expiresAt"] = self.expires_at
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, JsonValue]) -> ContextRef:
+        return cls(
+            id=str(data["id"]),
+            cwd=str(data["cwd"]),
+            executions=int(data["executions"]),
+            snapshot_ms=data.get("snapshotMs"),
+            expires_at=data.get("expiresAt"),
+        )
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """The outcome of one execution, exactly as spec 3.1 puts it on the wire."""
+
+    code: str
+    language: str
+    engine: str
+    duration_ms: float
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    results: list[ResultEntry] = field(default_factory=list)
+    error: ExecutionError | None = None
+    usage: Usage | None = None
+    execution_count: int | None = None
+    context: ContextRef | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        data: dict[str, JsonValue] = {
+            "code": self.code,
+            "language": self.language,
+            "engine": self.engine,
+            "durationMs": self.duration_ms,
+            "logs": {"stdout": list(self.stdout), "stderr": list(self.stderr)},
+            "results": [entry.to_json() for entry in self.results],
+        }
+        if self.error is not None:
+            data["error"] = self.error.to_json()
+        if self.usage is not None:
+            data["usage"] = self.usage.to_json()
+        if self.execution_count is not None:
+            data["executionCount"] = self.execution_count
+        if self.context is not None:
+            data["context"] = self.context.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, JsonValue]) -> ExecutionResult:
+        logs = data.get("logs") or {}
+        error = data.get("error")
+        usage = data.get("usage")
+        context = data.get("context")
+        return cls(
+            code=str(data.get("code", "")),
+            language=str(data.get("language", "")),
+            engine=str(data.get("engine", "")),
+            duration_ms=float(data.get("durationMs", 0)),
+            stdout=[str(line) for line in logs.get("stdout") or []],
+            stderr=[str(line) for line in logs.get("stderr") or []],
+            results=[ResultEntry.from_json(entry) for entry in data.get("results") or []],
+            error=ExecutionError.from_json(error) if isinstance(error, dict) else None,
+            usage=Usage.from_json(usage) if isinstance(usage, dict) else None,
+            execution_count=data.get("executionCount"),
+            context=ContextRef.from_json(context) if isinstance(context, dict) else None,
+        )

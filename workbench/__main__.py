@@ -1,0 +1,5 @@
+"""`python -m workbench` runs the CLI."""
+
+from workbench.cli.main import main
+
+main()

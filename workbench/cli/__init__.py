@@ -1,0 +1,1 @@
+"""The `sandbox-workbench` command line: thin commands over the headless API."""

@@ -1,0 +1,1 @@
+"""The Textual app. The only package that imports textual."""
