@@ -23,7 +23,6 @@ def make_engine(*, component: bool) -> wasmtime.Engine:
     config.consume_fuel = True
     config.epoch_interruption = True
     config.wasm_component_model = component
-    config.cache = False
     return wasmtime.Engine(config)
 
 

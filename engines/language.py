@@ -71,6 +71,9 @@ class LanguageEngine(ABC):
     """Host programs needed to prepare the engine (e.g. "npm")."""
     argv: tuple[str, ...] = ()
     preopens: tuple[Preopen, ...] = ()
+    console_in_envelope: bool = False
+    """The guest reports its logs in `ExecuteResponse.console` (JavaScript's console.*)
+    instead of writing stdout/stderr through WASI."""
 
     @abstractmethod
     def prepare(self, work_dir: Path, progress: Progress) -> Path:

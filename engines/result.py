@@ -105,6 +105,29 @@ class ContextRef:
 
 
 @dataclass(frozen=True)
+class SessionState:
+    """How a context run got its interpreter (our extension, JSON key `workbench`).
+
+    `boot` is `resident` (the live REPL state), `restored` (from the context's memory
+    snapshot) or `fresh` (a new interpreter: earlier REPL state is gone); `notes` say why.
+    """
+
+    boot: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def state_lost(self) -> bool:
+        return self.boot == "fresh"
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"boot": self.boot, "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, JsonValue]) -> SessionState:
+        return cls(str(data.get("boot", "")), tuple(str(n) for n in data.get("notes") or []))
+
+
+@dataclass(frozen=True)
 class ExecutionResult:
     """The outcome of one execution, exactly as spec 3.1 puts it on the wire."""
 
@@ -119,6 +142,8 @@ class ExecutionResult:
     usage: Usage | None = None
     execution_count: int | None = None
     context: ContextRef | None = None
+    session: SessionState | None = None
+    """Workbench extension on context runs: where the REPL state came from."""
 
     @property
     def ok(self) -> bool:
@@ -141,6 +166,8 @@ class ExecutionResult:
             data["executionCount"] = self.execution_count
         if self.context is not None:
             data["context"] = self.context.to_json()
+        if self.session is not None:
+            data["workbench"] = self.session.to_json()
         return data
 
     @classmethod
@@ -149,6 +176,7 @@ class ExecutionResult:
         error = data.get("error")
         usage = data.get("usage")
         context = data.get("context")
+        extension = data.get("workbench")
         return cls(
             code=str(data.get("code", "")),
             language=str(data.get("language", "")),
@@ -161,4 +189,5 @@ class ExecutionResult:
             usage=Usage.from_json(usage) if isinstance(usage, dict) else None,
             execution_count=data.get("executionCount"),
             context=ContextRef.from_json(context) if isinstance(context, dict) else None,
+            session=SessionState.from_json(extension) if isinstance(extension, dict) else None,
         )

@@ -117,18 +117,13 @@ def export_globals(module: bytes) -> bytes:
     return bytes(out)
 
 
-def _memory_view(store: wasmtime.Store, memory: wasmtime.Memory) -> ctypes.Array[ctypes.c_ubyte]:
-    length = memory.data_len(store)
-    address = ctypes.addressof(memory.data_ptr(store).contents)
-    return (ctypes.c_ubyte * length).from_address(address)
-
-
 def take(store: wasmtime.Store, instance: wasmtime.Instance) -> MemorySnapshot:
     """Copy the instance's memory and exported mutable globals."""
     exports = instance.exports(store)
     memory = exports["memory"]
     assert isinstance(memory, wasmtime.Memory)
-    data = bytes(_memory_view(store, memory))
+    length = memory.data_len(store)
+    data = ctypes.string_at(ctypes.addressof(memory.data_ptr(store).contents), length)
     values: dict[str, Any] = {}
     for name, item in exports.items():
         if not (name.startswith(GLOBAL_PREFIX) and isinstance(item, wasmtime.Global)):

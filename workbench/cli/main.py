@@ -7,7 +7,13 @@ import click
 from workbench import __version__
 from workbench.cli.lazy_group import LazyCommand, LazyGroup
 
-COMMANDS: dict[str, LazyCommand] = {}
+COMMANDS: dict[str, LazyCommand] = {
+    "engines": LazyCommand(
+        "workbench.cli.engine_commands:engines_group",
+        "Local engines",
+        "Prepare and inspect the local Wasm engines.",
+    ),
+}
 """Subcommands by name; each module is imported only when its command runs."""
 
 

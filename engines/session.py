@@ -1,0 +1,414 @@
+"""Executions on a live guest: stateful sessions and stateless runs.
+
+A `Session` owns one wasmtime engine (so interrupting it never touches another session),
+one store and at most one live guest instance. Each execution gets a fresh fuel budget,
+an epoch deadline enforced by the watchdog, and is cancellable from any thread. After any
+trap the instance is discarded; the next execution restores the last snapshot where the
+engine supports snapshots, otherwise it starts fresh, and the outcome says which.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import wasmtime
+
+from engines.cache import Artifact, EngineCache
+from engines.host import IDLE_EPOCH_DEADLINE, WORKSPACE, OutputCapture, make_engine, make_store
+from engines.language import GuestInstance, LanguageEngine
+from engines.proto import envelope_pb2
+from engines.registry import language_engine
+from engines.result import ExecutionError, ExecutionResult, ResultEntry, Usage
+from engines.snapshot import MemorySnapshot
+from engines.watchdog import WATCHDOG
+
+INIT_FUEL = 10**12
+"""Fuel for instantiation and interpreter start-up (not counted against executions)."""
+
+LIMIT_ERROR = "ExecutionLimitError"
+ENGINE_ERROR = "EngineError"
+HOST_MESSAGE_CHARS = 2048
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-execution limits (spec 9.2) plus our wall-clock timeout (beyond the reference)."""
+
+    fuel: int | None = None
+    """None: the language's default budget."""
+    memory_bytes: int | None = None
+    """None: the language's default cap."""
+    timeout_seconds: float | None = 30.0
+    output_bytes: int = 32768
+    output_writes: int = 200
+    result_bytes: int = 65536
+
+
+class Boot(Enum):
+    """Where the instance that ran an execution came from."""
+
+    RESIDENT = "resident"
+    FRESH = "fresh"
+    RESTORED = "restored"
+
+
+@dataclass
+class Outcome:
+    """An execution's result plus what the caller needs to keep the session honest."""
+
+    result: ExecutionResult
+    cwd: str
+    boot: Boot
+    invalidated: bool = False
+    """The instance was discarded after this execution (trap or limit)."""
+    notes: list[str] = field(default_factory=list)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _host_message(error: BaseException) -> str:
+    return str(error).strip()[:HOST_MESSAGE_CHARS]
+
+
+def _split_lines(data: bytes) -> list[str]:
+    """Spec 3.4: concatenated writes split on newline, a trailing empty piece dropped."""
+    if not data:
+        return []
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+class Session:
+    """One live guest interpreter for one language (a REPL context, or stateless runs)."""
+
+    def __init__(
+        self,
+        language: str | LanguageEngine,
+        *,
+        workspace: Path | None = None,
+        limits: Limits | None = None,
+        restore_point: MemorySnapshot | None = None,
+        cache: EngineCache | None = None,
+    ) -> None:
+        self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
+        self.workspace = workspace
+        self.limits = limits or Limits()
+        self.restore_point = restore_point if self.spec.snapshots else None
+        self._cache = cache or EngineCache(self.spec)
+        self._engine = make_engine(component=self.spec.kind == "component")
+        self._artifact: Artifact = self._cache.load(self._engine)
+        self._scratch = Path(tempfile.mkdtemp(prefix=f"sbw-{self.spec.language}-"))
+        self._output = OutputCapture()
+        self._store: wasmtime.Store | None = None
+        self._instance: GuestInstance | None = None
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+        self._closed = False
+
+    @property
+    def fuel_limit(self) -> int:
+        return self.limits.fuel or self.spec.fuel
+
+    @property
+    def alive(self) -> bool:
+        """A live instance is resident (its state is in memory)."""
+        return self._instance is not None
+
+    def _preopens(self) -> tuple[tuple[Path, str, bool], ...]:
+        mounts = [] if self.workspace is None else [(self.workspace, WORKSPACE, True)]
+        for preopen in self.spec.preopens:
+            host_dir = preopen.make_host_dir(self._scratch / preopen.guest_path.strip("/"))
+            mounts.append((host_dir, preopen.guest_path, preopen.writable))
+        return tuple(mounts)
+
+    def _drop_instance(self) -> None:
+        store, self._store, self._instance = self._store, None, None
+        if store is not None:
+            store.close()
+
+    def _boot(self) -> Boot:
+        """Make an instance resident: restore the restore point if there is one, else fresh."""
+        if self._instance is not None:
+            return Boot.RESIDENT
+        self._output = OutputCapture()
+        store = make_store(
+            self._engine,
+            self._output,
+            memory_bytes=self.limits.memory_bytes or self.spec.memory_bytes,
+            argv=self.spec.argv,
+            preopens=self._preopens(),
+        )
+        store.set_fuel(INIT_FUEL)
+        try:
+            if self.restore_point is not None:
+                instance = self.spec.restore(
+                    self._engine, self._artifact, store, self.restore_point
+                )
+                boot = Boot.RESTORED
+            else:
+                instance = self.spec.instantiate(self._engine, self._artifact, store)
+                boot = Boot.FRESH
+        except BaseException:
+            store.close()
+            raise
+        self._store, self._instance = store, instance
+        return boot
+
+    def cancel(self) -> None:
+        """Interrupt the running execution (safe from any thread; no-op when idle)."""
+        self._cancelled.set()
+        self._engine.increment_epoch()
+
+    def execute(
+        self,
+        code: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str = WORKSPACE,
+        *,
+        session: bool = True,
+    ) -> Outcome:
+        """Run `code` with exactly `env` as the guest's environment."""
+        if self._closed:
+            raise RuntimeError("session is closed")
+        with self._lock:
+            return self._execute(code, dict(env or {}), cwd, session)
+
+    def _execute(self, code: str, env: dict[str, str], cwd: str, session: bool) -> Outcome:
+        started = time.perf_counter()
+        self._cancelled.clear()
+        try:
+            boot = self._boot()
+        except (wasmtime.WasmtimeError, wasmtime.Trap, wasmtime.ExitTrap, RuntimeError) as error:
+            return self._failure(code, ENGINE_ERROR, _host_message(error), cwd, Boot.FRESH)
+        store, instance = self._store, self._instance
+        assert store is not None and instance is not None
+        fuel_limit = self.fuel_limit
+        self._output.reset()
+        store.set_fuel(fuel_limit)
+        request = envelope_pb2.ExecuteRequest(
+            code=code,
+            env=env,
+            session=session,
+            cwd=cwd if session else "",
+            result_limit=self.limits.result_bytes,
+            console_limit_units=self.limits.output_bytes,
+            console_limit_entries=self.limits.output_writes,
+        )
+        payload = request.SerializeToString()
+        token = None
+        store.set_epoch_deadline(1)
+        if self.limits.timeout_seconds is not None:
+            token = WATCHDOG.arm(self._engine, self.limits.timeout_seconds)
+        trap: BaseException | None = None
+        raw = b""
+        try:
+            raw = instance.call(payload)
+        except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as error:
+            trap = error
+        finally:
+            if token is not None:
+                WATCHDOG.disarm(token)
+            store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
+        duration_ms = (time.perf_counter() - started) * 1000
+        usage = Usage(
+            fuel_consumed=fuel_limit - store.get_fuel(),
+            fuel_limit=fuel_limit,
+            memory_bytes=self._memory_bytes(instance),
+        )
+        if trap is not None:
+            return self._trapped(code, trap, duration_ms, usage, cwd, boot, session)
+        return self._completed(code, raw, duration_ms, usage, cwd, boot, session)
+
+    def _memory_bytes(self, instance: GuestInstance) -> int:
+        size = getattr(instance, "memory_size", None)
+        return int(size()) if callable(size) else 0
+
+    def _trapped(
+        self,
+        code: str,
+        trap: BaseException,
+        duration_ms: float,
+        usage: Usage,
+        cwd: str,
+        boot: Boot,
+        session: bool,
+    ) -> Outcome:
+        message = str(trap)
+        trap_code = getattr(trap, "trap_code", None)
+        if trap_code == wasmtime.TrapCode.OUT_OF_FUEL or "all fuel consumed" in message:
+            name, text = LIMIT_ERROR, "Execution fuel exhausted"
+        elif trap_code == wasmtime.TrapCode.INTERRUPT or "interrupt" in message:
+            if self._cancelled.is_set():
+                name, text = LIMIT_ERROR, "Execution cancelled"
+            else:
+                name, text = (
+                    LIMIT_ERROR,
+                    f"Execution timed out after {self.limits.timeout_seconds:g} s",
+                )
+        elif isinstance(trap, wasmtime.ExitTrap):
+            stderr = self._output.stderr.decode("utf-8", errors="replace").strip()
+            detail = f": {stderr.splitlines()[0]}" if stderr else ""
+            name, text = ENGINE_ERROR, f"guest exited with status {trap.code}{detail}"
+        else:
+            name, text = ENGINE_ERROR, _host_message(trap)
+        stdout, stderr_lines = self._logs(session)
+        self._drop_instance()
+        result = ExecutionResult(
+            code=code,
+            language=self.spec.language,
+            engine=self.spec.engine,
+            duration_ms=duration_ms,
+            stdout=stdout,
+            stderr=stderr_lines,
+            error=ExecutionError(name, text, []),
+            usage=usage if session else None,
+        )
+        note = "the interpreter was reset after this error"
+        if self.restore_point is not None:
+            note += "; the next run restores the last snapshot"
+        return Outcome(result, cwd, boot, invalidated=True, notes=[note])
+
+    def _logs(self, session: bool) -> tuple[list[str], list[str]]:
+        """Captured WASI output so far: kept for sessions, dropped for stateless runs."""
+        if not session:
+            return [], []
+        cap = self.limits.output_bytes
+        return _split_lines(bytes(self._output.stdout[:cap])), _split_lines(
+            bytes(self._output.stderr[: max(cap - len(self._output.stdout), 0)])
+        )
+
+    def _completed(
+        self,
+        code: str,
+        raw: bytes,
+        duration_ms: float,
+        usage: Usage,
+        cwd: str,
+        boot: Boot,
+        session: bool,
+    ) -> Outcome:
+        response = envelope_pb2.ExecuteResponse()
+        try:
+            response.ParseFromString(raw)
+        except Exception as decode_error:  # protobuf's DecodeError; a guest bug, not user error
+            self._drop_instance()
+            return self._failure(
+                code, ENGINE_ERROR, f"invalid guest response: {decode_error}", cwd, boot
+            )
+        results: list[ResultEntry] = []
+        if response.HasField("result"):
+            if response.result.WhichOneof("value") == "json":
+                results.append(ResultEntry(json=json.loads(response.result.json), is_json=True))
+            else:
+                results.append(ResultEntry(text=response.result.text))
+        error = None
+        if response.HasField("error"):
+            error = ExecutionError(
+                response.error.name, response.error.message, list(response.error.traceback)
+            )
+        if self.spec.console_in_envelope:
+            stdout = [line.text for line in response.console if line.stream == line.STDOUT]
+            stderr = [line.text for line in response.console if line.stream == line.STDERR]
+        else:
+            stdout = _split_lines(bytes(self._output.stdout))
+            stderr = _split_lines(bytes(self._output.stderr))
+        invalidated = False
+        limit = self._wasi_limit_exceeded(results)
+        if limit is not None:
+            error = ExecutionError(LIMIT_ERROR, limit, [])
+            stdout, stderr = self._logs(session)
+            results = []
+            invalidated = True
+            self._drop_instance()
+        new_cwd = response.cwd if session and response.cwd else cwd
+        result = ExecutionResult(
+            code=code,
+            language=self.spec.language,
+            engine=self.spec.engine,
+            duration_ms=duration_ms,
+            stdout=stdout,
+            stderr=stderr,
+            results=results,
+            error=error,
+            usage=usage if (session or limit is None) else None,
+        )
+        return Outcome(result, new_cwd, boot, invalidated=invalidated)
+
+    def _wasi_limit_exceeded(self, results: list[ResultEntry]) -> str | None:
+        """Spec 9.2 output and result limits for languages whose stdio the host captures."""
+        if self.spec.console_in_envelope:
+            return None
+        output = self._output
+        if (
+            output.total_bytes > self.limits.output_bytes
+            or output.writes > self.limits.output_writes
+        ):
+            return "Output limit exceeded"
+        encoded = json.dumps([entry.to_json() for entry in results], ensure_ascii=False)
+        if len(encoded.encode()) > self.limits.result_bytes:
+            return "Result limit exceeded"
+        return None
+
+    def _failure(self, code: str, name: str, message: str, cwd: str, boot: Boot) -> Outcome:
+        """A host-level failure: empty logs, no usage (spec 2.2.1)."""
+        result = ExecutionResult(
+            code=code,
+            language=self.spec.language,
+            engine=self.spec.engine,
+            duration_ms=0.0,
+            error=ExecutionError(name, message, []),
+        )
+        return Outcome(result, cwd, boot, invalidated=True)
+
+    def take_snapshot(self) -> MemorySnapshot | None:
+        """Snapshot the live instance (snapshot engines only); it becomes the restore point."""
+        if not self.spec.snapshots or self._instance is None or self._store is None:
+            return None
+        with self._lock:
+            snapshot = self.spec.take_snapshot(self._store, self._instance)
+        self.restore_point = snapshot
+        return snapshot
+
+    def reset(self) -> None:
+        """Forget all state: the next execution starts a fresh interpreter."""
+        with self._lock:
+            self._drop_instance()
+            self.restore_point = None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            self._drop_instance()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run(
+    language: str,
+    code: str,
+    env_vars: Mapping[str, str] | None = None,
+    *,
+    limits: Limits | None = None,
+) -> ExecutionResult:
+    """Stateless execution (spec 9.4): a fresh instance, no /workspace, nothing persists."""
+    with Session(language, limits=limits) as session:
+        return session.execute(code, env_vars, session=False).result

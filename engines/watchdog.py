@@ -1,0 +1,63 @@
+"""One background thread that interrupts executions whose wall-clock deadline passed.
+
+Each execution runs with an epoch deadline of one tick on its own wasmtime engine, so a
+single `engine.increment_epoch()` interrupts exactly that execution: the watchdog does it
+when the deadline passes, and `cancel()` does it immediately from any thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+
+import wasmtime
+
+
+class Watchdog:
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._heap: list[tuple[float, int]] = []
+        self._armed: dict[int, wasmtime.Engine] = {}
+        self._tokens = itertools.count(1)
+        self._thread: threading.Thread | None = None
+
+    def arm(self, engine: wasmtime.Engine, seconds: float) -> int:
+        """Interrupt `engine` after `seconds` unless disarmed first; returns a token."""
+        token = next(self._tokens)
+        with self._condition:
+            self._armed[token] = engine
+            heapq.heappush(self._heap, (time.monotonic() + seconds, token))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="engine-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._condition.notify()
+        return token
+
+    def disarm(self, token: int) -> None:
+        with self._condition:
+            self._armed.pop(token, None)
+
+    def _run(self) -> None:
+        with self._condition:
+            while True:
+                while self._heap and self._heap[0][1] not in self._armed:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._condition.wait()
+                    continue
+                deadline, token = self._heap[0]
+                remaining = deadline - time.monotonic()
+                if remaining > 0:
+                    self._condition.wait(remaining)
+                    continue
+                heapq.heappop(self._heap)
+                engine = self._armed.pop(token, None)
+                if engine is not None:
+                    engine.increment_epoch()
+
+
+WATCHDOG = Watchdog()

@@ -1,0 +1,36 @@
+"""Sandbox id validation (spec 8.1)."""
+
+import pytest
+
+from workbench.api.errors import ValidationFailedError
+from workbench.core.ids import normalize_id, validate_sandbox_id
+
+
+@pytest.mark.parametrize("good", ["a", "user-1", "A.b_c", "x" * 63, "Www1"])
+def test_valid(good: str) -> None:
+    validate_sandbox_id(good)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("", 'Invalid sandbox id "": must match /^[A-Za-z0-9._-]{1,63}$/'),
+        ("x" * 64, f'Invalid sandbox id "{"x" * 64}": must match /^[A-Za-z0-9._-]{{1,63}}$/'),
+        ("a/b", 'Invalid sandbox id "a/b": must match /^[A-Za-z0-9._-]{1,63}$/'),
+        ("ab\n", 'Invalid sandbox id "ab\n": must match /^[A-Za-z0-9._-]{1,63}$/'),
+        ("-ab", 'Invalid sandbox id "-ab": cannot start or end with a hyphen'),
+        ("ab-", 'Invalid sandbox id "ab-": cannot start or end with a hyphen'),
+        ("WWW", "Invalid sandbox id \"WWW\": 'WWW' is a reserved name"),
+        ("cloudflare", "Invalid sandbox id \"cloudflare\": 'cloudflare' is a reserved name"),
+    ],
+)
+def test_invalid(bad: str, message: str) -> None:
+    with pytest.raises(ValidationFailedError) as ei:
+        validate_sandbox_id(bad)
+    assert ei.value.message == message
+    assert ei.value.http_status == 400 and ei.value.code == "VALIDATION_FAILED"
+
+
+def test_normalize() -> None:
+    assert normalize_id("User-A") == "user-a"
+    assert normalize_id("User-A", normalize=False) == "User-A"

@@ -1,0 +1,263 @@
+"""`Backend` and `SandboxClient`: the one headless API (spec 13.2/13.3 in Python style).
+
+Both backends are this code over a different `Transport`, so they raise the same
+`SandboxError` subclasses and return the same types for the same server answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+from workbench.api.transport import Transport, invalid_response, parse_json_response
+from workbench.api.types import (
+    CodeContext,
+    ExecutionResult,
+    ExistsResult,
+    FileOpResult,
+    ListFilesResult,
+    MkdirResult,
+    ReadFileResult,
+    RuntimeInfo,
+    SandboxInfo,
+    SandboxSummary,
+)
+from workbench.core.ids import validate_sandbox_id
+
+LineCallback = Callable[[str], Awaitable[None] | None]
+
+
+def _encoding(encoding: str | None) -> str | None:
+    """The client normalizes `utf8` to `utf-8` (spec 13.2); other values pass through."""
+    return "utf-8" if encoding == "utf8" else encoding
+
+
+def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+class Interpreter:
+    """`sandbox.interpreter`: code contexts and execution."""
+
+    def __init__(self, sandbox: SandboxClient) -> None:
+        self._sandbox = sandbox
+
+    async def create_code_context(
+        self,
+        binding: str,
+        cwd: str | None = None,
+        env_vars: Mapping[str, str] | None = None,
+    ) -> CodeContext:
+        body = _without_none({"binding": binding, "cwd": cwd})
+        if env_vars is not None:
+            body["envVars"] = _without_none(env_vars)
+        return CodeContext.from_json(await self._sandbox._call("POST", "/contexts", body))
+
+    async def list_code_contexts(self) -> list[CodeContext]:
+        data = await self._sandbox._call("GET", "/contexts")
+        return [CodeContext.from_json(item) for item in data.get("contexts") or []]
+
+    async def delete_code_context(self, context_id: str | CodeContext) -> None:
+        identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
+        await self._sandbox._call("DELETE", f"/contexts/{quote(identifier, safe='')}")
+
+    async def run_code(
+        self,
+        code: str,
+        *,
+        context: str | CodeContext | None = None,
+        binding: str | None = None,
+        env_vars: Mapping[str, str | None] | None = None,
+        timeout: float | None = None,
+        on_stdout: LineCallback | None = None,
+        on_stderr: LineCallback | None = None,
+    ) -> ExecutionResult:
+        """Run code in a context (or the binding's default context). Guest errors and
+        limits come back in `result.error`; transport and request errors raise."""
+        body: dict[str, Any] = {"code": code}
+        if context is not None:
+            body["contextId"] = context.id if isinstance(context, CodeContext) else context
+        if binding is not None:
+            body["binding"] = binding
+        if env_vars is not None:
+            body["envVars"] = {key: value for key, value in env_vars.items()}
+        data = await self._sandbox._call("POST", "/execute", body, timeout=timeout)
+        if not (
+            isinstance(data, dict)
+            and isinstance(data.get("results"), list)
+            and isinstance(data.get("logs"), dict)
+        ):
+            raise invalid_response()
+        result = ExecutionResult.from_json(data)
+        for callback, lines in ((on_stdout, result.stdout), (on_stderr, result.stderr)):
+            if callback is not None:
+                for line in lines:
+                    outcome = callback(line)
+                    if asyncio.iscoroutine(outcome):
+                        await outcome
+        return result
+
+
+class SandboxClient:
+    """One sandbox, addressed by id (the sandbox comes into existence on first touch)."""
+
+    def __init__(self, transport: Transport, sandbox_id: str, *, normalize_id: bool = False):
+        self.id = sandbox_id.lower() if normalize_id else sandbox_id
+        validate_sandbox_id(self.id)
+        self._transport = transport
+        self.interpreter = Interpreter(self)
+
+    @property
+    def _prefix(self) -> str:
+        return f"/v1/sandboxes/{quote(self.id, safe='')}"
+
+    async def _call(
+        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+    ) -> Any:
+        suffix = "" if path == "/" else path
+        response = await self._transport.request(
+            method, self._prefix + suffix, body, timeout=timeout
+        )
+        return parse_json_response(response)
+
+    async def _files(self, body: dict[str, Any]) -> Any:
+        return await self._call("POST", "/files", body)
+
+    async def get_info(self) -> SandboxInfo:
+        return SandboxInfo.from_json(await self._call("GET", "/"))
+
+    async def destroy(self) -> None:
+        await self._call("DELETE", "/")
+
+    async def set_env_vars(self, env_vars: Mapping[str, str | None]) -> None:
+        """Set sandbox-level env vars; a `None` value unsets the key."""
+        await self._call("POST", "/env", {"envVars": dict(env_vars)})
+
+    async def write_file(
+        self, path: str, content: str | bytes, *, encoding: str | None = None
+    ) -> FileOpResult:
+        if isinstance(content, bytes):
+            body = {
+                "op": "write",
+                "path": path,
+                "content": base64.b64encode(content).decode(),
+                "encoding": "base64",
+            }
+        else:
+            body = {
+                "op": "write",
+                "path": path,
+                "content": content,
+                "encoding": _encoding(encoding) or "utf-8",
+            }
+        return FileOpResult.from_json(await self._files(body))
+
+    async def read_file(self, path: str, *, encoding: str | None = None) -> ReadFileResult:
+        body = _without_none({"op": "read", "path": path, "encoding": _encoding(encoding)})
+        return ReadFileResult.from_json(await self._files(body))
+
+    async def read_bytes(self, path: str) -> bytes:
+        """The file's raw bytes (the spec's `encoding: "none"`)."""
+        return (await self.read_file(path, encoding="base64")).data
+
+    async def mkdir(self, path: str, *, recursive: bool | None = None) -> MkdirResult:
+        body = _without_none({"op": "mkdir", "path": path, "recursive": recursive})
+        return MkdirResult.from_json(await self._files(body))
+
+    async def delete_file(
+        self, path: str, *, recursive: bool | None = None, force: bool | None = None
+    ) -> FileOpResult:
+        body = _without_none({"op": "delete", "path": path, "recursive": recursive, "force": force})
+        return FileOpResult.from_json(await self._files(body))
+
+    async def rename_file(self, old_path: str, new_path: str) -> FileOpResult:
+        body = {"op": "rename", "path": old_path, "newPath": new_path}
+        return FileOpResult.from_json(await self._files(body))
+
+    async def move_file(self, source: str, destination: str) -> FileOpResult:
+        body = {"op": "move", "path": source, "newPath": destination}
+        return FileOpResult.from_json(await self._files(body))
+
+    async def list_files(
+        self,
+        path: str = "/workspace",
+        *,
+        recursive: bool | None = None,
+        include_hidden: bool | None = None,
+    ) -> ListFilesResult:
+        body = _without_none(
+            {"op": "list", "path": path, "recursive": recursive, "includeHidden": include_hidden}
+        )
+        return ListFilesResult.from_json(await self._files(body))
+
+    async def exists(self, path: str) -> ExistsResult:
+        return ExistsResult.from_json(await self._files({"op": "exists", "path": path}))
+
+    async def cancel(self) -> bool:
+        """Stop this sandbox's running execution. True when the engine itself was
+        interrupted; False when the backend can only abandon the request."""
+        return await self._transport.cancel(self.id)
+
+
+class Backend:
+    """A place sandboxes live: the embedded local backend or a remote gateway."""
+
+    def __init__(self, transport: Transport, *, name: str) -> None:
+        self.name = name
+        self.transport = transport
+
+    @property
+    def description(self) -> str:
+        return self.transport.description
+
+    async def _call(self, method: str, path: str, body: Any = None) -> Any:
+        return parse_json_response(await self.transport.request(method, path, body))
+
+    async def health(self) -> dict[str, Any]:
+        data = await self._call("GET", "/v1/health")
+        if not isinstance(data, dict):
+            raise invalid_response("Invalid health response")
+        return data
+
+    async def runtimes(self) -> list[RuntimeInfo]:
+        data = await self._call("GET", "/v1/runtimes")
+        return [RuntimeInfo.from_json(item) for item in data.get("runtimes") or []]
+
+    async def list_sandboxes(self) -> list[SandboxSummary]:
+        data = await self._call("GET", "/v1/sandboxes")
+        return [SandboxSummary.from_json(item) for item in data.get("sandboxes") or []]
+
+    def sandbox(self, sandbox_id: str, *, normalize_id: bool = False) -> SandboxClient:
+        return SandboxClient(self.transport, sandbox_id, normalize_id=normalize_id)
+
+    async def run_code(
+        self,
+        binding: str,
+        code: str,
+        *,
+        env_vars: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> ExecutionResult:
+        """Stateless execution on a runtime (spec 2.2.1): fresh engine, no /workspace."""
+        body: dict[str, Any] = {"code": code}
+        if env_vars is not None:
+            body["envVars"] = dict(env_vars)
+        response = await self.transport.request(
+            "POST", f"/v1/runtimes/{quote(binding, safe='')}/execute", body, timeout=timeout
+        )
+        data = parse_json_response(response)
+        if not (isinstance(data, dict) and isinstance(data.get("results"), list)):
+            raise invalid_response()
+        return ExecutionResult.from_json(data)
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    async def __aenter__(self) -> Backend:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,1 @@
+"""The two backends behind the one API: `local` (embedded) and `remote` (a gateway)."""

@@ -1,0 +1,98 @@
+"""Live engine sessions of code contexts, capped with least-recently-used eviction.
+
+A context's REPL state lives in its session. Only `max_resident` sessions stay in memory
+(the reference keeps one per interpreter object; we keep a configurable number across
+all sandboxes). An evicted context comes back from its memory snapshot where its engine
+supports snapshots, otherwise fresh, and its next result says which.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from engines.session import Session
+
+SessionKey = tuple[str, str]
+"""(sandbox id, context id)"""
+
+DEFAULT_MAX_RESIDENT = 6
+
+
+class SessionPool:
+    def __init__(self, max_resident: int = DEFAULT_MAX_RESIDENT) -> None:
+        self.max_resident = max(1, max_resident)
+        self.before_close: Callable[[SessionKey, Session], None] | None = None
+        """Called before an evicted or discarded session closes (to save its state)."""
+        self._sessions: OrderedDict[SessionKey, Session] = OrderedDict()
+        self._busy: set[SessionKey] = set()
+        self._lock = threading.Lock()
+
+    def acquire(self, key: SessionKey, create: Callable[[], Session]) -> Session:
+        """The context's session (created if absent), marked busy until `release`."""
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is not None:
+                self._sessions.move_to_end(key)
+                self._busy.add(key)
+                return session
+        session = create()
+        with self._lock:
+            self._sessions[key] = session
+            self._busy.add(key)
+            evicted = self._evict_locked()
+        self._close(evicted)
+        return session
+
+    def release(self, key: SessionKey) -> None:
+        with self._lock:
+            self._busy.discard(key)
+            evicted = self._evict_locked()
+        self._close(evicted)
+
+    def _evict_locked(self) -> list[tuple[SessionKey, Session]]:
+        evicted = []
+        for key in list(self._sessions):
+            if len(self._sessions) <= self.max_resident:
+                break
+            if key not in self._busy:
+                evicted.append((key, self._sessions.pop(key)))
+        return evicted
+
+    def _close(self, sessions: list[tuple[SessionKey, Session]]) -> None:
+        for key, session in sessions:
+            if self.before_close is not None:
+                self.before_close(key, session)
+            session.close()
+
+    def get(self, key: SessionKey) -> Session | None:
+        with self._lock:
+            return self._sessions.get(key)
+
+    def is_resident(self, key: SessionKey) -> bool:
+        with self._lock:
+            session = self._sessions.get(key)
+        return session is not None and session.alive
+
+    def discard(self, key: SessionKey) -> None:
+        """Close and forget one context's session (context deleted or reset)."""
+        with self._lock:
+            session = self._sessions.pop(key, None)
+            self._busy.discard(key)
+        if session is not None:
+            session.close()
+
+    def discard_sandbox(self, sandbox_id: str) -> None:
+        with self._lock:
+            keys = [key for key in self._sessions if key[0] == sandbox_id]
+        for key in keys:
+            self.discard(key)
+
+    def close(self) -> None:
+        """Close every session (`before_close` runs for each, so state can be saved)."""
+        with self._lock:
+            sessions = list(self._sessions.items())
+            self._sessions.clear()
+            self._busy.clear()
+        self._close(sessions)

@@ -1,0 +1,121 @@
+"""`sandbox-workbench engines list | install | verify`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+import click
+
+from engines.cache import EngineCache
+from engines.language import PrepareError
+from engines.registry import LANGUAGES, language_engine, resolve_language
+from engines.status import EngineState, all_statuses
+
+
+def _languages(names: tuple[str, ...]) -> list[str]:
+    try:
+        return [resolve_language(name) for name in names] or list(LANGUAGES)
+    except KeyError as error:
+        raise click.BadParameter(str(error.args[0]), param_hint="LANGUAGE") from error
+
+
+@click.group("engines")
+def engines_group() -> None:
+    """Prepare and inspect the local Wasm engines."""
+
+
+@engines_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def list_command(as_json: bool) -> None:
+    """Show each language's engine, version and state."""
+    statuses = all_statuses()
+    if as_json:
+        rows = [
+            {
+                "language": status.language,
+                "engine": status.engine,
+                "version": status.version,
+                "contexts": status.contexts,
+                "snapshots": status.snapshots,
+                "state": status.state.value,
+                "detail": status.detail,
+            }
+            for status in statuses
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("language", "engine", "version", "state", box=None, pad_edge=False)
+    colours = {
+        EngineState.READY: "green",
+        EngineState.NOT_PREPARED: "yellow",
+        EngineState.CANNOT_PREPARE: "red",
+    }
+    for status in statuses:
+        state = f"[{colours[status.state]}]{status.state.value}[/]"
+        if status.detail:
+            state += f" ({status.detail})"
+        table.add_row(status.language, status.engine, status.version, state)
+    Console().print(table)
+
+
+@engines_group.command("install")
+@click.argument("languages", nargs=-1)
+@click.option("--force", is_flag=True, help="Fetch, build and compile again even if ready.")
+def install_command(languages: tuple[str, ...], force: bool) -> None:
+    """Prepare engines (all languages unless some are named), in parallel."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    chosen = _languages(languages)
+    failures: dict[str, str] = {}
+    with Progress(
+        TextColumn("{task.fields[language]:<11}"),
+        BarColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+    ) as progress:
+        tasks = {
+            language: progress.add_task("waiting", total=1.0, language=language)
+            for language in chosen
+        }
+
+        def prepare(language: str) -> None:
+            task = tasks[language]
+
+            def report(label: str, fraction: float) -> None:
+                progress.update(task, description=label, completed=fraction)
+
+            EngineCache(language_engine(language)).prepare(report, force=force)
+
+        workers = max(1, min(len(chosen), os.cpu_count() or 1))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(prepare, language): language for language in chosen}
+            for future in as_completed(futures):
+                language = futures[future]
+                try:
+                    future.result()
+                except PrepareError as error:
+                    failures[language] = str(error)
+                    progress.update(tasks[language], description="[red]failed[/]")
+    for language, message in failures.items():
+        click.echo(f"{language}: {message}", err=True)
+    if failures:
+        sys.exit(1)
+
+
+@engines_group.command("verify")
+@click.argument("languages", nargs=-1)
+def verify_command(languages: tuple[str, ...]) -> None:
+    """Check prepared engines against their recorded sha256 (thorough)."""
+    problems = 0
+    for language in _languages(languages):
+        found = EngineCache(language_engine(language)).verify()
+        click.echo(f"{language}: {'ok' if not found else '; '.join(found)}")
+        problems += bool(found)
+    if problems:
+        sys.exit(1)

@@ -1,0 +1,336 @@
+"""The local backend's SQLite database: sandboxes, workspace files, contexts, snapshots
+and execution history.
+
+Every acknowledged change is one transaction (`Store.transaction()`), so killing the
+process at any moment leaves either the state before or after a change, never half of
+it. WAL journaling with `synchronous=NORMAL` is durable against a process kill (the
+case we test); a power loss may drop the last commits, never corrupt the database.
+Other processes may use the same file: `data_version()` tells a reader when another
+connection committed, so in-memory caches can be refreshed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+CHUNK_BYTES = 1 << 20
+PAGE_BYTES = 65536
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sandboxes (
+    id TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL,
+    last_used INTEGER NOT NULL,
+    env_vars TEXT NOT NULL,
+    expires_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS files (
+    sandbox_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    data BLOB,                  -- NULL: a directory (so empty directories persist)
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (sandbox_id, path)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS contexts (
+    sandbox_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    value TEXT NOT NULL,        -- JSON: binding, language, engine, cwd, envVars, lastUsed, ...
+    PRIMARY KEY (sandbox_id, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshot_chunks (
+    sandbox_id TEXT NOT NULL,
+    context_id TEXT NOT NULL,
+    chunk INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (sandbox_id, context_id, chunk)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS history (
+    sandbox_id TEXT NOT NULL,
+    context_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    code TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    result TEXT,                -- ExecutionResult JSON
+    PRIMARY KEY (sandbox_id, context_id, seq)
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class SnapshotLayout:
+    """Which parts of a snapshot's memory hold data (spec 7.7 `SnapshotInfo` fields)."""
+
+    memory_pages: int
+    nonzero_pages: int
+    zero_chunks: frozenset[int]
+    chunk_count: int
+
+    @property
+    def stored_chunks(self) -> int:
+        return self.chunk_count - len(self.zero_chunks)
+
+    @classmethod
+    def of(cls, memory: bytes) -> SnapshotLayout:
+        zero_page = bytes(PAGE_BYTES)
+        pages = len(memory) // PAGE_BYTES
+        nonzero = [memory[p * PAGE_BYTES : (p + 1) * PAGE_BYTES] != zero_page for p in range(pages)]
+        per_chunk = CHUNK_BYTES // PAGE_BYTES
+        chunk_count = (pages + per_chunk - 1) // per_chunk
+        zero_chunks = frozenset(
+            chunk
+            for chunk in range(chunk_count)
+            if not any(nonzero[chunk * per_chunk : (chunk + 1) * per_chunk])
+        )
+        return cls(pages, sum(nonzero), zero_chunks, chunk_count)
+
+
+@dataclass
+class StoredSandbox:
+    id: str
+    created_at: int
+    last_used: int
+    env_vars: dict[str, str]
+    expires_at: int | None
+
+
+@dataclass
+class StoredContext:
+    id: str
+    created_at: int
+    value: dict[str, Any]
+
+
+class Transaction:
+    """Writes of one change; committed together when the `with` block ends."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._db = connection
+
+    def put_sandbox(self, sandbox: StoredSandbox) -> None:
+        self._db.execute(
+            "INSERT INTO sandboxes (id, created_at, last_used, env_vars, expires_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET last_used = excluded.last_used,"
+            " env_vars = excluded.env_vars, expires_at = excluded.expires_at",
+            (
+                sandbox.id,
+                sandbox.created_at,
+                sandbox.last_used,
+                json.dumps(sandbox.env_vars),
+                sandbox.expires_at,
+            ),
+        )
+
+    def delete_sandbox(self, sandbox_id: str) -> None:
+        for table in ("sandboxes", "files", "contexts", "snapshot_chunks", "history"):
+            column = "id" if table == "sandboxes" else "sandbox_id"
+            self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (sandbox_id,))
+
+    def put_file(self, sandbox_id: str, path: str, data: bytes, updated_at: int) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO files (sandbox_id, path, data, updated_at) VALUES (?, ?, ?, ?)",
+            (sandbox_id, path, data, updated_at),
+        )
+
+    def put_directory(self, sandbox_id: str, path: str) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO files (sandbox_id, path, data, updated_at) "
+            "VALUES (?, ?, NULL, 0)",
+            (sandbox_id, path),
+        )
+
+    def delete_path(self, sandbox_id: str, path: str) -> None:
+        self._db.execute("DELETE FROM files WHERE sandbox_id = ? AND path = ?", (sandbox_id, path))
+
+    def put_context(self, sandbox_id: str, context: StoredContext) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO contexts (sandbox_id, id, created_at, value) "
+            "VALUES (?, ?, ?, ?)",
+            (sandbox_id, context.id, context.created_at, json.dumps(context.value)),
+        )
+
+    def delete_context(self, sandbox_id: str, context_id: str) -> None:
+        for table in ("contexts", "snapshot_chunks", "history"):
+            column = "id" if table == "contexts" else "context_id"
+            self._db.execute(
+                f"DELETE FROM {table} WHERE sandbox_id = ? AND {column} = ?",
+                (sandbox_id, context_id),
+            )
+
+    def put_snapshot(
+        self, sandbox_id: str, context_id: str, memory: bytes, previous: bytes | None
+    ) -> SnapshotLayout:
+        """Store linear memory in 1 MiB chunks (spec 7.7): all-zero chunks are not stored,
+        and with the `previous` snapshot of this context at hand only chunks that differ
+        from it are rewritten."""
+        layout = SnapshotLayout.of(memory)
+        chunk_count = (len(memory) + CHUNK_BYTES - 1) // CHUNK_BYTES
+        for chunk in range(chunk_count):
+            start, end = chunk * CHUNK_BYTES, (chunk + 1) * CHUNK_BYTES
+            data = memory[start:end]
+            if previous is not None and previous[start:end] == data:
+                continue
+            if chunk in layout.zero_chunks:
+                self._db.execute(
+                    "DELETE FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ? "
+                    "AND chunk = ?",
+                    (sandbox_id, context_id, chunk),
+                )
+                continue
+            self._db.execute(
+                "INSERT OR REPLACE INTO snapshot_chunks (sandbox_id, context_id, chunk, data) "
+                "VALUES (?, ?, ?, ?)",
+                (sandbox_id, context_id, chunk, data.ljust(CHUNK_BYTES, b"\0")),
+            )
+        self._db.execute(
+            "DELETE FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ? AND chunk >= ?",
+            (sandbox_id, context_id, chunk_count),
+        )
+        return layout
+
+    def delete_snapshot(self, sandbox_id: str, context_id: str) -> None:
+        self._db.execute(
+            "DELETE FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ?",
+            (sandbox_id, context_id),
+        )
+
+    def add_history(
+        self,
+        sandbox_id: str,
+        context_id: str,
+        seq: int,
+        code: str,
+        started_at: int,
+        result: dict[str, Any] | None,
+    ) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO history (sandbox_id, context_id, seq, code, started_at, result)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                sandbox_id,
+                context_id,
+                seq,
+                code,
+                started_at,
+                None if result is None else json.dumps(result),
+            ),
+        )
+
+
+class Store:
+    """One SQLite database file (created with its schema on first use)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.RLock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=10000")
+            self._db.execute("PRAGMA foreign_keys=OFF")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version not in (0, SCHEMA_VERSION):
+                raise RuntimeError(
+                    f"{path} has schema version {version}; this workbench understands "
+                    f"{SCHEMA_VERSION}. Use another --data-dir or upgrade sandbox-workbench."
+                )
+            self._db.executescript(SCHEMA)
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """All writes in the block commit together, or none do."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield Transaction(self._db)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def data_version(self) -> int:
+        """Changes when another connection commits (PRAGMA data_version)."""
+        with self._lock:
+            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    def sandbox(self, sandbox_id: str) -> StoredSandbox | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, created_at, last_used, env_vars, expires_at FROM sandboxes "
+                "WHERE id = ?",
+                (sandbox_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return StoredSandbox(row[0], row[1], row[2], json.loads(row[3]), row[4])
+
+    def sandboxes(self) -> list[StoredSandbox]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, created_at, last_used, env_vars, expires_at FROM sandboxes "
+                "ORDER BY created_at, id"
+            ).fetchall()
+        return [StoredSandbox(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+
+    def files(self, sandbox_id: str) -> list[tuple[str, bytes | None, int]]:
+        """(path, data or None for a directory, updated_at), parents before children."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT path, data, updated_at FROM files WHERE sandbox_id = ? ORDER BY path",
+                (sandbox_id,),
+            ).fetchall()
+        return [(path, data, updated_at) for path, data, updated_at in rows]
+
+    def contexts(self, sandbox_id: str) -> list[StoredContext]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, created_at, value FROM contexts WHERE sandbox_id = ? "
+                "ORDER BY created_at, id",
+                (sandbox_id,),
+            ).fetchall()
+        return [StoredContext(r[0], r[1], json.loads(r[2])) for r in rows]
+
+    def snapshot_memory(self, sandbox_id: str, context_id: str, memory_pages: int) -> bytes:
+        """Reassemble a snapshot's linear memory (zero chunks were not stored)."""
+        size = memory_pages * 65536
+        memory = bytearray(size)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT chunk, data FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ?",
+                (sandbox_id, context_id),
+            ).fetchall()
+        for chunk, data in rows:
+            start = chunk * CHUNK_BYTES
+            end = min(start + CHUNK_BYTES, size)
+            memory[start:end] = data[: end - start]
+        return bytes(memory)
+
+    def history(
+        self, sandbox_id: str, context_id: str, *, limit: int = 1000
+    ) -> list[tuple[int, str, int, dict[str, Any] | None]]:
+        """(seq, code, started_at, result JSON) oldest first, the newest `limit` entries."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, code, started_at, result FROM history "
+                "WHERE sandbox_id = ? AND context_id = ? ORDER BY seq DESC LIMIT ?",
+                (sandbox_id, context_id, limit),
+            ).fetchall()
+        return [
+            (seq, code, started_at, None if result is None else json.loads(result))
+            for seq, code, started_at, result in reversed(rows)
+        ]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
