@@ -8,9 +8,29 @@ from workbench import __version__
 from workbench.cli.lazy_group import LazyCommand, LazyGroup
 
 COMMANDS: dict[str, LazyCommand] = {
+    "run": LazyCommand(
+        "workbench.cli.run_command:run_command",
+        "Run code",
+        "Run code statelessly or in a sandbox's context.",
+    ),
+    "sandboxes": LazyCommand(
+        "workbench.cli.sandbox_commands:sandboxes_group",
+        "Sandboxes",
+        "List, inspect and destroy sandboxes.",
+    ),
+    "files": LazyCommand(
+        "workbench.cli.file_commands:files_group",
+        "Sandboxes",
+        "Read and change a sandbox's /workspace.",
+    ),
+    "locate": LazyCommand(
+        "workbench.cli.locate_command:locate_command",
+        "Setup",
+        "Print where config, data and caches live.",
+    ),
     "engines": LazyCommand(
         "workbench.cli.engine_commands:engines_group",
-        "Local engines",
+        "Setup",
         "Prepare and inspect the local Wasm engines.",
     ),
 }

@@ -1,0 +1,55 @@
+"""Shared fixtures: real engines prepared once per test run, in parallel."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from engines.cache import EngineCache
+from engines.language import PrepareError
+from engines.registry import LANGUAGES, language_engine, missing_requirements
+
+_PREPARED: dict[str, str | None] = {}
+"""language -> None when ready, else why it cannot be prepared."""
+
+
+def _prepare(language: str) -> str | None:
+    try:
+        EngineCache(language_engine(language)).prepare()
+    except PrepareError as error:
+        return str(error)
+    return None
+
+
+def prepare_engines(*languages: str) -> dict[str, str | None]:
+    """Prepare (fetch/build/compile once, then cached) the named engines in parallel."""
+    wanted = [language for language in languages if language not in _PREPARED]
+    if wanted:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            for language, problem in zip(wanted, pool.map(_prepare, wanted), strict=True):
+                _PREPARED[language] = problem
+    return {language: _PREPARED[language] for language in languages}
+
+
+def require_engine(language: str) -> None:
+    """Skip when a host tool the engine needs is missing (say which); fail on any other
+    preparation problem, since every engine is part of the suite."""
+    missing = missing_requirements(language_engine(language))
+    if missing:
+        pytest.skip(f"{language} engine needs {missing[0].program}, which is not installed")
+    problem = prepare_engines(language)[language]
+    if problem is not None:
+        pytest.fail(f"{language} engine could not be prepared: {problem}")
+
+
+@pytest.fixture(scope="session")
+def all_engines() -> Iterator[None]:
+    """Every preparable engine, prepared in parallel up front."""
+    preparable = [lang for lang in LANGUAGES if not missing_requirements(language_engine(lang))]
+    problems = {k: v for k, v in prepare_engines(*preparable).items() if v is not None}
+    if problems:
+        pytest.fail(f"engines could not be prepared: {problems}")
+    yield

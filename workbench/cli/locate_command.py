@@ -1,0 +1,35 @@
+"""`sandbox-workbench locate`: where configuration, data and caches live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from workbench.cli.common import echo_json
+
+
+@click.command("locate")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Report this local store instead of the default.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def locate_command(data_dir: Path | None, as_json: bool) -> None:
+    """Print where config, data and caches live."""
+    from workbench import paths
+
+    places = {
+        "config": str(paths.config_file()),
+        "data": str(paths.data_dir(data_dir)),
+        "database": str(paths.data_dir(data_dir) / paths.DATABASE_NAME),
+        "cache": str(paths.cache_dir()),
+        "engines": str(paths.cache_dir() / "engines"),
+    }
+    if as_json:
+        echo_json(places)
+        return
+    for name, place in places.items():
+        click.echo(f"{name:<9}{place}")
