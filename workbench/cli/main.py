@@ -23,6 +23,16 @@ COMMANDS: dict[str, LazyCommand] = {
         "Sandboxes",
         "Read and change a sandbox's /workspace.",
     ),
+    "serve": LazyCommand(
+        "workbench.cli.serve_command:serve_command",
+        "Remote",
+        "Serve the gateway protocol from the local backend.",
+    ),
+    "profiles": LazyCommand(
+        "workbench.cli.profile_commands:profiles_group",
+        "Remote",
+        "Configure remote gateways.",
+    ),
     "locate": LazyCommand(
         "workbench.cli.locate_command:locate_command",
         "Setup",

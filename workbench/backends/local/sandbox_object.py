@@ -91,6 +91,10 @@ class ContextRow:
     last_used: int
     executions: int = 0
     snapshot: dict[str, Any] | None = None
+    seq: int = 0
+    """Creation order within the sandbox: breaks `createdAt` ties (same millisecond), so
+    listings and the default context follow creation order like the reference's stable
+    sort over its insertion-ordered registry."""
 
     def to_stored(self) -> StoredContext:
         return StoredContext(
@@ -105,6 +109,7 @@ class ContextRow:
                 "lastUsed": self.last_used,
                 "executions": self.executions,
                 "snapshot": self.snapshot,
+                "seq": self.seq,
             },
         )
 
@@ -122,6 +127,7 @@ class ContextRow:
             last_used=int(value["lastUsed"]),
             executions=int(value.get("executions", 0)),
             snapshot=value.get("snapshot"),
+            seq=int(value.get("seq", 0)),
         )
 
     def public(self) -> dict[str, Any]:
@@ -316,7 +322,7 @@ class SandboxObject:
     # ----- info, env, files ----------------------------------------------------------
 
     def _sorted_contexts(self) -> list[ContextRow]:
-        return sorted(self._contexts.values(), key=lambda row: (row.created_at, row.id))
+        return sorted(self._contexts.values(), key=lambda row: (row.created_at, row.seq, row.id))
 
     def info(self) -> dict[str, Any]:
         meta = self._ensure_meta()
@@ -406,6 +412,7 @@ class SandboxObject:
             env_vars=env_vars,
             created_at=now,
             last_used=now,
+            seq=max((other.seq for other in self._contexts.values()), default=0) + 1,
         )
         self._contexts[row.id] = row
         tx.put_context(self.id, row.to_stored())

@@ -1,0 +1,199 @@
+"""The remote backend against gateways that misbehave: each failure is a clear error,
+never a hang or a crash. The misbehaving gateways are real HTTP servers on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import httpx
+import pytest
+
+from workbench.api.errors import SandboxError
+from workbench.backends.remote import ConnectionFailedError, open_remote_backend
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def read_request(reader: asyncio.StreamReader) -> None:
+    headers = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in headers.decode("latin-1").split("\r\n"):
+        if line.lower().startswith("content-length:"):
+            length = int(line.split(":", 1)[1])
+    if length:
+        await reader.readexactly(length)
+
+
+def reply(status: str, body: bytes, content_type: str = "application/json") -> Handler:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(
+            f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    return handle
+
+
+async def start(handler: Handler) -> tuple[asyncio.Server, str]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+async def gateway_factory() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
+    servers: list[asyncio.Server] = []
+
+    async def make(handler: Handler) -> str:
+        server, url = await start(handler)
+        servers.append(server)
+        return url
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_server_down_is_a_connection_error() -> None:
+    backend = open_remote_backend("down", f"http://127.0.0.1:{free_port()}", "t", retries=1)
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailedError) as caught:
+        await backend.list_sandboxes()
+    assert time.monotonic() - started < 5
+    assert "connection refused" in caught.value.message or "cannot reach" in caught.value.message
+    assert caught.value.code == "CONNECTION_FAILED"
+    await backend.aclose()
+
+
+async def test_unresolvable_host_is_a_clear_error() -> None:
+    backend = open_remote_backend("dns", "http://no-such-host.invalid", "t", retries=0)
+    with pytest.raises(ConnectionFailedError) as caught:
+        await backend.runtimes()
+    assert "no-such-host.invalid" in caught.value.message
+    await backend.aclose()
+
+
+async def test_slow_server_times_out(gateway_factory: Callable[[Handler], Awaitable[str]]) -> None:
+    async def stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await asyncio.sleep(30)
+
+    url = await gateway_factory(stall)
+    timeout = httpx.Timeout(0.5)
+    backend = open_remote_backend("slow", url, "t", timeout=timeout, retries=0)
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailedError) as caught:
+        await backend.sandbox("demo").get_info()
+    assert time.monotonic() - started < 5
+    assert "did not answer in time" in caught.value.message
+    await backend.aclose()
+
+
+async def test_garbage_body_is_an_internal_error(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    url = await gateway_factory(reply("200 OK", b"<html>not json</html>", "text/html"))
+    backend = open_remote_backend("garbage", url, "t")
+    with pytest.raises(SandboxError) as caught:
+        await backend.sandbox("demo").get_info()
+    assert caught.value.code == "INTERNAL_ERROR"
+    assert caught.value.message == "HTTP 200: OK"
+    await backend.aclose()
+
+
+async def test_json_of_the_wrong_shape_is_invalid_sandbox_response(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    url = await gateway_factory(reply("200 OK", b'{"hello": 1}'))
+    backend = open_remote_backend("shape", url, "t")
+    with pytest.raises(SandboxError) as caught:
+        await backend.sandbox("demo").interpreter.run_code("1", binding="PYTHON")
+    assert caught.value.message == "Invalid sandbox response"
+    assert caught.value.http_status == 500
+    await backend.aclose()
+
+
+async def test_unauthorized(gateway_factory: Callable[[Handler], Awaitable[str]]) -> None:
+    body = (
+        b'{"code": "UNAUTHORIZED", "message": "Missing or invalid bearer token", '
+        b'"context": {}, "httpStatus": 401, "timestamp": "2026-01-01T00:00:00.000Z"}'
+    )
+    url = await gateway_factory(reply("401 Unauthorized", body))
+    backend = open_remote_backend("auth", url, "wrong")
+    with pytest.raises(SandboxError) as caught:
+        await backend.list_sandboxes()
+    assert caught.value.http_status == 401
+    assert caught.value.code == "UNAUTHORIZED"
+    await backend.aclose()
+
+
+async def test_5xx_without_json_is_retried_then_reported(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    hits = 0
+    plain = reply("503 Service Unavailable", b"upstream down", "text/plain")
+
+    async def count(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal hits
+        hits += 1
+        await plain(reader, writer)
+
+    url = await gateway_factory(count)
+    backend = open_remote_backend("5xx", url, "t", retries=2)
+    with pytest.raises(SandboxError) as caught:
+        await backend.list_sandboxes()
+    assert hits == 3  # GET is idempotent: retried twice
+    assert caught.value.message == "HTTP 503: Service Unavailable"
+    assert caught.value.http_status == 503
+    await backend.aclose()
+
+
+async def test_non_idempotent_requests_are_not_retried(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    hits = 0
+    plain = reply("502 Bad Gateway", b"", "text/plain")
+
+    async def count(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal hits
+        hits += 1
+        await plain(reader, writer)
+
+    url = await gateway_factory(count)
+    backend = open_remote_backend("post", url, "t", retries=2)
+    with pytest.raises(SandboxError):
+        await backend.sandbox("demo").interpreter.run_code("1", binding="PYTHON")
+    assert hits == 1
+    await backend.aclose()
+
+
+async def test_error_response_maps_to_the_spec_class(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    from workbench.api import errors
+
+    body = (
+        b'{"code": "FILE_NOT_FOUND", "message": "No such file: /workspace/x", '
+        b'"context": {"path": "x", "operation": "file.read", "errno": "ENOENT"}, '
+        b'"httpStatus": 404, "timestamp": "2026-01-01T00:00:00.000Z", "operation": "file.read"}'
+    )
+    url = await gateway_factory(reply("404 Not Found", body))
+    backend = open_remote_backend("files", url, "t")
+    with pytest.raises(errors.FileNotFoundError) as caught:
+        await backend.sandbox("demo").read_file("x")
+    assert caught.value.operation == "file.read"
+    assert caught.value.context["errno"] == "ENOENT"
+    await backend.aclose()

@@ -1,0 +1,60 @@
+"""Start a real `sandbox-workbench serve` process on a loopback port for tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+TOKEN = "test-token-0123456789"
+READY = re.compile(r"listening on (http://\S+)")
+
+
+@dataclass(frozen=True)
+class ServeProcess:
+    url: str
+    token: str
+    process: subprocess.Popen[str]
+
+
+@contextmanager
+def serve_process(data_dir: Path, *, token: str = TOKEN) -> Iterator[ServeProcess]:
+    """`sandbox-workbench serve --port 0` with its own data dir; yields once it is ready."""
+    env = {**os.environ, "SANDBOX_WORKBENCH_TOKEN": token}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "serve", "--port", "0", "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + 60
+        url = None
+        lines = []
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            match = READY.search(line)
+            if match:
+                url = match.group(1)
+                break
+        if url is None:
+            raise RuntimeError("serve did not start:\n" + "".join(lines))
+        yield ServeProcess(url, token, process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,1 @@
+"""`sandbox-workbench serve`: the gateway protocol over HTTP from the local backend."""

@@ -1,0 +1,116 @@
+"""An ASGI application serving the gateway protocol (run by uvicorn).
+
+HTTP parsing is uvicorn's; this layer only reads the body (bounded), checks the bearer
+token in constant time and hands the request to the in-process gateway, which owns
+every route, status and error body.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from workbench.api.errors import error_response
+from workbench.api.transport import Response
+from workbench.backends.local.gateway import LocalGateway
+from workbench.gateway.http import FILES_BODY_CAP, Request, error_json, validation_error
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+PUBLIC_PATHS = frozenset({"/v1/health"})
+MAX_BODY_BYTES = FILES_BODY_CAP + 4096
+"""The largest body any route accepts (2 MiB for /files), plus slack for headers' sake."""
+
+
+def unauthorized() -> Response:
+    body = error_response("UNAUTHORIZED", "Missing or invalid bearer token", http_status=401)
+    return Response.json(401, body)
+
+
+class GatewayApp:
+    """ASGI 3 app: bearer auth + body cap in front of `LocalGateway.handle`."""
+
+    def __init__(self, gateway: LocalGateway, token: str) -> None:
+        self.gateway = gateway
+        self._token = token.encode()
+
+    def authorized(self, header: str | None) -> bool:
+        if header is None or not header.startswith("Bearer "):
+            return False
+        return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), self._token)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        headers = {
+            name.decode("latin-1").lower(): value.decode("latin-1")
+            for name, value in scope.get("headers", [])
+        }
+        path = scope.get("path", "/")
+        if path not in PUBLIC_PATHS and not self.authorized(headers.get("authorization")):
+            await _drain(receive)
+            await self._send(send, unauthorized())
+            return
+        body = await _read_body(receive, MAX_BODY_BYTES)
+        if body is None:
+            await self._send(send, error_json(validation_error("Request too large", 413)))
+            return
+        request = Request(scope.get("method", "GET"), path, body, headers)
+        await self._send(send, await self.gateway.handle(request))
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.gateway.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    @staticmethod
+    async def _send(send: Send, response: Response) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": [
+                    (b"content-type", response.content_type.encode()),
+                    (b"cache-control", b"no-store"),
+                    (b"content-length", str(len(response.body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+
+async def _read_body(receive: Receive, cap: int) -> bytes | None:
+    """The request body, or None as soon as it exceeds `cap` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def _drain(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect" or not message.get("more_body", False):
+            return
