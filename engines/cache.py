@@ -79,6 +79,13 @@ class EngineBuild:
     sha256: str
     engine: str
     version: str
+    inputs: str
+    """`LanguageEngine.inputs_digest()` when it was prepared."""
+
+    @property
+    def identity(self) -> str:
+        """What snapshots are valid for: the Wasm and the sources that drive it."""
+        return hashlib.sha256(f"{self.sha256}|{self.inputs}".encode()).hexdigest()
 
 
 class EngineCache:
@@ -100,7 +107,12 @@ class EngineCache:
         """The recorded build, or None when the engine was never prepared."""
         try:
             record = json.loads(self.build_record_path.read_text())
-            return EngineBuild(str(record["sha256"]), str(record["engine"]), str(record["version"]))
+            return EngineBuild(
+                str(record["sha256"]),
+                str(record["engine"]),
+                str(record["version"]),
+                str(record["inputs"]),
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -116,6 +128,7 @@ class EngineCache:
         build = self.build()
         return (
             build is not None
+            and build.inputs == self.language_engine.inputs_digest()
             and self.wasm_path.is_file()
             and self._compiled_entry_intact(self.compiled_path(build), thorough=False)
         )
@@ -147,6 +160,8 @@ class EngineCache:
         build = self.build()
         if build is None or not self.wasm_path.is_file():
             return None
+        if build.inputs != self.language_engine.inputs_digest():
+            return None
         if sha256_file(self.wasm_path) != build.sha256:
             return None
         return build
@@ -163,11 +178,13 @@ class EngineCache:
         temporary = self.wasm_path.with_suffix(".wasm.partial")
         shutil.copyfile(produced, temporary)
         os.replace(temporary, self.wasm_path)
-        build = EngineBuild(digest, self.language_engine.engine, self.language_engine.version)
+        spec = self.language_engine
+        build = EngineBuild(digest, spec.engine, spec.version, spec.inputs_digest())
         record = {
             "sha256": build.sha256,
             "engine": build.engine,
             "version": build.version,
+            "inputs": build.inputs,
             "preparedSeconds": round(time.monotonic() - started, 1),
         }
         _write_atomically(self.build_record_path, json.dumps(record, indent=2).encode())
@@ -203,8 +220,10 @@ class EngineCache:
     def load(self, engine: wasmtime.Engine) -> Artifact:
         """Load the compiled module into `engine`, preparing or rebuilding it if needed."""
         build = self.build()
-        if build is None or not self._compiled_entry_intact(
-            self.compiled_path(build), thorough=False
+        if (
+            build is None
+            or build.inputs != self.language_engine.inputs_digest()
+            or not self._compiled_entry_intact(self.compiled_path(build), thorough=False)
         ):
             build = self.prepare()
         compiled = str(self.compiled_path(build))

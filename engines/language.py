@@ -75,6 +75,26 @@ class LanguageEngine(ABC):
     """The guest reports its logs in `ExecuteResponse.console` (JavaScript's console.*)
     instead of writing stdout/stderr through WASI."""
 
+    def inputs_digest(self) -> str:
+        """Identity of everything that shapes the prepared engine: the engine string and
+        every source file of the language package (guest drivers, WIT, lockfiles, pins).
+        A prepared engine whose digest differs is prepared again."""
+        cached: str | None = getattr(self, "_inputs_digest", None)
+        if cached is not None:
+            return cached
+        import hashlib
+        import inspect
+
+        digest = hashlib.sha256(f"{self.engine}|{self.version}|{self.kind}".encode())
+        package_dir = Path(inspect.getfile(type(self))).parent
+        for path in sorted(package_dir.rglob("*")):
+            skipped = {"__pycache__", "node_modules"} & set(path.parts)
+            if path.is_file() and not skipped and path.suffix not in {".pyc", ".wasm"}:
+                digest.update(str(path.relative_to(package_dir)).encode())
+                digest.update(path.read_bytes())
+        self._inputs_digest = digest.hexdigest()
+        return self._inputs_digest
+
     @abstractmethod
     def prepare(self, work_dir: Path, progress: Progress) -> Path:
         """Fetch (and verify) or build the engine's Wasm inside `work_dir`; return its path.

@@ -12,12 +12,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from workbench.api.errors import SandboxError
 from workbench.api.transport import Transport, invalid_response, parse_json_response
 from workbench.api.types import (
     CodeContext,
     ExecutionResult,
     ExistsResult,
     FileOpResult,
+    HistoryEntry,
     ListFilesResult,
     MkdirResult,
     ReadFileResult,
@@ -63,6 +65,32 @@ class Interpreter:
     async def delete_code_context(self, context_id: str | CodeContext) -> None:
         identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
         await self._sandbox._call("DELETE", f"/contexts/{quote(identifier, safe='')}")
+
+    async def history(self, context_id: str | CodeContext) -> list[HistoryEntry]:
+        """The context's past executions, oldest first; empty when the server keeps no
+        history (it answers 404)."""
+        identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
+        try:
+            data = await self._sandbox._call(
+                "GET", f"/contexts/{quote(identifier, safe='')}/history"
+            )
+        except SandboxError as error:
+            if error.http_status == 404:
+                return []
+            raise
+        return [
+            HistoryEntry(
+                seq=int(item["seq"]),
+                code=str(item["code"]),
+                started_at=int(item["startedAt"]),
+                result=(
+                    ExecutionResult.from_json(item["result"])
+                    if isinstance(item.get("result"), dict)
+                    else None
+                ),
+            )
+            for item in data.get("history") or []
+        ]
 
     async def run_code(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from workbench import __version__
@@ -54,8 +56,21 @@ COMMANDS: dict[str, LazyCommand] = {
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.version_option(__version__, "-V", "--version", prog_name="sandbox-workbench")
+@click.option(
+    "--profile",
+    "-p",
+    default="local",
+    envvar="SANDBOX_WORKBENCH_PROFILE",
+    help="Backend profile the workbench opens (default: local).",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Local backend store (default: $SANDBOX_WORKBENCH_DATA_DIR or the user data dir).",
+)
 @click.pass_context
-def main(ctx: click.Context) -> None:
+def main(ctx: click.Context, profile: str, data_dir: Path | None) -> None:
     """A terminal workbench for sandbox-workers.
 
     Browse sandboxes, their code contexts and /workspace, and run a REPL per context:
@@ -65,4 +80,4 @@ def main(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is None:
         from workbench.tui.app import run_app
 
-        run_app()
+        run_app(profile=profile, data_dir=data_dir)

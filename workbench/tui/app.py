@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Header, Static
@@ -24,5 +26,6 @@ class WorkbenchApp(App[None]):
         yield Footer()
 
 
-def run_app() -> None:
+def run_app(profile: str = "local", data_dir: Path | None = None) -> None:
+    del profile, data_dir  # used once the workbench UI lands
     WorkbenchApp().run()

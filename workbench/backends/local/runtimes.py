@@ -54,7 +54,7 @@ class LocalRuntime:
     def build_sha256(self) -> str:
         """sha256 of the prepared engine Wasm (snapshots are only valid for that build)."""
         build = EngineCache(self.spec).build()
-        return "" if build is None else build.sha256
+        return "" if build is None else build.identity
 
     def info(self) -> RuntimeInfo:
         return RuntimeInfo(self.binding, self.spec.language, self.spec.engine, self.spec.contexts)

@@ -1,0 +1,167 @@
+"""Engine benchmarks: cold start, warm latency, host overhead, speed against the host's
+native interpreter, snapshots and memory, per language, each against a baseline measured
+in the same run. Run: `python -m benchmarks engines`."""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from engines.cache import EngineCache
+from engines.proto import envelope_pb2
+from engines.registry import LANGUAGES, language_engine, missing_requirements
+from engines.session import Session
+
+FIB = {
+    "javascript": "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2) }\nfib(25)",
+    "python": "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nfib(25)",
+    "perl": "sub fib { my $n = shift; $n < 2 ? $n : fib($n - 1) + fib($n - 2) } fib(25)",
+    "ruby": "def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)\nfib(25)",
+}
+NATIVE = {
+    "javascript": (
+        ["node", "-e"],
+        "function fib(n){return n<2?n:fib(n-1)+fib(n-2)}"
+        "const t=process.hrtime.bigint();fib(25);"
+        "console.log(Number(process.hrtime.bigint()-t)/1e6)",
+    ),
+    "python": (
+        ["python3", "-c"],
+        "import time\ndef fib(n): return n if n < 2 else fib(n-1)+fib(n-2)\n"
+        "t=time.perf_counter(); fib(25); print((time.perf_counter()-t)*1000)",
+    ),
+    "perl": (
+        ["perl", "-MTime::HiRes=time", "-e"],
+        "sub fib { my $n = shift; $n < 2 ? $n : fib($n-1) + fib($n-2) } "
+        "my $t = time; fib(25); print((time - $t) * 1000)",
+    ),
+    "ruby": (
+        ["ruby", "-e"],
+        "def fib(n) = n < 2 ? n : fib(n-1)+fib(n-2)\n"
+        "t=Process.clock_gettime(Process::CLOCK_MONOTONIC); fib(25); "
+        "puts (Process.clock_gettime(Process::CLOCK_MONOTONIC)-t)*1000",
+    ),
+}
+
+
+def timed(action: Callable[[], object], repeat: int) -> list[float]:
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def native_fib_ms(language: str) -> float | None:
+    command, program = NATIVE[language]
+    if shutil.which(command[0]) is None:
+        return None
+    runs = []
+    for _ in range(3):
+        output = subprocess.run([*command, program], capture_output=True, text=True, check=True)
+        runs.append(float(output.stdout.strip()))
+    return statistics.median(runs)
+
+
+def bench_language(language: str, workspace: Path) -> None:
+    spec = language_engine(language)
+    EngineCache(spec).prepare()
+    print(f"\n[{language}] {spec.engine}")
+
+    def cold() -> None:
+        with Session(spec, workspace=workspace) as session:
+            session.execute("1+1")
+
+    cold_ms = statistics.median(timed(cold, 5))
+    target = 50 if spec.kind == "component" else 250
+    print(f"  cold start (cache -> first result): {cold_ms:8.1f} ms   (target <= {target} ms)")
+
+    with Session(spec, workspace=workspace) as session:
+        session.execute("1+1")
+        warm = timed(lambda: session.execute("1+1"), 200)
+        p50, p95 = statistics.median(warm), percentile(warm, 0.95)
+        print(f"  warm 1+1: p50 {p50:6.3f} ms  p95 {p95:6.3f} ms           (target p50 <= 2 ms)")
+        instance = session._instance
+        store = session._store
+        assert instance is not None and store is not None
+        payload = envelope_pb2.ExecuteRequest(code="1+1", session=True, cwd="/workspace")
+        raw = payload.SerializeToString()
+
+        def bare() -> None:
+            store.set_fuel(spec.fuel)
+            instance.call(raw)
+
+        bare_p50 = statistics.median(timed(bare, 200))
+        print(
+            f"  bare wasmtime call of the same guest: p50 {bare_p50:6.3f} ms -> host overhead "
+            f"{p50 / bare_p50:4.2f}x (target <= 1.3x)"
+        )
+        fib = session.execute(FIB[language])
+        engine_fib = fib.result.duration_ms
+        native = native_fib_ms(language)
+        if native is None:
+            print(f"  fib(25): {engine_fib:8.1f} ms in the engine; no native {language} here")
+        else:
+            print(
+                f"  fib(25): {engine_fib:8.1f} ms in the engine vs {native:7.1f} ms native "
+                f"-> {engine_fib / native:5.1f}x"
+            )
+        if spec.snapshots:
+            take = timed(session.take_snapshot, 3)
+            snapshot = session.take_snapshot()
+            assert snapshot is not None
+
+            def restore() -> None:
+                with Session(spec, workspace=workspace, restore_point=snapshot) as restored:
+                    restored.execute("1+1")
+
+            restore_ms = statistics.median(timed(restore, 3))
+            print(
+                f"  snapshot: take {statistics.median(take):6.1f} ms, restore + first run "
+                f"{restore_ms:6.1f} ms ({len(snapshot.memory) >> 20} MiB linear memory) vs cold "
+                f"{cold_ms:6.1f} ms -> {restore_ms / cold_ms:4.2f}x"
+            )
+        else:
+            print("  snapshot: not supported (component instance memory is not reachable)")
+
+    gc.collect()
+    before = rss_bytes()
+    sessions = [Session(spec, workspace=workspace) for _ in range(3)]
+    for live in sessions:
+        live.execute("1+1")
+    per_session = (rss_bytes() - before) / len(sessions)
+    for live in sessions:
+        live.close()
+    print(f"  resident memory per live session: {per_session / (1 << 20):6.1f} MiB")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        for language in LANGUAGES:
+            missing = missing_requirements(language_engine(language))
+            if missing:
+                print(f"\n[{language}] skipped: {missing[0].program} not found")
+                continue
+            bench_language(language, Path(scratch))
+
+
+if __name__ == "__main__":
+    main()

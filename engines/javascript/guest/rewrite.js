@@ -1,0 +1,223 @@
+// Source rewrites before evaluation (spec 7.8 sessions, 9.4 stateless), done with acorn
+// inside the guest. TypeScript is only tried when the code is not valid JavaScript, so
+// valid JS is never reinterpreted (`a < b > (c)` stays a comparison).
+import { parse } from 'acorn';
+import { transform } from 'sucrase';
+
+const PARSE_OPTIONS = {
+  ecmaVersion: 'latest',
+  sourceType: 'script',
+  allowAwaitOutsideFunction: true,
+  allowHashBang: true,
+  locations: true,
+};
+
+function tryParse(code, extra) {
+  try {
+    return parse(code, extra ? { ...PARSE_OPTIONS, ...extra } : PARSE_OPTIONS);
+  } catch {
+    return null;
+  }
+}
+
+/** TypeScript stripped to JavaScript (types, interfaces, enums, ...), or null if it fails. */
+function stripTypeScript(code) {
+  try {
+    return transform(code, {
+      transforms: ['typescript'],
+      disableESTransforms: true,
+      keepUnusedImports: true,
+    }).code;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Parse `code` as a script; on failure try it as TypeScript. Returns {code, ast} with the
+ * (possibly stripped) source, or {code, ast: null, illegalReturn} when nothing parses.
+ */
+function parseScript(code) {
+  const ast = tryParse(code);
+  if (ast) return { code, ast };
+  const withReturn = tryParse(code, { allowReturnOutsideFunction: true, locations: true });
+  if (withReturn) {
+    const statement = withReturn.body.find((node) => node.type === 'ReturnStatement');
+    const start = statement ? statement.loc.start : { line: 1, column: 0 };
+    return { code, ast: null, illegalReturn: { line: start.line, column: start.column } };
+  }
+  const stripped = stripTypeScript(code);
+  if (stripped !== null) {
+    const strippedAst = tryParse(stripped);
+    if (strippedAst) return { code: stripped, ast: strippedAst };
+  }
+  return { code, ast: null, illegalReturn: null };
+}
+
+const FUNCTION_NODES = new Set([
+  'FunctionDeclaration',
+  'FunctionExpression',
+  'ArrowFunctionExpression',
+]);
+
+/** Does `node` contain an `await` (or `for await`) outside any nested function? */
+function hasTopLevelAwait(node) {
+  if (!node || typeof node.type !== 'string') return false;
+  if (node.type === 'AwaitExpression') return true;
+  if (node.type === 'ForOfStatement' && node.await) return true;
+  if (FUNCTION_NODES.has(node.type)) return false;
+  for (const key of Object.keys(node)) {
+    const value = node[key];
+    if (Array.isArray(value)) {
+      for (const item of value) if (hasTopLevelAwait(item)) return true;
+    } else if (value && typeof value === 'object' && typeof value.type === 'string') {
+      if (hasTopLevelAwait(value)) return true;
+    }
+  }
+  return false;
+}
+
+function patternNames(pattern, out) {
+  if (!pattern) return;
+  switch (pattern.type) {
+    case 'Identifier':
+      out.push(pattern.name);
+      break;
+    case 'ObjectPattern':
+      for (const property of pattern.properties) {
+        patternNames(property.type === 'RestElement' ? property.argument : property.value, out);
+      }
+      break;
+    case 'ArrayPattern':
+      for (const element of pattern.elements) patternNames(element, out);
+      break;
+    case 'RestElement':
+      patternNames(pattern.argument, out);
+      break;
+    case 'AssignmentPattern':
+      patternNames(pattern.left, out);
+      break;
+  }
+}
+
+function applyEdits(code, edits) {
+  edits.sort((a, b) => b[0] - a[0]);
+  let out = code;
+  for (const [start, end, text] of edits) out = out.slice(0, start) + text + out.slice(end);
+  return out;
+}
+
+function lastExpression(ast) {
+  const last = ast.body[ast.body.length - 1];
+  return last && last.type === 'ExpressionStatement' ? last : null;
+}
+
+const RETURN_PREFIX = 'return (';
+
+/** `return (<expr>);` in place of the final expression statement. */
+function returnEdit(code, statement) {
+  const expression = statement.expression;
+  return [
+    statement.start,
+    statement.end,
+    `${RETURN_PREFIX}${code.slice(expression.start, expression.end)});`,
+  ];
+}
+
+/** Column shift that `returnEdit` causes: {line, column (1-based), delta}. */
+function returnShift(statement) {
+  const start = statement.loc.start;
+  return { line: start.line, column: start.column + 1, delta: RETURN_PREFIX.length };
+}
+
+/**
+ * Stateless rewrite (spec 9.4): the whole script becomes the body of an async arrow whose
+ * return value is the last top-level expression statement.
+ * Returns {source, illegalReturn: {line, column} | null, shifts}; `source` evaluates to a
+ * promise and `shifts` lists the column shifts [{line, column, delta}] the rewrite made.
+ */
+export function rewriteStateless(original) {
+  const parsed = parseScript(original);
+  if (parsed.illegalReturn) return { source: null, illegalReturn: parsed.illegalReturn };
+  let body = parsed.code;
+  const prefix = '(async () => {';
+  const shifts = [{ line: 1, column: 1, delta: prefix.length }];
+  if (parsed.ast) {
+    const last = lastExpression(parsed.ast);
+    if (last) {
+      body = applyEdits(body, [returnEdit(body, last)]);
+      shifts.push(returnShift(last));
+    }
+  }
+  return { source: `${prefix}${body}\n})()`, illegalReturn: null, shifts };
+}
+
+/**
+ * Session rewrite (spec 7.8). Without top-level await: top-level let/const/class become
+ * `var` so they persist across runs; the script is evaluated with indirect eval and its
+ * completion value is the result when the last statement is an expression.
+ * With top-level await (Node-REPL style): declared names are hoisted to `var` and the body
+ * runs in an async arrow that returns the last expression.
+ * Returns {source, async, hasResult, shifts} (column shifts as in rewriteStateless).
+ */
+export function rewriteSession(original) {
+  const parsed = parseScript(original);
+  const code = parsed.code;
+  const ast = parsed.ast;
+  if (!ast) return { source: code, async: false, hasResult: false, shifts: [] };
+  const edits = [];
+  const last = lastExpression(ast);
+  if (!hasTopLevelAwait(ast)) {
+    for (const node of ast.body) {
+      if (node.type === 'VariableDeclaration' && node.kind !== 'var') {
+        edits.push([node.start, node.start + node.kind.length, 'var']);
+      } else if (node.type === 'ClassDeclaration') {
+        edits.push([node.start, node.start, `var ${node.id.name} = `]);
+        edits.push([node.end, node.end, ';']);
+      }
+    }
+    return { source: applyEdits(code, edits), async: false, hasResult: last !== null, shifts: [] };
+  }
+  const hoisted = [];
+  const functions = [];
+  for (const node of ast.body) {
+    if (node.type === 'VariableDeclaration') {
+      const names = [];
+      for (const declarator of node.declarations) patternNames(declarator.id, names);
+      hoisted.push(...names);
+      const assignments = node.declarations
+        .filter((declarator) => declarator.init || node.kind !== 'var')
+        .map((declarator) => {
+          const target = code.slice(declarator.id.start, declarator.id.end);
+          const value = declarator.init
+            ? code.slice(declarator.init.start, declarator.init.end)
+            : 'undefined';
+          return `${target} = ${value}`;
+        });
+      edits.push([
+        node.start,
+        node.end,
+        assignments.length ? `void (${assignments.join(', ')});` : ';',
+      ]);
+    } else if (node.type === 'ClassDeclaration') {
+      hoisted.push(node.id.name);
+      edits.push([node.start, node.start, `${node.id.name} = `]);
+      edits.push([node.end, node.end, ';']);
+    } else if (node.type === 'FunctionDeclaration') {
+      hoisted.push(node.id.name);
+      functions.push(node.id.name);
+    }
+  }
+  const shifts = [];
+  if (last) {
+    edits.push(returnEdit(code, last));
+    shifts.push(returnShift(last));
+  }
+  const body = applyEdits(code, edits);
+  const publish = functions.map((name) => `globalThis[${JSON.stringify(name)}] = ${name};`);
+  const declare = hoisted.length ? `var ${[...new Set(hoisted)].join(', ')}; ` : '';
+  // Everything before the user's first line stays on line 1 so line numbers still match.
+  const prefix = `${declare}(async () => {${publish.join(' ')}`;
+  shifts.push({ line: 1, column: 1, delta: prefix.length });
+  return { source: `${prefix}${body}\n})()`, async: true, hasResult: last !== null, shifts };
+}

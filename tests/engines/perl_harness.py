@@ -1,0 +1,151 @@
+"""Runs the real perl engine the way the framework does (engines/host.py); the
+engine is prepared and compiled once through `engines.cache.EngineCache`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import wasmtime
+
+from engines.cache import EngineCache
+from engines.host import OutputCapture, make_engine, make_store
+from engines.perl import ENGINE, PerlGuest
+from engines.proto import envelope_pb2 as pb
+from engines.snapshot import MemorySnapshot
+
+INIT_FUEL = 10**11
+
+
+def new_engine() -> wasmtime.Engine:
+    return make_engine(component=False)
+
+
+@dataclass
+class Timings:
+    prepare_s: float = 0.0
+    compile_s: float = 0.0
+    deserialize_s: float = 0.0
+
+
+def load_module(engine: wasmtime.Engine, timings: Timings) -> wasmtime.Module:
+    """The module through the framework's cache (prepared and compiled once)."""
+    cache = EngineCache(ENGINE)
+    start = time.perf_counter()
+    cache.prepare()
+    timings.prepare_s = time.perf_counter() - start
+    start = time.perf_counter()
+    module = cache.load(engine)
+    timings.deserialize_s = time.perf_counter() - start
+    assert isinstance(module, wasmtime.Module)
+    return module
+
+
+@dataclass
+class Run:
+    """One execution's outcome as the framework sees it."""
+
+    response: pb.ExecuteResponse
+    stdout: str
+    stderr: str
+    fuel_used: int
+
+    @property
+    def result(self) -> tuple[str, str] | None:
+        if not self.response.HasField("result"):
+            return None
+        kind = self.response.result.WhichOneof("value")
+        assert kind is not None
+        return kind, getattr(self.response.result, kind)
+
+    @property
+    def error(self) -> tuple[str, str] | None:
+        if not self.response.HasField("error"):
+            return None
+        return self.response.error.name, self.response.error.message
+
+
+@dataclass
+class Guest:
+    """One store + instance, as created by the framework (session or stateless)."""
+
+    engine: wasmtime.Engine
+    module: wasmtime.Module
+    scratch: Path
+    workspace: Path | None = None
+    snapshot: MemorySnapshot | None = None
+    output: OutputCapture = field(default_factory=OutputCapture)
+
+    def __post_init__(self) -> None:
+        preopens: tuple[tuple[Path, str, bool], ...] = ()
+        if self.workspace is not None:
+            preopens += ((self.workspace, "/workspace", True),)
+        preopens += tuple(
+            (p.make_host_dir(self.scratch), p.guest_path, p.writable) for p in ENGINE.preopens
+        )
+        self.store = make_store(
+            self.engine,
+            self.output,
+            memory_bytes=ENGINE.memory_bytes,
+            argv=ENGINE.argv,
+            preopens=preopens,
+        )
+        self.store.set_fuel(INIT_FUEL)
+        if self.snapshot is None:
+            self.instance: PerlGuest = ENGINE.instantiate(self.engine, self.module, self.store)
+        else:
+            self.instance = ENGINE.restore(self.engine, self.module, self.store, self.snapshot)
+
+    def run(
+        self,
+        code: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str = "/workspace",
+        fuel: int | None = None,
+    ) -> Run:
+        session = self.workspace is not None
+        request = pb.ExecuteRequest(
+            code=code, env=env or {}, session=session, cwd=cwd if session else ""
+        )
+        self.output.reset()
+        budget = ENGINE.fuel if fuel is None else fuel
+        self.store.set_fuel(budget)
+        raw = self.instance.call(request.SerializeToString())
+        response = pb.ExecuteResponse()
+        response.ParseFromString(raw)
+        return Run(
+            response=response,
+            stdout=self.output.stdout.decode("utf-8", "replace"),
+            stderr=self.output.stderr.decode("utf-8", "replace"),
+            fuel_used=budget - self.store.get_fuel(),
+        )
+
+    def take_snapshot(self) -> MemorySnapshot:
+        return ENGINE.take_snapshot(self.store, self.instance)
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.instance.memory.data_len(self.store))
+
+    def close(self) -> None:
+        self.store.close()
+
+
+@contextmanager
+def guest(
+    engine: wasmtime.Engine,
+    module: wasmtime.Module,
+    scratch: Path,
+    workspace: Path | None = None,
+    snapshot: MemorySnapshot | None = None,
+) -> Iterator[Guest]:
+    instance = Guest(engine, module, scratch, workspace, snapshot)
+    try:
+        yield instance
+    finally:
+        instance.close()

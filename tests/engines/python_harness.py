@@ -1,0 +1,129 @@
+"""Runs the real python engine the way the framework does (engines/host.py); the
+engine is prepared and compiled once through `engines.cache.EngineCache`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import wasmtime
+import wasmtime.component
+
+from engines.cache import EngineCache
+from engines.host import (
+    IDLE_EPOCH_DEADLINE,
+    OutputCapture,
+    make_engine,
+    make_store,
+)
+from engines.language import GuestInstance
+from engines.proto import envelope_pb2
+from engines.python import (
+    ENGINE,
+)
+
+INIT_FUEL = 10**11
+
+
+@dataclass
+class Prepared:
+    engine: wasmtime.Engine
+    component: wasmtime.component.Component
+    wasm: Path
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def prepare_component() -> Prepared:
+    """The component through the framework's cache (prepared and compiled once)."""
+    cache = EngineCache(ENGINE)
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    cache.prepare()
+    timings["prepare_s"] = time.perf_counter() - started
+    engine = make_engine(component=True)
+    started = time.perf_counter()
+    component = cache.load(engine)
+    timings["deserialize_ms"] = (time.perf_counter() - started) * 1000
+    assert isinstance(component, wasmtime.component.Component)
+    return Prepared(engine, component, cache.wasm_path, timings)
+
+
+@dataclass
+class Run:
+    response: envelope_pb2.ExecuteResponse
+    stdout: str
+    stderr: str
+    fuel_used: int
+
+    @property
+    def text(self) -> str | None:
+        has = self.response.HasField("result") and self.response.result.HasField("text")
+        return self.response.result.text if has else None
+
+    @property
+    def json(self) -> object:
+        has = self.response.HasField("result") and self.response.result.HasField("json")
+        return json.loads(self.response.result.json) if has else None
+
+    @property
+    def has_result(self) -> bool:
+        return self.response.HasField("result")
+
+    @property
+    def error(self) -> envelope_pb2.GuestError | None:
+        return self.response.error if self.response.HasField("error") else None
+
+
+class Guest:
+    """One store + live instance, created exactly like the framework does."""
+
+    def __init__(self, prepared: Prepared, workspace: Path | None = None) -> None:
+        self.output = OutputCapture()
+        preopens = ((workspace, "/workspace", True),) if workspace is not None else ()
+        self.store = make_store(
+            prepared.engine,
+            self.output,
+            memory_bytes=ENGINE.memory_bytes,
+            argv=ENGINE.argv,
+            preopens=preopens,
+        )
+        self.store.set_fuel(INIT_FUEL)
+        self.instance: GuestInstance = ENGINE.instantiate(
+            prepared.engine, prepared.component, self.store
+        )
+
+    def call(self, request: envelope_pb2.ExecuteRequest, *, fuel: int | None = None) -> Run:
+        budget = ENGINE.fuel if fuel is None else fuel
+        self.output.reset()
+        self.store.set_fuel(budget)
+        self.store.set_epoch_deadline(1)
+        try:
+            raw = self.instance.call(request.SerializeToString())
+        finally:
+            self.store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
+        response = envelope_pb2.ExecuteResponse.FromString(raw)
+        return Run(
+            response,
+            self.output.stdout.decode("utf-8", "replace"),
+            self.output.stderr.decode("utf-8", "replace"),
+            budget - self.store.get_fuel(),
+        )
+
+    def run(
+        self,
+        code: str,
+        *,
+        session: bool = False,
+        env: dict[str, str] | None = None,
+        cwd: str = "/workspace",
+    ) -> Run:
+        request = envelope_pb2.ExecuteRequest(
+            code=code, env=env or {}, session=session, cwd=cwd if session else ""
+        )
+        return self.call(request)
+
+    def close(self) -> None:
+        self.store.close()

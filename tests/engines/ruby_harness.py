@@ -1,0 +1,134 @@
+"""Runs the real ruby engine the way the framework does (engines/host.py); the
+engine is prepared and compiled once through `engines.cache.EngineCache`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import wasmtime
+
+from engines.cache import EngineCache
+from engines.host import OutputCapture, make_engine, make_store
+from engines.proto import envelope_pb2 as pb
+from engines.ruby import ENGINE, RubyGuest
+from engines.snapshot import MemorySnapshot
+
+INIT_FUEL = 10**11
+
+
+def new_engine() -> wasmtime.Engine:
+    return make_engine(component=False)
+
+
+@dataclass
+class Timings:
+    prepare_s: float = 0.0
+    compile_s: float = 0.0
+    deserialize_s: float = 0.0
+
+
+def load_module(engine: wasmtime.Engine, timings: Timings) -> wasmtime.Module:
+    """The module through the framework's cache (prepared and compiled once)."""
+    cache = EngineCache(ENGINE)
+    start = time.perf_counter()
+    cache.prepare()
+    timings.prepare_s = time.perf_counter() - start
+    start = time.perf_counter()
+    module = cache.load(engine)
+    timings.deserialize_s = time.perf_counter() - start
+    assert isinstance(module, wasmtime.Module)
+    return module
+
+
+@dataclass
+class Run:
+    """One execution's outcome as the framework sees it."""
+
+    response: pb.ExecuteResponse
+    stdout: str
+    stderr: str
+    fuel_used: int
+
+    @property
+    def result(self) -> tuple[str, str] | None:
+        if not self.response.HasField("result"):
+            return None
+        kind = self.response.result.WhichOneof("value")
+        assert kind is not None
+        return kind, getattr(self.response.result, kind)
+
+    @property
+    def error(self) -> tuple[str, str] | None:
+        if not self.response.HasField("error"):
+            return None
+        return self.response.error.name, self.response.error.message
+
+    @property
+    def traceback(self) -> list[str]:
+        return list(self.response.error.traceback)
+
+
+@dataclass
+class Guest:
+    """One store + instance, created by the framework's recipe (session or stateless)."""
+
+    engine: wasmtime.Engine
+    module: wasmtime.Module
+    workspace: Path | None = None
+    snapshot: MemorySnapshot | None = None
+    memory_bytes: int = ENGINE.memory_bytes
+    output: OutputCapture = field(default_factory=OutputCapture)
+
+    def __post_init__(self) -> None:
+        preopens: tuple[tuple[Path, str, bool], ...] = ()
+        if self.workspace is not None:
+            preopens += ((self.workspace, "/workspace", True),)
+        self.store = make_store(
+            self.engine,
+            self.output,
+            memory_bytes=self.memory_bytes,
+            argv=ENGINE.argv,
+            preopens=preopens,
+        )
+        self.store.set_fuel(INIT_FUEL)
+        if self.snapshot is None:
+            instance = ENGINE.instantiate(self.engine, self.module, self.store)
+        else:
+            instance = ENGINE.restore(self.engine, self.module, self.store, self.snapshot)
+        assert isinstance(instance, RubyGuest)
+        self.instance = instance
+
+    def run(
+        self,
+        code: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str = "/workspace",
+        fuel: int = ENGINE.fuel,
+    ) -> Run:
+        """One execution: session semantics iff the guest has a workspace."""
+        session = self.workspace is not None
+        request = pb.ExecuteRequest(
+            code=code, env=env or {}, session=session, cwd=cwd if session else ""
+        )
+        self.output.reset()
+        self.store.set_fuel(fuel)
+        response = pb.ExecuteResponse.FromString(self.instance.call(request.SerializeToString()))
+        return Run(
+            response=response,
+            stdout=self.output.stdout.decode("utf-8", "replace"),
+            stderr=self.output.stderr.decode("utf-8", "replace"),
+            fuel_used=fuel - self.store.get_fuel(),
+        )
+
+    def take_snapshot(self) -> MemorySnapshot:
+        return ENGINE.take_snapshot(self.store, self.instance)
+
+    def memory_size(self) -> int:
+        return int(self.instance.memory.data_len(self.store))
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,242 @@
+"""The shared host (engines.session) on every real engine: limits, cancel, trap recovery,
+persistence and snapshots behave the same way for all four languages."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from engines.registry import LANGUAGES, language_engine
+from engines.session import Boot, Limits, Session, run
+from tests.conftest import require_engine
+
+
+@dataclass(frozen=True)
+class Snippets:
+    value: str
+    value_text: str
+    loop: str
+    flood: str
+    big_result: str
+    define: str
+    use: str
+    use_text: str
+    read_env: str
+    env_text: str
+    allocate: str
+
+
+SNIPPETS = {
+    "javascript": Snippets(
+        value="1+1",
+        value_text="2",
+        loop="for (;;) {}",
+        flood="for (let i = 0; i < 300; i++) console.log(i)",
+        big_result="'x'.repeat(70000)",
+        define="let answer = 41",
+        use="answer + 1",
+        use_text="42",
+        read_env="process.env.GREETING",
+        env_text="'hola'",
+        allocate="new Uint8Array(200 << 20).length",
+    ),
+    "python": Snippets(
+        value="1+1",
+        value_text="2",
+        loop="while True: pass",
+        flood="print('x' * 40000)",
+        big_result="'x' * 70000",
+        define="answer = 41",
+        use="answer + 1",
+        use_text="42",
+        read_env="import os; os.environ['GREETING']",
+        env_text="'hola'",
+        allocate="len(bytearray(200 << 20))",
+    ),
+    "perl": Snippets(
+        value="1+1",
+        value_text="2",
+        loop="1 while 1",
+        flood='print "x" x 40000',
+        big_result='"x" x 70000',
+        define="our $answer = 41",
+        use="$answer + 1",
+        use_text="42",
+        read_env="$ENV{GREETING}",
+        env_text="hola",
+        allocate='length("x" x (200 << 20))',
+    ),
+    "ruby": Snippets(
+        value="1+1",
+        value_text="2",
+        loop="loop {}",
+        flood='print "x" * 40000',
+        big_result='"x" * 70000',
+        define="answer = 41",
+        use="answer + 1",
+        use_text="42",
+        read_env='ENV["GREETING"]',
+        env_text='"hola"',
+        allocate='("x" * (200 << 20)).size',
+    ),
+}
+
+OUTPUT_LIMIT = {"javascript": "Console output limit exceeded"}
+
+
+@pytest.fixture(params=LANGUAGES)
+def language(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    require_engine(name)
+    return name
+
+
+@pytest.fixture
+def session(language: str, tmp_path: Path) -> Session:
+    with Session(language, workspace=tmp_path) as live:
+        yield live  # type: ignore[misc]
+
+
+def test_value_usage_and_engine_string(language: str) -> None:
+    snippets = SNIPPETS[language]
+    result = run(language, snippets.value)
+    assert result.error is None
+    assert [entry.text for entry in result.results] == [snippets.value_text]
+    assert result.language == language
+    assert result.engine == language_engine(language).engine
+    assert result.usage is not None
+    assert 0 < result.usage.fuel_consumed < result.usage.fuel_limit
+    assert result.usage.fuel_limit == language_engine(language).fuel
+
+
+def test_environment_is_exactly_what_is_given(language: str) -> None:
+    snippets = SNIPPETS[language]
+    result = run(language, snippets.read_env, {"GREETING": "hola"})
+    assert [entry.text for entry in result.results] == [snippets.env_text]
+
+
+def test_state_persists_in_a_session(session: Session, language: str) -> None:
+    snippets = SNIPPETS[language]
+    assert session.execute(snippets.define).result.error is None
+    outcome = session.execute(snippets.use)
+    assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
+    assert outcome.boot is Boot.RESIDENT
+
+
+def test_fuel_exhaustion_is_a_limit_and_the_session_recovers(
+    session: Session, language: str
+) -> None:
+    snippets = SNIPPETS[language]
+    session.execute(snippets.define)
+    started = time.monotonic()
+    outcome = session.execute(snippets.loop)
+    elapsed = time.monotonic() - started
+    error = outcome.result.error
+    assert error is not None
+    assert (error.name, error.message) == ("ExecutionLimitError", "Execution fuel exhausted")
+    assert outcome.result.usage is not None
+    assert outcome.result.usage.fuel_consumed >= outcome.result.usage.fuel_limit
+    assert outcome.invalidated
+    assert elapsed < 10
+    after = session.execute(snippets.value)
+    assert after.result.error is None
+    assert after.boot is Boot.FRESH
+    assert [entry.text for entry in after.result.results] == [snippets.value_text]
+
+
+def test_stateless_limit_has_no_logs_and_no_usage(language: str) -> None:
+    snippets = SNIPPETS[language]
+    result = run(language, snippets.loop, limits=Limits(fuel=200_000_000))
+    assert result.error is not None
+    assert result.error.message == "Execution fuel exhausted"
+    assert result.usage is None
+    assert result.stdout == [] and result.stderr == []
+
+
+def test_wall_clock_timeout(session: Session, language: str) -> None:
+    snippets = SNIPPETS[language]
+    session.limits = Limits(fuel=10**15, timeout_seconds=0.5)
+    started = time.monotonic()
+    outcome = session.execute(snippets.loop)
+    assert outcome.result.error is not None
+    assert outcome.result.error.message == "Execution timed out after 0.5 s"
+    assert time.monotonic() - started < 5
+
+
+def test_cancel_from_another_thread(session: Session, language: str) -> None:
+    snippets = SNIPPETS[language]
+    session.limits = Limits(fuel=10**15, timeout_seconds=60)
+    session.execute(snippets.value)
+    timer = threading.Timer(0.3, session.cancel)
+    timer.start()
+    started = time.monotonic()
+    outcome = session.execute(snippets.loop)
+    timer.join()
+    assert outcome.result.error is not None
+    assert outcome.result.error.message == "Execution cancelled"
+    assert time.monotonic() - started < 5
+    assert session.execute(snippets.value).result.error is None
+
+
+def test_output_limit(session: Session, language: str) -> None:
+    snippets = SNIPPETS[language]
+    outcome = session.execute(snippets.flood)
+    error = outcome.result.error
+    assert error is not None
+    assert error.name == "ExecutionLimitError"
+    assert error.message == OUTPUT_LIMIT.get(language, "Output limit exceeded")
+    assert session.execute(snippets.value).result.error is None
+
+
+def test_result_limit(session: Session, language: str) -> None:
+    snippets = SNIPPETS[language]
+    outcome = session.execute(snippets.big_result)
+    assert outcome.result.error is not None
+    assert outcome.result.error.message == "Result limit exceeded"
+    assert outcome.result.results == []
+
+
+def test_memory_cap_is_an_error_not_a_crash(session: Session, language: str) -> None:
+    snippets = SNIPPETS[language]
+    outcome = session.execute(snippets.allocate)
+    assert outcome.result.error is not None, "allocating 200 MiB must fail under the cap"
+    assert session.execute(snippets.value).result.error is None
+
+
+def test_snapshot_restores_state_into_a_new_session(language: str, tmp_path: Path) -> None:
+    snippets = SNIPPETS[language]
+    if not language_engine(language).snapshots:
+        with Session(language, workspace=tmp_path) as live:
+            live.execute(snippets.define)
+            assert live.take_snapshot() is None
+        return
+    with Session(language, workspace=tmp_path) as first:
+        first.execute(snippets.define)
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    with Session(language, workspace=tmp_path, restore_point=snapshot) as second:
+        outcome = second.execute(snippets.use)
+        assert outcome.boot is Boot.RESTORED
+        assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
+
+
+def test_after_a_trap_state_comes_from_the_last_snapshot_or_starts_fresh(
+    language: str, tmp_path: Path
+) -> None:
+    """Snapshot engines restore the last snapshot; component engines say they start fresh."""
+    snippets = SNIPPETS[language]
+    with Session(language, workspace=tmp_path, limits=Limits(fuel=500_000_000)) as live:
+        live.execute(snippets.define)
+        live.take_snapshot()
+        assert live.execute(snippets.loop).invalidated
+        outcome = live.execute(snippets.use)
+        if language_engine(language).snapshots:
+            assert outcome.boot is Boot.RESTORED
+            assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
+        else:
+            assert outcome.boot is Boot.FRESH
+            assert outcome.result.error is not None  # the definition is gone
