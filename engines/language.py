@@ -31,6 +31,8 @@ class GuestInstance(Protocol):
         """Run one serialized `ExecuteRequest`; return a serialized `ExecuteResponse`.
 
         Traps (fuel, epoch interrupt, guest exit) propagate as wasmtime exceptions.
+        Adapters may also offer `memory_size() -> int` (linear memory bytes, for
+        `usage.memoryBytes`); component guests cannot, and report 0.
         """
         ...
 

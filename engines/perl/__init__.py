@@ -173,6 +173,10 @@ class PerlGuest:
             self._free(length_pointer)
             self._export("zeroperl_value_free")(self.store, value)
 
+    def memory_size(self) -> int:
+        """Current linear memory size in bytes (`usage.memoryBytes`)."""
+        return int(self.memory.data_len(self.store))
+
     def call(self, request: bytes) -> bytes:
         """Run one serialized `ExecuteRequest`; return the serialized `ExecuteResponse`."""
         self.set_bytes(self.names["request"], request)

@@ -158,6 +158,10 @@ class RubyGuest:
         self.ruby_version = self._string(version).decode()
         self._drop(version)
 
+    def memory_size(self) -> int:
+        """Current linear memory size in bytes (`usage.memoryBytes`)."""
+        return int(self.memory.data_len(self.store))
+
     def call(self, request: bytes) -> bytes:
         """Run one ExecuteRequest through the driver's `run`; return its ExecuteResponse."""
         argument = self._eval(f"'{base64.b64encode(request).decode()}'")
