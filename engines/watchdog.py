@@ -22,19 +22,27 @@ class Watchdog:
         self._armed: dict[int, wasmtime.Engine] = {}
         self._tokens = itertools.count(1)
         self._thread: threading.Thread | None = None
+        self._sleeping_until = float("inf")
+        """The deadline the thread waits for; arming a later one needs no wake-up."""
 
     def arm(self, engine: wasmtime.Engine, seconds: float) -> int:
         """Interrupt `engine` after `seconds` unless disarmed first; returns a token."""
         token = next(self._tokens)
+        deadline = time.monotonic() + seconds
         with self._condition:
             self._armed[token] = engine
-            heapq.heappush(self._heap, (time.monotonic() + seconds, token))
+            if len(self._heap) > 4 * len(self._armed) + 64:
+                # Disarmed entries are dropped lazily; prune them once they pile up.
+                self._heap = [entry for entry in self._heap if entry[1] in self._armed]
+                heapq.heapify(self._heap)
+            heapq.heappush(self._heap, (deadline, token))
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="engine-watchdog", daemon=True
                 )
                 self._thread.start()
-            self._condition.notify()
+            if deadline < self._sleeping_until:
+                self._condition.notify()
         return token
 
     def disarm(self, token: int) -> None:
@@ -47,11 +55,13 @@ class Watchdog:
                 while self._heap and self._heap[0][1] not in self._armed:
                     heapq.heappop(self._heap)
                 if not self._heap:
+                    self._sleeping_until = float("inf")
                     self._condition.wait()
                     continue
                 deadline, token = self._heap[0]
                 remaining = deadline - time.monotonic()
                 if remaining > 0:
+                    self._sleeping_until = deadline
                     self._condition.wait(remaining)
                     continue
                 heapq.heappop(self._heap)
