@@ -40,16 +40,23 @@ def require_engine(language: str) -> None:
     missing = missing_requirements(language_engine(language))
     if missing:
         pytest.skip(f"{language} engine needs {missing[0].program}, which is not installed")
+    # The first engine a run needs prepares all of them in parallel: on a fresh machine
+    # that overlaps the downloads and compiles instead of paying for them one by one.
+    prepare_engines(*preparable_languages())
     problem = prepare_engines(language)[language]
     if problem is not None:
         pytest.fail(f"{language} engine could not be prepared: {problem}")
 
 
+def preparable_languages() -> list[str]:
+    """Languages whose host tools are installed."""
+    return [lang for lang in LANGUAGES if not missing_requirements(language_engine(lang))]
+
+
 @pytest.fixture(scope="session")
 def all_engines() -> Iterator[None]:
     """Every preparable engine, prepared in parallel up front."""
-    preparable = [lang for lang in LANGUAGES if not missing_requirements(language_engine(lang))]
-    problems = {k: v for k, v in prepare_engines(*preparable).items() if v is not None}
+    problems = {k: v for k, v in prepare_engines(*preparable_languages()).items() if v is not None}
     if problems:
         pytest.fail(f"engines could not be prepared: {problems}")
     yield
