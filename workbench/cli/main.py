@@ -25,6 +25,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "Sandboxes",
         "Read and change a sandbox's /workspace.",
     ),
+    "watch": LazyCommand(
+        "workbench.cli.watch_command:watch_command",
+        "Sandboxes",
+        "Mirror a folder into /workspace; run an entry on change.",
+    ),
     "serve": LazyCommand(
         "workbench.cli.serve_command:serve_command",
         "Remote",

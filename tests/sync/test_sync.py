@@ -1,0 +1,246 @@
+"""Folder sync on the local backend and through a real `serve` process: initial sync,
+every change kind under a real watcher, ignores, limits, conflicts, binary files and a
+burst of writes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_engine
+from tests.sync.conftest import eventually, local_tree, remote_tree, watching
+from workbench.api.client import SandboxClient
+from workbench.sync import ConflictPolicy, EventKind, FolderSync, SyncConflictError
+
+BINARY = bytes(range(256)) * 4 + b"\x00\xff\xfe"
+
+
+def make_project(root: Path) -> None:
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "pkg" / "mod.py").write_text("VALUE = 1\n")
+    (root / "main.py").write_text("print('hi')\n")
+    (root / "image.bin").write_bytes(BINARY)
+    (root / "empty").mkdir()
+    (root / ".hidden").write_text("dot file\n")
+
+
+async def test_initial_sync_uploads_only_what_differs(folder: Path, sandbox: SandboxClient) -> None:
+    make_project(folder)
+    (folder / "link-out").symlink_to("/etc/hostname")
+    (folder / "link-in").symlink_to(folder / "main.py")
+    await sandbox.write_file("/workspace/stale.txt", "remove me")
+    await sandbox.write_file("/workspace/main.py", "print('hi')\n")  # already identical
+
+    sync = FolderSync(folder, sandbox)
+    report = await sync.initial_sync()
+    assert "main.py" not in report.uploaded and report.unchanged >= 1
+    assert report.deleted == ["stale.txt"]
+    assert [notice.path for notice in report.notices] == ["link-out"]
+    tree = await remote_tree(sandbox)
+    expected = local_tree(folder, skip=lambda path: path == "link-out")
+    assert tree == expected
+    assert tree["image.bin"] == BINARY and tree["empty"] is None
+
+    again = await FolderSync(folder, sandbox).initial_sync()
+    assert not again.changed and again.unchanged == 5
+
+
+async def test_dest_subdirectory_and_keep_extra(folder: Path, sandbox: SandboxClient) -> None:
+    make_project(folder)
+    await sandbox.mkdir("/workspace/app", recursive=True)
+    await sandbox.write_file("/workspace/app/output.txt", "guest output")
+    await sandbox.write_file("/workspace/elsewhere.txt", "untouched")
+    report = await FolderSync(folder, sandbox, dest="/workspace/app", prune=False).initial_sync()
+    assert not report.deleted
+    tree = await remote_tree(sandbox, "/workspace/app")
+    assert tree["output.txt"] == b"guest output" and tree["main.py"] == b"print('hi')\n"
+    assert (await sandbox.exists("/workspace/elsewhere.txt")).exists
+
+
+async def test_watch_applies_every_change_kind(folder: Path, sandbox: SandboxClient) -> None:
+    make_project(folder)
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    async with watching(sync) as watch:
+
+        async def converged() -> bool:
+            return await remote_tree(sandbox) == local_tree(folder)
+
+        (folder / "new.txt").write_text("created")  # create
+        (folder / "main.py").write_text("print('changed')\n")  # modify
+        (folder / "src" / "pkg" / "mod.py").unlink()  # delete
+        (folder / "fresh" / "nested").mkdir(parents=True)  # new (empty) directories
+        (folder / "data.bin").write_bytes(BINARY[::-1])  # binary
+        await eventually(converged)
+
+        (folder / "image.bin").rename(folder / "src" / "moved.bin")  # move
+        await eventually(converged)
+        await watch.until_idle()
+        renames = [pair for event in watch.of(EventKind.SYNCED) for pair in event.report.renamed]  # type: ignore[union-attr]
+        assert ("image.bin", "src/moved.bin") in renames
+
+        (folder / "src").rename(folder / "source")  # directory rename
+        (folder / "empty").rmdir()  # removed directory
+        await eventually(converged)
+
+        for path in sorted((folder / "fresh").rglob("*"), reverse=True):
+            path.rmdir()
+        (folder / "fresh").rmdir()
+        await eventually(converged)
+    assert not watch.of(EventKind.ERROR)
+
+
+async def test_ignores_defaults_nested_negation_and_workbenchignore(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    (folder / "sub").mkdir()
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD").write_text("ref")
+    (folder / "node_modules" / "x").mkdir(parents=True)
+    (folder / "node_modules" / "x" / "index.js").write_text("")
+    (folder / "notes.txt.swp").write_text("swap")
+    (folder / ".gitignore").write_text("*.log\nbuild/\n")
+    (folder / "sub" / ".gitignore").write_text("!keep.log\n")
+    (folder / ".workbenchignore").write_text("secrets.env\n")
+    (folder / "a.log").write_text("log")
+    (folder / "sub" / "keep.log").write_text("kept")
+    (folder / "build").mkdir()
+    (folder / "build" / "out.o").write_text("obj")
+    (folder / "secrets.env").write_text("TOKEN=1")
+    (folder / "app.py").write_text("pass\n")
+    await sandbox.mkdir("/workspace/build", recursive=True)
+    await sandbox.write_file("/workspace/build/cache", "sandbox-only, ignored: left alone")
+
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    async with watching(sync) as watch:
+        expected = {
+            ".gitignore",
+            ".workbenchignore",
+            "app.py",
+            "sub",
+            "sub/.gitignore",
+            "sub/keep.log",
+            "build",
+            "build/cache",
+        }
+        assert set(await remote_tree(sandbox)) == expected
+
+        (folder / "b.log").write_text("ignored too")
+        (folder / "visible.txt").write_text("yes")
+        (folder / "node_modules" / "x" / "more.js").write_text("no")
+
+        async def visible() -> bool:
+            return "visible.txt" in await remote_tree(sandbox)
+
+        await eventually(visible)
+        await watch.until_idle()
+        assert "b.log" not in await remote_tree(sandbox)
+
+        # Un-ignoring at runtime: the rules are re-read and the file is synced.
+        (folder / ".gitignore").write_text("build/\n")
+
+        async def unignored() -> bool:
+            tree = await remote_tree(sandbox)
+            return "a.log" in tree and "b.log" in tree
+
+        await eventually(unignored)
+
+
+async def test_oversized_file_is_reported_and_the_rest_syncs(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    (folder / "huge.bin").write_bytes(os.urandom(1_048_577))
+    (folder / "ok.txt").write_text("fine")
+    report = await FolderSync(folder, sandbox).initial_sync()
+    assert [(issue.path, issue.code) for issue in report.errors] == [("huge.bin", "FILE_TOO_LARGE")]
+    assert set(await remote_tree(sandbox)) == {"ok.txt"}
+
+
+async def test_tree_over_16_mib_reports_no_space_per_file(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    for index in range(17):
+        (folder / f"part{index:02d}.bin").write_bytes(bytes([index]) * 1_048_576)
+    (folder / "small.txt").write_text("fits")
+    report = await FolderSync(folder, sandbox, concurrency=1).initial_sync()
+    assert report.errors and {issue.code for issue in report.errors} == {"NO_SPACE"}
+    tree = await remote_tree(sandbox)
+    assert "small.txt" in tree
+    for name, data in tree.items():  # nothing half-written
+        assert data == (folder / name).read_bytes()
+    assert len(tree) + len(report.errors) == 18
+
+
+@pytest.fixture
+def perl() -> None:
+    require_engine("perl")
+
+
+async def guest_write(sandbox: SandboxClient, path: str, text: str) -> None:
+    result = await sandbox.interpreter.run_code(
+        f'open(my $f, ">", "{path}") or die $!; print $f "{text}"; close $f; undef;',
+        binding="PERL",
+    )
+    assert result.error is None, result.error
+
+
+@pytest.mark.usefixtures("perl")
+async def test_conflict_local_wins_by_default(folder: Path, sandbox: SandboxClient) -> None:
+    (folder / "shared.txt").write_text("v1")
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    async with watching(sync) as watch:
+        await guest_write(sandbox, "/workspace/shared.txt", "guest")
+        (folder / "shared.txt").write_text("v2-local")
+
+        async def local_won() -> bool:
+            return (await sandbox.read_bytes("/workspace/shared.txt")) == b"v2-local"
+
+        await eventually(local_won)
+        conflicts = watch.of(EventKind.CONFLICT)
+        assert [event.issue.path for event in conflicts] == ["shared.txt"]  # type: ignore[union-attr]
+        assert "local version wins" in conflicts[0].message
+
+
+@pytest.mark.usefixtures("perl")
+async def test_conflict_sandbox_wins_and_fail(folder: Path, sandbox: SandboxClient) -> None:
+    (folder / "a.txt").write_text("one")
+    (folder / "b.txt").write_text("one")
+    sync = FolderSync(folder, sandbox, policy=ConflictPolicy.SANDBOX_WINS)
+    await sync.initial_sync()
+    await guest_write(sandbox, "/workspace/a.txt", "guest")
+    (folder / "a.txt").write_text("local")
+    report = await sync.sync_paths([folder / "a.txt"])
+    assert [issue.path for issue in report.conflicts] == ["a.txt"]
+    assert await sandbox.read_bytes("/workspace/a.txt") == b"guest"
+    (folder / "a.txt").write_text("local again")  # sandbox version is the new baseline
+    report = await sync.sync_paths([folder / "a.txt"])
+    assert not report.conflicts and report.uploaded == ["a.txt"]
+
+    failing = FolderSync(folder, sandbox, policy="fail")
+    await failing.initial_sync()
+    await guest_write(sandbox, "/workspace/b.txt", "guest")
+    (folder / "b.txt").unlink()
+    with pytest.raises(SyncConflictError):
+        await failing.sync_paths([folder / "b.txt"])
+    assert await sandbox.read_bytes("/workspace/b.txt") == b"guest"
+
+
+async def test_burst_of_1000_writes_converges(folder: Path, sandbox: SandboxClient) -> None:
+    (folder / "seed.txt").write_text("seed")
+    sync = FolderSync(folder, sandbox, debounce=0.05)
+    async with watching(sync) as watch:
+        for index in range(1000):
+            sub = folder / f"d{index % 10}"
+            sub.mkdir(exist_ok=True)
+            (sub / f"f{index}.txt").write_text(f"first {index}")
+        for index in range(0, 1000, 3):
+            (folder / f"d{index % 10}" / f"f{index}.txt").write_text(f"second {index}")
+        for index in range(0, 1000, 7):
+            (folder / f"d{index % 10}" / f"f{index}.txt").unlink()
+
+        async def converged() -> bool:
+            return not sync.has_pending and await remote_tree(sandbox) == local_tree(folder)
+
+        await eventually(converged, timeout=40, interval=0.3)
+    assert not watch.of(EventKind.ERROR)

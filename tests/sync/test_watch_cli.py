@@ -1,0 +1,109 @@
+"""`sandbox-workbench watch` as a real subprocess: sync, run on change, JSON lines,
+clean stop on SIGINT."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import require_engine
+from workbench.cli.main import COMMANDS
+
+
+def watch_argv() -> list[str]:
+    """`python -m workbench watch`, or the command module directly until it is registered."""
+    if "watch" in COMMANDS:
+        return [sys.executable, "-m", "workbench", "watch"]
+    return [
+        sys.executable,
+        "-c",
+        "from workbench.cli.watch_command import watch_command; watch_command()",
+    ]
+
+
+class JsonLines:
+    """Reads a process's stdout on a thread so the test can wait with timeouts."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: queue.Queue[str] = queue.Queue()
+        assert process.stdout is not None
+        stdout = process.stdout
+
+        def pump() -> None:
+            for line in stdout:
+                self.lines.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def next(self, timeout: float = 30) -> dict[str, Any]:
+        line = self.lines.get(timeout=timeout)
+        value = json.loads(line)
+        assert isinstance(value, dict)
+        return value
+
+
+@pytest.fixture
+def perl() -> None:
+    require_engine("perl")
+
+
+@pytest.mark.usefixtures("perl")
+def test_watch_runs_the_entry_after_each_change_and_stops_on_sigint(tmp_path: Path) -> None:
+    folder = tmp_path / "My Project"
+    folder.mkdir()
+    (folder / "Greeting.pm").write_text("package Greeting; sub text { 'hello' } 1;\n")
+    (folder / "main.pl").write_text('use Greeting; print Greeting::text(), " v1\\n";\n')
+    env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data")}
+    process = subprocess.Popen(
+        [*watch_argv(), str(folder), "--run", "main.pl", "--json", "--debounce", "0.03"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parents[2],
+    )
+    try:
+        lines = JsonLines(process)
+        first = lines.next()
+        assert first["event"] == "run" and first["logs"]["stdout"] == ["hello v1"]
+        assert first["sync"]["uploaded"] == 2 and first["language"] == "perl"
+
+        (folder / "main.pl").write_text('use Greeting; print Greeting::text(), " v2\\n";\n')
+        second = lines.next()
+        assert second["logs"]["stdout"] == ["hello v2"]
+        assert second["sync"]["uploaded"] == 1
+
+        # An edited helper module is re-read on the next run.
+        (folder / "Greeting.pm").write_text("package Greeting; sub text { 'bye' } 1;\n")
+        third = lines.next()
+        assert third["logs"]["stdout"] == ["bye v2"]
+
+        (folder / "main.pl").write_text('die "broken\\n";\n')
+        failed = lines.next()
+        assert failed["error"]["message"].startswith("broken")
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert "Traceback" not in stderr
+
+
+def test_watch_rejects_an_invalid_sandbox_id(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [*watch_argv(), str(tmp_path), "--sandbox", "-bad-", "--once"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data")},
+        timeout=60,
+    )
+    assert completed.returncode == 2
+    assert "Invalid sandbox id" in completed.stderr

@@ -1,0 +1,81 @@
+"""Code that runs a synced entry file inside a code context, the way each language's
+users expect (`python main.py`, `perl main.pl`, …), re-reading changed helper modules."""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+__all__ = ["LANGUAGE_BY_EXTENSION", "entry_runner_code"]
+
+LANGUAGE_BY_EXTENSION: Final = {
+    ".py": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".pl": "perl",
+    ".pm": "perl",
+    ".rb": "ruby",
+}
+
+
+def _perl_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def entry_runner_code(language: str, entry: str, root: str) -> str:
+    """Source that runs the sandbox file `entry` (absolute) in a `language` context.
+
+    `root` is the synced tree in the sandbox: modules loaded from under it are
+    forgotten before each run, so edited helpers are re-read.
+    """
+    directory = entry.rpartition("/")[0] or "/workspace"
+    if language == "python":
+        return (
+            "def __workbench_run(entry, directory, root):\n"
+            "    import runpy, sys\n"
+            "    for name, module in list(sys.modules.items()):\n"
+            "        origin = getattr(module, '__file__', None) or ''\n"
+            "        if origin.startswith(root + '/'):\n"
+            "            del sys.modules[name]\n"
+            "    if directory not in sys.path:\n"
+            "        sys.path.insert(0, directory)\n"
+            "    sys.argv = [entry]\n"
+            "    try:\n"
+            "        runpy.run_path(entry, run_name='__main__')\n"
+            "    except SystemExit as exit:\n"
+            "        if exit.code not in (0, None):\n"
+            "            raise\n"
+            f"__workbench_run({entry!r}, {directory!r}, {root!r})\n"
+            "del __workbench_run\n"
+        )
+    if language == "javascript":
+        # Indirect eval: the file runs as a classic global script, like `node file.js`
+        # without modules; `fs` is the workspace-backed global of the engine.
+        return f"(0, eval)(fs.readFileSync({json.dumps(entry)}, 'utf8'));\nundefined;\n"
+    if language == "perl":
+        return (
+            "{\n"
+            f"  my ($entry, $dir, $root) = ({_perl_string(entry)}, {_perl_string(directory)}, "
+            f"{_perl_string(root)});\n"
+            "  delete $INC{$_} for grep { index($INC{$_} // '', \"$root/\") == 0 } keys %INC;\n"
+            "  unshift @INC, $dir unless grep { $_ eq $dir } @INC;\n"
+            "  local @ARGV = ();\n"
+            "  local $0 = $entry;\n"
+            "  $! = 0;\n"
+            "  my $ok = do $entry;\n"
+            "  die $@ if $@;\n"
+            '  die "cannot run $entry: $!\\n" if !defined $ok && $!;\n'
+            "}\n"
+            "undef;\n"
+        )
+    if language == "ruby":
+        return (
+            f"__wb_root = {json.dumps(root)}\n"
+            "$LOADED_FEATURES.reject! { |f| f.start_with?(__wb_root + '/') }\n"
+            f"$LOAD_PATH.unshift({json.dumps(directory)}) unless "
+            f"$LOAD_PATH.include?({json.dumps(directory)})\n"
+            f"load {json.dumps(entry)}\n"
+            "nil\n"
+        )
+    raise ValueError(f"no entry runner for {language}")
