@@ -113,8 +113,14 @@ class LanguageEngine(ABC):
     ) -> GuestInstance:
         """Link and instantiate the guest in `store`, run its initialisation, return it."""
 
-    def take_snapshot(self, store: wasmtime.Store, instance: GuestInstance) -> MemorySnapshot:
-        """Capture the instance's state (engines with `snapshots = True` override this)."""
+    def take_snapshot(
+        self,
+        store: wasmtime.Store,
+        instance: GuestInstance,
+        into: MemorySnapshot | None = None,
+    ) -> MemorySnapshot:
+        """Capture the instance's state, updating `into` (its previous snapshot) in place
+        when given (engines with `snapshots = True` override this)."""
         raise NotImplementedError(f"{self.language} has no memory snapshots")
 
     def restore(

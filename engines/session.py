@@ -377,7 +377,7 @@ class Session:
         if not self.spec.snapshots or self._instance is None or self._store is None:
             return None
         with self._lock:
-            snapshot = self.spec.take_snapshot(self._store, self._instance)
+            snapshot = self.spec.take_snapshot(self._store, self._instance, self.restore_point)
         self.restore_point = snapshot
         return snapshot
 

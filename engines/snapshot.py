@@ -6,6 +6,10 @@ prepare time `export_globals` rewrites the module to export each defined global 
 `__g<index>`. A snapshot is then the memory bytes, those globals and whatever host-side
 state the adapter keeps (`extra`); restoring copies them into a fresh instance whose
 initialisers were not run (spec 7.7, restore recipe).
+
+Taking a snapshot again into the previous one of the same context compares 1 MiB chunks
+in place (memcmp) and copies only those that changed, recording them in `dirty_chunks`
+so storage can rewrite just those: a run typically touches a few chunks of 32-65 MiB.
 """
 
 from __future__ import annotations
@@ -17,18 +21,51 @@ from typing import Any
 import wasmtime
 
 PAGE_BYTES = 65536
+CHUNK_BYTES = 1 << 20
 GLOBAL_PREFIX = "__g"
+
+_libc = ctypes.CDLL(None)
+_memcmp = _libc.memcmp
+_memcmp.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+_memcmp.restype = ctypes.c_int
+_ZERO_CHUNK = bytes(CHUNK_BYTES)
 
 
 @dataclass
 class MemorySnapshot:
-    memory: bytes
+    memory: bytes | bytearray
     globals: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
+    dirty_chunks: set[int] = field(default_factory=set)
+    """1 MiB chunks changed since the snapshot was last stored (all, when new)."""
 
     @property
     def pages(self) -> int:
         return len(self.memory) // PAGE_BYTES
+
+    @property
+    def chunk_count(self) -> int:
+        return (len(self.memory) + CHUNK_BYTES - 1) // CHUNK_BYTES
+
+
+def _address(buffer: bytes | bytearray) -> int:
+    if isinstance(buffer, bytearray):
+        return ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
+    return ctypes.cast(ctypes.c_char_p(buffer), ctypes.c_void_p).value or 0
+
+
+def _memory_address(store: wasmtime.Store, memory: wasmtime.Memory) -> int:
+    return ctypes.addressof(memory.data_ptr(store).contents)
+
+
+def nonzero_pages(memory: bytes | bytearray) -> list[bool]:
+    """For each 64 KiB page: whether it holds any non-zero byte."""
+    source = _address(memory)
+    zero = _address(_ZERO_CHUNK)
+    return [
+        _memcmp(source + page * PAGE_BYTES, zero, PAGE_BYTES) != 0
+        for page in range(len(memory) // PAGE_BYTES)
+    ]
 
 
 def _read_uleb(data: bytes | bytearray, offset: int) -> tuple[int, int]:
@@ -117,20 +154,45 @@ def export_globals(module: bytes) -> bytes:
     return bytes(out)
 
 
-def take(store: wasmtime.Store, instance: wasmtime.Instance) -> MemorySnapshot:
-    """Copy the instance's memory and exported mutable globals."""
+def take(
+    store: wasmtime.Store, instance: wasmtime.Instance, into: MemorySnapshot | None = None
+) -> MemorySnapshot:
+    """Copy the instance's memory and exported mutable globals.
+
+    With `into` (the previous snapshot of this instance's state), update it in place:
+    only changed chunks are copied and added to its `dirty_chunks`.
+    """
     exports = instance.exports(store)
     memory = exports["memory"]
     assert isinstance(memory, wasmtime.Memory)
     length = memory.data_len(store)
-    data = ctypes.string_at(ctypes.addressof(memory.data_ptr(store).contents), length)
+    source = _memory_address(store, memory)
     values: dict[str, Any] = {}
     for name, item in exports.items():
         if not (name.startswith(GLOBAL_PREFIX) and isinstance(item, wasmtime.Global)):
             continue
         if item.type(store).mutable:
             values[name] = item.value(store)
-    return MemorySnapshot(memory=data, globals=values)
+    if into is None:
+        snapshot = MemorySnapshot(memory=ctypes.string_at(source, length), globals=values)
+        snapshot.dirty_chunks = set(range(snapshot.chunk_count))
+        return snapshot
+    buffer = into.memory if isinstance(into.memory, bytearray) else bytearray(into.memory)
+    old_length = len(buffer)
+    if length > old_length:
+        buffer.extend(bytes(length - old_length))
+    elif length < old_length:  # linear memory never shrinks; a smaller one is another state
+        del buffer[length:]
+    target = _address(buffer)
+    for chunk in range((length + CHUNK_BYTES - 1) // CHUNK_BYTES):
+        offset = chunk * CHUNK_BYTES
+        size = min(CHUNK_BYTES, length - offset)
+        if offset + size > old_length or _memcmp(source + offset, target + offset, size) != 0:
+            ctypes.memmove(target + offset, source + offset, size)
+            into.dirty_chunks.add(chunk)
+    into.memory = buffer
+    into.globals = values
+    return into
 
 
 def restore(store: wasmtime.Store, instance: wasmtime.Instance, snapshot: MemorySnapshot) -> None:
@@ -138,12 +200,20 @@ def restore(store: wasmtime.Store, instance: wasmtime.Instance, snapshot: Memory
     exports = instance.exports(store)
     memory = exports["memory"]
     assert isinstance(memory, wasmtime.Memory)
-    missing_pages = snapshot.pages - memory.data_len(store) // PAGE_BYTES
+    initial = memory.data_len(store)
+    missing_pages = snapshot.pages - initial // PAGE_BYTES
     if missing_pages > 0:
         memory.grow(store, missing_pages)
-    ctypes.memmove(
-        ctypes.addressof(memory.data_ptr(store).contents), snapshot.memory, len(snapshot.memory)
-    )
+    target = _memory_address(store, memory)
+    source = _address(snapshot.memory)
+    zero = _address(_ZERO_CHUNK)
+    for chunk in range(snapshot.chunk_count):
+        offset = chunk * CHUNK_BYTES
+        size = min(CHUNK_BYTES, len(snapshot.memory) - offset)
+        # Memory grown past the module's initial size is already zero.
+        if offset >= initial and _memcmp(source + offset, zero, size) == 0:
+            continue
+        ctypes.memmove(target + offset, source + offset, size)
     for name, value in snapshot.globals.items():
         item = exports[name]
         assert isinstance(item, wasmtime.Global)

@@ -253,9 +253,14 @@ class PerlEngine(LanguageEngine):
         guest.perl_version = guest.get_bytes(guest.names["version"]).decode()
         return guest
 
-    def take_snapshot(self, store: wasmtime.Store, instance: GuestInstance) -> MemorySnapshot:
+    def take_snapshot(
+        self,
+        store: wasmtime.Store,
+        instance: GuestInstance,
+        into: MemorySnapshot | None = None,
+    ) -> MemorySnapshot:
         assert isinstance(instance, PerlGuest)
-        taken = wasm_snapshot.take(store, instance.instance)
+        taken = wasm_snapshot.take(store, instance.instance, into)
         taken.extra = {"names": dict(instance.names), "perl_version": instance.perl_version}
         return taken
 

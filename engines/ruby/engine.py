@@ -281,7 +281,12 @@ class RubyEngine(LanguageEngine):
         guest.boot()
         return guest
 
-    def take_snapshot(self, store: wasmtime.Store, instance: GuestInstance) -> MemorySnapshot:
+    def take_snapshot(
+        self,
+        store: wasmtime.Store,
+        instance: GuestInstance,
+        into: MemorySnapshot | None = None,
+    ) -> MemorySnapshot:
         """Memory + exported globals + the host's handle table and buffers.
 
         Restore into a store with the same preopens: wasi-libc keeps its preopen table in
@@ -289,7 +294,7 @@ class RubyEngine(LanguageEngine):
         """
         if not isinstance(instance, RubyGuest):
             raise TypeError("not a Ruby guest")
-        taken = snapshots.take(store, instance.instance)
+        taken = snapshots.take(store, instance.instance, into)
         taken.extra = instance.host_state()
         return taken
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from engines.snapshot import nonzero_pages
 
 SCHEMA_VERSION = 1
 CHUNK_BYTES = 1 << 20
@@ -79,10 +81,9 @@ class SnapshotLayout:
         return self.chunk_count - len(self.zero_chunks)
 
     @classmethod
-    def of(cls, memory: bytes) -> SnapshotLayout:
-        zero_page = bytes(PAGE_BYTES)
-        pages = len(memory) // PAGE_BYTES
-        nonzero = [memory[p * PAGE_BYTES : (p + 1) * PAGE_BYTES] != zero_page for p in range(pages)]
+    def of(cls, memory: bytes | bytearray) -> SnapshotLayout:
+        nonzero = nonzero_pages(memory)
+        pages = len(nonzero)
         per_chunk = CHUNK_BYTES // PAGE_BYTES
         chunk_count = (pages + per_chunk - 1) // per_chunk
         zero_chunks = frozenset(
@@ -166,17 +167,18 @@ class Transaction:
             )
 
     def put_snapshot(
-        self, sandbox_id: str, context_id: str, memory: bytes, previous: bytes | None
+        self,
+        sandbox_id: str,
+        context_id: str,
+        memory: bytes | bytearray,
+        changed_chunks: Iterable[int],
     ) -> SnapshotLayout:
-        """Store linear memory in 1 MiB chunks (spec 7.7): all-zero chunks are not stored,
-        and with the `previous` snapshot of this context at hand only chunks that differ
-        from it are rewritten."""
+        """Store linear memory in 1 MiB chunks (spec 7.7): rewrite the chunks that changed
+        since the last store, drop all-zero ones and any past the end of memory."""
         layout = SnapshotLayout.of(memory)
-        chunk_count = (len(memory) + CHUNK_BYTES - 1) // CHUNK_BYTES
-        for chunk in range(chunk_count):
-            start, end = chunk * CHUNK_BYTES, (chunk + 1) * CHUNK_BYTES
-            data = memory[start:end]
-            if previous is not None and previous[start:end] == data:
+        view = memoryview(memory)
+        for chunk in sorted(changed_chunks):
+            if chunk >= layout.chunk_count:
                 continue
             if chunk in layout.zero_chunks:
                 self._db.execute(
@@ -185,6 +187,7 @@ class Transaction:
                     (sandbox_id, context_id, chunk),
                 )
                 continue
+            data = bytes(view[chunk * CHUNK_BYTES : (chunk + 1) * CHUNK_BYTES])
             self._db.execute(
                 "INSERT OR REPLACE INTO snapshot_chunks (sandbox_id, context_id, chunk, data) "
                 "VALUES (?, ?, ?, ?)",
@@ -192,7 +195,7 @@ class Transaction:
             )
         self._db.execute(
             "DELETE FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ? AND chunk >= ?",
-            (sandbox_id, context_id, chunk_count),
+            (sandbox_id, context_id, layout.chunk_count),
         )
         return layout
 

@@ -560,6 +560,10 @@ class SandboxObject:
                 result, changes = await asyncio.to_thread(self._sync_back, result)
             is_limit = result.error is not None and result.error.name == "ExecutionLimitError"
             if session.spec.snapshots and session.alive and not is_limit:
+                # Spec 7.7: snapshot after every successful run. In memory and incremental
+                # (only changed 1 MiB chunks are copied), so a later trap resumes from
+                # this state; the chunks reach SQLite shortly after (write-behind).
+                await asyncio.to_thread(session.take_snapshot)
                 self._dirty.add(row.id)
                 self._schedule_flush()
         finally:
@@ -610,20 +614,18 @@ class SandboxObject:
             self._dirty.discard(context_id)
 
     def persist_snapshot(self, context_id: str, session: Session) -> None:
-        """Spec 7.7: snapshot the live instance and store it in 1 MiB chunks."""
+        """Store the context's latest snapshot: only the 1 MiB chunks that changed."""
         row = self._contexts.get(context_id)
         if row is None or context_id not in self._dirty:
             return
         self._dirty.discard(context_id)
-        previous = session.restore_point
-        snapshot = session.take_snapshot()
+        snapshot = session.restore_point
         if snapshot is None:
             return
         runtime = self._runtimes[row.binding]
         with self._store.transaction() as tx:
-            layout = tx.put_snapshot(
-                self.id, row.id, snapshot.memory, None if previous is None else previous.memory
-            )
+            layout = tx.put_snapshot(self.id, row.id, snapshot.memory, snapshot.dirty_chunks)
+            snapshot.dirty_chunks.clear()
             row.snapshot = {
                 "build": runtime.build_sha256(),
                 "memoryPages": layout.memory_pages,

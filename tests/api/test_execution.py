@@ -1,0 +1,525 @@
+"""Executing code in contexts and statelessly (spec 2.2.1, 2.4.1, 3, 6.6, 7.3-7.8, 9, 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import fresh_id
+from workbench.api.client import Backend, SandboxClient
+from workbench.api.errors import SandboxError, ValidationFailedError
+from workbench.api.types import ExecutionResult
+
+PERL_ENV = 'join ",", map { "$_=$ENV{$_}" } sort keys %ENV'
+PYTHON_ENV = 'import os\n",".join(f"{k}={v}" for k, v in sorted(os.environ.items()))'
+MiB = 1024 * 1024
+
+
+def texts(result: ExecutionResult) -> list[str | None]:
+    return [entry.text for entry in result.results]
+
+
+def ok(result: ExecutionResult) -> ExecutionResult:
+    assert result.error is None, result.error
+    return result
+
+
+async def raises(call: Any) -> SandboxError:
+    with pytest.raises(SandboxError) as caught:
+        await call
+    return caught.value
+
+
+# ----- result shape, default context ----------------------------------------------
+
+
+async def test_result_shape_of_a_context_run(sandbox: SandboxClient, perl_engine: None) -> None:
+    context = await sandbox.interpreter.create_code_context("PERL")
+    code = 'print "out\\n"; print STDERR "err\\n"; 6 * 7'
+    result = ok(await sandbox.interpreter.run_code(code, context=context))
+    assert result.code == code
+    assert result.language == "perl"
+    assert result.engine == (await sandbox.get_info()).contexts[0].engine
+    assert (result.stdout, result.stderr) == (["out"], ["err"])
+    assert texts(result) == ["42"]
+    assert result.usage is not None
+    assert 0 < result.usage.fuel_consumed <= result.usage.fuel_limit
+    # memoryBytes is the current size of the guest's linear memory
+    assert result.usage.memory_bytes > 0
+    assert result.usage.memory_bytes % 65536 == 0
+    assert result.execution_count == 1
+    assert result.context is not None
+    assert (result.context.id, result.context.cwd, result.context.executions) == (
+        context.id,
+        "/workspace",
+        1,
+    )
+    info = await sandbox.get_info()
+    assert result.context.expires_at == info.expires_at
+    assert info.contexts[0].executions == 1
+
+    wire = result.to_json()
+    assert set(wire["context"]) <= {"id", "cwd", "executions", "snapshotMs", "expiresAt"}
+    assert "snapshot" not in wire["context"]
+    assert "workspace" not in wire
+
+    # a failing run still counts as an execution
+    failed = await sandbox.interpreter.run_code('die "boom\\n"', context=context)
+    assert failed.error is not None
+    assert (failed.error.name, failed.error.message) == ("PerlError", "boom")
+    assert failed.execution_count == 2
+    assert (await sandbox.get_info()).contexts[0].executions == 2
+
+
+async def test_default_context_per_binding_is_reused(
+    sandbox: SandboxClient, perl_engine: None
+) -> None:
+    interpreter = sandbox.interpreter
+    first = ok(await interpreter.run_code("our $n = 1; $n", binding="PERL"))
+    assert first.context is not None
+    second = ok(await interpreter.run_code("$n + 1", binding="PERL"))
+    assert second.context is not None
+    assert second.context.id == first.context.id
+    assert (second.execution_count, texts(second)) == (2, ["2"])
+    [context] = await interpreter.list_code_contexts()
+    assert (context.id, context.binding, context.cwd) == (first.context.id, "PERL", "/workspace")
+    # an explicit context created later does not become the default
+    await interpreter.create_code_context("PERL", cwd="/workspace/other")
+    third = ok(await interpreter.run_code("$n + 2", binding="PERL"))
+    assert third.context is not None and third.context.id == first.context.id
+
+
+async def test_oldest_context_of_the_binding_is_the_default(
+    sandbox: SandboxClient, perl_engine: None
+) -> None:
+    older = await sandbox.interpreter.create_code_context("PERL", cwd="sub")
+    await sandbox.interpreter.create_code_context("PERL")
+    await sandbox.mkdir("sub")
+    result = ok(await sandbox.interpreter.run_code("use Cwd; getcwd()", binding="PERL"))
+    assert result.context is not None
+    assert (result.context.id, result.context.cwd) == (older.id, "/workspace/sub")
+    assert texts(result) == ["/workspace/sub"]
+
+
+# ----- REPL semantics (spec 7.8) ----------------------------------------------------
+
+
+async def test_perl_package_variables_persist_but_my_does_not(
+    sandbox: SandboxClient, perl_engine: None
+) -> None:
+    context = await sandbox.interpreter.create_code_context("PERL")
+    ok(
+        await sandbox.interpreter.run_code(
+            "our $kept = 'yes'; my $lost = 'no'; sub twice { 2 * shift }", context=context
+        )
+    )
+    result = ok(
+        await sandbox.interpreter.run_code(
+            "[$kept, defined($lost) ? 'defined' : 'undef', twice(21)]", context=context
+        )
+    )
+    assert [entry.json for entry in result.results] == [["yes", "undef", 42]]
+    # another context of the same binding has its own state
+    other = await sandbox.interpreter.create_code_context("PERL")
+    fresh = ok(await sandbox.interpreter.run_code("defined $kept ? 1 : 0", context=other))
+    assert texts(fresh) == ["0"]
+
+
+async def test_python_globals_persist(sandbox: SandboxClient, python_engine: None) -> None:
+    context = await sandbox.interpreter.create_code_context("PYTHON")
+    ok(
+        await sandbox.interpreter.run_code(
+            "import math\ncounter = 40\ndef bump(n):\n    return n + 1", context=context
+        )
+    )
+    result = ok(
+        await sandbox.interpreter.run_code("counter = bump(counter) + 1\ncounter", context=context)
+    )
+    assert texts(result) == ["42"]
+    result = ok(await sandbox.interpreter.run_code("{'pi': round(math.pi, 2)}", context=context))
+    assert [entry.json for entry in result.results] == [{"pi": 3.14}]
+
+
+async def test_python_cwd_persists(sandbox: SandboxClient, python_engine: None) -> None:
+    await sandbox.mkdir("project/src", recursive=True)
+    context = await sandbox.interpreter.create_code_context("PYTHON")
+    moved = ok(
+        await sandbox.interpreter.run_code("import os\nos.chdir('project/src')", context=context)
+    )
+    assert moved.context is not None and moved.context.cwd == "/workspace/project/src"
+    [listed] = await sandbox.interpreter.list_code_contexts()
+    assert listed.cwd == "/workspace/project/src"
+    result = ok(
+        await sandbox.interpreter.run_code(
+            "open('here.txt', 'w').write('x')\nos.getcwd()", context=context
+        )
+    )
+    assert texts(result) == ["'/workspace/project/src'"]
+    assert (await sandbox.read_file("project/src/here.txt")).content == "x"
+    # a cwd that disappears falls back to /workspace
+    await sandbox.delete_file("project", recursive=True)
+    after = ok(await sandbox.interpreter.run_code("os.getcwd()", context=context))
+    assert after.context is not None and after.context.cwd == "/workspace"
+
+
+# ----- env layering (spec 10.3) -----------------------------------------------------
+
+
+async def test_env_layering_perl(sandbox: SandboxClient, perl_engine: None) -> None:
+    await sandbox.set_env_vars({"A": "sandbox", "B": "sandbox", "C": "sandbox", "U": "sandbox"})
+    context = await sandbox.interpreter.create_code_context(
+        "PERL", env_vars={"B": "context", "D": "context"}
+    )
+    result = ok(
+        await sandbox.interpreter.run_code(
+            PERL_ENV, context=context, env_vars={"C": "call", "E": "call", "U": None}
+        )
+    )
+    assert texts(result) == ["A=sandbox,B=context,C=call,D=context,E=call"]
+    # call env vars do not stick; set_env_vars changes apply to later runs
+    await sandbox.set_env_vars({"A": None, "F": "new"})
+    result = ok(await sandbox.interpreter.run_code(PERL_ENV, context=context))
+    assert texts(result) == ["B=context,C=sandbox,D=context,F=new,U=sandbox"]
+    # a call can unset a context-level var as well
+    result = ok(
+        await sandbox.interpreter.run_code(
+            PERL_ENV, context=context, env_vars={"B": None, "D": None}
+        )
+    )
+    assert texts(result) == ["C=sandbox,F=new,U=sandbox"]
+
+
+async def test_guest_env_is_exactly_the_layers_python(
+    sandbox: SandboxClient, python_engine: None
+) -> None:
+    result = ok(await sandbox.interpreter.run_code(PYTHON_ENV, binding="PYTHON"))
+    assert texts(result) == ["''"]  # nothing from the host (no HOME, PATH, ...)
+    await sandbox.set_env_vars({"S": "1", "Z": "ü"})
+    context = await sandbox.interpreter.create_code_context("PYTHON", env_vars={"CTX": "2"})
+    result = ok(
+        await sandbox.interpreter.run_code(
+            PYTHON_ENV, context=context, env_vars={"S": None, "CALL": "3"}
+        )
+    )
+    assert texts(result) == ["'CALL=3,CTX=2,Z=ü'"]
+
+
+# ----- workspace from guests: rollback, cross-language, limits ------------------------
+
+
+async def test_failed_run_rolls_back_the_workspace_perl(
+    sandbox: SandboxClient, perl_engine: None
+) -> None:
+    await sandbox.write_file("keep.txt", "original")
+    context = await sandbox.interpreter.create_code_context("PERL")
+    code = (
+        'open my $f, ">", "/workspace/keep.txt" or die; print $f "clobbered"; close $f;'
+        'open my $g, ">", "new.txt" or die; print $g "new"; close $g;'
+        'mkdir "/workspace/newdir"; unlink "/workspace/gone.txt";'
+        'die "after writing\\n"'
+    )
+    await sandbox.write_file("gone.txt", "still here")
+    result = await sandbox.interpreter.run_code(code, context=context)
+    assert result.error is not None and result.error.message == "after writing"
+    assert (await sandbox.read_file("keep.txt")).content == "original"
+    assert (await sandbox.read_file("gone.txt")).content == "still here"
+    assert not (await sandbox.exists("new.txt")).exists
+    assert not (await sandbox.exists("newdir")).exists
+    # and the guest sees the rolled-back tree on its next run
+    seen = ok(
+        await sandbox.interpreter.run_code(
+            'open my $f, "<", "/workspace/keep.txt" or die; local $/; my $c = <$f>;'
+            '[$c, -e "/workspace/new.txt" ? 1 : 0]',
+            context=context,
+        )
+    )
+    assert [entry.json for entry in seen.results] == [["original", 0]]
+
+
+async def test_failed_run_rolls_back_the_workspace_python(
+    sandbox: SandboxClient, python_engine: None
+) -> None:
+    code = (
+        "with open('/workspace/partial.txt', 'w') as f:\n    f.write('x')\nraise ValueError('nope')"
+    )
+    result = await sandbox.interpreter.run_code(code, binding="PYTHON")
+    assert result.error is not None
+    assert (result.error.name, result.error.message) == ("ValueError", "nope")
+    assert result.error.traceback[0] == "ValueError: nope"
+    assert (await sandbox.list_files()).count == 0
+
+
+async def test_successful_guest_writes_reach_the_files_api(
+    sandbox: SandboxClient, perl_engine: None
+) -> None:
+    await sandbox.write_file("old.txt", "old")
+    code = (
+        'mkdir "/workspace/out"; open my $f, ">", "/workspace/out/r.txt" or die;'
+        'print $f "result"; close $f; unlink "/workspace/old.txt"; 1'
+    )
+    ok(await sandbox.interpreter.run_code(code, binding="PERL"))
+    assert (await sandbox.read_file("out/r.txt")).content == "result"
+    assert not (await sandbox.exists("old.txt")).exists
+    listing = await sandbox.list_files(recursive=True)
+    assert {f.relative_path: f.type for f in listing.files} == {
+        "out": "directory",
+        "out/r.txt": "file",
+    }
+
+
+async def test_cross_language_workspace(
+    sandbox: SandboxClient, python_engine: None, perl_engine: None
+) -> None:
+    interpreter = sandbox.interpreter
+    python = await interpreter.create_code_context("PYTHON")
+    perl = await interpreter.create_code_context("PERL")
+
+    ok(
+        await interpreter.run_code(
+            "open('/workspace/from_python.txt', 'w').write('hello from python')", context=python
+        )
+    )
+    result = ok(
+        await interpreter.run_code(
+            'open my $f, "<", "/workspace/from_python.txt" or die "$!"; local $/; <$f>',
+            context=perl,
+        )
+    )
+    assert texts(result) == ["hello from python"]
+
+    ok(
+        await interpreter.run_code(
+            'open my $f, ">", "/workspace/from_perl.txt" or die;'
+            'print $f "hello from perl"; close $f; 1',
+            context=perl,
+        )
+    )
+    result = ok(
+        await interpreter.run_code("open('/workspace/from_perl.txt').read()", context=python)
+    )
+    assert texts(result) == ["'hello from perl'"]
+    # a file written through the API is visible to both, and an update by one to the other
+    await sandbox.write_file("shared.txt", "v1")
+    ok(await interpreter.run_code("open('shared.txt', 'a').write('+py')", context=python))
+    result = ok(
+        await interpreter.run_code(
+            'open my $f, "<", "shared.txt" or die; local $/; <$f>', context=perl
+        )
+    )
+    assert texts(result) == ["v1+py"]
+
+
+async def test_cross_language_workspace_javascript(
+    sandbox: SandboxClient, javascript_engine: None, perl_engine: None
+) -> None:
+    interpreter = sandbox.interpreter
+    ok(
+        await interpreter.run_code(
+            'open my $f, ">", "/workspace/p.txt" or die; print $f "from perl"; close $f; 1',
+            binding="PERL",
+        )
+    )
+    result = ok(
+        await interpreter.run_code(
+            "fs.readFileSync('/workspace/p.txt', 'utf8')", binding="JAVASCRIPT"
+        )
+    )
+    assert texts(result) == ["'from perl'"]
+    ok(
+        await interpreter.run_code(
+            "fs.writeFileSync('/workspace/j.txt', 'from js')", binding="JAVASCRIPT"
+        )
+    )
+    result = ok(
+        await interpreter.run_code(
+            'open my $f, "<", "/workspace/j.txt" or die; local $/; <$f>', binding="PERL"
+        )
+    )
+    assert texts(result) == ["from js"]
+
+
+async def test_guest_write_over_the_file_limit_changes_nothing(
+    sandbox: SandboxClient, perl_engine: None
+) -> None:
+    await sandbox.write_file("keep.txt", "kept")
+    code = (
+        'open my $s, ">", "/workspace/small.txt" or die; print $s "s"; close $s;'
+        'open my $f, ">", "/workspace/huge.bin" or die;'
+        'print $f ("x" x (1024 * 1024 + 1)); close $f; 1'
+    )
+    result = await sandbox.interpreter.run_code(code, binding="PERL")
+    assert result.error is not None
+    assert result.results == []
+    assert not (await sandbox.exists("huge.bin")).exists
+    assert not (await sandbox.exists("small.txt")).exists
+    info = await sandbox.get_info()
+    assert (info.workspace_files, info.workspace_bytes) == (1, 4)
+
+
+async def test_guest_write_over_the_total_limit_changes_nothing(
+    sandbox: SandboxClient, perl_engine: None
+) -> None:
+    for index in range(15):
+        await sandbox.write_file(f"f{index}.bin", bytes(MiB))
+    code = (
+        'for my $i (1..2) { open my $f, ">", "/workspace/g$i.bin" or die; '
+        'print $f ("y" x (1024 * 1024 - 10)); close $f } 1'
+    )
+    result = await sandbox.interpreter.run_code(code, binding="PERL")
+    assert result.error is not None
+    info = await sandbox.get_info()
+    assert (info.workspace_files, info.workspace_bytes) == (15, 15 * MiB)
+
+
+# ----- serialization and concurrency (spec 1.5) ----------------------------------------
+
+
+async def test_executions_on_one_sandbox_are_serialized(
+    sandbox: SandboxClient, perl_engine: None
+) -> None:
+    context = await sandbox.interpreter.create_code_context("PERL")
+    slow = 'our @log; push @log, "first"; my $i = 0; $i++ while $i < 3_000_000; scalar @log'
+    fast = 'our @log; push @log, "second"; join ",", @log'
+    first = asyncio.create_task(sandbox.interpreter.run_code(slow, context=context))
+    await asyncio.sleep(0.05)
+    second = asyncio.create_task(sandbox.interpreter.run_code(fast, context=context))
+    one, two = await asyncio.gather(first, second)
+    assert texts(ok(one)) == ["1"]
+    assert texts(ok(two)) == ["first,second"]
+    assert (one.execution_count, two.execution_count) == (1, 2)
+
+
+async def test_different_sandboxes_run_concurrently(backend: Backend, perl_engine: None) -> None:
+    busy, other = backend.sandbox(fresh_id("busy")), backend.sandbox(fresh_id("other"))
+    try:
+        ok(await other.interpreter.run_code("1", binding="PERL"))  # boot its engine first
+        looping = asyncio.create_task(busy.interpreter.run_code("1 while 1", binding="PERL"))
+        await asyncio.sleep(0.5)
+        assert not looping.done()
+        quick = ok(await other.interpreter.run_code("2 + 2", binding="PERL"))
+        assert texts(quick) == ["4"]
+        assert not looping.done()  # `other` finished while `busy` was still running
+        await busy.cancel()
+        await looping
+    finally:
+        await busy.destroy()
+        await other.destroy()
+
+
+# ----- limits and cancellation --------------------------------------------------------
+
+
+async def test_fuel_exhaustion_is_a_result(sandbox: SandboxClient, perl_engine: None) -> None:
+    context = await sandbox.interpreter.create_code_context("PERL")
+    ok(await sandbox.interpreter.run_code("our $before = 'ok'; 1", context=context))
+    result = await sandbox.interpreter.run_code("1 while 1", context=context)
+    assert result.error is not None
+    assert result.error.name == "ExecutionLimitError"
+    assert result.error.message == "Execution fuel exhausted"
+    assert result.error.traceback == []
+    assert result.usage is not None
+    assert result.usage.fuel_consumed == result.usage.fuel_limit
+    assert result.execution_count == 2
+    # the instance was reset: the context resumes from the state of the last good run
+    after = ok(await sandbox.interpreter.run_code("$before", context=context))
+    assert texts(after) == ["ok"]
+    assert after.execution_count == 3
+
+
+async def test_output_limit_is_a_result(sandbox: SandboxClient, perl_engine: None) -> None:
+    result = await sandbox.interpreter.run_code('print "x" x 40000; 1', binding="PERL")
+    assert result.error is not None
+    assert (result.error.name, result.error.message) == (
+        "ExecutionLimitError",
+        "Output limit exceeded",
+    )
+    assert texts(ok(await sandbox.interpreter.run_code("1 + 1", binding="PERL"))) == ["2"]
+
+
+async def test_cancel_stops_a_running_loop(sandbox: SandboxClient, perl_engine: None) -> None:
+    context = await sandbox.interpreter.create_code_context("PERL")
+    ok(await sandbox.interpreter.run_code("our $state = 'alive'; 1", context=context))
+    running = asyncio.create_task(sandbox.interpreter.run_code("1 while 1", context=context))
+    # cancel() only stops an execution that is running: retry until the loop has started
+    deadline = time.monotonic() + 10
+    cancelled = False
+    while not cancelled and not running.done() and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        cancelled = await sandbox.cancel()
+    assert cancelled is True
+    result = await running
+    assert time.monotonic() - started < 2.0
+    assert result.error is not None
+    assert (result.error.name, result.error.message) == (
+        "ExecutionLimitError",
+        "Execution cancelled",
+    )
+    after = ok(await sandbox.interpreter.run_code("$state", context=context))
+    assert texts(after) == ["alive"]
+    # cancelling with nothing running is a no-op
+    assert await sandbox.cancel() is False
+
+
+# ----- stateless runs (spec 2.2.1, 9.4) ----------------------------------------------
+
+
+async def test_stateless_run(backend: Backend, perl_engine: None) -> None:
+    result = ok(await backend.run_code("PERL", 'print "hi\\n"; our $x = 5; $x * 2'))
+    assert (result.language, result.stdout, texts(result)) == ("perl", ["hi"], ["10"])
+    assert result.context is None
+    assert result.execution_count is None
+    again = ok(await backend.run_code("PERL", "defined $x ? 'kept' : 'fresh'"))
+    assert texts(again) == ["fresh"]
+    no_workspace = ok(await backend.run_code("PERL", '-d "/workspace" ? "mounted" : "absent"'))
+    assert texts(no_workspace) == ["absent"]
+
+
+async def test_stateless_env_vars_are_lenient(backend: Backend, perl_engine: None) -> None:
+    result = ok(
+        await backend.run_code(
+            "PERL",
+            PERL_ENV,
+            env_vars={"GOOD": "1", "1BAD": "2", "a-b": "3", "NULL": None},  # type: ignore[dict-item]
+        )
+    )
+    assert texts(result) == ["GOOD=1"]
+
+
+async def test_stateless_validation(backend: Backend) -> None:
+    for code in ("", "  \n "):
+        error = await raises(backend.run_code("PERL", code))
+        assert type(error) is ValidationFailedError
+        assert (error.http_status, error.message) == (400, "Non-empty code is required")
+    error = await raises(backend.run_code("PERL", "#" * 65537))
+    assert type(error) is ValidationFailedError
+    assert (error.http_status, error.message) == (413, "Code exceeds 64 KiB")
+    # UTF-8 bytes count: 65,535 characters but 65,537 bytes
+    error = await raises(backend.run_code("PERL", "#" * 65533 + "é" * 2))
+    assert (error.http_status, error.message) == (413, "Code exceeds 64 KiB")
+    error = await raises(backend.run_code("NOPE", "1"))
+    assert type(error) is ValidationFailedError
+    assert (error.http_status, error.message) == (400, "Unknown binding 'NOPE'")
+    error = await raises(backend.run_code("PERL", "1", env_vars={"A": 1}))  # type: ignore[dict-item]
+    assert (error.http_status, error.message) == (400, "envVars values must be strings")
+
+
+async def test_stateless_limits_drop_logs_and_usage(backend: Backend, perl_engine: None) -> None:
+    result = await backend.run_code("PERL", 'print "x" x 40000; 1')
+    assert result.error is not None
+    assert (result.error.name, result.error.message) == (
+        "ExecutionLimitError",
+        "Output limit exceeded",
+    )
+    assert (result.stdout, result.stderr, result.results, result.usage) == ([], [], [], None)
+
+
+async def test_runtimes_are_listed(backend: Backend) -> None:
+    runtimes = {runtime.binding: runtime for runtime in await backend.runtimes()}
+    assert {"PYTHON", "PERL"} <= set(runtimes)
+    assert runtimes["PERL"].language == "perl"
+    assert runtimes["PERL"].contexts is True
+    assert runtimes["PERL"].protocol == 1
