@@ -16,13 +16,14 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 from engines.result import ContextRef, ExecutionError, ExecutionResult, SessionState
-from engines.session import Boot, Limits, Session
+from engines.session import Boot, Limits, Outcome, Session
 from engines.snapshot import PAGE_BYTES, MemorySnapshot
 from workbench.api.errors import ErrorCode, SandboxError, make_error
 from workbench.api.transport import Response
@@ -65,6 +66,10 @@ def parse_ttl(value: str | None) -> float:
     except ValueError:
         return DEFAULT_TTL_MS
     return ttl if ttl >= 0 and ttl != float("inf") else DEFAULT_TTL_MS
+
+
+class EngineUnavailableError(Exception):
+    """The context's engine could not be prepared or loaded (the cause says why)."""
 
 
 @dataclass
@@ -537,37 +542,17 @@ class SandboxObject:
 
         started = time.perf_counter()
         try:
-            session = await asyncio.to_thread(self._sessions.acquire, key, create)
-        except Exception as error:  # engine unavailable (cannot prepare) or failed to load
+            session, outcome, result, changes = await asyncio.to_thread(
+                self._run_blocking, key, create, code, env, row.cwd
+            )
+        except EngineUnavailableError as error:
             result = runtime.engine_error(
-                code, f"{runtime.language} engine unavailable: {error}", started
+                code, f"{runtime.language} engine unavailable: {error.__cause__}", started
             )
             return self._finish(row, result, ChangeSet(), Boot.FRESH, [])
-        try:
-            use_files = self._settings.file_api
-            if use_files:
-                await asyncio.to_thread(self._workspace.materialize, self._mirror)
-            else:
-                self._mirror.mkdir(parents=True, exist_ok=True)
-            self._running = session
-            try:
-                outcome = await asyncio.to_thread(session.execute, code, env, row.cwd)
-            finally:
-                self._running = None
-            result = outcome.result
-            changes = ChangeSet()
-            if use_files:
-                result, changes = await asyncio.to_thread(self._sync_back, result)
-            is_limit = result.error is not None and result.error.name == "ExecutionLimitError"
-            if session.spec.snapshots and session.alive and not is_limit:
-                # Spec 7.7: snapshot after every successful run. In memory and incremental
-                # (only changed 1 MiB chunks are copied), so a later trap resumes from
-                # this state; the chunks reach SQLite shortly after (write-behind).
-                await asyncio.to_thread(session.take_snapshot)
-                self._dirty.add(row.id)
-                self._schedule_flush()
-        finally:
-            self._sessions.release(key)
+        if session.restore_point is not None and session.restore_point.dirty_chunks:
+            self._dirty.add(row.id)
+            self._schedule_flush()
         notes = list(outcome.notes)
         if outcome.boot is Boot.FRESH and row.executions > 0:
             notes.append(
@@ -583,6 +568,45 @@ class SandboxObject:
             )
         row.cwd = outcome.cwd
         return self._finish(row, result, changes, outcome.boot, notes)
+
+    def _run_blocking(
+        self,
+        key: tuple[str, str],
+        create: Callable[[], Session],
+        code: str,
+        env: dict[str, str],
+        cwd: str,
+    ) -> tuple[Session, Outcome, ExecutionResult, ChangeSet]:
+        """One worker-thread hop for the whole execution: session, workspace in, run,
+        workspace out (or rollback), snapshot."""
+        try:
+            session = self._sessions.acquire(key, create)
+        except Exception as error:  # the engine cannot be prepared or loaded
+            raise EngineUnavailableError() from error
+        try:
+            use_files = self._settings.file_api
+            if use_files:
+                self._workspace.materialize(self._mirror)
+            else:
+                self._mirror.mkdir(parents=True, exist_ok=True)
+            self._running = session
+            try:
+                outcome = session.execute(code, env, cwd)
+            finally:
+                self._running = None
+            result = outcome.result
+            changes = ChangeSet()
+            if use_files:
+                result, changes = self._sync_back(result)
+            is_limit = result.error is not None and result.error.name == "ExecutionLimitError"
+            if session.spec.snapshots and session.alive and not is_limit:
+                # Spec 7.7: snapshot after every successful run. In memory and incremental
+                # (only changed 1 MiB chunks are copied), so a later trap resumes from this
+                # state; the changed chunks reach SQLite shortly after (write-behind).
+                session.take_snapshot()
+            return session, outcome, result, changes
+        finally:
+            self._sessions.release(key)
 
     # ----- snapshots (write-behind) --------------------------------------------------
 
@@ -682,5 +706,6 @@ class SandboxObject:
                 context=ContextRef(row.id, row.cwd, row.executions, None, expires_at),
                 session=SessionState(boot.value, tuple(notes)),
             )
-            tx.add_history(self.id, row.id, row.executions, result.code, now, final.to_json())
-        return Response.json(200, final.to_json())
+            payload = final.to_json()
+            tx.add_history(self.id, row.id, row.executions, result.code, now, payload)
+        return Response.json(200, payload)
