@@ -24,9 +24,11 @@ class ServeProcess:
 
 
 @contextmanager
-def serve_process(data_dir: Path, *, token: str = TOKEN) -> Iterator[ServeProcess]:
+def serve_process(
+    data_dir: Path, *, token: str = TOKEN, env: dict[str, str] | None = None
+) -> Iterator[ServeProcess]:
     """`sandbox-workbench serve --port 0` with its own data dir; yields once it is ready."""
-    env = {**os.environ, "SANDBOX_WORKBENCH_TOKEN": token}
+    env = {**os.environ, **(env or {}), "SANDBOX_WORKBENCH_TOKEN": token}
     process = subprocess.Popen(
         [sys.executable, "-m", "workbench", "serve", "--port", "0", "--data-dir", str(data_dir)],
         stdout=subprocess.PIPE,

@@ -1,14 +1,16 @@
 """Fixtures for the behavioural suite of the public API (spec 2.4-10, 13).
 
 Every test here talks only to `Backend` / `SandboxClient`, so the same tests run
-against each backend kind in `BACKEND_KINDS` (today the local one: real engines on
-wasmtime over a real SQLite file in a fresh temp dir per test).
+against each backend kind in `BACKEND_KINDS`: `local` (real engines on wasmtime over a
+real SQLite file in a fresh temp dir per test) and `remote` (the remote backend over
+HTTP to one real `sandbox-workbench serve` process on loopback for the session; tests
+use their own sandbox ids).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -16,21 +18,33 @@ from urllib.parse import quote
 import pytest
 
 from tests.conftest import require_engine
+from tests.serve_process import ServeProcess, serve_process
 from workbench.api.client import Backend, SandboxClient
 from workbench.api.transport import parse_json_response
 from workbench.backends.local import open_local_backend
+from workbench.backends.remote import open_remote_backend
 
-BACKEND_KINDS = ["local"]
+BACKEND_KINDS = ["local", "remote"]
+TTL_MS = 86_400_000
+"""The default TTL pinned, so a developer's SANDBOX_WORKBENCH_IDLE_TTL_MS cannot leak in."""
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    with serve_process(
+        tmp_path_factory.mktemp("served"), env={"SANDBOX_WORKBENCH_IDLE_TTL_MS": str(TTL_MS)}
+    ) as process:
+        yield process
 
 
 @pytest.fixture(params=BACKEND_KINDS)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     kind = request.param
     if kind == "local":
-        # the default TTL pinned, so a developer's SANDBOX_WORKBENCH_IDLE_TTL_MS cannot leak in
-        opened = open_local_backend(tmp_path / "data", ttl_ms=86_400_000)
-    else:  # pragma: no cover - other kinds are added with their backends
-        pytest.fail(f"unknown backend kind {kind}")
+        opened = open_local_backend(tmp_path / "data", ttl_ms=TTL_MS)
+    else:
+        server: ServeProcess = request.getfixturevalue("served")
+        opened = open_remote_backend("served", server.url, server.token)
     try:
         yield opened
     finally:

@@ -53,7 +53,10 @@ class GatewayApp:
             name.decode("latin-1").lower(): value.decode("latin-1")
             for name, value in scope.get("headers", [])
         }
-        path = scope.get("path", "/")
+        # The raw (still percent-encoded) path: the gateway decodes each segment itself,
+        # so an id containing "/" (sent as %2F) stays one segment.
+        raw_path = scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else scope.get("path", "/")
         if path not in PUBLIC_PATHS and not self.authorized(headers.get("authorization")):
             await _drain(receive)
             await self._send(send, unauthorized())
