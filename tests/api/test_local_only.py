@@ -335,7 +335,11 @@ async def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
         for path in acknowledged:
             index = int(path[len("out/f") : -len(".txt")])
             read = await sandbox.read_file(path)
-            assert read.content == expected_content(index, rewritten(index)), path
+            allowed = {expected_content(index, rewritten(index))}
+            if index % 7 == 0 and not rewritten(index):
+                # the rewrite may be the one write in flight when the process died
+                allowed.add(expected_content(index, True))
+            assert read.content in allowed, path
 
         listing = await sandbox.list_files("out")
         present = sorted(f.relative_path for f in listing.files)
