@@ -40,6 +40,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "Remote",
         "Configure remote gateways.",
     ),
+    "gateway": LazyCommand(
+        "workbench.cli.gateway_command:gateway_group",
+        "Remote",
+        "Render the gateway Worker to deploy.",
+    ),
     "locate": LazyCommand(
         "workbench.cli.locate_command:locate_command",
         "Setup",

@@ -1,0 +1,209 @@
+"""The headless commands end to end, in subprocesses, on the local backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_engine
+from tests.serve_process import serve_process
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data"),
+        "SANDBOX_WORKBENCH_CONFIG_DIR": str(tmp_path / "config"),
+    }
+
+
+def cli(
+    env: dict[str, str], *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        input=stdin,
+        timeout=120,
+    )
+
+
+def test_run_stateless_and_stateful_with_exit_codes(env: dict[str, str]) -> None:
+    require_engine("perl")
+    ok = cli(env, "run", "-l", "perl", "-c", 'print "hi\\n"; 6*7')
+    assert (ok.returncode, ok.stdout) == (0, "hi\n42\n")
+    failed = cli(env, "run", "-b", "PERL", "-c", 'die "boom\\n"')
+    assert failed.returncode == 1
+    assert "PerlError: boom" in failed.stderr
+    usage = cli(env, "run", "--context", "x", "-c", "1")
+    assert usage.returncode == 2
+    assert "--context needs --sandbox" in usage.stderr
+    invalid = cli(env, "run", "-b", "PERL", "-c", "   ")
+    assert invalid.returncode == 2
+    assert "Non-empty code is required" in invalid.stderr
+    assert cli(env, "run", "-s", "demo", "-l", "perl", "-c", "our $n = 20").returncode == 0
+    again = cli(env, "run", "-s", "demo", "-l", "perl", "--json", "-c", "$n * 2 + 2")
+    result = json.loads(again.stdout)
+    assert result["results"] == [{"text": "42"}]
+    assert result["executionCount"] == 2
+    assert result["workbench"]["boot"] == "restored"
+
+
+def test_run_reads_code_from_stdin_and_files(env: dict[str, str], tmp_path: Path) -> None:
+    require_engine("python")
+    script = tmp_path / "script.py"
+    script.write_text("x = 20\nx * 2 + 2\n")
+    assert cli(env, "run", "-l", "python", str(script)).stdout == "42\n"
+    assert cli(env, "run", "-l", "python", "-", stdin="'from stdin'").stdout == "'from stdin'\n"
+
+
+def test_python_state_lost_across_invocations_is_reported(env: dict[str, str]) -> None:
+    require_engine("python")
+    assert cli(env, "run", "-s", "py", "-l", "python", "-c", "x = 1").returncode == 0
+    second = cli(env, "run", "-s", "py", "-l", "python", "-c", "2")
+    assert second.returncode == 0
+    assert "warning:" in second.stderr
+    assert "started fresh" in second.stderr
+
+
+def test_sandboxes_and_files(env: dict[str, str], tmp_path: Path) -> None:
+    local = tmp_path / "notes.bin"
+    local.write_bytes(bytes(range(256)))
+    assert cli(env, "files", "put", "box", str(local)).returncode == 0
+    assert cli(env, "files", "mkdir", "box", "deep/er", "--parents").returncode == 0
+    listing = cli(env, "files", "ls", "box", "-r")
+    assert "notes.bin" in listing.stdout and "deep/er/" in listing.stdout
+    cat = subprocess.run(
+        [sys.executable, "-m", "workbench", "files", "cat", "box", "notes.bin"],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    assert cat.stdout == bytes(range(256))
+    missing = cli(env, "files", "cat", "box", "nope")
+    assert missing.returncode == 2
+    assert "No such file" in missing.stderr
+    assert "box" in cli(env, "sandboxes", "list").stdout
+    info = json.loads(cli(env, "sandboxes", "info", "box").stdout)
+    assert info["workspace"] == {"files": 3, "bytes": 256}
+    assert cli(env, "files", "rm", "box", "deep", "-r").returncode == 0
+    assert cli(env, "sandboxes", "destroy", "box", "--yes").returncode == 0
+    assert cli(env, "sandboxes", "list").stdout == "no sandboxes\n"
+    bad = cli(env, "sandboxes", "info", "--", "-bad-")
+    assert bad.returncode == 2
+    assert "cannot start or end with a hyphen" in bad.stderr
+
+
+def test_profiles_never_print_tokens(env: dict[str, str], tmp_path: Path) -> None:
+    added = cli(
+        env, "profiles", "add", "staging", "--url", "https://gw.example", "--token-env", "TOK"
+    )
+    assert added.returncode == 0
+    shown = json.loads(cli(env, "profiles", "show", "staging").stdout)
+    assert shown == {
+        "name": "staging",
+        "kind": "remote",
+        "url": "https://gw.example",
+        "token": "environment variable TOK",
+    }
+    stored = cli(
+        env,
+        "profiles",
+        "add",
+        "plain",
+        "--url",
+        "http://x",
+        "--insecure-store-token",
+        stdin="s3cret-token\n",
+    )
+    assert stored.returncode == 0
+    listing = cli(env, "profiles", "list").stdout
+    assert "s3cret-token" not in listing
+    assert "plain" in listing and "staging" in listing
+    config = (tmp_path / "config" / "config.toml").read_text()
+    assert "TOK" in config
+    assert oct((tmp_path / "config" / "config.toml").stat().st_mode & 0o777) == "0o600"
+    unset = cli(env, "sandboxes", "list", "--profile", "staging")
+    assert unset.returncode == 2
+    assert "$TOK" in unset.stderr
+    assert cli(env, "profiles", "remove", "staging").returncode == 0
+    unknown = cli(env, "sandboxes", "list", "--profile", "staging")
+    assert unknown.returncode == 2
+    assert "unknown profile 'staging'" in unknown.stderr
+
+
+def test_run_through_a_served_profile(env: dict[str, str], tmp_path: Path) -> None:
+    require_engine("perl")
+    with serve_process(tmp_path / "served") as server:
+        env = {**env, "DEV_TOKEN": server.token}
+        assert (
+            cli(
+                env, "profiles", "add", "dev", "--url", server.url, "--token-env", "DEV_TOKEN"
+            ).returncode
+            == 0
+        )
+        assert (
+            cli(
+                env, "run", "-p", "dev", "-s", "shared", "-l", "perl", "-c", "our $v = 41"
+            ).returncode
+            == 0
+        )
+        shared = cli(
+            env, "run", "-p", "dev", "-s", "shared", "-l", "perl", "--json", "-c", "$v + 1"
+        )
+        result = json.loads(shared.stdout)
+        assert result["results"] == [{"text": "42"}]
+        assert result["workbench"]["boot"] == "resident"  # the live context in `serve`
+        wrong = cli({**env, "DEV_TOKEN": "nope"}, "sandboxes", "list", "-p", "dev")
+        assert wrong.returncode == 2
+        assert "Missing or invalid bearer token" in wrong.stderr
+
+
+def test_serve_refuses_non_loopback(env: dict[str, str]) -> None:
+    refused = cli(env, "serve", "--host", "0.0.0.0", "--port", "0")
+    assert refused.returncode == 2
+    assert "not a loopback address" in refused.stderr
+
+
+def test_gateway_init_renders_and_adds_a_profile(env: dict[str, str], tmp_path: Path) -> None:
+    target = tmp_path / "deploy"
+    made = cli(
+        env,
+        "gateway",
+        "init",
+        str(target),
+        "--bindings",
+        "python,perl",
+        "--url",
+        "https://gw.example.workers.dev",
+    )
+    assert made.returncode == 0, made.stderr
+    dev_vars = target / "gateway" / ".dev.vars"
+    token = dev_vars.read_text().strip().split("=", 1)[1]
+    assert len(token) >= 40
+    assert oct(dev_vars.stat().st_mode & 0o777) == "0o600"
+    assert token not in made.stdout + made.stderr
+    wrangler = (target / "gateway" / "wrangler.jsonc").read_text()
+    assert '"PYTHON"' in wrangler and '"PERL"' in wrangler and '"RUBY"' not in wrangler
+    assert sorted(p.name for p in (target / "runtime").iterdir()) == ["perl", "python"]
+    assert "gateway" in cli(env, "profiles", "list").stdout
+    again = cli(env, "gateway", "init", str(target))
+    assert again.returncode == 1
+    assert "Refusing to overwrite" in again.stderr
+
+
+def test_locate_and_engines_list(env: dict[str, str], tmp_path: Path) -> None:
+    places = json.loads(cli(env, "locate", "--json").stdout)
+    assert places["data"] == str(tmp_path / "data")
+    assert places["config"] == str(tmp_path / "config" / "config.toml")
+    engines = json.loads(cli(env, "engines", "list", "--json").stdout)
+    assert [row["language"] for row in engines] == ["javascript", "python", "perl", "ruby"]
+    assert all(row["state"] in {"ready", "not prepared", "cannot prepare"} for row in engines)

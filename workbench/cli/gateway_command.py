@@ -1,0 +1,99 @@
+"""`sandbox-workbench gateway init DIR`: render the gateway and runtime Worker templates."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+
+import click
+
+from workbench.config import Config, ConfigError, RemoteProfile, keyring_available, keyring_set
+from workbench.profiles import LOCAL
+
+DEV_VARS = ".dev.vars"
+
+
+@click.group("gateway")
+def gateway_group() -> None:
+    """Deploy the workbench gateway Worker (templates in worker_templates/)."""
+
+
+@gateway_group.command("init")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--bindings",
+    default="JAVASCRIPT,PYTHON,PERL,RUBY",
+    show_default=True,
+    help="Runtime bindings to deploy (comma-separated).",
+)
+@click.option(
+    "--profile",
+    "profile_name",
+    default="gateway",
+    show_default=True,
+    help="Name of the profile to add.",
+)
+@click.option("--url", help="The deployed gateway's URL (add the profile now; else later).")
+def init_command(directory: Path, bindings: str, profile_name: str, url: str | None) -> None:
+    """Render the gateway and runtime Workers into DIRECTORY with a fresh token.
+
+    The token is written to DIRECTORY/gateway/.dev.vars (mode 600, git-ignored; wrangler
+    reads it for `wrangler dev`) and, where the OS has a keyring, stored there for the
+    profile. It is never printed.
+    """
+    from workbench.gateway_templates import render
+
+    if profile_name == LOCAL:
+        raise click.UsageError("`local` is built in; choose another --profile name")
+    try:
+        written = render(directory, [name for name in bindings.split(",") if name.strip()])
+    except (ValueError, FileExistsError, FileNotFoundError) as error:
+        raise click.ClickException(str(error)) from error
+    token = secrets.token_urlsafe(32)
+    dev_vars = directory / "gateway" / DEV_VARS
+    if dev_vars.exists():
+        raise click.ClickException(f"Refusing to overwrite {dev_vars}")
+    descriptor = os.open(dev_vars, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(f"WORKBENCH_TOKEN={token}\n")
+    click.echo(f"rendered {len(written)} files into {directory}")
+
+    env_name = "WORKBENCH_TOKEN_" + re.sub(r"[^A-Za-z0-9]", "_", profile_name).upper()
+    in_keyring = False
+    if keyring_available():
+        try:
+            keyring_set(profile_name, token)
+            in_keyring = True
+        except ConfigError as error:
+            click.echo(f"note: {error}", err=True)
+    if url:
+        config = Config.load()
+        config.profiles[profile_name] = RemoteProfile(
+            name=profile_name,
+            url=url.rstrip("/"),
+            token_env=None if in_keyring else env_name,
+            token_keyring=in_keyring,
+        )
+        config.save()
+        click.echo(f"added profile {profile_name} ({url})")
+    gateway_dir = directory / "gateway"
+    steps = [
+        "deploy each runtime Worker in runtime/<language>/ (see its README)",
+        f"cd {gateway_dir} && npm ci && npm install @sandbox-workers/core",
+        f"grep WORKBENCH_TOKEN {DEV_VARS} | cut -d= -f2- | npx wrangler secret put WORKBENCH_TOKEN",
+        "npx wrangler deploy",
+    ]
+    if not url:
+        source = "--keyring" if in_keyring else f"--token-env {env_name}"
+        steps.append(
+            f"sandbox-workbench profiles add {profile_name} --url <the deployed URL> {source}"
+        )
+    if not in_keyring:
+        steps.append(
+            f"export {env_name}=$(grep WORKBENCH_TOKEN {gateway_dir / DEV_VARS} | cut -d= -f2-)"
+        )
+    click.echo("next steps:")
+    for number, step in enumerate(steps, 1):
+        click.echo(f"  {number}. {step}")

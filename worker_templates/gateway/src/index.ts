@@ -1,0 +1,511 @@
+// The sandbox-workbench gateway Worker: the workbench gateway protocol, version 1
+// (docs/gateway-protocol.md in the sandbox-workbench repository), in front of the
+// `Sandbox` Durable Object of `@sandbox-workers/core`, which this Worker hosts, and of
+// the runtime Workers it reaches through Service Bindings.
+//
+// Routes: GET /v1/health (no auth), GET /v1/runtimes, POST /v1/runtimes/:binding/execute,
+// GET /v1/sandboxes, and /v1/sandboxes/:id[/execute|/contexts[/:contextId]|/env|/files],
+// the latter forwarded to the Sandbox Durable Object named by :id. The local-only
+// extensions (/cancel, /history) are unknown routes here: 404 `Not found`.
+
+import { SandboxRegistry, type SandboxEntry } from "./registry";
+
+export { Sandbox } from "@sandbox-workers/core";
+export { SandboxRegistry };
+
+/** The gateway's own version (`GET /v1/health`); kept equal to package.json `version`. */
+const VERSION = "0.1.0";
+/** The gateway protocol version this Worker speaks. */
+const PROTOCOL = 1;
+
+const SMALL_BODY_CAP = 98_304; // /execute, /contexts, /env, stateless execute
+const FILES_BODY_CAP = 2_097_152; // /files
+const INTERNAL_ORIGIN = "https://sandbox.internal";
+const REGISTRY_NAME = "registry";
+const DEFAULT_IDLE_TTL_MS = 86_400_000;
+const DEFAULT_RUNTIME_BINDINGS = "JAVASCRIPT,PYTHON,PERL,RUBY";
+const RUNTIME_PROBE_TIMEOUT_MS = 10_000;
+const DRAIN_LIMIT = 8 * 1_048_576; // bytes of an oversized body read before cancelling it
+
+const SANDBOX_ID_PATTERN = "^[A-Za-z0-9._-]{1,63}$";
+const SANDBOX_ID_RE = /^[A-Za-z0-9._-]{1,63}$/;
+const RESERVED_SANDBOX_IDS = new Set(["www", "api", "admin", "root", "system", "cloudflare", "workers"]);
+
+export interface Env {
+  /** Durable Object namespace bound to `Sandbox` from `@sandbox-workers/core`. */
+  Sandbox: DurableObjectNamespace;
+  /** Durable Object namespace bound to `SandboxRegistry` (one instance, "registry"). */
+  REGISTRY: DurableObjectNamespace<SandboxRegistry>;
+  /** Secret (`wrangler secret put WORKBENCH_TOKEN`): the bearer token clients send. */
+  WORKBENCH_TOKEN?: string;
+  /** Comma-separated names of the runtime Service Bindings (e.g. "JAVASCRIPT,PYTHON"). */
+  RUNTIME_BINDINGS?: string;
+  /** Sandbox idle TTL in milliseconds (spec 8.3); read by the Sandbox object too. */
+  SANDBOX_IDLE_TTL_MS?: string;
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors
+
+type JsonObject = Record<string, unknown>;
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly code: string = "VALIDATION_FAILED",
+    readonly context: JsonObject = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+
+  toResponse(): Response {
+    return errorResponse(this.code, this.message, this.status, {
+      context: this.context,
+      headers: this.headers,
+    });
+  }
+}
+
+/** A JSON answer; every JSON response carries `cache-control: no-store`. */
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: {
+      "content-type": "application/json",
+      "cache-control": "no-store",
+      ...headers,
+    },
+  });
+}
+
+/** An `ErrorResponse` (spec 4.1): `{ code, message, context, httpStatus, timestamp, operation? }`. */
+function errorResponse(
+  code: string,
+  message: string,
+  httpStatus: number,
+  options: { context?: JsonObject; operation?: string; headers?: Record<string, string> } = {},
+): Response {
+  const body: JsonObject = {
+    code,
+    message,
+    context: options.context ?? {},
+    httpStatus,
+    timestamp: new Date().toISOString(),
+  };
+  if (options.operation !== undefined) body.operation = options.operation;
+  return json(httpStatus, body, options.headers);
+}
+
+const notFound = (): HttpError => new HttpError(404, "Not found");
+
+function allow(request: Request, ...methods: string[]): void {
+  if (!methods.includes(request.method)) {
+    throw new HttpError(405, "Method not allowed", "VALIDATION_FAILED", {}, { allow: methods.join(", ") });
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Authentication: `Authorization: Bearer <token>`, compared in constant time.
+
+const encoder = new TextEncoder();
+
+async function sha256(text: string): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
+}
+
+/** Constant-time comparison of two strings (of their fixed-length SHA-256 digests). */
+async function tokensEqual(presented: string, expected: string): Promise<boolean> {
+  const [a, b] = await Promise.all([sha256(presented), sha256(expected)]);
+  let difference = 0;
+  for (let i = 0; i < a.length; i++) difference |= (a[i] ?? 0) ^ (b[i] ?? 0);
+  return difference === 0;
+}
+
+async function authenticate(request: Request, env: Env): Promise<void> {
+  const header = request.headers.get("authorization") ?? "";
+  const match = /^Bearer[ \t]+([^\s]+)[ \t]*$/i.exec(header);
+  const presented = match?.[1] ?? "";
+  const expected = env.WORKBENCH_TOKEN ?? "";
+  // Always hash and compare, so a missing header and a wrong token take the same path.
+  const equal = await tokensEqual(presented, expected);
+  if (!equal || presented === "" || expected === "") {
+    throw new HttpError(401, "Missing or invalid bearer token", "UNAUTHORIZED", {}, {
+      "www-authenticate": "Bearer",
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Validation helpers
+
+/** `validateSandboxId` (spec 8.1): the validator's message, or null when the id is valid. */
+function sandboxIdError(id: string): string | null {
+  if (!SANDBOX_ID_RE.test(id)) return `Invalid sandbox id "${id}": must match /${SANDBOX_ID_PATTERN}/`;
+  if (id.startsWith("-") || id.endsWith("-")) {
+    return `Invalid sandbox id "${id}": cannot start or end with a hyphen`;
+  }
+  if (RESERVED_SANDBOX_IDS.has(id.toLowerCase())) {
+    return `Invalid sandbox id "${id}": '${id}' is a reserved name`;
+  }
+  return null;
+}
+
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/** `SANDBOX_IDLE_TTL_MS` per spec 8.3: unset/empty/invalid → 24 h; a finite number ≥ 0 → it. */
+function idleTtlMs(value: string | undefined): number {
+  if (value === undefined || value.trim() === "") return DEFAULT_IDLE_TTL_MS;
+  const parsed = Number(value);
+  return Number.isFinite(parsed) && parsed >= 0 ? parsed : DEFAULT_IDLE_TTL_MS;
+}
+
+/** The configured runtime binding names, in order, without blanks or duplicates. */
+function runtimeBindings(env: Env): string[] {
+  const names = (env.RUNTIME_BINDINGS ?? DEFAULT_RUNTIME_BINDINGS)
+    .split(",")
+    .map((name) => name.trim())
+    .filter((name) => name !== "");
+  return [...new Set(names)];
+}
+
+/** The Service Binding named `name`, if it is configured and looks like a Fetcher. */
+function runtimeFetcher(env: Env, name: string): Fetcher | undefined {
+  if (!runtimeBindings(env).includes(name)) return undefined;
+  const candidate = (env as unknown as Record<string, unknown>)[name];
+  if (typeof candidate === "object" && candidate !== null && "fetch" in candidate) {
+    const fetcher = candidate as Fetcher;
+    if (typeof fetcher.fetch === "function") return fetcher;
+  }
+  return undefined;
+}
+
+/**
+ * Read a request body, enforcing `cap` on the declared `content-length` and on the bytes
+ * actually streamed (413 `Request too large`). `null` when the request has no body.
+ */
+async function readBody(request: Request, cap: number): Promise<Uint8Array | null> {
+  const declared = request.headers.get("content-length");
+  if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared) > cap) {
+    throw new HttpError(413, "Request too large");
+  }
+  if (request.body === null) return null;
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > cap) {
+      await discardRest(reader, total);
+      throw new HttpError(413, "Request too large");
+    }
+    chunks.push(value);
+  }
+  const body = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return body;
+}
+
+/**
+ * Drain what remains of an oversized body (up to DRAIN_LIMIT bytes in all), then cancel.
+ * Answering while the client is still uploading leaves the connection in a state that
+ * `wrangler dev` 4.40 reports as "Your worker restarted mid-request" on the next request;
+ * draining a bounded amount avoids that without reading an endless upload.
+ */
+async function discardRest(reader: ReadableStreamDefaultReader<Uint8Array>, read: number): Promise<void> {
+  try {
+    let total = read;
+    while (total <= DRAIN_LIMIT) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      total += value.byteLength;
+    }
+    await reader.cancel();
+  } catch {
+    // The client went away: nothing left to discard.
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Runtimes
+
+interface RuntimeEntry {
+  binding: string;
+  language: string;
+  engine: string;
+  contexts: boolean;
+  protocol: number;
+}
+
+interface UnavailableRuntime {
+  binding: string;
+  error: string;
+}
+
+/** A runtime Worker's `GET /interpreter` answer (spec 2.2.2), or the reason it is unusable. */
+async function probeRuntime(env: Env, binding: string): Promise<RuntimeEntry | UnavailableRuntime> {
+  const fetcher = runtimeFetcher(env, binding);
+  if (fetcher === undefined) {
+    return { binding, error: `Unknown binding '${binding}'` };
+  }
+  try {
+    const response = await fetcher.fetch(`${INTERNAL_ORIGIN}/interpreter`, {
+      method: "GET",
+      signal: AbortSignal.timeout(RUNTIME_PROBE_TIMEOUT_MS),
+    });
+    if (!response.ok) {
+      await response.body?.cancel();
+      return { binding, error: `Binding '${binding}' answered HTTP ${response.status}` };
+    }
+    const data: unknown = await response.json().catch(() => null);
+    if (typeof data !== "object" || data === null || Array.isArray(data)) {
+      return { binding, error: `Binding '${binding}' is not a sandbox-workers runtime Worker` };
+    }
+    const info = data as JsonObject;
+    const protocol = info.protocol === undefined ? 1 : info.protocol;
+    if (
+      typeof info.language !== "string" ||
+      typeof info.engine !== "string" ||
+      typeof info.contexts !== "boolean" ||
+      typeof protocol !== "number"
+    ) {
+      return { binding, error: `Binding '${binding}' is not a sandbox-workers runtime Worker` };
+    }
+    return { binding, language: info.language, engine: info.engine, contexts: info.contexts, protocol };
+  } catch (error) {
+    return { binding, error: `Binding '${binding}' failed: ${errorMessage(error)}` };
+  }
+}
+
+/**
+ * `GET /v1/runtimes`: one entry per configured runtime binding that answers a well-formed
+ * `GET /interpreter`. A binding that is missing, fails, or answers anything else is left out
+ * of `runtimes` (clients read every entry as a usable runtime) and listed instead under
+ * `unavailable: [{ binding, error }]`, a key present only when something is unavailable.
+ * A runtime speaking another interpreter `protocol` is listed as it reports itself; the
+ * client and the Sandbox refuse protocols they do not know.
+ */
+async function listRuntimes(env: Env): Promise<Response> {
+  const probes = await Promise.all(runtimeBindings(env).map((binding) => probeRuntime(env, binding)));
+  const runtimes: RuntimeEntry[] = [];
+  const unavailable: UnavailableRuntime[] = [];
+  for (const probe of probes) {
+    if ("error" in probe) unavailable.push(probe);
+    else runtimes.push(probe);
+  }
+  return json(200, unavailable.length > 0 ? { runtimes, unavailable } : { runtimes });
+}
+
+/**
+ * `POST /v1/runtimes/:binding/execute`: stateless execution (spec 2.2.1). The gateway
+ * applies rows 1-4 of the validation order itself (415, 413 declared, 400 body absent,
+ * 413 streamed) so a huge body never crosses the Service Binding; the runtime Worker
+ * applies every other row and its answer is relayed (status and body).
+ */
+async function executeStateless(request: Request, env: Env, rawBinding: string): Promise<Response> {
+  const binding = decodeSegment(rawBinding);
+  const fetcher = runtimeFetcher(env, binding);
+  if (fetcher === undefined) throw new HttpError(400, `Unknown binding '${binding}'`);
+  const contentType = request.headers.get("content-type") ?? "";
+  if (!contentType.toLowerCase().startsWith("application/json")) {
+    throw new HttpError(415, "Content-Type must be application/json");
+  }
+  const body = await readBody(request, SMALL_BODY_CAP);
+  if (body === null) throw new HttpError(400, "JSON body required");
+  let response: Response;
+  try {
+    response = await fetcher.fetch(
+      new Request(`${INTERNAL_ORIGIN}/execute`, {
+        method: "POST",
+        headers: { "content-type": contentType },
+        body,
+      }),
+    );
+  } catch (error) {
+    console.error(`Binding '${binding}' failed`, error);
+    return errorResponse("INTERNAL_ERROR", "Engine execution failed", 502);
+  }
+  return relay(response);
+}
+
+/** Relay an upstream answer's status and body; JSON content type and no-store. */
+function relay(response: Response): Response {
+  return new Response(response.body, {
+    status: response.status,
+    headers: {
+      "content-type": response.headers.get("content-type") ?? "application/json",
+      "cache-control": "no-store",
+    },
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Sandboxes
+
+interface SandboxRoute {
+  methods: string[];
+  /** Body cap of the POST method, if any. */
+  cap: number;
+}
+
+/** The Sandbox routes of spec 2.4 (path after `/v1/sandboxes/:id`), or null when unknown. */
+function sandboxRoute(rest: string): SandboxRoute | null {
+  if (rest === "" || rest === "/") return { methods: ["GET", "DELETE"], cap: 0 };
+  if (rest === "/execute") return { methods: ["POST"], cap: SMALL_BODY_CAP };
+  if (rest === "/contexts") return { methods: ["GET", "POST"], cap: SMALL_BODY_CAP };
+  if (/^\/contexts\/[^/]+$/.test(rest)) return { methods: ["DELETE"], cap: 0 };
+  if (rest === "/env") return { methods: ["POST"], cap: SMALL_BODY_CAP };
+  if (rest === "/files") return { methods: ["POST"], cap: FILES_BODY_CAP };
+  return null;
+}
+
+function registry(env: Env): DurableObjectStub<SandboxRegistry> {
+  return env.REGISTRY.get(env.REGISTRY.idFromName(REGISTRY_NAME));
+}
+
+async function listSandboxes(env: Env): Promise<Response> {
+  let sandboxes: SandboxEntry[];
+  try {
+    sandboxes = await registry(env).list(Date.now());
+  } catch (error) {
+    console.error("Sandbox registry failed", error);
+    return errorResponse("INTERNAL_ERROR", `Sandbox registry failed: ${errorMessage(error)}`, 502);
+  }
+  return json(200, { sandboxes });
+}
+
+async function sandboxRequest(request: Request, env: Env, rawId: string, rest: string): Promise<Response> {
+  const id = decodeSegment(rawId);
+  const idError = sandboxIdError(id);
+  if (idError !== null) throw new HttpError(400, idError);
+  const route = sandboxRoute(rest);
+  if (route === null) throw notFound();
+  allow(request, ...route.methods);
+
+  const method = request.method;
+  const path = rest === "" ? "/" : rest;
+  const body = method === "POST" ? ((await readBody(request, route.cap)) ?? new Uint8Array(0)) : undefined;
+  const init: RequestInit = {
+    method,
+    headers: {
+      "content-type": request.headers.get("content-type") ?? "application/json",
+      "x-sandbox-id": id,
+    },
+  };
+  if (body !== undefined) init.body = body;
+  const stub = env.Sandbox.get(env.Sandbox.idFromName(id));
+  const response = await stub.fetch(new Request(INTERNAL_ORIGIN + path, init));
+  // Taken after the answer, so lastUsed is never before the Sandbox's own createdAt.
+  if (response.ok) await updateRegistry(env, id, method, path, response, Date.now());
+  return response;
+}
+
+/** Registry bookkeeping after a successful sandbox route; never fails the request. */
+async function updateRegistry(
+  env: Env,
+  id: string,
+  method: string,
+  path: string,
+  response: Response,
+  now: number,
+): Promise<void> {
+  try {
+    if (method === "DELETE" && path === "/") {
+      await registry(env).forget(id);
+      return;
+    }
+    let expiresAt: number | null | undefined;
+    let createdAt: number | undefined;
+    if ((method === "GET" && path === "/") || path === "/execute") {
+      const data: unknown = await response.clone().json().catch(() => null);
+      if (typeof data === "object" && data !== null) {
+        const body = data as JsonObject;
+        if (path === "/") {
+          // SandboxInfo (spec 8.2): expiresAt is the armed deadline, null when disabled.
+          if (typeof body.expiresAt === "number" || body.expiresAt === null) expiresAt = body.expiresAt;
+          if (typeof body.createdAt === "string") {
+            const parsed = Date.parse(body.createdAt);
+            if (Number.isFinite(parsed)) createdAt = parsed;
+          }
+        } else {
+          // Context execution (spec 2.4.1): context.expiresAt, omitted when expiry is off.
+          // The stateless fallback carries no context: the deadline is predicted instead.
+          const context = body.context;
+          if (typeof context === "object" && context !== null) {
+            const reported = (context as JsonObject).expiresAt;
+            expiresAt = typeof reported === "number" ? reported : null;
+          }
+        }
+      }
+    }
+    const input: Parameters<SandboxRegistry["touch"]>[0] = {
+      id,
+      now,
+      ttlMs: idleTtlMs(env.SANDBOX_IDLE_TTL_MS),
+    };
+    if (expiresAt !== undefined) input.expiresAt = expiresAt;
+    if (createdAt !== undefined) input.createdAt = createdAt;
+    await registry(env).touch(input);
+  } catch (error) {
+    console.error(`Sandbox registry update failed for '${id}'`, error);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Routing
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function route(request: Request, env: Env): Promise<Response> {
+  const path = new URL(request.url).pathname;
+  if (path === "/v1/health") {
+    allow(request, "GET");
+    return json(200, { ok: true, version: VERSION, protocol: PROTOCOL });
+  }
+  await authenticate(request, env);
+  if (path === "/v1/runtimes") {
+    allow(request, "GET");
+    return listRuntimes(env);
+  }
+  const runtime = /^\/v1\/runtimes\/([^/]+)\/execute$/.exec(path);
+  if (runtime !== null) {
+    allow(request, "POST");
+    return executeStateless(request, env, runtime[1] ?? "");
+  }
+  if (path === "/v1/sandboxes") {
+    allow(request, "GET");
+    return listSandboxes(env);
+  }
+  const sandbox = /^\/v1\/sandboxes\/([^/]+)((?:\/.*)?)$/.exec(path);
+  if (sandbox !== null) {
+    return sandboxRequest(request, env, sandbox[1] ?? "", sandbox[2] ?? "");
+  }
+  throw notFound();
+}
+
+export default {
+  async fetch(request: Request, env: Env): Promise<Response> {
+    try {
+      return await route(request, env);
+    } catch (error) {
+      if (error instanceof HttpError) return error.toResponse();
+      console.error("Unexpected gateway failure", error);
+      return errorResponse("INTERNAL_ERROR", "Engine execution failed", 502);
+    }
+  },
+} satisfies ExportedHandler<Env>;

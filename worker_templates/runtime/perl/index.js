@@ -1,0 +1,1 @@
+export { default, Interpreter } from "@sandbox-workers/perl";
