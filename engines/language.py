@@ -73,14 +73,17 @@ class LanguageEngine(ABC):
     """Host programs needed to prepare the engine (e.g. "npm")."""
     argv: tuple[str, ...] = ()
     preopens: tuple[Preopen, ...] = ()
+    build_inputs: tuple[str, ...] = ("**/*",)
+    """Glob patterns (relative to the language package) of the files that shape the
+    prepared engine; see `inputs_digest`."""
     console_in_envelope: bool = False
     """The guest reports its logs in `ExecuteResponse.console` (JavaScript's console.*)
     instead of writing stdout/stderr through WASI."""
 
     def inputs_digest(self) -> str:
         """Identity of everything that shapes the prepared engine: the engine string and
-        every source file of the language package (guest drivers, WIT, lockfiles, pins).
-        A prepared engine whose digest differs is prepared again."""
+        the files matching `build_inputs` (guest drivers, WIT, lockfiles). A prepared
+        engine whose digest differs is prepared again, and its snapshots are dropped."""
         cached: str | None = getattr(self, "_inputs_digest", None)
         if cached is not None:
             return cached
@@ -89,7 +92,8 @@ class LanguageEngine(ABC):
 
         digest = hashlib.sha256(f"{self.engine}|{self.version}|{self.kind}".encode())
         package_dir = Path(inspect.getfile(type(self))).parent
-        for path in sorted(package_dir.rglob("*")):
+        paths = {path for pattern in self.build_inputs for path in package_dir.glob(pattern)}
+        for path in sorted(paths):
             skipped = {"__pycache__", "node_modules"} & set(path.parts)
             if path.is_file() and not skipped and path.suffix not in {".pyc", ".wasm"}:
                 digest.update(str(path.relative_to(package_dir)).encode())

@@ -24,6 +24,7 @@ from pathlib import Path
 import wasmtime
 import wasmtime.component
 
+from engines.component import instantiate_component
 from engines.fetch import require_program, verify_sha256
 from engines.language import GuestInstance, LanguageEngine, PrepareError, Progress
 
@@ -40,7 +41,6 @@ GUEST_FILES = ("main.js", "proto.js", "fs.js", "rewrite.js")
 PROJECT_FILES = ("package.json", "package-lock.json", "build.js")
 WIT_FILE = "sandbox.wit"
 OUTPUT_NAME = "javascript-guest.wasm"
-EXPORT = "run"
 NPM_TIMEOUT_SECONDS = 900
 BUILD_TIMEOUT_SECONDS = 900
 
@@ -75,22 +75,6 @@ def _run(command: list[str], cwd: Path, what: str, timeout: int) -> None:
         )
 
 
-class JavaScriptGuest:
-    """A live component instance: one `run` export carrying the protobuf envelopes."""
-
-    def __init__(self, store: wasmtime.Store, run: wasmtime.component.Func) -> None:
-        self._store = store
-        self._run = run
-
-    def call(self, request: bytes) -> bytes:
-        response = self._run(self._store, request)
-        if isinstance(response, list):
-            response = bytes(response)
-        if not isinstance(response, bytes):
-            raise TypeError(f"javascript guest returned {type(response).__name__}, not bytes")
-        return response
-
-
 class JavaScriptEngine(LanguageEngine):
     """SpiderMonkey in StarlingMonkey (componentize-js component).
 
@@ -106,6 +90,9 @@ class JavaScriptEngine(LanguageEngine):
     """StarlingMonkey does not expose its SpiderMonkey version; this is componentize-js's."""
     engine = f"SpiderMonkey (StarlingMonkey) / componentize-js {COMPONENTIZE_JS_VERSION}"
     kind = "component"
+    build_inputs = ("guest/**/*", "wit/**/*", "build.js", "package.json", "package-lock.json")
+    console_in_envelope = True
+    """The Wasm is built from these alone (the adapter code does not change it)."""
     fuel = 8_000_000_000
     """A tight `for (;;) {}` burns this in about 1.5 s on the 2-core reference box."""
     memory_bytes = 64 << 20
@@ -164,16 +151,7 @@ class JavaScriptEngine(LanguageEngine):
         artifact: wasmtime.Module | wasmtime.component.Component,
         store: wasmtime.Store,
     ) -> GuestInstance:
-        """Link WASI p2 only (the component imports no wasi:http) and instantiate."""
-        if not isinstance(artifact, wasmtime.component.Component):
-            raise TypeError("the JavaScript engine needs a component artifact")
-        linker = wasmtime.component.Linker(engine)
-        linker.add_wasip2()
-        instance = linker.instantiate(store, artifact)
-        run = instance.get_func(store, EXPORT)
-        if run is None:
-            raise PrepareError(f"the JavaScript component has no `{EXPORT}` export")
-        return JavaScriptGuest(store, run)
+        return instantiate_component(engine, artifact, store, self.language)
 
 
 ENGINE = JavaScriptEngine()

@@ -26,6 +26,7 @@ from pathlib import Path
 import wasmtime
 import wasmtime.component
 
+from engines.component import instantiate_component
 from engines.fetch import sha256_file
 from engines.language import GuestInstance, LanguageEngine, PrepareError, Progress
 
@@ -45,7 +46,6 @@ WIT_FILE = "sandbox.wit"
 WORLD = "guest"
 OUTPUT_NAME = "python-guest.wasm"
 BUILD_TIMEOUT_SECONDS = 900
-EXPORT = "run"
 
 _BUILD_SCRIPT = (
     "import sys; from componentize_py import script; "
@@ -95,20 +95,6 @@ def guest_python_version(wasm: bytes) -> str | None:
     return found.group(1).decode() if found else None
 
 
-class PythonGuest:
-    """A live component instance: one `run` export carrying the protobuf envelopes."""
-
-    def __init__(self, store: wasmtime.Store, run: wasmtime.component.Func) -> None:
-        self._store = store
-        self._run = run
-
-    def call(self, request: bytes) -> bytes:
-        response = self._run(self._store, request)
-        if not isinstance(response, bytes):
-            raise TypeError(f"python guest returned {type(response).__name__}, not bytes")
-        return response
-
-
 class PythonEngine(LanguageEngine):
     """CPython 3.14 (componentize-py component).
 
@@ -126,6 +112,8 @@ class PythonEngine(LanguageEngine):
     version = PYTHON_VERSION
     engine = f"CPython {PYTHON_VERSION} / componentize-py {COMPONENTIZE_PY_VERSION}"
     kind = "component"
+    build_inputs = ("guest/**/*",)
+    """The Wasm is built from these alone (the adapter code does not change it)."""
     fuel = 10_000_000_000
     """A tight `while True: pass` burns this in 1.2-1.6 s of CPU on the 2-core reference box."""
     memory_bytes = 64 << 20
@@ -205,16 +193,7 @@ class PythonEngine(LanguageEngine):
         artifact: wasmtime.Module | wasmtime.component.Component,
         store: wasmtime.Store,
     ) -> GuestInstance:
-        """Link WASI p2 only (no wasi:http) and instantiate; start-up ran at build time."""
-        if not isinstance(artifact, wasmtime.component.Component):
-            raise TypeError("the Python engine needs a component artifact")
-        linker = wasmtime.component.Linker(engine)
-        linker.add_wasip2()
-        instance = linker.instantiate(store, artifact)
-        run = instance.get_func(store, EXPORT)
-        if run is None:
-            raise PrepareError(f"the Python component has no `{EXPORT}` export; prepare it again")
-        return PythonGuest(store, run)
+        return instantiate_component(engine, artifact, store, self.language)
 
 
 ENGINE = PythonEngine()

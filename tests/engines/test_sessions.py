@@ -28,6 +28,8 @@ class Snippets:
     read_env: str
     env_text: str
     allocate: str
+    io: str
+    """Writes "out" then "two lines" (two lines) to stdout and "err" to stderr."""
 
 
 SNIPPETS = {
@@ -43,6 +45,7 @@ SNIPPETS = {
         read_env="process.env.GREETING",
         env_text="'hola'",
         allocate="new Uint8Array(200 << 20).length",
+        io="console.log('out'); console.log('two\\nlines'); console.error('err')",
     ),
     "python": Snippets(
         value="1+1",
@@ -56,6 +59,7 @@ SNIPPETS = {
         read_env="import os; os.environ['GREETING']",
         env_text="'hola'",
         allocate="len(bytearray(200 << 20))",
+        io="import sys; print('out'); print('two\\nlines'); print('err', file=sys.stderr)",
     ),
     "perl": Snippets(
         value="1+1",
@@ -69,6 +73,7 @@ SNIPPETS = {
         read_env="$ENV{GREETING}",
         env_text="hola",
         allocate='length("x" x (200 << 20))',
+        io='print "out\\ntwo\\nlines\\n"; print STDERR "err\\n"',
     ),
     "ruby": Snippets(
         value="1+1",
@@ -82,6 +87,7 @@ SNIPPETS = {
         read_env='ENV["GREETING"]',
         env_text='"hola"',
         allocate='("x" * (200 << 20)).size',
+        io='puts "out"; puts "two\\nlines"; $stderr.puts "err"',
     ),
 }
 
@@ -111,6 +117,15 @@ def test_value_usage_and_engine_string(language: str) -> None:
     assert result.usage is not None
     assert 0 < result.usage.fuel_consumed < result.usage.fuel_limit
     assert result.usage.fuel_limit == language_engine(language).fuel
+
+
+def test_logs_are_split_into_lines_per_stream(language: str) -> None:
+    result = run(language, SNIPPETS[language].io)
+    assert result.error is None
+    # Spec 3.4: WASI output is split on newlines; JavaScript has one entry per console call.
+    lines = ["out", "two\nlines"] if language == "javascript" else ["out", "two", "lines"]
+    assert result.stdout == lines
+    assert result.stderr == ["err"]
 
 
 def test_environment_is_exactly_what_is_given(language: str) -> None:
