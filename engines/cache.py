@@ -12,8 +12,9 @@ Layout under the cache root (`SANDBOX_WORKBENCH_CACHE_DIR`, else the user cache 
 Compiling takes 10-50 s per engine on two cores; loading a serialized module takes a few
 milliseconds (it is memory-mapped). Files are written atomically (temp file + rename) and
 preparation holds a per-language file lock, so concurrent processes never see a partial
-entry. A cache entry that is truncated, foreign (another wasmtime or config) or corrupt
-is detected and rebuilt, never loaded blindly.
+entry. A cache entry that is truncated or rewritten (size or mtime differ from the record),
+foreign (wasmtime refuses another version or config) or unreadable is detected and
+rebuilt, never loaded blindly; `engines verify` also checks full sha256 digests.
 """
 
 from __future__ import annotations
@@ -200,7 +201,11 @@ class EngineCache:
             artifact = wasmtime.Module.from_file(engine, str(self.wasm_path))
         data = artifact.serialize()
         _write_atomically(compiled, data)
-        integrity = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        integrity = {
+            "size": len(data),
+            "mtimeNs": compiled.stat().st_mtime_ns,
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
         _write_atomically(compiled.with_suffix(".json"), json.dumps(integrity).encode())
         for stale in self.directory.glob("*.cwasm"):
             if stale != compiled:
@@ -211,7 +216,10 @@ class EngineCache:
     def _compiled_entry_intact(compiled: Path, *, thorough: bool) -> bool:
         try:
             integrity = json.loads(compiled.with_suffix(".json").read_text())
-            if compiled.stat().st_size != integrity["size"]:
+            status = compiled.stat()
+            # Size and mtime catch truncation and any rewrite at load time for free;
+            # the full sha256 (tens of ms) is for `engines verify`.
+            if (status.st_size, status.st_mtime_ns) != (integrity["size"], integrity["mtimeNs"]):
                 return False
             return not thorough or sha256_file(compiled) == integrity["sha256"]
         except (OSError, ValueError, KeyError, TypeError):

@@ -1,0 +1,112 @@
+"""The engine cache: preparing, reusing, detecting damage, and reporting missing tools."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import wasmtime
+
+from engines.cache import EngineCache
+from engines.host import make_engine
+from engines.perl import ENGINE as PERL
+from engines.session import run
+from tests.conftest import require_engine
+
+
+@pytest.fixture
+def perl_cache(tmp_path: Path) -> EngineCache:
+    """A private copy of the prepared Perl engine (cheapest to recompile)."""
+    require_engine("perl")
+    shared = EngineCache(PERL)
+    private = EngineCache(PERL, root=tmp_path)
+    shutil.copytree(shared.directory, private.directory, ignore=shutil.ignore_patterns(".lock"))
+    assert private.is_ready()
+    return private
+
+
+def compiled_file(cache: EngineCache) -> Path:
+    build = cache.build()
+    assert build is not None
+    return cache.compiled_path(build)
+
+
+def test_truncated_compiled_module_is_detected_and_rebuilt(perl_cache: EngineCache) -> None:
+    compiled = compiled_file(perl_cache)
+    with compiled.open("r+b") as handle:
+        handle.truncate(compiled.stat().st_size // 2)
+    assert not perl_cache.is_ready()
+    artifact = perl_cache.load(make_engine(component=False))
+    assert artifact is not None
+    assert perl_cache.is_ready()
+    assert perl_cache.verify() == []
+
+
+def test_rewritten_compiled_module_is_not_loaded_blindly(perl_cache: EngineCache) -> None:
+    compiled = compiled_file(perl_cache)
+    data = bytearray(compiled.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4096] = os.urandom(4096)
+    compiled.write_bytes(bytes(data))  # same size, new mtime
+    assert not perl_cache.is_ready()
+    assert perl_cache.verify() != []
+
+
+def test_foreign_compiled_module_is_refused_by_wasmtime(
+    perl_cache: EngineCache, tmp_path: Path
+) -> None:
+    """A file that passes our cheap checks but is not a module for this wasmtime and
+    config is refused by wasmtime's own header check (`load` then rebuilds it, as in the
+    truncation test)."""
+    compiled = compiled_file(perl_cache)
+    foreign = tmp_path / "foreign.cwasm"
+    foreign.write_bytes(b"\x7fELF" + os.urandom(1024))
+    # pretend the record matches, so only wasmtime's own check can catch it
+    os.replace(foreign, compiled)
+    record = compiled.with_suffix(".json")
+    integrity = json.loads(record.read_text())
+    integrity.update(size=compiled.stat().st_size, mtimeNs=compiled.stat().st_mtime_ns)
+    record.write_text(json.dumps(integrity))
+    assert perl_cache.is_ready()
+    with pytest.raises(wasmtime.WasmtimeError):
+        wasmtime.Module.deserialize_file(make_engine(component=False), str(compiled))
+
+
+def test_garbage_build_record_means_not_prepared(perl_cache: EngineCache) -> None:
+    perl_cache.build_record_path.write_text("{not json")
+    assert perl_cache.build() is None
+    assert not perl_cache.is_ready()
+    assert perl_cache.verify() == ["not prepared"]
+
+
+def test_stateless_run_uses_the_cache_entry(perl_cache: EngineCache) -> None:
+    del perl_cache
+    result = run("perl", "6*7")
+    assert [entry.text for entry in result.results] == ["42"]
+
+
+def test_missing_npm_makes_only_those_languages_unavailable(tmp_path: Path) -> None:
+    python_bin = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": str(python_bin),
+        "SANDBOX_WORKBENCH_CACHE_DIR": str(tmp_path / "empty-cache"),
+    }
+    listed = subprocess.run(
+        [sys.executable, "-m", "workbench", "engines", "list", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    states = {row["language"]: row for row in json.loads(listed.stdout)}
+    for language in ("javascript", "perl", "ruby"):
+        assert states[language]["state"] == "cannot prepare"
+        assert "npm not found" in states[language]["detail"]
+        assert "install Node.js" in states[language]["detail"]
+    assert states["python"]["state"] == "not prepared"
+    assert states["python"]["detail"] == ""
