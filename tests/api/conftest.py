@@ -4,7 +4,9 @@ Every test here talks only to `Backend` / `SandboxClient`, so the same tests run
 against each backend kind in `BACKEND_KINDS`: `local` (real engines on wasmtime over a
 real SQLite file in a fresh temp dir per test) and `remote` (the remote backend over
 HTTP to one real `sandbox-workbench serve` process on loopback for the session; tests
-use their own sandbox ids).
+use their own sandbox ids) and `workerd` (the remote backend over HTTP to the gateway
+Worker template running in workerd via `wrangler dev`, in front of its own serve process;
+see tests/workerd/harness.py; skipped only when node/npm are missing).
 """
 
 from __future__ import annotations
@@ -19,12 +21,18 @@ import pytest
 
 from tests.conftest import require_engine
 from tests.serve_process import ServeProcess, serve_process
+from tests.workerd.harness import session_gateway
 from workbench.api.client import Backend, SandboxClient
 from workbench.api.transport import parse_json_response
 from workbench.backends.local import open_local_backend
 from workbench.backends.remote import open_remote_backend
 
-BACKEND_KINDS = ["local", "remote"]
+BACKEND_KINDS = ["local", "remote", "workerd"]
+WORKERD_SKIPS = {
+    "test_cancel_stops_a_running_loop": "POST /v1/sandboxes/:id/cancel is a serve/local-only "
+    "extension; the Worker gateway answers 404 (docs/gateway-protocol.md, Extensions)",
+}
+"""Tests that depend on a serve-only extension the Worker gateway does not relay."""
 TTL_MS = 86_400_000
 """The default TTL pinned, so a developer's SANDBOX_WORKBENCH_IDLE_TTL_MS cannot leak in."""
 
@@ -42,6 +50,12 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     kind = request.param
     if kind == "local":
         opened = open_local_backend(tmp_path / "data", ttl_ms=TTL_MS)
+    elif kind == "workerd":
+        reason = WORKERD_SKIPS.get(request.function.__name__)
+        if reason is not None:
+            pytest.skip(f"not through the Worker gateway: {reason}")
+        gateway = session_gateway(request)
+        opened = open_remote_backend("workerd", gateway.url, gateway.token)
     else:
         server: ServeProcess = request.getfixturevalue("served")
         opened = open_remote_backend("served", server.url, server.token)

@@ -410,7 +410,7 @@ async function sandboxRequest(request: Request, env: Env, rawId: string, rest: s
   const response = await stub.fetch(new Request(INTERNAL_ORIGIN + path, init));
   // Taken after the answer, so lastUsed is never before the Sandbox's own createdAt.
   if (response.ok) await updateRegistry(env, id, method, path, response, Date.now());
-  return response;
+  return relay(response);
 }
 
 /** Registry bookkeeping after a successful sandbox route; never fails the request. */
