@@ -1,0 +1,439 @@
+"""Pilot tests of the workbench's flows on real local engines (Perl, Python)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from textual import events
+from textual.binding import Binding
+from textual.dom import DOMNode
+
+from workbench.api.client import Backend
+from workbench.backends.local import open_local_backend
+from workbench.config import Config, RemoteProfile
+from workbench.tui.app import ABANDONED_NOTE, WorkbenchApp
+from workbench.tui.formatting import MASK
+from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
+from workbench.tui.screens.help_screen import HelpScreen
+from workbench.tui.screens.history_search_screen import HistorySearchScreen
+from workbench.tui.tour import (
+    create_context,
+    create_sandbox,
+    run_cell,
+    until_connected,
+    wait_for,
+)
+from workbench.tui.tree_nodes import DirectoryNode, FileNode
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+def make_app(tmp_path: Path, **options: Any) -> WorkbenchApp:
+    data = tmp_path / "data"
+    return WorkbenchApp(
+        data_dir=data,
+        backend_factory=lambda name: open_local_backend(data),
+        **options,
+    )
+
+
+async def send_keys(app: WorkbenchApp, *keys: str) -> None:
+    """Type keys without `Pilot.press`, which waits for the CPU to go idle after each key
+    (it never does while an engine burns fuel in a worker thread)."""
+    for key in keys:
+        event = events.Key(key, key if len(key) == 1 else None)
+        event.set_sender(app)
+        app.post_message(event)
+        await asyncio.sleep(0.005)
+
+
+def panel_text(app: WorkbenchApp) -> str:
+    console = Console(width=100, record=True, file=io.StringIO())
+    console.print(app.info_panel.render())
+    return console.export_text()
+
+
+class Notifications:
+    """Records `App.notify` calls."""
+
+    def __init__(self, app: WorkbenchApp, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[str, str, str]] = []
+        original = app.notify
+
+        def record(
+            message: str, *, title: str = "", severity: Any = "information", **kw: Any
+        ) -> None:
+            self.calls.append((str(message), title, severity))
+            original(message, title=title, severity=severity, **kw)
+
+        monkeypatch.setattr(app, "notify", record)
+
+    def errors(self) -> list[str]:
+        return [
+            f"{title}: {message}" for message, title, severity in self.calls if severity == "error"
+        ]
+
+
+async def test_create_sandbox_validates_the_id_as_typed(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await pilot.press("f2")
+        await pilot.press(*"admin")
+        dialog = app.screen
+        assert isinstance(dialog, CreateSandboxScreen)
+        problem = str(dialog.query_one("#sandbox-id-problem").render())
+        assert "reserved name" in problem
+        assert dialog.query_one("#create").disabled
+        await pilot.press(*["backspace"] * 5, *"-bad")
+        assert "cannot start or end with a hyphen" in str(
+            dialog.query_one("#sandbox-id-problem").render()
+        )
+        await pilot.press(*["backspace"] * 4, *"demo", "enter")
+        await wait_for(pilot, lambda: "demo" in app.sandbox_infos)
+        assert app.sandbox_tree.sandbox_node("demo") is not None
+        assert app.info_panel.info is not None and app.info_panel.info.id == "demo"
+
+
+async def test_run_cells_see_results_and_walk_history(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL", env_line="GREETING=hello")
+        await run_cell(pilot, repl, 'print "$ENV{GREETING}\\n"; warn "careful\\n"; 1+1')
+        cell = repl.transcript.cells[-1]
+        assert cell.result is not None
+        assert cell.result.stdout == ["hello"]
+        assert cell.result.stderr == ["careful"]
+        assert cell.result.results[0].text == "2"
+        await run_cell(pilot, repl, "[1, {a => 2}]")
+        assert repl.transcript.cells[-1].result is not None
+        assert repl.transcript.cells[-1].result.results[0].json == [1, {"a": 2}]
+        rendered = "\n".join(line.text for line in repl.transcript.lines)
+        assert "hello" in rendered and "careful" in rendered and '"a": 2' in rendered
+
+        repl.set_code("draft")
+        await pilot.press("up")  # single-line input: the first line is the last line
+        assert repl.code_input.text == "[1, {a => 2}]"
+        await pilot.press("up")
+        assert repl.code_input.text.startswith('print "$ENV{GREETING}')
+        await pilot.press("down", "down")
+        assert repl.code_input.text == "draft"
+
+        await pilot.press("alt+h")
+        assert isinstance(app.screen, HistorySearchScreen)
+        await pilot.press(*"GREET", "enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HistorySearchScreen))
+        assert repl.code_input.text.startswith('print "$ENV{GREETING}')
+
+
+async def test_history_survives_reopening_the_context(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "40 + 2")
+        context_id = repl.context.id
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: app.repl_for(context_id) is None)
+        context = app.sandbox_infos["demo"].contexts[0]
+        from workbench.tui.app import context_from_info
+
+        app.open_context("demo", context_from_info(context))
+        await wait_for(pilot, lambda: app.repl_for(context_id) is not None)
+        reopened = app.repl_for(context_id)
+        assert reopened is not None and reopened.history == ["40 + 2"]
+
+
+async def test_cancel_a_running_loop(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        repl.set_code("1 while 1;")
+        started = time.monotonic()
+        # The loop would burn its whole fuel budget (seconds); keys typed while it runs
+        # are handled at once, and the cancel key interrupts the engine.
+        await send_keys(app, "ctrl+r", *"typed while running", "ctrl+g")
+        await wait_for(pilot, lambda: bool(repl.transcript.cells))
+        assert repl.code_input.text == "typed while running"
+        assert time.monotonic() - started < 20
+        cell = repl.transcript.cells[-1]
+        assert cell.result is not None and cell.result.error is not None
+        assert cell.result.error.message == "Execution cancelled"
+        assert not repl.running
+
+
+class AbandoningTransport:
+    """The local transport, but `cancel` can only abandon (like a remote gateway)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.inner = backend.transport
+        self.description = "abandoning"
+
+    async def request(
+        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+    ) -> Any:
+        return await self.inner.request(method, path, body, timeout=timeout)
+
+    async def cancel(self, sandbox_id: str) -> bool:
+        return False
+
+    async def aclose(self) -> None:
+        await self.inner.cancel("demo")
+        await self.inner.aclose()
+
+
+async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+
+    def factory(name: str) -> Backend:
+        return Backend(AbandoningTransport(open_local_backend(data)), name="local")
+
+    app = WorkbenchApp(data_dir=data, backend_factory=factory)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        repl.set_code("1 while 1;")
+        await send_keys(app, "ctrl+r", "ctrl+g")
+        await wait_for(pilot, lambda: bool(repl.transcript.cells))
+        assert repl.transcript.cells[-1].failure == ABANDONED_NOTE
+        assert not repl.running
+
+
+async def test_errors_are_shown_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, 'die "boom"')
+        cell = repl.transcript.cells[-1]
+        assert cell.result is not None and cell.result.error is not None
+        assert "boom" in cell.result.error.message
+        # A request the server rejects: a context in a cwd outside /workspace.
+        app.create_context("demo", _context_request("PERL", "/etc"))
+        await wait_for(pilot, lambda: bool(notes.errors()))
+        assert "Creating the context failed" in notes.errors()[0]
+        assert app.is_running
+
+
+def _context_request(binding: str, cwd: str) -> Any:
+    from workbench.tui.screens.create_context_screen import ContextRequest
+
+    return ContextRequest(binding, cwd, {})
+
+
+async def test_ten_thousand_lines_render_fast_and_are_searchable(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        # Short lines: the engine caps a run's output at 32 KiB.
+        repl.set_code('print "x\\n" x 9999; print "needle\\n"; 1')
+        await pilot.press("ctrl+r")
+        started = time.monotonic()
+        await wait_for(pilot, lambda: len(repl.transcript.lines) > 10_000, timeout=60)
+        assert time.monotonic() - started < 10
+        result = repl.transcript.cells[-1].result
+        assert result is not None and result.error is None
+        assert len(result.stdout) == 10_000
+        await pilot.press("ctrl+f")
+        assert repl.find_input.has_focus
+        await pilot.press(*"needle", "enter")
+        first = repl.transcript._search_line
+        assert "print" in repl.transcript.lines[first].text  # the cell's code
+        await pilot.press("enter")
+        second = repl.transcript._search_line
+        assert repl.transcript.lines[second].text.strip() == "needle"
+        assert second > 10_000 and repl.transcript.scroll_y > 9_000
+        assert repl.transcript.scroll_y > 9000
+
+
+async def test_copy_and_export_a_transcript(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(tmp_path)
+    copied: list[str] = []
+    monkeypatch.setattr(app, "copy_to_clipboard", copied.append)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, 'print "out\\n"; {answer => 42}')
+        await pilot.press("alt+c", "alt+o")
+        assert copied[0].startswith('print "out\\n"') and "out" in copied[0]
+        assert json.loads(copied[1]) == {"answer": 42}
+        await pilot.press("alt+m", "alt+j")
+        stem = f"demo-PERL-{repl.context.id.split('-')[0]}"
+        markdown = (tmp_path / f"{stem}.md").read_text()
+        assert "## In [1]" in markdown and '"answer": 42' in markdown
+        exported = json.loads((tmp_path / f"{stem}.json").read_text())
+        assert exported["cells"][0]["result"]["results"] == [{"json": {"answer": 42}}]
+
+
+async def test_env_var_editor_validates_keys_and_masks_values(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        await pilot.press("f4")
+        await pilot.press(*"1BAD=x")
+        dialog = app.screen
+        assert dialog.query_one("#save").disabled
+        assert "must match" in str(dialog.query_one(".env-problems").render())
+        await pilot.press("home", "delete")
+        assert not dialog.query_one("#save").disabled
+        await pilot.click("#save")
+        await wait_for(pilot, lambda: app.sandbox_infos["demo"].env_vars == {"BAD": "x"})
+        app.tabs.active = "info-tab"
+        await pilot.pause()
+        assert MASK in panel_text(app)
+        await pilot.press("alt+s")
+        assert "BAD" in panel_text(app) and MASK not in panel_text(app)
+
+
+async def test_workspace_tree_lists_files_lazily(tmp_path: Path) -> None:
+    async with open_local_backend(tmp_path / "data") as backend:
+        sandbox = backend.sandbox("demo")
+        await sandbox.mkdir("/workspace/src")
+        await sandbox.write_file("/workspace/src/main.pl", "print 1;")
+        await sandbox.write_file("/workspace/README", "hi")
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        node = app.sandbox_tree.sandbox_node("demo")
+        assert node is not None
+        node.expand()
+        await wait_for(pilot, lambda: any(isinstance(c.data, DirectoryNode) for c in node.children))
+        workspace = next(c for c in node.children if isinstance(c.data, DirectoryNode))
+        workspace.expand()
+        await wait_for(pilot, lambda: any(isinstance(c.data, FileNode) for c in workspace.children))
+        names = [str(child.label) for child in workspace.children]
+        assert names[0].startswith("src/") and names[1].startswith("README")
+        assert app.sandbox_infos["demo"].workspace_bytes == len("print 1;") + len("hi")
+
+
+async def test_destroy_delete_and_reset(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        first_id = repl.context.id
+        await pilot.press("alt+r")
+        await pilot.click("#confirm")
+        await wait_for(
+            pilot, lambda: app.active_repl is not None and app.active_repl.context.id != first_id
+        )
+        assert app.repl_for(first_id) is None
+        await pilot.press("alt+d")
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: app.active_repl is None)
+        await wait_for(pilot, lambda: not app.sandbox_infos["demo"].contexts)
+        app.sandbox_tree.focus()
+        await pilot.press("f8")
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: "demo" not in app.sandbox_infos)
+        assert app.sandbox_tree.sandbox_node("demo") is None
+
+
+async def test_switch_profiles_and_toggle_local_remote(tmp_path: Path) -> None:
+    config = Config(
+        profiles={"staging": RemoteProfile("staging", "http://127.0.0.1:9", token="t0ken")},
+        path=tmp_path / "config" / "config.toml",
+    )
+    config.save()
+    data = tmp_path / "data"
+    app = WorkbenchApp(data_dir=data)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        assert app.status.profile == "local"
+        await pilot.press("f9")
+        await pilot.press("down", "enter")
+        await wait_for(
+            pilot, lambda: app.profile == "staging" and app.status.state == "unreachable"
+        )
+        assert "127.0.0.1:9" in app.status.detail or "connect" in app.status.detail.lower()
+        assert Config.load().last_remote == "staging"
+        await pilot.press("ctrl+l")
+        await wait_for(pilot, lambda: app.profile == "local" and app.status.state == "connected")
+        await pilot.press("ctrl+l")
+        await wait_for(pilot, lambda: app.profile == "staging")
+
+
+async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
+    config = Config(keys={"repl.run": "ctrl+t"}, path=tmp_path / "config" / "config.toml")
+    app = make_app(tmp_path, config=config)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        titles = [command.title for command in app.palette_commands()]
+        assert "New sandbox" in titles and "Run cell" not in titles
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        titles = [command.title for command in app.palette_commands()]
+        assert {"Run cell", "Delete context", "Export Markdown"} <= set(titles)
+        assert "Cancel run" not in titles
+        repl.set_code("3*3")
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: bool(repl.transcript.cells))
+        assert repl.transcript.cells[-1].result is not None
+        assert repl.transcript.cells[-1].result.results[0].text == "9"
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        assert "Code input" in app.screen.help_markdown
+        ids = {row[2] for row in app.screen.bindings_rows}
+        assert {"repl.run", "repl.cancel", "app.help"} - {"repl.cancel"} <= ids
+        await pilot.press("escape")
+        app.theme = "dracula"
+        await pilot.pause()
+    assert Config.load(tmp_path / "config" / "config.toml").theme == "dracula"
+
+
+async def test_every_binding_has_an_id_and_a_description() -> None:
+    from workbench.tui.screens.confirm_screen import ConfirmScreen
+    from workbench.tui.screens.create_context_screen import CreateContextScreen
+    from workbench.tui.screens.env_vars_screen import EnvVarsScreen
+    from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
+
+    owners: list[type[DOMNode]] = [
+        WorkbenchApp,
+        ConfirmScreen,
+        CreateSandboxScreen,
+        CreateContextScreen,
+        EnvVarsScreen,
+        HelpScreen,
+        HistorySearchScreen,
+        ProfilePickerScreen,
+    ]
+    for owner in owners:
+        for binding in owner.BINDINGS:
+            assert isinstance(binding, Binding), owner
+            assert binding.id and binding.description, (owner, binding)
+
+
+@pytest.mark.usefixtures("python_engine")
+async def test_python_context_json_result(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PYTHON")
+        await run_cell(pilot, repl, "import json\nvalues = {'a': [1, 2]}\nvalues")
+        await run_cell(pilot, repl, "values['a'][1]")
+        results = [cell.result for cell in repl.transcript.cells]
+        assert all(result is not None and result.error is None for result in results), results
+        assert results[-1] is not None and results[-1].results[0].text == "2"

@@ -1,0 +1,78 @@
+"""The TUI's pure helpers: env-var text, formatting, local history, transcript export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from workbench.api.types import ExecutionResult, ResultEntry, Usage
+from workbench.tui.env_vars_text import env_vars_update, parse_env_vars_text
+from workbench.tui.formatting import countdown, execution_footer, human_bytes
+from workbench.tui.history_store import LocalHistoryStore
+from workbench.tui.transcript_cell import TranscriptCell
+from workbench.tui.transcript_export import transcript_json, transcript_markdown
+
+
+def test_env_vars_text_checks_each_key() -> None:
+    parsed = parse_env_vars_text("# comment\nA=1\n\n_B = two=2\n1BAD=x\nnoequals\nA=3")
+    assert parsed.values == {"A": "1", "_B": " two=2"}
+    assert parsed.problems == [
+        "line 5: key '1BAD' must match ^[A-Za-z_][A-Za-z0-9_]*$",
+        "line 6: expected KEY=VALUE",
+        "line 7: A is set twice",
+    ]
+    assert env_vars_update({"A": "1", "GONE": "x"}, {"A": "2", "NEW": "y"}) == {
+        "GONE": None,
+        "A": "2",
+        "NEW": "y",
+    }
+
+
+def test_formatting() -> None:
+    assert human_bytes(512) == "512 B" and human_bytes(1536) == "1.5 KiB"
+    assert countdown(0) == "expired"
+    assert countdown(90_061_000) == "1d 01:01:01"
+    result = ExecutionResult(
+        "1", "perl", "e", 2.0, usage=Usage(733_645, 6_000_000_000, 0), execution_count=2
+    )
+    assert execution_footer(result, show_measurements=True) == (
+        "2.0 ms · fuel 733.6k/6.0G · memory 0 B · [2]"
+    )
+    assert execution_footer(result, show_measurements=False) == "fuel …/6.0G · memory 0 B · [2]"
+
+
+def test_local_history_store_keeps_entries_per_context(tmp_path: Path) -> None:
+    store = LocalHistoryStore(tmp_path / "history.json")
+    store.append("staging", "box", "ctx-1", "1+1")
+    store.append("staging", "box", "ctx-1", "2+2")
+    store.append("staging", "box", "ctx-2", "other")
+    again = LocalHistoryStore(tmp_path / "history.json")
+    assert again.entries("staging", "box", "ctx-1") == ["1+1", "2+2"]
+    assert again.entries("local", "box", "ctx-1") == []
+    (tmp_path / "history.json").write_text("not json")
+    assert again.entries("staging", "box", "ctx-1") == []
+
+
+def test_transcript_exports() -> None:
+    result = ExecutionResult(
+        "{a => 1}",
+        "perl",
+        "e",
+        1.0,
+        stdout=["out"],
+        results=[ResultEntry(json={"a": 1}, is_json=True)],
+    )
+    cells = [
+        TranscriptCell(1, "{a => 1}", "perl", result),
+        TranscriptCell(2, "x", "perl", None, "lost"),
+    ]
+    markdown = transcript_markdown("demo", cells)
+    assert "```perl\n{a => 1}\n```" in markdown and '"a": 1' in markdown and "lost" in markdown
+    exported = json.loads(transcript_json("demo", cells))
+    assert exported["cells"][1] == {
+        "number": 2,
+        "language": "perl",
+        "code": "x",
+        "result": None,
+        "failure": "lost",
+    }

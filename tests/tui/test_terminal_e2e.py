@@ -1,0 +1,85 @@
+"""End to end: the real `sandbox-workbench` (`python -m workbench`) in tmux, driven with
+send-keys and read with capture-pane."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("perl_engine")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[str]:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed; the end-to-end terminal test needs it")
+    name = f"sbw-e2e-{uuid.uuid4().hex[:8]}"
+    env = {
+        "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data"),
+        "SANDBOX_WORKBENCH_CONFIG_DIR": str(tmp_path / "config"),
+        "SANDBOX_WORKBENCH_CACHE_DIR": os.environ.get("SANDBOX_WORKBENCH_CACHE_DIR", ""),
+        "TERM": "xterm-256color",
+    }
+    exports = " ".join(f"{key}={value!r}" for key, value in env.items() if value)
+    command = f"cd {str(ROOT)!r} && env {exports} {sys.executable} -m workbench"
+    tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", command)
+    try:
+        yield name
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def screen(name: str) -> str:
+    return tmux("capture-pane", "-p", "-t", name)
+
+
+def wait_for_text(name: str, text: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = screen(name)
+        if text in shown:
+            return shown
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared; the screen shows:\n{screen(name)}")
+
+
+def send(name: str, *keys: str) -> None:
+    tmux("send-keys", "-t", name, *keys)
+
+
+def test_create_sandbox_context_and_run_a_cell(session: str) -> None:
+    wait_for_text(session, "connected")
+    send(session, "F2")
+    wait_for_text(session, "New sandbox")
+    send(session, "-l", "e2e-box")
+    send(session, "Enter")
+    wait_for_text(session, "contexts (0)")  # created, loaded and selected
+    send(session, "F3")
+    wait_for_text(session, "New code context")
+    send(session, "Enter")  # open the binding list
+    wait_for_text(session, "PERL (perl)")
+    send(session, "-l", "PERL")
+    send(session, "Enter")
+    send(session, "Tab", "Tab", "Tab", "Enter")
+    wait_for_text(session, "code… (Enter: newline")
+    send(session, "-l", 'print "from tmux\\n"; 6*7')
+    time.sleep(0.5)
+    send(session, "C-r")
+    shown = wait_for_text(session, "42")
+    assert "from tmux" in shown
+    assert "In [1]" in shown
+    send(session, "C-q")

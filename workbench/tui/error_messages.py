@@ -1,0 +1,14 @@
+"""Failures as one line for a notification or a transcript cell."""
+
+from __future__ import annotations
+
+from workbench.api.errors import SandboxError
+
+
+def describe_error(error: Exception) -> str:
+    """One line for a notification: the server's message, code and status."""
+    if isinstance(error, SandboxError):
+        if error.http_status == 401:
+            return f"unauthorized (HTTP 401): check the profile's token. {error.message}"
+        return f"{error.message} ({error.code}, HTTP {error.http_status})"
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,63 @@
+"""Plain-text formatting of sizes, durations, countdowns and execution footers."""
+
+from __future__ import annotations
+
+from workbench.api.types import ExecutionResult
+
+MASK = "••••••"
+
+
+def human_bytes(count: int) -> str:
+    """`1.5 KiB`-style size."""
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def human_duration_ms(milliseconds: float) -> str:
+    if milliseconds < 1000:
+        return f"{milliseconds:.1f} ms"
+    return f"{milliseconds / 1000:.2f} s"
+
+
+def countdown(remaining_ms: int) -> str:
+    """`2d 03:04:05` until expiry, or `expired`."""
+    if remaining_ms <= 0:
+        return "expired"
+    seconds = remaining_ms // 1000
+    days, seconds = divmod(seconds, 86_400)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+    return f"{days}d {clock}" if days else clock
+
+
+def compact_count(value: int) -> str:
+    """`19.5M`-style count for fuel figures."""
+    for threshold, suffix in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if value >= threshold:
+            return f"{value / threshold:.1f}{suffix}"
+    return str(value)
+
+
+def execution_footer(result: ExecutionResult, *, show_measurements: bool) -> str:
+    """`2.0 ms · fuel 733.6k/6.0G · memory 0 B · [2]`; without measurements (which vary
+    from run to run) the duration and fuel used are left out."""
+    parts = []
+    if show_measurements:
+        parts.append(human_duration_ms(result.duration_ms))
+    if result.usage is not None:
+        used = compact_count(result.usage.fuel_consumed) if show_measurements else "…"
+        parts.append(f"fuel {used}/{compact_count(result.usage.fuel_limit)}")
+        parts.append(f"memory {human_bytes(result.usage.memory_bytes)}")
+    if result.execution_count is not None:
+        parts.append(f"[{result.execution_count}]")
+    return " · ".join(parts)
+
+
+def short_id(identifier: str) -> str:
+    """The first block of a UUID-style context id."""
+    return identifier.split("-", 1)[0][:8]

@@ -1,0 +1,51 @@
+"""The workbench's key bindings (ids are what `Config.keys` remaps) and which actions
+need what selected."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+WORKBENCH_BINDINGS: list[Binding] = [
+    Binding("ctrl+q", "quit", "Quit", id="app.quit"),
+    Binding("f1", "help", "Help", id="app.help"),
+    Binding("f2", "create_sandbox", "New sandbox", id="sandbox.create"),
+    Binding("f3", "create_context", "New context", id="context.create"),
+    Binding("f4", "edit_env_vars", "Env vars", id="sandbox.env_vars"),
+    Binding("f5", "refresh", "Refresh", id="sidebar.refresh"),
+    Binding("f8", "destroy_sandbox", "Destroy sandbox", id="sandbox.destroy"),
+    Binding("f9", "pick_profile", "Profiles", id="profile.pick"),
+    Binding("ctrl+l", "toggle_remote", "Local/remote", id="profile.toggle"),
+    Binding("f12", "show_runtimes", "Runtimes", id="app.runtimes", show=False),
+    Binding("alt+s", "toggle_env_reveal", "Reveal env vars", id="sandbox.reveal_env", show=False),
+    Binding("ctrl+r,ctrl+enter,ctrl+j", "run_cell", "Run cell", id="repl.run", priority=True),
+    Binding("ctrl+g", "cancel_run", "Cancel run", id="repl.cancel", priority=True),
+    Binding("alt+h", "search_history", "History", id="repl.history_search"),
+    Binding("ctrl+f", "find_in_transcript", "Find", id="repl.find"),
+    Binding("alt+c", "copy_cell", "Copy cell", id="repl.copy_cell", show=False),
+    Binding("alt+o", "copy_result", "Copy result", id="repl.copy_result", show=False),
+    Binding("alt+m", "export_markdown", "Export Markdown", id="repl.export_markdown", show=False),
+    Binding("alt+j", "export_json", "Export JSON", id="repl.export_json", show=False),
+    Binding("alt+w", "close_tab", "Close tab", id="repl.close_tab", show=False),
+    Binding("alt+d", "delete_context", "Delete context", id="context.delete", show=False),
+    Binding("alt+r", "reset_context", "Reset context", id="context.reset", show=False),
+]
+
+REPL_ACTIONS = frozenset(
+    {
+        "run_cell",
+        "cancel_run",
+        "search_history",
+        "find_in_transcript",
+        "copy_cell",
+        "copy_result",
+        "export_markdown",
+        "export_json",
+        "close_tab",
+        "delete_context",
+        "reset_context",
+    }
+)
+SANDBOX_ACTIONS = frozenset(
+    {"destroy_sandbox", "edit_env_vars", "toggle_env_reveal", "create_context"}
+)
+BACKEND_ACTIONS = frozenset({"create_sandbox", "refresh"})

@@ -1,0 +1,1 @@
+"""Screens (mostly modal dialogs) of the workbench, one per module."""

@@ -1,0 +1,234 @@
+"""Deterministic app states for the README tour, the snapshot tests and the benchmark.
+
+Every state starts from a fresh local data dir, a fixed clock and fixed context ids,
+and is reached by driving the real app with a `Pilot` (keys, as a user would).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from unittest import mock
+
+from textual.pilot import Pilot
+from textual.widgets import Button, Input, TextArea
+
+from workbench.api.client import Backend
+from workbench.backends.local import open_local_backend
+from workbench.core.clock import FixedClock
+from workbench.profiles import open_profile_backend
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.widgets.repl_pane import ReplPane
+
+FIXED_START_MS = 1_767_225_600_000
+"""2026-01-01T00:00:00Z."""
+TOUR_SANDBOX = "demo"
+TOUR_CELLS = [
+    'print "hello from perl\\n" x 2;\nwarn "a warning on stderr\\n";\n6 * 7',
+    "my $config = { name => 'demo', sizes => [1, 2, 3] };\n$config",
+    'die "something went wrong"',
+]
+
+WorkbenchPilot = Pilot[None]
+
+
+def local_backend_factory(
+    data_dir: Path, clock: FixedClock | None = None
+) -> Callable[[str], Backend]:
+    """`local` opens `data_dir` (on `clock`, when given, with a stable description);
+    any other name opens the configured profile."""
+
+    def factory(name: str) -> Backend:
+        if name != "local":
+            return open_profile_backend(name)
+        if clock is None:
+            return open_local_backend(data_dir)
+        backend = open_local_backend(data_dir, clock=clock)
+        backend.transport.description = "local (tour data)"
+        return backend
+
+    return factory
+
+
+def tour_app(data_dir: Path) -> WorkbenchApp:
+    """The app on a fixed clock with timings and spinners hidden."""
+    clock = FixedClock(FIXED_START_MS)
+    return WorkbenchApp(
+        data_dir=data_dir,
+        backend_factory=local_backend_factory(data_dir, clock),
+        clock=clock,
+        show_measurements=False,
+        health_interval=3600,
+    )
+
+
+@contextmanager
+def fixed_context_ids() -> Iterator[None]:
+    """Context ids 00000001-0000-…, 00000002-0000-… in creation order, and cursors that
+    do not blink (a blink phase would otherwise be captured at random)."""
+    counter = iter(range(1, 1_000_000))
+    with (
+        mock.patch("uuid.uuid4", lambda: uuid.UUID(int=next(counter) << 96)),
+        mock.patch.object(TextArea, "_toggle_cursor_blink_visible", lambda self: None),
+        mock.patch.object(Input, "_toggle_cursor", lambda self: None),
+    ):
+        yield
+
+
+async def wait_for(
+    pilot: WorkbenchPilot, predicate: Callable[[], object], timeout: float = 30
+) -> None:
+    """Let the app run until `predicate()` holds (workers finish at their own pace)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the app did not reach the expected state in {timeout} s")
+        await pilot.pause(0.02)
+
+
+def workbench(pilot: WorkbenchPilot) -> WorkbenchApp:
+    app = pilot.app
+    assert isinstance(app, WorkbenchApp)
+    return app
+
+
+async def until_connected(pilot: WorkbenchPilot) -> None:
+    app = workbench(pilot)
+    await wait_for(pilot, lambda: app.status.state == "connected" and bool(app.runtimes))
+    await wait_for(pilot, lambda: bool(app.sandbox_tree.root.children))
+
+
+async def create_sandbox(pilot: WorkbenchPilot, sandbox_id: str = TOUR_SANDBOX) -> None:
+    app = workbench(pilot)
+    await pilot.press("f2")
+    await pilot.press(*sandbox_id, "enter")
+    await wait_for(pilot, lambda: sandbox_id in app.sandbox_infos)
+    await pilot.pause()
+
+
+async def create_context(pilot: WorkbenchPilot, binding: str, env_line: str = "") -> ReplPane:
+    """F3, choose `binding`, optionally type one env line, create; the new REPL."""
+    app = workbench(pilot)
+    await pilot.press("f3")
+    await pilot.pause()
+    dialog = app.screen
+    dialog.query_one("#binding").value = binding  # type: ignore[attr-defined]
+    if env_line:
+        dialog.query_one("#context-env TextArea").focus()
+        await pilot.press(*env_line)
+    dialog.query_one("#create", Button).press()
+    await wait_for(pilot, lambda: app.active_repl is not None)
+    repl = app.active_repl
+    assert repl is not None
+    await wait_for(pilot, lambda: repl.code_input.has_focus)
+    return repl
+
+
+async def run_cell(pilot: WorkbenchPilot, repl: ReplPane, code: str) -> None:
+    before = len(repl.transcript.cells)
+    repl.code_input.focus()
+    repl.set_code(code)
+    await pilot.press("ctrl+r")
+    await wait_for(pilot, lambda: len(repl.transcript.cells) > before)
+    await pilot.pause()
+
+
+async def state_start(pilot: WorkbenchPilot) -> None:
+    """Connected, no sandboxes yet."""
+    await until_connected(pilot)
+
+
+async def state_sandbox_info(pilot: WorkbenchPilot) -> None:
+    """A sandbox with env vars and a Perl context, its info panel shown."""
+    app = workbench(pilot)
+    await until_connected(pilot)
+    await create_sandbox(pilot)
+    await pilot.press("f4")
+    await pilot.pause()
+    await pilot.press(*"API_URL=https://example.test", "enter", *"API_TOKEN=s3cret")
+    app.screen.query_one("#save", Button).press()
+    await wait_for(pilot, lambda: bool(app.sandbox_infos[TOUR_SANDBOX].env_vars))
+    await create_context(pilot, "PERL")
+    await wait_for(pilot, lambda: bool(app.sandbox_infos[TOUR_SANDBOX].contexts))
+    app.tabs.active = "info-tab"
+    app.sandbox_tree.focus()
+    await pilot.pause()
+
+
+async def state_repl(pilot: WorkbenchPilot) -> None:
+    """A Perl REPL with stdout, stderr, a text and a JSON result, and an error."""
+    await until_connected(pilot)
+    await create_sandbox(pilot)
+    repl = await create_context(pilot, "PERL")
+    for code in TOUR_CELLS:
+        await run_cell(pilot, repl, code)
+    repl.set_code("# Up walks history; alt+h searches it")
+    await pilot.pause()
+
+
+async def state_create_context_dialog(pilot: WorkbenchPilot) -> None:
+    """The new-context dialog with an invalid env key flagged as typed."""
+    await until_connected(pilot)
+    await create_sandbox(pilot)
+    await pilot.press("f3")
+    await pilot.pause()
+    workbench(pilot).screen.query_one("#context-env TextArea").focus()
+    await pilot.press(*"GOOD=1", "enter", *"1BAD=2")
+    await pilot.pause()
+
+
+async def state_create_sandbox_dialog(pilot: WorkbenchPilot) -> None:
+    """The new-sandbox dialog rejecting a reserved id."""
+    await until_connected(pilot)
+    await pilot.press("f2")
+    await pilot.press(*"admin")
+    await pilot.pause()
+
+
+async def state_history_search(pilot: WorkbenchPilot) -> None:
+    await state_repl(pilot)
+    await pilot.press("alt+h")
+    await pilot.press(*"conf")
+    await pilot.pause()
+
+
+async def state_help(pilot: WorkbenchPilot) -> None:
+    await state_repl(pilot)
+    await pilot.press("f1")
+    await pilot.pause()
+
+
+async def state_runtimes(pilot: WorkbenchPilot) -> None:
+    await until_connected(pilot)
+    await pilot.press("f12")
+    await pilot.pause()
+
+
+async def state_command_palette(pilot: WorkbenchPilot) -> None:
+    await state_repl(pilot)
+    await pilot.press("ctrl+p")
+    await pilot.press(*"context")
+    await pilot.pause(0.5)
+
+
+async def settle(pilot: WorkbenchPilot) -> None:
+    """Drop the toasts (they expire on the wall clock) and let the screen settle."""
+    workbench(pilot).clear_notifications()
+    await pilot.pause(0.2)
+
+
+TOUR_STATES: dict[str, Callable[[WorkbenchPilot], Awaitable[None]]] = {
+    "start": state_start,
+    "sandbox-info": state_sandbox_info,
+    "repl": state_repl,
+    "create-sandbox": state_create_sandbox_dialog,
+    "create-context": state_create_context_dialog,
+    "history-search": state_history_search,
+    "help": state_help,
+    "runtimes": state_runtimes,
+    "command-palette": state_command_palette,
+}
+"""Tour state name → the steps that reach it from a fresh start."""

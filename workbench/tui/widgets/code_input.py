@@ -1,0 +1,106 @@
+"""The REPL's multi-line input: Pygments highlighting and history at the edges."""
+
+from __future__ import annotations
+
+from pygments.lexer import Lexer  # type: ignore[import-untyped]
+from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
+from pygments.token import Token, _TokenType  # type: ignore[import-untyped]
+from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+from textual.message import Message
+from textual.widgets import TextArea
+
+HIGHLIGHT_NAMES: list[tuple[_TokenType, str]] = [
+    (Token.Comment, "comment"),
+    (Token.Literal.String.Doc, "string.documentation"),
+    (Token.Literal.String, "string"),
+    (Token.Literal.Number, "number"),
+    (Token.Keyword.Constant, "boolean"),
+    (Token.Keyword, "keyword"),
+    (Token.Operator.Word, "keyword.operator"),
+    (Token.Operator, "operator"),
+    (Token.Name.Builtin, "function"),
+    (Token.Name.Function, "function"),
+    (Token.Name.Class, "type.class"),
+    (Token.Name.Variable, "variable"),
+    (Token.Name.Decorator, "function"),
+    (Token.Punctuation, "punctuation.bracket"),
+]
+"""Pygments token types, most specific first, mapped to TextArea theme style names."""
+
+
+def highlight_name(token_type: _TokenType) -> str | None:
+    for ancestor, name in HIGHLIGHT_NAMES:
+        if token_type in ancestor:
+            return name
+    return None
+
+
+class CodeInput(TextArea):
+    """A code cell editor. Enter inserts a newline; Up on the first line and Down on
+    the last line ask for the previous/next history entry."""
+
+    HELP = """\
+## Code input
+
+Type code for the open context. **Enter** inserts a newline; run the cell with
+the *Run cell* key (see the footer). **Up** on the first line and **Down** on the
+last line walk this context's history; *Search history* finds older cells.
+"""
+
+    class HistoryStep(Message):
+        """Up at the top (`step=-1`) or Down at the bottom (`step=1`)."""
+
+        def __init__(self, code_input: CodeInput, step: int) -> None:
+            super().__init__()
+            self.code_input = code_input
+            self.step = step
+
+        @property
+        def control(self) -> CodeInput:
+            return self.code_input
+
+    def __init__(self, language: str, *, id: str | None = None) -> None:
+        self.code_language = language
+        self._lexer: Lexer | None
+        try:
+            self._lexer = get_lexer_by_name(language, stripnl=False, ensurenl=False)
+        except ClassNotFound:
+            self._lexer = None
+        super().__init__(
+            "",
+            tab_behavior="indent",
+            show_line_numbers=True,
+            id=id,
+            placeholder="code… (Enter: newline, ctrl+r: run)",
+        )
+
+    def _build_highlight_map(self) -> None:
+        """Highlight with Pygments (tree-sitter grammars are optional in Textual)."""
+        self._line_cache.clear()
+        highlights = self._highlights
+        highlights.clear()
+        if self._lexer is None:
+            return
+        row, column = 0, 0
+        for token_type, value in self._lexer.get_tokens(self.text):
+            name = highlight_name(token_type)
+            pieces = value.split("\n")
+            for index, piece in enumerate(pieces):
+                if index:
+                    row, column = row + 1, 0
+                width = len(piece.encode())
+                if name is not None and width:
+                    highlights[row].append((column, column + width, name))
+                column += width
+
+    def action_cursor_up(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] == 0:
+            self.post_message(self.HistoryStep(self, -1))
+            return
+        super().action_cursor_up(select)
+
+    def action_cursor_down(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] == self.document.line_count - 1:
+            self.post_message(self.HistoryStep(self, 1))
+            return
+        super().action_cursor_down(select)

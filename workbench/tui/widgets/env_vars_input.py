@@ -1,0 +1,45 @@
+"""A `KEY=VALUE`-per-line editor that checks keys as you type."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static, TextArea
+
+from workbench.tui.env_vars_text import ParsedEnvVars, parse_env_vars_text
+
+
+class EnvVarsInput(Vertical):
+    """Env vars, one `KEY=VALUE` per line; `parsed` tells whether they are valid."""
+
+    DEFAULT_CSS = """
+    EnvVarsInput { height: auto; }
+    EnvVarsInput > TextArea { height: 6; }
+    EnvVarsInput > .env-problems { color: $error; height: auto; }
+    EnvVarsInput > .env-problems.-valid { color: $success; }
+    """
+
+    HELP = """\
+## Environment variables
+
+One `KEY=VALUE` per line. Keys must match `^[A-Za-z_][A-Za-z0-9_]*$`;
+`#` starts a comment line.
+"""
+
+    def __init__(self, text: str = "", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._initial_text = text
+
+    def compose(self) -> ComposeResult:
+        yield TextArea(self._initial_text, tab_behavior="focus", classes="env-text")
+        yield Static("", classes="env-problems", markup=False)
+
+    @property
+    def parsed(self) -> ParsedEnvVars:
+        return parse_env_vars_text(self.query_one(".env-text", TextArea).text)
+
+    def show_problems(self, parsed: ParsedEnvVars) -> None:
+        label = self.query_one(".env-problems", Static)
+        label.set_class(parsed.valid, "-valid")
+        count = len(parsed.values)
+        label.update("\n".join(parsed.problems) if parsed.problems else f"✓ {count} variable(s)")

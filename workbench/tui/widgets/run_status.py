@@ -1,0 +1,52 @@
+"""The line under the transcript: a spinner and the elapsed time while a cell runs."""
+
+from __future__ import annotations
+
+import time
+
+from textual.timer import Timer
+from textual.widgets import Static
+
+SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+class RunStatus(Static):
+    """Idle text, or `⠋ running… 1.2 s` refreshed ten times a second."""
+
+    def __init__(self, *, show_measurements: bool, id: str | None = None) -> None:
+        super().__init__("", id=id)
+        self.show_measurements = show_measurements
+        self._started: float | None = None
+        self._frame = 0
+        self._label = ""
+        self._timer: Timer | None = None
+
+    def start(self, label: str) -> None:
+        self._started = time.monotonic()
+        self._label = label
+        self.add_class("-running")
+        if self.show_measurements:
+            self._timer = self.set_interval(0.1, self._tick)
+        self._tick()
+
+    def stop(self, text: str = "") -> None:
+        self._started = None
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self.remove_class("-running")
+        self.update(text)
+
+    @property
+    def running(self) -> bool:
+        return self._started is not None
+
+    def _tick(self) -> None:
+        if self._started is None:
+            return
+        if not self.show_measurements:
+            self.update(f"{self._label}…")
+            return
+        self._frame = (self._frame + 1) % len(SPINNER_FRAMES)
+        elapsed = time.monotonic() - self._started
+        self.update(f"{SPINNER_FRAMES[self._frame]} {self._label}… {elapsed:.1f} s")
