@@ -4,7 +4,6 @@ engine is prepared and compiled once through `engines.cache.EngineCache`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -12,37 +11,20 @@ from pathlib import Path
 
 import wasmtime
 
-from engines.cache import EngineCache
 from engines.host import OutputCapture, make_engine, make_store
 from engines.perl import ENGINE, PerlGuest
 from engines.proto import envelope_pb2 as pb
 from engines.snapshot import MemorySnapshot
-
-INIT_FUEL = 10**11
+from tests.engines.prepared import INIT_FUEL, Timings
+from tests.engines.prepared import load_module as load_shared
 
 
 def new_engine() -> wasmtime.Engine:
     return make_engine(component=False)
 
 
-@dataclass
-class Timings:
-    prepare_s: float = 0.0
-    compile_s: float = 0.0
-    deserialize_s: float = 0.0
-
-
 def load_module(engine: wasmtime.Engine, timings: Timings) -> wasmtime.Module:
-    """The module through the framework's cache (prepared and compiled once)."""
-    cache = EngineCache(ENGINE)
-    start = time.perf_counter()
-    cache.prepare()
-    timings.prepare_s = time.perf_counter() - start
-    start = time.perf_counter()
-    module = cache.load(engine)
-    timings.deserialize_s = time.perf_counter() - start
-    assert isinstance(module, wasmtime.Module)
-    return module
+    return load_shared(ENGINE, engine, timings)
 
 
 @dataclass

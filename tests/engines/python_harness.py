@@ -5,18 +5,12 @@ engine is prepared and compiled once through `engines.cache.EngineCache`.
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import wasmtime
-import wasmtime.component
-
-from engines.cache import EngineCache
 from engines.host import (
     IDLE_EPOCH_DEADLINE,
     OutputCapture,
-    make_engine,
     make_store,
 )
 from engines.language import GuestInstance
@@ -24,31 +18,12 @@ from engines.proto import envelope_pb2
 from engines.python import (
     ENGINE,
 )
-
-INIT_FUEL = 10**11
-
-
-@dataclass
-class Prepared:
-    engine: wasmtime.Engine
-    component: wasmtime.component.Component
-    wasm: Path
-    timings: dict[str, float] = field(default_factory=dict)
+from tests.engines.prepared import INIT_FUEL, Prepared
+from tests.engines.prepared import prepare_component as prepare_shared
 
 
 def prepare_component() -> Prepared:
-    """The component through the framework's cache (prepared and compiled once)."""
-    cache = EngineCache(ENGINE)
-    timings: dict[str, float] = {}
-    started = time.perf_counter()
-    cache.prepare()
-    timings["prepare_s"] = time.perf_counter() - started
-    engine = make_engine(component=True)
-    started = time.perf_counter()
-    component = cache.load(engine)
-    timings["deserialize_ms"] = (time.perf_counter() - started) * 1000
-    assert isinstance(component, wasmtime.component.Component)
-    return Prepared(engine, component, cache.wasm_path, timings)
+    return prepare_shared(ENGINE)
 
 
 @dataclass
