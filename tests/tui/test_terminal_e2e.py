@@ -37,6 +37,10 @@ def session(tmp_path: Path) -> Iterator[str]:
     exports = " ".join(f"{key}={value!r}" for key, value in env.items() if value)
     command = f"cd {str(ROOT)!r} && env {exports} {sys.executable} -m workbench"
     tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", command)
+    # Pin the size: with `window-size latest` a detached window can follow another
+    # client's (or the 80x24 default) size, which would push dialogs off screen.
+    tmux("set-window-option", "-t", name, "window-size", "manual")
+    tmux("resize-window", "-t", name, "-x", "120", "-y", "40")
     try:
         yield name
     finally:

@@ -6,7 +6,10 @@ messages (`workbench.tui.messages`); the handlers here own every widget change.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial, wraps
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, cast
@@ -26,11 +29,14 @@ from workbench.config import Config, ConfigError
 from workbench.core.clock import SYSTEM_CLOCK, Clock
 from workbench.paths import data_dir as resolve_data_dir
 from workbench.profiles import LOCAL, UnknownProfileError, open_profile_backend, profile_names
+from workbench.sync import EventKind, FolderSync, SyncEvent, SyncReport, remote_path
+from workbench.sync.runner import entry_runner_code
 from workbench.tui.error_messages import describe_error
 from workbench.tui.formatting import short_id
 from workbench.tui.history_store import HISTORY_FILE_NAME, LocalHistoryStore
 from workbench.tui.key_bindings import (
     BACKEND_ACTIONS,
+    PALETTE_TITLES,
     REPL_ACTIONS,
     SANDBOX_ACTIONS,
     WORKBENCH_BINDINGS,
@@ -49,6 +55,10 @@ from workbench.tui.messages import (
     SandboxDestroyed,
     SandboxesLoaded,
     SandboxInfoLoaded,
+    WatchEnded,
+    WatchEventReceived,
+    WatchRunStarted,
+    WatchSynced,
 )
 from workbench.tui.palette_commands import PaletteCommand, WorkbenchCommands
 from workbench.tui.screens.confirm_screen import ConfirmScreen
@@ -58,6 +68,7 @@ from workbench.tui.screens.env_vars_screen import EnvVarsScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
 from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
+from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
 from workbench.tui.transcript_cell import TranscriptCell, result_text
 from workbench.tui.transcript_export import export_transcript
 from workbench.tui.tree_nodes import ContextNode, DirectoryNode, SandboxNode, TreeNodeData
@@ -65,7 +76,7 @@ from workbench.tui.widgets.code_input import CodeInput
 from workbench.tui.widgets.info_panel import InfoPanel
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.runtimes_table import RuntimesTable
-from workbench.tui.widgets.sandbox_tree import SandboxTree
+from workbench.tui.widgets.sandbox_tree import WORKSPACE, SandboxTree
 from workbench.tui.widgets.status_bar import StatusBar
 
 BackendFactory = Callable[[str], Backend]
@@ -74,6 +85,8 @@ ABANDONED_NOTE = "abandoned request (the remote guest runs until its fuel runs o
 HEALTH_INTERVAL_SECONDS = 15.0
 INFO_TAB = "info-tab"
 RUNTIMES_TAB = "runtimes-tab"
+WATCH_POLL_SECONDS = 0.2
+MAX_LISTED_ISSUES = 3
 
 APP_HELP = """\
 ## sandbox-workbench
@@ -107,6 +120,29 @@ def context_from_info(info: ContextInfo) -> CodeContext:
 
 def repl_tab_id(context_id: str) -> str:
     return f"repl-{context_id}"
+
+
+@dataclass
+class ActiveWatch:
+    """The app's folder watch (one at a time); `stop` ends its worker."""
+
+    watch_id: int
+    sandbox_id: str
+    sync: FolderSync
+    stop: asyncio.Event
+    context_id: str | None = None
+    entry: str | None = None
+    runner: str | None = None
+
+    @property
+    def folder(self) -> Path:
+        return self.sync.root
+
+
+def issues_text(issues: list[str]) -> str:
+    shown = "\n".join(issues[:MAX_LISTED_ISSUES])
+    more = len(issues) - MAX_LISTED_ISSUES
+    return shown + (f"\n… and {more} more" if more > 0 else "")
 
 
 class WorkbenchApp(App[None]):
@@ -156,6 +192,8 @@ class WorkbenchApp(App[None]):
         self.info_panel = InfoPanel(self.clock.now_ms, id="info")
         self.runtimes_table = RuntimesTable(id="runtimes")
         self.status = StatusBar(id="status")
+        self.folder_watch: ActiveWatch | None = None
+        self.watch_count = 0
 
     # ----------------------------------------------------------------- layout
 
@@ -171,6 +209,8 @@ class WorkbenchApp(App[None]):
         yield Footer()
 
     async def on_unmount(self) -> None:
+        if self.folder_watch is not None:
+            self.folder_watch.stop.set()
         if self.backend is not None:
             await self.backend.aclose()
 
@@ -211,6 +251,8 @@ class WorkbenchApp(App[None]):
                 worker.cancel()
         for pane in list(self.tabs.query(ReplPane)):
             self.tabs.remove_pane(repl_tab_id(pane.context.id))
+        if self.folder_watch is not None:
+            self.stop_watch("the profile changed")
         self.profile = profile
         self.sandbox_infos.clear()
         self.highlighted_sandbox_id = None
@@ -461,12 +503,13 @@ class WorkbenchApp(App[None]):
         if result is not None and result.execution_count is not None:
             number = result.execution_count
         pane.run_status.stop()
-        pane.add_cell(
-            message.code,
-            TranscriptCell(number, message.code, pane.context.language, result, message.failure),
+        cell = TranscriptCell(
+            number, message.code, pane.context.language, result, message.failure, message.label
         )
+        # A watch run's generated code stays out of the REPL's input history.
+        pane.add_cell(message.code, cell, remember=message.label is None)
         self.load_sandbox_info(message.sandbox_id)
-        if self.profile != LOCAL:
+        if self.profile != LOCAL and message.label is None:
             self.history_store.append(
                 self.profile, message.sandbox_id, message.context_id, message.code
             )
@@ -479,7 +522,12 @@ class WorkbenchApp(App[None]):
                 )
 
     async def run_cell_request(
-        self, backend: Backend, sandbox_id: str, context_id: str, code: str
+        self,
+        backend: Backend,
+        sandbox_id: str,
+        context_id: str,
+        code: str,
+        label: str | None = None,
     ) -> None:
         """Worker body: one execution; the outcome (or failure) comes back as a message."""
         try:
@@ -488,10 +536,10 @@ class WorkbenchApp(App[None]):
             )
         except Exception as error:
             self.post_message(
-                CellFinished(sandbox_id, context_id, code, None, describe_error(error))
+                CellFinished(sandbox_id, context_id, code, None, describe_error(error), label)
             )
             return
-        self.post_message(CellFinished(sandbox_id, context_id, code, result, None))
+        self.post_message(CellFinished(sandbox_id, context_id, code, result, None, label))
 
     @work(exit_on_error=False)
     async def cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> None:
@@ -529,6 +577,8 @@ class WorkbenchApp(App[None]):
             return self.backend is not None and self.selected_sandbox_id is not None
         if action in REPL_ACTIONS:
             return self.active_repl is not None
+        if action == "unwatch":
+            return self.folder_watch is not None
         if action == "toggle_remote":
             return self.profile != LOCAL or self.config.last_remote is not None
         return True
@@ -833,6 +883,208 @@ class WorkbenchApp(App[None]):
         except OSError as error:
             self.notify(str(error), title="Cannot save the config", severity="error")
 
+    # ----------------------------------------------------------------- watching
+
+    def action_watch_folder(self) -> None:
+        sandbox_id = self.selected_sandbox_id
+        if sandbox_id is None or self.backend is None:
+            return
+        if self.folder_watch is not None:
+            self.notify(
+                f"Already watching {self.folder_watch.folder}; stop it first.",
+                title="Watch",
+                severity="warning",
+            )
+            return
+        repl = self.active_repl
+        context = repl.context if repl is not None and repl.sandbox_id == sandbox_id else None
+
+        def chosen(request: WatchRequest | None) -> None:
+            if request is not None:
+                self.start_watch(sandbox_id, context, request)
+
+        self.push_screen(WatchScreen(sandbox_id, context), chosen)
+
+    def start_watch(
+        self, sandbox_id: str, context: CodeContext | None, request: WatchRequest
+    ) -> None:
+        """Watch `request.folder` into the sandbox in a worker (see `run_watch`)."""
+        if self.backend is None:
+            self.notify("The backend is not open yet.", severity="warning")
+            return
+        try:
+            sync = FolderSync(request.folder, self.backend.sandbox(sandbox_id), dest=request.dest)
+            runner = None
+            if request.entry is not None and context is not None:
+                runner = entry_runner_code(
+                    context.language, remote_path(sync.dest, request.entry), sync.dest
+                )
+        except (OSError, ValueError) as error:
+            self.notify(str(error), title="Cannot watch the folder", severity="error", timeout=8)
+            return
+        self.watch_count += 1
+        watch = ActiveWatch(
+            self.watch_count,
+            sandbox_id,
+            sync,
+            asyncio.Event(),
+            context.id if runner is not None and context is not None else None,
+            request.entry if runner is not None else None,
+            runner,
+        )
+        self.folder_watch = watch
+        self.status.watch_target = f"{sync.root.name or sync.root} → {sandbox_id}:{sync.dest}"
+        self.status.watch_state = "starting"
+        self.status.watch_last_sync = ""
+        self.status.watch_errors = 0
+        self.status.watch_conflicts = 0
+        self.refresh_bindings()
+        self.run_watch(self.backend, watch)
+
+    @work(group="watch", exit_on_error=False)
+    async def run_watch(self, backend: Backend, watch: ActiveWatch) -> None:
+        """Worker body: the sync's events and passes come back as messages; with an
+        entry, each pass that changed the sandbox runs it like a REPL cell."""
+        watch_id = watch.watch_id
+
+        def report_event(event: SyncEvent) -> None:
+            self.post_message(WatchEventReceived(watch_id, event))
+
+        unsubscribe = watch.sync.subscribe(report_event)
+        poll = self.set_interval(WATCH_POLL_SECONDS, partial(self.poll_watch, watch))
+
+        async def after_sync(report: SyncReport) -> None:
+            self.post_message(WatchSynced(watch_id, watch.sandbox_id, watch.sync.dest, report))
+            if watch.runner is None or watch.context_id is None or not report.changed:
+                return
+            if watch.stop.is_set():
+                return
+            self.post_message(WatchRunStarted(watch_id, watch.context_id, watch.runner))
+            await self.run_cell_request(
+                backend,
+                watch.sandbox_id,
+                watch.context_id,
+                watch.runner,
+                label=f"watch run: {watch.entry}",
+            )
+
+        failure: str | None = None
+        try:
+            await watch.sync.watch(stop=watch.stop, after_sync=after_sync)
+        except Exception as error:
+            failure = describe_error(error)
+        finally:
+            poll.stop()
+            unsubscribe()
+        self.post_message(WatchEnded(watch_id, failure))
+
+    def poll_watch(self, watch: ActiveWatch) -> None:
+        """Mirror the sync's state (incremental passes emit no *syncing* event) and notice
+        a vanished folder."""
+        if self.folder_watch is not watch or not self.tabs.is_attached:
+            return
+        if not watch.folder.is_dir():
+            self.notify(
+                f"{watch.folder} is gone; stopped watching.",
+                title="Watch",
+                severity="error",
+                timeout=8,
+            )
+            self.stop_watch(None)
+            return
+        if self.status.watch_state in ("watching", "syncing"):
+            syncing = watch.sync.status.state == "syncing"
+            self.status.watch_state = "syncing" if syncing else "watching"
+
+    def action_unwatch(self) -> None:
+        if self.folder_watch is not None:
+            self.stop_watch("stopped")
+
+    def stop_watch(self, note: str | None) -> None:
+        """Ask the watch worker to end (it finishes the current pass first)."""
+        watch, self.folder_watch = self.folder_watch, None
+        if watch is None:
+            return
+        watch.stop.set()
+        self.clear_watch_status()
+        self.refresh_bindings()
+        if note:
+            self.notify(f"{watch.folder} → {watch.sandbox_id}: {note}", title="Watch", timeout=3)
+
+    def clear_watch_status(self) -> None:
+        self.status.watch_target = ""
+        self.status.watch_state = ""
+        self.status.watch_last_sync = ""
+        self.status.watch_errors = 0
+        self.status.watch_conflicts = 0
+
+    def current_watch(self, watch_id: int) -> ActiveWatch | None:
+        watch = self.folder_watch
+        return watch if watch is not None and watch.watch_id == watch_id else None
+
+    @on(WatchEventReceived)
+    @while_open
+    def watch_event(self, message: WatchEventReceived) -> None:
+        if self.current_watch(message.watch_id) is None:
+            return
+        event = message.event
+        if event.kind is EventKind.WATCHING:
+            self.status.watch_state = "watching"
+        elif event.kind is EventKind.SYNCING:
+            self.status.watch_state = "syncing"
+        elif event.kind is EventKind.RETRYING:
+            self.status.watch_state = "retrying"
+            self.notify(event.message, title="Watch", severity="warning", timeout=6)
+        elif event.kind is EventKind.NOTICE:
+            self.notify(event.message, title="Watch", severity="warning", timeout=6)
+        elif event.kind is EventKind.CONFLICT:
+            self.status.watch_conflicts += 1
+            self.notify(event.message, title="Watch conflict", severity="warning", timeout=6)
+        elif event.kind is EventKind.SYNCED and event.report is not None:
+            report = event.report
+            self.status.watch_state = "watching"
+            stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
+            self.status.watch_last_sync = f"{stamp} ({report.summary()})"
+            self.status.watch_errors += len(report.errors)
+            if report.errors:
+                self.notify(
+                    issues_text([f"{issue.path}: {issue.message}" for issue in report.errors]),
+                    title=f"Watch: {len(report.errors)} paths not synced",
+                    severity="error",
+                    timeout=8,
+                )
+        # ERROR events are per path; they are summed up with the pass's report.
+
+    @on(WatchSynced)
+    @while_open
+    def watch_synced(self, message: WatchSynced) -> None:
+        if not message.report.changed:
+            return
+        directory = message.dest
+        if not self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
+            directory = WORKSPACE
+        if self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
+            self.list_directory(message.sandbox_id, directory)
+
+    @on(WatchRunStarted)
+    @while_open
+    def watch_run_started(self, message: WatchRunStarted) -> None:
+        pane = self.repl_for(message.context_id)
+        if pane is None or pane.running:
+            return
+        pane.pending_code = message.code
+        pane.run_status.start("watch run")
+
+    @on(WatchEnded)
+    @while_open
+    def watch_ended(self, message: WatchEnded) -> None:
+        if self.current_watch(message.watch_id) is not None:
+            self.folder_watch = None
+            self.clear_watch_status()
+            self.refresh_bindings()
+        if message.failure is not None:
+            self.notify(message.failure, title="Watching stopped", severity="error", timeout=8)
+
     # ----------------------------------------------------------------- palette
 
     def inapplicable_palette_actions(self) -> set[str]:
@@ -853,7 +1105,7 @@ class WorkbenchApp(App[None]):
                 keys = self.get_key_display(binding)
                 commands.append(
                     PaletteCommand(
-                        binding.description,
+                        PALETTE_TITLES.get(binding.action, binding.description),
                         f"{keys} · {binding.id}",
                         partial(self.run_action, binding.action),
                     )

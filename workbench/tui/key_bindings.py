@@ -12,6 +12,15 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("f3", "create_context", "New context", id="context.create"),
     Binding("f4", "edit_env_vars", "Env vars", id="sandbox.env_vars"),
     Binding("f5", "refresh", "Refresh", id="sidebar.refresh"),
+    Binding(
+        "f6",
+        "watch_folder",
+        "Watch a folder…",
+        id="sandbox.watch",
+        show=False,
+        priority=True,  # over the code input's own f6 (select line)
+    ),
+    Binding("shift+f6", "unwatch", "Stop watching", id="sandbox.unwatch", show=False),
     Binding("f8", "destroy_sandbox", "Destroy sandbox", id="sandbox.destroy"),
     Binding("f9", "pick_profile", "Profiles", id="profile.pick"),
     Binding("ctrl+l", "toggle_remote", "Local/remote", id="profile.toggle"),
@@ -46,6 +55,12 @@ REPL_ACTIONS = frozenset(
     }
 )
 SANDBOX_ACTIONS = frozenset(
-    {"destroy_sandbox", "edit_env_vars", "toggle_env_reveal", "create_context"}
+    {"destroy_sandbox", "edit_env_vars", "toggle_env_reveal", "create_context", "watch_folder"}
 )
 BACKEND_ACTIONS = frozenset({"create_sandbox", "refresh"})
+
+PALETTE_TITLES = {
+    "watch_folder": "Watch a folder into the selected sandbox…",
+    "unwatch": "Stop watching the folder",
+}
+"""Palette titles longer than the binding's (short, footer/help-sized) description."""

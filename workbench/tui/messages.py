@@ -15,6 +15,7 @@ from workbench.api.types import (
     SandboxInfo,
     SandboxSummary,
 )
+from workbench.sync.events import SyncEvent, SyncReport
 
 
 @dataclass
@@ -83,6 +84,8 @@ class CellFinished(Message):
     code: str
     result: ExecutionResult | None
     failure: str | None
+    label: str | None = None
+    """Why the cell ran when nobody typed it (e.g. a watch run)."""
 
 
 @dataclass
@@ -99,3 +102,39 @@ class OperationFailed(Message):
 
     title: str
     reason: str
+
+
+@dataclass
+class WatchEventReceived(Message):
+    """A status event of the running folder watch."""
+
+    watch_id: int
+    event: SyncEvent
+
+
+@dataclass
+class WatchSynced(Message):
+    """A watch pass finished (after the SYNCED event): the sandbox tree may refresh."""
+
+    watch_id: int
+    sandbox_id: str
+    dest: str
+    report: SyncReport
+
+
+@dataclass
+class WatchRunStarted(Message):
+    """A watch run of the entry file started in `context_id` (its cell follows as a
+    `CellFinished` labelled as a watch run)."""
+
+    watch_id: int
+    context_id: str
+    code: str
+
+
+@dataclass
+class WatchEnded(Message):
+    """The watch worker ended: stopped, or `failure` ended it."""
+
+    watch_id: int
+    failure: str | None

@@ -25,6 +25,8 @@ class TranscriptCell:
     language: str
     result: ExecutionResult | None = None
     failure: str | None = None
+    label: str | None = None
+    """Shown next to the prompt when the cell ran by itself (e.g. a watch run)."""
 
     @property
     def output_text(self) -> str:
@@ -56,8 +58,11 @@ def result_text(result: ExecutionResult) -> list[str]:
 
 def render_cell(cell: TranscriptCell, *, show_measurements: bool) -> RenderableType:
     """The cell as the transcript shows it: prompt and code, then each kind of output."""
+    prompt = Text.assemble((f"In [{cell.number}] ", "bold cyan"), (cell.language, "dim"))
+    if cell.label:
+        prompt.append(f"  ⟳ {cell.label}", style="bold magenta")
     parts: list[RenderableType] = [
-        Text.assemble((f"In [{cell.number}] ", "bold cyan"), (cell.language, "dim")),
+        prompt,
         Syntax(
             cell.code,
             PYGMENTS_LEXERS.get(cell.language, "text"),

@@ -61,9 +61,9 @@ class ReplPane(Vertical):
     def running(self) -> bool:
         return self.run_status.running
 
-    def add_cell(self, code: str, cell: TranscriptCell) -> None:
+    def add_cell(self, code: str, cell: TranscriptCell, *, remember: bool = True) -> None:
         self.transcript.add_cell(cell)
-        if code.strip() and (not self.history or self.history[-1] != code):
+        if remember and code.strip() and (not self.history or self.history[-1] != code):
             self.history.append(code)
         self.history_position = len(self.history)
         self.draft = ""

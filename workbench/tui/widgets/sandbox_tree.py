@@ -93,6 +93,13 @@ its REPL; on a sandbox it shows its info.
         directory = self._directory_node(self.root, sandbox_id, path)
         if directory is None:
             return
+        # A refresh (e.g. after a folder-watch sync) keeps open subdirectories open:
+        # expanding them again lists them again.
+        reopen = {
+            child.data.path
+            for child in directory.children
+            if isinstance(child.data, DirectoryNode) and child.is_expanded
+        }
         directory.remove_children()
         for entry in sorted(files, key=lambda item: (not item.is_directory, item.name)):
             if entry.is_directory:
@@ -101,6 +108,8 @@ its REPL; on a sandbox it shows its info.
                     DirectoryNode(sandbox_id, entry.absolute_path),
                 )
                 child.add_leaf(Text("loading…", style="dim"))
+                if entry.absolute_path in reopen:
+                    child.expand()
             else:
                 directory.add_leaf(
                     Text.assemble(entry.name, (f"  {human_bytes(entry.size)}", "dim")),
@@ -108,6 +117,10 @@ its REPL; on a sandbox it shows its info.
                 )
         if not files:
             directory.add_leaf(Text("empty", style="dim"))
+
+    def is_directory_expanded(self, sandbox_id: str, path: str) -> bool:
+        node = self._directory_node(self.root, sandbox_id, path)
+        return node is not None and node.is_expanded
 
     def _directory_node(
         self, node: TreeNode[TreeNodeData], sandbox_id: str, path: str

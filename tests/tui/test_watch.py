@@ -1,0 +1,124 @@
+"""Pilot test of watching a local folder into a sandbox (real watcher, local backend)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.widgets import Button, Checkbox, Input
+
+from workbench.api.errors import SandboxError
+from workbench.backends.local import open_local_backend
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.watch_screen import WatchScreen
+from workbench.tui.tour import (
+    WorkbenchPilot,
+    create_context,
+    create_sandbox,
+    until_connected,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+def status_text(app: WorkbenchApp) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(app.status.render())
+    return console.export_text()
+
+
+async def sandbox_file(app: WorkbenchApp, path: str) -> str | None:
+    assert app.backend is not None
+    try:
+        return (await app.backend.sandbox("demo").read_bytes(path)).decode()
+    except SandboxError:
+        return None
+
+
+async def wait_for_file(pilot: WorkbenchPilot, app: WorkbenchApp, path: str, text: str) -> None:
+    for _ in range(500):
+        if await sandbox_file(app, path) == text:
+            return
+        await pilot.pause(0.05)
+    raise TimeoutError(f"{path} never reached the sandbox")
+
+
+async def test_watch_a_folder_and_run_on_change(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "main.pl").write_text('print "first\\n";\n')
+    app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        assert "watching" not in status_text(app)
+
+        await pilot.press("f6")
+        await wait_for(pilot, lambda: isinstance(app.screen, WatchScreen))
+        dialog = app.screen
+        dialog.query_one("#watch-folder", Input).value = str(tmp_path / "missing")
+        await pilot.pause()
+        assert "does not exist" in str(dialog.query_one("#watch-problem").render())
+        assert dialog.query_one("#start", Button).disabled
+        dialog.query_one("#watch-folder", Input).value = str(folder)
+        dialog.query_one("#watch-run", Checkbox).value = True
+        dialog.query_one("#watch-entry", Input).value = "main.pl"
+        await pilot.pause()
+        assert not dialog.query_one("#start", Button).disabled
+        dialog.query_one("#start", Button).press()
+
+        # The initial sync uploads main.pl and runs it as a labelled cell.
+        await wait_for(pilot, lambda: "last sync" in status_text(app))
+        assert "project → demo:/workspace" in status_text(app)
+        await wait_for(pilot, lambda: bool(repl.transcript.cells))
+        first = repl.transcript.cells[-1]
+        assert first.label == "watch run: main.pl"
+        assert first.result is not None and first.result.stdout == ["first"]
+        assert repl.history == []  # the generated runner stays out of the input history
+
+        (folder / "main.pl").write_text('print "second\\n";\n')
+        (folder / "notes.txt").write_text("hello")
+        await wait_for_file(pilot, app, "/workspace/notes.txt", "hello")
+        await wait_for(pilot, lambda: len(repl.transcript.cells) >= 2, timeout=20)
+        second = repl.transcript.cells[-1]
+        assert second.result is not None and second.result.stdout == ["second"]
+        rendered = "\n".join(line.text for line in repl.transcript.lines)
+        assert "watch run: main.pl" in rendered
+        assert "uploaded" in status_text(app)
+
+        await pilot.press("shift+f6")
+        await wait_for(pilot, lambda: app.folder_watch is None)
+        assert "watching" not in status_text(app)
+        await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
+
+
+async def test_watch_from_the_palette_without_a_context(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "index.html").write_text("<h1>hi</h1>")
+    app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        commands = {command.title: command for command in app.palette_commands()}
+        assert "Stop watching the folder" not in commands
+        await pilot.press("ctrl+p")
+        await pilot.press(*"Watch a folder", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, WatchScreen))
+        dialog = app.screen
+        assert not dialog.query("#watch-run")  # no REPL tab open: no run-on-change
+        dialog.query_one("#watch-folder", Input).value = str(folder)
+        dialog.query_one("#watch-dest", Input).value = "/workspace/site"
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for_file(pilot, app, "/workspace/site/index.html", "<h1>hi</h1>")
+        await wait_for(pilot, lambda: "last sync" in status_text(app))
+        commands = {command.title: command for command in app.palette_commands()}
+        await commands["Stop watching the folder"].callback()
+        await wait_for(pilot, lambda: app.folder_watch is None)

@@ -1,0 +1,131 @@
+"""Ask for a local folder to watch into the selected sandbox, and optionally an entry
+file to run on every change in the open REPL's context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Static
+
+from workbench.api.types import CodeContext
+from workbench.tui.formatting import short_id
+
+DEFAULT_DEST = "/workspace"
+
+
+@dataclass(frozen=True)
+class WatchRequest:
+    folder: Path
+    dest: str
+    entry: str | None
+    """The entry file, relative to `folder` (POSIX), to run in the context on change."""
+
+
+def folder_problem(text: str) -> str | None:
+    if not text.strip():
+        return "Enter the local folder to watch."
+    path = Path(text.strip()).expanduser()
+    if not path.exists():
+        return f"{path} does not exist."
+    if not path.is_dir():
+        return f"{path} is not a directory."
+    return None
+
+
+def dest_problem(text: str) -> str | None:
+    parts = [part for part in (text.strip() or DEFAULT_DEST).split("/") if part and part != "."]
+    if ".." in parts:
+        return "The destination cannot contain '..'."
+    if parts[:1] != ["workspace"]:
+        return "The destination must be /workspace or a folder under it."
+    return None
+
+
+def entry_problem(folder: str, entry: str) -> str | None:
+    relative = PurePosixPath(entry.strip()).as_posix().lstrip("/")
+    if not entry.strip() or relative in ("", "."):
+        return "Enter the entry file to run (relative to the folder)."
+    if ".." in PurePosixPath(relative).parts:
+        return "The entry file must be inside the folder."
+    if not (Path(folder.strip()).expanduser() / relative).is_file():
+        return f"{relative} is not a file in the folder."
+    return None
+
+
+class WatchScreen(ModalScreen[WatchRequest | None]):
+    """`context` is the open REPL's context; without one, run-on-change is not offered."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
+
+    def __init__(self, sandbox_id: str, context: CodeContext | None) -> None:
+        super().__init__()
+        self.sandbox_id = sandbox_id
+        self.context = context
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(f"Watch a folder into {self.sandbox_id}", classes="dialog-title")
+            yield Label("Local folder")
+            yield Input(placeholder="e.g. ~/projects/demo", id="watch-folder")
+            yield Label("Destination in the sandbox")
+            yield Input(DEFAULT_DEST, id="watch-dest")
+            if self.context is not None:
+                context = self.context
+                yield Checkbox(
+                    f"Run an entry file on change in {context.binding} {short_id(context.id)}",
+                    id="watch-run",
+                )
+                yield Input(placeholder="entry file, e.g. main.pl", id="watch-entry")
+            yield Static("", id="watch-problem", classes="field-problem", markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Start watching", variant="primary", id="start", disabled=True)
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#watch-folder", Input).focus()
+        self.validate()
+
+    @property
+    def run_on_change(self) -> bool:
+        found = self.query("#watch-run")
+        return bool(found) and found.first(Checkbox).value
+
+    def problem(self) -> str | None:
+        folder = self.query_one("#watch-folder", Input).value
+        problem = folder_problem(folder) or dest_problem(self.query_one("#watch-dest", Input).value)
+        if problem is None and self.run_on_change:
+            problem = entry_problem(folder, self.query_one("#watch-entry", Input).value)
+        return problem
+
+    @on(Input.Changed)
+    @on(Checkbox.Changed)
+    def validate(self) -> None:
+        problem = self.problem()
+        folder = self.query_one("#watch-folder", Input).value
+        # No complaint about an empty folder field before anything is typed.
+        shown = "" if problem is None or not folder.strip() else problem
+        self.query_one("#watch-problem", Static).update(shown)
+        self.query_one("#start", Button).disabled = problem is not None
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#start")
+    def start(self) -> None:
+        if self.problem() is not None:
+            return
+        folder = Path(self.query_one("#watch-folder", Input).value.strip()).expanduser()
+        dest = self.query_one("#watch-dest", Input).value.strip() or DEFAULT_DEST
+        entry = None
+        if self.run_on_change:
+            raw = self.query_one("#watch-entry", Input).value.strip()
+            entry = PurePosixPath(raw).as_posix().lstrip("/")
+        self.dismiss(WatchRequest(folder.resolve(), dest, entry))
+
+    @on(Button.Pressed, "#cancel")
+    def cancel(self) -> None:
+        self.dismiss(None)
