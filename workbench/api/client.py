@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from workbench.api.engines import EngineManager
 from workbench.api.errors import SandboxError
 from workbench.api.transport import Transport, invalid_response, parse_json_response
 from workbench.api.types import (
@@ -233,9 +234,13 @@ class SandboxClient:
 class Backend:
     """A place sandboxes live: the embedded local backend or a remote gateway."""
 
-    def __init__(self, transport: Transport, *, name: str) -> None:
+    def __init__(
+        self, transport: Transport, *, name: str, engines: EngineManager | None = None
+    ) -> None:
         self.name = name
         self.transport = transport
+        self.engines = engines
+        """The engines this backend runs itself (local only), to inspect and prepare."""
 
     @property
     def description(self) -> str:

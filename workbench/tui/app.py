@@ -23,6 +23,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, TabbedContent, TabPane, Tree
 
 from workbench.api.client import Backend
+from workbench.api.engines import EngineInfo, EnginePrepareError
 from workbench.api.errors import SandboxError
 from workbench.api.types import CodeContext, ContextInfo, RuntimeInfo, SandboxInfo
 from workbench.config import Config, ConfigError
@@ -48,6 +49,9 @@ from workbench.tui.messages import (
     ContextOpened,
     ContextRemoved,
     DirectoryListed,
+    EnginePrepared,
+    EngineProgress,
+    EngineStatesLoaded,
     HealthChecked,
     OperationFailed,
     RunAbandoned,
@@ -185,6 +189,8 @@ class WorkbenchApp(App[None]):
         self.health_interval = health_interval
         self.backend: Backend | None = None
         self.runtimes: list[RuntimeInfo] = []
+        self.engine_states: dict[str, EngineInfo] = {}
+        self.engine_progress_labels: dict[str, str] = {}
         self.sandbox_infos: dict[str, SandboxInfo] = {}
         self.highlighted_sandbox_id: str | None = None
         self.sandbox_tree = SandboxTree(id="sidebar")
@@ -347,9 +353,31 @@ class WorkbenchApp(App[None]):
 
     def load_runtimes(self) -> None:
         async def load(backend: Backend) -> None:
+            if backend.engines is not None:
+                self.post_message(EngineStatesLoaded(await backend.engines.statuses()))
             self.post_message(RuntimesLoaded(await backend.runtimes()))
 
         self.call_backend("Listing runtimes failed", load)
+
+    async def prepare_engine_in_worker(self, backend: Backend, language: str) -> str | None:
+        """Worker body: prepare a local engine, reporting progress as messages; returns an
+        error message or None."""
+        assert backend.engines is not None
+
+        def progress(label: str, fraction: float) -> None:
+            self.post_message(EngineProgress(language, label, fraction))
+
+        try:
+            await backend.engines.prepare(language, progress)
+        except EnginePrepareError as error:
+            self.post_message(EnginePrepared(language, str(error)))
+            return str(error)
+        self.post_message(EnginePrepared(language, None))
+        return None
+
+    @work(group="prepare-engine", exit_on_error=False)
+    async def prepare_engine(self, backend: Backend, language: str) -> None:
+        await self.prepare_engine_in_worker(backend, language)
 
     def load_sandbox_info(self, sandbox_id: str) -> None:
         async def load(backend: Backend) -> None:
@@ -381,7 +409,37 @@ class WorkbenchApp(App[None]):
     @while_open
     def runtimes_loaded(self, message: RuntimesLoaded) -> None:
         self.runtimes = message.runtimes
-        self.runtimes_table.show_runtimes(message.runtimes)
+        self.runtimes_table.show_runtimes(message.runtimes, self.engine_states)
+
+    @on(EngineStatesLoaded)
+    @while_open
+    def engine_states_loaded(self, message: EngineStatesLoaded) -> None:
+        self.engine_states = {engine.language: engine for engine in message.engines}
+
+    @on(EngineProgress)
+    @while_open
+    def engine_progress(self, message: EngineProgress) -> None:
+        for runtime in self.runtimes:
+            if runtime.language == message.language:
+                text = f"preparing: {message.label} ({message.fraction:.0%})"
+                self.runtimes_table.show_engine_state(runtime.binding, text)
+        if message.label != self.engine_progress_labels.get(message.language):
+            self.engine_progress_labels[message.language] = message.label
+            self.notify(
+                f"{message.label} ({message.fraction:.0%})",
+                title=f"Preparing the {message.language} engine",
+                timeout=3,
+            )
+
+    @on(EnginePrepared)
+    @while_open
+    def engine_prepared(self, message: EnginePrepared) -> None:
+        self.engine_progress_labels.pop(message.language, None)
+        if message.error is not None:
+            self.notify(message.error, title="Engine not prepared", severity="error")
+        else:
+            self.notify(f"The {message.language} engine is ready.", title="Engine prepared")
+        self.load_runtimes()
 
     @on(SandboxInfoLoaded)
     @while_open
@@ -529,7 +587,22 @@ class WorkbenchApp(App[None]):
         code: str,
         label: str | None = None,
     ) -> None:
-        """Worker body: one execution; the outcome (or failure) comes back as a message."""
+        """Worker body: one execution; the outcome (or failure) comes back as a message.
+        A local engine that is not prepared yet is prepared first, with progress."""
+        pane = self.repl_for(context_id)
+        language = pane.context.language if pane is not None else None
+        if language is not None and backend.engines is not None:
+            state = next(
+                (item for item in await backend.engines.statuses() if item.language == language),
+                None,
+            )
+            if state is not None and not state.ready:
+                problem = await self.prepare_engine_in_worker(backend, language)
+                if problem is not None:
+                    self.post_message(
+                        CellFinished(sandbox_id, context_id, code, None, problem, label)
+                    )
+                    return
         try:
             result = await backend.sandbox(sandbox_id).interpreter.run_code(
                 code, context=context_id
@@ -579,6 +652,8 @@ class WorkbenchApp(App[None]):
             return self.active_repl is not None
         if action == "unwatch":
             return self.folder_watch is not None
+        if action == "prepare_engine":
+            return self.backend is not None and self.backend.engines is not None
         if action == "toggle_remote":
             return self.profile != LOCAL or self.config.last_remote is not None
         return True
@@ -616,6 +691,19 @@ class WorkbenchApp(App[None]):
 
     def action_show_runtimes(self) -> None:
         self.tabs.active = RUNTIMES_TAB
+
+    def action_prepare_engine(self) -> None:
+        backend = self.backend
+        if backend is None or backend.engines is None:
+            self.notify("This backend's runtimes are deployed Workers.", severity="warning")
+            return
+        binding = self.runtimes_table.selected_binding
+        runtime = next((item for item in self.runtimes if item.binding == binding), None)
+        if runtime is None:
+            self.tabs.active = RUNTIMES_TAB
+            self.notify("Select a runtime in the Runtimes tab first.", severity="warning")
+            return
+        self.prepare_engine(backend, runtime.language)
 
     def action_create_sandbox(self) -> None:
         def created(sandbox_id: str | None) -> None:

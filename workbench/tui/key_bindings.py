@@ -25,6 +25,7 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("f9", "pick_profile", "Profiles", id="profile.pick"),
     Binding("ctrl+l", "toggle_remote", "Local/remote", id="profile.toggle"),
     Binding("f12", "show_runtimes", "Runtimes", id="app.runtimes", show=False),
+    Binding("f7", "prepare_engine", "Prepare engine", id="runtimes.prepare", show=False),
     Binding("alt+s", "toggle_env_reveal", "Reveal env vars", id="sandbox.reveal_env", show=False),
     Binding("ctrl+r,ctrl+enter,ctrl+j", "run_cell", "Run cell", id="repl.run", priority=True),
     Binding("ctrl+g", "cancel_run", "Cancel run", id="repl.cancel", priority=True),
@@ -62,5 +63,6 @@ BACKEND_ACTIONS = frozenset({"create_sandbox", "refresh"})
 PALETTE_TITLES = {
     "watch_folder": "Watch a folder into the selected sandbox…",
     "unwatch": "Stop watching the folder",
+    "prepare_engine": "Prepare the selected runtime's local engine",
 }
 """Palette titles longer than the binding's (short, footer/help-sized) description."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from workbench.api.client import Backend
+from workbench.api.engines import EngineInfo
 from workbench.api.types import (
     CodeContext,
     ExecutionResult,
@@ -45,6 +46,26 @@ class SandboxesLoaded(Message):
 @dataclass
 class RuntimesLoaded(Message):
     runtimes: list[RuntimeInfo]
+
+
+@dataclass
+class EngineStatesLoaded(Message):
+    engines: list[EngineInfo]
+
+
+@dataclass
+class EngineProgress(Message):
+    """A local engine's preparation moved on (posted from its worker thread)."""
+
+    language: str
+    label: str
+    fraction: float
+
+
+@dataclass
+class EnginePrepared(Message):
+    language: str
+    error: str | None
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Any
 from engines.session import Limits
 from workbench.api.client import Backend
 from workbench.api.transport import Response
+from workbench.backends.local.engine_manager import LocalEngineManager
 from workbench.backends.local.gateway import LocalGateway
 from workbench.backends.local.runtimes import local_runtimes
 from workbench.backends.local.sandbox_object import SandboxSettings, parse_ttl
@@ -88,4 +89,5 @@ def open_local_gateway(
 def open_local_backend(directory: Path | None = None, **options: Any) -> Backend:
     """The embedded backend over the local store and engines."""
     gateway = open_local_gateway(directory, **options)
-    return Backend(LocalTransport(gateway, f"local ({gateway.store.path.parent})"), name="local")
+    transport = LocalTransport(gateway, f"local ({gateway.store.path.parent})")
+    return Backend(transport, name="local", engines=LocalEngineManager())

@@ -1,0 +1,70 @@
+"""The runtimes view shows local engine states and prepares engines through the API."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from engines.cache import EngineCache
+from engines.perl import ENGINE as PERL
+from workbench.backends.local import open_local_backend
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.tour import until_connected, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+def notifications(app: WorkbenchApp) -> list[str]:
+    return [f"{note.title}: {note.message}" for note in app._notifications]
+
+
+def state_of(app: WorkbenchApp, binding: str) -> str:
+    table = app.runtimes_table
+    return str(table.get_cell(binding, "state"))
+
+
+async def test_engine_states_and_a_failed_preparation_without_npm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an empty engine cache and no npm on PATH: JavaScript, Perl and Ruby cannot be prepared
+    monkeypatch.setenv("SANDBOX_WORKBENCH_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+    data = tmp_path / "data"
+    app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await wait_for(pilot, lambda: "cannot prepare" in state_of(app, "PERL"))
+        assert "npm not found" in state_of(app, "PERL")
+        assert state_of(app, "PYTHON") == "not prepared"
+        await pilot.press("f12")
+        app.runtimes_table.move_cursor(row=2)  # PERL
+        await pilot.press("f7")
+        await wait_for(pilot, lambda: any("Engine not prepared" in n for n in notifications(app)))
+        assert any("npm not found" in n for n in notifications(app))
+
+
+async def test_prepare_from_the_runtimes_view_reports_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a private copy of the prepared Perl engine without its compiled module: f7 compiles it
+    cache_root = tmp_path / "cache"
+    shared = EngineCache(PERL)
+    private = EngineCache(PERL, root=cache_root)
+    shutil.copytree(shared.directory, private.directory, ignore=shutil.ignore_patterns("*.cwasm"))
+    monkeypatch.setenv("SANDBOX_WORKBENCH_CACHE_DIR", str(cache_root))
+    assert not private.is_ready()
+    data = tmp_path / "data"
+    app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await wait_for(pilot, lambda: state_of(app, "PERL") == "not prepared")
+        await pilot.press("f12")
+        app.runtimes_table.move_cursor(row=2)
+        await pilot.press("f7")
+        await wait_for(pilot, lambda: "preparing: compiling" in state_of(app, "PERL"))
+        await wait_for(pilot, lambda: state_of(app, "PERL") == "ready", timeout=180)
+        assert any("Engine prepared" in n for n in notifications(app))
+    assert private.is_ready()
