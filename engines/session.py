@@ -72,10 +72,6 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-class _Interrupted(Exception):
-    pass
-
-
 def _host_message(error: BaseException) -> str:
     return str(error).strip()[:HOST_MESSAGE_CHARS]
 

@@ -212,10 +212,6 @@ class ChangeSet:
         """Record the removal of one row."""
         self._by_path[path] = Change("delete", path)
 
-    def merge(self, other: ChangeSet) -> None:
-        """Fold ``other`` (a later change set) into this one."""
-        self._by_path.update(other._by_path)
-
     @property
     def changes(self) -> list[Change]:
         """The changes in recording order."""
@@ -387,10 +383,6 @@ class Workspace:
             else:
                 out.append((path, node.data, node.updated_at))
         return out
-
-    def clone(self) -> Workspace:
-        """An independent copy of the tree (file bytes are shared; they are immutable)."""
-        return Workspace.from_rows(self.rows())
 
     def _recount(self) -> None:
         entries = total = 0

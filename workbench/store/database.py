@@ -199,12 +199,6 @@ class Transaction:
         )
         return layout
 
-    def delete_snapshot(self, sandbox_id: str, context_id: str) -> None:
-        self._db.execute(
-            "DELETE FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ?",
-            (sandbox_id, context_id),
-        )
-
     def add_history(
         self,
         sandbox_id: str,
