@@ -341,6 +341,7 @@ class FolderSync:
         self._full_pending = False
         report = SyncReport(full=full)
         started = time.perf_counter()
+        self._emit(EventKind.SYNCING, "full pass" if full else f"{len(scope or [])} changed paths")
         self.status.state = "syncing"
         try:
             if scope is None:

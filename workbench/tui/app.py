@@ -89,7 +89,7 @@ ABANDONED_NOTE = "abandoned request (the remote guest runs until its fuel runs o
 HEALTH_INTERVAL_SECONDS = 15.0
 INFO_TAB = "info-tab"
 RUNTIMES_TAB = "runtimes-tab"
-WATCH_POLL_SECONDS = 0.2
+WATCH_POLL_SECONDS = 0.5
 MAX_LISTED_ISSUES = 3
 
 APP_HELP = """\
@@ -1067,8 +1067,7 @@ class WorkbenchApp(App[None]):
         self.post_message(WatchEnded(watch_id, failure))
 
     def poll_watch(self, watch: ActiveWatch) -> None:
-        """Mirror the sync's state (incremental passes emit no *syncing* event) and notice
-        a vanished folder."""
+        """Notice a vanished folder (the watcher itself reports nothing for it)."""
         if self.folder_watch is not watch or not self.tabs.is_attached:
             return
         if not watch.folder.is_dir():
@@ -1079,10 +1078,6 @@ class WorkbenchApp(App[None]):
                 timeout=8,
             )
             self.stop_watch(None)
-            return
-        if self.status.watch_state in ("watching", "syncing"):
-            syncing = watch.sync.status.state == "syncing"
-            self.status.watch_state = "syncing" if syncing else "watching"
 
     def action_unwatch(self) -> None:
         if self.folder_watch is not None:
