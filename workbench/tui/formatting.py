@@ -44,7 +44,7 @@ def compact_count(value: int) -> str:
 
 
 def execution_footer(result: ExecutionResult, *, show_measurements: bool) -> str:
-    """`2.0 ms · fuel 733.6k/6.0G · memory 0 B · [2]`; without measurements (which vary
+    """`2.0 ms · fuel 733.6k/6.0G · memory 32.0 MiB · [2]`; without measurements (which vary
     from run to run) the duration and fuel used are left out."""
     parts = []
     if show_measurements:
@@ -52,7 +52,8 @@ def execution_footer(result: ExecutionResult, *, show_measurements: bool) -> str
     if result.usage is not None:
         used = compact_count(result.usage.fuel_consumed) if show_measurements else "…"
         parts.append(f"fuel {used}/{compact_count(result.usage.fuel_limit)}")
-        parts.append(f"memory {human_bytes(result.usage.memory_bytes)}")
+        if result.usage.memory_bytes:  # 0: not measurable (component engines)
+            parts.append(f"memory {human_bytes(result.usage.memory_bytes)}")
     if result.execution_count is not None:
         parts.append(f"[{result.execution_count}]")
     return " · ".join(parts)
