@@ -19,8 +19,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("perl_engine")]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+def tmux(session: str, *args: str) -> str:
+    """Run tmux on a private server (socket named after the session), so a developer's
+    own tmux server and its options never leak into the test."""
+    completed = subprocess.run(
+        ["tmux", "-L", session, *args], capture_output=True, text=True, check=True
+    )
+    return completed.stdout
 
 
 @pytest.fixture
@@ -35,20 +40,21 @@ def session(tmp_path: Path) -> Iterator[str]:
         "TERM": "xterm-256color",
     }
     exports = " ".join(f"{key}={value!r}" for key, value in env.items() if value)
-    command = f"cd {str(ROOT)!r} && env {exports} {sys.executable} -m workbench"
-    tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", command)
+    # COLUMNS/LINES left in the environment by earlier tests would override the pane size
+    command = f"cd {str(ROOT)!r} && env -u COLUMNS -u LINES {exports} {sys.executable} -m workbench"
+    tmux(name, "new-session", "-d", "-s", name, "-x", "120", "-y", "40", command)
     # Pin the size: with `window-size latest` a detached window can follow another
     # client's (or the 80x24 default) size, which would push dialogs off screen.
-    tmux("set-window-option", "-t", name, "window-size", "manual")
-    tmux("resize-window", "-t", name, "-x", "120", "-y", "40")
+    tmux(name, "set-window-option", "-t", name, "window-size", "manual")
+    tmux(name, "resize-window", "-t", name, "-x", "120", "-y", "40")
     try:
         yield name
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
 
 
 def screen(name: str) -> str:
-    return tmux("capture-pane", "-p", "-t", name)
+    return tmux(name, "capture-pane", "-p", "-t", name)
 
 
 def wait_for_text(name: str, text: str, timeout: float = 30) -> str:
@@ -62,7 +68,7 @@ def wait_for_text(name: str, text: str, timeout: float = 30) -> str:
 
 
 def send(name: str, *keys: str) -> None:
-    tmux("send-keys", "-t", name, *keys)
+    tmux(name, "send-keys", "-t", name, *keys)
 
 
 def test_create_sandbox_context_and_run_a_cell(session: str) -> None:
