@@ -18,6 +18,7 @@ from typing import Literal, Protocol
 import wasmtime
 import wasmtime.component
 
+from engines.host import WORKSPACE, OutputCapture, make_store
 from engines.snapshot import MemorySnapshot
 
 Progress = Callable[[str, float], None]
@@ -79,6 +80,32 @@ class LanguageEngine(ABC):
     console_in_envelope: bool = False
     """The guest reports its logs in `ExecuteResponse.console` (JavaScript's console.*)
     instead of writing stdout/stderr through WASI."""
+
+    def new_store(
+        self,
+        engine: wasmtime.Engine,
+        output: OutputCapture,
+        *,
+        workspace: Path | None,
+        scratch: Path | None = None,
+        memory_bytes: int | None = None,
+    ) -> wasmtime.Store:
+        """A store for this guest: its memory cap, argv and preopens (`/workspace` when
+        given, plus the language's own, whose host dirs are made under `scratch`)."""
+        mounts = [] if workspace is None else [(workspace, WORKSPACE, True)]
+        if self.preopens and scratch is None:
+            raise ValueError(f"{self.language} needs a scratch dir for its preopens")
+        for preopen in self.preopens:
+            assert scratch is not None
+            host_dir = preopen.make_host_dir(scratch / preopen.guest_path.strip("/"))
+            mounts.append((host_dir, preopen.guest_path, preopen.writable))
+        return make_store(
+            engine,
+            output,
+            memory_bytes=memory_bytes or self.memory_bytes,
+            argv=self.argv,
+            preopens=tuple(mounts),
+        )
 
     def inputs_digest(self) -> str:
         """Identity of everything that shapes the prepared engine: the engine string and

@@ -22,7 +22,7 @@ from pathlib import Path
 import wasmtime
 
 from engines.cache import Artifact, EngineCache
-from engines.host import IDLE_EPOCH_DEADLINE, WORKSPACE, OutputCapture, make_engine, make_store
+from engines.host import IDLE_EPOCH_DEADLINE, WORKSPACE, OutputCapture, make_engine
 from engines.language import GuestInstance, LanguageEngine
 from engines.proto import envelope_pb2
 from engines.registry import language_engine
@@ -122,13 +122,6 @@ class Session:
         """A live instance is resident (its state is in memory)."""
         return self._instance is not None
 
-    def _preopens(self) -> tuple[tuple[Path, str, bool], ...]:
-        mounts = [] if self.workspace is None else [(self.workspace, WORKSPACE, True)]
-        for preopen in self.spec.preopens:
-            host_dir = preopen.make_host_dir(self._scratch / preopen.guest_path.strip("/"))
-            mounts.append((host_dir, preopen.guest_path, preopen.writable))
-        return tuple(mounts)
-
     def _drop_instance(self) -> None:
         store, self._store, self._instance = self._store, None, None
         if store is not None:
@@ -139,12 +132,12 @@ class Session:
         if self._instance is not None:
             return Boot.RESIDENT
         self._output = OutputCapture()
-        store = make_store(
+        store = self.spec.new_store(
             self._engine,
             self._output,
-            memory_bytes=self.limits.memory_bytes or self.spec.memory_bytes,
-            argv=self.spec.argv,
-            preopens=self._preopens(),
+            workspace=self.workspace,
+            scratch=self._scratch,
+            memory_bytes=self.limits.memory_bytes,
         )
         store.set_fuel(INIT_FUEL)
         try:

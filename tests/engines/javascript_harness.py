@@ -9,14 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engines.host import (
-    IDLE_EPOCH_DEADLINE,
     OutputCapture,
-    make_store,
 )
 from engines.javascript import ENGINE
 from engines.language import GuestInstance
 from engines.proto import envelope_pb2
-from tests.engines.prepared import INIT_FUEL, Prepared
+from tests.engines.prepared import INIT_FUEL, Prepared, call_guest
 from tests.engines.prepared import prepare_component as prepare_shared
 
 
@@ -61,29 +59,15 @@ class Guest:
 
     def __init__(self, prepared: Prepared, workspace: Path | None = None) -> None:
         self.output = OutputCapture()
-        preopens = ((workspace, "/workspace", True),) if workspace is not None else ()
-        self.store = make_store(
-            prepared.engine,
-            self.output,
-            memory_bytes=ENGINE.memory_bytes,
-            argv=ENGINE.argv,
-            preopens=preopens,
-        )
+        self.store = ENGINE.new_store(prepared.engine, self.output, workspace=workspace)
         self.store.set_fuel(INIT_FUEL)
         self.instance: GuestInstance = ENGINE.instantiate(
             prepared.engine, prepared.component, self.store
         )
 
     def call(self, request: envelope_pb2.ExecuteRequest, *, fuel: int | None = None) -> Run:
-        budget = ENGINE.fuel if fuel is None else fuel
-        self.output.reset()
-        self.store.set_fuel(budget)
-        self.store.set_epoch_deadline(1)
-        try:
-            raw = self.instance.call(request.SerializeToString())
-        finally:
-            self.store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
-        return Run(envelope_pb2.ExecuteResponse.FromString(raw), budget - self.store.get_fuel())
+        done = call_guest(self.store, self.output, self.instance, request, fuel or ENGINE.fuel)
+        return Run(done.response, done.fuel_used)
 
     def run(
         self,

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import wasmtime
 
-from engines.host import OutputCapture, make_engine, make_store
+from engines.host import OutputCapture, make_engine
 from engines.perl import ENGINE, PerlGuest
 from engines.proto import envelope_pb2 as pb
 from engines.snapshot import MemorySnapshot
-from tests.engines.prepared import INIT_FUEL, Timings
+from tests.engines.prepared import INIT_FUEL, Timings, call_guest
 from tests.engines.prepared import load_module as load_shared
 
 
@@ -63,18 +63,8 @@ class Guest:
     output: OutputCapture = field(default_factory=OutputCapture)
 
     def __post_init__(self) -> None:
-        preopens: tuple[tuple[Path, str, bool], ...] = ()
-        if self.workspace is not None:
-            preopens += ((self.workspace, "/workspace", True),)
-        preopens += tuple(
-            (p.make_host_dir(self.scratch), p.guest_path, p.writable) for p in ENGINE.preopens
-        )
-        self.store = make_store(
-            self.engine,
-            self.output,
-            memory_bytes=ENGINE.memory_bytes,
-            argv=ENGINE.argv,
-            preopens=preopens,
+        self.store = ENGINE.new_store(
+            self.engine, self.output, workspace=self.workspace, scratch=self.scratch
         )
         self.store.set_fuel(INIT_FUEL)
         if self.snapshot is None:
@@ -94,18 +84,9 @@ class Guest:
         request = pb.ExecuteRequest(
             code=code, env=env or {}, session=session, cwd=cwd if session else ""
         )
-        self.output.reset()
         budget = ENGINE.fuel if fuel is None else fuel
-        self.store.set_fuel(budget)
-        raw = self.instance.call(request.SerializeToString())
-        response = pb.ExecuteResponse()
-        response.ParseFromString(raw)
-        return Run(
-            response=response,
-            stdout=self.output.stdout.decode("utf-8", "replace"),
-            stderr=self.output.stderr.decode("utf-8", "replace"),
-            fuel_used=budget - self.store.get_fuel(),
-        )
+        done = call_guest(self.store, self.output, self.instance, request, budget)
+        return Run(done.response, done.stdout, done.stderr, done.fuel_used)
 
     def take_snapshot(self) -> MemorySnapshot:
         return ENGINE.take_snapshot(self.store, self.instance)

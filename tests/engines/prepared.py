@@ -11,8 +11,9 @@ import wasmtime
 import wasmtime.component
 
 from engines.cache import EngineCache
-from engines.host import make_engine
-from engines.language import LanguageEngine
+from engines.host import IDLE_EPOCH_DEADLINE, OutputCapture, make_engine
+from engines.language import GuestInstance, LanguageEngine
+from engines.proto import envelope_pb2
 
 INIT_FUEL = 10**11
 
@@ -58,3 +59,35 @@ def load_module(spec: LanguageEngine, engine: wasmtime.Engine, timings: Timings)
     timings.deserialize_s = time.perf_counter() - start
     assert isinstance(module, wasmtime.Module)
     return module
+
+
+@dataclass(frozen=True)
+class GuestCall:
+    response: envelope_pb2.ExecuteResponse
+    stdout: str
+    stderr: str
+    fuel_used: int
+
+
+def call_guest(
+    store: wasmtime.Store,
+    output: OutputCapture,
+    instance: GuestInstance,
+    request: envelope_pb2.ExecuteRequest,
+    fuel: int,
+) -> GuestCall:
+    """One execution the way the framework makes it: fresh output, a fuel budget and an
+    epoch deadline (traps propagate)."""
+    output.reset()
+    store.set_fuel(fuel)
+    store.set_epoch_deadline(1)
+    try:
+        raw = instance.call(request.SerializeToString())
+    finally:
+        store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
+    return GuestCall(
+        envelope_pb2.ExecuteResponse.FromString(raw),
+        output.stdout.decode("utf-8", "replace"),
+        output.stderr.decode("utf-8", "replace"),
+        fuel - store.get_fuel(),
+    )

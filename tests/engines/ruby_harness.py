@@ -9,11 +9,11 @@ from pathlib import Path
 
 import wasmtime
 
-from engines.host import OutputCapture, make_engine, make_store
+from engines.host import OutputCapture, make_engine
 from engines.proto import envelope_pb2 as pb
 from engines.ruby import ENGINE, RubyGuest
 from engines.snapshot import MemorySnapshot
-from tests.engines.prepared import INIT_FUEL, Timings
+from tests.engines.prepared import INIT_FUEL, Timings, call_guest
 from tests.engines.prepared import load_module as load_shared
 
 
@@ -65,15 +65,8 @@ class Guest:
     output: OutputCapture = field(default_factory=OutputCapture)
 
     def __post_init__(self) -> None:
-        preopens: tuple[tuple[Path, str, bool], ...] = ()
-        if self.workspace is not None:
-            preopens += ((self.workspace, "/workspace", True),)
-        self.store = make_store(
-            self.engine,
-            self.output,
-            memory_bytes=self.memory_bytes,
-            argv=ENGINE.argv,
-            preopens=preopens,
+        self.store = ENGINE.new_store(
+            self.engine, self.output, workspace=self.workspace, memory_bytes=self.memory_bytes
         )
         self.store.set_fuel(INIT_FUEL)
         if self.snapshot is None:
@@ -96,15 +89,8 @@ class Guest:
         request = pb.ExecuteRequest(
             code=code, env=env or {}, session=session, cwd=cwd if session else ""
         )
-        self.output.reset()
-        self.store.set_fuel(fuel)
-        response = pb.ExecuteResponse.FromString(self.instance.call(request.SerializeToString()))
-        return Run(
-            response=response,
-            stdout=self.output.stdout.decode("utf-8", "replace"),
-            stderr=self.output.stderr.decode("utf-8", "replace"),
-            fuel_used=fuel - self.store.get_fuel(),
-        )
+        done = call_guest(self.store, self.output, self.instance, request, fuel)
+        return Run(done.response, done.stdout, done.stderr, done.fuel_used)
 
     def take_snapshot(self) -> MemorySnapshot:
         return ENGINE.take_snapshot(self.store, self.instance)
