@@ -316,7 +316,10 @@ async def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
                 break
             acknowledged.append(line.strip())
         os.kill(child.pid, signal.SIGKILL)
-        rest, _ = child.communicate(timeout=10)
+        child.wait(timeout=10)
+        # Read the rest through the same buffered reader: `communicate` would read the raw
+        # pipe and miss acknowledgements already buffered by `readline`.
+        rest = child.stdout.read()
         acknowledged.extend(line for line in rest.splitlines() if line)
     finally:
         if child.poll() is None:
