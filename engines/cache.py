@@ -38,21 +38,11 @@ import wasmtime.component
 from engines.fetch import sha256_file
 from engines.host import ENGINE_CONFIG_KEY, make_engine
 from engines.language import LanguageEngine, PrepareError, Progress
+from engines.locations import PRIVATE_FILE_MODE, cache_root, private_directory, private_file
 
-CACHE_ENV = "SANDBOX_WORKBENCH_CACHE_DIR"
 WASMTIME_VERSION = version("wasmtime")
 
 Artifact = wasmtime.Module | wasmtime.component.Component
-
-
-def cache_root() -> Path:
-    """The cache directory: `$SANDBOX_WORKBENCH_CACHE_DIR` or the platform's user cache."""
-    override = os.environ.get(CACHE_ENV)
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("sandbox-workbench"))
 
 
 def _no_progress(label: str, fraction: float) -> None:
@@ -60,9 +50,10 @@ def _no_progress(label: str, fraction: float) -> None:
 
 
 def _write_atomically(path: Path, data: bytes | bytearray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_directory(path.parent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(handle, PRIVATE_FILE_MODE)  # mkstemp's 0600 less the umask
         with os.fdopen(handle, "wb") as out:
             out.write(data)
             out.flush()
@@ -136,8 +127,9 @@ class EngineCache:
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with (self.directory / ".lock").open("w") as lock_file:
+        private_directory(self.directory, tighten=True)
+        lock_path = private_file(self.directory / ".lock")
+        with lock_path.open("w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             try:
                 yield
@@ -170,13 +162,13 @@ class EngineCache:
     def _prepare_wasm(self, progress: Progress) -> EngineBuild:
         work_dir = self.directory / "build"
         shutil.rmtree(work_dir, ignore_errors=True)
-        work_dir.mkdir(parents=True)
+        private_directory(work_dir)
         started = time.monotonic()
         produced = self.language_engine.prepare(work_dir, progress)
         if not produced.is_file():
             raise PrepareError(f"{self.language_engine.language}: prepare produced no Wasm file")
         digest = sha256_file(produced)
-        temporary = self.wasm_path.with_suffix(".wasm.partial")
+        temporary = private_file(self.wasm_path.with_suffix(".wasm.partial"))
         shutil.copyfile(produced, temporary)
         os.replace(temporary, self.wasm_path)
         spec = self.language_engine
@@ -219,7 +211,10 @@ class EngineCache:
             status = compiled.stat()
             # Size and mtime catch truncation and any rewrite at load time for free;
             # the full sha256 (tens of ms) is for `engines verify`.
-            if (status.st_size, status.st_mtime_ns) != (integrity["size"], integrity["mtimeNs"]):
+            if (status.st_size, status.st_mtime_ns) != (
+                integrity["size"],
+                integrity["mtimeNs"],
+            ):
                 return False
             return not thorough or sha256_file(compiled) == integrity["sha256"]
         except (OSError, ValueError, KeyError, TypeError):
@@ -244,9 +239,25 @@ class EngineCache:
             return self._deserialize(engine, compiled)
 
     def _deserialize(self, engine: wasmtime.Engine, compiled: str) -> Artifact:
-        if self.language_engine.kind == "component":
-            return wasmtime.component.Component.deserialize_file(engine, compiled)
-        return wasmtime.Module.deserialize_file(engine, compiled)
+        return load_compiled(self.language_engine, engine, Path(compiled))
+
+    def ready_compiled_path(self, progress: Progress = _no_progress) -> Path:
+        """The compiled module to load, prepared first if needed (for engine processes,
+        which load a path they are given and never prepare or compile themselves)."""
+        if not self.is_ready():
+            self.prepare(progress)
+        build = self.build()
+        if build is None:
+            raise PrepareError(f"{self.language_engine.language}: preparation left no build")
+        return self.compiled_path(build)
+
+    def recompile(self) -> None:
+        """Compile the prepared Wasm again (a compiled entry that wasmtime refused)."""
+        build = self.build()
+        if build is None:
+            raise PrepareError(f"{self.language_engine.language}: not prepared")
+        with self._lock():
+            self._compile(build, self.compiled_path(build))
 
     def verify(self) -> list[str]:
         """Problems found by a thorough check (empty when the engine is intact)."""
@@ -259,3 +270,10 @@ class EngineCache:
         if not self._compiled_entry_intact(self.compiled_path(build), thorough=True):
             problems.append("compiled module missing or corrupt (it will be rebuilt on next use)")
         return problems
+
+
+def load_compiled(spec: LanguageEngine, engine: wasmtime.Engine, compiled: Path) -> Artifact:
+    """Deserialize a compiled module or component of `spec` (memory-mapped, fast)."""
+    if spec.kind == "component":
+        return wasmtime.component.Component.deserialize_file(engine, str(compiled))
+    return wasmtime.Module.deserialize_file(engine, str(compiled))

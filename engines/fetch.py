@@ -1,14 +1,26 @@
-"""Fetching engine inputs through the registries' own clients, with sha256 verification."""
+"""Fetching engine inputs from the package registries, with sha256 verification.
+
+Prebuilt engines (Perl, Ruby) are downloaded straight from the npm registry that npm
+would use (no npm needed); building the JavaScript engine runs npm itself.
+"""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from engines.language import PrepareError
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def require_program(name: str, purpose: str) -> str:
@@ -19,21 +31,119 @@ def require_program(name: str, purpose: str) -> str:
     return path
 
 
+DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org/"
+REGISTRY_ENV = ("NPM_CONFIG_REGISTRY", "npm_config_registry")
+MAX_TARBALL_BYTES = 256 << 20
+"""A registry answer larger than this is refused (ours are about 30 MB)."""
+
+
+def npm_registry() -> str:
+    """The npm registry npm itself would use: `$NPM_CONFIG_REGISTRY`, else what
+    `npm config get registry` says (.npmrc files) when npm is installed, else the public
+    registry. Ends with `/`."""
+    for variable in REGISTRY_ENV:
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return _registry_url(value, variable)
+    npm = shutil.which("npm")
+    if npm is not None:
+        try:
+            completed = subprocess.run(
+                [npm, "config", "get", "registry"],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=30,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            completed = None
+        if completed is not None and completed.returncode == 0 and completed.stdout.strip():
+            return _registry_url(completed.stdout.strip(), "npm config get registry")
+    return DEFAULT_NPM_REGISTRY
+
+
+def _registry_url(value: str, source: str) -> str:
+    if not value.startswith(("https://", "http://")):
+        raise PrepareError(f"the npm registry from {source} is not an http(s) URL: {value!r}")
+    return value.rstrip("/") + "/"
+
+
 def npm_pack(spec: str, dest: Path) -> Path:
-    """Download `spec` (NAME@VERSION) with `npm pack` into `dest`; return the tarball path."""
-    npm = require_program("npm", f"download {spec}")
+    """Download the tarball of `spec` (NAME@VERSION) into `dest`, as `npm pack` would but
+    straight from the registry (no npm needed); return its path.
+
+    The tarball is checked against the registry's `dist.integrity` (or `dist.shasum`);
+    callers still verify the member they use against its committed sha256.
+    """
+    import httpx
+
+    name, _, version = spec.rpartition("@")
+    registry = npm_registry()
     dest.mkdir(parents=True, exist_ok=True)
-    completed = subprocess.run(
-        [npm, "pack", spec, "--silent", "--pack-destination", str(dest)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if completed.returncode != 0:
-        detail = (completed.stderr or completed.stdout).strip().splitlines()[-1:]
-        raise PrepareError(f"npm pack {spec} failed: {' '.join(detail) or 'no output'}")
-    name = completed.stdout.strip().splitlines()[-1]
-    return dest / name
+    tarball = dest / f"{name.rpartition('/')[2]}-{version}.tgz"
+    try:
+        with httpx.Client(
+            timeout=httpx.Timeout(60.0, connect=15.0), follow_redirects=True
+        ) as client:
+            metadata = client.get(f"{registry}{quote(name, safe='@')}/{quote(version)}")
+            if metadata.status_code != 200:
+                raise PrepareError(
+                    f"the npm registry {registry} has no {spec} (HTTP {metadata.status_code})"
+                )
+            dist = _dist(metadata, spec)
+            with client.stream("GET", dist["tarball"]) as answer:
+                if answer.status_code != 200:
+                    raise PrepareError(
+                        f"cannot download {spec} from {dist['tarball']} (HTTP {answer.status_code})"
+                    )
+                _save(answer.iter_bytes(), tarball, dist, spec)
+    except httpx.HTTPError as error:
+        reason = str(error) or type(error).__name__
+        raise PrepareError(
+            f"cannot download {spec} from the npm registry {registry}: {reason} "
+            "(set NPM_CONFIG_REGISTRY to use a mirror)"
+        ) from error
+    return tarball
+
+
+def _dist(metadata: httpx.Response, spec: str) -> dict[str, str]:
+    """The `dist` of a version document: its tarball URL and integrity fields."""
+    try:
+        dist = metadata.json()["dist"]
+        tarball = dist["tarball"]
+    except (ValueError, KeyError, TypeError):
+        raise PrepareError(f"the npm registry's answer for {spec} has no dist.tarball") from None
+    if not isinstance(tarball, str) or not tarball.startswith(("https://", "http://")):
+        raise PrepareError(f"the npm registry's tarball URL for {spec} is not http(s)")
+    return {key: value for key, value in dist.items() if isinstance(value, str)}
+
+
+def _save(chunks: Iterator[bytes], tarball: Path, dist: dict[str, str], spec: str) -> None:
+    """Write the download to `tarball`, refusing one that does not match `dist`."""
+    sha512 = hashlib.sha512()
+    sha1 = hashlib.sha1(usedforsecurity=False)
+    size = 0
+    with tarball.open("wb") as out:
+        for chunk in chunks:
+            size += len(chunk)
+            if size > MAX_TARBALL_BYTES:
+                raise PrepareError(f"the npm registry sent more than {MAX_TARBALL_BYTES} bytes")
+            sha512.update(chunk)
+            sha1.update(chunk)
+            out.write(chunk)
+    integrity = dist.get("integrity", "")
+    if integrity.startswith("sha512-"):
+        expected, actual = integrity, "sha512-" + base64.b64encode(sha512.digest()).decode()
+    elif "shasum" in dist:
+        expected, actual = dist["shasum"], sha1.hexdigest()
+    else:
+        return
+    if actual != expected:
+        tarball.unlink()
+        raise PrepareError(
+            f"the tarball of {spec} does not match the registry's integrity {expected} "
+            f"(got {actual}); refusing it"
+        )
 
 
 def extract_member(tarball: Path, member: str, dest: Path) -> Path:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib
 import shutil
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from engines.language import LanguageEngine
+if TYPE_CHECKING:
+    from engines.language import LanguageEngine
 
 LANGUAGES: tuple[str, ...] = ("javascript", "python", "perl", "ruby")
 """Every language, in the order users see them."""
@@ -24,6 +26,8 @@ def resolve_language(name: str) -> str:
 
 def language_engine(language: str) -> LanguageEngine:
     """The `ENGINE` of `engines/<language>/`."""
+    from engines.language import LanguageEngine  # wasmtime: only when an engine is needed
+
     module = importlib.import_module(f"engines.{resolve_language(language)}")
     engine = module.ENGINE
     if not isinstance(engine, LanguageEngine):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,3 +192,16 @@ class ExecutionResult:
             context=ContextRef.from_json(context) if isinstance(context, dict) else None,
             session=SessionState.from_json(extension) if isinstance(extension, dict) else None,
         )
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(text: str) -> str:
+    """`text` with lone surrogates replaced by U+FFFD, as the reference's UTF-8 encoding
+    of a JavaScript string does (TextEncoder): the guest envelope carries UTF-8."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text)
+    return text

@@ -14,19 +14,19 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 import wasmtime
 
-from engines.cache import Artifact, EngineCache
+from engines.cache import Artifact, EngineCache, load_compiled
 from engines.host import IDLE_EPOCH_DEADLINE, WORKSPACE, OutputCapture, make_engine
 from engines.language import GuestInstance, LanguageEngine
 from engines.proto import envelope_pb2
 from engines.registry import language_engine
-from engines.result import ExecutionError, ExecutionResult, ResultEntry, Usage
+from engines.result import ExecutionError, ExecutionResult, ResultEntry, Usage, well_formed
 from engines.snapshot import MemorySnapshot
 from engines.watchdog import WATCHDOG
 
@@ -35,6 +35,7 @@ INIT_FUEL = 10**12
 
 LIMIT_ERROR = "ExecutionLimitError"
 ENGINE_ERROR = "EngineError"
+CANCELLED = "Execution cancelled"
 HOST_MESSAGE_CHARS = 2048
 
 
@@ -70,6 +71,9 @@ class Outcome:
     invalidated: bool = False
     """The instance was discarded after this execution (trap or limit)."""
     notes: list[str] = field(default_factory=list)
+    restore_point_dropped: bool = False
+    """The restore point could not be used (restore failed, or the restored instance
+    failed at once): it was dropped, and any stored copy must go too."""
 
 
 def _host_message(error: BaseException) -> str:
@@ -97,20 +101,31 @@ class Session:
         limits: Limits | None = None,
         restore_point: MemorySnapshot | None = None,
         cache: EngineCache | None = None,
+        compiled: Path | None = None,
     ) -> None:
+        """`compiled`: load this prepared, compiled module instead of asking the cache
+        (an engine process is handed the path by its parent, which prepares engines)."""
         self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
         self.workspace = workspace
         self.limits = limits or Limits()
         self.restore_point = restore_point if self.spec.snapshots else None
-        self._cache = cache or EngineCache(self.spec)
         self._engine = make_engine(component=self.spec.kind == "component")
-        self._artifact: Artifact = self._cache.load(self._engine)
+        self._artifact: Artifact = (
+            load_compiled(self.spec, self._engine, compiled)
+            if compiled is not None
+            else (cache or EngineCache(self.spec)).load(self._engine)
+        )
         self._scratch = Path(tempfile.mkdtemp(prefix=f"sbw-{self.spec.language}-"))
         self._output = OutputCapture()
         self._store: wasmtime.Store | None = None
         self._instance: GuestInstance | None = None
         self._lock = threading.Lock()
-        self._cancelled = threading.Event()
+        self._interrupted: str | None = None
+        """Why the running execution was interrupted (None: the wall-clock deadline)."""
+        self.in_call_since: float | None = None
+        """`time.monotonic()` when the guest call now running started (None when idle)."""
+        self._pending_notes: list[str] = []
+        self._restore_dropped = False
         self._closed = False
 
     @property
@@ -142,10 +157,18 @@ class Session:
         store.set_fuel(INIT_FUEL)
         try:
             if self.restore_point is not None:
-                instance = self.spec.restore(
-                    self._engine, self._artifact, store, self.restore_point
-                )
-                boot = Boot.RESTORED
+                try:
+                    instance = self.spec.restore(
+                        self._engine, self._artifact, store, self.restore_point
+                    )
+                    boot = Boot.RESTORED
+                except Exception as error:  # a snapshot that cannot be loaded: start fresh
+                    store.close()
+                    self._drop_restore_point(
+                        f"the context's memory snapshot could not be restored "
+                        f"({_host_message(error)}); it started fresh"
+                    )
+                    return self._boot()
             else:
                 instance = self.spec.instantiate(self._engine, self._artifact, store)
                 boot = Boot.FRESH
@@ -155,9 +178,20 @@ class Session:
         self._store, self._instance = store, instance
         return boot
 
+    def _drop_restore_point(self, note: str) -> None:
+        self.restore_point = None
+        self._restore_dropped = True
+        self._pending_notes.append(note)
+
     def cancel(self) -> None:
         """Interrupt the running execution (safe from any thread; no-op when idle)."""
-        self._cancelled.set()
+        self.interrupt(CANCELLED)
+
+    def interrupt(self, message: str) -> None:
+        """Stop the running execution with `message` as its `ExecutionLimitError` (safe
+        from any thread; no-op when idle)."""
+        if self._interrupted is None:
+            self._interrupted = message
         self._engine.increment_epoch()
 
     def execute(
@@ -167,16 +201,32 @@ class Session:
         cwd: str = WORKSPACE,
         *,
         session: bool = True,
+        pending_interrupt: Callable[[], str | None] | None = None,
     ) -> Outcome:
-        """Run `code` with exactly `env` as the guest's environment."""
+        """Run `code` with exactly `env` as the guest's environment.
+
+        `pending_interrupt`: asked once the guest call is armed, for a reason to stop it
+        that arrived before the guest started (a cancel while the instance booted); an
+        `interrupt()` after that point interrupts the call itself."""
         if self._closed:
             raise RuntimeError("session is closed")
         with self._lock:
-            return self._execute(code, dict(env or {}), cwd, session)
+            self._pending_notes, self._restore_dropped = [], False
+            outcome = self._execute(code, dict(env or {}), cwd, session, pending_interrupt)
+            outcome.notes[:0] = self._pending_notes
+            outcome.restore_point_dropped = self._restore_dropped
+            return outcome
 
-    def _execute(self, code: str, env: dict[str, str], cwd: str, session: bool) -> Outcome:
+    def _execute(
+        self,
+        code: str,
+        env: dict[str, str],
+        cwd: str,
+        session: bool,
+        pending_interrupt: Callable[[], str | None] | None,
+    ) -> Outcome:
         started = time.perf_counter()
-        self._cancelled.clear()
+        self._interrupted = None
         try:
             boot = self._boot()
         except (wasmtime.WasmtimeError, wasmtime.Trap, wasmtime.ExitTrap, RuntimeError) as error:
@@ -187,10 +237,10 @@ class Session:
         self._output.reset()
         store.set_fuel(fuel_limit)
         request = envelope_pb2.ExecuteRequest(
-            code=code,
-            env=env,
+            code=well_formed(code),
+            env={well_formed(key): well_formed(value) for key, value in env.items()},
             session=session,
-            cwd=cwd if session else "",
+            cwd=well_formed(cwd) if session else "",
             result_limit=self.limits.result_bytes,
             console_limit_units=self.limits.output_bytes,
             console_limit_entries=self.limits.output_writes,
@@ -202,11 +252,16 @@ class Session:
             token = WATCHDOG.arm(self._engine, self.limits.timeout_seconds)
         trap: BaseException | None = None
         raw = b""
+        self.in_call_since = time.monotonic()
+        reason = pending_interrupt() if pending_interrupt is not None else None
+        if reason is not None:
+            self.interrupt(reason)  # traps at the guest's first instruction
         try:
             raw = instance.call(payload)
         except Exception as error:  # traps, guest exits, adapter failures: never the caller's
             trap = error
         finally:
+            self.in_call_since = None
             if token is not None:
                 WATCHDOG.disarm(token)
             store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
@@ -239,13 +294,7 @@ class Session:
         if trap_code == wasmtime.TrapCode.OUT_OF_FUEL or "all fuel consumed" in message:
             name, text = LIMIT_ERROR, "Execution fuel exhausted"
         elif trap_code == wasmtime.TrapCode.INTERRUPT or "interrupt" in message:
-            if self._cancelled.is_set():
-                name, text = LIMIT_ERROR, "Execution cancelled"
-            else:
-                name, text = (
-                    LIMIT_ERROR,
-                    f"Execution timed out after {self.limits.timeout_seconds:g} s",
-                )
+            name, text = LIMIT_ERROR, self._interrupted or self.timeout_message()
         elif isinstance(trap, wasmtime.ExitTrap):
             stderr = self._output.stderr.decode("utf-8", errors="replace").strip()
             detail = f": {stderr.splitlines()[0]}" if stderr else ""
@@ -254,6 +303,18 @@ class Session:
             name, text = ENGINE_ERROR, _host_message(trap)
         stdout, stderr_lines = self._logs(session)
         self._drop_instance()
+        if (
+            boot is Boot.RESTORED
+            and name == ENGINE_ERROR
+            and not isinstance(trap, wasmtime.ExitTrap)
+        ):
+            # The instance restored from the snapshot failed in the host adapter or the
+            # interpreter at once (a guest exiting, e.g. out of memory, is its own doing):
+            # do not restore it again.
+            self._drop_restore_point(
+                "the interpreter restored from the context's memory snapshot failed; "
+                "the snapshot was dropped and the next run starts fresh"
+            )
         result = ExecutionResult(
             code=code,
             language=self.spec.language,
@@ -268,6 +329,13 @@ class Session:
         if self.restore_point is not None:
             note += "; the next run restores the last snapshot"
         return Outcome(result, cwd, boot, invalidated=True, notes=[note])
+
+    def captured_logs(self) -> tuple[list[str], list[str]]:
+        """The running execution's stdout and stderr lines so far (within the limits)."""
+        return self._logs(True)
+
+    def timeout_message(self) -> str:
+        return f"Execution timed out after {self.limits.timeout_seconds:g} s"
 
     def _logs(self, session: bool) -> tuple[list[str], list[str]]:
         """Captured WASI output so far: kept for sessions, dropped for stateless runs."""

@@ -48,7 +48,10 @@ def engine_status(language: str) -> EngineStatus:
         missing = missing_requirements(spec)
         if missing:
             state = EngineState.CANNOT_PREPARE
-            detail = "; ".join(f"{item.program} not found: {item.fix}" for item in missing)
+            detail = "; ".join(
+                f"{item.program} not found (needed to build the {language} engine): {item.fix}"
+                for item in missing
+            )
         else:
             state, detail = EngineState.NOT_PREPARED, ""
     return EngineStatus(

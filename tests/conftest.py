@@ -60,3 +60,23 @@ def all_engines() -> Iterator[None]:
     if problems:
         pytest.fail(f"engines could not be prepared: {problems}")
     yield
+
+
+@pytest.fixture
+def python_engine() -> None:
+    require_engine("python")
+
+
+@pytest.fixture
+def perl_engine() -> None:
+    require_engine("perl")
+
+
+@pytest.fixture
+def javascript_engine() -> None:
+    require_engine("javascript")
+
+
+@pytest.fixture
+def ruby_engine() -> None:
+    require_engine("ruby")

@@ -89,10 +89,10 @@ def test_sandboxes_and_files(env: dict[str, str], tmp_path: Path) -> None:
     )
     assert cat.stdout == bytes(range(256))
     missing = cli(env, "files", "cat", "box", "nope")
-    assert missing.returncode == 2
+    assert missing.returncode == 4
     assert "No such file" in missing.stderr
     assert "box" in cli(env, "sandboxes", "list").stdout
-    info = json.loads(cli(env, "sandboxes", "info", "box").stdout)
+    info = json.loads(cli(env, "sandboxes", "info", "box", "--json").stdout)
     assert info["workspace"] == {"files": 3, "bytes": 256}
     assert cli(env, "files", "rm", "box", "deep", "-r").returncode == 0
     assert cli(env, "sandboxes", "destroy", "box", "--yes").returncode == 0
@@ -120,7 +120,7 @@ def test_profiles_never_print_tokens(env: dict[str, str], tmp_path: Path) -> Non
         "add",
         "plain",
         "--url",
-        "http://x",
+        "https://x.example",
         "--insecure-store-token",
         stdin="s3cret-token\n",
     )
@@ -163,7 +163,7 @@ def test_run_through_a_served_profile(env: dict[str, str], tmp_path: Path) -> No
         assert result["results"] == [{"text": "42"}]
         assert result["workbench"]["boot"] == "resident"  # the live context in `serve`
         wrong = cli({**env, "DEV_TOKEN": "nope"}, "sandboxes", "list", "-p", "dev")
-        assert wrong.returncode == 2
+        assert wrong.returncode == 3
         assert "Missing or invalid bearer token" in wrong.stderr
 
 

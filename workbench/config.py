@@ -6,25 +6,100 @@
     # or: token_keyring = true              # ... or from the OS keyring
 
 Tokens are never written here unless the user explicitly asks for it (`token = ...`).
+Loading checks every known key's type (a wrong one is a `ConfigError` naming the key and
+the file) and lists unknown keys in `Config.unknown_keys`; saving edits the file in place
+(tomlkit), so the user's comments, formatting and unknown keys survive.
+
+Settings that come from the environment rather than the file live here too
+(`parse_timeout`), so light commands can read them without loading a backend.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-import tomli_w
+from workbench.paths import config_file, private_config_dir, private_file
 
-from workbench.paths import config_file
+if TYPE_CHECKING:
+    import tomlkit
+    from tomlkit.items import Table
 
 KEYRING_SERVICE = "sandbox-workbench"
+LOCAL_PROFILE = "local"
+"""The built-in profile's name, reserved in the file."""
+
+TIMEOUT_ENV = "SANDBOX_WORKBENCH_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 30.0
+
+_PROFILE_KEYS: dict[str, type] = {
+    "url": str,
+    "token_env": str,
+    "token_keyring": bool,
+    "token": str,
+    "allow_insecure": bool,
+}
+_UI_KEYS: dict[str, type] = {"theme": str, "last_remote": str}
+_TOML_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
 
 
 class ConfigError(Exception):
-    """The configuration file is unreadable or a profile is incomplete."""
+    """The configuration file is unreadable or invalid, or a profile is incomplete."""
+
+
+def parse_timeout(value: str | None, source: str = TIMEOUT_ENV) -> float:
+    """Seconds from `SANDBOX_WORKBENCH_TIMEOUT_S` (or `source`, e.g. `--timeout`); unset
+    or empty means the default.
+
+    Raises `ValueError` with a message naming the source for anything else than a
+    positive number."""
+    if value is None or not value.strip():
+        return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{source} must be a positive number of seconds, not {value!r}")
+    return seconds
+
+
+def is_loopback_host(host: str) -> bool:
+    """`localhost` or a loopback address (where plain HTTP never leaves the machine)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def url_problem(url: str, *, allow_insecure: bool) -> str | None:
+    """Why `url` cannot be a gateway URL, or None. Plain `http://` would send the bearer
+    token in clear text, so it is only for loopback hosts unless explicitly allowed."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return f"{url!r} is not an https:// URL"
+    if parts.scheme == "http" and not allow_insecure and not is_loopback_host(parts.hostname):
+        return (
+            f"{url} is plain http:// to a host other than this machine, which would send the "
+            "token in clear text; use https:// (or --allow-insecure if you must)"
+        )
+    return None
+
+
+def _type_name(value: object) -> str:
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return _TOML_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True)
@@ -35,6 +110,8 @@ class RemoteProfile:
     token_keyring: bool = False
     token: str | None = None
     """Only when the user opted into storing the token in the file."""
+    allow_insecure: bool = False
+    """Plain http:// to a non-loopback host was explicitly allowed (`--allow-insecure`)."""
 
     def to_toml(self) -> dict[str, Any]:
         data: dict[str, Any] = {"url": self.url}
@@ -44,6 +121,8 @@ class RemoteProfile:
             data["token_keyring"] = True
         if self.token:
             data["token"] = self.token
+        if self.allow_insecure:
+            data["allow_insecure"] = True
         return data
 
     @property
@@ -76,6 +155,34 @@ class RemoteProfile:
         raise ConfigError(f"profile {self.name!r} has no token source")
 
 
+class _Checker:
+    """Type checks for one file: errors name the dotted key and the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.unknown: list[str] = []
+
+    def fail(self, key: str, expected: str, value: object) -> ConfigError:
+        return ConfigError(
+            f"{self.path}: {key} must be {expected}, not {_type_name(value)} ({value!r}); "
+            "fix or remove it"
+        )
+
+    def table(self, raw: Mapping[str, Any], key: str) -> dict[str, Any]:
+        value = raw.get(key, {})
+        if not isinstance(value, dict):
+            raise self.fail(key, "a table", value)
+        return value
+
+    def known(self, table: Mapping[str, Any], prefix: str, types: Mapping[str, type]) -> None:
+        for key, value in table.items():
+            expected = types.get(key)
+            if expected is None:
+                self.unknown.append(f"{prefix}{key}")
+            elif not isinstance(value, expected):
+                raise self.fail(f"{prefix}{key}", _TOML_TYPE_NAMES[expected], value)
+
+
 @dataclass
 class Config:
     profiles: dict[str, RemoteProfile] = field(default_factory=dict)
@@ -84,6 +191,8 @@ class Config:
     theme: str | None = None
     last_remote: str | None = None
     path: Path = field(default_factory=config_file)
+    unknown_keys: list[str] = field(default_factory=list)
+    """Dotted keys in the file that the workbench does not know (kept on save)."""
 
     @classmethod
     def load(cls, path: Path | None = None) -> Config:
@@ -92,37 +201,132 @@ class Config:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return cls(path=path)
+        except UnicodeDecodeError as error:
+            raise ConfigError(f"cannot read {path}: not UTF-8 text ({error.reason})") from None
         except (OSError, tomllib.TOMLDecodeError) as error:
-            raise ConfigError(f"cannot read {path}: {error}") from error
+            raise ConfigError(f"cannot read {path}: {error}") from None
+        check = _Checker(path)
         profiles = {}
-        for name, table in (raw.get("profiles") or {}).items():
-            if not isinstance(table, dict) or not isinstance(table.get("url"), str):
-                raise ConfigError(f"{path}: profile {name!r} needs a url")
+        for name, table in check.table(raw, "profiles").items():
+            if not isinstance(table, dict):
+                raise check.fail(f"profiles.{name}", "a table", table)
+            if name == LOCAL_PROFILE:
+                raise ConfigError(f"{path}: the profile name `local` is built in; rename it")
+            check.known(table, f"profiles.{name}.", _PROFILE_KEYS)
+            if "url" not in table:
+                raise ConfigError(f"{path}: profiles.{name} needs a url")
             profiles[name] = RemoteProfile(
                 name=name,
                 url=table["url"],
                 token_env=table.get("token_env"),
-                token_keyring=bool(table.get("token_keyring", False)),
+                token_keyring=table.get("token_keyring", False),
                 token=table.get("token"),
+                allow_insecure=table.get("allow_insecure", False),
             )
-        keys = {str(k): str(v) for k, v in (raw.get("keys") or {}).items()}
-        ui = raw.get("ui") or {}
-        return cls(profiles, keys, ui.get("theme"), ui.get("last_remote"), path)
+        keys = check.table(raw, "keys")
+        for key, value in keys.items():
+            if not isinstance(value, str):
+                raise check.fail(f'keys."{key}"', "a string", value)
+        ui = check.table(raw, "ui")
+        check.known(ui, "ui.", _UI_KEYS)
+        check.unknown[:0] = [key for key in raw if key not in ("profiles", "keys", "ui")]
+        return cls(
+            profiles, dict(keys), ui.get("theme"), ui.get("last_remote"), path, check.unknown
+        )
 
     def save(self) -> None:
-        data: dict[str, Any] = {}
-        if self.profiles:
-            data["profiles"] = {name: p.to_toml() for name, p in sorted(self.profiles.items())}
-        if self.keys:
-            data["keys"] = dict(sorted(self.keys.items()))
-        ui = {k: v for k, v in (("theme", self.theme), ("last_remote", self.last_remote)) if v}
-        if ui:
-            data["ui"] = ui
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Write the profiles, keys and ui settings into the file, editing it in place:
+        everything else in it (comments, formatting, unknown keys) stays as it was."""
+        import tomlkit
+
+        document = self._read_document()
+        _sync_profiles(document, self.profiles)
+        _sync_table(document, "keys", dict(sorted(self.keys.items())))
+        _sync_table(document, "ui", {"theme": self.theme, "last_remote": self.last_remote})
+        private_config_dir(self.path.parent)
         temporary = self.path.with_suffix(".toml.tmp")
-        temporary.write_text(tomli_w.dumps(data), encoding="utf-8")
-        os.chmod(temporary, 0o600)
+        temporary.unlink(missing_ok=True)  # a leftover may belong to someone else
+        # 0600 before anything is written (whatever the umask): the file may hold a token.
+        private_file(temporary).write_text(tomlkit.dumps(document), encoding="utf-8")
         os.replace(temporary, self.path)
+
+    def _read_document(self) -> tomlkit.TOMLDocument:
+        import tomlkit
+        import tomlkit.exceptions
+
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return tomlkit.document()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"cannot read {self.path}: {error}") from None
+        try:
+            return tomlkit.parse(text)
+        except tomlkit.exceptions.ParseError as error:
+            raise ConfigError(f"cannot update {self.path}, fix it first: {error}") from None
+
+
+def _new_table(values: Mapping[str, Any]) -> Table:
+    import tomlkit
+
+    table = tomlkit.table()
+    for key, value in values.items():
+        table[key] = value
+    table.add(tomlkit.nl())
+    return table
+
+
+def _sync_values(table: Table, wanted: Mapping[str, Any], managed: frozenset[str]) -> None:
+    """Set the managed keys of `table` to `wanted` (None or absent: removed); a value that
+    is already right is left untouched, with its comment."""
+    for key in managed:
+        value = wanted.get(key)
+        if value is None:
+            if key in table:
+                del table[key]
+        elif table.get(key) != value:
+            table[key] = value
+
+
+def _sync_profiles(document: tomlkit.TOMLDocument, profiles: Mapping[str, RemoteProfile]) -> None:
+    import tomlkit
+    from tomlkit.items import Table
+
+    existing = document.get("profiles")
+    if not isinstance(existing, Table):
+        if not profiles:
+            return
+        existing = tomlkit.table(is_super_table=True)
+        document["profiles"] = existing
+    for name in [name for name in existing if name not in profiles]:
+        del existing[name]
+    for name, profile in sorted(profiles.items()):
+        table = existing.get(name)
+        if isinstance(table, Table):
+            _sync_values(table, profile.to_toml(), frozenset(_PROFILE_KEYS))
+        else:
+            existing[name] = _new_table(profile.to_toml())
+
+
+def _sync_table(document: tomlkit.TOMLDocument, name: str, values: Mapping[str, Any]) -> None:
+    """Keep `document[name]` equal to `values` for the keys we manage (`keys`: all of
+    them; `ui`: theme and last_remote)."""
+    from tomlkit.items import Table
+
+    table = document.get(name)
+    present = {key: value for key, value in values.items() if value is not None}
+    if not isinstance(table, Table):
+        if present:
+            document[name] = _new_table(present)
+        return
+    managed = frozenset(values) if name == "ui" else frozenset({*table, *values})
+    _sync_values(table, values, managed)
+
+
+_NO_KEYRING = (
+    "no OS keyring is available here (it needs the `keyring` extra: "
+    "pip install 'sandbox-workbench[keyring]', and a keyring service)"
+)
 
 
 def keyring_available() -> bool:
@@ -131,21 +335,51 @@ def keyring_available() -> bool:
         from keyring.backends.fail import Keyring as FailKeyring
     except ImportError:
         return False
-    return not isinstance(keyring.get_keyring(), FailKeyring)
+    try:
+        return not isinstance(keyring.get_keyring(), FailKeyring)
+    except Exception:  # a keyring backend that fails to load means no keyring
+        return False
+
+
+def _keyring_failed(action: str, error: Exception) -> ConfigError:
+    detail = str(error) or type(error).__name__
+    return ConfigError(f"the OS keyring failed to {action}: {detail}")
 
 
 def keyring_get(profile: str) -> str | None:
     if not keyring_available():
-        raise ConfigError("no OS keyring is available here; use an environment variable instead")
+        raise ConfigError(f"{_NO_KEYRING}; use an environment variable instead")
     import keyring
 
-    value = keyring.get_password(KEYRING_SERVICE, profile)
+    try:
+        value = keyring.get_password(KEYRING_SERVICE, profile)
+    except Exception as error:  # keyring backends raise their own error types
+        raise _keyring_failed(f"read the token of profile {profile!r}", error) from error
     return None if value is None else str(value)
 
 
 def keyring_set(profile: str, token: str) -> None:
     if not keyring_available():
-        raise ConfigError("no OS keyring is available here; use --token-env instead")
+        raise ConfigError(f"{_NO_KEYRING}; use --token-env instead")
     import keyring
 
-    keyring.set_password(KEYRING_SERVICE, profile, token)
+    try:
+        keyring.set_password(KEYRING_SERVICE, profile, token)
+    except Exception as error:  # keyring backends raise their own error types
+        raise _keyring_failed(f"store the token of profile {profile!r}", error) from error
+
+
+def keyring_delete(profile: str) -> bool:
+    """Delete the profile's token from the OS keyring; False if there was none."""
+    if not keyring_available():
+        raise ConfigError(_NO_KEYRING)
+    import keyring
+    import keyring.errors
+
+    try:
+        keyring.delete_password(KEYRING_SERVICE, profile)
+    except keyring.errors.PasswordDeleteError:
+        return False
+    except Exception as error:  # keyring backends raise their own error types
+        raise _keyring_failed(f"delete the token of profile {profile!r}", error) from error
+    return True

@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from workbench.api.client import Backend
-from workbench.config import Config, ConfigError
+from workbench.config import (
+    DEFAULT_TIMEOUT_S,
+    LOCAL_PROFILE,
+    TIMEOUT_ENV,
+    Config,
+    ConfigError,
+    parse_timeout,
+    url_problem,
+)
 
-LOCAL = "local"
+if TYPE_CHECKING:
+    from engines.session import Limits
+    from workbench.api.client import Backend
+
+LOCAL = LOCAL_PROFILE
 
 
 class UnknownProfileError(Exception):
     """The named profile is not configured (or cannot be used)."""
+
+
+class BackendUnavailableError(Exception):
+    """The backend cannot be opened: the local store is unreadable, from a newer
+    version, or its directory is unusable. The message says what to do."""
 
 
 def profile_names(config: Config | None = None) -> list[str]:
@@ -19,21 +40,83 @@ def profile_names(config: Config | None = None) -> list[str]:
     return [LOCAL, *sorted(config.profiles)]
 
 
-def open_profile_backend(name: str, *, data_dir: Path | None = None) -> Backend:
-    """Open the backend of profile `name`."""
+def open_profile_backend(
+    name: str, *, data_dir: Path | None = None, timeout: float | None = None
+) -> Backend:
+    """Open the backend of profile `name`.
+
+    `timeout` (seconds; default `$SANDBOX_WORKBENCH_TIMEOUT_S`): on the local backend the
+    engines' wall-clock limit per execution (30 s when neither is set); on a remote one
+    how long to wait for an answer (120 s when neither is set), while the gateway
+    enforces its own limit.
+    """
+    if timeout is None:
+        timeout = configured_timeout()
     if name == LOCAL:
         from workbench.backends.local import open_local_backend
 
-        return open_local_backend(data_dir)
+        with opening_local_store(data_dir):
+            return open_local_backend(data_dir, limits=local_limits(timeout))
     try:
         config = Config.load()
-        profile = config.profiles.get(name)
-        if profile is None:
-            known = ", ".join(profile_names(config))
-            raise UnknownProfileError(f"unknown profile {name!r}; configured: {known}")
-        token = profile.resolve_token()
     except ConfigError as error:
         raise UnknownProfileError(str(error)) from error
+    profile = config.profiles.get(name)
+    if profile is None:
+        known = ", ".join(profile_names(config))
+        raise UnknownProfileError(f"unknown profile {name!r}; configured: {known}")
+    problem = url_problem(profile.url, allow_insecure=profile.allow_insecure)
+    if problem is not None:
+        raise UnknownProfileError(f"profile {name!r}: {problem}")
+    try:
+        token = profile.resolve_token()
+    except ConfigError as error:
+        prefix = f"profiles.{name}."
+        typos = [key for key in config.unknown_keys if key.startswith(prefix)]
+        hint = f" (unknown keys in {config.path}: {', '.join(typos)})" if typos else ""
+        raise UnknownProfileError(f"{error}{hint}") from error
     from workbench.backends.remote import open_remote_backend
 
-    return open_remote_backend(name, profile.url, token)
+    return open_remote_backend(name, profile.url, token, wait_seconds=timeout)
+
+
+def configured_timeout() -> float | None:
+    """`$SANDBOX_WORKBENCH_TIMEOUT_S` in seconds, None when unset; a bad value is a
+    `ConfigError` naming the variable."""
+    if not os.environ.get(TIMEOUT_ENV, "").strip():
+        return None
+    try:
+        return parse_timeout(os.environ[TIMEOUT_ENV])
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def local_limits(timeout: float | None) -> Limits:
+    """The local engines' limits with the wall-clock `timeout` (default 30 s)."""
+    from engines.session import Limits
+
+    return Limits(timeout_seconds=DEFAULT_TIMEOUT_S if timeout is None else timeout)
+
+
+@contextmanager
+def opening_local_store(data_dir: Path | None) -> Iterator[None]:
+    """Turn the ways opening the local store fails into a `BackendUnavailableError`
+    that says what to do."""
+    from workbench.paths import DATABASE_NAME
+    from workbench.paths import data_dir as resolve_data_dir
+
+    database = resolve_data_dir(data_dir) / DATABASE_NAME
+    try:
+        yield
+    except sqlite3.DatabaseError as error:
+        raise BackendUnavailableError(
+            f"cannot open the local store {database}: {error}; move the file aside "
+            "or use another --data-dir"
+        ) from error
+    except RuntimeError as error:  # the store's schema is newer than this version's
+        raise BackendUnavailableError(str(error)) from error
+    except OSError as error:
+        raise BackendUnavailableError(
+            f"cannot open the local store in {database.parent}: {error.strerror or error}; "
+            "use another --data-dir"
+        ) from error

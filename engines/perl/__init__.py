@@ -200,12 +200,11 @@ class PerlEngine(LanguageEngine):
     memory_bytes = 64 << 20
     contexts = True
     snapshots = True
-    requirements = ("npm",)
     preopens = (Preopen("/dev", make_host_dir=make_dev_dir, writable=False),)
 
     def prepare(self, work_dir: Path, progress: Progress) -> Path:
         work_dir.mkdir(parents=True, exist_ok=True)
-        progress(f"npm pack {PACKAGE}@{PACKAGE_VERSION}", 0.0)
+        progress(f"downloading {PACKAGE}@{PACKAGE_VERSION} from the npm registry", 0.0)
         tarball = npm_pack(f"{PACKAGE}@{PACKAGE_VERSION}", work_dir / "npm")
         progress("extracting zeroperl.wasm", 0.5)
         raw = extract_member(tarball, WASM_MEMBER, work_dir / "zeroperl.wasm")

@@ -196,7 +196,8 @@ class RubyGuest:
         }
 
     def load_host_state(self, state: dict[str, Any]) -> None:
-        self.handles = dict(state["handles"])
+        # JSON (the store, the engine-process channel) turns the int keys into strings.
+        self.handles = {int(handle): int(raw) for handle, raw in state["handles"].items()}
         self.next_handle = int(state["next_handle"])
         self.driver = int(state["driver"])
         self.run_id = int(state["run_id"])
@@ -255,13 +256,13 @@ class RubyEngine(LanguageEngine):
     """The spec's cap (100,663,296); the VM needs ~63 MiB after init."""
     contexts = True
     snapshots = True
-    requirements = ("npm",)
 
     def prepare(self, work_dir: Path, progress: Progress) -> Path:
-        """npm pack the pinned package, verify the module's sha256, export its globals."""
+        """Download the pinned package from the npm registry, verify the module's sha256,
+        export its globals."""
         work_dir.mkdir(parents=True, exist_ok=True)
         spec = f"{PACKAGE}@{PACKAGE_VERSION}"
-        progress(f"npm pack {spec}", 0.0)
+        progress(f"downloading {spec} from the npm registry", 0.0)
         tarball = npm_pack(spec, work_dir / "download")
         progress("extracting ruby+stdlib.wasm", 0.5)
         original = extract_member(tarball, WASM_MEMBER, work_dir / "ruby+stdlib.wasm")

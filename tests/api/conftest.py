@@ -19,7 +19,6 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.conftest import require_engine
 from tests.serve_process import ServeProcess, serve_process
 from tests.workerd.harness import session_gateway
 from workbench.api.client import Backend, SandboxClient
@@ -77,26 +76,6 @@ async def sandbox(backend: Backend) -> AsyncIterator[SandboxClient]:
         yield client
     finally:
         await client.destroy()
-
-
-@pytest.fixture
-def python_engine() -> None:
-    require_engine("python")
-
-
-@pytest.fixture
-def perl_engine() -> None:
-    require_engine("perl")
-
-
-@pytest.fixture
-def javascript_engine() -> None:
-    require_engine("javascript")
-
-
-@pytest.fixture
-def ruby_engine() -> None:
-    require_engine("ruby")
 
 
 async def raw_call(backend: Backend, sandbox_id: str, method: str, path: str, body: Any) -> Any:

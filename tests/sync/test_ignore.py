@@ -1,20 +1,21 @@
-"""gitignore semantics of the sync's ignore rules, on real files in a temp folder."""
+"""gitignore semantics of the sync's ignore rules, on real files in a temp folder, and
+compared with git itself (`git check-ignore`) for tricky patterns."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from workbench.sync import IgnoreRules, parse_ignore_lines
+from workbench.sync import IgnoreRules, compile_ignore_lines
+from workbench.sync.ignore import rules_verdict
 
 
 def ignored(lines: list[str], path: str, is_dir: bool = False) -> bool:
-    verdict = False
-    for rule in parse_ignore_lines(lines):
-        if rule.matches(path, is_dir):
-            verdict = not rule.negated
-    return verdict
+    return bool(rules_verdict(compile_ignore_lines(lines), path, is_dir))
 
 
 @pytest.mark.parametrize(
@@ -40,9 +41,15 @@ def ignored(lines: list[str], path: str, is_dir: bool = False) -> bool:
         ("file?.txt", "file10.txt", False, False),
         ("[abc].md", "b.md", False, True),
         ("[!abc].md", "b.md", False, False),
+        ("[]a]", "]", False, True),
+        ("[]a]", "a", False, True),
+        ("[]a]", "b", False, False),
+        ("[]x]*", "x1", False, True),
+        ("[]x]*", "y1", False, False),
         ("\\#hash", "#hash", False, True),
         ("# comment", "# comment", False, False),
         ("trailing   ", "trailing", False, True),
+        ("trailing\\", "trailing", False, False),
     ],
 )
 def test_pattern_semantics(pattern: str, path: str, is_dir: bool, expected: bool) -> None:
@@ -75,6 +82,16 @@ def test_nested_gitignores_defaults_and_workbenchignore(tmp_path: Path) -> None:
     assert not rules.is_ignored("main.py", False)
 
 
+def test_secrets_are_ignored_by_default(tmp_path: Path) -> None:
+    rules = IgnoreRules(tmp_path)
+    for secret in (".env", "app/.env", "server.pem", "deploy/key.pem", "id_ed25519", "id_rsa.pub"):
+        assert rules.is_ignored(secret, False), secret
+    assert rules.is_ignored(".ssh/config", False)
+    assert rules.is_ignored("home/.ssh", True)
+    for ordinary in (".env.example", "pem.txt", "identity.py", "ssh/config"):
+        assert not rules.is_ignored(ordinary, False), ordinary
+
+
 def test_no_reinclusion_inside_an_ignored_directory(tmp_path: Path) -> None:
     (tmp_path / ".gitignore").write_text("logs/\n!logs/keep.txt\n")
     rules = IgnoreRules(tmp_path)
@@ -82,5 +99,82 @@ def test_no_reinclusion_inside_an_ignored_directory(tmp_path: Path) -> None:
 
 
 def test_gitignore_can_reinclude_a_default(tmp_path: Path) -> None:
-    (tmp_path / ".gitignore").write_text("!venv/\n")
-    assert not IgnoreRules(tmp_path).is_ignored("venv/lib.py", False)
+    (tmp_path / ".gitignore").write_text("!venv/\n!.env\n")
+    rules = IgnoreRules(tmp_path)
+    assert not rules.is_ignored("venv/lib.py", False)
+    assert not rules.is_ignored(".env", False)
+
+
+def test_a_symlinked_rule_file_pointing_outside_is_not_read(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("*.py\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / ".gitignore").symlink_to(outside)
+    assert not IgnoreRules(folder).is_ignored("main.py", False)
+
+
+GIT_FILES = [
+    "a.log", "b.txt", "x1", "]y", "y", "#hash", "!imp", "a*b", "axb", "trailing ", "[",
+    "docs/a.txt", "docs/keep.txt", "d/keep.txt", "d/sub/f.c", "out/x/y", "out/.gitkeep",
+    "build/out.o", "src/build/z", "foo/a", "foo/bar/hello.c", "logs/keep.txt",
+    "deep/er/a.log", "a/b", "a/x/y/b", "sub/local.txt", "sub/deeper/a.tmp",
+    "sub/important.tmp", "e/f/g/h.txt",
+]  # fmt: skip
+GIT_DIRS = ["emptydir", "a.logdir", "foo/emptysub"]
+TRICKY_GITIGNORES = [
+    "[]a]\n",
+    "[]x]*\n",
+    "out/**\n!out/.gitkeep\n",
+    "d/**\n!d/keep.txt\n",
+    "d/\n!d/keep.txt\n",
+    "logs/\n!logs/keep.txt\n",
+    "build/\n/a\n",
+    "doc*/*.txt\n**/foo\n",
+    "a/**/b\ne/**/h.txt\n",
+    "\\#hash\n\\!imp\na\\*b\ntrailing\\ \n",
+    "[!a]*\n!*/\n",
+    "*.txt\n!docs\n",
+    "foo/*\n",
+    "foo/**/\n",
+    "*\n!*/\n!*.txt\n",
+    "/*\n!/foo\n/foo/*\n!/foo/bar\n",
+    "**/x/**\n*/\n",
+    "[\n*.log\n!a.log\n",
+]
+SUB_GITIGNORES = [None, "!important.tmp\n/local.txt\n", "*\n!*.tmp\n"]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("gitignore", TRICKY_GITIGNORES)
+def test_agrees_with_git_check_ignore(tmp_path: Path, gitignore: str) -> None:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    for sub in SUB_GITIGNORES:
+        root = tmp_path / f"repo{SUB_GITIGNORES.index(sub)}"
+        subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
+        for name in GIT_FILES:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text("x")
+        for name in GIT_DIRS:
+            (root / name).mkdir(parents=True, exist_ok=True)
+        (root / ".gitignore").write_text(gitignore)
+        if sub is not None:
+            (root / "sub" / ".gitignore").write_text(sub)
+        entries = [
+            (path.relative_to(root).as_posix(), path.is_dir())
+            for path in root.rglob("*")
+            if ".git" not in path.relative_to(root).parts[:1] and path.name != ".gitignore"
+        ]
+        completed = subprocess.run(
+            ["git", "-C", str(root), "check-ignore", "--stdin", "-z"],
+            input="\0".join(path for path, _ in entries) + "\0",
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        by_git = {path for path in completed.stdout.split("\0") if path}
+        rules = IgnoreRules(root, use_defaults=False)
+        differ = [
+            path for path, is_dir in entries if rules.is_ignored(path, is_dir) != (path in by_git)
+        ]
+        assert not differ, (gitignore, sub, differ)

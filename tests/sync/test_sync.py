@@ -26,14 +26,16 @@ def make_project(root: Path) -> None:
     (root / ".hidden").write_text("dot file\n")
 
 
-async def test_initial_sync_uploads_only_what_differs(folder: Path, sandbox: SandboxClient) -> None:
+async def test_initial_sync_with_prune_uploads_only_what_differs(
+    folder: Path, sandbox: SandboxClient
+) -> None:
     make_project(folder)
     (folder / "link-out").symlink_to("/etc/hostname")
     (folder / "link-in").symlink_to(folder / "main.py")
     await sandbox.write_file("/workspace/stale.txt", "remove me")
     await sandbox.write_file("/workspace/main.py", "print('hi')\n")  # already identical
 
-    sync = FolderSync(folder, sandbox)
+    sync = FolderSync(folder, sandbox, prune=True)
     report = await sync.initial_sync()
     assert "main.py" not in report.uploaded and report.unchanged >= 1
     assert report.deleted == ["stale.txt"]
@@ -47,12 +49,14 @@ async def test_initial_sync_uploads_only_what_differs(folder: Path, sandbox: San
     assert not again.changed and again.unchanged == 5
 
 
-async def test_dest_subdirectory_and_keep_extra(folder: Path, sandbox: SandboxClient) -> None:
+async def test_dest_subdirectory_keeps_sandbox_only_files(
+    folder: Path, sandbox: SandboxClient
+) -> None:
     make_project(folder)
     await sandbox.mkdir("/workspace/app", recursive=True)
     await sandbox.write_file("/workspace/app/output.txt", "guest output")
     await sandbox.write_file("/workspace/elsewhere.txt", "untouched")
-    report = await FolderSync(folder, sandbox, dest="/workspace/app", prune=False).initial_sync()
+    report = await FolderSync(folder, sandbox, dest="/workspace/app").initial_sync()
     assert not report.deleted
     tree = await remote_tree(sandbox, "/workspace/app")
     assert tree["output.txt"] == b"guest output" and tree["main.py"] == b"print('hi')\n"
@@ -218,7 +222,8 @@ async def test_conflict_sandbox_wins_and_fail(folder: Path, sandbox: SandboxClie
     assert not report.conflicts and report.uploaded == ["a.txt"]
 
     failing = FolderSync(folder, sandbox, policy="fail")
-    await failing.initial_sync()
+    (folder / "b.txt").write_text("two")  # uploaded by `failing`: its to delete
+    assert (await failing.initial_sync()).uploaded == ["b.txt"]
     await guest_write(sandbox, "/workspace/b.txt", "guest")
     (folder / "b.txt").unlink()
     with pytest.raises(SyncConflictError):

@@ -95,6 +95,9 @@ def test_watch_runs_the_entry_after_each_change_and_stops_on_sigint(tmp_path: Pa
         _, stderr = process.communicate(timeout=20)
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr
+    # While watching it can delete: it names the backend once, on stderr only.
+    announced = [json.loads(line) for line in stderr.splitlines() if '"backend"' in line]
+    assert [(line["event"], line["profile"]) for line in announced] == [("backend", "local")]
 
 
 def test_watch_rejects_an_invalid_sandbox_id(tmp_path: Path) -> None:

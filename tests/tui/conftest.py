@@ -31,6 +31,11 @@ def python_engine() -> None:
 
 
 @pytest.fixture
+def ruby_engine() -> None:
+    require_engine("ruby")
+
+
+@pytest.fixture
 def stable_ids() -> Iterator[None]:
     with fixed_context_ids():
         yield

@@ -29,18 +29,20 @@ def state_of(app: WorkbenchApp, binding: str) -> str:
 async def test_engine_states_and_a_failed_preparation_without_npm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # an empty engine cache and no npm on PATH: JavaScript, Perl and Ruby cannot be prepared
+    # an empty engine cache and no npm on PATH: only JavaScript (built with npm) cannot be
+    # prepared; Perl and Ruby are downloaded without npm
     monkeypatch.setenv("SANDBOX_WORKBENCH_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
     data = tmp_path / "data"
     app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
     async with app.run_test(size=(140, 40)) as pilot:
         await until_connected(pilot)
-        await wait_for(pilot, lambda: "cannot prepare" in state_of(app, "PERL"))
-        assert "npm not found" in state_of(app, "PERL")
+        await wait_for(pilot, lambda: "cannot prepare" in state_of(app, "JAVASCRIPT"))
+        assert "npm not found" in state_of(app, "JAVASCRIPT")
         assert state_of(app, "PYTHON") == "not prepared"
+        assert state_of(app, "PERL") == "not prepared"
         await pilot.press("f12")
-        app.runtimes_table.move_cursor(row=2)  # PERL
+        app.runtimes_table.move_cursor(row=0)  # JAVASCRIPT
         await pilot.press("f7")
         await wait_for(pilot, lambda: any("Engine not prepared" in n for n in notifications(app)))
         assert any("npm not found" in n for n in notifications(app))

@@ -263,7 +263,7 @@ async def test_ten_thousand_lines_render_fast_and_are_searchable(tmp_path: Path)
         assert repl.transcript.scroll_y > 9000
 
 
-async def test_copy_and_export_a_transcript(
+async def test_copy_the_current_cell_and_its_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = make_app(tmp_path)
@@ -277,12 +277,6 @@ async def test_copy_and_export_a_transcript(
         await pilot.press("alt+c", "alt+o")
         assert copied[0].startswith('print "out\\n"') and "out" in copied[0]
         assert json.loads(copied[1]) == {"answer": 42}
-        await pilot.press("alt+m", "alt+j")
-        stem = f"demo-PERL-{repl.context.id.split('-')[0]}"
-        markdown = (tmp_path / f"{stem}.md").read_text()
-        assert "## In [1]" in markdown and '"answer": 42' in markdown
-        exported = json.loads((tmp_path / f"{stem}.json").read_text())
-        assert exported["cells"][0]["result"]["results"] == [{"json": {"answer": 42}}]
 
 
 async def test_env_var_editor_validates_keys_and_masks_values(tmp_path: Path) -> None:
@@ -404,20 +398,26 @@ async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
 
 
 async def test_every_binding_has_an_id_and_a_description() -> None:
+    from workbench.tui.screens.cell_picker_screen import CellPickerScreen
     from workbench.tui.screens.confirm_screen import ConfirmScreen
     from workbench.tui.screens.create_context_screen import CreateContextScreen
     from workbench.tui.screens.env_vars_screen import EnvVarsScreen
+    from workbench.tui.screens.export_screen import ExportScreen
     from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
+    from workbench.tui.screens.watch_screen import WatchScreen
 
     owners: list[type[DOMNode]] = [
         WorkbenchApp,
+        CellPickerScreen,
         ConfirmScreen,
         CreateSandboxScreen,
         CreateContextScreen,
         EnvVarsScreen,
+        ExportScreen,
         HelpScreen,
         HistorySearchScreen,
         ProfilePickerScreen,
+        WatchScreen,
     ]
     for owner in owners:
         for binding in owner.BINDINGS:

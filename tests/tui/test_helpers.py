@@ -5,12 +5,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from workbench.api.types import ExecutionResult, ResultEntry, Usage
+import pytest
+
+from workbench.api.types import ExecutionError, ExecutionResult, ResultEntry, Usage
 from workbench.tui.env_vars_text import env_vars_update, parse_env_vars_text
 from workbench.tui.formatting import countdown, execution_footer, human_bytes
 from workbench.tui.history_store import LocalHistoryStore
 from workbench.tui.transcript_cell import TranscriptCell
-from workbench.tui.transcript_export import transcript_json, transcript_markdown
+from workbench.tui.transcript_export import (
+    transcript_json,
+    transcript_markdown,
+    write_transcript,
+)
 
 
 def test_env_vars_text_checks_each_key() -> None:
@@ -81,3 +87,29 @@ def test_transcript_exports() -> None:
         "result": None,
         "failure": "lost",
     }
+
+
+def test_markdown_export_shows_an_error_once_and_keeps_raw_json() -> None:
+    error = ExecutionError("SystemExit", "config missing", ["(sandbox):1:in '<main>'"])
+    result = ExecutionResult(
+        "abort", "ruby", "e", 1.0, stderr=["loading", "config missing"], error=error
+    )
+    cells = [TranscriptCell(1, "abort 'config ' + 'missing'", "ruby", result)]
+    markdown = transcript_markdown("demo", cells)
+    assert markdown.count("config missing") == 1 and "loading" in markdown
+    exported = json.loads(transcript_json("demo", cells))
+    assert exported["cells"][0]["result"]["logs"]["stderr"] == ["loading", "config missing"]
+
+
+def test_an_export_never_writes_through_a_symlink(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("not ours")
+    link = tmp_path / "exports" / "t.md"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    cells = [TranscriptCell(1, "1", "perl", None, "lost")]
+    with pytest.raises(FileExistsError):
+        write_transcript(link, "demo", cells, "markdown", overwrite=False)
+    with pytest.raises(OSError):
+        write_transcript(link, "demo", cells, "markdown", overwrite=True)
+    assert target.read_text() == "not ours"

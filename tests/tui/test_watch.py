@@ -122,3 +122,51 @@ async def test_watch_from_the_palette_without_a_context(tmp_path: Path) -> None:
         commands = {command.title: command for command in app.palette_commands()}
         await commands["Stop watching the folder"].callback()
         await wait_for(pilot, lambda: app.folder_watch is None)
+
+
+async def watch_until_synced(app: WorkbenchApp, pilot: WorkbenchPilot, folder: Path) -> None:
+    """Select the demo sandbox, F6 with `folder`; until the first pass is done."""
+    node = app.sandbox_tree.sandbox_node("demo")
+    assert node is not None
+    app.sandbox_tree.move_cursor(node)
+    await wait_for(pilot, lambda: app.selected_sandbox_id == "demo")
+    await pilot.press("f6")
+    await wait_for(pilot, lambda: isinstance(app.screen, WatchScreen))
+    app.screen.query_one("#watch-folder", Input).value = str(folder)
+    await pilot.pause()
+    app.screen.query_one("#start", Button).press()
+    await wait_for(pilot, lambda: "last sync" in status_text(app))
+
+
+async def test_watch_remembers_what_it_uploaded_across_sessions(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "kept.txt").write_text("kept")
+    (folder / "gone.txt").write_text("gone")
+    async with open_local_backend(data) as backend:
+        await backend.sandbox("demo").write_file("/workspace/guest.txt", "made by a guest")
+
+    def session() -> WorkbenchApp:
+        return WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+
+    app = session()
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await watch_until_synced(app, pilot, folder)
+        await wait_for_file(pilot, app, "/workspace/gone.txt", "gone")
+        await pilot.press("shift+f6")
+        await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
+
+    (folder / "gone.txt").unlink()  # deleted while nothing watched
+    app = session()
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await watch_until_synced(app, pilot, folder)
+        # The next session's first pass deletes what the sync itself uploaded earlier,
+        # and only that: the guest's file stays.
+        assert await sandbox_file(app, "/workspace/gone.txt") is None
+        assert await sandbox_file(app, "/workspace/kept.txt") == "kept"
+        assert await sandbox_file(app, "/workspace/guest.txt") == "made by a guest"
+        await pilot.press("shift+f6")
+        await wait_for(pilot, lambda: app.folder_watch is None)

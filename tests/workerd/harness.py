@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.cache import cache_root
+from engines.locations import cache_root
 from tests.serve_process import ServeProcess, serve_process
 
 ROOT = Path(__file__).resolve().parents[2]

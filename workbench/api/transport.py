@@ -44,7 +44,11 @@ class Response:
 
     @classmethod
     def json(cls, status: int, payload: Any) -> Response:
-        return cls(status, json.dumps(payload, ensure_ascii=False).encode())
+        text = json.dumps(payload, ensure_ascii=False)
+        try:
+            return cls(status, text.encode())
+        except UnicodeEncodeError:  # a lone surrogate (guest strings may hold them)
+            return cls(status, json.dumps(payload).encode())  # escaped as \udXXX
 
 
 class Transport(Protocol):

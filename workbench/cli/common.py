@@ -1,70 +1,180 @@
-"""Options and helpers shared by the headless commands."""
+"""Options and helpers shared by the headless commands.
+
+Light on purpose: `--help`, `locate` and `profiles` import this without loading a backend
+or an engine (the API and backends are imported inside the functions that need them).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
-from workbench.api.client import Backend
-from workbench.api.errors import SandboxError
-from workbench.profiles import UnknownProfileError
+from workbench.cli.completion import complete_profiles
+from workbench.config import LOCAL_PROFILE
+
+if TYPE_CHECKING:
+    from workbench.api.client import Backend
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+"""The guest raised, hit a limit, or the command failed otherwise."""
 EXIT_USAGE = 2
+"""Bad arguments, configuration or environment variable."""
+EXIT_UNAVAILABLE = 3
+"""The backend cannot be reached or used: connection, TLS, auth, unreadable store."""
+EXIT_NOT_FOUND = 4
+"""The sandbox, context or file does not exist."""
+
+PROFILE_ENV = "SANDBOX_WORKBENCH_PROFILE"
+DEBUG_ENV = "SANDBOX_WORKBENCH_DEBUG"
 
 
-def backend_options(command: Callable[P, T]) -> Callable[P, T]:
-    """`--profile` and `--data-dir`, accepted by every command that talks to a backend."""
-    command = click.option(
+@dataclass(frozen=True)
+class GlobalOptions:
+    """The flags given before the subcommand (`sandbox-workbench -p dev run …`)."""
+
+    profile: str | None = None
+    data_dir: Path | None = None
+    debug: bool = False
+    quiet: bool = False
+
+
+def global_options() -> GlobalOptions:
+    """The group-level flags of the running invocation (defaults outside one)."""
+    context = click.get_current_context(silent=True)
+    found = None if context is None else context.find_root().obj
+    if isinstance(found, GlobalOptions):
+        return found
+    return GlobalOptions(debug=os.environ.get(DEBUG_ENV, "") not in ("", "0"))
+
+
+def note(message: str) -> None:
+    """A note or progress line on stderr, unless `--quiet`."""
+    if not global_options().quiet:
+        click.echo(message, err=True)
+
+
+def _merge(flag: str, before: Any, after: Any, same: Callable[[Any, Any], bool]) -> Any:
+    """The value of a flag that may be given before and after the subcommand."""
+    if before is not None and after is not None and not same(before, after):
+        raise click.UsageError(
+            f"{flag} is given twice with different values ({before} before the command, "
+            f"{after} after it); give it once"
+        )
+    return after if after is not None else before
+
+
+def _same_directory(first: Path, second: Path) -> bool:
+    return first.expanduser().absolute() == second.expanduser().absolute()
+
+
+def resolve_data_dir(data_dir: Path | None) -> Path | None:
+    """The subcommand's `--data-dir` merged with the group's (None: the default)."""
+    merged: Path | None = _merge("--data-dir", global_options().data_dir, data_dir, _same_directory)
+    return merged
+
+
+def resolve_profile(profile: str | None) -> str:
+    """The subcommand's `--profile` merged with the group's, else $SANDBOX_WORKBENCH_PROFILE,
+    else `local`."""
+    merged = _merge("--profile", global_options().profile, profile, str.__eq__)
+    return str(merged or os.environ.get(PROFILE_ENV) or LOCAL_PROFILE)
+
+
+DATA_DIR_HELP = "Local backend store (default: $SANDBOX_WORKBENCH_DATA_DIR or the user data dir)."
+
+
+def data_dir_option(command: Callable[P, T]) -> Callable[P, T]:
+    """`--data-dir`, merged with the one given before the subcommand."""
+
+    @functools.wraps(command)
+    def merged(*args: P.args, **kwargs: P.kwargs) -> T:
+        kwargs["data_dir"] = resolve_data_dir(kwargs.get("data_dir"))  # type: ignore[arg-type]
+        return command(*args, **kwargs)
+
+    return click.option(
         "--data-dir",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
-        help="Local backend store (default: $SANDBOX_WORKBENCH_DATA_DIR or the user data dir).",
-    )(command)
-    command = click.option(
+        help=DATA_DIR_HELP,
+    )(merged)
+
+
+def backend_options(command: Callable[P, T]) -> Callable[P, T]:
+    """`--profile` and `--data-dir`, accepted by every command that talks to a backend,
+    before or after the subcommand (the command receives the merged values)."""
+
+    @functools.wraps(command)
+    def merged(*args: P.args, **kwargs: P.kwargs) -> T:
+        kwargs["profile"] = resolve_profile(kwargs.get("profile"))  # type: ignore[arg-type]
+        return command(*args, **kwargs)
+
+    return click.option(
         "--profile",
         "-p",
-        default="local",
-        show_default=True,
-        envvar="SANDBOX_WORKBENCH_PROFILE",
-        help="Backend profile: `local` (embedded) or a configured remote gateway.",
+        default=None,
+        shell_complete=complete_profiles,
+        help=f"Backend profile: `local` (embedded, the default) or a configured remote "
+        f"gateway (default: ${PROFILE_ENV} or local).",
+    )(data_dir_option(merged))
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    from workbench.config import parse_timeout
+
+    try:
+        return parse_timeout(value, "--timeout")
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+
+
+TIMEOUT_HELP = (
+    "Wall-clock limit of an execution in seconds (default: $SANDBOX_WORKBENCH_TIMEOUT_S or "
+    "30). Local backend: the engine stops the guest then. Remote profile: how long to wait "
+    "for the answer; the gateway keeps its own limit."
+)
+
+
+def timeout_option(command: Callable[P, T]) -> Callable[P, T]:
+    """`--timeout SECONDS` (None when not given: $SANDBOX_WORKBENCH_TIMEOUT_S or the
+    backend's default applies, see `open_profile_backend`)."""
+    return click.option(
+        "--timeout", default=None, metavar="SECONDS", callback=_seconds, help=TIMEOUT_HELP
     )(command)
-    return command
 
 
-def open_backend(profile: str, data_dir: Path | None) -> Backend:
+def open_backend(profile: str, data_dir: Path | None, timeout: float | None = None) -> Backend:
     """The backend a profile names."""
     from workbench.profiles import open_profile_backend
 
-    return open_profile_backend(profile, data_dir=data_dir)
+    return open_profile_backend(profile, data_dir=data_dir, timeout=timeout)
 
 
 def run_async(
     function: Callable[P, Coroutine[Any, Any, int | None]],
 ) -> Callable[P, None]:
-    """Run an async command body; map backend errors to a clear message and exit code."""
+    """Run an async command body and exit with the code it returns; failures go to the
+    CLI's error boundary (`workbench.cli.errors`)."""
 
     @functools.wraps(function)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        import asyncio  # here: commands that need no event loop start faster
+
         try:
             code = asyncio.run(function(*args, **kwargs))
-        except SandboxError as error:
-            click.echo(f"error: {error.message} ({error.code}, HTTP {error.http_status})", err=True)
-            sys.exit(EXIT_USAGE if 400 <= error.http_status < 500 else EXIT_FAILED)
-        except UnknownProfileError as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(EXIT_USAGE)
         except KeyboardInterrupt:
             sys.exit(130)
         sys.exit(code or EXIT_OK)
@@ -72,14 +182,44 @@ def run_async(
     return wrapper
 
 
+class MalformedAnswerError(Exception):
+    """A remote gateway answered with JSON of a shape this workbench does not understand."""
+
+
 async def with_backend(
-    profile: str, data_dir: Path | None, body: Callable[[Backend], Awaitable[T]]
+    profile: str,
+    data_dir: Path | None,
+    body: Callable[[Backend], Awaitable[T]],
+    *,
+    timeout: float | None = None,
 ) -> T:
-    backend = open_backend(profile, data_dir)
+    """Open the profile's backend, run `body` with it, close it."""
+    backend = open_backend(profile, data_dir, timeout)
     try:
         return await body(backend)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as error:
+        if backend.engines is not None:  # the local backend: a bug, not a bad answer
+            raise
+        raise MalformedAnswerError(
+            f"the gateway at {backend.description} sent an answer this workbench does not "
+            f"understand ({type(error).__name__}: {error}); is the profile's URL a "
+            "sandbox-workbench gateway of a matching version?"
+        ) from error
     finally:
         await backend.aclose()
+
+
+def describe_backend(backend: Backend) -> str:
+    """`profile NAME (URL)` or `local (DATA DIR)`: which backend a command acts on."""
+    if backend.engines is not None:
+        return backend.description
+    return f"profile {backend.name} ({backend.description})"
+
+
+def announce_destructive(action: str, backend: Backend) -> None:
+    """Say on stderr, before acting, which backend a destructive command changes (even
+    with --quiet: it is what keeps `-p` mistakes from deleting the wrong thing)."""
+    click.echo(f"{action} on {describe_backend(backend)}", err=True)
 
 
 def echo_json(payload: Any) -> None:

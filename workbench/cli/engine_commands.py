@@ -13,6 +13,7 @@ from engines.cache import EngineCache
 from engines.language import PrepareError
 from engines.registry import LANGUAGES, language_engine, resolve_language
 from engines.status import EngineState, all_statuses
+from workbench.cli.common import global_options
 
 
 def _languages(names: tuple[str, ...]) -> list[str]:
@@ -27,10 +28,20 @@ def engines_group() -> None:
     """Prepare and inspect the local Wasm engines."""
 
 
-@engines_group.command("list")
+@engines_group.command(
+    "list",
+    epilog="""\b
+Examples:
+  sandbox-workbench engines list
+  sandbox-workbench engines list --json | jq -r '.[] | select(.state != "ready").language'""",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_command(as_json: bool) -> None:
-    """Show each language's engine, version and state."""
+    """Show each language's engine, version and state.
+
+    Perl and Ruby are downloaded from the npm registry (no npm needed), Python is built
+    with componentize-py; only JavaScript needs Node.js and npm, to build its engine.
+    """
     statuses = all_statuses()
     if as_json:
         rows = [
@@ -64,21 +75,23 @@ def list_command(as_json: bool) -> None:
     Console().print(table)
 
 
-@engines_group.command("install")
+@engines_group.command(
+    "install",
+    epilog="""\b
+Examples:
+  sandbox-workbench engines install            # every language, in parallel
+  sandbox-workbench engines install perl ruby
+  sandbox-workbench engines install python --force""",
+)
 @click.argument("languages", nargs=-1)
 @click.option("--force", is_flag=True, help="Fetch, build and compile again even if ready.")
 def install_command(languages: tuple[str, ...], force: bool) -> None:
     """Prepare engines (all languages unless some are named), in parallel."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from workbench.cli.progress import engine_progress
 
     chosen = _languages(languages)
     failures: dict[str, str] = {}
-    with Progress(
-        TextColumn("{task.fields[language]:<11}"),
-        BarColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-    ) as progress:
+    with engine_progress(disable=global_options().quiet) as progress:
         tasks = {
             language: progress.add_task("waiting", total=1.0, language=language)
             for language in chosen
@@ -108,7 +121,13 @@ def install_command(languages: tuple[str, ...], force: bool) -> None:
         sys.exit(1)
 
 
-@engines_group.command("verify")
+@engines_group.command(
+    "verify",
+    epilog="""\b
+Examples:
+  sandbox-workbench engines verify
+  sandbox-workbench engines verify ruby""",
+)
 @click.argument("languages", nargs=-1)
 def verify_command(languages: tuple[str, ...]) -> None:
     """Check prepared engines against their recorded sha256 (thorough)."""

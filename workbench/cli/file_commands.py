@@ -8,7 +8,15 @@ from pathlib import Path
 import click
 
 from workbench.api.client import Backend
-from workbench.cli.common import backend_options, echo_json, run_async, with_backend
+from workbench.cli.common import (
+    announce_destructive,
+    backend_options,
+    echo_json,
+    run_async,
+    with_backend,
+)
+from workbench.cli.completion import complete_sandbox_ids
+from workbench.cli.terminal import echo_untrusted, write_untrusted_bytes
 
 
 @click.group("files")
@@ -16,8 +24,14 @@ def files_group() -> None:
     """Read and change a sandbox's /workspace."""
 
 
-@files_group.command("ls")
-@click.argument("sandbox_id")
+@files_group.command(
+    "ls",
+    epilog="""\b
+Examples:
+  sandbox-workbench files ls demo
+  sandbox-workbench files ls demo src -r --json""",
+)
+@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
 @click.argument("path", default="/workspace")
 @click.option("--recursive", "-r", is_flag=True, help="List subdirectories too.")
 @click.option("--all", "-a", "include_hidden", is_flag=True, help="Include hidden entries.")
@@ -44,31 +58,42 @@ async def ls_command(
             return
         for info in listing.files:
             suffix = "/" if info.is_directory else ""
-            click.echo(
+            echo_untrusted(
                 f"{info.mode}  {info.size:>9}  {info.modified_at}  {info.relative_path}{suffix}"
             )
 
     await with_backend(profile, data_dir, body)
 
 
-@files_group.command("cat")
-@click.argument("sandbox_id")
+@files_group.command(
+    "cat",
+    epilog="""\b
+Examples:
+  sandbox-workbench files cat demo notes.txt
+  sandbox-workbench files cat demo out.png > out.png""",
+)
+@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
 @click.argument("path")
 @backend_options
 @run_async
 async def cat_command(sandbox_id: str, path: str, profile: str, data_dir: Path | None) -> None:
-    """Write a file's bytes to stdout."""
+    """Write a file's bytes to stdout (control characters made visible on a terminal)."""
 
     async def body(backend: Backend) -> None:
-        data = await backend.sandbox(sandbox_id).read_bytes(path)
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        write_untrusted_bytes(await backend.sandbox(sandbox_id).read_bytes(path))
 
     await with_backend(profile, data_dir, body)
 
 
-@files_group.command("put")
-@click.argument("sandbox_id")
+@files_group.command(
+    "put",
+    epilog="""\b
+Examples:
+  sandbox-workbench files put demo data.csv             # to /workspace/data.csv
+  sandbox-workbench files put demo data.csv in/data.csv
+  curl -s https://example.com | sandbox-workbench files put demo - page.html""",
+)
+@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
 @click.argument("source", metavar="LOCAL_FILE | -")
 @click.argument("path", required=False)
 @backend_options
@@ -90,13 +115,19 @@ async def put_command(
 
     async def body(backend: Backend) -> None:
         written = await backend.sandbox(sandbox_id).write_file(destination, data)
-        click.echo(f"wrote {len(data)} bytes to {written.path}")
+        echo_untrusted(f"wrote {len(data)} bytes to {written.path}")
 
     await with_backend(profile, data_dir, body)
 
 
-@files_group.command("rm")
-@click.argument("sandbox_id")
+@files_group.command(
+    "rm",
+    epilog="""\b
+Examples:
+  sandbox-workbench files rm demo old.txt
+  sandbox-workbench files rm demo build -r -f""",
+)
+@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
 @click.argument("path")
 @click.option("--recursive", "-r", is_flag=True, help="Remove a directory and its contents.")
 @click.option("--force", "-f", is_flag=True, help="No error when the path does not exist.")
@@ -105,19 +136,26 @@ async def put_command(
 async def rm_command(
     sandbox_id: str, path: str, recursive: bool, force: bool, profile: str, data_dir: Path | None
 ) -> None:
-    """Delete a file (or a directory with -r)."""
+    """Delete a file (or a directory with -r). Which backend it acts on is printed on
+    stderr first."""
 
     async def body(backend: Backend) -> None:
-        deleted = await backend.sandbox(sandbox_id).delete_file(
-            path, recursive=recursive or None, force=force or None
-        )
-        click.echo(f"deleted {deleted.path}")
+        sandbox = backend.sandbox(sandbox_id)
+        announce_destructive(f"deleting {path} in sandbox {sandbox.id}", backend)
+        deleted = await sandbox.delete_file(path, recursive=recursive or None, force=force or None)
+        echo_untrusted(f"deleted {deleted.path}")
 
     await with_backend(profile, data_dir, body)
 
 
-@files_group.command("mkdir")
-@click.argument("sandbox_id")
+@files_group.command(
+    "mkdir",
+    epilog="""\b
+Examples:
+  sandbox-workbench files mkdir demo out
+  sandbox-workbench files mkdir demo a/b/c -p""",
+)
+@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
 @click.argument("path")
 @click.option(
     "--parents", "-p", is_flag=True, help="Create missing parents; no error if it exists."
@@ -131,6 +169,6 @@ async def mkdir_command(
 
     async def body(backend: Backend) -> None:
         made = await backend.sandbox(sandbox_id).mkdir(path, recursive=parents or None)
-        click.echo(f"created {made.path}")
+        echo_untrusted(f"created {made.path}")
 
     await with_backend(profile, data_dir, body)

@@ -9,8 +9,17 @@ from pathlib import Path
 
 import click
 
-from workbench.config import Config, ConfigError, RemoteProfile, keyring_available, keyring_set
-from workbench.profiles import LOCAL
+from workbench.cli.common import note
+from workbench.cli.errors import CommandError
+from workbench.cli.profile_commands import load_config, save_config
+from workbench.config import (
+    LOCAL_PROFILE,
+    ConfigError,
+    RemoteProfile,
+    keyring_available,
+    keyring_set,
+    url_problem,
+)
 
 DEV_VARS = ".dev.vars"
 
@@ -20,7 +29,14 @@ def gateway_group() -> None:
     """Deploy the workbench gateway Worker (templates in worker_templates/)."""
 
 
-@gateway_group.command("init")
+@gateway_group.command(
+    "init",
+    epilog="""\b
+Examples:
+  sandbox-workbench gateway init deploy
+  sandbox-workbench gateway init deploy --bindings PYTHON,PERL \\
+      --url https://sandbox-workbench-gateway.you.workers.dev""",
+)
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--bindings",
@@ -45,16 +61,18 @@ def init_command(directory: Path, bindings: str, profile_name: str, url: str | N
     """
     from workbench.gateway_templates import render
 
-    if profile_name == LOCAL:
+    if profile_name == LOCAL_PROFILE:
         raise click.UsageError("`local` is built in; choose another --profile name")
+    if url is not None and (problem := url_problem(url, allow_insecure=False)) is not None:
+        raise click.BadParameter(problem, param_hint="--url")
     try:
         written = render(directory, [name for name in bindings.split(",") if name.strip()])
     except (ValueError, FileExistsError, FileNotFoundError) as error:
-        raise click.ClickException(str(error)) from error
+        raise CommandError(str(error)) from error
     token = secrets.token_urlsafe(32)
     dev_vars = directory / "gateway" / DEV_VARS
     if dev_vars.exists():
-        raise click.ClickException(f"Refusing to overwrite {dev_vars}")
+        raise CommandError(f"Refusing to overwrite {dev_vars}")
     descriptor = os.open(dev_vars, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write(f"WORKBENCH_TOKEN={token}\n")
@@ -67,16 +85,16 @@ def init_command(directory: Path, bindings: str, profile_name: str, url: str | N
             keyring_set(profile_name, token)
             in_keyring = True
         except ConfigError as error:
-            click.echo(f"note: {error}", err=True)
+            note(f"note: {error}")
     if url:
-        config = Config.load()
+        config = load_config()
         config.profiles[profile_name] = RemoteProfile(
             name=profile_name,
             url=url.rstrip("/"),
             token_env=None if in_keyring else env_name,
             token_keyring=in_keyring,
         )
-        config.save()
+        save_config(config)
         click.echo(f"added profile {profile_name} ({url})")
     gateway_dir = directory / "gateway"
     steps = [

@@ -1,13 +1,15 @@
 """A click group that lists commands under sections and imports each one only when used.
 
 Keeps `sandbox-workbench --help` fast: command modules (and what they import) load only
-when their command runs.
+when their command runs. It is also the command line's error boundary (`invoke`).
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
+from typing import Any
 
 import click
 
@@ -20,6 +22,9 @@ class LazyCommand:
     """`module:attribute` of the click command."""
     section: str
     summary: str
+    global_flags: frozenset[str] = field(default_factory=frozenset)
+    """The group-level flags (`--profile`, `--data-dir`) the command honours; giving
+    another one before it is a usage error, never silently ignored."""
 
 
 class LazyGroup(click.Group):
@@ -41,6 +46,18 @@ class LazyGroup(click.Group):
         if not isinstance(command, click.Command):
             raise TypeError(f"{lazy.target} is not a click command")
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; an exception that escapes it becomes one `error:` line and
+        an exit code (`workbench.cli.errors`)."""
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as error:
+            from workbench.cli.errors import report
+
+            sys.exit(report(error))
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         sections: dict[str, list[tuple[str, str]]] = {}

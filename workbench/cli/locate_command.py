@@ -6,17 +6,18 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.common import echo_json
+from workbench.cli.common import data_dir_option, echo_json
 
 
-@click.command("locate")
-@click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Report this local store instead of the default.",
+@click.command(
+    "locate",
+    epilog="""\b
+Examples:
+  sandbox-workbench locate
+  sandbox-workbench locate --json | jq -r .database""",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@data_dir_option
 def locate_command(data_dir: Path | None, as_json: bool) -> None:
     """Print where config, data and caches live."""
     from workbench import paths

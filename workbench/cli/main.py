@@ -2,38 +2,56 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
 from workbench import __version__
+from workbench.cli.common import (
+    DATA_DIR_HELP,
+    DEBUG_ENV,
+    PROFILE_ENV,
+    GlobalOptions,
+    resolve_profile,
+)
+from workbench.cli.completion import complete_profiles
+from workbench.cli.errors import EXIT_CODES_EPILOG
 from workbench.cli.lazy_group import LazyCommand, LazyGroup
+
+BACKEND_FLAGS = frozenset({"--profile", "--data-dir"})
+DATA_DIR_FLAG = frozenset({"--data-dir"})
 
 COMMANDS: dict[str, LazyCommand] = {
     "run": LazyCommand(
         "workbench.cli.run_command:run_command",
         "Run code",
         "Run code statelessly or in a sandbox's context.",
+        BACKEND_FLAGS,
     ),
     "sandboxes": LazyCommand(
         "workbench.cli.sandbox_commands:sandboxes_group",
         "Sandboxes",
         "List, inspect and destroy sandboxes.",
+        BACKEND_FLAGS,
     ),
     "files": LazyCommand(
         "workbench.cli.file_commands:files_group",
         "Sandboxes",
         "Read and change a sandbox's /workspace.",
+        BACKEND_FLAGS,
     ),
     "watch": LazyCommand(
         "workbench.cli.watch_command:watch_command",
         "Sandboxes",
         "Mirror a folder into /workspace; run an entry on change.",
+        BACKEND_FLAGS,
     ),
     "serve": LazyCommand(
         "workbench.cli.serve_command:serve_command",
         "Remote",
         "Serve the gateway protocol from the local backend.",
+        DATA_DIR_FLAG,
     ),
     "profiles": LazyCommand(
         "workbench.cli.profile_commands:profiles_group",
@@ -49,6 +67,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "workbench.cli.locate_command:locate_command",
         "Setup",
         "Print where config, data and caches live.",
+        DATA_DIR_FLAG,
     ),
     "engines": LazyCommand(
         "workbench.cli.engine_commands:engines_group",
@@ -59,35 +78,72 @@ COMMANDS: dict[str, LazyCommand] = {
 """Subcommands by name; each module is imported only when its command runs."""
 
 
+EPILOG = f"""\b
+{EXIT_CODES_EPILOG}
+
+\b
+Shell completion (profiles, bindings and local sandbox ids complete too):
+  bash:  eval "$(_SANDBOX_WORKBENCH_COMPLETE=bash_source sandbox-workbench)"
+  zsh:   eval "$(_SANDBOX_WORKBENCH_COMPLETE=zsh_source sandbox-workbench)"
+  fish:  _SANDBOX_WORKBENCH_COMPLETE=fish_source sandbox-workbench | source
+
+\b
+Examples:
+  sandbox-workbench run -l python -c 'import sys; sys.version'
+  sandbox-workbench -p staging sandboxes list
+  sandbox-workbench engines install perl
+"""
+
+
 @click.group(
     cls=LazyGroup,
     lazy_commands=COMMANDS,
     invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EPILOG,
 )
 @click.version_option(__version__, "-V", "--version", prog_name="sandbox-workbench")
 @click.option(
     "--profile",
     "-p",
-    default="local",
-    envvar="SANDBOX_WORKBENCH_PROFILE",
-    help="Backend profile the workbench opens (default: local).",
+    default=None,
+    shell_complete=complete_profiles,
+    help=f"Backend profile for the workbench and every command that talks to a backend "
+    f"(default: ${PROFILE_ENV} or local).",
 )
 @click.option(
     "--data-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Local backend store (default: $SANDBOX_WORKBENCH_DATA_DIR or the user data dir).",
+    help=DATA_DIR_HELP,
 )
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar=DEBUG_ENV,
+    help=f"Show the traceback of a failure (also ${DEBUG_ENV}=1).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No notes or progress; results and errors only.")
 @click.pass_context
-def main(ctx: click.Context, profile: str, data_dir: Path | None) -> None:
+def main(
+    ctx: click.Context, profile: str | None, data_dir: Path | None, debug: bool, quiet: bool
+) -> None:
     """A terminal workbench for sandbox-workers.
 
     Browse sandboxes, their code contexts and /workspace, and run a REPL per context:
     locally on wasmtime engines (the default) or against a deployed gateway Worker.
     Without a subcommand, the interactive workbench starts.
     """
-    if ctx.invoked_subcommand is None:
+    if os.environ.get("NO_COLOR"):
+        ctx.color = False  # click.echo and click.secho strip styles (Rich reads NO_COLOR)
+    ctx.obj = GlobalOptions(profile=profile, data_dir=data_dir, debug=debug, quiet=quiet)
+    name = ctx.invoked_subcommand
+    if name is None:
         from workbench.tui.app import run_app
 
-        run_app(profile=profile, data_dir=data_dir)
+        run_app(profile=resolve_profile(None), data_dir=data_dir)
+        return
+    accepted = COMMANDS[name].global_flags if name in COMMANDS else frozenset()
+    for flag, value in (("--profile", profile), ("--data-dir", data_dir)):
+        if value is not None and flag not in accepted:
+            raise click.UsageError(f"{flag} does not apply to `{name}`")

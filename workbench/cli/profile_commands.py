@@ -6,16 +6,45 @@ import sys
 
 import click
 
-from workbench.cli.common import echo_json
-from workbench.config import Config, ConfigError, RemoteProfile, keyring_set
-from workbench.profiles import LOCAL
+from workbench.cli.common import EXIT_USAGE, echo_json, note
+from workbench.cli.completion import complete_profiles
+from workbench.cli.errors import CommandError
+from workbench.config import (
+    LOCAL_PROFILE,
+    Config,
+    ConfigError,
+    RemoteProfile,
+    keyring_delete,
+    keyring_set,
+    url_problem,
+)
 
 
-def _load() -> Config:
+def load_config() -> Config:
+    """The config file, or a usage error naming the problem; unknown keys are noted."""
     try:
-        return Config.load()
+        config = Config.load()
     except ConfigError as error:
-        raise click.ClickException(str(error)) from error
+        raise CommandError(str(error), EXIT_USAGE) from error
+    if config.unknown_keys:
+        note(f"note: {config.path}: unknown keys ignored: {', '.join(config.unknown_keys)}")
+    return config
+
+
+def save_config(config: Config) -> None:
+    try:
+        config.save()
+    except ConfigError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+
+
+def _profile_json(profile: RemoteProfile) -> dict[str, object]:
+    return {
+        "name": profile.name,
+        "kind": "remote",
+        "url": profile.url,
+        "token": profile.token_source,
+    }
 
 
 @click.group("profiles")
@@ -23,30 +52,55 @@ def profiles_group() -> None:
     """Configure remote gateways (the `local` profile is built in)."""
 
 
-@profiles_group.command("list")
-def list_command() -> None:
-    """List profiles."""
-    config = _load()
-    click.echo(f"{LOCAL}\tembedded local backend")
-    for profile in sorted(config.profiles.values(), key=lambda p: p.name):
+@profiles_group.command(
+    "list",
+    epilog="""\b
+Examples:
+  sandbox-workbench profiles list
+  sandbox-workbench profiles list --json | jq -r '.[].name'""",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_command(as_json: bool) -> None:
+    """List profiles (never their tokens)."""
+    config = load_config()
+    remotes = sorted(config.profiles.values(), key=lambda profile: profile.name)
+    if as_json:
+        local = {"name": LOCAL_PROFILE, "kind": "local"}
+        echo_json([local, *(_profile_json(profile) for profile in remotes)])
+        return
+    click.echo(f"{LOCAL_PROFILE}\tembedded local backend")
+    for profile in remotes:
         click.echo(f"{profile.name}\t{profile.url}\ttoken: {profile.token_source}")
 
 
-@profiles_group.command("show")
-@click.argument("name")
+@profiles_group.command(
+    "show",
+    epilog="""\b
+Examples:
+  sandbox-workbench profiles show staging""",
+)
+@click.argument("name", shell_complete=complete_profiles)
 def show_command(name: str) -> None:
-    """Show one profile (never its token)."""
-    config = _load()
-    if name == LOCAL:
-        echo_json({"name": LOCAL, "kind": "local"})
+    """Show one profile as JSON (never its token)."""
+    config = load_config()
+    if name == LOCAL_PROFILE:
+        echo_json({"name": LOCAL_PROFILE, "kind": "local"})
         return
     profile = config.profiles.get(name)
     if profile is None:
-        raise click.ClickException(f"unknown profile {name!r}")
-    echo_json({"name": name, "kind": "remote", "url": profile.url, "token": profile.token_source})
+        raise CommandError(f"unknown profile {name!r}", EXIT_USAGE)
+    echo_json(_profile_json(profile))
 
 
-@profiles_group.command("add")
+@profiles_group.command(
+    "add",
+    epilog="""\b
+Examples:
+  sandbox-workbench profiles add staging --url https://gw.example.workers.dev \\
+      --token-env STAGING_TOKEN
+  sandbox-workbench profiles add prod --url https://gw.example.com --keyring
+  sandbox-workbench profiles add dev --url http://127.0.0.1:8787 --token-env DEV_TOKEN""",
+)
 @click.argument("name")
 @click.option("--url", required=True, help="The gateway's base URL (https://…).")
 @click.option("--token-env", help="Read the token from this environment variable.")
@@ -62,6 +116,12 @@ def show_command(name: str) -> None:
     is_flag=True,
     help="Store the token (from stdin) in the config file in plain text.",
 )
+@click.option(
+    "--allow-insecure",
+    is_flag=True,
+    help="Allow a plain http:// URL to a host other than this machine (sends the token "
+    "in clear text).",
+)
 @click.option("--force", is_flag=True, help="Replace an existing profile of that name.")
 def add_command(
     name: str,
@@ -70,19 +130,25 @@ def add_command(
     use_keyring: bool,
     token_stdin: bool,
     insecure_store_token: bool,
+    allow_insecure: bool,
     force: bool,
 ) -> None:
-    """Add a remote profile. The token comes from an env var or the OS keyring."""
-    if name == LOCAL:
+    """Add a remote profile. The token comes from an env var or the OS keyring.
+
+    Plain http:// is for a `serve` on this machine (loopback) only, unless
+    --allow-insecure.
+    """
+    if name == LOCAL_PROFILE:
         raise click.UsageError("`local` is built in")
-    if not url.startswith(("https://", "http://")):
-        raise click.UsageError("--url must start with https:// (or http:// for `serve`)")
+    problem = url_problem(url, allow_insecure=allow_insecure)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="--url")
     sources = sum([bool(token_env), use_keyring, insecure_store_token])
     if sources != 1:
         raise click.UsageError("choose one of --token-env VAR, --keyring, --insecure-store-token")
-    config = _load()
+    config = load_config()
     if name in config.profiles and not force:
-        raise click.ClickException(f"profile {name!r} exists (use --force to replace it)")
+        raise CommandError(f"profile {name!r} exists (use --force to replace it)", EXIT_USAGE)
     token = None
     if use_keyring or insecure_store_token:
         if token_stdin or insecure_store_token:
@@ -96,24 +162,37 @@ def add_command(
         try:
             keyring_set(name, token)
         except ConfigError as error:
-            raise click.ClickException(str(error)) from error
+            raise CommandError(str(error)) from error
     config.profiles[name] = RemoteProfile(
         name=name,
         url=url.rstrip("/"),
         token_env=token_env,
         token_keyring=use_keyring,
         token=token if insecure_store_token else None,
+        allow_insecure=allow_insecure,
     )
-    config.save()
+    save_config(config)
     click.echo(f"added profile {name} ({url}); token from {config.profiles[name].token_source}")
 
 
-@profiles_group.command("remove")
-@click.argument("name")
+@profiles_group.command(
+    "remove",
+    epilog="""\b
+Examples:
+  sandbox-workbench profiles remove staging""",
+)
+@click.argument("name", shell_complete=complete_profiles)
 def remove_command(name: str) -> None:
-    """Remove a profile."""
-    config = _load()
-    if config.profiles.pop(name, None) is None:
-        raise click.ClickException(f"unknown profile {name!r}")
-    config.save()
+    """Remove a profile, and its token from the OS keyring if it is kept there."""
+    config = load_config()
+    profile = config.profiles.pop(name, None)
+    if profile is None:
+        raise CommandError(f"unknown profile {name!r}", EXIT_USAGE)
+    save_config(config)
     click.echo(f"removed profile {name}")
+    if profile.token_keyring:
+        try:
+            deleted = keyring_delete(name)
+        except ConfigError as error:
+            raise CommandError(f"{error}; delete its token there yourself") from error
+        note("deleted its token from the OS keyring" if deleted else "no token in the keyring")

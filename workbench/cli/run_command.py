@@ -8,17 +8,33 @@ from pathlib import Path
 
 import click
 
-from workbench.api.client import Backend
+from workbench.api.client import Backend, SandboxClient
 from workbench.api.types import ExecutionResult
 from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
-    EXIT_USAGE,
     backend_options,
     echo_json,
+    global_options,
     run_async,
+    timeout_option,
     with_backend,
 )
+from workbench.cli.completion import complete_bindings, complete_sandbox_ids
+from workbench.cli.terminal import echo_untrusted
+
+EXAMPLES = """\b
+Examples:
+  sandbox-workbench run -l python -c 'import sys; sys.version'
+  sandbox-workbench run -s demo -l perl -c 'our $n = 41'   # a context in sandbox demo
+  sandbox-workbench run -s demo -l perl -c '$n + 1'        # 42: REPL state persists
+  sandbox-workbench run -b RUBY script.rb --json
+  echo 'print(6 * 7)' | sandbox-workbench run -l python -
+  sandbox-workbench run --timeout 5 -l javascript -c 'while (true) {}'
+
+\b
+Exit status: 0 success, 1 guest error or limit, 2 usage error, 3 backend
+unreachable, 4 sandbox or context not found."""
 
 
 def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -61,33 +77,70 @@ async def binding_for_language(backend: Backend, language: str) -> str:
 
 
 def print_result(result: ExecutionResult) -> int:
-    """Logs to stdout/stderr, then the value or the error; returns the exit code."""
+    """Logs to stdout/stderr, then the value or the error; returns the exit code.
+
+    All of it is guest-controlled, so a terminal gets it neutralised (`echo_untrusted`).
+    """
     for line in result.stdout:
-        click.echo(line)
+        echo_untrusted(line)
     for line in result.stderr:
-        click.echo(line, err=True)
+        echo_untrusted(line, err=True)
     for entry in result.results:
         if entry.is_json:
-            click.echo(json.dumps(entry.json, indent=2, ensure_ascii=False))
+            echo_untrusted(json.dumps(entry.json, indent=2, ensure_ascii=False))
         else:
-            click.echo(entry.text)
+            echo_untrusted(entry.text or "")
     if result.error is not None:
-        click.secho(f"{result.error.name}: {result.error.message}", fg="red", err=True)
+        echo_untrusted(f"{result.error.name}: {result.error.message}", err=True, fg="red")
         for line in result.error.traceback:
-            click.echo(line, err=True)
+            echo_untrusted(line, err=True)
         return EXIT_FAILED
     return EXIT_OK
 
 
-@click.command("run")
+async def _binding_and_language(
+    backend: Backend,
+    binding: str | None,
+    language: str | None,
+    sandbox: SandboxClient | None,
+    context_id: str | None,
+) -> tuple[str | None, str | None]:
+    """The binding to run on and, on the local backend, the language whose engine runs
+    it (None where the backend reports the problem itself: an unknown binding or
+    context; and on a remote backend, which prepares its own engines)."""
+    if language is not None:
+        binding = await binding_for_language(backend, language)
+    if backend.engines is None:
+        return binding, None
+    if context_id is not None and sandbox is not None:
+        for context in await sandbox.interpreter.list_code_contexts():
+            if context.id == context_id:
+                return None, context.language
+        return None, None
+    for runtime in await backend.runtimes():
+        if runtime.binding == binding:
+            return binding, runtime.language
+    return binding, None
+
+
+@click.command("run", epilog=EXAMPLES)
 @click.argument("source", required=False, metavar="[FILE | -]")
 @click.option("-c", "--code", help="Code to run (instead of a FILE).")
-@click.option("--sandbox", "-s", "sandbox_id", help="Run in this sandbox (stateful).")
-@click.option("--binding", "-b", help="Runtime binding, e.g. PYTHON.")
+@click.option(
+    "--sandbox",
+    "-s",
+    "sandbox_id",
+    shell_complete=complete_sandbox_ids,
+    help="Run in this sandbox (stateful).",
+)
+@click.option(
+    "--binding", "-b", shell_complete=complete_bindings, help="Runtime binding, e.g. PYTHON."
+)
 @click.option("--language", "-l", help="Language; picks the backend's binding for it.")
 @click.option("--context", "context_id", help="Run in this code context (needs --sandbox).")
 @click.option("--env", "-e", "env_pairs", multiple=True, metavar="KEY=VALUE", help="Env var.")
 @click.option("--json", "as_json", is_flag=True, help="Print the ExecutionResult JSON.")
+@timeout_option
 @backend_options
 @run_async
 async def run_command(
@@ -99,13 +152,17 @@ async def run_command(
     context_id: str | None,
     env_pairs: tuple[str, ...],
     as_json: bool,
+    timeout: float | None,
     profile: str,
     data_dir: Path | None,
 ) -> int:
     """Run code: statelessly, or in a sandbox's context (REPL state persists).
 
-    Exit status: 0 success, 1 guest error or limit, 2 usage error.
+    The first run of a language on the local backend prepares its engine first, with
+    progress on stderr (minutes, once).
     """
+    from workbench.cli.progress import prepare_engine
+
     chosen = [
         name
         for name, value in (
@@ -123,13 +180,15 @@ async def run_command(
     env = parse_env(env_pairs)
 
     async def body(backend: Backend) -> ExecutionResult:
-        target = binding
-        if language:
-            target = await binding_for_language(backend, language)
-        if sandbox_id is None:
+        sandbox = None if sandbox_id is None else backend.sandbox(sandbox_id)
+        target, engine_language = await _binding_and_language(
+            backend, binding, language, sandbox, context_id
+        )
+        if engine_language is not None:
+            await prepare_engine(backend, engine_language)
+        if sandbox is None:
             assert target is not None
             return await backend.run_code(target, program, env_vars=env or None)
-        sandbox = backend.sandbox(sandbox_id)
         return await sandbox.interpreter.run_code(
             program,
             context=context_id,
@@ -137,14 +196,10 @@ async def run_command(
             env_vars=env or None,
         )
 
-    try:
-        result = await with_backend(profile, data_dir, body)
-    except ValueError as error:
-        click.echo(f"error: {error}", err=True)
-        return EXIT_USAGE
-    if result.session is not None and result.session.state_lost:
+    result = await with_backend(profile, data_dir, body, timeout=timeout)
+    if result.session is not None and result.session.state_lost and not global_options().quiet:
         for note in result.session.notes:
-            click.secho(f"warning: {note}", fg="yellow", err=True)
+            echo_untrusted(f"warning: {note}", err=True, fg="yellow")
     if as_json:
         echo_json(result.to_json())
         return EXIT_OK if result.error is None else EXIT_FAILED

@@ -7,7 +7,16 @@ from pathlib import Path
 import click
 
 from workbench.api.client import Backend
-from workbench.cli.common import backend_options, echo_json, run_async, with_backend
+from workbench.api.types import SandboxInfo
+from workbench.cli.common import (
+    announce_destructive,
+    backend_options,
+    echo_json,
+    run_async,
+    with_backend,
+)
+from workbench.cli.completion import complete_sandbox_ids
+from workbench.cli.terminal import echo_untrusted
 from workbench.core.clock import iso_from_ms
 
 
@@ -16,7 +25,13 @@ def sandboxes_group() -> None:
     """List, inspect and destroy sandboxes."""
 
 
-@sandboxes_group.command("list")
+@sandboxes_group.command(
+    "list",
+    epilog="""\b
+Examples:
+  sandbox-workbench sandboxes list
+  sandbox-workbench sandboxes list -p staging --json""",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @backend_options
 @run_async
@@ -33,36 +48,79 @@ async def list_command(as_json: bool, profile: str, data_dir: Path | None) -> No
             return
         for sandbox in sandboxes:
             expires = "never" if sandbox.expires_at is None else iso_from_ms(sandbox.expires_at)
-            click.echo(f"{sandbox.id}\tlast used {sandbox.last_used}\texpires {expires}")
+            echo_untrusted(f"{sandbox.id}\tlast used {sandbox.last_used}\texpires {expires}")
 
     await with_backend(profile, data_dir, body)
 
 
-@sandboxes_group.command("info")
-@click.argument("sandbox_id")
+def print_info(info: SandboxInfo) -> None:
+    """A sandbox's info for people: env var values stay hidden (`--json` shows them)."""
+    expires = "never" if info.expires_at is None else iso_from_ms(info.expires_at)
+    rows = [
+        ("sandbox", info.id),
+        ("created", info.created_at),
+        ("last used", info.last_used),
+        ("expires", expires),
+        ("workspace", f"{info.workspace_files} files, {info.workspace_bytes} bytes"),
+        ("env vars", ", ".join(sorted(info.env_vars)) or "none"),
+        ("contexts", str(len(info.contexts)) if info.contexts else "none"),
+    ]
+    for label, value in rows:
+        echo_untrusted(f"{label:<11}{value}")
+    for context in info.contexts:
+        echo_untrusted(
+            f"  {context.id}  {context.language}  {context.cwd}  "
+            f"{context.executions} runs, last {context.last_used}"
+        )
+
+
+@sandboxes_group.command(
+    "info",
+    epilog="""\b
+Examples:
+  sandbox-workbench sandboxes info demo
+  sandbox-workbench sandboxes info demo --json   # SandboxInfo, env var values included""",
+)
+@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
+@click.option("--json", "as_json", is_flag=True, help="Print the SandboxInfo JSON.")
 @backend_options
 @run_async
-async def info_command(sandbox_id: str, profile: str, data_dir: Path | None) -> None:
-    """Print a sandbox's SandboxInfo as JSON."""
+async def info_command(sandbox_id: str, as_json: bool, profile: str, data_dir: Path | None) -> None:
+    """Show a sandbox: times, workspace size, env var names and contexts."""
 
     async def body(backend: Backend) -> None:
-        echo_json((await backend.sandbox(sandbox_id).get_info()).to_json())
+        info = await backend.sandbox(sandbox_id).get_info()
+        if as_json:
+            echo_json(info.to_json())
+        else:
+            print_info(info)
 
     await with_backend(profile, data_dir, body)
 
 
-@sandboxes_group.command("destroy")
-@click.argument("sandbox_id")
+@sandboxes_group.command(
+    "destroy",
+    epilog="""\b
+Examples:
+  sandbox-workbench sandboxes destroy demo
+  sandbox-workbench -p staging sandboxes destroy old-demo --yes""",
+)
+@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @backend_options
 @run_async
 async def destroy_command(sandbox_id: str, yes: bool, profile: str, data_dir: Path | None) -> None:
-    """Destroy a sandbox: its files, env vars, contexts and history."""
-    if not yes:
-        click.confirm(f"Destroy sandbox {sandbox_id} and everything in it?", abort=True)
+    """Destroy a sandbox: its files, env vars, contexts and history.
+
+    Which backend it acts on is printed on stderr first.
+    """
 
     async def body(backend: Backend) -> None:
-        await backend.sandbox(sandbox_id).destroy()
-        click.echo(f"destroyed {sandbox_id}")
+        sandbox = backend.sandbox(sandbox_id)
+        announce_destructive(f"destroying sandbox {sandbox.id}", backend)
+        if not yes:
+            click.confirm(f"Destroy sandbox {sandbox.id} and everything in it?", abort=True)
+        await sandbox.destroy()
+        click.echo(f"destroyed {sandbox.id}")
 
     await with_backend(profile, data_dir, body)

@@ -4,35 +4,56 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
+import errno
+import importlib.util
 import os
 import secrets
+import socket
 from pathlib import Path
 
 import click
 
+from workbench.cli.common import EXIT_USAGE, data_dir_option, note, timeout_option
+from workbench.cli.errors import CommandError
+from workbench.config import is_loopback_host
+
 TOKEN_ENV = "SANDBOX_WORKBENCH_TOKEN"
+MIN_TOKEN_LENGTH = 16
+"""Shorter given tokens are refused: a guessable token hands out code execution."""
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def token_problem(token: str) -> str | None:
+    """Why a given token cannot be used, or None.
+
+    Visible ASCII only: clients send it verbatim in a header, where whitespace would be
+    trimmed and other characters mangled, so such a token could never match.
+    """
+    if not token:
+        return "is empty"
+    if len(token) < MIN_TOKEN_LENGTH:
+        return f"is shorter than {MIN_TOKEN_LENGTH} characters"
+    if not all("!" <= character <= "~" for character in token):
+        return "may only contain visible ASCII characters (no spaces)"
+    return None
 
 
-@click.command("serve")
+@click.command(
+    "serve",
+    epilog="""\b
+Examples:
+  sandbox-workbench serve                          # token generated and printed
+  SANDBOX_WORKBENCH_TOKEN=… sandbox-workbench serve --port 9000
+  sandbox-workbench serve --port 0 --timeout 60    # any free port, 60 s per run""",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8787, show_default=True, type=int, help="Port (0: any free).")
-@click.option("--token", help=f"Bearer token (default: ${TOKEN_ENV}, else generated).")
 @click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Use this local store instead of the default.",
+    "--token",
+    help=f"Bearer token: at least {MIN_TOKEN_LENGTH} visible ASCII characters "
+    f"(default: ${TOKEN_ENV} if set, even to empty; else generated and printed).",
 )
+@data_dir_option
+@timeout_option
 @click.option(
     "--allow-non-loopback",
     is_flag=True,
@@ -40,53 +61,117 @@ def is_loopback(host: str) -> bool:
     "the token can run code).",
 )
 def serve_command(
-    host: str, port: int, token: str | None, data_dir: Path | None, allow_non_loopback: bool
+    host: str,
+    port: int,
+    token: str | None,
+    data_dir: Path | None,
+    timeout: float | None,
+    allow_non_loopback: bool,
 ) -> None:
     """Serve the gateway protocol (docs/gateway-protocol.md) from the local backend.
 
     Point a remote profile at it to share live contexts between the TUI, `run` and
-    `watch` in different terminals.
+    `watch` in different terminals. --timeout is the engines' wall-clock limit per
+    execution here, whatever the clients wait.
     """
-    if not is_loopback(host) and not allow_non_loopback:
+    if not is_loopback_host(host) and not allow_non_loopback:
         raise click.UsageError(
             f"refusing to bind {host}: not a loopback address (pass --allow-non-loopback)"
         )
-    token = token or os.environ.get(TOKEN_ENV)
+    source = "--token" if token is not None else f"${TOKEN_ENV}"
+    if token is None:
+        token = os.environ.get(TOKEN_ENV)  # set but empty counts as given (and is refused)
     generated = token is None
     if token is None:
         token = secrets.token_urlsafe(32)
+    elif (problem := token_problem(token)) is not None:
+        raise CommandError(f"the token from {source} {problem}", EXIT_USAGE)
+    listener = _bind(host, port)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(host, port, token, generated, data_dir))
+        asyncio.run(_serve(listener, token, generated, data_dir, timeout))
 
 
-async def _serve(host: str, port: int, token: str, generated: bool, data_dir: Path | None) -> None:
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so that a busy port is one clear error."""
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        )[0]
+    except socket.gaierror as error:
+        raise CommandError(f"cannot resolve --host {host}: {error.strerror}", EXIT_USAGE) from None
+    listener = socket.socket(family, kind, protocol)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(address)
+    except OSError as error:
+        listener.close()
+        if error.errno == errno.EADDRINUSE:
+            raise CommandError(
+                f"port {port} on {host} is already in use (another `serve`?): stop that "
+                "server or choose another --port (0 picks a free one)"
+            ) from None
+        raise CommandError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    listener.set_inheritable(False)
+    return listener
+
+
+def _http_implementation() -> str:
+    """httptools (the `serve` extra) hands header values over unstripped, so the token
+    check sees exactly what was sent; without it uvicorn's h11 trims surrounding
+    whitespace first (the token itself must still match exactly)."""
+    return "httptools" if importlib.util.find_spec("httptools") else "h11"
+
+
+async def _serve(
+    listener: socket.socket,
+    token: str,
+    generated: bool,
+    data_dir: Path | None,
+    timeout: float | None,
+) -> None:
     import uvicorn
 
     from workbench.backends.local import open_local_gateway
+    from workbench.profiles import configured_timeout, local_limits, opening_local_store
     from workbench.server.app import GatewayApp
 
-    gateway = open_local_gateway(data_dir)
+    limits = local_limits(configured_timeout() if timeout is None else timeout)
+    with opening_local_store(data_dir):
+        gateway = open_local_gateway(data_dir, limits=limits)
     config = uvicorn.Config(
         GatewayApp(gateway, token),
-        host=host,
-        port=port,
+        http=_http_implementation(),
         lifespan="on",
         log_level="warning",
         access_log=False,
         server_header=False,
     )
     server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[listener]))
     while not server.started:
         if task.done():
             await task
-            raise click.ClickException(f"could not start the server on {host}:{port}")
+            raise CommandError(f"could not start the server on {listener.getsockname()}")
         await asyncio.sleep(0.01)
-    bound = server.servers[0].sockets[0].getsockname()
+    bound = listener.getsockname()
     shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     token_note = f" (token: {token})" if generated else f" (token from --token or ${TOKEN_ENV})"
     print(
         f"sandbox-workbench serve: listening on http://{shown_host}:{bound[1]}{token_note}",
         flush=True,
     )
+    await asyncio.to_thread(_note_unprepared_engines)
     await task
+
+
+def _note_unprepared_engines() -> None:
+    """Say which engines the first run in their language will prepare (minutes)."""
+    from engines.status import EngineState, all_statuses
+
+    waiting = [item.language for item in all_statuses() if item.state is not EngineState.READY]
+    if waiting:
+        note(
+            f"note: the {', '.join(waiting)} engine(s) are not prepared: the first run of each "
+            "prepares it (minutes); `sandbox-workbench engines install` does it now, with "
+            "progress"
+        )

@@ -14,7 +14,15 @@ import click
 
 from workbench.api.client import Backend, SandboxClient
 from workbench.api.types import ExecutionResult
-from workbench.cli.common import EXIT_FAILED, EXIT_OK, backend_options, run_async, with_backend
+from workbench.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    backend_options,
+    run_async,
+    timeout_option,
+    with_backend,
+)
+from workbench.cli.completion import complete_bindings, complete_sandbox_ids
 from workbench.core.ids import sandbox_id_error
 from workbench.sync.events import ConflictPolicy, EventKind, SyncEvent, SyncReport
 
@@ -58,28 +66,51 @@ async def _binding_for_entry(backend: Backend, entry: str) -> str:
     return await binding_for_language(backend, language)
 
 
-@click.command("watch")
+@click.command(
+    "watch",
+    epilog="""\b
+Examples:
+  sandbox-workbench watch ./my-project --run main.py     # sandbox my-project
+  sandbox-workbench watch ./site --dest /workspace/site --json
+  sandbox-workbench watch . -s demo --run app.rb --once""",
+)
 @click.argument(
     "folder", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="DIR"
 )
-@click.option("--sandbox", "-s", "sandbox_id", help="Sandbox id (default: from DIR's name).")
+@click.option(
+    "--sandbox",
+    "-s",
+    "sandbox_id",
+    shell_complete=complete_sandbox_ids,
+    help="Sandbox id (default: from DIR's name).",
+)
 @click.option("--dest", default="/workspace", show_default=True, help="Target directory.")
 @click.option("--run", "entry", help="Entry file (relative to DIR) to run after each change.")
-@click.option("--binding", "-b", help="Runtime binding for --run (default: by file extension).")
+@click.option(
+    "--binding",
+    "-b",
+    shell_complete=complete_bindings,
+    help="Runtime binding for --run (default: by file extension).",
+)
 @click.option("--context", "context_id", help="Run in this existing code context.")
 @click.option(
     "--policy",
     type=click.Choice([policy.value for policy in ConflictPolicy]),
     default=ConflictPolicy.LOCAL_WINS.value,
     show_default=True,
-    help="When guest code changed a file we synced: overwrite, keep the sandbox's, or stop.",
+    help="When guest code changed a file we synced and we would overwrite or delete it: "
+    "do it with a conflict notice, keep the sandbox's file, or stop.",
 )
 @click.option(
-    "--keep-extra", is_flag=True, help="Keep sandbox files missing locally (default: delete)."
+    "--prune",
+    is_flag=True,
+    help="Mirror exactly: also delete sandbox entries under --dest that DIR lacks and the "
+    "sync did not create (ignored paths are kept).",
 )
 @click.option("--debounce", type=float, default=0.05, show_default=True, help="Quiet period (s).")
 @click.option("--once", is_flag=True, help="Sync (and run) once, then exit.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per run (or per sync).")
+@timeout_option
 @backend_options
 @run_async
 async def watch_command(
@@ -90,20 +121,41 @@ async def watch_command(
     binding: str | None,
     context_id: str | None,
     policy: str,
-    keep_extra: bool,
+    prune: bool,
     debounce: float,
     once: bool,
     as_json: bool,
+    timeout: float | None,
     profile: str,
     data_dir: Path | None,
 ) -> int:
     """Mirror DIR into a sandbox's /workspace; with --run, execute ENTRY on each change.
 
-    Ignores .git/, node_modules/, virtualenvs, editor files, and whatever nested
-    .gitignore and .workbenchignore files say. Stop with Ctrl+C.
+    \b
+    Deletes: without --prune only what the sync created is deleted: files it
+    uploaded and directories it made, remembered across runs (per profile,
+    sandbox, --dest and DIR, under the data dir). Everything else in the sandbox
+    stays; a directory of ours that holds other entries is kept. --prune mirrors
+    DIR exactly (ignored paths stay). Whenever the sync can delete, the profile
+    and backend it acts on are printed on stderr first.
+
+    \b
+    Conflicts: a file guest code changed since the last sync that the sync would
+    overwrite or delete. local-wins overwrites or deletes it and prints a
+    conflict; sandbox-wins keeps the sandbox's file (after a kept delete the file
+    is no longer the sync's); fail changes nothing of that pass and exits 1.
+
+    \b
+    Ignores: .git/, node_modules/, virtualenvs, caches, editor files, secrets
+    (.env, *.pem, .ssh/, id_*), and nested .gitignore and .workbenchignore files
+    (git semantics; a `!pattern` line re-includes a built-in). Stop with Ctrl+C.
     """
-    from workbench.sync import FolderSync, SyncConflictError
+    from workbench.cli.progress import prepare_engine
+    from workbench.core.host_paths import HostPathError, host_path
+    from workbench.paths import data_dir as resolve_data_dir
+    from workbench.sync import FolderSync, SyncConflictError, sync_state_file
     from workbench.sync.engine import remote_path
+    from workbench.sync.manifest import normalize_dest
     from workbench.sync.runner import entry_runner_code
 
     sandbox_name = sandbox_id or sandbox_id_for_folder(folder)
@@ -114,9 +166,17 @@ async def watch_command(
         raise click.UsageError("give --binding or --context, not both")
     if (binding or context_id) and not entry:
         raise click.UsageError("--binding and --context need --run ENTRY")
+    try:
+        dest = normalize_dest(dest)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--dest") from None
     if entry is not None:
         entry = PurePosixPath(entry).as_posix().lstrip("/")
-        if not (folder / entry).is_file():
+        try:
+            is_file = host_path(folder, entry).is_file()
+        except HostPathError as error:
+            raise click.BadParameter(str(error), param_hint="--run") from None
+        if not is_file:
             raise click.BadParameter(f"{entry} is not a file in {folder}", param_hint="--run")
 
     def notify(event: SyncEvent) -> None:
@@ -131,23 +191,52 @@ async def watch_command(
         elif event.kind is EventKind.WATCHING and not as_json:
             click.secho(event.message, dim=True, err=True)
 
+    def announce_backend(backend: Backend, sandbox: str, target: str) -> None:
+        """Say once, on stderr, which backend the sync can delete in."""
+        if as_json:
+            payload = {
+                "event": "backend",
+                "profile": backend.name,
+                "backend": backend.description,
+                "sandbox": sandbox,
+                "dest": target,
+            }
+            click.echo(json.dumps(payload, ensure_ascii=False), err=True)
+        else:
+            click.secho(
+                f"syncing into sandbox {sandbox} ({target}) on profile {backend.name}: "
+                f"{backend.description}",
+                err=True,
+            )
+
     async def body(backend: Backend) -> int:
         sandbox = backend.sandbox(sandbox_name)
+        state_file = sync_state_file(
+            resolve_data_dir(data_dir),
+            backend=f"{backend.name} {backend.description}",
+            sandbox_id=sandbox.id,
+            dest=dest,
+            folder=folder,
+        )
         sync = FolderSync(
             folder,
             sandbox,
             dest=dest,
             policy=policy,
             debounce=debounce,
-            prune=not keep_extra,
+            prune=prune,
+            state_file=state_file,
         )
         sync.subscribe(notify)
+        if not once or sync.may_delete:
+            announce_backend(backend, sandbox.id, sync.dest)
         runner: str | None = None
         target_binding = binding
         if entry is not None:
             if context_id is None and target_binding is None:
                 target_binding = await _binding_for_entry(backend, entry)
             language = await _context_language(backend, sandbox, context_id, target_binding)
+            await prepare_engine(backend, language)
             runner = entry_runner_code(language, remote_path(sync.dest, entry), sync.dest)
         exit_code = EXIT_OK
 
@@ -175,7 +264,11 @@ async def watch_command(
                 print_result(result)
 
         if once:
-            report = await sync.initial_sync()
+            try:
+                report = await sync.initial_sync()
+            except SyncConflictError as error:
+                click.secho(f"error: {error} (policy fail)", fg="red", err=True)
+                return EXIT_FAILED
             await after_sync(report)
             return exit_code if not report.errors else EXIT_FAILED
         stop = asyncio.Event()
@@ -194,4 +287,4 @@ async def watch_command(
             click.secho("stopped", dim=True, err=True)
         return EXIT_OK
 
-    return await with_backend(profile, data_dir, body)
+    return await with_backend(profile, data_dir, body, timeout=timeout)

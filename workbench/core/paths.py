@@ -1,4 +1,11 @@
-"""``/workspace`` path normalization (spec 6.2) and the workspace errno exception."""
+"""``/workspace`` path normalization (spec 6.2) and the workspace errno exception.
+
+Beyond the spec, a path must be one the host can materialize: no NUL, valid Unicode
+(no lone surrogates), every segment at most 255 bytes of UTF-8 and the whole path at most
+``MAX_PATH_BYTES``. The real system keeps the tree in memory and accepts such names; here
+every run materializes ``/workspace`` into a host directory, so one such name would make
+every later run of the sandbox fail.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["ROOT", "NormalizedPath", "WorkspaceOSError", "normalize"]
+__all__ = [
+    "MAX_PATH_BYTES",
+    "MAX_SEGMENT_BYTES",
+    "ROOT",
+    "InvalidPathError",
+    "NormalizedPath",
+    "WorkspaceOSError",
+    "normalize",
+]
 
 ROOT: Final = "/workspace"
+MAX_SEGMENT_BYTES: Final = 255
+"""NAME_MAX of Linux and macOS file systems."""
+MAX_PATH_BYTES: Final = 3072
+"""Of the absolute ``/workspace/...`` path: Linux PATH_MAX (4096) less room for the host
+directory the workspace is materialized in."""
 
 
 class WorkspaceOSError(Exception):
@@ -26,6 +46,28 @@ class WorkspaceOSError(Exception):
 
     def __repr__(self) -> str:
         return f"WorkspaceOSError({self.errno!r}, {self.message!r})"
+
+
+class InvalidPathError(WorkspaceOSError):
+    """A path the host could not materialize (``EINVAL``); ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("EINVAL", f"Invalid path: {reason}")
+        self.reason = reason
+
+
+def _check_host_safe(path: str) -> None:
+    """Raise ``InvalidPathError`` unless every segment of ``path`` can be a host file name."""
+    if "\0" in path:
+        raise InvalidPathError("it contains a NUL character")
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidPathError("it is not valid Unicode (a lone surrogate)") from None
+    if len(encoded) > MAX_SEGMENT_BYTES and any(
+        len(segment) > MAX_SEGMENT_BYTES for segment in encoded.split(b"/")
+    ):
+        raise InvalidPathError(f"a segment is longer than {MAX_SEGMENT_BYTES} bytes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +97,12 @@ def normalize(path: object, cwd: str = ROOT) -> NormalizedPath:
     """Resolve ``path`` against ``cwd`` and confine it to ``/workspace`` (spec 6.2).
 
     Raises ``WorkspaceOSError`` ``ENOENT`` "Path is required" for an empty or non-string
-    path and ``EACCES`` "Path escapes /workspace: <path>" for anything outside.
+    path, ``InvalidPathError`` (``EINVAL``) for a path the host cannot materialize, and
+    ``EACCES`` "Path escapes /workspace: <path>" for anything outside.
     """
     if not isinstance(path, str) or not path:
         raise WorkspaceOSError("ENOENT", "Path is required")
+    _check_host_safe(path)
     base = path if path.startswith("/") else f"{cwd}/{path}"
     parts: list[str] = []
     for seg in base.split("/"):
@@ -74,4 +118,6 @@ def normalize(path: object, cwd: str = ROOT) -> NormalizedPath:
         raise WorkspaceOSError("EACCES", f"Path escapes /workspace: {path}")
     segments = tuple(parts[1:])
     absolute = f"{ROOT}/{'/'.join(segments)}" if segments else ROOT
+    if len(absolute) > MAX_PATH_BYTES // 4 and len(absolute.encode("utf-8")) > MAX_PATH_BYTES:
+        raise InvalidPathError(f"it is longer than {MAX_PATH_BYTES} bytes")
     return NormalizedPath(segments, absolute)

@@ -3,8 +3,10 @@
 Every mutating operation validates completely before touching the tree, so a failing
 operation leaves the workspace unchanged, and returns a ``ChangeSet`` that a store can
 persist in one transaction (``files(path, data, updated_at)``; a ``dir`` change is a
-``NULL``-data row). ``materialize``/``diff_directory``/``apply_diff`` bridge the tree
-to a real host directory that an engine preopens as ``/workspace``.
+``NULL``-data row); ``undo_on_error`` takes the change back out of the tree when that
+transaction fails, so the tree always equals what the store holds.
+``materialize``/``diff_directory``/``apply_diff`` bridge the tree to a real host
+directory that an engine preopens as ``/workspace``.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import re
 import shutil
 import stat as stat_mod
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -31,7 +35,14 @@ from workbench.api.errors import (
 )
 from workbench.core.clock import iso_from_ms
 from workbench.core.hashing import hash_bytes
-from workbench.core.paths import ROOT, NormalizedPath, WorkspaceOSError, normalize
+from workbench.core.host_paths import host_path, host_path_str
+from workbench.core.paths import (
+    ROOT,
+    InvalidPathError,
+    NormalizedPath,
+    WorkspaceOSError,
+    normalize,
+)
 
 __all__ = [
     "LIMITS",
@@ -346,16 +357,43 @@ class Workspace:
         self._mat_dir: Path | None = None
         self._mat_files: dict[str, tuple[int, int, bytes]] = {}
         self._mat_time_ns = 0
+        self._journal: list[Callable[[], object]] | None = None
+        """Undo steps of the tree changes made inside ``undo_on_error``, oldest first."""
+
+    @contextmanager
+    def undo_on_error(self) -> Iterator[None]:
+        """Take every tree change made inside the block back out if the block raises (the
+        store could not commit it), restoring entries in their original listing order."""
+        if self._journal is not None:  # nested: the outer block undoes everything
+            yield
+            return
+        self._journal = []
+        counters = (self._entries, self._bytes)
+        try:
+            yield
+        except BaseException:
+            for undo in reversed(self._journal):
+                undo()
+            self._entries, self._bytes = counters
+            raise
+        finally:
+            self._journal = None
 
     # ----- loading / serialization ---------------------------------------------------
 
     @classmethod
     def from_rows(cls, rows: Iterable[tuple[str, bytes | None, int]]) -> Workspace:
-        """Rebuild from ``files`` rows ``(path, data or None for a dir, updated_at)``."""
+        """Rebuild from ``files`` rows ``(path, data or None for a dir, updated_at)``.
+
+        A row whose path could never be materialized (stored by an older version that
+        accepted any path) is left out, so it cannot break every run of the sandbox.
+        """
         ws = cls()
         for path, data, updated_at in rows:
-            parts = [p for p in path.split("/") if p]
-            rel = parts[1:] if parts and parts[0] == "workspace" else parts
+            try:
+                rel = normalize(path).segments
+            except WorkspaceOSError:
+                continue
             if not rel:
                 continue
             d = ws._root
@@ -431,7 +469,10 @@ class Workspace:
                 cs.delete(sub)
 
     def _detach(self, parent: _Dir, name: str, path: str, cs: ChangeSet) -> _Node:
+        index = list(parent.children).index(name) if self._journal is not None else -1
         node = parent.children.pop(name)
+        if self._journal is not None:
+            self._journal.append(partial(_reinsert, parent.children, index, name, node))
         entries, total = self._subtree_size(node)
         self._entries -= entries
         self._bytes -= total
@@ -440,6 +481,12 @@ class Workspace:
 
     def _attach(self, parent: _Dir, name: str, node: _Node, path: str, cs: ChangeSet) -> None:
         old = parent.children.get(name)
+        if self._journal is not None:
+            self._journal.append(
+                partial(parent.children.pop, name)
+                if old is None
+                else partial(parent.children.__setitem__, name, old)  # keeps its position
+            )
         if old is not None:
             entries, total = self._subtree_size(old)
             self._entries -= entries
@@ -702,6 +749,18 @@ class Workspace:
         if "encoding" in body and body["encoding"] not in ("utf-8", "base64"):
             raise invalid("encoding must be utf-8 or base64")
         encoding: str = body.get("encoding") or "utf-8"
+        # Beyond the spec: a path the host could not materialize is a malformed request,
+        # refused before anything runs (an escaping path stays the operation's 403).
+        checked: list[tuple[str, object]] = [("path", raw_path)]
+        if op in ("rename", "move"):
+            checked.append(("newPath", new_path))
+        for name, value in checked:
+            try:
+                normalize(value)
+            except InvalidPathError as exc:
+                raise invalid(f"Invalid {name}: {exc.reason}") from None
+            except WorkspaceOSError:
+                pass
         recursive = _js_truthy(body.get("recursive"))
         operation = Operation.FOR_FILES_OP[op]
         cs = ChangeSet()
@@ -911,11 +970,11 @@ class Workspace:
                 kind == "file" and isinstance(node, _File)
             )
             if not ok:
-                _remove_host(target_dir / rel, kind)
+                _remove_host(host_path(target_dir, rel), kind)
         new_base: dict[str, tuple[int, int, bytes]] = {}
         root_s = str(target_dir)
         for rel, node in wanted.items():
-            host_s = f"{root_s}/{rel}"
+            host_s = host_path_str(root_s, rel)
             if isinstance(node, _Dir):
                 if rel not in disk or disk[rel][0] != "dir":
                     os.mkdir(host_s)
@@ -992,10 +1051,17 @@ class Workspace:
                     )
                 continue
             try:
-                with open(target_dir / rel, "rb") as fh:
-                    data = fh.read()
+                data = _read_regular(host_path(target_dir, rel), MAX_FILE_BYTES + 1)
             except OSError as exc:
                 diff.rejected.append((abs_path, f"unreadable: {exc.strerror}"))
+                continue
+            if len(data) > MAX_FILE_BYTES:  # grew after the scan
+                if diff.violation is None:
+                    diff.violation = WorkspaceOSError(
+                        "EFBIG",
+                        f"File exceeds {MAX_FILE_BYTES} bytes",
+                        {"maxSize": MAX_FILE_BYTES, "actualSize": len(data), "path": abs_path},
+                    )
                 continue
             total += len(data) - size
             if isinstance(old, _File) and old.data == data:
@@ -1076,6 +1142,36 @@ def _scan(
         for r in [k for k, v in out.items() if v[0] == "other"]:
             del out[r]
     return out
+
+
+_READ_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """At most `limit` bytes of a regular file, never through a symlink."""
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        chunks: list[bytes] = []
+        remaining = limit
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _reinsert(children: dict[str, _Node], index: int, name: str, node: _Node) -> None:
+    """Put ``name`` back at ``index`` of an insertion-ordered ``children`` dict."""
+    items = list(children.items())
+    items.insert(index, (name, node))
+    children.clear()
+    children.update(items)
 
 
 def _remove_host(path: Path, kind: str) -> None:

@@ -50,7 +50,7 @@ def parse_object(request: Request, cap: int) -> dict[str, Any]:
         raise validation_error("Request too large", 413)
     try:
         body = json.loads(request.body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         raise validation_error("Invalid JSON") from None
     if not isinstance(body, dict):
         raise validation_error("Expected an object")

@@ -36,12 +36,18 @@ class GatewayApp:
 
     def __init__(self, gateway: LocalGateway, token: str) -> None:
         self.gateway = gateway
-        self._token = token.encode()
+        self._expected_header = b"Bearer " + token.encode()
 
-    def authorized(self, header: str | None) -> bool:
-        if header is None or not header.startswith("Bearer "):
+    def authorized(self, raw_headers: list[tuple[bytes, bytes]]) -> bool:
+        """Exactly one Authorization header whose raw value is `Bearer <token>`.
+
+        The whole raw value is compared in constant time: no trimming, no case folding,
+        so a lowercase scheme, a trailing space or a no-break space before the token fail.
+        """
+        values = [value for name, value in raw_headers if name.lower() == b"authorization"]
+        if len(values) != 1:
             return False
-        return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), self._token)
+        return hmac.compare_digest(values[0], self._expected_header)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -49,15 +55,15 @@ class GatewayApp:
             return
         if scope["type"] != "http":
             return
+        raw_headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
         headers = {
-            name.decode("latin-1").lower(): value.decode("latin-1")
-            for name, value in scope.get("headers", [])
+            name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw_headers
         }
         # The raw (still percent-encoded) path: the gateway decodes each segment itself,
         # so an id containing "/" (sent as %2F) stays one segment.
         raw_path = scope.get("raw_path")
         path = raw_path.decode("latin-1") if raw_path else scope.get("path", "/")
-        if path not in PUBLIC_PATHS and not self.authorized(headers.get("authorization")):
+        if path not in PUBLIC_PATHS and not self.authorized(raw_headers):
             await _drain(receive)
             await self._send(send, unauthorized())
             return

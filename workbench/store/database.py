@@ -7,6 +7,9 @@ it. WAL journaling with `synchronous=NORMAL` is durable against a process kill (
 case we test); a power loss may drop the last commits, never corrupt the database.
 Other processes may use the same file: `data_version()` tells a reader when another
 connection committed, so in-memory caches can be refreshed.
+
+The database and its -wal/-shm files are created 0600 whatever the umask (they hold env
+vars and history); execution history keeps the newest `history_limit` entries per context.
 """
 
 from __future__ import annotations
@@ -20,9 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engines.result import well_formed
 from engines.snapshot import nonzero_pages
+from workbench.paths import private_directory, private_file
 
 SCHEMA_VERSION = 1
+DEFAULT_HISTORY_LIMIT = 1000
+"""Execution history entries kept per context."""
 CHUNK_BYTES = 1 << 20
 PAGE_BYTES = 65536
 
@@ -113,8 +120,9 @@ class StoredContext:
 class Transaction:
     """Writes of one change; committed together when the `with` block ends."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, history_limit: int) -> None:
         self._db = connection
+        self._history_limit = history_limit
 
     def put_sandbox(self, sandbox: StoredSandbox) -> None:
         self._db.execute(
@@ -208,6 +216,8 @@ class Transaction:
         started_at: int,
         result: dict[str, Any] | None,
     ) -> None:
+        """Record an execution and drop the context's entries older than the newest
+        `history_limit` (an index range on the primary key, so it stays cheap)."""
         self._db.execute(
             "INSERT OR REPLACE INTO history (sandbox_id, context_id, seq, code, started_at, result)"
             " VALUES (?, ?, ?, ?, ?, ?)",
@@ -215,19 +225,31 @@ class Transaction:
                 sandbox_id,
                 context_id,
                 seq,
-                code,
+                well_formed(code),  # SQLite text is UTF-8: a lone surrogate becomes U+FFFD
                 started_at,
                 None if result is None else json.dumps(result),
             ),
+        )
+        self._db.execute(
+            "DELETE FROM history WHERE sandbox_id = ? AND context_id = ? AND seq <= ?",
+            (sandbox_id, context_id, seq - self._history_limit),
         )
 
 
 class Store:
     """One SQLite database file (created with its schema on first use)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, history_limit: int = DEFAULT_HISTORY_LIMIT) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.history_limit = history_limit
+        private_directory(path.parent)
+        private_file(path)
+        # SQLite creates -wal and -shm with the database file's mode; ones left by an
+        # older version with the default mode are tightened.
+        for suffix in ("-wal", "-shm"):
+            leftover = path.with_name(path.name + suffix)
+            if leftover.exists():
+                private_file(leftover)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
         with self._lock:
@@ -250,11 +272,14 @@ class Store:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield Transaction(self._db)
+                yield Transaction(self._db, self.history_limit)
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                # A failed COMMIT may leave the transaction open (SQLITE_BUSY) or have
+                # rolled it back already (I/O error, disk full).
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def data_version(self) -> int:
         """Changes when another connection commits (PRAGMA data_version)."""
@@ -314,9 +339,11 @@ class Store:
         return bytes(memory)
 
     def history(
-        self, sandbox_id: str, context_id: str, *, limit: int = 1000
+        self, sandbox_id: str, context_id: str, *, limit: int | None = None
     ) -> list[tuple[int, str, int, dict[str, Any] | None]]:
-        """(seq, code, started_at, result JSON) oldest first, the newest `limit` entries."""
+        """(seq, code, started_at, result JSON) oldest first, the newest `limit` entries
+        (default: all that are kept)."""
+        limit = self.history_limit if limit is None else limit
         with self._lock:
             rows = self._db.execute(
                 "SELECT seq, code, started_at, result FROM history "

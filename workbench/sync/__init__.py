@@ -11,7 +11,6 @@ from workbench.api.client import SandboxClient
 from workbench.sync.engine import (
     MAX_FILE_BYTES,
     FolderSync,
-    RemoteEntry,
     SyncConflictError,
     TransientSyncError,
     remote_path,
@@ -24,7 +23,8 @@ from workbench.sync.events import (
     SyncReport,
     SyncStatus,
 )
-from workbench.sync.ignore import DEFAULT_IGNORES, IgnoreRules, parse_ignore_lines
+from workbench.sync.ignore import DEFAULT_IGNORES, IgnoreRules, compile_ignore_lines
+from workbench.sync.manifest import RemoteEntry, sync_state_file
 
 __all__ = [
     "DEFAULT_IGNORES",
@@ -40,9 +40,10 @@ __all__ = [
     "SyncReport",
     "SyncStatus",
     "TransientSyncError",
-    "parse_ignore_lines",
+    "compile_ignore_lines",
     "remote_path",
     "sync_folder",
+    "sync_state_file",
 ]
 
 
@@ -52,8 +53,11 @@ async def sync_folder(
     *,
     dest: str = "/workspace",
     policy: ConflictPolicy | str = ConflictPolicy.LOCAL_WINS,
-    prune: bool = True,
+    prune: bool = False,
+    state_file: Path | None = None,
 ) -> SyncReport:
     """One-shot sync of `local_dir` into `dest` (see `FolderSync.initial_sync`)."""
-    sync = FolderSync(Path(local_dir), sandbox, dest=dest, policy=policy, prune=prune)
+    sync = FolderSync(
+        Path(local_dir), sandbox, dest=dest, policy=policy, prune=prune, state_file=state_file
+    )
     return await sync.initial_sync()

@@ -7,13 +7,29 @@ the manifest, so coalesced, reordered or repeated watcher events cannot drift th
 
 - Initial sync lists the sandbox once; only files whose size matches a local file are
   read back (to compare digests), everything else is decided from the listing.
-- Conflicts: before overwriting or deleting a file it uploaded, the sync lists the
-  file's directory; a different size or `modifiedAt` (confirmed by reading and
-  comparing digests) means guest code changed it, and the `ConflictPolicy` decides.
+- Deletes: without `prune` (the default) the sync deletes only what it created itself
+  (files it uploaded, directories it made), in this run or an earlier one: that record is
+  saved after every pass (`workbench.sync.manifest`), and without it nothing is deleted.
+  A sandbox entry the sync did not create is never deleted or replaced; where the folder
+  needs the other kind of entry at its path, the path is reported as an error and kept.
+  A directory the sync made is removed only if it holds nothing else; otherwise the sync
+  removes its own entries and keeps the directory, with a notice (the directory is
+  listed right before it is removed; an entry a guest creates in between goes with it).
+- With `prune` the sync mirrors exactly: every sandbox entry under `dest` that the
+  folder lacks is deleted, except ignored paths and the directories holding them.
+- Conflicts: before overwriting or deleting a file it uploaded, the sync checks the
+  sandbox's copy; a different size or `modifiedAt` (confirmed by reading and comparing
+  digests) means guest code changed it since the last sync, and the `ConflictPolicy`
+  decides, for deletes as for overwrites: `fail` applies nothing of that pass and raises
+  `SyncConflictError`; `sandbox-wins` keeps the sandbox's file (after a kept overwrite its
+  version is the new baseline; after a kept delete the file is no longer the sync's);
+  `local-wins` overwrites or deletes it and reports a conflict notice.
 - Errors: limit and permission errors are per file (reported, the rest continues);
   transient ones (connection failures, 5xx, timeouts) are retried with backoff, and a
   pass that still fails keeps its paths pending for a later retry.
 - Ignored paths are never touched in the sandbox (neither uploaded nor deleted).
+- Local files are read without following symlinks (`read_regular_file`), at most
+  `MAX_FILE_BYTES` + 1 bytes; every host path goes through `host_path`.
 """
 
 from __future__ import annotations
@@ -22,7 +38,7 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, TypeVar
@@ -30,6 +46,7 @@ from typing import Final, TypeVar
 from workbench.api import errors
 from workbench.api.client import SandboxClient
 from workbench.api.types import FileInfo
+from workbench.core.host_paths import HostPathError, checked_relative, host_path
 from workbench.sync.events import (
     ConflictPolicy,
     EventKind,
@@ -39,7 +56,13 @@ from workbench.sync.events import (
     SyncStatus,
 )
 from workbench.sync.ignore import IGNORE_FILE_NAMES, IgnoreRules
-from workbench.sync.local import LocalEntry, content_digest, scan_folder
+from workbench.sync.local import LocalEntry, content_digest, read_regular_file, scan_folder
+from workbench.sync.manifest import (
+    RemoteEntry,
+    load_owned_entries,
+    normalize_dest,
+    save_owned_entries,
+)
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -119,16 +142,26 @@ def _under(relative: str, prefix: str) -> bool:
     return not prefix or relative == prefix or relative.startswith(prefix + "/")
 
 
-@dataclass(frozen=True)
-class RemoteEntry:
-    """What the sync believes is at a sandbox path (digest None: not known yet)."""
+def _segments(relative: str) -> list[str]:
+    """Sort key that puts a directory right before its contents (`a`, `a/b`, `a-b`)."""
+    return relative.split("/")
 
-    is_dir: bool
-    size: int = 0
-    modified_at: str = ""
-    digest: str | None = None
-    local_stat: tuple[int, int] | None = None
-    """(size, mtime_ns) of the local file this content was uploaded from."""
+
+def _ancestors(relative: str) -> Iterator[str]:
+    """`a/b/c` → `a/b`, `a`."""
+    parent = _parent(relative)
+    while parent:
+        yield parent
+        parent = _parent(parent)
+
+
+def _plain(relative: str) -> bool:
+    """Whether a path from the sandbox is one we can reason about (no `..`, not absolute)."""
+    try:
+        checked_relative(relative)
+    except HostPathError:
+        return False
+    return True
 
 
 @dataclass
@@ -142,15 +175,23 @@ class _Upload:
 @dataclass
 class _Plan:
     early_deletes: list[str] = field(default_factory=list)
+    """Tops of entries replaced by the other kind (removed before the uploads)."""
     mkdirs: list[str] = field(default_factory=list)
     renames: list[tuple[str, str, _Upload]] = field(default_factory=list)
     uploads: list[_Upload] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
+    """Entries gone locally (removed after the uploads), each listed."""
+    removable: set[str] = field(default_factory=set)
+    """Every manifest path this plan removes (deletes, early deletes and below)."""
 
 
 class FolderSync:
     """Mirror `local_dir` into `dest` of `sandbox`: `initial_sync()`, `sync_paths()`,
-    or `watch()` for both plus incremental passes on every settled batch of changes."""
+    or `watch()` for both plus incremental passes on every settled batch of changes.
+
+    `prune` deletes every sandbox entry the folder lacks (see the module docstring);
+    `state_file` (see `sync_state_file`) remembers what the sync created across runs.
+    """
 
     def __init__(
         self,
@@ -160,7 +201,8 @@ class FolderSync:
         dest: str = "/workspace",
         policy: ConflictPolicy | str = ConflictPolicy.LOCAL_WINS,
         debounce: float = 0.05,
-        prune: bool = True,
+        prune: bool = False,
+        state_file: Path | None = None,
         retries: int = 3,
         retry_backoff: float = 0.1,
         max_retry_delay: float = 10.0,
@@ -171,9 +213,7 @@ class FolderSync:
         if not self.root.is_dir():
             raise NotADirectoryError(f"not a directory: {local_dir}")
         self.sandbox = sandbox
-        self.dest = "/" + "/".join(part for part in dest.split("/") if part and part != ".")
-        if self.dest != "/workspace" and not self.dest.startswith("/workspace/"):
-            raise ValueError(f"dest must be /workspace or under it, got {dest!r}")
+        self.dest = normalize_dest(dest)
         self.policy = ConflictPolicy(policy)
         self.debounce = debounce
         self.prune = prune
@@ -190,6 +230,33 @@ class FolderSync:
         self._full_pending = False
         self._known_notices: set[tuple[str, str]] = set()
         self._sandbox_baseline: dict[str, RemoteEntry] = {}
+        self.state_file = state_file
+        self._state_identity = {"sandbox": sandbox.id, "dest": self.dest, "folder": str(self.root)}
+        self._saved: dict[str, RemoteEntry] = (
+            {} if state_file is None else load_owned_entries(state_file, self._state_identity)
+        )
+        """The owned entries as of the last pass (and in `state_file`)."""
+
+    @property
+    def may_delete(self) -> bool:
+        """Whether a pass can delete sandbox entries: with `prune`, or when the sync
+        remembers entries it created (in an earlier run or this one)."""
+        return self.prune or bool(self._saved)
+
+    def _save_state(self) -> None:
+        """Remember the owned entries; persist them when they changed."""
+        owned = {path: entry for path, entry in self.manifest.items() if entry.owned}
+        if owned == self._saved:
+            return
+        if self.state_file is not None:
+            try:
+                save_owned_entries(self.state_file, self._state_identity, owned)
+            except OSError as error:
+                message = f"could not save the sync state to {self.state_file}: {error}"
+                self.status.last_error = message
+                self._emit(EventKind.ERROR, message)
+                return
+        self._saved = owned
 
     # ----- status for UIs --------------------------------------------------------------
 
@@ -262,34 +329,36 @@ class FolderSync:
     # ----- public passes --------------------------------------------------------------
 
     async def initial_sync(self) -> SyncReport:
-        """Make `dest` mirror the folder, uploading only what differs.
+        """Make `dest` mirror the folder, uploading only what differs (and deleting only
+        what the module docstring allows).
 
-        Raises `TransientSyncError` when the sandbox cannot be reached.
+        Raises `TransientSyncError` when the sandbox cannot be reached, and
+        `SyncConflictError` under policy `fail`.
         """
         report = SyncReport(full=True)
         started = time.perf_counter()
         self._emit(EventKind.SYNCING, f"initial sync of {self.root} to {self.dest}")
         self.status.state = "syncing"
         await self._retrying(lambda: self.sandbox.mkdir(self.dest, recursive=True))
-        files = await self._list_remote("", recursive=True) or []
-        remote: dict[str, RemoteEntry] = {}
-        for info in files:
+        listing: dict[str, FileInfo] = {}
+        for info in await self._list_remote("", recursive=True) or []:
             relative = info.relative_path
-            if self.rules.is_ignored(relative, info.is_directory):
-                continue
-            remote[relative] = (
-                RemoteEntry(True)
-                if info.is_directory
-                else RemoteEntry(False, info.size, info.modified_at)
-            )
+            if _plain(relative) and not self.rules.is_ignored(relative, info.is_directory):
+                listing[relative] = info
         local = self._scan_into(report, None)
-        if not self.prune:  # sandbox-only entries stay, unmanaged
-            remote = {path: entry for path, entry in remote.items() if path in local}
-        await self._fill_remote_digests(remote, local)
-        self.manifest = remote
+        self.manifest = {}
+        for relative, info in listing.items():
+            saved = self._saved.get(relative)
+            if saved is not None and saved.is_dir == info.is_directory:
+                self.manifest[relative] = saved  # ours: the baseline for conflict checks
+            elif info.is_directory:
+                self.manifest[relative] = RemoteEntry(True)
+            else:
+                self.manifest[relative] = RemoteEntry(False, info.size, info.modified_at)
+        await self._fill_remote_digests(self.manifest, local)
         self._full_pending = False
         try:
-            await self._apply(report, local, list(self.manifest), check_conflicts=False)
+            await self._apply(report, local, list(self.manifest), listing=listing)
         finally:
             self._finish(report, started)
         self._initialized = True
@@ -323,6 +392,7 @@ class FolderSync:
     # ----- passes ---------------------------------------------------------------------
 
     def _relative(self, path: str | Path) -> str | None:
+        """The folder-relative form of a changed path; None outside the folder."""
         candidate = Path(path)
         if candidate.is_absolute():
             try:
@@ -330,7 +400,7 @@ class FolderSync:
             except ValueError:
                 return None
         text = candidate.as_posix().strip("/")
-        return None if text in ("", ".") else text
+        return text if _plain(text) else None
 
     async def _sync_pending(self) -> SyncReport:
         if not self._initialized:
@@ -351,14 +421,14 @@ class FolderSync:
                 scope = self._top_level(scope)
                 local = {}
                 for relative in scope:
-                    if self.rules.is_ignored(relative, (self.root / relative).is_dir()):
+                    if self.rules.is_ignored(relative, host_path(self.root, relative).is_dir()):
                         continue
                     local.update(self._scan_into(report, relative))
                     local.update(self._local_ancestors(relative))
                 current = [
                     path for path in self.manifest if any(_under(path, top) for top in scope)
                 ]
-            await self._apply(report, local, current, check_conflicts=True)
+            await self._apply(report, local, current)
         except BaseException:
             # Keep everything for the next attempt (the pass is state-based).
             if scope is None:
@@ -371,22 +441,20 @@ class FolderSync:
         return report
 
     @staticmethod
-    def _top_level(paths: list[str]) -> list[str]:
-        """Drop paths inside another listed path (sorted input)."""
+    def _top_level(paths: Iterable[str]) -> list[str]:
+        """The paths not inside another of the paths, sorted."""
         tops: list[str] = []
-        for path in paths:
+        for path in sorted(paths, key=_segments):  # a path's children follow it
             if not tops or not _under(path, tops[-1]):
                 tops.append(path)
         return tops
 
     def _local_ancestors(self, relative: str) -> dict[str, LocalEntry]:
-        out: dict[str, LocalEntry] = {}
-        parent = _parent(relative)
-        while parent:
-            if (self.root / parent).is_dir():
-                out[parent] = LocalEntry(True)
-            parent = _parent(parent)
-        return out
+        return {
+            parent: LocalEntry(True)
+            for parent in _ancestors(relative)
+            if host_path(self.root, parent).is_dir()
+        }
 
     def _scan_into(self, report: SyncReport, start: str | None) -> dict[str, LocalEntry]:
         scan = scan_folder(self.root, self.rules, start or "")
@@ -412,6 +480,7 @@ class FolderSync:
             status.last_sync_at = time.time()
         if report.errors:
             status.last_error = report.errors[-1].message
+        self._save_state()
 
     async def _fill_remote_digests(
         self, remote: dict[str, RemoteEntry], local: dict[str, LocalEntry]
@@ -421,6 +490,7 @@ class FolderSync:
             path
             for path, entry in remote.items()
             if not entry.is_dir
+            and entry.digest is None
             and (other := local.get(path)) is not None
             and not other.is_dir
             and other.size == entry.size
@@ -455,23 +525,23 @@ class FolderSync:
     # ----- planning -------------------------------------------------------------------
 
     def _read_local(self, relative: str, entry: LocalEntry, report: SyncReport) -> bytes | None:
-        if entry.size > MAX_FILE_BYTES:
+        """The file's bytes; None when it is too large (reported), vanished, no longer a
+        regular file or now reached through a symlink leaving the folder (a later event
+        settles those)."""
+        too_large = entry.size > MAX_FILE_BYTES
+        data = None if too_large else read_regular_file(self.root, relative, MAX_FILE_BYTES)
+        if data is not None and len(data) <= MAX_FILE_BYTES:
+            return data
+        if too_large or data is not None:
+            size = f"{entry.size} bytes" if data is None else f"over {MAX_FILE_BYTES} bytes"
             report.errors.append(
                 SyncIssue(
                     relative,
                     errors.ErrorCode.FILE_TOO_LARGE,
-                    f"{relative} is {entry.size} bytes; the sandbox allows at most "
-                    f"{MAX_FILE_BYTES} per file",
+                    f"{relative} is {size}; the sandbox allows at most {MAX_FILE_BYTES} per file",
                 )
             )
-            return None
-        try:
-            data = (self.root / relative).read_bytes()
-        except OSError:
-            return None  # vanished or unreadable: a later event settles it
-        if len(data) > MAX_FILE_BYTES:
-            return self._read_local(relative, replace(entry, size=len(data)), report)
-        return data
+        return None
 
     def _plan(
         self,
@@ -482,6 +552,7 @@ class FolderSync:
         plan = _Plan()
         manifest = self.manifest
         gone: list[str] = []
+        blocked: list[str] = []
         for path in current:
             entry = manifest.get(path)
             wanted = local.get(path)
@@ -490,9 +561,18 @@ class FolderSync:
             if wanted is None and self.rules.is_ignored(path, entry.is_dir):
                 manifest.pop(path, None)  # became ignored: leave the sandbox copy alone
                 continue
+            if not (entry.owned or self.prune):
+                if wanted is None:
+                    manifest.pop(path, None)  # not ours: it stays, untracked
+                else:
+                    blocked.append(path)
+                    self._keep_in_the_way(report, path, entry.is_dir)
+                continue
             (gone if wanted is None else plan.early_deletes).append(path)
         replaced = set(plan.early_deletes)
         for path, wanted in sorted(local.items()):
+            if blocked and any(_under(path, top) for top in blocked):
+                continue
             entry = manifest.get(path)
             if wanted.is_dir:
                 if entry is None or not entry.is_dir or path in replaced:
@@ -532,15 +612,27 @@ class FolderSync:
         # Small files first: under the 16 MiB cap, as many files as possible land.
         plan.uploads = sorted(kept, key=lambda upload: (len(upload.data), upload.relative))
         renamed = {source for source, _, _ in plan.renames}
-        plan.deletes = self._top_level(
-            sorted(
-                path
-                for path in gone
-                if path not in renamed and not any(_under(path, top) for top in replaced)
-            )
+        plan.deletes = sorted(
+            path
+            for path in gone
+            if path not in renamed and not any(_under(path, top) for top in replaced)
         )
+        plan.removable = (set(gone) | replaced) - renamed
         plan.mkdirs = sorted(set(plan.mkdirs), key=lambda path: path.count("/"))
         return plan
+
+    def _keep_in_the_way(self, report: SyncReport, relative: str, is_dir: bool) -> None:
+        """Report a sandbox entry the sync did not create where the folder has the other
+        kind of entry: it is kept, and the local one is not synced."""
+        kind = "directory" if is_dir else "file"
+        issue = SyncIssue(
+            relative,
+            "SANDBOX_ENTRY_KEPT",
+            f"{relative}: the sandbox has a {kind} here that the sync did not create; "
+            "kept (prune replaces it)",
+        )
+        report.errors.append(issue)
+        self._emit(EventKind.ERROR, issue.message, issue=issue)
 
     # ----- conflicts ------------------------------------------------------------------
 
@@ -559,16 +651,17 @@ class FolderSync:
         return {path: found.get(path) for path in paths}
 
     async def _find_conflicts(
-        self, plan: _Plan, report: SyncReport
+        self, plan: _Plan, listing: dict[str, FileInfo] | None
     ) -> tuple[set[str], list[SyncIssue]]:
         """Files the plan would overwrite or delete that changed in the sandbox since we
-        uploaded them. Returns the paths already equal to the local content, and issues."""
+        uploaded them (`listing`: a fresh listing of `dest`, else it is asked for).
+        Returns the paths already equal to the local content, and issues."""
         wanted: dict[str, str | None] = {}
         for upload in plan.uploads:
             wanted[upload.relative] = upload.digest
         for source, _, _ in plan.renames:
             wanted[source] = None
-        for path in plan.deletes + plan.early_deletes:
+        for path in plan.removable:
             wanted[path] = None
         checked = [
             path
@@ -577,7 +670,10 @@ class FolderSync:
         ]
         if not checked:
             return set(), []
-        now = await self._remote_now(checked)
+        if listing is None:
+            now = await self._remote_now(checked)
+        else:
+            now = {path: listing.get(path) for path in checked}
         in_sync: set[str] = set()
         issues: list[SyncIssue] = []
         for path in checked:
@@ -615,13 +711,16 @@ class FolderSync:
                 )
             )
             self._sandbox_baseline[path] = RemoteEntry(
-                False, info.size, info.modified_at, digest, None
+                False, info.size, info.modified_at, digest, None, owned=True
             )
         return in_sync, issues
 
     def _resolve_conflicts(
         self, plan: _Plan, report: SyncReport, in_sync: set[str], issues: list[SyncIssue]
     ) -> None:
+        """Apply the policy: `fail` raises, `sandbox-wins` drops the plan's steps on the
+        conflicting files, `local-wins` keeps them. A conflicting rename source is never
+        moved (that would carry the guest's content): its target is uploaded instead."""
         for path in in_sync:
             upload = next(item for item in plan.uploads if item.relative == path)
             self.manifest[path] = replace(self.manifest[path], local_stat=upload.local.stat_key)
@@ -634,27 +733,36 @@ class FolderSync:
             for issue in issues:
                 self._emit(EventKind.CONFLICT, issue.message, issue=issue)
             raise SyncConflictError(issues)
+        local_wins = self.policy is ConflictPolicy.LOCAL_WINS
+        conflicting = {issue.path for issue in issues}
+        sources = {source for source, _, _ in plan.renames}
         for issue in issues:
-            verdict = (
-                "local version wins"
-                if self.policy is ConflictPolicy.LOCAL_WINS
-                else "sandbox version kept"
-            )
+            if not local_wins:
+                verdict = "sandbox version kept"
+            elif issue.path in plan.removable or issue.path in sources:
+                verdict = "deleted anyway (local-wins)"
+            else:
+                verdict = "local version wins"
             self._emit(EventKind.CONFLICT, f"{issue.message}; {verdict}", issue=issue)
-        if self.policy is ConflictPolicy.SANDBOX_WINS:
-            skip = {issue.path for issue in issues}
-            for path in skip:
-                baseline = self._sandbox_baseline.pop(path, None)
-                if baseline is not None:
-                    self.manifest[path] = baseline
-            plan.uploads = [item for item in plan.uploads if item.relative not in skip]
-            plan.deletes = [path for path in plan.deletes if path not in skip]
-            plan.early_deletes = [path for path in plan.early_deletes if path not in skip]
-            plan.renames = [
-                (source, target, upload)
-                for source, target, upload in plan.renames
-                if source not in skip
-            ]
+        for source, _, upload in plan.renames:
+            if source in conflicting:
+                plan.uploads.append(upload)
+                if local_wins:
+                    plan.deletes.append(source)
+                    plan.removable.add(source)
+        plan.renames = [rename for rename in plan.renames if rename[0] not in conflicting]
+        if local_wins:
+            return
+        for path in conflicting:
+            baseline = self._sandbox_baseline.pop(path, None)
+            if path in plan.removable or path in sources:
+                self.manifest.pop(path, None)  # kept, and no longer the sync's to delete
+            elif baseline is not None:
+                self.manifest[path] = baseline
+        plan.uploads = [item for item in plan.uploads if item.relative not in conflicting]
+        plan.deletes = [path for path in plan.deletes if path not in conflicting]
+        plan.early_deletes = [path for path in plan.early_deletes if path not in conflicting]
+        plan.removable -= conflicting
 
     # ----- execution ------------------------------------------------------------------
 
@@ -671,18 +779,75 @@ class FolderSync:
         report.errors.append(issue)
         self._emit(EventKind.ERROR, message, issue=issue)
 
-    async def _delete(self, report: SyncReport, relative: str) -> None:
+    async def _remove(self, report: SyncReport, relative: str, *, recursive: bool) -> bool:
+        """One delete call (per-path errors are reported); True when it succeeded."""
         try:
             await self._retrying(
-                lambda: self.sandbox.delete_file(self._remote(relative), recursive=True, force=True)
+                lambda: self.sandbox.delete_file(
+                    self._remote(relative), recursive=recursive, force=True
+                )
             )
         except TransientSyncError:
             raise
         except Exception as error:
             self._per_path_error(report, relative, error)
-            return
+            return False
         self._forget(relative)
         report.deleted.append(relative)
+        return True
+
+    async def _delete_all(self, report: SyncReport, paths: list[str], removable: set[str]) -> None:
+        """Remove these manifest entries: a file on its own (never a directory a guest
+        put in its place), a directory with what `removable` holds in it."""
+        for top in self._top_level(paths):
+            entry = self.manifest.get(top)
+            if entry is None:
+                continue  # went with an earlier step of this pass
+            if entry.is_dir:
+                await self._delete_directory(report, top, removable)
+            else:
+                await self._remove(report, top, recursive=False)
+
+    async def _delete_directory(self, report: SyncReport, top: str, removable: set[str]) -> None:
+        """Remove the directory `top` if all it holds may go (it is `removable`, or with
+        `prune` not ignored); otherwise remove only those entries and keep the rest."""
+        listing = await self._list_remote(top, recursive=True)
+        if listing is None:  # already gone, or no longer a directory
+            self._forget(top)
+            return
+        deletable: dict[str, bool] = {}
+        kept: list[str] = []
+        for info in listing:
+            path = f"{top}/{info.relative_path}"
+            if _plain(info.relative_path) and (
+                path in removable
+                or (self.prune and not self.rules.is_ignored(path, info.is_directory))
+            ):
+                deletable[path] = info.is_directory
+            else:
+                kept.append(path)
+        if not kept:
+            await self._remove(report, top, recursive=True)
+            return
+        protected = {ancestor for path in kept for ancestor in _ancestors(path)}
+        removed: set[str] = set()
+        for path in sorted(deletable, key=_segments):  # parents first
+            if path in protected or not removed.isdisjoint(_ancestors(path)):
+                continue  # holds kept entries, or went with its parent
+            if await self._remove(report, path, recursive=deletable[path]):
+                removed.add(path)
+        for path in [path for path in self.manifest if _under(path, top)]:
+            if path in protected or (path not in deletable and path not in kept):
+                del self.manifest[path]  # kept (shared with others' entries) or gone
+        shown = ", ".join(sorted(kept)[:3]) + (", …" if len(kept) > 3 else "")
+        notice = SyncIssue(
+            top,
+            "KEPT_DIRECTORY",
+            f"kept {top} in the sandbox: it holds entries that are not the sync's to delete "
+            f"({shown})",
+        )
+        report.notices.append(notice)
+        self._emit(EventKind.NOTICE, notice.message, issue=notice)
 
     async def _mkdir(self, report: SyncReport, relative: str) -> bool:
         try:
@@ -692,9 +857,10 @@ class FolderSync:
         except Exception as error:
             self._per_path_error(report, relative, error)
             return False
-        if relative not in self.manifest:
+        previous = self.manifest.get(relative)
+        if previous is None or not previous.is_dir:
             report.created_dirs.append(relative)
-        self.manifest[relative] = RemoteEntry(True)
+            self.manifest[relative] = RemoteEntry(True, owned=True)
         return True
 
     async def _upload(self, report: SyncReport, upload: _Upload) -> None:
@@ -715,7 +881,12 @@ class FolderSync:
             self._per_path_error(report, upload.relative, error)
             return
         self.manifest[upload.relative] = RemoteEntry(
-            False, len(upload.data), result.timestamp, upload.digest, upload.local.stat_key
+            False,
+            len(upload.data),
+            result.timestamp,
+            upload.digest,
+            upload.local.stat_key,
+            owned=True,
         )
         report.uploaded.append(upload.relative)
 
@@ -731,11 +902,14 @@ class FolderSync:
         except Exception:
             # Fall back to upload + delete (both idempotent).
             await self._upload(report, upload)
-            await self._delete(report, source)
+            await self._remove(report, source, recursive=False)
             return
         old = self.manifest.pop(source)
         self.manifest[upload.relative] = replace(
-            old, local_stat=upload.local.stat_key, modified_at=old.modified_at or result.timestamp
+            old,
+            local_stat=upload.local.stat_key,
+            modified_at=old.modified_at or result.timestamp,
+            owned=True,
         )
         report.renamed.append((source, upload.relative))
 
@@ -745,16 +919,15 @@ class FolderSync:
         local: dict[str, LocalEntry],
         current: list[str],
         *,
-        check_conflicts: bool,
+        listing: dict[str, FileInfo] | None = None,
     ) -> None:
+        """Plan, check conflicts (against `listing` when given) and apply one pass."""
         self._sandbox_baseline = {}
         plan = self._plan(report, local, current)
-        if check_conflicts:
-            in_sync, issues = await self._find_conflicts(plan, report)
-            self._resolve_conflicts(plan, report, in_sync, issues)
+        in_sync, issues = await self._find_conflicts(plan, listing)
+        self._resolve_conflicts(plan, report, in_sync, issues)
         try:
-            for path in plan.early_deletes:
-                await self._delete(report, path)
+            await self._delete_all(report, plan.early_deletes, plan.removable)
             failed_dirs: list[str] = []
             for path in plan.mkdirs:
                 if any(_under(path, bad) for bad in failed_dirs):
@@ -775,8 +948,7 @@ class FolderSync:
                 ],
                 upload_one,
             )
-            for path in plan.deletes:
-                await self._delete(report, path)
+            await self._delete_all(report, plan.deletes, plan.removable)
         except TransientSyncError:
             report.incomplete = True
             raise
@@ -878,6 +1050,6 @@ class FolderSync:
             if name in IGNORE_FILE_NAMES:
                 self.rules.invalidate()
                 self._full_pending = True
-            elif self.rules.is_ignored(relative, (self.root / relative).is_dir()):
+            elif self.rules.is_ignored(relative, host_path(self.root, relative).is_dir()):
                 continue
             self._pending.add(relative)

@@ -1,32 +1,50 @@
 """Ignore rules of a synced folder: built-in defaults, nested `.gitignore` files and
-`.workbenchignore` files, with the common gitignore semantics.
+`.workbenchignore` files, with git's semantics.
 
-Supported: `#` comments and blank lines, `\\#` / `\\!` escapes, trailing-space trimming
-(unless escaped), `!` negation, a trailing `/` for directories only, anchoring by a
-leading or inner `/`, `*`, `?`, `[...]` classes and `**` (leading `**/`, trailing `/**`,
-inner `/**/`). Precedence follows git: the last matching rule wins, deeper files beat
-shallower ones, and a path inside an ignored directory stays ignored (no re-inclusion).
-Within one directory `.workbenchignore` is read after `.gitignore`, so it wins.
+Each line is compiled by `pathspec.GitIgnoreSpec` (git's wildmatch: classes such as
+`[]a]`, `**`, escapes, trailing spaces, `!`); a line it refuses matches nothing
+(a trailing `\\`, as in git; a reversed range such as `[b-a]`, which git matches
+as its first character). The matching itself follows git rather than
+`GitIgnoreSpec.check_file`, which also matches everything *inside* a matching directory
+(so a `!dir` line would re-include `dir/a.txt` that `*.txt` ignores) and reports `d/**`
+as matching `d` itself: here a pattern matches an entry only as itself (a directory as
+`name/`, so `build/` applies to directories only), and an entry inside an ignored
+directory is ignored by that (no re-inclusion), the way git walks a tree.
+
+Precedence: within a file the last matching line wins; the defaults come first, deeper
+files beat shallower ones, and within one directory `.workbenchignore` is read after
+`.gitignore` (so it wins). POSIX classes (`[[:digit:]]`) are not supported by pathspec
+and match nothing.
 """
 
 from __future__ import annotations
 
-import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from re import error as RegexError
 from typing import Final
+
+from pathspec import GitIgnoreSpec, Pattern
+
+from workbench.sync.local import read_regular_file
 
 __all__ = [
     "DEFAULT_IGNORES",
     "IGNORE_FILE_NAMES",
+    "MAX_IGNORE_FILE_BYTES",
     "IgnoreRule",
     "IgnoreRules",
-    "parse_ignore_lines",
+    "compile_ignore_lines",
+    "rules_verdict",
 ]
 
 IGNORE_FILE_NAMES: Final = (".gitignore", ".workbenchignore")
 """Per-directory rule files, in increasing precedence."""
+
+MAX_IGNORE_FILE_BYTES: Final = 1_048_576
+"""Rule files beyond this size are read only this far."""
 
 DEFAULT_IGNORES: Final = (
     ".git/",
@@ -48,106 +66,93 @@ DEFAULT_IGNORES: Final = (
     ".#*",
     "#*#",
     ".DS_Store",
+    # Secrets: never copied into a sandbox unless a rule file re-includes them with `!`.
+    ".env",
+    "*.pem",
+    ".ssh/",
+    "id_*",
 )
 """Built-in rules (lowest precedence: a `.gitignore` may re-include with `!`)."""
 
 
 @dataclass(frozen=True)
 class IgnoreRule:
-    """One compiled pattern; `base` is the folder-relative directory of its file."""
+    """One compiled line of a rule file."""
 
-    pattern: str
-    regex: re.Pattern[str]
-    negated: bool
+    pattern: Pattern
+    ignores: bool
+    """True for an ignoring line, False for a `!` line."""
+    anchored: bool
+    """A `/` before the end (a leading `**/` aside): matched against the whole path,
+    else against the entry's name only."""
     directory_only: bool
-    base: str
+    """`name/`: never matches a file."""
+    inside_only: bool
+    """`name/**`: matches what is inside `name`, not `name` itself."""
+
+    @classmethod
+    def compile(cls, line: str) -> list[IgnoreRule]:
+        """The rule of one line (none for blanks, comments and lines pathspec refuses)."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # re's FutureWarning on `[[`
+                patterns = GitIgnoreSpec.from_lines([line]).patterns
+        except (ValueError, RegexError):
+            return []
+        body = line.rstrip()
+        body = body[1:] if body.startswith("!") else body
+        while body.startswith("**/"):
+            body = body[3:]
+        stem = body.rstrip("/")
+        return [
+            cls(
+                pattern,
+                pattern.include,
+                anchored="/" in stem,
+                directory_only=body.endswith("/"),
+                inside_only=stem.endswith("/**") and bool(stem[:-3].strip("/")),
+            )
+            for pattern in patterns
+            if pattern.include is not None
+        ]
+
+    def _matches_as(self, path: str, is_dir: bool) -> bool:
+        if not is_dir:
+            return self.pattern.match_file(path) is not None
+        if self.pattern.match_file(path + "/") is None:
+            return False
+        return not self.inside_only or self.pattern.match_file(path) is not None
 
     def matches(self, relative_path: str, is_dir: bool) -> bool:
-        """Whether the rule's pattern matches `relative_path` (relative to the folder)."""
+        """Whether the line matches this entry itself (path relative to the rule file's
+        directory); matching only as something inside a matching directory is not."""
         if self.directory_only and not is_dir:
             return False
-        if self.base:
-            prefix = self.base + "/"
-            if not relative_path.startswith(prefix):
+        if not self.anchored:
+            return self._matches_as(relative_path.rpartition("/")[2], is_dir)
+        if not self._matches_as(relative_path, is_dir):
+            return False
+        if self.inside_only:
+            return True  # everything below `name` matches `name/**` itself
+        parent = relative_path.rpartition("/")[0]
+        while parent:
+            if self._matches_as(parent, True):
                 return False
-            relative_path = relative_path[len(prefix) :]
-        return self.regex.fullmatch(relative_path) is not None
+            parent = parent.rpartition("/")[0]
+        return True
 
 
-def _translate_glob(glob: str) -> str:
-    """Regex source for a gitignore glob without its anchoring/dir-only markers."""
-    out: list[str] = []
-    i = 0
-    n = len(glob)
-    while i < n:
-        char = glob[i]
-        if char == "*":
-            if glob.startswith("**", i):
-                at_segment_start = i == 0 or glob[i - 1] == "/"
-                after = i + 2
-                if at_segment_start and after < n and glob[after] == "/":
-                    out.append("(?:.*/)?")  # `**/`: zero or more directories
-                    i = after + 1
-                    continue
-                if at_segment_start and after == n:
-                    out.append(".*")  # trailing `/**`: everything inside
-                    i = after
-                    continue
-                out.append("[^/]*")  # any other `**` acts like `*`
-                i = after
-                continue
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[":
-            end = glob.find("]", i + 2 if glob[i + 1 : i + 2] in ("!", "^") else i + 1)
-            if end == -1:
-                out.append(re.escape(char))
-            else:
-                body = glob[i + 1 : end]
-                if body[:1] in ("!", "^"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end
-        elif char == "\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(glob[i]))
-        else:
-            out.append(re.escape(char))
-        i += 1
-    return "".join(out)
+def compile_ignore_lines(lines: Iterable[str]) -> list[IgnoreRule]:
+    """The rules of one file of gitignore-syntax `lines`, in order."""
+    return [rule for line in lines for rule in IgnoreRule.compile(line)]
 
 
-def _strip_trailing_spaces(line: str) -> str:
-    stripped = line.rstrip(" ")
-    if stripped.endswith("\\") and len(stripped) < len(line):
-        return stripped[:-1] + " "
-    return stripped
-
-
-def parse_ignore_lines(lines: Iterable[str], base: str = "") -> list[IgnoreRule]:
-    """Compile gitignore-syntax `lines` whose file lives in folder-relative dir `base`."""
-    rules: list[IgnoreRule] = []
-    for raw in lines:
-        line = _strip_trailing_spaces(raw.rstrip("\r\n"))
-        if not line or line.startswith("#"):
-            continue
-        negated = line.startswith("!")
-        if negated or line.startswith(("\\#", "\\!")):
-            line = line[1:]
-        directory_only = line.endswith("/")
-        line = line.rstrip("/")
-        if not line:
-            continue
-        anchored = "/" in line
-        glob = line.lstrip("/")
-        source = _translate_glob(glob)
-        if not anchored:
-            source = "(?:.*/)?" + source
-        rules.append(
-            IgnoreRule(raw.strip(), re.compile(source, re.DOTALL), negated, directory_only, base)
-        )
-    return rules
+def rules_verdict(rules: list[IgnoreRule], relative_path: str, is_dir: bool) -> bool | None:
+    """True: ignored, False: re-included by `!`, None: no line of `rules` matches."""
+    for rule in reversed(rules):
+        if rule.matches(relative_path, is_dir):
+            return rule.ignores
+    return None
 
 
 class IgnoreRules:
@@ -158,38 +163,38 @@ class IgnoreRules:
 
     def __init__(self, root: Path, *, use_defaults: bool = True) -> None:
         self.root = root
-        self._defaults = parse_ignore_lines(DEFAULT_IGNORES) if use_defaults else []
-        self._by_dir: dict[str, list[IgnoreRule]] = {}
+        self._defaults = compile_ignore_lines(DEFAULT_IGNORES) if use_defaults else []
+        self._by_dir: dict[str, list[list[IgnoreRule]]] = {}
 
     def invalidate(self) -> None:
         """Forget cached rule files (after a `.gitignore` or `.workbenchignore` changed)."""
         self._by_dir.clear()
 
-    def _rules_of(self, directory: str) -> list[IgnoreRule]:
+    def _files_of(self, directory: str) -> list[list[IgnoreRule]]:
+        """The rules of each rule file in `directory`, in increasing precedence."""
         cached = self._by_dir.get(directory)
         if cached is None:
             cached = []
-            folder = self.root / directory if directory else self.root
             for name in IGNORE_FILE_NAMES:
-                try:
-                    text = (folder / name).read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    continue
-                cached.extend(parse_ignore_lines(text.splitlines(), directory))
+                relative = f"{directory}/{name}" if directory else name
+                data = read_regular_file(self.root, relative, MAX_IGNORE_FILE_BYTES)
+                if data is not None:
+                    text = data[:MAX_IGNORE_FILE_BYTES].decode("utf-8", errors="replace")
+                    cached.append(compile_ignore_lines(text.splitlines()))
             self._by_dir[directory] = cached
         return cached
 
     def _decide(self, relative_path: str, is_dir: bool) -> bool:
         """This entry's own verdict (ignoring whether an ancestor is ignored)."""
+        verdict = rules_verdict(self._defaults, relative_path, is_dir)
         parts = relative_path.split("/")
-        verdict = False
-        candidates = list(self._defaults)
         for depth in range(len(parts)):
-            candidates.extend(self._rules_of("/".join(parts[:depth])))
-        for rule in candidates:
-            if rule.negated == verdict and rule.matches(relative_path, is_dir):
-                verdict = not rule.negated
-        return verdict
+            below = "/".join(parts[depth:])
+            for rules in self._files_of("/".join(parts[:depth])):
+                found = rules_verdict(rules, below, is_dir)
+                if found is not None:
+                    verdict = found
+        return bool(verdict)
 
     def is_ignored(self, relative_path: str, is_dir: bool) -> bool:
         """Whether a folder-relative path (`a/b.txt`) is excluded, its ancestors included."""

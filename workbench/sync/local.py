@@ -1,18 +1,30 @@
 """The local side of a folder sync: walking the folder under its ignore rules, with
-symlinks kept inside the folder, and content digests."""
+symlinks kept inside the folder, reading files without following symlinks, and content
+digests."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
+from workbench.core.host_paths import host_path
 from workbench.sync.events import SyncIssue
-from workbench.sync.ignore import IgnoreRules
 
-__all__ = ["LocalEntry", "LocalScan", "content_digest", "scan_folder"]
+if TYPE_CHECKING:
+    from workbench.sync.ignore import IgnoreRules
+
+__all__ = ["LocalEntry", "LocalScan", "content_digest", "read_regular_file", "scan_folder"]
+
+_DIRECTORY_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_SEGMENT_FLAGS: Final = _DIRECTORY_FLAGS | os.O_NOFOLLOW
+# O_NONBLOCK: a fifo swapped in after the scan must not block the open.
+_FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_READ_CHUNK: Final = 1 << 20
 
 
 def content_digest(data: bytes) -> str:
@@ -48,6 +60,64 @@ class LocalScan:
 
 def _inside(root_real: str, target: str) -> bool:
     return target == root_real or target.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+def _open_without_symlinks(root: Path, relative: str) -> int:
+    """A read fd for `root/relative`, opened one segment at a time relative to the parent
+    directory's fd with O_NOFOLLOW: any symlink on the way fails with ELOOP."""
+    *directories, name = relative.split("/")
+    parent = os.open(root, _DIRECTORY_FLAGS)
+    try:
+        for segment in directories:
+            child = os.open(segment, _SEGMENT_FLAGS, dir_fd=parent)
+            os.close(parent)
+            parent = child
+        return os.open(name, _FILE_FLAGS, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
+def read_regular_file(root: Path, relative: str, limit: int) -> bytes | None:
+    """At most `limit + 1` bytes of the regular file `root/relative` (more than `limit`
+    means too large), or None when it is missing, not a regular file, or reachable only
+    through a symlink that leaves `root`.
+
+    Symlinks are never followed by the open itself. A symlink on the way (the scanner
+    accepts those that stay inside the folder) is resolved once, checked to stay inside
+    `root`, and its target opened the same way, so a link swapped in after that check
+    fails instead of being followed.
+    """
+    candidate = host_path(root, relative)
+    try:
+        fd = _open_without_symlinks(root, relative)
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+            return None
+        root_real = os.path.realpath(root)
+        target = os.path.realpath(candidate)
+        if target == root_real or not _inside(root_real, target):
+            return None
+        inner = Path(os.path.relpath(target, root_real)).as_posix()
+        try:
+            fd = _open_without_symlinks(Path(root_real), inner)
+        except OSError:
+            return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        remaining = limit + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, _READ_CHUNK))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _entry_for(
@@ -95,13 +165,14 @@ def scan_folder(root: Path, rules: IgnoreRules, start: str = "") -> LocalScan:
     visited: set[str] = set()
     stack: list[tuple[str, str]] = []
     if start:
-        entry, real = _entry_for(root_real, str(root / start), start, scan)
+        start_path = str(host_path(root, start))
+        entry, real = _entry_for(root_real, start_path, start, scan)
         if entry is None:
             return scan
         scan.entries[start] = entry
         if not entry.is_dir:
             return scan
-        stack.append((start, real or str(root / start)))
+        stack.append((start, real or start_path))
     else:
         stack.append(("", str(root)))
     while stack:

@@ -30,7 +30,14 @@ from workbench.config import Config, ConfigError
 from workbench.core.clock import SYSTEM_CLOCK, Clock
 from workbench.paths import data_dir as resolve_data_dir
 from workbench.profiles import LOCAL, UnknownProfileError, open_profile_backend, profile_names
-from workbench.sync import EventKind, FolderSync, SyncEvent, SyncReport, remote_path
+from workbench.sync import (
+    EventKind,
+    FolderSync,
+    SyncEvent,
+    SyncReport,
+    remote_path,
+    sync_state_file,
+)
 from workbench.sync.runner import entry_runner_code
 from workbench.tui.error_messages import describe_error
 from workbench.tui.formatting import short_id
@@ -65,16 +72,18 @@ from workbench.tui.messages import (
     WatchSynced,
 )
 from workbench.tui.palette_commands import PaletteCommand, WorkbenchCommands
+from workbench.tui.screens.cell_picker_screen import CellCopyRequest, CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import ContextRequest, CreateContextScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.env_vars_screen import EnvVarsScreen
+from workbench.tui.screens.export_screen import ExportScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
 from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
 from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
-from workbench.tui.transcript_cell import TranscriptCell, result_text
-from workbench.tui.transcript_export import export_transcript
+from workbench.tui.transcript_cell import CellPart, TranscriptCell
+from workbench.tui.transcript_export import default_export_path, write_transcript
 from workbench.tui.tree_nodes import ContextNode, DirectoryNode, SandboxNode, TreeNodeData
 from workbench.tui.widgets.code_input import CodeInput
 from workbench.tui.widgets.info_panel import InfoPanel
@@ -183,7 +192,9 @@ class WorkbenchApp(App[None]):
         self.backend_factory: BackendFactory = backend_factory or (
             lambda name: open_profile_backend(name, data_dir=data_dir)
         )
-        self.history_store = LocalHistoryStore(resolve_data_dir(data_dir) / HISTORY_FILE_NAME)
+        self.data_dir = resolve_data_dir(data_dir)
+        """The local data dir: history, exports and folder-sync state (whatever the profile)."""
+        self.history_store = LocalHistoryStore(self.data_dir / HISTORY_FILE_NAME)
         self.clock = clock
         self.show_measurements = show_measurements
         self.health_interval = health_interval
@@ -247,6 +258,16 @@ class WorkbenchApp(App[None]):
     def repl_for(self, context_id: str) -> ReplPane | None:
         found = self.tabs.query(f"#{repl_tab_id(context_id)} ReplPane")
         return found.first(ReplPane) if found else None
+
+    def show_tab(self, tab_id: str) -> None:
+        """Activate the sandbox or the runtimes tab. Focus inside the REPL being hidden
+        moves first to what drives that tab (the sidebar, the runtimes table): Textual
+        would move it to a sibling in the hidden pane, which switches straight back."""
+        repl, focused = self.active_repl, self.focused
+        if repl is not None and focused is not None and repl in focused.ancestors_with_self:
+            target: Widget = self.runtimes_table if tab_id == RUNTIMES_TAB else self.sandbox_tree
+            target.screen.set_focus(target)
+        self.tabs.active = tab_id
 
     # ----------------------------------------------------------------- backend
 
@@ -690,7 +711,7 @@ class WorkbenchApp(App[None]):
         self.check_health()
 
     def action_show_runtimes(self) -> None:
-        self.tabs.active = RUNTIMES_TAB
+        self.show_tab(RUNTIMES_TAB)
 
     def action_prepare_engine(self) -> None:
         backend = self.backend
@@ -700,7 +721,7 @@ class WorkbenchApp(App[None]):
         binding = self.runtimes_table.selected_binding
         runtime = next((item for item in self.runtimes if item.binding == binding), None)
         if runtime is None:
-            self.tabs.active = RUNTIMES_TAB
+            self.show_tab(RUNTIMES_TAB)
             self.notify("Select a runtime in the Runtimes tab first.", severity="warning")
             return
         self.prepare_engine(backend, runtime.language)
@@ -717,7 +738,7 @@ class WorkbenchApp(App[None]):
                 self.post_message(SandboxInfoLoaded(info))
 
             self.call_backend(f"Creating {sandbox_id} failed", create)
-            self.tabs.active = INFO_TAB
+            self.show_tab(INFO_TAB)
 
         self.push_screen(CreateSandboxScreen(), created)
 
@@ -782,7 +803,7 @@ class WorkbenchApp(App[None]):
 
     def action_toggle_env_reveal(self) -> None:
         self.info_panel.reveal_env = not self.info_panel.reveal_env
-        self.tabs.active = INFO_TAB
+        self.show_tab(INFO_TAB)
 
     def action_create_context(self) -> None:
         sandbox_id = self.selected_sandbox_id
@@ -900,22 +921,47 @@ class WorkbenchApp(App[None]):
             self.notify(f"{event.value!r} found in {where}", timeout=2)
 
     def action_copy_cell(self) -> None:
+        self.copy_current_cell("cell")
+
+    def action_copy_result(self) -> None:
+        self.copy_current_cell("result")
+
+    def copy_current_cell(self, part: CellPart) -> None:
         repl = self.active_repl
         cell = repl.transcript.current_cell if repl is not None else None
         if cell is None:
             self.notify("No cell to copy yet.", severity="warning")
             return
-        self.copy_to_clipboard(cell.full_text)
-        self.notify(f"Copied cell [{cell.number}]", timeout=2)
+        self.copy_cell_part(cell, part)
 
-    def action_copy_result(self) -> None:
+    def action_pick_cell(self) -> None:
         repl = self.active_repl
-        cell = repl.transcript.current_cell if repl is not None else None
-        if cell is None or cell.result is None or not cell.result.results:
-            self.notify("The current cell has no result.", severity="warning")
+        if repl is None:
             return
-        self.copy_to_clipboard("\n".join(result_text(cell.result)))
-        self.notify(f"Copied the result of cell [{cell.number}]", timeout=2)
+        if not repl.transcript.cells:
+            self.notify("No cell to copy yet.", severity="warning")
+            return
+
+        def chosen(request: CellCopyRequest | None) -> None:
+            if request is not None:
+                self.copy_cell_part(request.cell, request.part)
+
+        picker = CellPickerScreen(
+            list(repl.transcript.cells),
+            repl.transcript.current_cell_index,
+            show_measurements=self.show_measurements,
+        )
+        self.push_screen(picker, chosen)
+
+    def copy_cell_part(self, cell: TranscriptCell, part: CellPart) -> None:
+        """Copy `part` of `cell` to the clipboard (OSC 52: works over SSH too)."""
+        text = cell.part_text(part)
+        if not text:
+            self.notify(f"Cell [{cell.number}] has no {part}.", severity="warning")
+            return
+        self.copy_to_clipboard(text)
+        what = f"cell [{cell.number}]" if part == "cell" else f"the {part} of cell [{cell.number}]"
+        self.notify(f"Copied {what}", timeout=2)
 
     def action_export_markdown(self) -> None:
         self.export_active_transcript("markdown")
@@ -924,14 +970,43 @@ class WorkbenchApp(App[None]):
         self.export_active_transcript("json")
 
     def export_active_transcript(self, file_format: str) -> None:
+        """Ask for the file (default: under the data dir), then write it."""
         repl = self.active_repl
         if repl is None:
             return
         title = f"{repl.sandbox_id}-{repl.context.binding}-{short_id(repl.context.id)}"
+        cells = list(repl.transcript.cells)
+        default = default_export_path(self.data_dir, title, file_format, self.clock.now_ms())
+
+        def chosen(path: Path | None) -> None:
+            if path is not None:
+                self.write_export(path, title, cells, file_format, overwrite=False)
+
+        self.push_screen(ExportScreen(file_format, default), chosen)
+
+    def write_export(
+        self,
+        path: Path,
+        title: str,
+        cells: list[TranscriptCell],
+        file_format: str,
+        *,
+        overwrite: bool,
+    ) -> None:
+        """Write the export; an existing file is overwritten only once confirmed."""
         try:
-            path = export_transcript(title, repl.transcript.cells, file_format, Path.cwd())
+            write_transcript(path, title, cells, file_format, overwrite=overwrite)
+        except FileExistsError:
+
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self.write_export(path, title, cells, file_format, overwrite=True)
+
+            question = f"{path} already exists.\nOverwrite it with this transcript?"
+            self.push_screen(ConfirmScreen(question, "Overwrite"), confirmed)
+            return
         except OSError as error:
-            self.notify(str(error), title="Export failed", severity="error")
+            self.notify(str(error), title="Export failed", severity="error", timeout=8)
             return
         self.notify(str(path), title="Transcript exported")
 
@@ -968,7 +1043,7 @@ class WorkbenchApp(App[None]):
     def save_config(self) -> None:
         try:
             self.config.save()
-        except OSError as error:
+        except (OSError, ConfigError) as error:
             self.notify(str(error), title="Cannot save the config", severity="error")
 
     # ----------------------------------------------------------------- watching
@@ -1000,8 +1075,23 @@ class WorkbenchApp(App[None]):
         if self.backend is None:
             self.notify("The backend is not open yet.", severity="warning")
             return
+        backend = self.backend
         try:
-            sync = FolderSync(request.folder, self.backend.sandbox(sandbox_id), dest=request.dest)
+            # The same state file as `watch`: only what a sync created is ever deleted,
+            # also in a later session.
+            state_file = sync_state_file(
+                self.data_dir,
+                backend=f"{backend.name} {backend.description}",
+                sandbox_id=sandbox_id,
+                dest=request.dest,
+                folder=request.folder,
+            )
+            sync = FolderSync(
+                request.folder,
+                backend.sandbox(sandbox_id),
+                dest=request.dest,
+                state_file=state_file,
+            )
             runner = None
             if request.entry is not None and context is not None:
                 runner = entry_runner_code(
@@ -1027,7 +1117,7 @@ class WorkbenchApp(App[None]):
         self.status.watch_errors = 0
         self.status.watch_conflicts = 0
         self.refresh_bindings()
-        self.run_watch(self.backend, watch)
+        self.run_watch(backend, watch)
 
     @work(group="watch", exit_on_error=False)
     async def run_watch(self, backend: Backend, watch: ActiveWatch) -> None:

@@ -12,14 +12,7 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("f3", "create_context", "New context", id="context.create"),
     Binding("f4", "edit_env_vars", "Env vars", id="sandbox.env_vars"),
     Binding("f5", "refresh", "Refresh", id="sidebar.refresh"),
-    Binding(
-        "f6",
-        "watch_folder",
-        "Watch a folder…",
-        id="sandbox.watch",
-        show=False,
-        priority=True,  # over the code input's own f6 (select line)
-    ),
+    Binding("f6", "watch_folder", "Watch a folder…", id="sandbox.watch", show=False),
     Binding("shift+f6", "unwatch", "Stop watching", id="sandbox.unwatch", show=False),
     Binding("f8", "destroy_sandbox", "Destroy sandbox", id="sandbox.destroy"),
     Binding("f9", "pick_profile", "Profiles", id="profile.pick"),
@@ -33,6 +26,7 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("ctrl+f", "find_in_transcript", "Find", id="repl.find"),
     Binding("alt+c", "copy_cell", "Copy cell", id="repl.copy_cell", show=False),
     Binding("alt+o", "copy_result", "Copy result", id="repl.copy_result", show=False),
+    Binding("alt+y", "pick_cell", "Copy from a cell…", id="repl.copy_from_cell", show=False),
     Binding("alt+m", "export_markdown", "Export Markdown", id="repl.export_markdown", show=False),
     Binding("alt+j", "export_json", "Export JSON", id="repl.export_json", show=False),
     Binding("alt+w", "close_tab", "Close tab", id="repl.close_tab", show=False),
@@ -48,6 +42,7 @@ REPL_ACTIONS = frozenset(
         "find_in_transcript",
         "copy_cell",
         "copy_result",
+        "pick_cell",
         "export_markdown",
         "export_json",
         "close_tab",
@@ -64,5 +59,6 @@ PALETTE_TITLES = {
     "watch_folder": "Watch a folder into the selected sandbox…",
     "unwatch": "Stop watching the folder",
     "prepare_engine": "Prepare the selected runtime's local engine",
+    "pick_cell": "Copy the code, output or result of any cell…",
 }
 """Palette titles longer than the binding's (short, footer/help-sized) description."""

@@ -20,7 +20,7 @@ from workbench.api.client import Backend
 from workbench.backends.local import open_local_backend
 from workbench.core.clock import FixedClock
 from workbench.profiles import open_profile_backend
-from workbench.tui.app import WorkbenchApp
+from workbench.tui.app import INFO_TAB, WorkbenchApp
 from workbench.tui.widgets.repl_pane import ReplPane
 
 FIXED_START_MS = 1_767_225_600_000
@@ -153,8 +153,7 @@ async def state_sandbox_info(pilot: WorkbenchPilot) -> None:
     await wait_for(pilot, lambda: bool(app.sandbox_infos[TOUR_SANDBOX].env_vars))
     await create_context(pilot, "PERL")
     await wait_for(pilot, lambda: bool(app.sandbox_infos[TOUR_SANDBOX].contexts))
-    app.tabs.active = "info-tab"
-    app.sandbox_tree.focus()
+    app.show_tab(INFO_TAB)  # focus goes to the sidebar, which drives the info tab
     await pilot.pause()
 
 

@@ -1,19 +1,32 @@
-"""One REPL cell (input and outcome) and its Rich rendering for the transcript."""
+"""One REPL cell (input and outcome) and its Rich rendering for the transcript.
+
+A guest error is shown once: as `Name: message` and its traceback. Lines that only
+restate it are left out: a traceback line repeating `Name: message` (the Python driver
+starts its traceback with it), and stderr's last lines when they are exactly the error
+written out by the guest before failing (Ruby's `abort`, a log-and-re-raise, Python's
+`traceback.print_exc()`). Every other stderr line is always shown.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Literal
 
 from rich.console import Group, RenderableType
 from rich.json import JSON
 from rich.syntax import Syntax
 from rich.text import Text
 
-from workbench.api.types import ExecutionResult
+from workbench.api.types import ExecutionError, ExecutionResult
 from workbench.tui.formatting import execution_footer
 
 PYGMENTS_LEXERS = {"python": "python", "javascript": "javascript", "ruby": "ruby", "perl": "perl"}
+PYTHON_TRACEBACK_TITLE = "Traceback (most recent call last):"
+
+CellPart = Literal["cell", "code", "output", "result"]
+"""What can be copied from a cell: all of it, its code, everything below the code, or
+its result values."""
 
 
 @dataclass(frozen=True)
@@ -34,11 +47,11 @@ class TranscriptCell:
         lines: list[str] = []
         if self.result is not None:
             lines.extend(self.result.stdout)
-            lines.extend(self.result.stderr)
+            lines.extend(shown_stderr(self.result))
             lines.extend(result_text(self.result))
             if self.result.error is not None:
-                lines.append(f"{self.result.error.name}: {self.result.error.message}")
-                lines.extend(self.result.error.traceback)
+                lines.extend(error_header(self.result.error))
+                lines.extend(error_traceback(self.result.error))
         if self.failure is not None:
             lines.append(self.failure)
         return "\n".join(lines)
@@ -47,6 +60,16 @@ class TranscriptCell:
     def full_text(self) -> str:
         return f"{self.code}\n{self.output_text}".rstrip("\n")
 
+    def part_text(self, part: CellPart) -> str:
+        """The text of `part` ("" when the cell has none, e.g. no result)."""
+        if part == "cell":
+            return self.full_text
+        if part == "code":
+            return self.code
+        if part == "output":
+            return self.output_text
+        return "\n".join(result_text(self.result)) if self.result is not None else ""
+
 
 def result_text(result: ExecutionResult) -> list[str]:
     """Each result entry as text: JSON pretty-printed, text as is."""
@@ -54,6 +77,45 @@ def result_text(result: ExecutionResult) -> list[str]:
         json.dumps(entry.json, indent=2, ensure_ascii=False) if entry.is_json else entry.text or ""
         for entry in result.results
     ]
+
+
+def error_header(error: ExecutionError) -> list[str]:
+    """`Name: message` as lines (a Ruby syntax error's message spans several)."""
+    return f"{error.name}: {error.message.rstrip()}".splitlines()
+
+
+def error_traceback(error: ExecutionError) -> list[str]:
+    """The traceback without leading lines that repeat `error_header`."""
+    header = error_header(error)
+    if _same_lines(error.traceback[: len(header)], header):
+        return list(error.traceback[len(header) :])
+    return list(error.traceback)
+
+
+def shown_stderr(result: ExecutionResult) -> list[str]:
+    """stderr without a last block of lines that is exactly the error written out: its
+    header and traceback, its header, its message, or Python's traceback format."""
+    stderr, error = result.stderr, result.error
+    if error is None or not stderr:
+        return list(stderr)
+    header, frames = error_header(error), error_traceback(error)
+    restatements = [
+        header + frames,
+        [PYTHON_TRACEBACK_TITLE, *frames, *header],
+        header,
+        error.message.rstrip().splitlines(),
+    ]
+    for block in sorted(restatements, key=len, reverse=True):
+        if block and len(block) <= len(stderr) and _same_lines(stderr[-len(block) :], block):
+            return list(stderr[: -len(block)])
+    return list(stderr)
+
+
+def _same_lines(first: list[str], second: list[str]) -> bool:
+    """Equal line by line, ignoring trailing whitespace."""
+    return len(first) == len(second) and all(
+        a.rstrip() == b.rstrip() for a, b in zip(first, second, strict=True)
+    )
 
 
 def render_cell(cell: TranscriptCell, *, show_measurements: bool) -> RenderableType:
@@ -77,17 +139,19 @@ def render_cell(cell: TranscriptCell, *, show_measurements: bool) -> RenderableT
                 parts.append(Text(f"ⓘ {note}", style="bold yellow"))
         if result.stdout:
             parts.append(Text("\n".join(result.stdout)))
-        if result.stderr:
-            parts.append(Text("\n".join(result.stderr), style="#d08770 italic"))
+        stderr = shown_stderr(result)
+        if stderr:
+            parts.append(Text("\n".join(stderr), style="#d08770 italic"))
         for entry in result.results:
             if entry.is_json:
                 parts.append(JSON(json.dumps(entry.json, ensure_ascii=False)))
             else:
                 parts.append(Text(entry.text or "", style="bold green"))
         if result.error is not None:
-            parts.append(Text(f"{result.error.name}: {result.error.message}", style="bold red"))
-            if result.error.traceback:
-                parts.append(Text("\n".join(result.error.traceback), style="red"))
+            parts.append(Text("\n".join(error_header(result.error)), style="bold red"))
+            traceback = error_traceback(result.error)
+            if traceback:
+                parts.append(Text("\n".join(traceback), style="red"))
         parts.append(
             Text(execution_footer(result, show_measurements=show_measurements), style="dim")
         )

@@ -1,14 +1,29 @@
-"""A context's transcript as Markdown or JSON, written to a file in the cwd."""
+"""A context's transcript as Markdown or JSON, and the file it is exported to (by
+default under the data dir, never silently over an existing file)."""
 
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
-from workbench.tui.transcript_cell import TranscriptCell, result_text
+from workbench.paths import private_directory
+from workbench.tui.transcript_cell import (
+    TranscriptCell,
+    error_header,
+    error_traceback,
+    result_text,
+    shown_stderr,
+)
 
 FENCE_LANGUAGES = {"python": "python", "javascript": "js", "ruby": "ruby", "perl": "perl"}
+EXPORTS_DIR_NAME: Final = "exports"
+EXTENSIONS: Final = {"markdown": ".md", "json": ".json"}
+EXPORT_FILE_MODE: Final = 0o600
+"""Transcripts may hold printed secrets (env vars): private like the rest of the data dir."""
 
 
 def transcript_markdown(title: str, cells: Sequence[TranscriptCell]) -> str:
@@ -19,11 +34,11 @@ def transcript_markdown(title: str, cells: Sequence[TranscriptCell]) -> str:
         result = cell.result
         sections: list[tuple[str, list[str]]] = []
         if result is not None:
-            sections += [("stdout", result.stdout), ("stderr", result.stderr)]
+            sections += [("stdout", result.stdout), ("stderr", shown_stderr(result))]
             sections.append(("result", result_text(result)))
             if result.error is not None:
-                error_lines = [f"{result.error.name}: {result.error.message}"]
-                sections.append(("error", error_lines + result.error.traceback))
+                error_lines = error_header(result.error) + error_traceback(result.error)
+                sections.append(("error", error_lines))
         if cell.failure is not None:
             sections.append(("failure", [cell.failure]))
         for name, body in sections:
@@ -49,14 +64,32 @@ def transcript_json(title: str, cells: Sequence[TranscriptCell]) -> str:
     return json.dumps(payload, indent=2, ensure_ascii=False)
 
 
-def export_transcript(
-    title: str, cells: Sequence[TranscriptCell], file_format: str, directory: Path
-) -> Path:
-    """Write `<title>.md` or `<title>.json` into `directory` and return its path."""
+def default_export_path(data_dir: Path, title: str, file_format: str, now_ms: int) -> Path:
+    """`<data dir>/exports/<title>-<local time>.md` (or `.json`), with `title` made safe
+    for a file name."""
     safe_title = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in title)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now_ms / 1000))
+    return data_dir / EXPORTS_DIR_NAME / f"{safe_title}-{stamp}{EXTENSIONS[file_format]}"
+
+
+def write_transcript(
+    path: Path,
+    title: str,
+    cells: Sequence[TranscriptCell],
+    file_format: str,
+    *,
+    overwrite: bool,
+) -> None:
+    """Write the transcript to `path`, creating missing folders (0700) and the file (0600).
+    Without `overwrite` an existing file raises FileExistsError; a symlink is never
+    followed (OSError)."""
     if file_format == "markdown":
-        path, text = directory / f"{safe_title}.md", transcript_markdown(title, cells)
+        text = transcript_markdown(title, cells)
     else:
-        path, text = directory / f"{safe_title}.json", transcript_json(title, cells)
-    path.write_text(text + "\n", encoding="utf-8")
-    return path
+        text = transcript_json(title, cells)
+    private_directory(path.parent)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags |= os.O_TRUNC if overwrite else os.O_EXCL
+    descriptor = os.open(path, flags, EXPORT_FILE_MODE)
+    with open(descriptor, "w", encoding="utf-8") as file:
+        file.write(text + "\n")

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from engines.isolated import worker_pool
 from engines.session import Limits
 from workbench.api.client import Backend
 from workbench.api.transport import Response
@@ -17,14 +18,18 @@ from workbench.backends.local.gateway import LocalGateway
 from workbench.backends.local.runtimes import local_runtimes
 from workbench.backends.local.sandbox_object import SandboxSettings, parse_ttl
 from workbench.backends.local.sessions import DEFAULT_MAX_RESIDENT, SessionPool
+from workbench.config import TIMEOUT_ENV, parse_timeout
 from workbench.core.clock import SYSTEM_CLOCK, Clock
+from workbench.core.workspace import MAX_FILE_BYTES
 from workbench.gateway.http import Request
-from workbench.paths import DATABASE_NAME, data_dir
+from workbench.paths import DATABASE_NAME, private_data_dir
 from workbench.store import Store
+from workbench.store.database import DEFAULT_HISTORY_LIMIT
 
 IDLE_TTL_ENV = "SANDBOX_WORKBENCH_IDLE_TTL_MS"
 MAX_RESIDENT_ENV = "SANDBOX_WORKBENCH_MAX_RESIDENT"
-
+HISTORY_LIMIT_ENV = "SANDBOX_WORKBENCH_HISTORY_LIMIT"
+"""Execution history entries kept per context (a positive integer; default 1000)."""
 __all__ = ["LocalGateway", "LocalTransport", "open_local_backend", "open_local_gateway"]
 
 
@@ -67,22 +72,31 @@ def open_local_gateway(
     max_resident: int | None = None,
     limits: Limits | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    history_limit: int | None = None,
 ) -> LocalGateway:
     """The local sandboxes stored under `directory` (default: the user data dir)."""
-    root = data_dir(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    root = private_data_dir(directory)
+    if history_limit is None:
+        raw = os.environ.get(HISTORY_LIMIT_ENV, "")
+        history_limit = int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_HISTORY_LIMIT
     if ttl_ms is None:
         ttl_ms = parse_ttl(os.environ.get(IDLE_TTL_ENV))
     if max_resident is None:
         raw = os.environ.get(MAX_RESIDENT_ENV, "")
         max_resident = int(raw) if raw.isdigit() else DEFAULT_MAX_RESIDENT
+    if limits is None:
+        limits = Limits(timeout_seconds=parse_timeout(os.environ.get(TIMEOUT_ENV)))
+    # Engine processes may not write a file past the workspace's per-file limit.
+    engine_pool = worker_pool(MAX_FILE_BYTES)
+    engine_pool.prewarm()
     return LocalGateway(
-        store=Store(root / DATABASE_NAME),
-        runtimes=local_runtimes(limits),
+        store=Store(root / DATABASE_NAME, history_limit=history_limit),
+        runtimes=local_runtimes(engine_pool, limits),
         sessions=SessionPool(max_resident),
         clock=clock,
-        settings=SandboxSettings(ttl_ms=ttl_ms, limits=limits or Limits()),
+        settings=SandboxSettings(ttl_ms=ttl_ms, limits=limits),
         mirror_root=_mirror_root(),
+        engine_pool=engine_pool,
     )
 
 

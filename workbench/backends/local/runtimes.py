@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from engines.cache import EngineCache
+from engines.isolated import WorkerPool, run_isolated
+from engines.isolated.process import WorkerDied
 from engines.language import LanguageEngine, PrepareError
 from engines.registry import LANGUAGES, language_engine
 from engines.result import ExecutionError, ExecutionResult
-from engines.session import Limits, Session
+from engines.session import Limits
 from workbench.api.errors import SandboxError
 from workbench.api.transport import Response
 from workbench.api.types import RuntimeInfo
@@ -46,6 +48,7 @@ class LocalRuntime:
     binding: str
     spec: LanguageEngine
     limits: Limits
+    engine_pool: WorkerPool
 
     @property
     def language(self) -> str:
@@ -102,14 +105,13 @@ class LocalRuntime:
         return Response.json(200, result.to_json())
 
     def run_stateless(self, code: str, env_vars: dict[str, str]) -> ExecutionResult:
-        """A fresh engine instance per call; host failures become `EngineError` results."""
+        """A fresh engine instance per call, in an engine process; host failures become
+        `EngineError` results."""
         started = time.perf_counter()
         try:
-            with Session(self.spec, limits=self.limits) as session:
-                outcome = session.execute(code, env_vars, session=False)
-        except PrepareError as error:
+            return run_isolated(self.engine_pool, self.spec, code, env_vars, limits=self.limits)
+        except (PrepareError, WorkerDied) as error:
             return self.engine_error(code, f"{self.language} engine unavailable: {error}", started)
-        return outcome.result
 
     def engine_error(self, code: str, message: str, started: float) -> ExecutionResult:
         return ExecutionResult(
@@ -121,7 +123,9 @@ class LocalRuntime:
         )
 
 
-def local_runtimes(limits: Limits | None = None) -> dict[str, LocalRuntime]:
+def local_runtimes(
+    engine_pool: WorkerPool, limits: Limits | None = None
+) -> dict[str, LocalRuntime]:
     """The local bindings: JAVASCRIPT, PYTHON, PERL, RUBY (engines whose package loads)."""
     runtimes: dict[str, LocalRuntime] = {}
     for language in LANGUAGES:
@@ -129,5 +133,7 @@ def local_runtimes(limits: Limits | None = None) -> dict[str, LocalRuntime]:
             spec = language_engine(language)
         except Exception:  # an engine package that cannot load is simply not offered
             continue
-        runtimes[language.upper()] = LocalRuntime(language.upper(), spec, limits or Limits())
+        runtimes[language.upper()] = LocalRuntime(
+            language.upper(), spec, limits or Limits(), engine_pool
+        )
     return runtimes

@@ -14,16 +14,20 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from engines.isolated import IsolatedSession, WorkerPool, WriteBounds
 from engines.result import ContextRef, ExecutionError, ExecutionResult, SessionState
-from engines.session import Boot, Limits, Outcome, Session
+from engines.session import Boot, Limits, Outcome
 from engines.snapshot import PAGE_BYTES, MemorySnapshot
 from workbench.api.errors import ErrorCode, SandboxError, make_error
 from workbench.api.transport import Response
@@ -37,8 +41,9 @@ from workbench.core.envvars import (
     execute_env_vars,
     layer_env,
 )
+from workbench.core.host_paths import host_path, opaque_name
 from workbench.core.paths import WorkspaceOSError, normalize
-from workbench.core.workspace import ChangeSet, Workspace
+from workbench.core.workspace import MAX_ENTRIES, MAX_TOTAL_BYTES, ChangeSet, Workspace
 from workbench.gateway.http import (
     EXECUTE_BODY_CAP,
     FILES_BODY_CAP,
@@ -53,6 +58,9 @@ from workbench.store import Store, StoredContext, StoredSandbox, Transaction
 from workbench.store.database import CHUNK_BYTES
 
 MAX_CONTEXTS = 8
+ENGINE_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox-engine")
+"""Threads that wait on engine processes: a run blocked up to its deadline in one sandbox
+never holds up another sandbox's run (the default executor has only a few threads)."""
 BINDING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_TTL_MS = 86_400_000
 
@@ -66,6 +74,12 @@ def parse_ttl(value: str | None) -> float:
     except ValueError:
         return DEFAULT_TTL_MS
     return ttl if ttl >= 0 and ttl != float("inf") else DEFAULT_TTL_MS
+
+
+def idle_deadline_passed(sandbox: StoredSandbox, ttl_ms: float, now_ms: int) -> bool:
+    """The idle alarm of `sandbox` would fire now (spec 8.3): expiry is on and its armed
+    deadline is reached. Decided from the stored row alone."""
+    return ttl_ms != 0 and sandbox.expires_at is not None and now_ms >= sandbox.expires_at
 
 
 class EngineUnavailableError(Exception):
@@ -167,16 +181,19 @@ class SandboxObject:
         clock: Clock,
         settings: SandboxSettings,
         mirror_root: Path,
+        engine_pool: WorkerPool,
     ) -> None:
         self.id = sandbox_id
+        self._engine_pool = engine_pool
         self._store = store
         self._runtimes = runtimes
         self._sessions = sessions
         self._clock = clock
         self._settings = settings
-        self._mirror = mirror_root / sandbox_id
+        # Opaque: an id such as `..` or `.` must never name a host location (spec 8.1).
+        self._mirror = host_path(mirror_root, opaque_name(sandbox_id))
         self._queue = asyncio.Lock()
-        self._running: Session | None = None
+        self._running: IsolatedSession | None = None
         self._dirty: set[str] = set()
         """Contexts whose live state is newer than their stored snapshot."""
         self._flush_timer: asyncio.TimerHandle | None = None
@@ -189,13 +206,26 @@ class SandboxObject:
 
     def _load(self) -> None:
         self._meta = self._store.sandbox(self.id)
-        self._workspace = Workspace.from_rows(self._store.files(self.id))
+        self._loaded_workspace: Workspace | None = None
         self._contexts = {
             stored.id: ContextRow.from_stored(stored) for stored in self._store.contexts(self.id)
         }
 
+    @property
+    def _workspace(self) -> Workspace:
+        """The `/workspace` tree, read from the store on first use (it may be 16 MiB, and
+        a sandbox that is only listed or expired never needs it)."""
+        if self._loaded_workspace is None:
+            self._loaded_workspace = Workspace.from_rows(self._store.files(self.id))
+        return self._loaded_workspace
+
+    @_workspace.setter
+    def _workspace(self, workspace: Workspace) -> None:
+        self._loaded_workspace = workspace
+
     def reload(self) -> None:
-        """Re-read everything from the store (another process committed changes)."""
+        """Re-read the sandbox from the store (another process committed changes); the
+        workspace is re-read only when next used."""
         self._load()
 
     @property
@@ -244,10 +274,8 @@ class SandboxObject:
         """The idle alarm (spec 8.3), evaluated lazily: True when the sandbox was wiped."""
         meta = self._meta
         ttl = self._settings.ttl_ms
-        if meta is None or meta.expires_at is None or ttl == 0:
-            return False
         now = self._clock.now_ms()
-        if now < meta.expires_at:
+        if meta is None or not idle_deadline_passed(meta, ttl, now):
             return False
         if meta.last_used + ttl > now:
             meta.expires_at = int(meta.last_used + ttl)
@@ -261,6 +289,12 @@ class SandboxObject:
         """`expire_if_due` in turn with requests."""
         async with self._queue:
             return self.expire_if_due()
+
+    @property
+    def busy(self) -> bool:
+        """A request holds or awaits the queue, or an execution runs: this object must
+        stay the only one for its sandbox id."""
+        return self._queue.locked() or bool(self._queue._waiters) or self._running is not None
 
     def _wipe(self) -> None:
         self._dirty.clear()
@@ -361,22 +395,41 @@ class SandboxObject:
             raise validation_error("envVars is required")
         update = env_request_vars(body)
         meta = self._ensure_meta()
-        meta.env_vars = apply_env_update(meta.env_vars, update)
-        with self._store.transaction() as tx:
+        with self._stored() as tx:
+            meta.env_vars = apply_env_update(meta.env_vars, update)
             self._touch(tx, write_last_used=True)
             tx.put_sandbox(meta)
         return Response.json(200, {"success": True})
 
     def _files(self, body: dict[str, Any]) -> Response:
         meta = self._ensure_meta()
-        trial = self._workspace
-        result, changes = trial.files_request(
-            body, now=self._clock.now_ms(), sandbox_created_at=iso_from_ms(meta.created_at)
-        )
-        with self._store.transaction() as tx:
-            self._persist_changes(tx, changes)
-            self._touch(tx)
+        workspace = self._workspace
+        # The operation changes the tree; `undo_on_error` takes it back out unless the
+        # transaction commits, so the tree always equals the stored rows.
+        with workspace.undo_on_error():
+            result, changes = workspace.files_request(
+                body, now=self._clock.now_ms(), sandbox_created_at=iso_from_ms(meta.created_at)
+            )
+            with self._stored() as tx:
+                self._persist_changes(tx, changes)
+                self._touch(tx)
         return Response.json(200, result)
+
+    @contextmanager
+    def _stored(self) -> Iterator[Transaction]:
+        """A store transaction that, when it fails (COMMIT included), restores the sandbox
+        row it may have changed in memory and answers INTERNAL_ERROR, not a traceback."""
+        before = None if self._meta is None else replace(self._meta)
+        try:
+            with self._store.transaction() as tx:
+                yield tx
+        except BaseException as error:
+            self._meta = before
+            if isinstance(error, sqlite3.Error):
+                raise make_error(
+                    ErrorCode.INTERNAL_ERROR, f"The change could not be stored: {error}"
+                ) from error
+            raise
 
     def _persist_changes(self, tx: Transaction, changes: ChangeSet) -> None:
         for change in changes:
@@ -419,8 +472,15 @@ class SandboxObject:
             last_used=now,
             seq=max((other.seq for other in self._contexts.values()), default=0) + 1,
         )
-        self._contexts[row.id] = row
         tx.put_context(self.id, row.to_stored())
+        return row
+
+    def _register_context(self, binding: str, cwd: str, env_vars: dict[str, str]) -> ContextRow:
+        """Create a context: stored first, in memory once the commit succeeded."""
+        with self._stored() as tx:
+            row = self._new_context(binding, cwd, env_vars, tx)
+            self._touch(tx)
+        self._contexts[row.id] = row
         return row
 
     def _create_context(self, body: dict[str, Any]) -> Response:
@@ -437,20 +497,18 @@ class SandboxObject:
             except WorkspaceOSError as error:
                 raise validation_error(error.message) from None
         env_vars = context_env_vars(body) or {}
-        with self._store.transaction() as tx:
-            row = self._new_context(binding, cwd, env_vars, tx)
-            self._touch(tx)
+        row = self._register_context(binding, cwd, env_vars)
         return Response.json(201, row.public())
 
     def _delete_context(self, context_id: str) -> Response:
         if context_id not in self._contexts:
             raise self._context_not_found(context_id)
+        with self._stored() as tx:
+            tx.delete_context(self.id, context_id)
+            self._touch(tx)
         del self._contexts[context_id]
         self._dirty.discard(context_id)
         self._sessions.discard((self.id, context_id))
-        with self._store.transaction() as tx:
-            tx.delete_context(self.id, context_id)
-            self._touch(tx)
         return Response.json(200, {"success": True})
 
     def _history(self, context_id: str) -> Response:
@@ -503,15 +561,16 @@ class SandboxObject:
         candidates = [row for row in self._sorted_contexts() if row.binding == binding]
         if candidates:
             return candidates[0]
-        with self._store.transaction() as tx:
-            return self._new_context(binding, "/workspace", {}, tx)
+        return self._register_context(binding, "/workspace", {})
 
     async def _stateless_fallback(
         self, runtime: LocalRuntime, code: str, call_env: dict[str, str | None]
     ) -> Response:
         meta = self._ensure_meta()
         env = layer_env(meta.env_vars, None, call_env)
-        result = await asyncio.to_thread(runtime.run_stateless, code, env)
+        result = await asyncio.get_running_loop().run_in_executor(
+            ENGINE_THREADS, runtime.run_stateless, code, env
+        )
         self._touch()
         return Response.json(200, result.to_json())
 
@@ -532,27 +591,30 @@ class SandboxObject:
         was_resident = self._sessions.is_resident(key)
         limits = self._settings.limits
 
-        def create() -> Session:
-            return Session(
+        def create() -> IsolatedSession:
+            return IsolatedSession(
                 runtime.spec,
+                pool=self._engine_pool,
                 workspace=self._mirror,
                 limits=limits,
                 restore_point=self._restore_point(row),
+                write_bounds=WriteBounds(MAX_TOTAL_BYTES, MAX_ENTRIES),
             )
 
         started = time.perf_counter()
         try:
-            session, outcome, result, changes = await asyncio.to_thread(
-                self._run_blocking, key, create, code, env, row.cwd
+            session, outcome, result, changes = await asyncio.get_running_loop().run_in_executor(
+                ENGINE_THREADS, self._run_blocking, key, create, code, env, row.cwd
             )
         except EngineUnavailableError as error:
             result = runtime.engine_error(
                 code, f"{runtime.language} engine unavailable: {error.__cause__}", started
             )
             return self._finish(row, result, ChangeSet(), Boot.FRESH, [])
-        if session.restore_point is not None and session.restore_point.dirty_chunks:
-            self._dirty.add(row.id)
+        if row.id in self._dirty:
             self._schedule_flush()
+        if outcome.restore_point_dropped:
+            row.snapshot = None  # never restored again; the next snapshot rewrites its chunks
         notes = list(outcome.notes)
         if outcome.boot is Boot.FRESH and row.executions > 0:
             notes.append(
@@ -566,17 +628,16 @@ class SandboxObject:
             notes.append(
                 f"the context's REPL state was restored from its memory snapshot of {taken}"
             )
-        row.cwd = outcome.cwd
-        return self._finish(row, result, changes, outcome.boot, notes)
+        return self._finish(row, result, changes, outcome.boot, notes, cwd=outcome.cwd)
 
     def _run_blocking(
         self,
         key: tuple[str, str],
-        create: Callable[[], Session],
+        create: Callable[[], IsolatedSession],
         code: str,
         env: dict[str, str],
         cwd: str,
-    ) -> tuple[Session, Outcome, ExecutionResult, ChangeSet]:
+    ) -> tuple[IsolatedSession, Outcome, ExecutionResult, ChangeSet]:
         """One worker-thread hop for the whole execution: session, workspace in, run,
         workspace out (or rollback), snapshot."""
         try:
@@ -600,10 +661,13 @@ class SandboxObject:
                 result, changes = self._sync_back(result)
             is_limit = result.error is not None and result.error.name == "ExecutionLimitError"
             if session.spec.snapshots and session.alive and not is_limit:
-                # Spec 7.7: snapshot after every successful run. In memory and incremental
-                # (only changed 1 MiB chunks are copied), so a later trap resumes from this
-                # state; the changed chunks reach SQLite shortly after (write-behind).
+                # Spec 7.7: snapshot after every successful run. The engine process takes it
+                # after answering (incremental: only changed 1 MiB chunks), so a later trap
+                # resumes from this state; the chunks reach SQLite shortly after
+                # (write-behind). Marked dirty before `release`, which may evict the
+                # session and must then save this state.
                 session.take_snapshot()
+                self._dirty.add(key[1])
             return session, outcome, result, changes
         finally:
             self._sessions.release(key)
@@ -637,7 +701,7 @@ class SandboxObject:
                 self.persist_snapshot(context_id, session)
             self._dirty.discard(context_id)
 
-    def persist_snapshot(self, context_id: str, session: Session) -> None:
+    def persist_snapshot(self, context_id: str, session: IsolatedSession) -> None:
         """Store the context's latest snapshot: only the 1 MiB chunks that changed."""
         row = self._contexts.get(context_id)
         if row is None or context_id not in self._dirty:
@@ -689,13 +753,39 @@ class SandboxObject:
         changes: ChangeSet,
         boot: Boot,
         notes: list[str],
+        *,
+        cwd: str | None = None,
     ) -> Response:
-        """Persist files, context row, snapshot and history in one transaction; answer."""
+        """Persist files, context row, snapshot and history in one transaction; answer.
+
+        When the commit fails, memory goes back to what SQLite holds: the row's counters
+        and the workspace (re-read from the store; the next run re-materializes it)."""
         now = self._clock.now_ms()
+        before = replace(row)
         row.executions += 1
         row.last_used = now
+        if cwd is not None:
+            row.cwd = cwd
         meta = self._ensure_meta()
-        with self._store.transaction() as tx:
+        try:
+            return self._commit_run(row, result, changes, boot, notes, now, meta)
+        except SandboxError:
+            row.executions, row.last_used, row.cwd = before.executions, before.last_used, before.cwd
+            if changes:
+                self._loaded_workspace = None
+            raise
+
+    def _commit_run(
+        self,
+        row: ContextRow,
+        result: ExecutionResult,
+        changes: ChangeSet,
+        boot: Boot,
+        notes: list[str],
+        now: int,
+        meta: StoredSandbox,
+    ) -> Response:
+        with self._stored() as tx:
             self._persist_changes(tx, changes)
             tx.put_context(self.id, row.to_stored())
             self._touch(tx)

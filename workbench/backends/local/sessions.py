@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from engines.session import Session
+from engines.isolated import IsolatedSession as Session
 
 SessionKey = tuple[str, str]
 """(sandbox id, context id)"""

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import ssl
+from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -36,18 +39,52 @@ def _connection_error(message: str, url: str) -> ConnectionFailedError:
     )
 
 
-def _describe(error: httpx.HTTPError, base_url: str) -> str:
-    """A human explanation of a transport failure (DNS, refused, TLS, timeout)."""
-    text = str(error) or type(error).__name__
-    lowered = text.lower()
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """`error` and everything it was raised from (causes, contexts, grouped errors)."""
+    pending, seen = [error], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+        pending += getattr(current, "exceptions", ())
+
+
+def _describe(error: httpx.HTTPError, base_url: str, waited: float | None) -> str:
+    """What went wrong with a request, from the underlying cause (httpx's own message is
+    often just "All connection attempts failed"), and what to check."""
+    causes = list(_causes(error))
+    where = urlsplit(base_url)
+    host = where.hostname or base_url
+    for cause in causes:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return (
+                f"TLS failure talking to {base_url}: its certificate was rejected "
+                f"({cause.verify_message or cause.reason})"
+            )
+        if isinstance(cause, ssl.SSLError):
+            return (
+                f"TLS failure talking to {base_url} ({cause.reason or cause}): does it speak "
+                "https? (a local `serve` is plain http://)"
+            )
+        if isinstance(cause, socket.gaierror):
+            return f"cannot resolve the gateway's host name {host!r} ({base_url}): {cause.strerror}"
+        if isinstance(cause, ConnectionRefusedError):
+            return (
+                f"connection refused by {base_url}: is the gateway running and is the port right?"
+            )
+    if isinstance(error, httpx.ConnectTimeout):
+        return f"cannot connect to {base_url}: no answer to the connection attempt in time"
+    if isinstance(error, httpx.ReadTimeout):
+        limit = "" if waited is None else f" (waited {waited:g} s)"
+        return f"the gateway at {base_url} did not answer in time{limit}"
     if isinstance(error, httpx.TimeoutException):
         return f"the gateway at {base_url} did not answer in time ({type(error).__name__})"
-    if "name or service not known" in lowered or "nodename nor servname" in lowered:
-        return f"cannot resolve the gateway's host name ({base_url}): {text}"
-    if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
-        return f"TLS failure talking to {base_url}: {text}"
-    if "refused" in lowered:
-        return f"connection refused by {base_url}: is the gateway running?"
+    if isinstance(error, httpx.RemoteProtocolError):
+        return f"the server at {base_url} broke off the exchange or does not speak HTTP: {error}"
+    text = str(error) or type(error).__name__
     return f"cannot reach the gateway at {base_url}: {text}"
 
 
@@ -88,7 +125,9 @@ class HttpTransport:
                 if attempt + 1 < attempts and not isinstance(error, httpx.ReadTimeout):
                     await asyncio.sleep(0.2 * 2**attempt)
                     continue
-                raise _connection_error(_describe(error, self.base_url), self.base_url) from error
+                waited = timeout if timeout is not None else self._client.timeout.read
+                message = _describe(error, self.base_url, waited)
+                raise _connection_error(message, self.base_url) from error
             if reply.status_code in RETRY_STATUSES and attempt + 1 < attempts:
                 await asyncio.sleep(0.2 * 2**attempt)
                 continue
@@ -114,5 +153,19 @@ class HttpTransport:
         await self._client.aclose()
 
 
-def open_remote_backend(name: str, url: str, token: str, **options: Any) -> Backend:
+def open_remote_backend(
+    name: str, url: str, token: str, *, wait_seconds: float | None = None, **options: Any
+) -> Backend:
+    """The gateway at `url`; `wait_seconds` bounds the wait for each answer (default:
+    `DEFAULT_TIMEOUT`'s 120 s read timeout; the gateway enforces its own limits)."""
+    if wait_seconds is not None:
+        options.setdefault(
+            "timeout",
+            httpx.Timeout(
+                connect=DEFAULT_TIMEOUT.connect,
+                read=wait_seconds,
+                write=DEFAULT_TIMEOUT.write,
+                pool=DEFAULT_TIMEOUT.pool,
+            ),
+        )
     return Backend(HttpTransport(url, token, **options), name=name)

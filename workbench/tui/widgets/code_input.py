@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from pygments.lexer import Lexer  # type: ignore[import-untyped]
 from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
 from pygments.token import Token, _TokenType  # type: ignore[import-untyped]
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
 
@@ -26,6 +29,19 @@ HIGHLIGHT_NAMES: list[tuple[_TokenType, str]] = [
     (Token.Punctuation, "punctuation.bracket"),
 ]
 """Pygments token types, most specific first, mapped to TextArea theme style names."""
+
+
+def is_function_key(key: str) -> bool:
+    """`f7`, `shift+f6`, `ctrl+f12`…"""
+    return re.fullmatch(r"((shift|ctrl|alt)\+)*f\d{1,2}", key.strip()) is not None
+
+
+TEXT_AREA_FUNCTION_KEY_ACTIONS = frozenset(
+    binding.action
+    for binding in TextArea.BINDINGS
+    if isinstance(binding, Binding) and all(map(is_function_key, binding.key.split(",")))
+)
+"""TextArea actions bound only to function keys (f6 select line, f7 select all)."""
 
 
 def highlight_name(token_type: _TokenType) -> str | None:
@@ -73,6 +89,13 @@ last line walk this context's history; *Search history* finds older cells.
             id=id,
             placeholder="code… (Enter: newline, ctrl+r: run)",
         )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Function keys belong to the workbench (f7 prepares an engine, …): TextArea's
+        own function-key actions give way, so the key goes on to the app's binding."""
+        if action in TEXT_AREA_FUNCTION_KEY_ACTIONS:
+            return False
+        return super().check_action(action, parameters)
 
     def _build_highlight_map(self) -> None:
         """Highlight with Pygments (tree-sitter grammars are optional in Textual)."""

@@ -16,7 +16,8 @@ class Transcript(RichLog):
 
 Every run of this context: input, stdout, *stderr*, results, errors and a footer
 with duration, fuel, memory and execution count. *Find in transcript* searches it;
-*Copy cell* / *Copy result* copy the current cell (the last one, or the last match).
+*Copy cell* / *Copy result* copy the current cell (the last one, or the last match);
+*Copy from a cell* picks any cell, with a preview, and copies its code, output or result.
 """
 
     def __init__(self, *, show_measurements: bool, id: str | None = None) -> None:

@@ -1,0 +1,118 @@
+"""JSON shapes of what crosses the engine-process boundary: limits, outcomes, snapshots.
+
+A snapshot travels the same way it is stored (memory bytes apart, globals and host state
+as JSON), so every engine's snapshot state is proven to survive serialization on every
+restore, not only after a restart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from engines.result import ExecutionError, ExecutionResult
+from engines.session import LIMIT_ERROR, Boot, Limits, Outcome, Session
+from engines.snapshot import CHUNK_BYTES, MemorySnapshot
+
+
+def limits_to_json(limits: Limits) -> dict[str, Any]:
+    return dataclasses.asdict(limits)
+
+
+def limits_from_json(data: dict[str, Any]) -> Limits:
+    names = {field.name for field in dataclasses.fields(Limits)}
+    return Limits(**{key: value for key, value in data.items() if key in names})
+
+
+def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
+    return {
+        "result": outcome.result.to_json(),
+        "cwd": outcome.cwd,
+        "boot": outcome.boot.value,
+        "invalidated": outcome.invalidated,
+        "notes": list(outcome.notes),
+        "restorePointDropped": outcome.restore_point_dropped,
+    }
+
+
+def outcome_from_json(data: dict[str, Any]) -> Outcome:
+    return Outcome(
+        result=ExecutionResult.from_json(data["result"]),
+        cwd=str(data["cwd"]),
+        boot=Boot(data["boot"]),
+        invalidated=bool(data["invalidated"]),
+        notes=[str(note) for note in data.get("notes") or []],
+        restore_point_dropped=bool(data.get("restorePointDropped")),
+    )
+
+
+def abandoned_outcome(session: Session, code: str, message: str) -> dict[str, Any]:
+    """The outcome of a call the guest never returned from (its process is ending)."""
+    stdout, stderr = session.captured_logs()
+    result = ExecutionResult(
+        code=code,
+        language=session.spec.language,
+        engine=session.spec.engine,
+        duration_ms=0.0,
+        stdout=stdout,
+        stderr=stderr,
+        error=ExecutionError(LIMIT_ERROR, message, []),
+    )
+    note = "the interpreter was reset after this error"
+    if session.restore_point is not None:
+        note += "; the next run restores the last snapshot"
+    # The host knows the call's cwd and where its instance came from; it fills them in.
+    outcome = Outcome(result, "", Boot.RESIDENT, invalidated=True, notes=[note])
+    return outcome_to_json(outcome)
+
+
+def snapshot_to_json(snapshot: MemorySnapshot) -> tuple[dict[str, Any], bytes | bytearray]:
+    """A whole snapshot: its JSON header and its memory."""
+    return {"globals": snapshot.globals, "extra": snapshot.extra}, snapshot.memory
+
+
+def snapshot_from_json(header: dict[str, Any], memory: bytes) -> MemorySnapshot:
+    return MemorySnapshot(bytearray(memory), dict(header["globals"]), dict(header["extra"]))
+
+
+def snapshot_delta(snapshot: MemorySnapshot) -> tuple[dict[str, Any], list[bytes]]:
+    """The chunks changed since the last delta, with globals and host state."""
+    chunks = sorted(snapshot.dirty_chunks)
+    view = memoryview(snapshot.memory)
+    blobs = [bytes(view[chunk * CHUNK_BYTES : (chunk + 1) * CHUNK_BYTES]) for chunk in chunks]
+    header = {
+        "length": len(snapshot.memory),
+        "chunks": chunks,
+        "globals": snapshot.globals,
+        "extra": snapshot.extra,
+    }
+    return header, blobs
+
+
+def apply_delta(
+    into: MemorySnapshot | None, header: dict[str, Any], blobs: list[bytes]
+) -> MemorySnapshot:
+    """Update the host's copy of a snapshot with a delta; its `dirty_chunks` grow by the
+    chunks received (the store clears them once written)."""
+    length = int(header["length"])
+    memory = bytearray(length) if into is None else into.memory
+    if not isinstance(memory, bytearray):
+        memory = bytearray(memory)
+    if len(memory) < length:
+        memory.extend(bytes(length - len(memory)))
+    elif len(memory) > length:
+        del memory[length:]
+    chunks = [int(chunk) for chunk in header["chunks"]]
+    if len(chunks) != len(blobs):
+        raise ValueError("snapshot delta: chunk list and blobs differ")
+    for chunk, data in zip(chunks, blobs, strict=True):
+        start = chunk * CHUNK_BYTES
+        if start + len(data) > length:
+            raise ValueError("snapshot delta: chunk past the end of memory")
+        memory[start : start + len(data)] = data
+    snapshot = into or MemorySnapshot(memory, {})
+    snapshot.memory = memory
+    snapshot.globals = dict(header["globals"])
+    snapshot.extra = dict(header["extra"])
+    snapshot.dirty_chunks.update(chunks)
+    return snapshot

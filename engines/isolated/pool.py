@@ -1,0 +1,113 @@
+"""Engine processes kept ready: a spare is started in the background so that opening a
+session or a stateless run does not wait for Python and wasmtime to import, and a
+process whose session closed cleanly is reused."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import weakref
+
+from engines.isolated.process import WorkerDied, WorkerProcess
+
+DEFAULT_SPARES = 1
+DEFAULT_MAX_IDLE = 2
+
+
+class WorkerPool:
+    """Engine processes for one per-file byte bound (`RLIMIT_FSIZE`; 0: none)."""
+
+    def __init__(
+        self, file_bytes: int, *, spares: int = DEFAULT_SPARES, max_idle: int = DEFAULT_MAX_IDLE
+    ) -> None:
+        self.file_bytes = file_bytes
+        self.spares = spares
+        self.max_idle = max(max_idle, spares)
+        self._idle: list[WorkerProcess] = []
+        self._all: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._spawning = 0
+        self._closed = False
+
+    def _spawn(self) -> WorkerProcess:
+        worker = WorkerProcess(self.file_bytes)
+        with self._lock:
+            self._all.add(worker)
+        return worker
+
+    def prewarm(self) -> None:
+        """Start spares in the background until `spares` are idle or starting."""
+        with self._lock:
+            wanted = self.spares - len(self._idle) - self._spawning
+            if self._closed or wanted <= 0:
+                return
+            self._spawning += wanted
+        for _ in range(wanted):
+            threading.Thread(target=self._spawn_spare, name="engine-spare", daemon=True).start()
+
+    def _spawn_spare(self) -> None:
+        try:
+            worker = self._spawn()
+            worker.wait_ready()
+        except (OSError, WorkerDied):
+            with self._lock:
+                self._spawning -= 1
+            return
+        with self._lock:
+            self._spawning -= 1
+            if not self._closed:
+                self._idle.append(worker)
+                return
+        worker.stop()
+
+    def acquire(self) -> WorkerProcess:
+        """A ready engine process for exclusive use (give it back with `release`)."""
+        with self._lock:
+            if self._closed:
+                raise WorkerDied("the engine pool is closed")
+            worker = self._idle.pop() if self._idle else None
+        if worker is None:
+            worker = self._spawn()
+        self.prewarm()
+        worker.wait_ready()
+        return worker
+
+    def release(self, worker: WorkerProcess) -> None:
+        """Keep a healthy process for reuse (up to `max_idle`), stop anything else."""
+        with self._lock:
+            keep = not worker.dead and not self._closed and len(self._idle) < self.max_idle
+            if keep:
+                self._idle.append(worker)
+        if not keep:
+            worker.stop()
+
+    def close(self) -> None:
+        """Stop every process of this pool, in use or idle."""
+        with self._lock:
+            self._closed = True
+            workers = list(self._all)
+            self._idle.clear()
+        for worker in workers:
+            worker.kill()
+
+
+_POOLS: dict[int, WorkerPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def worker_pool(file_bytes: int) -> WorkerPool:
+    """The process-wide pool for this per-file byte bound."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(file_bytes)
+        if pool is None or pool._closed:
+            pool = _POOLS[file_bytes] = WorkerPool(file_bytes)
+        return pool
+
+
+@atexit.register
+def _close_pools() -> None:
+    """No engine process outlives the host, whatever state it is in."""
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+    for pool in pools:
+        pool.close()

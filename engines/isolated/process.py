@@ -1,0 +1,139 @@
+"""The host's handle on one engine process: start it, exchange frames, end it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engines.isolated.frames import FrameError, FrameReader, FrameTimeout, write_frame
+
+START_SECONDS = 60.0
+"""How long a new process may take to import wasmtime and report ready."""
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from engines.isolated.worker import main; main()"
+)
+_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TEMP", "TMP", "SYSTEMROOT")
+"""The only variables an engine process inherits: the user's tokens and secrets stay out
+of the process that runs untrusted code."""
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class WorkerDied(Exception):
+    """The engine process ended (or answered garbage); the message says how."""
+
+
+class WorkerProcess:
+    """One engine process (`python -m engines.isolated.worker`) and its frame channel."""
+
+    def __init__(self, file_bytes: int) -> None:
+        # stderr goes to an unlinked temp file: never into the user's terminal or TUI,
+        # never a pipe that could fill up, and its tail explains a crash.
+        self._stderr = tempfile.TemporaryFile(prefix="sbw-engine-")  # noqa: SIM115 (kept open)
+        env = {key: os.environ[key] for key in _ENV_KEEP if key in os.environ}
+        self.process = subprocess.Popen(
+            [sys.executable, "-E", "-s", "-c", _BOOT, _PACKAGE_ROOT, str(file_bytes)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            close_fds=True,
+            start_new_session=True,  # the terminal's Ctrl+C is the host's to handle
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._in_fd = self.process.stdin.fileno()
+        self._reader = FrameReader(self.process.stdout.fileno())
+        self._write_lock = threading.Lock()
+        self._ready = False
+        self.dead = False
+
+    def wait_ready(self) -> None:
+        if self._ready:
+            return
+        header, _ = self.receive(time.monotonic() + START_SECONDS)
+        if not header.get("ready"):
+            self.kill()
+            raise WorkerDied("the engine process did not start")
+        self._ready = True
+
+    def send(
+        self, header: dict[str, Any], blobs: Sequence[bytes | bytearray] | None = None
+    ) -> None:
+        """Write one frame (thread-safe; a dead process raises `WorkerDied`)."""
+        with self._write_lock:
+            try:
+                write_frame(self._in_fd, header, blobs or [])
+            except OSError as error:
+                self.dead = True
+                raise WorkerDied(self.describe_exit(error)) from None
+
+    def receive(self, deadline: float | None) -> tuple[dict[str, Any], list[bytes]]:
+        """The next frame; `FrameTimeout` at the deadline, `WorkerDied` if the process
+        ended or sent garbage."""
+        try:
+            return self._reader.read(deadline)
+        except FrameTimeout:
+            raise
+        except (EOFError, OSError, FrameError) as error:
+            self.dead = True
+            raise WorkerDied(self.describe_exit(error)) from None
+
+    def describe_exit(self, cause: BaseException) -> str:
+        try:
+            status = self.process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return f"the engine process stopped answering ({cause})"
+        tail = self.stderr_tail()
+        how = f"signal {-status}" if status < 0 else f"status {status}"
+        return f"the engine process exited with {how}" + (f": {tail}" if tail else "")
+
+    def stderr_tail(self, limit: int = 400) -> str:
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            size = self._stderr.tell()
+            self._stderr.seek(max(size - limit, 0))
+            text = self._stderr.read().decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+        return text.splitlines()[-1] if text else ""
+
+    def kill(self) -> None:
+        """End the process now (and everything it started)."""
+        self.dead = True
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, AttributeError):
+                self.process.kill()
+        self._reap()
+
+    def stop(self, grace: float = 0.5) -> None:
+        """Close the channel (the process exits on end of input), killing it if it lingers."""
+        self.dead = True
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self._reap()
+
+    def _reap(self) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5.0)
+        for stream in (self.process.stdout, self.process.stdin):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self._stderr.close()

@@ -1,0 +1,400 @@
+"""`IsolatedSession`: a `Session` that lives in an engine process of its own.
+
+Same surface as `engines.session.Session` (execute, cancel, take_snapshot,
+restore_point, reset, close, alive), so the sandbox layer does not care where a guest
+runs. What the process boundary adds:
+- a deadline or cancel holds even while the guest is blocked in a host call: the engine
+  process answers for the guest and exits, and the host kills it as a last resort;
+- a crash, an abort or a runaway of the engine ends only that process;
+- the snapshot after a run is taken by the engine process after the answer was sent,
+  and collected by the host before the next request (off the critical path).
+After the process ended, the next execution starts a new one from the host's copy of
+the last snapshot (or fresh), exactly as after a trap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engines.cache import EngineCache
+from engines.host import WORKSPACE
+from engines.isolated import codec
+from engines.isolated.frames import FrameTimeout
+from engines.isolated.pool import WorkerPool
+from engines.isolated.process import WorkerDied, WorkerProcess
+from engines.language import LanguageEngine, PrepareError
+from engines.registry import language_engine
+from engines.result import ExecutionError, ExecutionResult
+from engines.session import ENGINE_ERROR, LIMIT_ERROR, Boot, Limits, Outcome
+from engines.snapshot import MemorySnapshot
+
+BACKSTOP_SECONDS = 10.0
+"""Past the timeout (plus the engine process's own grace), the host kills the process."""
+REQUEST_SECONDS = 120.0
+"""Deadline of requests other than executions (opening with a large snapshot, ...)."""
+
+
+@dataclass(frozen=True)
+class WriteBounds:
+    """Workspace bounds the engine process holds during a run (see `write_guard`)."""
+
+    max_bytes: int
+    max_entries: int
+
+
+class IsolatedSession:
+    """One REPL context (or stateless runs) in its own engine process."""
+
+    def __init__(
+        self,
+        language: str | LanguageEngine,
+        *,
+        pool: WorkerPool,
+        workspace: Path | None = None,
+        limits: Limits | None = None,
+        restore_point: MemorySnapshot | None = None,
+        write_bounds: WriteBounds | None = None,
+        cache: EngineCache | None = None,
+    ) -> None:
+        self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
+        self.workspace = workspace
+        self.limits = limits or Limits()
+        self._restore_point = restore_point if self.spec.snapshots else None
+        self._pool = pool
+        self._write_bounds = write_bounds
+        self._cache = cache or EngineCache(self.spec)
+        self._compiled = self._cache.ready_compiled_path()
+        self._worker: WorkerProcess | None = None
+        self._alive = False
+        self._call_lock = threading.Lock()
+        self._flags = threading.Lock()
+        """Guards the three flags below, which `cancel` reads from another thread."""
+        self._executing = False
+        self._in_call = False
+        self._cancel_pending = False
+        self._seq = 0
+        """Number of the last execution sent (a cancel names the one it means)."""
+        self._snapshot_pending = False
+        self._closed = False
+        self._open()
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        """A live instance is resident (its state is in the engine process's memory)."""
+        return self._alive and self._worker is not None and not self._worker.dead
+
+    @property
+    def restore_point(self) -> MemorySnapshot | None:
+        """The host's copy of the last snapshot (collected first if one is on its way and
+        no execution is running)."""
+        if self._snapshot_pending and self._call_lock.acquire(blocking=False):
+            try:
+                self._collect_snapshot()
+            finally:
+                self._call_lock.release()
+        return self._restore_point
+
+    # -- process -------------------------------------------------------------------------
+    def _open_request(self, op: str) -> tuple[dict[str, Any], list[bytes | bytearray]]:
+        header: dict[str, Any] = {
+            "op": op,
+            "language": self.spec.language,
+            "compiled": str(self._compiled),
+            "workspace": None if self.workspace is None else str(self.workspace),
+            "limits": codec.limits_to_json(self.limits),
+        }
+        if self._write_bounds is not None and self.workspace is not None:
+            header["guard"] = {
+                "maxBytes": self._write_bounds.max_bytes,
+                "maxEntries": self._write_bounds.max_entries,
+            }
+        blobs: list[bytes | bytearray] = []
+        if self._restore_point is not None:
+            header["restore"], memory = codec.snapshot_to_json(self._restore_point)
+            blobs.append(memory)
+        return header, blobs
+
+    def _open(self) -> WorkerProcess:
+        """Start (or reuse) an engine process and open the session in it; a compiled
+        module that wasmtime refuses is compiled again once."""
+        for attempt in range(2):
+            worker = self._pool.acquire()
+            header, blobs = self._open_request("open")
+            try:
+                worker.send(header, blobs)
+                answer, _ = worker.receive(time.monotonic() + REQUEST_SECONDS)
+            except (WorkerDied, FrameTimeout) as error:
+                worker.kill()
+                raise PrepareError(f"{self.spec.language} engine process failed: {error}") from None
+            if answer.get("ok"):
+                self._worker = worker
+                self._alive = False
+                return worker
+            self._pool.release(worker)
+            if answer.get("kind") == "load" and attempt == 0:
+                self._cache.recompile()
+                continue
+            raise PrepareError(f"{self.spec.language} engine: {answer.get('message')}")
+        raise AssertionError("unreachable")
+
+    def _live_worker(self) -> WorkerProcess:
+        worker = self._worker
+        if worker is None or worker.dead:
+            if worker is not None:
+                worker.kill()
+            worker = self._open()
+        return worker
+
+    def _lost(self) -> None:
+        """The process is gone (or must go): kill it; its state is lost."""
+        worker, self._worker = self._worker, None
+        self._alive = False
+        self._snapshot_pending = False
+        if worker is not None:
+            worker.kill()
+
+    def _collect_snapshot(self) -> None:
+        """Apply the snapshot the engine process sent after the last run (call locked)."""
+        if not self._snapshot_pending:
+            return
+        self._snapshot_pending = False
+        worker = self._worker
+        if worker is None:
+            return
+        try:
+            answer, blobs = worker.receive(time.monotonic() + REQUEST_SECONDS)
+        except (WorkerDied, FrameTimeout):
+            self._lost()
+            return
+        delta = answer.get("snapshot")
+        if answer.get("ok") and isinstance(delta, dict):
+            self._restore_point = codec.apply_delta(self._restore_point, delta, blobs)
+
+    # -- the Session surface -------------------------------------------------------------
+    def execute(
+        self,
+        code: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str = WORKSPACE,
+        *,
+        session: bool = True,
+    ) -> Outcome:
+        if self._closed:
+            raise RuntimeError("session is closed")
+        with self._call_lock:
+            with self._flags:
+                self._executing, self._cancel_pending = True, False
+            try:
+                return self._execute_locked(code, env, cwd, session)
+            finally:
+                with self._flags:
+                    self._executing = self._in_call = self._cancel_pending = False
+
+    def _execute_locked(
+        self, code: str, env: Mapping[str, str] | None, cwd: str, session: bool
+    ) -> Outcome:
+        self._collect_snapshot()
+        try:
+            worker = self._live_worker()
+        except PrepareError as error:
+            return self._failure(code, ENGINE_ERROR, str(error), cwd)
+        boot = self._expected_boot()
+        timeout = self.limits.timeout_seconds
+        deadline = None if timeout is None else time.monotonic() + timeout + BACKSTOP_SECONDS
+        with self._flags:
+            self._seq += 1
+            self._in_call = True
+            request = {
+                "op": "execute",
+                "seq": self._seq,
+                "code": code,
+                "env": dict(env or {}),
+                "cwd": cwd,
+                "session": session,
+                "cancelled": self._cancel_pending,  # cancelled before it was even sent
+            }
+        try:
+            worker.send(request)
+            answer, _ = worker.receive(deadline)
+        except FrameTimeout:
+            self._lost()
+            return self._failure(code, LIMIT_ERROR, self._timeout_message(), cwd, boot)
+        except WorkerDied as error:
+            self._lost()
+            return self._failure(code, ENGINE_ERROR, str(error), cwd, boot)
+        if not answer.get("ok"):
+            self._lost()
+            return self._failure(code, ENGINE_ERROR, str(answer.get("message")), cwd, boot)
+        outcome = codec.outcome_from_json(answer["outcome"])
+        if answer.get("exiting"):  # the engine process answered for a stuck guest
+            self._lost()
+            outcome.boot, outcome.cwd = boot, cwd
+        else:
+            self._alive = bool(answer.get("alive"))
+        if outcome.restore_point_dropped:
+            self._restore_point = None
+        return outcome
+
+    def _expected_boot(self) -> Boot:
+        """Where the next execution's instance comes from, as the engine process will
+        decide it (used when the process cannot tell: it was killed)."""
+        if self.alive:
+            return Boot.RESIDENT
+        return Boot.RESTORED if self._restore_point is not None else Boot.FRESH
+
+    def _timeout_message(self) -> str:
+        return f"Execution timed out after {self.limits.timeout_seconds:g} s"
+
+    def _failure(
+        self, code: str, name: str, message: str, cwd: str, boot: Boot = Boot.FRESH
+    ) -> Outcome:
+        result = ExecutionResult(
+            code=code,
+            language=self.spec.language,
+            engine=self.spec.engine,
+            duration_ms=0.0,
+            error=ExecutionError(name, message[:2048], []),
+        )
+        notes = ["the interpreter was reset after this error"]
+        if self._restore_point is not None:
+            notes[0] += "; the next run restores the last snapshot"
+        return Outcome(result, cwd, boot, invalidated=True, notes=notes)
+
+    def cancel(self) -> None:
+        """Interrupt the running execution, even one still being prepared (safe from any
+        thread; no-op when idle)."""
+        with self._flags:
+            if not self._executing:
+                return
+            if not self._in_call:
+                self._cancel_pending = True
+                return
+            seq, worker = self._seq, self._worker
+        if worker is not None and not worker.dead:
+            with contextlib.suppress(WorkerDied):
+                worker.send({"op": "cancel", "seq": seq})
+
+    def take_snapshot(self) -> None:
+        """Ask for the snapshot of the state the last run left; it is taken after the
+        answer went out and collected before the next request (`restore_point`)."""
+        if not self.spec.snapshots or not self.alive:
+            return
+        with self._call_lock:
+            worker = self._worker
+            if worker is None or self._snapshot_pending:
+                return
+            try:
+                worker.send({"op": "snapshot"})
+            except WorkerDied:
+                self._lost()
+                return
+            self._snapshot_pending = True
+
+    def reset(self) -> None:
+        """Forget all state: the next execution starts a fresh interpreter."""
+        with self._call_lock:
+            self._collect_snapshot()
+            self._restore_point = None
+            worker = self._worker
+            if worker is None:
+                return
+            try:
+                worker.send({"op": "reset"})
+                worker.receive(time.monotonic() + REQUEST_SECONDS)
+            except (WorkerDied, FrameTimeout):
+                self._lost()
+            self._alive = False
+
+    def close(self) -> None:
+        """End the session; a running execution is stopped at once (its process killed)."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._call_lock.acquire(blocking=False):
+            self._lost()  # an execution is running: do not wait for it
+            return
+        try:
+            self._collect_snapshot()
+            worker, self._worker = self._worker, None
+            if worker is None or worker.dead:
+                return
+            try:
+                worker.send({"op": "close"})
+                answer, _ = worker.receive(time.monotonic() + 2.0)
+            except (WorkerDied, FrameTimeout):
+                worker.kill()
+                return
+            if answer.get("ok"):
+                self._pool.release(worker)
+            else:
+                worker.kill()
+        finally:
+            self._call_lock.release()
+
+    def __enter__(self) -> IsolatedSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run_isolated(
+    pool: WorkerPool,
+    language: str | LanguageEngine,
+    code: str,
+    env_vars: Mapping[str, str] | None = None,
+    *,
+    limits: Limits | None = None,
+) -> ExecutionResult:
+    """Stateless execution (spec 9.4) in an engine process: one round trip."""
+    spec = language if isinstance(language, LanguageEngine) else language_engine(language)
+    limits = limits or Limits()
+    compiled = EngineCache(spec).ready_compiled_path()
+    request = {
+        "op": "run",
+        "language": spec.language,
+        "compiled": str(compiled),
+        "workspace": None,
+        "limits": codec.limits_to_json(limits),
+        "code": code,
+        "env": dict(env_vars or {}),
+        "session": False,
+    }
+    timeout = limits.timeout_seconds
+    worker = pool.acquire()
+    deadline = None if timeout is None else time.monotonic() + timeout + BACKSTOP_SECONDS
+    try:
+        worker.send(request)
+        answer, _ = worker.receive(deadline)
+    except FrameTimeout:
+        worker.kill()
+        message = f"Execution timed out after {timeout:g} s"
+        return ExecutionResult(
+            code, spec.language, spec.engine, 0.0, error=ExecutionError(LIMIT_ERROR, message, [])
+        )
+    except WorkerDied as error:
+        return ExecutionResult(
+            code,
+            spec.language,
+            spec.engine,
+            0.0,
+            error=ExecutionError(ENGINE_ERROR, str(error), []),
+        )
+    if answer.get("exiting") or not answer.get("ok"):
+        worker.kill()  # it answered for a stuck guest, or failed: never reuse it
+    else:
+        pool.release(worker)
+    if not answer.get("ok"):
+        message = f"{spec.language} engine: {answer.get('message')}"
+        if answer.get("kind") == "load":
+            raise PrepareError(message)
+        failure = ExecutionError(ENGINE_ERROR, message[:2048], [])
+        return ExecutionResult(code, spec.language, spec.engine, 0.0, error=failure)
+    return codec.outcome_from_json(answer["outcome"]).result

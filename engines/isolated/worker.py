@@ -1,0 +1,293 @@
+"""The engine process: hosts one `Session` at a time for its parent, over frames on
+stdin/stdout (see `frames.py`), so that a guest blocked in a host call, a crash or a
+runaway write can be stopped by ending this process without touching any other.
+
+Requests (one at a time, answered in order):
+- `open`: create the session (language, compiled module path, workspace, limits, and an
+  optional restore point whose memory is the frame's blob);
+- `execute`: run code; answered with the `Outcome`;
+- `snapshot`: take the (incremental) snapshot; answered with the changed 1 MiB chunks;
+- `reset`, `close`: as `Session`;
+- `run`: open + execute + close in one round trip (stateless runs).
+Out of band, `cancel` interrupts the running execution.
+
+Limits that hold even while the guest is blocked inside a host call (sleep, select,
+poll): when the deadline or a cancel is not honoured by the guest within a grace period,
+this process answers for it and exits; the parent then starts a new one.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import resource
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engines.isolated import codec
+from engines.isolated.frames import FrameReader, write_frame
+from engines.isolated.write_guard import WriteGuard
+from engines.session import CANCELLED, Session
+
+GRACE_SECONDS = 0.25
+"""How long a guest may take to honour a deadline or cancel before the process ends."""
+FILE_BYTES_MARGIN = 64 << 10
+
+
+class Worker:
+    def __init__(self, out_fd: int) -> None:
+        self._out_fd = out_fd
+        self._write_lock = threading.Lock()
+        self._answered = True
+        """Whether the current request was answered (by the main loop or the backstop)."""
+        self.session: Session | None = None
+        self.guard: WriteGuard | None = None
+        self.requests: queue.Queue[tuple[dict[str, Any], list[bytes]] | None] = queue.Queue()
+        self._backstop = threading.Condition()
+        """Guards the execution bookkeeping below (shared with the reader, the write
+        guard and the backstop threads)."""
+        self.current_code = ""
+        self._running_seq = 0
+        self._done_seq = 0
+        self._cancel_seq = 0
+        self._interrupt_reason: str | None = None
+        self._interrupt_at: float | None = None
+
+    # -- output --------------------------------------------------------------------------
+    def answer(
+        self, header: dict[str, Any], blobs: Sequence[bytes | bytearray] | None = None
+    ) -> bool:
+        """Send the answer to the current request unless the backstop already did."""
+        with self._write_lock:
+            if self._answered:
+                return False
+            self._answered = True
+            write_frame(self._out_fd, header, blobs or [])
+            return True
+
+    def send(
+        self, header: dict[str, Any], blobs: Sequence[bytes | bytearray] | None = None
+    ) -> None:
+        with self._write_lock:
+            write_frame(self._out_fd, header, blobs or [])
+
+    # -- requests ------------------------------------------------------------------------
+    def read_requests(self, reader: FrameReader) -> None:
+        """Reader thread: out-of-band cancels act at once; the rest queue up."""
+        while True:
+            try:
+                header, blobs = reader.read()
+            except (EOFError, OSError, ValueError):
+                os._exit(0)  # the parent went away: nothing here is worth finishing
+            if header.get("op") == "cancel":
+                self.cancel(int(header.get("seq", 0)))
+                continue
+            self.requests.put((header, blobs))
+
+    def cancel(self, seq: int) -> None:
+        """Cancel execution `seq`: the running one, or the next one if it has not started
+        yet; a cancel that arrives after its execution was answered is dropped."""
+        with self._backstop:
+            if seq <= self._done_seq:
+                return
+            self._cancel_seq = seq
+            if seq != self._running_seq:
+                return
+        self.interrupt(CANCELLED)
+
+    def interrupt(self, reason: str) -> None:
+        """Stop the execution being handled (before or during its guest call); the first
+        reason wins."""
+        with self._backstop:
+            if not self._running_seq or self._interrupt_reason is not None:
+                return
+            self._interrupt_reason = reason
+            self._interrupt_at = time.monotonic()
+            self._backstop.notify()
+        session = self.session
+        if session is not None and session.in_call_since is not None:
+            session.interrupt(reason)
+
+    def _pending_interrupt(self) -> str | None:
+        with self._backstop:
+            return self._interrupt_reason
+
+    def serve(self) -> None:
+        while True:
+            item = self.requests.get()
+            if item is None:
+                return
+            header, blobs = item
+            with self._write_lock:
+                self._answered = False
+            try:
+                self.handle(header, blobs)
+            except Exception as error:  # a host-side bug: report it, stay alive
+                self.answer(
+                    {"ok": False, "kind": "engine", "message": f"{type(error).__name__}: {error}"}
+                )
+
+    def handle(self, header: dict[str, Any], blobs: list[bytes]) -> None:
+        op = header.get("op")
+        if op == "open":
+            self.answer(self.open(header, blobs))
+        elif op == "execute":
+            self.answer(self.execute(header))
+        elif op == "run":
+            opened = self.open(header, blobs)
+            if not opened["ok"]:
+                self.answer(opened)
+                return
+            answer = self.execute(header)
+            self.close_session()
+            self.answer(answer)
+        elif op == "snapshot":
+            self.snapshot()
+        elif op == "reset":
+            if self.session is not None:
+                self.session.reset()
+            self.answer({"ok": True})
+        elif op == "close":
+            self.close_session()
+            self.answer({"ok": True})
+        else:
+            self.answer({"ok": False, "kind": "engine", "message": f"unknown request {op!r}"})
+
+    def open(self, header: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
+        self.close_session()
+        with self._backstop:  # a new session numbers its executions from 1
+            self._done_seq = self._cancel_seq = 0
+        from engines.registry import language_engine
+
+        workspace = header.get("workspace")
+        restore = header.get("restore")
+        try:
+            self.session = Session(
+                language_engine(str(header["language"])),
+                workspace=Path(workspace) if workspace else None,
+                limits=codec.limits_from_json(header["limits"]),
+                restore_point=codec.snapshot_from_json(restore, blobs[0]) if restore else None,
+                compiled=Path(str(header["compiled"])),
+            )
+        except Exception as error:  # wasmtime refused the compiled module, or a bad request
+            return {"ok": False, "kind": "load", "message": f"{type(error).__name__}: {error}"}
+        guard = header.get("guard")
+        if workspace and guard:
+            self.guard = WriteGuard(
+                Path(workspace),
+                max_bytes=int(guard["maxBytes"]),
+                max_entries=int(guard["maxEntries"]),
+                on_exceeded=self.interrupt,
+            )
+        return {"ok": True}
+
+    def close_session(self) -> None:
+        if self.guard is not None:
+            self.guard.close()
+            self.guard = None
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+    def execute(self, header: dict[str, Any]) -> dict[str, Any]:
+        session = self.session
+        if session is None:
+            return {"ok": False, "kind": "engine", "message": "no session is open"}
+        self.current_code = str(header["code"])
+        seq = max(int(header.get("seq", 0)), self._done_seq + 1)
+        with self._backstop:
+            self._running_seq = seq
+            self._interrupt_reason = self._interrupt_at = None
+            if header.get("cancelled"):
+                self._cancel_seq = seq
+            cancelled = self._cancel_seq == seq
+        if cancelled:
+            self.interrupt(CANCELLED)
+        try:
+            if self.guard is not None:
+                self.guard.arm()  # may interrupt at once: the directory is already too big
+            outcome = session.execute(
+                str(header["code"]),
+                header.get("env") or {},
+                str(header.get("cwd") or "/workspace"),
+                session=bool(header.get("session", True)),
+                pending_interrupt=self._pending_interrupt,
+            )
+        finally:
+            if self.guard is not None:
+                self.guard.disarm()
+            with self._backstop:
+                self._interrupt_reason = self._interrupt_at = None
+                self._done_seq = seq
+                self._running_seq = 0
+        return {"ok": True, "outcome": codec.outcome_to_json(outcome), "alive": session.alive}
+
+    def snapshot(self) -> None:
+        session = self.session
+        snapshot = session.take_snapshot() if session is not None else None
+        if snapshot is None:
+            self.answer({"ok": True, "snapshot": None})
+            return
+        header, chunks = codec.snapshot_delta(snapshot)
+        snapshot.dirty_chunks.clear()  # the parent holds them now
+        self.answer({"ok": True, "snapshot": header}, chunks)
+
+    # -- backstop ------------------------------------------------------------------------
+    def watch_deadlines(self) -> None:
+        """End the process for a guest that does not honour a deadline or a cancel
+        (blocked in a host call), answering for it first."""
+        while True:
+            with self._backstop:
+                self._backstop.wait(0.05)
+                interrupt_at, reason = self._interrupt_at, self._interrupt_reason
+            session = self.session
+            started = session.in_call_since if session is not None else None
+            if session is None or started is None:
+                continue
+            now = time.monotonic()
+            timeout = session.limits.timeout_seconds
+            if reason is not None and interrupt_at is not None:
+                if now - max(interrupt_at, started) <= GRACE_SECONDS:
+                    continue
+                message = reason
+            elif timeout is not None and now - started > timeout + GRACE_SECONDS:
+                message = session.timeout_message()
+            else:
+                continue
+            outcome = codec.abandoned_outcome(session, self.current_code, message)
+            if self.answer({"ok": True, "outcome": outcome, "alive": False, "exiting": True}):
+                os._exit(0)
+
+
+def _confine(file_bytes: int) -> None:
+    """OS limits for a process that runs untrusted code: no core dumps, no file bigger
+    than the workspace's per-file limit (a write past it fails with EFBIG instead of
+    killing the process)."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if file_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def main() -> None:
+    file_bytes = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    _confine(file_bytes + FILE_BYTES_MARGIN if file_bytes else 0)
+    # The frame channel is the original stdout; anything else printing goes to stderr.
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    worker = Worker(out_fd)
+    reader = FrameReader(0)
+    threading.Thread(target=worker.read_requests, args=(reader,), daemon=True).start()
+    threading.Thread(target=worker.watch_deadlines, daemon=True).start()
+    worker.send({"ready": True, "pid": os.getpid()})
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Conventions every command follows: `--json`, examples in `--help`, shell completion,
+`NO_COLOR` and `--quiet`."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+from pathlib import Path
+
+import click
+
+from tests.cli import SCRIPT, cli_env, run_cli
+from tests.conftest import require_engine
+from workbench.cli.main import COMMANDS, main
+
+
+def all_command_paths() -> list[list[str]]:
+    """Every leaf command, as the words that invoke it (`["files", "ls"]`)."""
+    context = click.Context(main)
+    paths = []
+    for name in COMMANDS:
+        command = main.get_command(context, name)
+        if isinstance(command, click.Group):
+            paths += [[name, sub] for sub in command.commands]
+        else:
+            paths.append([name])
+    return paths
+
+
+def test_every_command_help_has_examples(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    missing = []
+    for words in all_command_paths():
+        shown = run_cli(env, *words, "--help").stdout
+        if not re.search(r"Examples:\n +(sandbox-workbench|echo) ", shown):
+            missing.append(" ".join(words))
+    assert missing == []
+
+
+def test_sandboxes_info_reads_as_text_and_as_json(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    run_cli(env, "files", "put", "box", "-", "a.txt", stdin="12345")
+    shown = run_cli(env, "sandboxes", "info", "box")
+    assert shown.returncode == 0
+    assert "sandbox    box\n" in shown.stdout
+    assert "workspace  1 files, 5 bytes\n" in shown.stdout
+    info = json.loads(run_cli(env, "sandboxes", "info", "box", "--json").stdout)
+    assert info["id"] == "box" and info["workspace"] == {"files": 1, "bytes": 5}
+
+
+def complete(env: dict[str, str], words: str) -> list[str]:
+    """What bash completion offers for the last (possibly empty) word of `words`."""
+    parts = words.split(" ")
+    completed = subprocess.run(
+        [str(SCRIPT)],
+        env={
+            **env,
+            "_SANDBOX_WORKBENCH_COMPLETE": "bash_complete",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(parts) - 1),
+        },
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert completed.returncode == 0 and completed.stderr == ""
+    return [line.split(",", 1)[1] for line in completed.stdout.splitlines() if line]
+
+
+def test_completion_of_profiles_bindings_and_local_sandbox_ids(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, TOK="t" * 20)
+    run_cli(env, "profiles", "add", "staging", "--url", "https://s.example", "--token-env", "TOK")
+    for sandbox in ("alpha", "beta", "alps"):
+        run_cli(env, "files", "mkdir", sandbox, "d")
+    assert complete(env, "sandbox-workbench -p ") == ["local", "staging"]
+    assert complete(env, "sandbox-workbench sandboxes list --profile st") == ["staging"]
+    assert complete(env, "sandbox-workbench run -b P") == ["PYTHON", "PERL"]
+    assert complete(env, "sandbox-workbench sandboxes info al") == ["alpha", "alps"]
+    assert complete(env, "sandbox-workbench files ls ") == ["alpha", "alps", "beta"]
+    assert complete(env, "sandbox-workbench run -s b") == ["beta"]
+    # Remote ids are not listed (too slow); a broken store just offers nothing.
+    assert complete(env, "sandbox-workbench sandboxes info -p staging a") == []
+    (tmp_path / "data" / "workbench.sqlite3").write_bytes(b"garbage" * 1000)
+    assert complete(env, "sandbox-workbench sandboxes info a") == []
+
+
+def output_on_a_terminal(env: dict[str, str], *args: str) -> str:
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [str(SCRIPT), *args], stdout=terminal, stderr=terminal, env={**env, "TERM": "xterm"}
+    )
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    process.wait(timeout=60)
+    return shown.decode(errors="replace")
+
+
+def test_no_color_is_honoured_on_a_terminal(tmp_path: Path) -> None:
+    require_engine("perl")
+    env = cli_env(tmp_path)
+    failing = ("run", "-l", "perl", "-c", 'die "boom\\n"')
+    assert "\x1b[31mPerlError: boom" in output_on_a_terminal(env, *failing)
+    plain = output_on_a_terminal({**env, "NO_COLOR": "1"}, *failing)
+    assert "PerlError: boom" in plain
+    assert "\x1b[" not in plain
+
+
+def test_quiet_keeps_results_and_drops_notes(tmp_path: Path) -> None:
+    require_engine("python")
+    env = cli_env(tmp_path)
+    assert run_cli(env, "run", "-s", "py", "-l", "python", "-c", "x = 1").returncode == 0
+    noisy = run_cli(env, "run", "-s", "py", "-l", "python", "-c", "6 * 7")
+    assert "warning:" in noisy.stderr  # Python state does not survive the process
+    quiet = run_cli(env, "-q", "run", "-s", "py", "-l", "python", "-c", "6 * 7")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "42\n", "")
+    failed = run_cli(env, "-q", "run", "-l", "python", "-c", "1/0")
+    assert failed.returncode == 1
+    assert "ZeroDivisionError" in failed.stderr

@@ -1,0 +1,193 @@
+"""The CLI's error boundary: every expected failure is one `error:` line and an exit code
+(0 ok, 1 guest error or failure, 2 usage, 3 backend unreachable or unusable, 4 not
+found); `--debug` or $SANDBOX_WORKBENCH_DEBUG shows the traceback."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from tests.cli import cli_env, one_error_line, run_cli, serving
+from tests.conftest import require_engine
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_help_documents_the_exit_codes(tmp_path: Path) -> None:
+    shown = run_cli(cli_env(tmp_path), "--help").stdout
+    assert "Exit codes:" in shown
+    for line in ("0  ok", "2  usage or configuration error", "4  not found (sandbox"):
+        assert line in shown
+
+
+def test_config_values_of_the_wrong_type_name_key_and_file(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, TOKEN="x")
+    path = write_config(tmp_path, "profiles = 3\n")
+    refused = run_cli(env, "profiles", "list")
+    assert refused.returncode == 2
+    assert one_error_line(refused) == (
+        f"error: {path}: profiles must be a table, not an integer (3); fix or remove it"
+    )
+    write_config(tmp_path, '[profiles.staging]\nurl = "https://gw.example"\ntoken_env = 5\n')
+    for args in (("profiles", "list"), ("sandboxes", "list", "-p", "staging")):
+        refused = run_cli(env, *args)
+        assert refused.returncode == 2
+        assert one_error_line(refused) == (
+            f"error: {path}: profiles.staging.token_env must be a string, not an integer (5); "
+            "fix or remove it"
+        )
+    write_config(tmp_path, "[ui]\ntheme = [1]\n")
+    assert "ui.theme must be a string, not an array" in one_error_line(
+        run_cli(env, "profiles", "list")
+    )
+    write_config(tmp_path, "not toml at all [\n")
+    assert f"cannot read {path}" in one_error_line(run_cli(env, "profiles", "list"))
+
+
+def test_an_unreadable_local_store_is_exit_3_and_debug_shows_why(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    database = tmp_path / "data" / "workbench.sqlite3"
+    database.parent.mkdir(parents=True)
+    database.write_bytes(b"this is not a database, " * 100)
+    corrupt = run_cli(env, "sandboxes", "list")
+    assert corrupt.returncode == 3
+    assert one_error_line(corrupt) == (
+        f"error: cannot open the local store {database}: file is not a database; "
+        "move the file aside or use another --data-dir"
+    )
+    for debug_env, args in (({}, ("--debug",)), ({"SANDBOX_WORKBENCH_DEBUG": "1"}, ())):
+        traced = run_cli({**env, **debug_env}, *args, "sandboxes", "list")
+        assert traced.returncode == 3
+        assert "Traceback (most recent call last)" in traced.stderr
+        assert "sqlite3.DatabaseError: file is not a database" in traced.stderr
+
+    database.unlink()
+    with sqlite3.connect(database) as newer:
+        newer.execute("PRAGMA user_version = 99")
+    newer.close()
+    refused = run_cli(env, "files", "ls", "box")
+    assert refused.returncode == 3
+    assert "has schema version 99" in one_error_line(refused)
+
+
+def test_serve_on_a_busy_port_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = run_cli(cli_env(tmp_path), "serve", "--port", str(port))
+    assert busy.returncode == 1
+    assert one_error_line(busy) == (
+        f"error: port {port} on 127.0.0.1 is already in use (another `serve`?): stop that "
+        "server or choose another --port (0 picks a free one)"
+    )
+
+
+@contextmanager
+def gateway_answering(body: bytes, status: int = 200) -> Iterator[str]:
+    """A loopback HTTP server that answers every request with `body`."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_DELETE = _answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_malformed_gateway_answers_are_exit_3(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, TOKEN="t" * 20)
+    answers = [
+        b'{"sandboxes": [{"id": "a"}]}',  # entries without their fields
+        b'{"sandboxes": 5}',
+        b"[1, 2, 3]",
+    ]
+    for body in answers:
+        with gateway_answering(body) as url:
+            run_cli(env, "profiles", "add", "odd", "--url", url, "--token-env", "TOKEN", "--force")
+            listed = run_cli(env, "sandboxes", "list", "-p", "odd")
+            assert listed.returncode == 3, listed.stderr
+            line = one_error_line(listed)
+            assert line.startswith(
+                f"error: the gateway at {url} sent an answer this workbench does not understand"
+            )
+
+
+def test_keyring_failures_are_one_line(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, PYTHON_KEYRING_BACKEND="tests.cli.BrokenKeyring")
+    write_config(tmp_path, '[profiles.k]\nurl = "https://gw.example"\ntoken_keyring = true\n')
+    read = run_cli(env, "sandboxes", "list", "-p", "k")
+    assert read.returncode == 2
+    assert one_error_line(read) == (
+        "error: the OS keyring failed to read the token of profile 'k': "
+        "the keyring daemon is not answering"
+    )
+    stored = run_cli(
+        env,
+        "profiles",
+        "add",
+        "j",
+        "--url",
+        "https://gw.example",
+        "--keyring",
+        "--token-stdin",
+        stdin="a-token\n",
+    )
+    assert stored.returncode == 1
+    assert "the OS keyring failed to store the token of profile 'j'" in one_error_line(stored)
+    none = run_cli(
+        {**env, "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"},
+        "sandboxes",
+        "list",
+        "-p",
+        "k",
+    )
+    assert none.returncode == 2
+    assert "no OS keyring is available here" in one_error_line(none)
+
+
+def test_not_found_is_exit_4_and_auth_failure_exit_3(tmp_path: Path) -> None:
+    require_engine("python")
+    env = cli_env(tmp_path)
+    missing_file = run_cli(env, "files", "cat", "box", "nope.txt")
+    assert missing_file.returncode == 4
+    assert "FILE_NOT_FOUND" in one_error_line(missing_file)
+    missing_context = run_cli(env, "run", "-s", "box", "--context", "nope", "-c", "1")
+    assert missing_context.returncode == 4
+    assert "CONTEXT_NOT_FOUND" in one_error_line(missing_context)
+
+    token = "test-token-0123456789"
+    env = {**env, "SANDBOX_WORKBENCH_TOKEN": token, "WRONG": "w" * 20}
+    with serving(env, "--data-dir", str(tmp_path / "served")) as (_, url):
+        run_cli(env, "profiles", "add", "dev", "--url", url, "--token-env", "WRONG")
+        refused = run_cli(env, "sandboxes", "list", "-p", "dev")
+    assert refused.returncode == 3
+    assert one_error_line(refused) == (
+        "error: Missing or invalid bearer token (UNAUTHORIZED, HTTP 401): check the profile's token"
+    )

@@ -1,0 +1,60 @@
+"""`--timeout` on `run` and `serve`, and `$SANDBOX_WORKBENCH_TIMEOUT_S`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.cli import cli_env, one_error_line, run_cli, serving
+from tests.conftest import require_engine
+
+SLEEPER = "import time; time.sleep(45)"
+
+
+def test_run_timeout_stops_the_guest_on_the_local_backend(tmp_path: Path) -> None:
+    require_engine("python")
+    env = cli_env(tmp_path)
+    started = time.monotonic()
+    timed_out = run_cli(env, "run", "--timeout", "1", "-l", "python", "-c", SLEEPER)
+    elapsed = time.monotonic() - started
+    assert timed_out.returncode == 1, timed_out.stderr
+    assert "ExecutionLimitError: Execution timed out after 1 s" in timed_out.stderr
+    assert elapsed < 10  # process start + 1 s, far from the 30 s default and the 45 s sleep
+
+
+def test_bad_timeouts_are_one_line_usage_errors(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    for value in ("0", "-3", "abc", "nan", "inf"):
+        refused = run_cli(env, "run", "--timeout", value, "-l", "python", "-c", "1")
+        assert refused.returncode == 2, refused.stderr
+        assert "--timeout must be a positive number of seconds" in refused.stderr
+    # The variable is checked by every command that opens a backend, not only `run`.
+    for args in (("sandboxes", "list"), ("run", "-l", "python", "-c", "1")):
+        bad_env = run_cli({**env, "SANDBOX_WORKBENCH_TIMEOUT_S": "soon"}, *args)
+        assert bad_env.returncode == 2
+        assert one_error_line(bad_env) == (
+            "error: SANDBOX_WORKBENCH_TIMEOUT_S must be a positive number of seconds, not 'soon'"
+        )
+
+
+def test_serve_timeout_is_the_engine_limit_and_run_timeout_the_client_wait(
+    tmp_path: Path,
+) -> None:
+    require_engine("python")
+    token = "test-token-0123456789"
+    env = cli_env(tmp_path, DEV_TOKEN=token, SANDBOX_WORKBENCH_TOKEN=token)
+    with serving(env, "--timeout", "2", "--data-dir", str(tmp_path / "served")) as (_, url):
+        added = run_cli(env, "profiles", "add", "dev", "--url", url, "--token-env", "DEV_TOKEN")
+        assert added.returncode == 0, added.stderr
+        # The server's own limit stops the guest (the client would wait 30 s).
+        limited = run_cli(env, "run", "-p", "dev", "-l", "python", "-c", SLEEPER)
+        assert limited.returncode == 1
+        assert "Execution timed out after 2 s" in limited.stderr
+        # A shorter client wait gives up first: exit 3, the gateway keeps its limit.
+        started = time.monotonic()
+        waited = run_cli(env, "run", "-p", "dev", "--timeout", "0.5", "-b", "PYTHON", "-c", SLEEPER)
+        assert time.monotonic() - started < 10
+        assert waited.returncode == 3
+        assert one_error_line(waited) == (
+            f"error: the gateway at {url} did not answer in time (waited 0.5 s)"
+        )

@@ -1,0 +1,345 @@
+"""Workspace paths from outside are checked up front, and a change reaches memory only
+together with SQLite (issue 11, item 6).
+
+A path with a NUL, a lone surrogate, a segment over 255 bytes or a total over
+`MAX_PATH_BYTES` cannot be materialized on the host; accepting one made every later run of
+the sandbox fail. The files API refuses such a path with 400 VALIDATION_FAILED (`Invalid
+path: ...` / `Invalid newPath: ...`), context creation refuses such a `cwd` the same way,
+and a change whose transaction fails (a statement or the COMMIT itself) is taken back out
+of the in-memory workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import resource
+import signal
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from workbench.api.client import Backend
+from workbench.backends.local import LocalGateway, LocalTransport, open_local_gateway
+from workbench.core.clock import iso_from_ms
+from workbench.core.host_paths import host_path
+from workbench.core.paths import MAX_PATH_BYTES, InvalidPathError, normalize
+from workbench.core.workspace import Workspace
+from workbench.gateway.http import Request
+from workbench.paths import DATABASE_NAME
+
+SANDBOX = "inputs"
+UNMATERIALIZABLE = {
+    "nul": "a\0b.txt",
+    "lone surrogate": "caf\ud800.txt",
+    "segment of 256 bytes": "x" * 256,
+    "segment of 128 two-byte characters": "é" * 128,
+    "path beyond PATH_MAX": "/".join(["d" * 250] * 17),
+}
+View = dict[str, tuple[str, int, str | None]]
+"""absolute path -> (type, size, modifiedAt of a file)."""
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path) -> AsyncIterator[LocalGateway]:
+    opened = open_local_gateway(tmp_path / "data", ttl_ms=0)  # no expiry sweep needed
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+async def call(gateway: LocalGateway, method: str, path: str, body: Any = None) -> Any:
+    """(status, JSON answer) of one gateway request, as a client would send it."""
+    payload = b"" if body is None else json.dumps(body).encode()
+    response = await gateway.handle(Request(method, path, payload, {}))
+    return response.status, json.loads(response.body)
+
+
+async def files(gateway: LocalGateway, body: dict[str, Any]) -> Any:
+    return await call(gateway, "POST", f"/v1/sandboxes/{SANDBOX}/files", body)
+
+
+async def memory_view(gateway: LocalGateway) -> View:
+    """What the sandbox object holds in memory, through the files API."""
+    body = {"op": "list", "path": "/workspace", "recursive": True, "includeHidden": True}
+    status, answer = await files(gateway, body)
+    assert status == 200, answer
+    return {
+        entry["absolutePath"]: (
+            entry["type"],
+            entry["size"],
+            entry["modifiedAt"] if entry["type"] == "file" else None,
+        )
+        for entry in answer["files"]
+    }
+
+
+def stored_view(gateway: LocalGateway) -> View:
+    """What SQLite holds, read by a connection of its own."""
+    with sqlite3.connect(gateway.store.path) as other:
+        rows = other.execute(
+            "SELECT path, data, updated_at FROM files WHERE sandbox_id = ?", (SANDBOX,)
+        ).fetchall()
+    listed = Workspace.from_rows(rows).list_dir("/workspace", recursive=True)
+    return {
+        entry.path: (
+            entry.type,
+            entry.size,
+            None if entry.type == "directory" else iso_from_ms(entry.updated_at),
+        )
+        for entry in listed
+    }
+
+
+# ----- unmaterializable paths are refused up front -------------------------------------
+
+
+@pytest.mark.parametrize("bad", list(UNMATERIALIZABLE.values()), ids=list(UNMATERIALIZABLE))
+async def test_files_api_refuses_a_path_the_host_cannot_hold(
+    gateway: LocalGateway, bad: str
+) -> None:
+    status, _ = await files(gateway, {"op": "write", "path": "ok.txt", "content": "fine"})
+    assert status == 200
+    before = await memory_view(gateway)
+    requests = [
+        ("path", {"op": "write", "path": bad, "content": "x"}),
+        ("path", {"op": "mkdir", "path": bad, "recursive": True}),
+        ("path", {"op": "read", "path": bad}),
+        ("path", {"op": "exists", "path": bad}),
+        ("path", {"op": "delete", "path": bad, "force": True}),
+        ("path", {"op": "list", "path": bad}),
+        ("path", {"op": "rename", "path": bad, "newPath": "other.txt"}),
+        ("newPath", {"op": "move", "path": "ok.txt", "newPath": bad}),
+    ]
+    for field, body in requests:
+        status, answer = await files(gateway, body)
+        assert status == 400, (body["op"], answer)
+        assert answer["code"] == "VALIDATION_FAILED"
+        assert answer["message"].startswith(f"Invalid {field}: "), answer["message"]
+    assert await memory_view(gateway) == before == stored_view(gateway)
+
+
+@pytest.mark.parametrize("bad", list(UNMATERIALIZABLE.values()), ids=list(UNMATERIALIZABLE))
+async def test_context_cwd_is_checked_like_a_files_path(gateway: LocalGateway, bad: str) -> None:
+    status, answer = await call(
+        gateway, "POST", f"/v1/sandboxes/{SANDBOX}/contexts", {"binding": "PERL", "cwd": bad}
+    )
+    assert status == 400, answer
+    assert answer["code"] == "VALIDATION_FAILED"
+    assert answer["message"].startswith("Invalid path: ")
+
+
+def test_the_limits_are_exact() -> None:
+    assert normalize("s" * 255).name == "s" * 255
+    assert normalize("é" * 127 + "s").name == "é" * 127 + "s"  # 255 bytes
+    longest = "/workspace" + ("/" + "x" * 100) * 30 + "/" + "y" * 31
+    assert len(longest) == MAX_PATH_BYTES
+    assert normalize(longest).absolute == longest
+    for refused in ("s" * 256, "é" * 127 + "ss", longest + "y"):
+        with pytest.raises(InvalidPathError):
+            normalize(refused)
+
+
+async def test_runs_keep_working_after_a_refused_path(
+    gateway: LocalGateway, perl_engine: None
+) -> None:
+    backend = Backend(LocalTransport(gateway, "local"), name="local")
+    sandbox = backend.sandbox(SANDBOX)
+    for bad in UNMATERIALIZABLE.values():
+        status, _ = await files(gateway, {"op": "write", "path": bad, "content": "x"})
+        assert status == 400
+    await sandbox.write_file("seen.txt", "yes")
+    result = await sandbox.interpreter.run_code(
+        'open(my $f, "<", "seen.txt") or die; scalar <$f>', binding="PERL"
+    )
+    assert result.error is None, result.error
+    assert [entry.text for entry in result.results] == ["yes"]
+
+
+async def test_rows_stored_by_an_older_version_no_longer_break_runs(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    first = open_local_gateway(tmp_path / "data", ttl_ms=0)
+    status, _ = await call(
+        first,
+        "POST",
+        f"/v1/sandboxes/{SANDBOX}/files",
+        {"op": "write", "path": "good.txt", "content": "kept"},
+    )
+    assert status == 200
+    first.close()
+    # What the old, unchecked files API stored (a NUL in a path is legal in SQLite text).
+    with sqlite3.connect(tmp_path / "data" / DATABASE_NAME) as other:
+        other.execute(
+            "INSERT INTO files (sandbox_id, path, data, updated_at) VALUES (?, ?, ?, ?)",
+            (SANDBOX, "/workspace/bad\0name", b"x", 1),
+        )
+    gateway = open_local_gateway(tmp_path / "data", ttl_ms=0)
+    try:
+        assert set(await memory_view(gateway)) == {"/workspace/good.txt"}
+        backend = Backend(LocalTransport(gateway, "local"), name="local")
+        result = await backend.sandbox(SANDBOX).interpreter.run_code(
+            'open(my $f, "<", "good.txt") or die; scalar <$f>', binding="PERL"
+        )
+        assert result.error is None, result.error
+        assert [entry.text for entry in result.results] == ["kept"]
+    finally:
+        gateway.close()
+
+
+# ----- a change reaches memory only together with SQLite -------------------------------
+
+
+async def _populate(gateway: LocalGateway) -> None:
+    for body in (
+        {"op": "mkdir", "path": "dir"},
+        {"op": "write", "path": "dir/a.txt", "content": "alpha"},
+        {"op": "mkdir", "path": "dir/sub"},
+        {"op": "write", "path": "b.txt", "content": "beta"},
+        {"op": "write", "path": "c.txt", "content": "gamma"},
+    ):
+        status, answer = await files(gateway, body)
+        assert status == 200, answer
+
+
+async def test_a_failing_statement_takes_the_change_back_out_of_memory(
+    gateway: LocalGateway,
+) -> None:
+    await _populate(gateway)
+    with sqlite3.connect(gateway.store.path) as other:  # a real SQLite refusal, mid-transaction
+        other.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON files WHEN NEW.path LIKE '/workspace/moved%' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+        )
+    before = await memory_view(gateway)  # (re-read: another connection committed)
+    status, answer = await files(gateway, {"op": "rename", "path": "dir", "newPath": "moved"})
+    assert status == 500, answer
+    assert answer["code"] == "INTERNAL_ERROR"
+    assert "refused by a trigger" in answer["message"]
+    after = await memory_view(gateway)
+    assert after == before == stored_view(gateway)
+    assert list(after) == list(before)  # the listing order is restored too
+    status, _ = await files(gateway, {"op": "delete", "path": "b.txt"})
+    assert status == 200
+    assert await memory_view(gateway) == stored_view(gateway)
+
+
+@contextmanager
+def file_size_limit(size: int) -> Iterator[None]:
+    """RLIMIT_FSIZE for this process: a write past `size` bytes fails with EFBIG, as on
+    a full disk or an exhausted quota (SIGXFSZ ignored so it is an error, not a kill)."""
+    previous_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, previous_limit[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, previous_limit)
+        signal.signal(signal.SIGXFSZ, previous_handler)
+
+
+async def test_a_failing_commit_takes_the_change_back_out_of_memory(
+    gateway: LocalGateway,
+) -> None:
+    await _populate(gateway)
+    before = await memory_view(gateway)
+    wal = gateway.store.path.with_name(gateway.store.path.name + "-wal")
+    big = base64.b64encode(bytes(range(256)) * 2400).decode()  # 600 KiB: written at COMMIT
+    with file_size_limit(wal.stat().st_size + 16384):
+        status, answer = await files(
+            gateway, {"op": "write", "path": "dir/big.bin", "content": big, "encoding": "base64"}
+        )
+    assert status == 500, answer
+    assert answer["code"] == "INTERNAL_ERROR"
+    assert await memory_view(gateway) == before == stored_view(gateway)
+    # the store is usable again: the failed transaction did not stay open
+    status, _ = await files(gateway, {"op": "write", "path": "dir/big.bin", "content": big})
+    assert status == 200
+    assert await memory_view(gateway) == stored_view(gateway)
+
+
+async def test_a_failing_env_commit_leaves_the_env_as_stored(gateway: LocalGateway) -> None:
+    env_path = f"/v1/sandboxes/{SANDBOX}/env"
+    status, _ = await call(gateway, "POST", env_path, {"envVars": {"KEPT": "1"}})
+    assert status == 200
+    with sqlite3.connect(gateway.store.path) as other:
+        other.execute(
+            "CREATE TRIGGER refuse BEFORE UPDATE ON sandboxes WHEN NEW.env_vars LIKE '%LOST%' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+        )
+    status, answer = await call(gateway, "POST", env_path, {"envVars": {"LOST": "2"}})
+    assert (status, answer["code"]) == (500, "INTERNAL_ERROR")
+    status, info = await call(gateway, "GET", f"/v1/sandboxes/{SANDBOX}")
+    assert status == 200
+    assert info["envVars"] == {"KEPT": "1"}
+
+
+# ----- property: any path maps inside /workspace or is refused without a trace ---------
+
+PIECES = st.sampled_from(
+    [
+        "a",
+        "b.txt",
+        "/",
+        ".",
+        "..",
+        "workspace",
+        "/workspace",
+        "\0",
+        "\ud800",
+        "\udfff",
+        "é",
+        " ",
+        "x" * 200,
+        "y" * 56,
+        "%2e",
+        "\\",
+    ]
+)
+PATHS = st.one_of(
+    st.lists(PIECES, max_size=12).map("".join),
+    st.text(st.characters(exclude_categories=()), max_size=40),
+)
+OPS = st.sampled_from(["write", "mkdir", "delete", "rename", "move", "read", "exists", "list"])
+
+
+def test_any_path_maps_inside_the_workspace_or_is_refused_without_a_trace(
+    tmp_path: Path,
+) -> None:
+    loop = asyncio.new_event_loop()
+    gateway = open_local_gateway(tmp_path / "data", ttl_ms=0)
+    host_root = tmp_path / "materialized"
+    try:
+
+        @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(op=OPS, path=PATHS, new_path=PATHS)
+        def check(op: str, path: str, new_path: str) -> None:
+            body = {"op": op, "path": path, "newPath": new_path, "content": "c", "recursive": True}
+            before = loop.run_until_complete(memory_view(gateway))
+            status, answer = loop.run_until_complete(files(gateway, body))
+            after = loop.run_until_complete(memory_view(gateway))
+            assert after == stored_view(gateway)
+            if status >= 400:
+                assert after == before, answer
+                return
+            for key in ("path", "newPath"):
+                if key in answer:
+                    mapped = normalize(answer[key])
+                    assert mapped.absolute == answer[key]
+                    if not mapped.is_root:
+                        host_path(host_root, mapped.relative)  # refuses anything else
+            # every accepted path can be materialized on the host
+            Workspace.from_rows(gateway.store.files(SANDBOX)).materialize(host_root)
+
+        check()
+    finally:
+        gateway.close()
+        loop.close()

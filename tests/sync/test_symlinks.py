@@ -1,0 +1,108 @@
+"""Synced files are read without following symlinks and never beyond the size limit,
+even when the folder changes between the scan and the read."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.sync.conftest import remote_tree
+from workbench.api.client import SandboxClient
+from workbench.core.host_paths import HostPathError
+from workbench.sync import MAX_FILE_BYTES, FolderSync, IgnoreRules
+from workbench.sync import engine as sync_engine
+from workbench.sync.local import LocalScan, read_regular_file, scan_folder
+
+SECRET = b"outside the folder: must never reach the sandbox"
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    path = tmp_path / "secret.txt"
+    path.write_bytes(SECRET)
+    return path
+
+
+def after_scan(monkeypatch: pytest.MonkeyPatch, change: Callable[[], None]) -> None:
+    """Run `change` right after the sync's folder scan, before it reads the files."""
+
+    def scan_then_change(root: Path, rules: IgnoreRules, start: str = "") -> LocalScan:
+        scan = scan_folder(root, rules, start)
+        change()
+        return scan
+
+    monkeypatch.setattr(sync_engine, "scan_folder", scan_then_change)
+
+
+async def test_a_file_swapped_for_a_symlink_after_the_scan_is_not_followed(
+    folder: Path, sandbox: SandboxClient, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (folder / "config.txt").write_text("harmless")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "data.txt").write_text("harmless too")
+
+    def swap() -> None:
+        (folder / "config.txt").unlink()
+        (folder / "config.txt").symlink_to(outside)
+        (folder / "sub" / "data.txt").unlink()
+        (folder / "sub").rmdir()
+        (folder / "sub").symlink_to(outside.parent)  # a directory outside, same file name
+        (outside.parent / "data.txt").write_bytes(SECRET)
+
+    after_scan(monkeypatch, swap)
+    report = await FolderSync(folder, sandbox).initial_sync()
+    tree = await remote_tree(sandbox)
+    assert SECRET not in tree.values()
+    assert "config.txt" not in report.uploaded and "sub/data.txt" not in report.uploaded
+
+
+async def test_a_file_that_grows_past_the_limit_after_the_scan_is_reported(
+    folder: Path, sandbox: SandboxClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (folder / "log.txt").write_text("small at scan time")
+    after_scan(monkeypatch, lambda: (folder / "log.txt").write_bytes(b"x" * (MAX_FILE_BYTES + 5)))
+    report = await FolderSync(folder, sandbox).initial_sync()
+    assert [(issue.path, issue.code) for issue in report.errors] == [("log.txt", "FILE_TOO_LARGE")]
+    assert "log.txt" not in await remote_tree(sandbox)
+
+
+def test_read_regular_file_refuses_links_that_leave_the_folder(
+    tmp_path: Path, outside: Path
+) -> None:
+    root = tmp_path / "root"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "inner.txt").write_text("inside")
+    (root / "to-outside").symlink_to(outside)
+    (root / "dir-outside").symlink_to(outside.parent)
+    (root / "to-inside").symlink_to(root / "real" / "inner.txt")
+    (root / "dir-inside").symlink_to(root / "real")
+    assert read_regular_file(root, "to-outside", 100) is None
+    assert read_regular_file(root, "dir-outside/secret.txt", 100) is None
+    assert read_regular_file(root, "to-inside", 100) == b"inside"
+    assert read_regular_file(root, "dir-inside/inner.txt", 100) == b"inside"
+    assert read_regular_file(root, "real", 100) is None  # a directory
+    assert read_regular_file(root, "missing", 100) is None
+    for bad in ("../secret.txt", "/etc/hostname", "real/../../secret.txt", "a\0b"):
+        with pytest.raises(HostPathError):
+            read_regular_file(root, bad, 100)
+
+
+def test_read_regular_file_reads_at_most_one_byte_past_the_limit(tmp_path: Path) -> None:
+    (tmp_path / "big.bin").write_bytes(os.urandom(10_000))
+    assert len(read_regular_file(tmp_path, "big.bin", 99) or b"") == 100
+    assert len(read_regular_file(tmp_path, "big.bin", 10_000) or b"") == 10_000
+
+
+def test_read_regular_file_does_not_block_on_a_fifo(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    result: list[bytes | None] = []
+    reader = threading.Thread(
+        target=lambda: result.append(read_regular_file(tmp_path, "pipe", 100)), daemon=True
+    )
+    reader.start()
+    reader.join(timeout=5)
+    assert not reader.is_alive() and result == [None]

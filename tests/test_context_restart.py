@@ -1,0 +1,123 @@
+"""A context's state survives through its stored snapshot, and a snapshot that cannot be
+used never breaks a context for good (issue 11, item 4; spec 7.7)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench.backends.local import open_local_backend
+from workbench.paths import DATABASE_NAME
+
+CONSOLE_SCRIPT = str(Path(sys.executable).with_name("sandbox-workbench"))
+
+
+def cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(data)}
+    return subprocess.run(
+        [CONSOLE_SCRIPT, *args], capture_output=True, text=True, env=env, timeout=180
+    )
+
+
+@pytest.mark.parametrize(
+    ("binding", "define", "use"),
+    [("PERL", "our $x = 41", "$x + 1"), ("RUBY", "x = 41", "x + 1")],
+)
+def test_a_context_survives_a_new_process(
+    tmp_path: Path, all_engines: None, binding: str, define: str, use: str
+) -> None:
+    data = tmp_path / "data"
+    first = cli(data, "run", "-s", "s1", "-b", binding, "-c", define)
+    assert first.returncode == 0, first.stderr
+    second = cli(data, "run", "-s", "s1", "-b", binding, "--json", "-c", use)
+    assert second.returncode == 0, second.stderr
+    result = json.loads(second.stdout)
+    assert result["results"] == [{"text": "42"}]
+    assert result["workbench"]["boot"] == "restored"
+    third = cli(data, "run", "-s", "s1", "-b", binding, "-c", use)
+    assert (third.returncode, third.stdout) == (0, "42\n")
+
+
+def _corrupt_snapshot(data: Path, language_key: str) -> None:
+    """Break the stored host state of every context's snapshot (as a bug or a damaged
+    file would)."""
+    with sqlite3.connect(data / DATABASE_NAME) as database:
+        rows = database.execute("SELECT sandbox_id, id, value FROM contexts").fetchall()
+        for sandbox_id, context_id, value in rows:
+            row = json.loads(value)
+            assert row["snapshot"] is not None
+            row["snapshot"]["extra"][language_key] = {"garbage": "yes"}
+            database.execute(
+                "UPDATE contexts SET value = ? WHERE sandbox_id = ? AND id = ?",
+                (json.dumps(row), sandbox_id, context_id),
+            )
+
+
+@pytest.mark.parametrize(
+    ("binding", "extra_key", "define", "use"),
+    [
+        ("RUBY", "handles", "$kept = 41", "$kept.to_i + 1"),
+        ("PERL", "names", "our $kept = 41", "$kept + 1"),
+    ],
+)
+async def test_a_broken_snapshot_falls_back_to_a_fresh_interpreter(
+    tmp_path: Path, all_engines: None, binding: str, extra_key: str, define: str, use: str
+) -> None:
+    data = tmp_path / "data"
+    backend = open_local_backend(data)
+    sandbox = backend.sandbox("broken")
+    assert (await sandbox.interpreter.run_code(define, binding=binding)).error is None
+    await backend.aclose()
+    _corrupt_snapshot(data, extra_key)
+
+    backend = open_local_backend(data)
+    try:
+        sandbox = backend.sandbox("broken")
+        first = await sandbox.interpreter.run_code(use, binding=binding)
+        notes = " ".join(first.session.notes if first.session else ())
+        assert "snapshot" in notes and ("could not be restored" in notes or "failed" in notes)
+        # Never broken for good: the context works again right away and keeps its state.
+        again = await sandbox.interpreter.run_code(define, binding=binding)
+        assert again.error is None, again.error
+        assert (await sandbox.interpreter.run_code(use, binding=binding)).results[0].text == "42"
+    finally:
+        await backend.aclose()
+    backend = open_local_backend(data)
+    try:
+        restored = await backend.sandbox("broken").interpreter.run_code(use, binding=binding)
+        assert restored.results[0].text == "42"
+        assert restored.session is not None and restored.session.boot == "restored"
+    finally:
+        await backend.aclose()
+
+
+async def test_a_session_evicted_by_its_own_release_keeps_its_last_run(
+    tmp_path: Path, all_engines: None
+) -> None:
+    """With one resident session and two sandboxes running at once, the first run to
+    finish is evicted by its own `release()`: its snapshot must still be saved."""
+    backend = open_local_backend(tmp_path / "data", max_resident=1)
+    try:
+        quick, slow = backend.sandbox("quick"), backend.sandbox("slow")
+        assert (await quick.interpreter.run_code("our $n = 1", binding="PERL")).error is None
+        assert (await slow.interpreter.run_code("1", binding="PYTHON")).error is None
+        for round_ in range(2):
+            slow_run = asyncio.create_task(
+                slow.interpreter.run_code("import time\ntime.sleep(1.5)", binding="PYTHON")
+            )
+            await asyncio.sleep(0.2)
+            assert (
+                await quick.interpreter.run_code(f"our $n = {41 + round_}", binding="PERL")
+            ).error is None
+            await slow_run
+            answer = await quick.interpreter.run_code("$n + 1", binding="PERL")
+            assert answer.results[0].text == str(42 + round_)
+    finally:
+        await backend.aclose()

@@ -1,0 +1,114 @@
+"""Every global function-key binding works while the REPL's code editor has focus."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.screen import Screen
+
+from tests.tui.test_flows import Notifications, make_app
+from workbench.tui.app import INFO_TAB, RUNTIMES_TAB, repl_tab_id
+from workbench.tui.key_bindings import WORKBENCH_BINDINGS
+from workbench.tui.screens.confirm_screen import ConfirmScreen
+from workbench.tui.screens.create_context_screen import CreateContextScreen
+from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
+from workbench.tui.screens.env_vars_screen import EnvVarsScreen
+from workbench.tui.screens.help_screen import HelpScreen
+from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
+from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
+from workbench.tui.tour import (
+    WorkbenchPilot,
+    create_context,
+    create_sandbox,
+    until_connected,
+    wait_for,
+)
+from workbench.tui.widgets.code_input import is_function_key
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+async def opens(pilot: WorkbenchPilot, key: str, screen: type[Screen[Any]]) -> None:
+    """`key` opens the dialog `screen`; Escape closes it again."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, screen), timeout=5)
+    await pilot.press("escape")
+    await wait_for(pilot, lambda: not isinstance(pilot.app.screen, screen), timeout=5)
+
+
+async def test_function_keys_work_while_the_editor_has_focus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        perl_row = [runtime.binding for runtime in app.runtimes].index("PERL")
+        app.runtimes_table.move_cursor(row=perl_row)
+
+        async def in_the_editor(check: Callable[[], Awaitable[None]]) -> None:
+            app.tabs.active = repl_tab_id(repl.context.id)
+            repl.code_input.focus()
+            await wait_for(pilot, lambda: repl.code_input.has_focus, timeout=5)
+            await check()
+
+        async def f5_refreshes() -> None:
+            assert app.backend is not None
+            await app.backend.sandbox("made-elsewhere").get_info()  # not through the app
+            await pilot.press("f5")
+            await wait_for(pilot, lambda: app.sandbox_tree.sandbox_node("made-elsewhere"))
+
+        async def f2_creates_and_shows_the_sandbox() -> None:
+            await pilot.press("f2")
+            await wait_for(pilot, lambda: isinstance(app.screen, CreateSandboxScreen))
+            await pilot.press(*"second", "enter")
+            await wait_for(pilot, lambda: "second" in app.sandbox_infos)
+            await pilot.pause(0.2)
+            assert app.tabs.active == INFO_TAB
+            assert app.info_panel.info is not None and app.info_panel.info.id == "second"
+
+        async def f7_prepares_the_selected_engine() -> None:
+            await pilot.press("f7")
+            await wait_for(pilot, lambda: any(t == "Engine prepared" for _, t, _ in notes.calls))
+
+        async def f12_shows_the_runtimes() -> None:
+            await pilot.press("f12")
+            await pilot.pause(0.2)
+            assert app.tabs.active == RUNTIMES_TAB
+            assert app.runtimes_table.has_focus  # arrows then pick the runtime for f7
+
+        async def shift_f6_stops_watching() -> None:
+            app.start_watch("demo", None, WatchRequest(folder, "/workspace", None))
+            await wait_for(pilot, lambda: app.status.watch_state == "watching")
+            await pilot.press("shift+f6")
+            await wait_for(pilot, lambda: app.folder_watch is None, timeout=5)
+
+        checks: dict[str, Callable[[], Awaitable[None]]] = {
+            "f1": lambda: opens(pilot, "f1", HelpScreen),
+            "f2": f2_creates_and_shows_the_sandbox,
+            "f3": lambda: opens(pilot, "f3", CreateContextScreen),
+            "f4": lambda: opens(pilot, "f4", EnvVarsScreen),
+            "f5": f5_refreshes,
+            "f6": lambda: opens(pilot, "f6", WatchScreen),
+            "shift+f6": shift_f6_stops_watching,
+            "f7": f7_prepares_the_selected_engine,
+            "f8": lambda: opens(pilot, "f8", ConfirmScreen),
+            "f9": lambda: opens(pilot, "f9", ProfilePickerScreen),
+            "f12": f12_shows_the_runtimes,
+        }
+        function_keys = {
+            key
+            for binding in WORKBENCH_BINDINGS
+            for key in binding.key.split(",")
+            if is_function_key(key)
+        }
+        assert set(checks) == function_keys  # a new function key needs its check here
+        for check in checks.values():
+            await in_the_editor(check)

@@ -1,0 +1,273 @@
+"""Pilot tests of REPL cells on real engines: a guest error shown once, copying from any
+cell through the picker, and exporting a transcript to a file under the data dir."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.widgets import Input, Static
+
+from tests.tui.test_flows import Notifications, make_app
+from workbench.core.clock import FixedClock
+from workbench.tui.screens.cell_picker_screen import CellPickerScreen
+from workbench.tui.screens.confirm_screen import ConfirmScreen
+from workbench.tui.screens.export_screen import ExportScreen
+from workbench.tui.tour import (
+    FIXED_START_MS,
+    WorkbenchPilot,
+    create_context,
+    create_sandbox,
+    run_cell,
+    until_connected,
+    wait_for,
+)
+from workbench.tui.widgets.repl_pane import ReplPane
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+def cell_lines(repl: ReplPane, index: int) -> list[str]:
+    """The transcript lines cell `index` rendered to (negative: from the end)."""
+    transcript = repl.transcript
+    index %= len(transcript.cells)
+    starts = [*transcript.cell_start_lines, len(transcript.lines)]
+    return [line.text for line in transcript.lines[starts[index] : starts[index + 1]]]
+
+
+def shown_count(repl: ReplPane, text: str) -> int:
+    """How often `text` is shown below the code of the last cell (the same in the
+    transcript and in what is copied)."""
+    cell = repl.transcript.cells[-1]
+    rendered = sum(line.count(text) for line in cell_lines(repl, -1))
+    shown = rendered - cell.code.count(text)
+    assert cell.output_text.count(text) == shown
+    return shown
+
+
+async def run_and_count(pilot: WorkbenchPilot, repl: ReplPane, code: str, text: str) -> int:
+    await run_cell(pilot, repl, code)
+    return shown_count(repl, text)
+
+
+@pytest.mark.usefixtures("python_engine")
+async def test_a_python_error_is_shown_once(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PYTHON")
+        # The driver's traceback starts with `Name: message`: shown once, frames kept.
+        assert await run_and_count(pilot, repl, "def f(:", "SyntaxError: invalid syntax") == 1
+        assert await run_and_count(pilot, repl, "1/0", "ZeroDivisionError") == 1
+        assert any('File "<sandbox>", line 1' in line for line in cell_lines(repl, 1))
+        # Logged to stderr, then re-raised: the restatement goes, other stderr stays.
+        log_and_raise = (
+            "import sys\n"
+            "print('checking the config', file=sys.stderr)\n"
+            "try:\n"
+            "    compile('def f(:', 'config.py', 'exec')\n"
+            "except SyntaxError as error:\n"
+            "    print(f'{type(error).__name__}: {error}', file=sys.stderr)\n"
+            "    raise\n"
+        )
+        assert await run_and_count(pilot, repl, log_and_raise, "SyntaxError: invalid") == 1
+        assert "checking the config" in "\n".join(cell_lines(repl, 2))
+        # Python's own traceback format on stderr (logging.exception) is a restatement too.
+        logged = (
+            "import logging\n"
+            "try:\n"
+            "    1/0\n"
+            "except ZeroDivisionError:\n"
+            "    logging.exception('division failed')\n"
+            "    raise\n"
+        )
+        assert await run_and_count(pilot, repl, logged, "ZeroDivisionError: division") == 1
+        shown = "\n".join(cell_lines(repl, 3))
+        assert "ERROR:root:division failed" in shown
+        assert "Traceback (most recent call last)" not in shown
+        # stderr that only resembles an error, or that does not end the output, stays.
+        lookalike = (
+            "import sys\n"
+            "print('ValueError: bad', file=sys.stderr)\n"
+            "print('then more', file=sys.stderr)\n"
+            "raise ValueError('bad')\n"
+        )
+        assert await run_and_count(pilot, repl, lookalike, "ValueError: bad") == 2
+        no_error = "import sys\nprint('SyntaxError: not really', file=sys.stderr)"
+        assert await run_and_count(pilot, repl, no_error, "SyntaxError: not really") == 1
+
+
+@pytest.mark.usefixtures("ruby_engine")
+async def test_a_ruby_error_is_shown_once(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "RUBY")
+        # `abort` writes its message to stderr and raises SystemExit with it.
+        aborted = "warn 'loading the config'\nabort 'config missing'"
+        assert await run_and_count(pilot, repl, aborted, "config missing") == 1
+        assert "loading the config" in "\n".join(cell_lines(repl, 0))
+        # A syntax error logged and re-raised: its multi-line message is shown once.
+        relogged = (
+            "begin\n"
+            "  eval('def f(')\n"
+            "rescue SyntaxError => error\n"
+            "  warn error.message\n"
+            "  raise\n"
+            "end\n"
+        )
+        assert await run_and_count(pilot, repl, relogged, "syntax errors found") == 1
+        assert shown_count(repl, "expected an `end`") == 1
+        # A restatement that does not end stderr is the guest's own output: it stays.
+        noted = "warn 'the end'\nwarn 'a note'\nraise 'the end'"
+        assert await run_and_count(pilot, repl, noted, "the end") == 2
+        assert shown_count(repl, "a note") == 1
+
+
+def preview_text(picker: CellPickerScreen) -> str:
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(picker.query_one("#cell-preview", Static).content)
+    return console.export_text()
+
+
+async def open_picker(pilot: WorkbenchPilot) -> CellPickerScreen:
+    await pilot.press("alt+y")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, CellPickerScreen))
+    picker = pilot.app.screen
+    assert isinstance(picker, CellPickerScreen)
+    await pilot.pause()
+    return picker
+
+
+async def test_copy_code_output_or_result_from_any_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(tmp_path)
+    copied: list[str] = []
+    monkeypatch.setattr(app, "copy_to_clipboard", copied.append)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, 'print "first output\\n";\n"first result"')
+        await run_cell(pilot, repl, "{answer => 42}")
+        await run_cell(pilot, repl, 'die "boom\\n"')
+
+        picker = await open_picker(pilot)
+        assert picker.highlighted_cell is repl.transcript.cells[2]  # the current cell
+        assert "boom" in preview_text(picker)
+        await pilot.press("up", "up")
+        assert picker.highlighted_cell is repl.transcript.cells[0]
+        assert "first output" in preview_text(picker) and "boom" not in preview_text(picker)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: not isinstance(app.screen, CellPickerScreen))
+        assert copied == ['print "first output\\n";\n"first result"']
+
+        picker = await open_picker(pilot)
+        await pilot.press("up", "r")  # the second cell's result
+        await wait_for(pilot, lambda: len(copied) == 2)
+        assert json.loads(copied[1]) == {"answer": 42}
+
+        picker = await open_picker(pilot)
+        await pilot.press("up", "up", "o")  # everything below the first cell's code
+        await wait_for(pilot, lambda: len(copied) == 3)
+        assert copied[2] == "first output\nfirst result"
+
+        picker = await open_picker(pilot)
+        await pilot.press("r")  # the failed cell has no result: nothing is copied
+        await wait_for(pilot, lambda: not isinstance(app.screen, CellPickerScreen))
+        assert len(copied) == 3
+        assert any("has no result" in message for message, _, _ in notes.calls)
+        picker = await open_picker(pilot)
+        await pilot.press("enter")  # the whole failed cell
+        await wait_for(pilot, lambda: len(copied) == 4)
+        assert copied[3] == 'die "boom\\n"\nPerlError: boom'
+
+        picker = await open_picker(pilot)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, CellPickerScreen))
+        assert len(copied) == 4
+
+        # The palette offers it too.
+        commands = {command.title: command for command in app.palette_commands()}
+        await commands["Copy the code, output or result of any cell…"].callback()
+        await wait_for(pilot, lambda: isinstance(app.screen, CellPickerScreen))
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(copied) == 5)
+
+
+async def export_with_prompt(
+    pilot: WorkbenchPilot, key: str, path: Path | None = None
+) -> ExportScreen:
+    """Press the export key, check the prompt, optionally type a path; Enter."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ExportScreen))
+    prompt = pilot.app.screen
+    assert isinstance(prompt, ExportScreen)
+    if path is not None:
+        prompt.query_one("#export-path", Input).value = str(path)
+        await pilot.pause()
+    await pilot.press("enter")
+    return prompt
+
+
+async def test_export_defaults_to_the_data_dir_and_asks_before_overwriting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(tmp_path, clock=FixedClock(FIXED_START_MS))
+    notes = Notifications(app, monkeypatch)
+    exports = tmp_path / "data" / "exports"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "{answer => 42}")
+
+        prompt = await export_with_prompt(pilot, "alt+m")
+        default = Path(prompt.default_path)
+        assert default.parent == exports  # the data dir, not the cwd (tmp_path)
+        assert default.name.startswith(f"demo-PERL-{repl.context.id.split('-')[0]}-")
+        assert default.suffix == ".md"
+        await wait_for(pilot, lambda: default.is_file())
+        first = default.read_text()
+        assert "## In [1]" in first and '"answer": 42' in first
+        assert stat.S_IMODE(default.stat().st_mode) == 0o600
+        assert not list(tmp_path.glob("*.md"))
+
+        # Exporting onto the existing file asks first; cancelling leaves it as it was.
+        await run_cell(pilot, repl, "7 * 6")
+        await export_with_prompt(pilot, "alt+m")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert str(default) in app.screen.question  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert default.read_text() == first
+        await export_with_prompt(pilot, "alt+m")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: "## In [2]" in default.read_text())
+
+        exported = await export_with_prompt(pilot, "alt+j")
+        json_path = Path(exported.default_path)
+        assert json_path.parent == exports and json_path.suffix == ".json"
+        await wait_for(pilot, lambda: json_path.is_file())
+        assert len(json.loads(json_path.read_text())["cells"]) == 2
+
+        # Any other path: missing folders are created; a folder is refused as typed.
+        custom = tmp_path / "notes" / "session.md"
+        await export_with_prompt(pilot, "alt+m", custom)
+        await wait_for(pilot, lambda: custom.is_file())
+        prompt = await export_with_prompt(pilot, "alt+m", tmp_path)
+        problem = prompt.query_one("#export-problem", Static).content
+        assert "is a directory" in str(problem)
+        assert isinstance(app.screen, ExportScreen)
+        await pilot.press("escape")
+        assert not notes.errors()

@@ -1,0 +1,101 @@
+"""Pick any cell of a transcript, with a preview, and copy its code, output or result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from workbench.tui.transcript_cell import CellPart, TranscriptCell, render_cell
+
+SUMMARY_WIDTH = 40
+KEYS_HINT = "Enter whole cell · c code · o output · r result · Esc cancel"
+
+
+@dataclass(frozen=True)
+class CellCopyRequest:
+    cell: TranscriptCell
+    part: CellPart
+
+
+def cell_summary(cell: TranscriptCell) -> str:
+    """`[3] first line of the code…  ✗ NameError` for the cell list."""
+    first_line = next((line.strip() for line in cell.code.splitlines() if line.strip()), "")
+    if len(first_line) > SUMMARY_WIDTH:
+        first_line = first_line[: SUMMARY_WIDTH - 1] + "…"
+    summary = f"[{cell.number}] {first_line}"
+    if cell.label:
+        summary += f"  ⟳ {cell.label}"
+    error = cell.result.error if cell.result is not None else None
+    if error is not None:
+        summary += f"  ✗ {error.name}"
+    elif cell.failure is not None:
+        summary += "  ✗ failed"
+    return summary
+
+
+class CellPickerScreen(ModalScreen[CellCopyRequest | None]):
+    """The cells oldest first, `current` highlighted; the highlighted one is previewed."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel"),
+        Binding("c", "copy('code')", "Copy code", id="cells.copy_code"),
+        Binding("o", "copy('output')", "Copy output", id="cells.copy_output"),
+        Binding("r", "copy('result')", "Copy result", id="cells.copy_result"),
+    ]
+
+    def __init__(
+        self, cells: list[TranscriptCell], current: int | None, *, show_measurements: bool
+    ) -> None:
+        super().__init__()
+        self.cells = cells
+        self.current = current if current is not None else len(cells) - 1
+        self.show_measurements = show_measurements
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog dialog-wide", id="cell-picker"):
+            yield Label("Copy from a cell", classes="dialog-title")
+            with Horizontal(id="cell-picker-body"):
+                yield OptionList(
+                    *[
+                        Option(Content(cell_summary(cell)), id=str(index))
+                        for index, cell in enumerate(self.cells)
+                    ],
+                    id="cell-list",
+                )
+                with VerticalScroll(id="cell-preview-scroll"):
+                    yield Static("", id="cell-preview")
+            yield Static(KEYS_HINT, id="cell-picker-keys", markup=False)
+
+    def on_mount(self) -> None:
+        cell_list = self.query_one("#cell-list", OptionList)
+        cell_list.highlighted = self.current
+        cell_list.focus()
+
+    @property
+    def highlighted_cell(self) -> TranscriptCell | None:
+        index = self.query_one("#cell-list", OptionList).highlighted
+        return self.cells[index] if index is not None else None
+
+    @on(OptionList.OptionHighlighted, "#cell-list")
+    def show_preview(self, event: OptionList.OptionHighlighted) -> None:
+        cell = self.cells[event.option_index]
+        preview = render_cell(cell, show_measurements=self.show_measurements)
+        self.query_one("#cell-preview", Static).update(preview)
+        self.query_one("#cell-preview-scroll", VerticalScroll).scroll_home(animate=False)
+
+    @on(OptionList.OptionSelected, "#cell-list")
+    def copy_whole_cell(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(CellCopyRequest(self.cells[event.option_index], "cell"))
+
+    def action_copy(self, part: CellPart) -> None:
+        cell = self.highlighted_cell
+        if cell is not None:
+            self.dismiss(CellCopyRequest(cell, part))
