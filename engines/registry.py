@@ -5,13 +5,14 @@ from __future__ import annotations
 import importlib
 import shutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from engines.language import LanguageEngine
 
-LANGUAGES: tuple[str, ...] = ("javascript", "python", "perl", "ruby")
-"""Every language, in the order users see them."""
+LANGUAGES: Final = ("javascript", "python", "perl", "ruby")
+"""Every language, in the order sandbox-workers lists them and users see them: the local
+engines (one package each under `engines/`) and the runtime Worker templates."""
 
 ALIASES = {"js": "javascript", "node": "javascript", "ts": "javascript", "python3": "python"}
 

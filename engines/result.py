@@ -8,6 +8,13 @@ from typing import Any
 
 JsonValue = Any
 
+LIMIT_ERROR = "ExecutionLimitError"
+"""`error.name` of a resource-limit outcome (spec 9.2): fuel, output, result, time, cancel."""
+ENGINE_ERROR = "EngineError"
+"""`error.name` of a host-side failure (the engine could not run or answer)."""
+HOST_MESSAGE_CHARS = 2048
+"""Longest host-side error message put in a result."""
+
 
 @dataclass(frozen=True)
 class ResultEntry:

@@ -21,22 +21,28 @@ from pathlib import Path
 
 import wasmtime
 
-from engines.cache import Artifact, EngineCache, load_compiled
-from engines.host import IDLE_EPOCH_DEADLINE, WORKSPACE, OutputCapture, make_engine
-from engines.language import GuestInstance, LanguageEngine
+from engines.cache import EngineCache
+from engines.host import IDLE_EPOCH_DEADLINE, WORKSPACE, OutputCapture
+from engines.language import Artifact, GuestInstance, LanguageEngine
 from engines.proto import envelope_pb2
 from engines.registry import language_engine
-from engines.result import ExecutionError, ExecutionResult, ResultEntry, Usage, well_formed
+from engines.result import (
+    ENGINE_ERROR,
+    HOST_MESSAGE_CHARS,
+    LIMIT_ERROR,
+    ExecutionError,
+    ExecutionResult,
+    ResultEntry,
+    Usage,
+    well_formed,
+)
 from engines.snapshot import MemorySnapshot
 from engines.watchdog import WATCHDOG
 
 INIT_FUEL = 10**12
 """Fuel for instantiation and interpreter start-up (not counted against executions)."""
 
-LIMIT_ERROR = "ExecutionLimitError"
-ENGINE_ERROR = "EngineError"
 CANCELLED = "Execution cancelled"
-HOST_MESSAGE_CHARS = 2048
 
 
 @dataclass(frozen=True)
@@ -103,18 +109,21 @@ class Session:
         cache: EngineCache | None = None,
         compiled: Path | None = None,
     ) -> None:
-        """`compiled`: load this prepared, compiled module instead of asking the cache
+        """`compiled`: load this prepared, compiled entry instead of asking the cache
         (an engine process is handed the path by its parent, which prepares engines)."""
         self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
         self.workspace = workspace
         self.limits = limits or Limits()
         self.restore_point = restore_point if self.spec.snapshots else None
-        self._engine = make_engine(component=self.spec.kind == "component")
+        self._engine = self.spec.new_engine()
         self._artifact: Artifact = (
-            load_compiled(self.spec, self._engine, compiled)
+            self.spec.load_compiled(self._engine, compiled)
             if compiled is not None
             else (cache or EngineCache(self.spec)).load(self._engine)
         )
+        self._wake = threading.Event()
+        """Set with the epoch when an execution is interrupted: wakes a guest that waits
+        in its WASI host (a sleep, a poll) so that it traps at once."""
         self._scratch = Path(tempfile.mkdtemp(prefix=f"sbw-{self.spec.language}-"))
         self._output = OutputCapture()
         self._store: wasmtime.Store | None = None
@@ -153,6 +162,7 @@ class Session:
             workspace=self.workspace,
             scratch=self._scratch,
             memory_bytes=self.limits.memory_bytes,
+            wake=self._wake,
         )
         store.set_fuel(INIT_FUEL)
         try:
@@ -192,7 +202,12 @@ class Session:
         from any thread; no-op when idle)."""
         if self._interrupted is None:
             self._interrupted = message
+        self._stop_guest()
+
+    def _stop_guest(self) -> None:
+        """Trap the running guest at its next epoch check, waking it from a host wait."""
         self._engine.increment_epoch()
+        self._wake.set()
 
     def execute(
         self,
@@ -227,6 +242,7 @@ class Session:
     ) -> Outcome:
         started = time.perf_counter()
         self._interrupted = None
+        self._wake.clear()
         try:
             boot = self._boot()
         except (wasmtime.WasmtimeError, wasmtime.Trap, wasmtime.ExitTrap, RuntimeError) as error:
@@ -249,7 +265,7 @@ class Session:
         token = None
         store.set_epoch_deadline(1)
         if self.limits.timeout_seconds is not None:
-            token = WATCHDOG.arm(self._engine, self.limits.timeout_seconds)
+            token = WATCHDOG.arm(self._stop_guest, self.limits.timeout_seconds)
         trap: BaseException | None = None
         raw = b""
         self.in_call_since = time.monotonic()

@@ -1,4 +1,5 @@
-"""Linear-memory snapshots of core-module guests (Perl, Ruby).
+"""Linear-memory snapshots of core-module guests (Perl and Ruby; Python and JavaScript
+through `engines.decomposed`).
 
 A core module keeps its interpreter state in linear memory plus a few mutable globals
 (the stack pointer, among others). The builds we use do not export their globals, so at
@@ -20,9 +21,11 @@ from typing import Any
 
 import wasmtime
 
+from engines.wasm_binary import GLOBAL_PREFIX, export_definitions
+
 PAGE_BYTES = 65536
 CHUNK_BYTES = 1 << 20
-GLOBAL_PREFIX = "__g"
+BLOCK_BYTES = 4096
 
 _libc = ctypes.CDLL(None)
 _memcmp = _libc.memcmp
@@ -38,6 +41,10 @@ class MemorySnapshot:
     extra: dict[str, Any] = field(default_factory=dict)
     dirty_chunks: set[int] = field(default_factory=set)
     """1 MiB chunks changed since the snapshot was last stored (all, when new)."""
+    changed_blocks: set[int] = field(default_factory=set)
+    """4 KiB blocks changed since they were last sent elsewhere (all, when new): a run
+    typically changes a few hundred KiB spread over many chunks, so copies between
+    processes travel by block."""
 
     @property
     def pages(self) -> int:
@@ -68,114 +75,30 @@ def nonzero_pages(memory: bytes | bytearray) -> list[bool]:
     ]
 
 
-def _read_uleb(data: bytes | bytearray, offset: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[offset]
-        offset += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return result, offset
-
-
-def _uleb(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _skip_limits(data: bytes, offset: int) -> int:
-    flags = data[offset]
-    offset += 1
-    _, offset = _read_uleb(data, offset)
-    if flags & 1:
-        _, offset = _read_uleb(data, offset)
-    return offset
-
-
-def _count_imported_globals(payload: bytes) -> int:
-    count, offset = _read_uleb(payload, 0)
-    globals_seen = 0
-    for _ in range(count):
-        for _name in range(2):  # module name, field name
-            length, offset = _read_uleb(payload, offset)
-            offset += length
-        kind = payload[offset]
-        offset += 1
-        if kind == 0:  # function: type index
-            _, offset = _read_uleb(payload, offset)
-        elif kind == 1:  # table: reftype + limits
-            offset = _skip_limits(payload, offset + 1)
-        elif kind == 2:  # memory: limits
-            offset = _skip_limits(payload, offset)
-        elif kind == 3:  # global: valtype + mutability
-            offset += 2
-            globals_seen += 1
-        elif kind == 4:  # tag: attribute + type index
-            _, offset = _read_uleb(payload, offset + 1)
-        else:
-            raise ValueError(f"unknown import kind {kind}")
-    return globals_seen
-
-
 def export_globals(module: bytes) -> bytes:
     """Return `module` with every defined global exported as `__g<index>`."""
-    if module[:4] != b"\0asm":
-        raise ValueError("not a core wasm module")
-    sections: list[tuple[int, bytes]] = []
-    offset = 8
-    imported = defined = 0
-    while offset < len(module):
-        section_id = module[offset]
-        size, start = _read_uleb(module, offset + 1)
-        payload = module[start : start + size]
-        sections.append((section_id, payload))
-        offset = start + size
-        if section_id == 2:
-            imported = _count_imported_globals(payload)
-        elif section_id == 6:
-            defined, _ = _read_uleb(payload, 0)
-    out = bytearray(module[:8])
-    for section_id, payload in sections:
-        if section_id == 7:
-            count, rest = _read_uleb(payload, 0)
-            extra = b"".join(
-                _uleb(len(name)) + name.encode() + b"\x03" + _uleb(index)
-                for index in range(imported, imported + defined)
-                for name in [f"{GLOBAL_PREFIX}{index}"]
-            )
-            payload = _uleb(count + defined) + payload[rest:] + extra
-        out += bytes([section_id]) + _uleb(len(payload)) + payload
-    return bytes(out)
+    return export_definitions(module)
 
 
-def take(
-    store: wasmtime.Store, instance: wasmtime.Instance, into: MemorySnapshot | None = None
+def capture(
+    store: wasmtime.Store,
+    memory: wasmtime.Memory,
+    values: dict[str, Any],
+    into: MemorySnapshot | None = None,
 ) -> MemorySnapshot:
-    """Copy the instance's memory and exported mutable globals.
+    """A snapshot of `memory` with the globals' `values`.
 
     With `into` (the previous snapshot of this instance's state), update it in place:
     only changed chunks are copied and added to its `dirty_chunks`.
     """
-    exports = instance.exports(store)
-    memory = exports["memory"]
-    assert isinstance(memory, wasmtime.Memory)
     length = memory.data_len(store)
     source = _memory_address(store, memory)
-    values: dict[str, Any] = {}
-    for name, item in exports.items():
-        if not (name.startswith(GLOBAL_PREFIX) and isinstance(item, wasmtime.Global)):
-            continue
-        if item.type(store).mutable:
-            values[name] = item.value(store)
-    if into is None:
-        snapshot = MemorySnapshot(memory=ctypes.string_at(source, length), globals=values)
+    if into is None:  # a bytearray: the next snapshot updates it in place
+        buffer = bytearray(length)
+        ctypes.memmove(_address(buffer), source, length)
+        snapshot = MemorySnapshot(memory=buffer, globals=values)
         snapshot.dirty_chunks = set(range(snapshot.chunk_count))
+        snapshot.changed_blocks = set(range((length + BLOCK_BYTES - 1) // BLOCK_BYTES))
         return snapshot
     buffer = into.memory if isinstance(into.memory, bytearray) else bytearray(into.memory)
     old_length = len(buffer)
@@ -188,11 +111,69 @@ def take(
         offset = chunk * CHUNK_BYTES
         size = min(CHUNK_BYTES, length - offset)
         if offset + size > old_length or _memcmp(source + offset, target + offset, size) != 0:
-            ctypes.memmove(target + offset, source + offset, size)
             into.dirty_chunks.add(chunk)
+            _copy_changed(source, target, offset, offset + size, old_length, into.changed_blocks)
     into.memory = buffer
     into.globals = values
     return into
+
+
+def _copy_changed(
+    source: int, target: int, start: int, end: int, old_length: int, changed: set[int]
+) -> None:
+    """Copy the 4 KiB blocks of [start, end) that differ, narrowing down through 64 KiB
+    pages first (a run changes a few hundred KiB spread thinly over many chunks, and each
+    comparison here is a call from Python)."""
+    for page in range(start, end, PAGE_BYTES):
+        page_end = min(page + PAGE_BYTES, end)
+        fresh = page_end > old_length
+        if not fresh and _memcmp(source + page, target + page, page_end - page) == 0:
+            continue
+        for block in range(page, page_end, BLOCK_BYTES):
+            width = min(BLOCK_BYTES, page_end - block)
+            if fresh or _memcmp(source + block, target + block, width) != 0:
+                ctypes.memmove(target + block, source + block, width)
+                changed.add(block // BLOCK_BYTES)
+
+
+def load_memory(store: wasmtime.Store, memory: wasmtime.Memory, snapshot: MemorySnapshot) -> None:
+    """Copy a snapshot's bytes into the memory of a fresh instance.
+
+    Only 64 KiB pages that differ are written: the fresh image is mapped copy-on-write
+    from the compiled module, so pages left alone cost neither a copy nor memory, and
+    memory grown past the initial size is already zero.
+    """
+    if len(snapshot.memory) % PAGE_BYTES:
+        raise ValueError("snapshot memory is not a whole number of pages")
+    initial = memory.data_len(store)
+    if len(snapshot.memory) < initial:
+        raise ValueError("snapshot memory is smaller than a fresh instance's")
+    missing_pages = snapshot.pages - initial // PAGE_BYTES
+    if missing_pages > 0:
+        memory.grow(store, missing_pages)
+    target = _memory_address(store, memory)
+    source = _address(snapshot.memory)
+    zero = _address(_ZERO_CHUNK)
+    for offset in range(0, len(snapshot.memory), PAGE_BYTES):
+        current = target + offset if offset < initial else zero
+        if _memcmp(source + offset, current, PAGE_BYTES) != 0:
+            ctypes.memmove(target + offset, source + offset, PAGE_BYTES)
+
+
+def take(
+    store: wasmtime.Store, instance: wasmtime.Instance, into: MemorySnapshot | None = None
+) -> MemorySnapshot:
+    """Copy the instance's memory and exported mutable globals (see `capture`)."""
+    exports = instance.exports(store)
+    memory = exports["memory"]
+    assert isinstance(memory, wasmtime.Memory)
+    values: dict[str, Any] = {}
+    for name, item in exports.items():
+        if not (name.startswith(GLOBAL_PREFIX) and isinstance(item, wasmtime.Global)):
+            continue
+        if item.type(store).mutable:
+            values[name] = item.value(store)
+    return capture(store, memory, values, into)
 
 
 def restore(store: wasmtime.Store, instance: wasmtime.Instance, snapshot: MemorySnapshot) -> None:
@@ -200,20 +181,7 @@ def restore(store: wasmtime.Store, instance: wasmtime.Instance, snapshot: Memory
     exports = instance.exports(store)
     memory = exports["memory"]
     assert isinstance(memory, wasmtime.Memory)
-    initial = memory.data_len(store)
-    missing_pages = snapshot.pages - initial // PAGE_BYTES
-    if missing_pages > 0:
-        memory.grow(store, missing_pages)
-    target = _memory_address(store, memory)
-    source = _address(snapshot.memory)
-    zero = _address(_ZERO_CHUNK)
-    for chunk in range(snapshot.chunk_count):
-        offset = chunk * CHUNK_BYTES
-        size = min(CHUNK_BYTES, len(snapshot.memory) - offset)
-        # Memory grown past the module's initial size is already zero.
-        if offset >= initial and _memcmp(source + offset, zero, size) == 0:
-            continue
-        ctypes.memmove(target + offset, source + offset, size)
+    load_memory(store, memory, snapshot)
     for name, value in snapshot.globals.items():
         item = exports[name]
         assert isinstance(item, wasmtime.Global)

@@ -1,7 +1,8 @@
 """One background thread that interrupts executions whose wall-clock deadline passed.
 
 Each execution runs with an epoch deadline of one tick on its own wasmtime engine, so a
-single `engine.increment_epoch()` interrupts exactly that execution: the watchdog does it
+single `engine.increment_epoch()` interrupts exactly that execution: the watchdog calls
+the session's stop function (which does that and wakes a guest waiting in its host)
 when the deadline passes, and `cancel()` does it immediately from any thread.
 """
 
@@ -11,26 +12,25 @@ import heapq
 import itertools
 import threading
 import time
-
-import wasmtime
+from collections.abc import Callable
 
 
 class Watchdog:
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._heap: list[tuple[float, int]] = []
-        self._armed: dict[int, wasmtime.Engine] = {}
+        self._armed: dict[int, Callable[[], None]] = {}
         self._tokens = itertools.count(1)
         self._thread: threading.Thread | None = None
         self._sleeping_until = float("inf")
         """The deadline the thread waits for; arming a later one needs no wake-up."""
 
-    def arm(self, engine: wasmtime.Engine, seconds: float) -> int:
-        """Interrupt `engine` after `seconds` unless disarmed first; returns a token."""
+    def arm(self, stop: Callable[[], None], seconds: float) -> int:
+        """Call `stop` after `seconds` unless disarmed first; returns a token."""
         token = next(self._tokens)
         deadline = time.monotonic() + seconds
         with self._condition:
-            self._armed[token] = engine
+            self._armed[token] = stop
             if len(self._heap) > 4 * len(self._armed) + 64:
                 # Disarmed entries are dropped lazily; prune them once they pile up.
                 self._heap = [entry for entry in self._heap if entry[1] in self._armed]
@@ -65,9 +65,9 @@ class Watchdog:
                     self._condition.wait(remaining)
                     continue
                 heapq.heappop(self._heap)
-                engine = self._armed.pop(token, None)
-                if engine is not None:
-                    engine.increment_epoch()
+                stop = self._armed.pop(token, None)
+                if stop is not None:
+                    stop()
 
 
 WATCHDOG = Watchdog()

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import require_engine
 from tests.serve_process import serve_process
+from tests.test_context_restart import corrupt_snapshots
 
 
 @pytest.fixture
@@ -65,13 +66,19 @@ def test_run_reads_code_from_stdin_and_files(env: dict[str, str], tmp_path: Path
     assert cli(env, "run", "-l", "python", "-", stdin="'from stdin'").stdout == "'from stdin'\n"
 
 
-def test_python_state_lost_across_invocations_is_reported(env: dict[str, str]) -> None:
+def test_python_state_survives_invocations_and_a_lost_state_is_reported(
+    env: dict[str, str],
+) -> None:
     require_engine("python")
-    assert cli(env, "run", "-s", "py", "-l", "python", "-c", "x = 1").returncode == 0
-    second = cli(env, "run", "-s", "py", "-l", "python", "-c", "2")
-    assert second.returncode == 0
-    assert "warning:" in second.stderr
-    assert "started fresh" in second.stderr
+    assert cli(env, "run", "-s", "py", "-l", "python", "-c", "x = 41").returncode == 0
+    second = cli(env, "run", "-s", "py", "-l", "python", "-c", "x + 1")
+    assert (second.returncode, second.stdout) == (0, "42\n")
+    assert "warning:" not in second.stderr
+    corrupt_snapshots(Path(env["SANDBOX_WORKBENCH_DATA_DIR"]), "host")
+    third = cli(env, "run", "-s", "py", "-l", "python", "-c", "2")
+    assert third.returncode == 0
+    assert "warning:" in third.stderr
+    assert "snapshot" in third.stderr
 
 
 def test_sandboxes_and_files(env: dict[str, str], tmp_path: Path) -> None:

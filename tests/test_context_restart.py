@@ -28,7 +28,12 @@ def cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(
     ("binding", "define", "use"),
-    [("PERL", "our $x = 41", "$x + 1"), ("RUBY", "x = 41", "x + 1")],
+    [
+        ("PERL", "our $x = 41", "$x + 1"),
+        ("RUBY", "x = 41", "x + 1"),
+        ("PYTHON", "import math\nx = math.floor(41.5)", "x + 1"),
+        ("JAVASCRIPT", "let x = 41", "x + 1"),
+    ],
 )
 def test_a_context_survives_a_new_process(
     tmp_path: Path, all_engines: None, binding: str, define: str, use: str
@@ -45,7 +50,7 @@ def test_a_context_survives_a_new_process(
     assert (third.returncode, third.stdout) == (0, "42\n")
 
 
-def _corrupt_snapshot(data: Path, language_key: str) -> None:
+def corrupt_snapshots(data: Path, language_key: str) -> None:
     """Break the stored host state of every context's snapshot (as a bug or a damaged
     file would)."""
     with sqlite3.connect(data / DATABASE_NAME) as database:
@@ -65,6 +70,8 @@ def _corrupt_snapshot(data: Path, language_key: str) -> None:
     [
         ("RUBY", "handles", "$kept = 41", "$kept.to_i + 1"),
         ("PERL", "names", "our $kept = 41", "$kept + 1"),
+        ("PYTHON", "host", "kept = 41", "kept + 1"),
+        ("JAVASCRIPT", "host", "var kept = 41", "kept + 1"),
     ],
 )
 async def test_a_broken_snapshot_falls_back_to_a_fresh_interpreter(
@@ -75,7 +82,7 @@ async def test_a_broken_snapshot_falls_back_to_a_fresh_interpreter(
     sandbox = backend.sandbox("broken")
     assert (await sandbox.interpreter.run_code(define, binding=binding)).error is None
     await backend.aclose()
-    _corrupt_snapshot(data, extra_key)
+    corrupt_snapshots(data, extra_key)
 
     backend = open_local_backend(data)
     try:

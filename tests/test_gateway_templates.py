@@ -1,4 +1,5 @@
-"""The Worker templates: rendering (`workbench.gateway_templates`) and the gateway type check."""
+"""The Worker templates: rendering (`workbench.deploy.templates`), `gateway init`'s
+options, and the gateway type check."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import cli_env, one_error_line, run_cli
 from workbench import __version__
-from workbench.gateway_templates import normalize_bindings, render, templates_root
+from workbench.deploy.templates import parse_bindings, plan_runtimes, render, templates_root
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "worker_templates"
@@ -41,10 +43,12 @@ def test_render_gateway_and_chosen_runtimes(tmp_path: Path) -> None:
         "gateway/src/index.ts",
         "gateway/src/registry.ts",
         "gateway/types/sandbox-workers-core.d.ts",
+        "gateway/check-versions.mjs",
         "runtime/python/wrangler.jsonc",
         "runtime/python/index.js",
         "runtime/python/package.json",
         "runtime/python/README.md",
+        "runtime/python/check-versions.mjs",
         "runtime/ruby/wrangler.jsonc",
         "runtime/ruby/index.js",
     } <= relative
@@ -74,9 +78,10 @@ def test_render_gateway_and_chosen_runtimes(tmp_path: Path) -> None:
         ).read_bytes()
 
 
-def test_runtime_templates_follow_spec_11_2() -> None:
+def test_rendered_runtimes_follow_spec_11_2(tmp_path: Path) -> None:
+    render(tmp_path, ["JAVASCRIPT", "PYTHON", "PERL", "RUBY"])
     for language in ("javascript", "python", "perl", "ruby"):
-        directory = TEMPLATES / "runtime" / language
+        directory = tmp_path / "runtime" / language
         config = _jsonc((directory / "wrangler.jsonc").read_text())
         assert isinstance(config, dict)
         assert config["name"] == f"sandbox-{language}"
@@ -95,14 +100,22 @@ def test_runtime_templates_follow_spec_11_2() -> None:
             ]
             assert config["migrations"] == [{"tag": "v1", "new_sqlite_classes": ["Interpreter"]}]
             assert entry == f'export {{ default, Interpreter }} from "@sandbox-workers/{language}";'
+        # Every build runs the version check first.
+        assert config["build"] == {"command": "node check-versions.mjs"}
+        assert (directory / "check-versions.mjs").read_bytes() == (
+            TEMPLATES / "check-versions.mjs"
+        ).read_bytes()
+        readme = (directory / "README.md").read_text()
+        assert "{{" not in readme and "}}" not in readme
+        assert f"Service Binding to `sandbox-{language}`" in readme
 
 
-def test_gateway_version_matches_the_workbench() -> None:
+def test_gateway_version_is_its_package_version_and_the_workbenchs() -> None:
     package = json.loads((TEMPLATES / "gateway" / "package.json").read_text())
     source = (TEMPLATES / "gateway" / "src" / "index.ts").read_text()
-    match = re.search(r'const VERSION = "([^"]+)"', source)
-    assert match is not None
-    assert match.group(1) == package["version"] == __version__
+    assert 'import manifest from "../package.json";' in source
+    assert "const VERSION = manifest.version;" in source
+    assert package["version"] == __version__
 
 
 def test_render_refuses_to_overwrite(tmp_path: Path) -> None:
@@ -141,15 +154,145 @@ def test_render_renames_the_token_secret(tmp_path: Path) -> None:
 
 
 def test_binding_validation() -> None:
-    assert normalize_bindings(["python", " Ruby "]) == ["PYTHON", "RUBY"]
+    assert parse_bindings(["python", " Ruby "]) == {"PYTHON": "python", "RUBY": "ruby"}
+    assert parse_bindings(["scratch = Python", "PY_2=perl"]) == {
+        "SCRATCH": "python",
+        "PY_2": "perl",
+    }
     with pytest.raises(ValueError, match="Unknown runtime binding 'COBOL'"):
-        normalize_bindings(["COBOL"])
+        parse_bindings(["COBOL"])
+    with pytest.raises(ValueError, match="Unknown language 'cobol' for binding 'X'"):
+        parse_bindings(["X=cobol"])
+    with pytest.raises(ValueError, match="Invalid binding name '2X'"):
+        parse_bindings(["2x=python"])
+    with pytest.raises(ValueError, match="Invalid binding name 'A-B'"):
+        parse_bindings(["a-b=python"])
+    for taken in ("REGISTRY", "RUNTIME_BINDINGS", "WORKBENCH_TOKEN", "SANDBOX_FILE_API"):
+        with pytest.raises(ValueError, match=f"Binding name '{taken}' is taken by the gateway"):
+            parse_bindings([f"{taken}=python"])
     with pytest.raises(ValueError, match="Duplicate runtime binding 'PYTHON'"):
-        normalize_bindings(["PYTHON", "python"])
+        parse_bindings(["PYTHON", "python=python"])
     with pytest.raises(ValueError, match="at least one"):
-        normalize_bindings([])
+        parse_bindings([])
     with pytest.raises(TypeError):
-        normalize_bindings("PYTHON")
+        parse_bindings("PYTHON")
+
+
+def test_worker_names_prefix_services_and_stateless() -> None:
+    default = plan_runtimes(["PYTHON", "RUBY", "SCRATCH_PAD=python"])
+    assert [(w.binding, w.language, w.name, w.contexts, w.directory) for w in default] == [
+        ("PYTHON", "python", "sandbox-python", True, "runtime/python"),
+        ("RUBY", "ruby", "sandbox-ruby", False, "runtime/ruby"),
+        ("SCRATCH_PAD", "python", "sandbox-scratch-pad", True, "runtime/scratch_pad"),
+    ]
+    chosen = plan_runtimes(
+        ["PYTHON", "PERL"], name_prefix="acme", services={"perl": "perl-box"}, stateless=True
+    )
+    assert [(w.name, w.contexts) for w in chosen] == [("acme-python", False), ("perl-box", False)]
+    with pytest.raises(ValueError, match="--service RUBY: no such binding"):
+        plan_runtimes(["PYTHON"], services={"RUBY": "x"})
+    with pytest.raises(ValueError, match="Invalid Worker name 'Bad_Name'"):
+        plan_runtimes(["PYTHON"], services={"PYTHON": "Bad_Name"})
+    with pytest.raises(ValueError, match="Invalid Worker name '-x-python'"):
+        plan_runtimes(["PYTHON"], name_prefix="-x")
+    with pytest.raises(ValueError, match="would both target the Worker 'same'"):
+        plan_runtimes(["PYTHON", "PERL"], services={"PYTHON": "same", "PERL": "same"})
+
+
+def test_render_names_stateless_and_custom_bindings(tmp_path: Path) -> None:
+    render(
+        tmp_path,
+        ["PYTHON", "SCRATCH=python", "RUBY"],
+        name_prefix="acme",
+        services={"SCRATCH": "acme-scratchpad"},
+        stateless=True,
+    )
+    gateway = _jsonc((tmp_path / "gateway" / "wrangler.jsonc").read_text())
+    assert isinstance(gateway, dict)
+    assert gateway["name"] == "acme-gateway"
+    assert gateway["services"] == [
+        {"binding": "PYTHON", "service": "acme-python"},
+        {"binding": "SCRATCH", "service": "acme-scratchpad"},
+        {"binding": "RUBY", "service": "acme-ruby"},
+    ]
+    assert gateway["vars"]["RUNTIME_BINDINGS"] == "PYTHON,SCRATCH,RUBY"
+    assert "acme-gateway" in (tmp_path / "gateway" / "README.md").read_text()
+    for directory, binding, name in [
+        ("python", "PYTHON", "acme-python"),
+        ("scratch", "SCRATCH", "acme-scratchpad"),
+    ]:
+        worker = tmp_path / "runtime" / directory
+        config = _jsonc((worker / "wrangler.jsonc").read_text())
+        assert isinstance(config, dict)
+        assert config["name"] == name
+        assert "durable_objects" not in config and "migrations" not in config
+        assert (worker / "index.js").read_text() == (
+            'export { default } from "@sandbox-workers/python";\n'
+        )
+        readme = (worker / "README.md").read_text()
+        assert f"Binding `{binding}` (sandbox-workers spec 11.2)" in readme
+        assert "Rendered stateless" in readme
+        assert json.loads((worker / "package.json").read_text())["name"] == name
+
+
+def test_gateway_init_options_on_the_command_line(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    target = tmp_path / "deploy"
+    completed = run_cli(
+        env, "gateway", "init", str(target), "--bindings", "PYTHON,SCRATCH=ruby",
+        "--name-prefix", "team", "--service", "SCRATCH=team-rb", "--stateless",
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert "pinned: @sandbox-workers/core 0.2.0, @sandbox-workers/python 0.2.0, " in (
+        completed.stdout
+    )
+    assert "runtime/python/ (Worker team-python, stateless)" in completed.stdout
+    assert "runtime/scratch/ (Worker team-rb, stateless)" in completed.stdout
+    assert "npm install --no-save @sandbox-workers/core@0.2.0" in completed.stdout
+    scratch = _jsonc((target / "runtime" / "scratch" / "wrangler.jsonc").read_text())
+    assert isinstance(scratch, dict)
+    assert scratch["name"] == "team-rb"
+    # The existing flags alone render what they always did (plus the pins).
+    plain = tmp_path / "plain"
+    completed = run_cli(env, "gateway", "init", str(plain), "--bindings", "PERL")
+    assert completed.returncode == 0, completed.stderr
+    assert sorted(path.name for path in (plain / "runtime").iterdir()) == ["perl"]
+    config = _jsonc((plain / "runtime" / "perl" / "wrangler.jsonc").read_text())
+    assert isinstance(config, dict)
+    assert config["name"] == "sandbox-perl" and "durable_objects" in config
+    gateway = _jsonc((plain / "gateway" / "wrangler.jsonc").read_text())
+    assert isinstance(gateway, dict)
+    assert gateway["name"] == "sandbox-workbench-gateway"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--service", "RUBY=x"], "--service RUBY: no such binding"),
+        (["--name-prefix", "Team"], "Invalid Worker name 'Team-python'"),
+        (["--bindings", "X=cobol"], "Unknown language 'cobol' for binding 'X'"),
+    ],
+)
+def test_gateway_init_refuses_bad_choices_in_one_line(
+    tmp_path: Path, arguments: list[str], message: str
+) -> None:
+    completed = run_cli(
+        cli_env(tmp_path), "gateway", "init", str(tmp_path / "d"), "--bindings", "PYTHON",
+        *arguments,
+    )  # fmt: skip
+    assert completed.returncode == 1
+    assert message in one_error_line(completed)
+    assert not (tmp_path / "d").exists()
+
+
+def test_gateway_init_service_needs_binding_and_name(tmp_path: Path) -> None:
+    completed = run_cli(
+        cli_env(tmp_path), "gateway", "init", str(tmp_path / "d"), "--service", "PYTHON"
+    )
+    assert completed.returncode == 2
+    assert "Traceback" not in completed.stderr
+    assert "Invalid value for --service: 'PYTHON' is not BINDING=NAME" in completed.stderr
+    assert not (tmp_path / "d").exists()
 
 
 @pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed: cannot type-check")

@@ -21,7 +21,7 @@ from workbench.config import (
 
 if TYPE_CHECKING:
     from engines.session import Limits
-    from workbench.api.client import Backend
+    from workbench.api import Backend
 
 LOCAL = LOCAL_PROFILE
 

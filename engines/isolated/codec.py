@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from engines.result import ExecutionError, ExecutionResult
-from engines.session import LIMIT_ERROR, Boot, Limits, Outcome, Session
-from engines.snapshot import CHUNK_BYTES, MemorySnapshot
+from engines.result import LIMIT_ERROR, ExecutionError, ExecutionResult
+from engines.session import Boot, Limits, Outcome, Session
+from engines.snapshot import BLOCK_BYTES, CHUNK_BYTES, MemorySnapshot
 
 
 def limits_to_json(limits: Limits) -> dict[str, Any]:
@@ -71,18 +71,31 @@ def snapshot_to_json(snapshot: MemorySnapshot) -> tuple[dict[str, Any], bytes | 
     return {"globals": snapshot.globals, "extra": snapshot.extra}, snapshot.memory
 
 
-def snapshot_from_json(header: dict[str, Any], memory: bytes) -> MemorySnapshot:
+def snapshot_from_json(header: dict[str, Any], memory: bytes | memoryview) -> MemorySnapshot:
     return MemorySnapshot(bytearray(memory), dict(header["globals"]), dict(header["extra"]))
 
 
-def snapshot_delta(snapshot: MemorySnapshot) -> tuple[dict[str, Any], list[bytes]]:
-    """The chunks changed since the last delta, with globals and host state."""
-    chunks = sorted(snapshot.dirty_chunks)
+def _runs(blocks: set[int]) -> list[tuple[int, int]]:
+    """Consecutive blocks as (first, count) runs."""
+    runs: list[tuple[int, int]] = []
+    for block in sorted(blocks):
+        if runs and runs[-1][0] + runs[-1][1] == block:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((block, 1))
+    return runs
+
+
+def snapshot_delta(snapshot: MemorySnapshot) -> tuple[dict[str, Any], list[memoryview]]:
+    """The 4 KiB blocks changed since the last delta, as runs (views of the snapshot's
+    memory, to be written and released before it changes again), with globals and host
+    state."""
+    runs = _runs(snapshot.changed_blocks)
     view = memoryview(snapshot.memory)
-    blobs = [bytes(view[chunk * CHUNK_BYTES : (chunk + 1) * CHUNK_BYTES]) for chunk in chunks]
+    blobs = [view[first * BLOCK_BYTES : (first + count) * BLOCK_BYTES] for first, count in runs]
     header = {
         "length": len(snapshot.memory),
-        "chunks": chunks,
+        "runs": [list(run) for run in runs],
         "globals": snapshot.globals,
         "extra": snapshot.extra,
     }
@@ -90,10 +103,10 @@ def snapshot_delta(snapshot: MemorySnapshot) -> tuple[dict[str, Any], list[bytes
 
 
 def apply_delta(
-    into: MemorySnapshot | None, header: dict[str, Any], blobs: list[bytes]
+    into: MemorySnapshot | None, header: dict[str, Any], blobs: list[memoryview]
 ) -> MemorySnapshot:
     """Update the host's copy of a snapshot with a delta; its `dirty_chunks` grow by the
-    chunks received (the store clears them once written)."""
+    chunks the blocks fall in (the store clears them once written)."""
     length = int(header["length"])
     memory = bytearray(length) if into is None else into.memory
     if not isinstance(memory, bytearray):
@@ -102,14 +115,16 @@ def apply_delta(
         memory.extend(bytes(length - len(memory)))
     elif len(memory) > length:
         del memory[length:]
-    chunks = [int(chunk) for chunk in header["chunks"]]
-    if len(chunks) != len(blobs):
-        raise ValueError("snapshot delta: chunk list and blobs differ")
-    for chunk, data in zip(chunks, blobs, strict=True):
-        start = chunk * CHUNK_BYTES
-        if start + len(data) > length:
-            raise ValueError("snapshot delta: chunk past the end of memory")
+    runs = [(int(first), int(count)) for first, count in header["runs"]]
+    if len(runs) != len(blobs):
+        raise ValueError("snapshot delta: run list and blobs differ")
+    chunks: set[int] = set()
+    for (first, count), data in zip(runs, blobs, strict=True):
+        start = first * BLOCK_BYTES
+        if count < 1 or len(data) > count * BLOCK_BYTES or start + len(data) > length:
+            raise ValueError("snapshot delta: a run past the end of memory")
         memory[start : start + len(data)] = data
+        chunks.update(range(start // CHUNK_BYTES, (start + len(data) - 1) // CHUNK_BYTES + 1))
     snapshot = into or MemorySnapshot(memory, {})
     snapshot.memory = memory
     snapshot.globals = dict(header["globals"])

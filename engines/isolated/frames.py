@@ -13,6 +13,7 @@ import os
 import select
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 MAX_HEADER_BYTES = 64 << 20
@@ -49,39 +50,46 @@ def write_frame(
             view = view[written:]
 
 
+@dataclass
+class _Payload:
+    """The blobs of the frame being read: filled in place, kept across a timeout."""
+
+    header: dict[str, Any]
+    sizes: list[int]
+    data: bytearray
+    filled: int = 0
+
+
 class FrameReader:
-    """Reads frames from a file descriptor, optionally with a deadline."""
+    """Reads frames from a file descriptor, optionally with a deadline.
+
+    Blobs are read straight into one buffer per frame (no growing buffer, one copy out of
+    the kernel), which matters for snapshots of tens of MiB."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._buffer = bytearray()
+        self._payload: _Payload | None = None
+
+    def _wait(self, deadline: float | None) -> None:
+        if deadline is None:
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise FrameTimeout()
+        ready, _, _ = select.select([self.fd], [], [], remaining)
+        if not ready:
+            raise FrameTimeout()
 
     def _fill(self, wanted: int, deadline: float | None) -> None:
         while len(self._buffer) < wanted:
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise FrameTimeout()
-                ready, _, _ = select.select([self.fd], [], [], remaining)
-                if not ready:
-                    raise FrameTimeout()
+            self._wait(deadline)
             chunk = os.read(self.fd, max(wanted - len(self._buffer), 1 << 16))
             if not chunk:
                 raise EOFError("the peer closed the channel")
             self._buffer += chunk
 
-    def _take(self, size: int) -> bytes:
-        data = bytes(self._buffer[:size])
-        del self._buffer[:size]
-        return data
-
-    def read(self, deadline: float | None = None) -> tuple[dict[str, Any], list[bytes]]:
-        """The next frame's header and blobs.
-
-        Raises `FrameTimeout` at the deadline (the partial frame stays buffered, so a
-        later call continues it), `EOFError` when the peer closed, `FrameError` on
-        garbage.
-        """
+    def _header(self, deadline: float | None) -> _Payload:
         self._fill(_LENGTH_BYTES, deadline)
         length = int.from_bytes(self._buffer[:_LENGTH_BYTES], "big")
         if length > MAX_HEADER_BYTES:
@@ -98,6 +106,36 @@ class FrameReader:
             isinstance(size, int) and 0 <= size <= MAX_BLOB_BYTES for size in sizes
         ):
             raise FrameError("bad blob sizes")
-        self._fill(_LENGTH_BYTES + length + sum(sizes), deadline)
         del self._buffer[: _LENGTH_BYTES + length]
-        return header, [self._take(size) for size in sizes]
+        payload = _Payload(header, sizes, bytearray(sum(sizes)))
+        buffered = min(len(self._buffer), len(payload.data))  # read along with the header
+        payload.data[:buffered] = self._buffer[:buffered]
+        del self._buffer[:buffered]
+        payload.filled = buffered
+        return payload
+
+    def read(self, deadline: float | None = None) -> tuple[dict[str, Any], list[memoryview]]:
+        """The next frame's header and blobs (views of one buffer).
+
+        Raises `FrameTimeout` at the deadline (the partial frame stays buffered, so a
+        later call continues it), `EOFError` when the peer closed, `FrameError` on
+        garbage.
+        """
+        if self._payload is None:
+            self._payload = self._header(deadline)
+        payload = self._payload
+        with memoryview(payload.data) as view:
+            while payload.filled < len(payload.data):
+                self._wait(deadline)
+                count = os.readv(self.fd, [view[payload.filled :]])
+                if not count:
+                    raise EOFError("the peer closed the channel")
+                payload.filled += count
+        self._payload = None
+        blobs = []
+        offset = 0
+        whole = memoryview(payload.data)
+        for size in payload.sizes:
+            blobs.append(whole[offset : offset + size])
+            offset += size
+        return payload.header, blobs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -28,6 +29,19 @@ of the process that runs untrusted code."""
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
+PIPE_BYTES = 1 << 20
+"""Capacity asked for the frame pipes (Linux's default unprivileged maximum): a snapshot
+of tens of MiB then crosses in a few dozen wake-ups instead of hundreds."""
+
+
+def _widen_pipe(fd: int) -> None:
+    """Give a pipe `PIPE_BYTES` of capacity where the platform allows it."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is not None:
+        with contextlib.suppress(OSError):  # a lower system maximum: keep the default
+            fcntl.fcntl(fd, set_size, PIPE_BYTES)
+
+
 class WorkerDied(Exception):
     """The engine process ended (or answered garbage); the message says how."""
 
@@ -51,9 +65,12 @@ class WorkerProcess:
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._in_fd = self.process.stdin.fileno()
+        for channel in (self._in_fd, self.process.stdout.fileno()):
+            _widen_pipe(channel)
         self._reader = FrameReader(self.process.stdout.fileno())
         self._write_lock = threading.Lock()
         self._ready = False
+        self._reap_lock = threading.Lock()
         self.dead = False
 
     def wait_ready(self) -> None:
@@ -76,7 +93,7 @@ class WorkerProcess:
                 self.dead = True
                 raise WorkerDied(self.describe_exit(error)) from None
 
-    def receive(self, deadline: float | None) -> tuple[dict[str, Any], list[bytes]]:
+    def receive(self, deadline: float | None) -> tuple[dict[str, Any], list[memoryview]]:
         """The next frame; `FrameTimeout` at the deadline, `WorkerDied` if the process
         ended or sent garbage."""
         try:
@@ -108,14 +125,15 @@ class WorkerProcess:
         return text.splitlines()[-1] if text else ""
 
     def kill(self) -> None:
-        """End the process now (and everything it started)."""
+        """End the process now (and everything it started). Its exit (unmapping a large
+        engine can take a second) is awaited in the background, never by the caller."""
         self.dead = True
         if self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError, AttributeError):
                 self.process.kill()
-        self._reap()
+        threading.Thread(target=self._reap, name="engine-reaper", daemon=True).start()
 
     def stop(self, grace: float = 0.5) -> None:
         """Close the channel (the process exits on end of input), killing it if it lingers."""
@@ -130,8 +148,8 @@ class WorkerProcess:
         self._reap()
 
     def _reap(self) -> None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5.0)
+        with self._reap_lock, contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=30.0)
         for stream in (self.process.stdout, self.process.stdin):
             if stream is not None:
                 with contextlib.suppress(OSError):

@@ -30,8 +30,14 @@ from engines.isolated.pool import WorkerPool
 from engines.isolated.process import WorkerDied, WorkerProcess
 from engines.language import LanguageEngine, PrepareError
 from engines.registry import language_engine
-from engines.result import ExecutionError, ExecutionResult
-from engines.session import ENGINE_ERROR, LIMIT_ERROR, Boot, Limits, Outcome
+from engines.result import (
+    ENGINE_ERROR,
+    HOST_MESSAGE_CHARS,
+    LIMIT_ERROR,
+    ExecutionError,
+    ExecutionResult,
+)
+from engines.session import Boot, Limits, Outcome
 from engines.snapshot import MemorySnapshot
 
 BACKSTOP_SECONDS = 10.0
@@ -260,7 +266,7 @@ class IsolatedSession:
             language=self.spec.language,
             engine=self.spec.engine,
             duration_ms=0.0,
-            error=ExecutionError(name, message[:2048], []),
+            error=ExecutionError(name, message[:HOST_MESSAGE_CHARS], []),
         )
         notes = ["the interpreter was reset after this error"]
         if self._restore_point is not None:
@@ -395,6 +401,6 @@ def run_isolated(
         message = f"{spec.language} engine: {answer.get('message')}"
         if answer.get("kind") == "load":
             raise PrepareError(message)
-        failure = ExecutionError(ENGINE_ERROR, message[:2048], [])
+        failure = ExecutionError(ENGINE_ERROR, message[:HOST_MESSAGE_CHARS], [])
         return ExecutionResult(code, spec.language, spec.engine, 0.0, error=failure)
     return codec.outcome_from_json(answer["outcome"]).result

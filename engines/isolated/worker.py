@@ -3,8 +3,9 @@ stdin/stdout (see `frames.py`), so that a guest blocked in a host call, a crash 
 runaway write can be stopped by ending this process without touching any other.
 
 Requests (one at a time, answered in order):
-- `open`: create the session (language, compiled module path, workspace, limits, and an
-  optional restore point whose memory is the frame's blob);
+- `open`: create the session (language, compiled entry path: a module file or a decomposed
+  component's directory, workspace, limits, and an optional restore point whose memory is
+  the frame's blob);
 - `execute`: run code; answered with the `Outcome`;
 - `snapshot`: take the (incremental) snapshot; answered with the changed 1 MiB chunks;
 - `reset`, `close`: as `Session`;
@@ -47,7 +48,7 @@ class Worker:
         """Whether the current request was answered (by the main loop or the backstop)."""
         self.session: Session | None = None
         self.guard: WriteGuard | None = None
-        self.requests: queue.Queue[tuple[dict[str, Any], list[bytes]] | None] = queue.Queue()
+        self.requests: queue.Queue[tuple[dict[str, Any], list[memoryview]] | None] = queue.Queue()
         self._backstop = threading.Condition()
         """Guards the execution bookkeeping below (shared with the reader, the write
         guard and the backstop threads)."""
@@ -60,7 +61,7 @@ class Worker:
 
     # -- output --------------------------------------------------------------------------
     def answer(
-        self, header: dict[str, Any], blobs: Sequence[bytes | bytearray] | None = None
+        self, header: dict[str, Any], blobs: Sequence[bytes | bytearray | memoryview] | None = None
     ) -> bool:
         """Send the answer to the current request unless the backstop already did."""
         with self._write_lock:
@@ -132,7 +133,7 @@ class Worker:
                     {"ok": False, "kind": "engine", "message": f"{type(error).__name__}: {error}"}
                 )
 
-    def handle(self, header: dict[str, Any], blobs: list[bytes]) -> None:
+    def handle(self, header: dict[str, Any], blobs: list[memoryview]) -> None:
         op = header.get("op")
         if op == "open":
             self.answer(self.open(header, blobs))
@@ -158,7 +159,7 @@ class Worker:
         else:
             self.answer({"ok": False, "kind": "engine", "message": f"unknown request {op!r}"})
 
-    def open(self, header: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
+    def open(self, header: dict[str, Any], blobs: list[memoryview]) -> dict[str, Any]:
         self.close_session()
         with self._backstop:  # a new session numbers its executions from 1
             self._done_seq = self._cancel_seq = 0
@@ -233,9 +234,14 @@ class Worker:
         if snapshot is None:
             self.answer({"ok": True, "snapshot": None})
             return
-        header, chunks = codec.snapshot_delta(snapshot)
-        snapshot.dirty_chunks.clear()  # the parent holds them now
-        self.answer({"ok": True, "snapshot": header}, chunks)
+        header, runs = codec.snapshot_delta(snapshot)
+        snapshot.changed_blocks.clear()  # the parent holds them now
+        snapshot.dirty_chunks.clear()
+        try:
+            self.answer({"ok": True, "snapshot": header}, runs)
+        finally:
+            for run in runs:  # the next snapshot may resize the memory they view
+                run.release()
 
     # -- backstop ------------------------------------------------------------------------
     def watch_deadlines(self) -> None:

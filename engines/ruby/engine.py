@@ -14,26 +14,13 @@ import base64
 import struct
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import wasmtime
-import wasmtime.component
 
-from engines import snapshot as snapshots
-from engines.fetch import extract_member, npm_pack, verify_sha256
-from engines.language import GuestInstance, LanguageEngine, PrepareError, Progress
+from engines.module import ModuleGuest, SnapshotModuleEngine
 from engines.proto import envelope_pb2 as pb
-from engines.snapshot import MemorySnapshot
-
-PACKAGE = "@ruby/4.0-wasm-wasi"
-PACKAGE_VERSION = "2.10.1"
-WASM_MEMBER = "package/dist/ruby+stdlib.wasm"
-WASM_SHA256 = "9fe3c749730a16da9b0d1a973bb77bec164f8d958efcb7f5b81e4275ea8c5439"
-"""sha256 of `dist/ruby+stdlib.wasm` in the npm tarball (32,555,374 bytes)."""
-PREPARED_NAME = "ruby+stdlib.globals.wasm"
-"""The verified module rewritten to export its globals (for snapshots)."""
-RUBY_VERSION = "4.0.0"
+from engines.ruby.pins import RUBY_VERSION, RUBY_WASM
 
 INIT_ARGS = ("ruby.wasm", "-EUTF-8", "-e_=0")
 """`-EUTF-8`: default external encoding; `-e_=0`: ruby-init needs a script, give it a no-op."""
@@ -60,14 +47,13 @@ class _Buffer:
     capacity: int = 0
 
 
-class RubyGuest:
+class RubyGuest(ModuleGuest):
     """One live Ruby VM in one store: the host side of the wit-bindgen ABI."""
 
     def __init__(
         self, engine: wasmtime.Engine, module: wasmtime.Module, store: wasmtime.Store
     ) -> None:
         """Instantiate only (no `_initialize`); `boot` or `load_host_state` completes it."""
-        self.store = store
         self.handles: dict[int, int] = {}
         self.next_handle = 1
         self.driver = 0
@@ -75,13 +61,11 @@ class RubyGuest:
         self.code_buffer = _Buffer()
         self.args_buffer = _Buffer()
         self.ruby_version = ""
-        self.instance = _linker(engine, module, self).instantiate(store, module)
-        exports = self.instance.exports(store)
+        instance = _linker(engine, module, self).instantiate(store, module)
+        exports = instance.exports(store)
         # Export names carry their WIT signature after ':' ("ruby-init: func(...)").
         self._exports: dict[str, Any] = {name.split(":", 1)[0]: exports[name] for name in exports}
-        memory = self._exports["memory"]
-        assert isinstance(memory, wasmtime.Memory)
-        self.memory = memory
+        super().__init__(store, instance, self._exports["memory"])
 
     # -- resource table (imports `canonical_abi.resource_{new,get}_rb-abi-value`) --------
     def _resource_new(self, raw: int) -> int:
@@ -158,10 +142,6 @@ class RubyGuest:
         self.ruby_version = self._string(version).decode()
         self._drop(version)
 
-    def memory_size(self) -> int:
-        """Current linear memory size in bytes (`usage.memoryBytes`)."""
-        return int(self.memory.data_len(self.store))
-
     def call(self, request: bytes) -> bytes:
         """Run one ExecuteRequest through the driver's `run`; return its ExecuteResponse."""
         argument = self._eval(f"'{base64.b64encode(request).decode()}'")
@@ -184,7 +164,7 @@ class RubyGuest:
             self._drop(handle)
 
     def host_state(self) -> dict[str, Any]:
-        """Everything the host holds besides memory and globals (snapshot `extra`)."""
+        """The handle table, the driver's ids and the reused buffers."""
         return {
             "handles": dict(self.handles),
             "next_handle": self.next_handle,
@@ -245,88 +225,23 @@ def _linker(engine: wasmtime.Engine, module: wasmtime.Module, guest: RubyGuest) 
     return linker
 
 
-class RubyEngine(LanguageEngine):
+class RubyEngine(SnapshotModuleEngine):
     language = "ruby"
-    engine = f"CRuby {RUBY_VERSION} / ruby.wasm {PACKAGE_VERSION}"
+    engine = f"CRuby {RUBY_VERSION} / ruby.wasm {RUBY_WASM.version}"
     version = RUBY_VERSION
-    kind: Literal["component", "module"] = "module"
+    artifact = RUBY_WASM
+    build_inputs = ("pins.py", "driver.rb")
+    """What the prepared module and its snapshots depend on (not this host adapter)."""
     fuel = 6_000_000_000
     """A tight `loop {}` uses this up in about 1.5 s here (measured, see the tests)."""
     memory_bytes = 96 * 1024 * 1024
     """The spec's cap (100,663,296); the VM needs ~63 MiB after init."""
     contexts = True
-    snapshots = True
 
-    def prepare(self, work_dir: Path, progress: Progress) -> Path:
-        """Download the pinned package from the npm registry, verify the module's sha256,
-        export its globals."""
-        work_dir.mkdir(parents=True, exist_ok=True)
-        spec = f"{PACKAGE}@{PACKAGE_VERSION}"
-        progress(f"downloading {spec} from the npm registry", 0.0)
-        tarball = npm_pack(spec, work_dir / "download")
-        progress("extracting ruby+stdlib.wasm", 0.5)
-        original = extract_member(tarball, WASM_MEMBER, work_dir / "ruby+stdlib.wasm")
-        tarball.unlink(missing_ok=True)
-        progress("verifying sha256", 0.7)
-        prepared = rewrite_verified(original, work_dir / PREPARED_NAME)
-        progress("ready", 1.0)
-        return prepared
-
-    def instantiate(
-        self,
-        engine: wasmtime.Engine,
-        artifact: wasmtime.Module | wasmtime.component.Component,
-        store: wasmtime.Store,
-    ) -> GuestInstance:
-        guest = RubyGuest(engine, _module(artifact), store)
-        guest.boot()
-        return guest
-
-    def take_snapshot(
-        self,
-        store: wasmtime.Store,
-        instance: GuestInstance,
-        into: MemorySnapshot | None = None,
-    ) -> MemorySnapshot:
-        """Memory + exported globals + the host's handle table and buffers.
-
-        Restore into a store with the same preopens: wasi-libc keeps its preopen table in
-        linear memory.
-        """
-        if not isinstance(instance, RubyGuest):
-            raise TypeError("not a Ruby guest")
-        taken = snapshots.take(store, instance.instance, into)
-        taken.extra = instance.host_state()
-        return taken
-
-    def restore(
-        self,
-        engine: wasmtime.Engine,
-        artifact: wasmtime.Module | wasmtime.component.Component,
-        store: wasmtime.Store,
-        snapshot: MemorySnapshot,
-    ) -> GuestInstance:
-        guest = RubyGuest(engine, _module(artifact), store)
-        snapshots.restore(store, guest.instance, snapshot)
-        guest.load_host_state(snapshot.extra)
-        return guest
-
-
-def rewrite_verified(original: Path, prepared: Path) -> Path:
-    """Refuse `original` unless it is the pinned build; write it with exported globals."""
-    verify_sha256(original, WASM_SHA256)
-    try:
-        rewritten = snapshots.export_globals(original.read_bytes())
-    except (ValueError, IndexError) as error:
-        raise PrepareError(f"cannot rewrite {original.name}: {error}") from error
-    prepared.write_bytes(rewritten)
-    return prepared
-
-
-def _module(artifact: wasmtime.Module | wasmtime.component.Component) -> wasmtime.Module:
-    if not isinstance(artifact, wasmtime.Module):
-        raise TypeError("the Ruby engine is a core module")
-    return artifact
+    def link(
+        self, engine: wasmtime.Engine, module: wasmtime.Module, store: wasmtime.Store
+    ) -> RubyGuest:
+        return RubyGuest(engine, module, store)
 
 
 ENGINE = RubyEngine()

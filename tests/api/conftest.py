@@ -21,10 +21,10 @@ import pytest
 
 from tests.serve_process import ServeProcess, serve_process
 from tests.workerd.harness import session_gateway
-from workbench.api.client import Backend, SandboxClient
-from workbench.api.transport import parse_json_response
+from workbench.api import Backend, SandboxClient
 from workbench.backends.local import open_local_backend
 from workbench.backends.remote import open_remote_backend
+from workbench.protocol.http import parse_json_response
 
 BACKEND_KINDS = ["local", "remote", "workerd"]
 WORKERD_SKIPS = {

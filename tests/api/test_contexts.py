@@ -8,9 +8,14 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import fresh_id, raw_call
-from workbench.api.client import Backend, SandboxClient
-from workbench.api.errors import ContextNotFoundError, SandboxError, ValidationFailedError
-from workbench.api.types import parse_iso
+from workbench.api import (
+    Backend,
+    ContextNotFoundError,
+    SandboxClient,
+    SandboxError,
+    ValidationFailedError,
+    parse_iso,
+)
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 

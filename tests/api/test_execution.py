@@ -9,9 +9,13 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import fresh_id
-from workbench.api.client import Backend, SandboxClient
-from workbench.api.errors import SandboxError, ValidationFailedError
-from workbench.api.types import ExecutionResult
+from workbench.api import (
+    Backend,
+    ExecutionResult,
+    SandboxClient,
+    SandboxError,
+    ValidationFailedError,
+)
 
 PERL_ENV = 'join ",", map { "$_=$ENV{$_}" } sort keys %ENV'
 PYTHON_ENV = 'import os\n",".join(f"{k}={v}" for k, v in sorted(os.environ.items()))'
@@ -468,21 +472,23 @@ async def test_cancel_stops_a_running_loop(sandbox: SandboxClient, perl_engine: 
 
 
 async def test_stateless_run(backend: Backend, perl_engine: None) -> None:
-    result = ok(await backend.run_code("PERL", 'print "hi\\n"; our $x = 5; $x * 2'))
+    result = ok(await backend.run_code('print "hi\\n"; our $x = 5; $x * 2', binding="PERL"))
     assert (result.language, result.stdout, texts(result)) == ("perl", ["hi"], ["10"])
     assert result.context is None
     assert result.execution_count is None
-    again = ok(await backend.run_code("PERL", "defined $x ? 'kept' : 'fresh'"))
+    again = ok(await backend.run_code("defined $x ? 'kept' : 'fresh'", binding="PERL"))
     assert texts(again) == ["fresh"]
-    no_workspace = ok(await backend.run_code("PERL", '-d "/workspace" ? "mounted" : "absent"'))
+    no_workspace = ok(
+        await backend.run_code('-d "/workspace" ? "mounted" : "absent"', binding="PERL")
+    )
     assert texts(no_workspace) == ["absent"]
 
 
 async def test_stateless_env_vars_are_lenient(backend: Backend, perl_engine: None) -> None:
     result = ok(
         await backend.run_code(
-            "PERL",
             PERL_ENV,
+            binding="PERL",
             env_vars={"GOOD": "1", "1BAD": "2", "a-b": "3", "NULL": None},  # type: ignore[dict-item]
         )
     )
@@ -491,24 +497,24 @@ async def test_stateless_env_vars_are_lenient(backend: Backend, perl_engine: Non
 
 async def test_stateless_validation(backend: Backend) -> None:
     for code in ("", "  \n "):
-        error = await raises(backend.run_code("PERL", code))
+        error = await raises(backend.run_code(code, binding="PERL"))
         assert type(error) is ValidationFailedError
         assert (error.http_status, error.message) == (400, "Non-empty code is required")
-    error = await raises(backend.run_code("PERL", "#" * 65537))
+    error = await raises(backend.run_code("#" * 65537, binding="PERL"))
     assert type(error) is ValidationFailedError
     assert (error.http_status, error.message) == (413, "Code exceeds 64 KiB")
     # UTF-8 bytes count: 65,535 characters but 65,537 bytes
-    error = await raises(backend.run_code("PERL", "#" * 65533 + "é" * 2))
+    error = await raises(backend.run_code("#" * 65533 + "é" * 2, binding="PERL"))
     assert (error.http_status, error.message) == (413, "Code exceeds 64 KiB")
-    error = await raises(backend.run_code("NOPE", "1"))
+    error = await raises(backend.run_code("1", binding="NOPE"))
     assert type(error) is ValidationFailedError
     assert (error.http_status, error.message) == (400, "Unknown binding 'NOPE'")
-    error = await raises(backend.run_code("PERL", "1", env_vars={"A": 1}))  # type: ignore[dict-item]
+    error = await raises(backend.run_code("1", env_vars={"A": 1}, binding="PERL"))  # type: ignore[dict-item]
     assert (error.http_status, error.message) == (400, "envVars values must be strings")
 
 
 async def test_stateless_limits_drop_logs_and_usage(backend: Backend, perl_engine: None) -> None:
-    result = await backend.run_code("PERL", 'print "x" x 40000; 1')
+    result = await backend.run_code('print "x" x 40000; 1', binding="PERL")
     assert result.error is not None
     assert (result.error.name, result.error.message) == (
         "ExecutionLimitError",

@@ -8,16 +8,18 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import raw_call
-from workbench.api import errors
-from workbench.api.client import Backend, SandboxClient
-from workbench.api.errors import (
+from workbench.api import (
+    Backend,
+    FileInfo,
     FileSystemError,
     FileTooLargeError,
     PermissionDeniedError,
+    SandboxClient,
     SandboxError,
     ValidationFailedError,
+    parse_iso,
 )
-from workbench.api.types import FileInfo, parse_iso
+from workbench.protocol import errors
 
 MiB = 1024 * 1024
 

@@ -9,11 +9,9 @@ import time
 import pytest
 
 from tests.api.conftest import fresh_id
-from workbench.api.client import Backend, SandboxClient
-from workbench.api.errors import SandboxError, ValidationFailedError
-from workbench.api.transport import parse_json_response
-from workbench.api.types import parse_iso
-from workbench.core.clock import ms_from_iso
+from workbench.api import Backend, SandboxClient, SandboxError, ValidationFailedError, parse_iso
+from workbench.protocol.http import parse_json_response
+from workbench.protocol.timestamps import ms_from_iso
 
 
 @pytest.mark.parametrize(

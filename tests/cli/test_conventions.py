@@ -14,6 +14,7 @@ import click
 
 from tests.cli import SCRIPT, cli_env, run_cli
 from tests.conftest import require_engine
+from tests.test_context_restart import corrupt_snapshots
 from workbench.cli.main import COMMANDS, main
 
 
@@ -120,9 +121,12 @@ def test_no_color_is_honoured_on_a_terminal(tmp_path: Path) -> None:
 def test_quiet_keeps_results_and_drops_notes(tmp_path: Path) -> None:
     require_engine("python")
     env = cli_env(tmp_path)
+    data = Path(env["SANDBOX_WORKBENCH_DATA_DIR"])
     assert run_cli(env, "run", "-s", "py", "-l", "python", "-c", "x = 1").returncode == 0
+    corrupt_snapshots(data, "host")  # the next run starts fresh, with a note
     noisy = run_cli(env, "run", "-s", "py", "-l", "python", "-c", "6 * 7")
-    assert "warning:" in noisy.stderr  # Python state does not survive the process
+    assert "warning:" in noisy.stderr
+    corrupt_snapshots(data, "host")
     quiet = run_cli(env, "-q", "run", "-s", "py", "-l", "python", "-c", "6 * 7")
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "42\n", "")
     failed = run_cli(env, "-q", "run", "-l", "python", "-c", "1/0")

@@ -50,8 +50,10 @@ def test_the_wheel_holds_every_package_and_the_templates(wheel: Path) -> None:
         "gateway/src/index.ts",
         "gateway/package-lock.json",
         "gateway/.gitignore",
-        "runtime/perl/index.js",
-        "runtime/python/wrangler.jsonc",
+        "runtime/index.js",
+        "runtime/wrangler.jsonc",
+        "versions.json",
+        "check-versions.mjs",
     ):
         assert templates + expected in names
     assert not [name for name in names if "node_modules" in name or ".dev.vars" in name]
@@ -76,7 +78,7 @@ def test_gateway_init_finds_the_templates_in_the_installed_wheel(
     env.pop("PYTHONPATH")
     probe = (
         f"import sys; sys.path.insert(0, {str(site)!r})\n"
-        "from workbench.gateway_templates import templates_root\n"
+        "from workbench.deploy.templates import templates_root\n"
         "print(templates_root())\n"
         "from workbench.cli.main import main\n"
         "main()\n"

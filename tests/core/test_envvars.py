@@ -2,7 +2,7 @@
 
 import pytest
 
-from workbench.api.errors import ValidationFailedError
+from workbench.api import ValidationFailedError
 from workbench.core import envvars as ev
 
 

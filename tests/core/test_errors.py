@@ -2,8 +2,8 @@
 
 import re
 
-from workbench.api import errors
-from workbench.api.errors import ErrorCode, Operation, create_error_from_response
+from workbench.protocol import errors
+from workbench.protocol.errors import ErrorCode, Operation, create_error_from_response
 
 ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 

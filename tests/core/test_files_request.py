@@ -4,8 +4,9 @@ from typing import Any
 
 import pytest
 
-from workbench.api import errors
+from workbench.backends.local.files_api import files_request, looks_binary, mime_type_for
 from workbench.core.workspace import Workspace
+from workbench.protocol import errors
 
 NOW = 1788862272345
 TS = "2026-09-08T10:11:12.345Z"
@@ -13,12 +14,12 @@ CREATED = "2026-01-01T00:00:00.000Z"
 
 
 def call(ws: Workspace, **body: Any) -> dict[str, Any]:
-    return ws.files_request(body, now=NOW, sandbox_created_at=CREATED)[0]
+    return files_request(ws, body, now=NOW, sandbox_created_at=CREATED)[0].to_json()
 
 
 def fail(ws: Workspace, body: object) -> errors.SandboxError:
     with pytest.raises(errors.SandboxError) as ei:
-        ws.files_request(body, now=NOW, sandbox_created_at=CREATED)
+        files_request(ws, body, now=NOW, sandbox_created_at=CREATED)
     return ei.value
 
 
@@ -44,10 +45,13 @@ def test_validation(body: object, message: str) -> None:
 
 def test_write_read_roundtrip() -> None:
     ws = Workspace()
-    res, cs = ws.files_request(
-        {"op": "write", "path": "x.py", "content": "print(1)"}, now=NOW, sandbox_created_at=CREATED
+    res, cs = files_request(
+        ws,
+        {"op": "write", "path": "x.py", "content": "print(1)"},
+        now=NOW,
+        sandbox_created_at=CREATED,
     )
-    assert res == {"success": True, "path": "/workspace/x.py", "timestamp": TS}
+    assert res.to_json() == {"success": True, "path": "/workspace/x.py", "timestamp": TS}
     assert len(cs) == 1
     assert call(ws, op="read", path="/workspace/./x.py") == {
         "success": True,
@@ -156,3 +160,13 @@ def test_list_fileinfo_and_hidden() -> None:
     assert [f["relativePath"] for f in r["files"]] == ["HEAD"]  # relative to .git: visible
     e = fail(ws, {"op": "list", "path": "sub/a.txt"})
     assert e.code == "NOT_DIRECTORY" and e.operation == "directory.list"
+
+
+def test_mime_and_binary() -> None:
+    assert mime_type_for("/workspace/x.JSON", False) == "application/json"
+    assert mime_type_for("/workspace/a.tar.gz", True) == "application/gzip"
+    assert mime_type_for("/workspace/x.unknown", True) == "application/octet-stream"
+    assert mime_type_for("/workspace/x", False) == "text/plain"
+    assert mime_type_for("/workspace/x.", True) == "application/octet-stream"
+    assert not looks_binary(b"") and not looks_binary("é".encode())
+    assert looks_binary(b"a\x00b") and looks_binary(b"\xff\xfe")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from workbench.api.errors import ValidationFailedError
-from workbench.core.ids import normalize_id, validate_sandbox_id
+from workbench.api import ValidationFailedError
+from workbench.protocol.ids import normalize_id, validate_sandbox_id
 
 
 @pytest.mark.parametrize("good", ["a", "user-1", "A.b_c", "x" * 63, "Www1"])

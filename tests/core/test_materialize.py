@@ -4,6 +4,7 @@ import os
 import time
 from pathlib import Path
 
+from workbench.core.mirror import WorkspaceMirror, apply_diff
 from workbench.core.workspace import MAX_FILE_BYTES, Workspace
 
 
@@ -18,20 +19,20 @@ def make_ws() -> Workspace:
 
 
 def test_materialize_writes_tree(tmp_path: Path) -> None:
-    ws = make_ws()
+    ws, mirror = make_ws(), WorkspaceMirror(tmp_path)
     (tmp_path / "junk").write_text("remove me")
     (tmp_path / "link").symlink_to("/etc")
-    ws.materialize(tmp_path)
+    mirror.materialize(ws)
     assert (tmp_path / "src/a.py").read_text() == "a = 1\n"
     assert (tmp_path / "emptydir").is_dir()
     assert not (tmp_path / "junk").exists() and not (tmp_path / "link").is_symlink()
-    diff = ws.diff_directory(tmp_path)
+    diff = mirror.diff(ws)
     assert not diff.changed and diff.dirs == ws.dirs() and diff.violation is None
 
 
 def test_diff_after_real_changes(tmp_path: Path) -> None:
-    ws = make_ws()
-    ws.materialize(tmp_path)
+    ws, mirror = make_ws(), WorkspaceMirror(tmp_path)
+    mirror.materialize(ws)
     time.sleep(0.002)
     (tmp_path / "src/a.py").write_text("a = 2\n")  # same size, updated content
     (tmp_path / "new.txt").write_bytes(b"\x00\x01")
@@ -40,7 +41,7 @@ def test_diff_after_real_changes(tmp_path: Path) -> None:
     (tmp_path / "emptydir").rmdir()
     (tmp_path / "escape").symlink_to("/etc")
     os.mkfifo(tmp_path / "fifo")
-    diff = ws.diff_directory(tmp_path)
+    diff = mirror.diff(ws)
     assert diff.updated == ["/workspace/src/a.py"]
     assert diff.created == ["/workspace/new.txt"]
     assert diff.deleted == ["/workspace/top.txt"]
@@ -54,7 +55,7 @@ def test_diff_after_real_changes(tmp_path: Path) -> None:
         ("/workspace/escape", "symlink"),
         ("/workspace/fifo", "special file"),
     ]
-    cs = ws.apply_diff(diff, now=50)
+    cs = apply_diff(ws, diff, now=50)
     kinds = {c.path: c.kind for c in cs}
     assert kinds == {
         "/workspace/src/a.py": "file",
@@ -67,51 +68,51 @@ def test_diff_after_real_changes(tmp_path: Path) -> None:
     assert ws.read("src/a.py") == (b"a = 2\n", 50)
     assert ws.dirs() == diff.dirs
     # the next materialize removes the rejected entries and rewrites nothing else
-    ws.materialize(tmp_path)
+    mirror.materialize(ws)
     assert not (tmp_path / "escape").is_symlink() and not (tmp_path / "fifo").exists()
-    assert not ws.diff_directory(tmp_path).changed
+    assert not mirror.diff(ws).changed
 
 
 def test_limit_violation_refused(tmp_path: Path) -> None:
-    ws = make_ws()
-    ws.materialize(tmp_path)
+    ws, mirror = make_ws(), WorkspaceMirror(tmp_path)
+    mirror.materialize(ws)
     (tmp_path / "huge").write_bytes(b"\0" * (MAX_FILE_BYTES + 1))
-    diff = ws.diff_directory(tmp_path)
+    diff = mirror.diff(ws)
     assert diff.violation is not None and diff.violation.errno == "EFBIG"
     before = ws.rows()
     try:
-        ws.apply_diff(diff, now=9)
+        apply_diff(ws, diff, now=9)
     except Exception as exc:  # the WorkspaceOSError itself
         assert getattr(exc, "errno", None) == "EFBIG"
     else:
         raise AssertionError("expected the diff to be refused")
     assert ws.rows() == before
-    ws.materialize(tmp_path)  # restores the directory to the tree
+    mirror.materialize(ws)  # restores the directory to the tree
     assert not (tmp_path / "huge").exists()
 
 
 def test_entry_limit_on_diff(tmp_path: Path) -> None:
-    ws = Workspace()
-    ws.materialize(tmp_path)
+    ws, mirror = Workspace(), WorkspaceMirror(tmp_path)
+    mirror.materialize(ws)
     for i in range(4097):
         (tmp_path / f"f{i}").touch()
-    diff = ws.diff_directory(tmp_path)
+    diff = mirror.diff(ws)
     assert diff.violation is not None
     assert diff.violation.message == "Workspace exceeds 4096 entries"
 
 
 def test_speed_1000_files(tmp_path: Path) -> None:
-    ws = Workspace()
+    ws, mirror = Workspace(), WorkspaceMirror(tmp_path)
     for i in range(1000):
         ws.write(f"f{i:04d}.txt", f"file {i}\n", now=1)
     t0 = time.perf_counter()
-    ws.materialize(tmp_path)
+    mirror.materialize(ws)
     t1 = time.perf_counter()
-    diff = ws.diff_directory(tmp_path)
+    diff = mirror.diff(ws)
     t2 = time.perf_counter()
-    ws.materialize(tmp_path)
+    mirror.materialize(ws)
     t3 = time.perf_counter()
-    diff2 = ws.diff_directory(tmp_path)
+    diff2 = mirror.diff(ws)
     t4 = time.perf_counter()
     print(
         f"materialize {1000 * (t1 - t0):.1f} ms, first diff {1000 * (t2 - t1):.1f} ms, "

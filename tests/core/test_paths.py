@@ -2,8 +2,9 @@
 
 import pytest
 
-from workbench.core.clock import FixedClock, iso_from_ms, ms_from_iso
+from workbench.core.clock import FixedClock
 from workbench.core.paths import WorkspaceOSError, normalize
+from workbench.protocol.timestamps import iso_from_ms, ms_from_iso
 
 
 @pytest.mark.parametrize(

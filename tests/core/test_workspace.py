@@ -3,14 +3,8 @@
 import pytest
 
 from workbench.core.paths import WorkspaceOSError
-from workbench.core.workspace import (
-    MAX_ENTRIES,
-    MAX_FILE_BYTES,
-    FileEntry,
-    Workspace,
-    looks_binary,
-    mime_type_for,
-)
+from workbench.core.workspace import MAX_ENTRIES, MAX_FILE_BYTES, Workspace
+from workbench.core.workspace_sync import FileEntry, apply_sync, get_files, manifest_of
 
 
 def err(fn: object, *args: object, **kw: object) -> tuple[str, str]:
@@ -171,41 +165,31 @@ def test_list_exists_stat() -> None:
     assert ws.stat("a").updated_at == 0 and ws.stat("a/b/c.txt").size == 3
 
 
-def test_mime_and_binary() -> None:
-    assert mime_type_for("/workspace/x.JSON", False) == "application/json"
-    assert mime_type_for("/workspace/a.tar.gz", True) == "application/gzip"
-    assert mime_type_for("/workspace/x.unknown", True) == "application/octet-stream"
-    assert mime_type_for("/workspace/x", False) == "text/plain"
-    assert mime_type_for("/workspace/x.", True) == "application/octet-stream"
-    assert not looks_binary(b"") and not looks_binary("é".encode())
-    assert looks_binary(b"a\x00b") and looks_binary(b"\xff\xfe")
-
-
 def test_manifest_dirs_and_apply_sync() -> None:
     ws = Workspace()
     ws.mkdir("z/y", recursive=True)
     ws.mkdir("a")
     ws.write("a/f", "1", now=1)
     assert ws.dirs() == ["/workspace/a", "/workspace/z", "/workspace/z/y"]
-    man = ws.manifest()
+    man = manifest_of(ws)
     assert list(man) == ["/workspace/a/f"] and len(man["/workspace/a/f"]) == 16
 
-    mirror = Workspace()
-    mirror.write("stale", "s", now=1)
-    mirror.mkdir("old")
-    res = mirror.apply_sync(ws.dirs(), [], manifest=man)
+    other = Workspace()
+    other.write("stale", "s", now=1)
+    other.mkdir("old")
+    res = apply_sync(other, ws.dirs(), [], manifest=man)
     assert res.missing == ["/workspace/a/f"]
-    assert not mirror.exists("stale") and not mirror.exists("old")
-    assert mirror.dirs() == ws.dirs()
-    mirror.apply_sync(ws.dirs(), ws.get_files(res.missing), manifest=man)
-    assert mirror.manifest() == man and mirror.read("a/f") == (b"1", 1)
+    assert not other.exists("stale") and not other.exists("old")
+    assert other.dirs() == ws.dirs()
+    apply_sync(other, ws.dirs(), get_files(ws, res.missing), manifest=man)
+    assert manifest_of(other) == man and other.read("a/f") == (b"1", 1)
 
     # sandbox side: files + deleted; a file where a directory must be is replaced
     side = Workspace()
     side.write("n", "file", now=1)
     side.write("gone", "x", now=1)
-    res = side.apply_sync(
-        ["/workspace/n"], [FileEntry("/workspace/n/k", b"v", 9)], deleted=["/workspace/gone"]
+    res = apply_sync(
+        side, ["/workspace/n"], [FileEntry("/workspace/n/k", b"v", 9)], deleted=["/workspace/gone"]
     )
     assert res.missing == [] and side.read("n/k") == (b"v", 9)
     assert not side.exists("gone")

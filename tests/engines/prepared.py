@@ -3,17 +3,20 @@ compiled once per machine, deserialized per test session)."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import wasmtime
-import wasmtime.component
 
 from engines.cache import EngineCache
+from engines.decomposed.plan import DecomposedArtifact
 from engines.host import IDLE_EPOCH_DEADLINE, OutputCapture, make_engine
 from engines.language import GuestInstance, LanguageEngine
+from engines.module import ModuleGuest
 from engines.proto import envelope_pb2
+from engines.snapshot import MemorySnapshot
 
 INIT_FUEL = 10**11
 
@@ -21,23 +24,24 @@ INIT_FUEL = 10**11
 @dataclass
 class Prepared:
     engine: wasmtime.Engine
-    component: wasmtime.component.Component
+    component: DecomposedArtifact
+    """The component's core modules and wiring plan, loaded."""
     wasm: Path
     timings: dict[str, float] = field(default_factory=dict)
 
 
 def prepare_component(spec: LanguageEngine) -> Prepared:
-    """A component engine (Python, JavaScript) and its loaded component."""
+    """A component engine (Python, JavaScript) and its loaded decomposition."""
     cache = EngineCache(spec)
     timings: dict[str, float] = {}
     started = time.perf_counter()
     cache.prepare()
     timings["prepare_s"] = time.perf_counter() - started
-    engine = make_engine(component=True)
+    engine = spec.new_engine()
     started = time.perf_counter()
     component = cache.load(engine)
     timings["deserialize_ms"] = (time.perf_counter() - started) * 1000
-    assert isinstance(component, wasmtime.component.Component)
+    assert isinstance(component, DecomposedArtifact)
     return Prepared(engine, component, cache.wasm_path, timings)
 
 
@@ -48,8 +52,9 @@ class Timings:
     deserialize_s: float = 0.0
 
 
-def load_module(spec: LanguageEngine, engine: wasmtime.Engine, timings: Timings) -> wasmtime.Module:
-    """A core-module engine's (Perl, Ruby) module, loaded into `engine`."""
+def load_module(spec: LanguageEngine, timings: Timings) -> tuple[wasmtime.Engine, wasmtime.Module]:
+    """A core-module engine (Perl, Ruby): a wasmtime engine and the module loaded into it."""
+    engine = make_engine()
     cache = EngineCache(spec)
     start = time.perf_counter()
     cache.prepare()
@@ -58,7 +63,7 @@ def load_module(spec: LanguageEngine, engine: wasmtime.Engine, timings: Timings)
     module = cache.load(engine)
     timings.deserialize_s = time.perf_counter() - start
     assert isinstance(module, wasmtime.Module)
-    return module
+    return engine, module
 
 
 @dataclass(frozen=True)
@@ -91,3 +96,124 @@ def call_guest(
         output.stderr.decode("utf-8", "replace"),
         fuel - store.get_fuel(),
     )
+
+
+@dataclass
+class ModuleRun:
+    """One execution's outcome on a core-module engine (Perl, Ruby) as the framework sees it."""
+
+    response: envelope_pb2.ExecuteResponse
+    stdout: str
+    stderr: str
+    fuel_used: int
+
+    @property
+    def result(self) -> tuple[str, str] | None:
+        if not self.response.HasField("result"):
+            return None
+        kind = self.response.result.WhichOneof("value")
+        assert kind is not None
+        return kind, getattr(self.response.result, kind)
+
+    @property
+    def error(self) -> tuple[str, str] | None:
+        if not self.response.HasField("error"):
+            return None
+        return self.response.error.name, self.response.error.message
+
+    @property
+    def traceback(self) -> list[str]:
+        return list(self.response.error.traceback)
+
+
+@dataclass
+class ComponentRun:
+    """One execution's outcome on a component engine (Python, JavaScript)."""
+
+    response: envelope_pb2.ExecuteResponse
+    fuel_used: int
+
+    @property
+    def text(self) -> str | None:
+        has = self.response.HasField("result") and self.response.result.HasField("text")
+        return self.response.result.text if has else None
+
+    @property
+    def json(self) -> object:
+        has = self.response.HasField("result") and self.response.result.HasField("json")
+        return json.loads(self.response.result.json) if has else None
+
+    @property
+    def has_result(self) -> bool:
+        return self.response.HasField("result")
+
+    @property
+    def error(self) -> envelope_pb2.GuestError | None:
+        return self.response.error if self.response.HasField("error") else None
+
+
+class ComponentGuest:
+    """One store + live instance of a component engine, created like the framework does."""
+
+    def __init__(
+        self, spec: LanguageEngine, prepared: Prepared, workspace: Path | None = None
+    ) -> None:
+        self.spec = spec
+        self.output = OutputCapture()
+        self.store = spec.new_store(prepared.engine, self.output, workspace=workspace)
+        self.store.set_fuel(INIT_FUEL)
+        self.instance: GuestInstance = spec.instantiate(
+            prepared.engine, prepared.component, self.store
+        )
+
+    def call_guest(self, request: envelope_pb2.ExecuteRequest, fuel: int | None) -> GuestCall:
+        return call_guest(self.store, self.output, self.instance, request, fuel or self.spec.fuel)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class ModuleHarness:
+    """Runs code on one live core-module guest (Perl, Ruby) the way the framework does;
+    each language's `Guest` makes the store and calls `start`."""
+
+    spec: LanguageEngine
+    workspace: Path | None
+    output: OutputCapture
+    store: wasmtime.Store
+    instance: ModuleGuest
+
+    def start(
+        self, engine: wasmtime.Engine, module: wasmtime.Module, snapshot: MemorySnapshot | None
+    ) -> None:
+        """Boot a fresh instance, or restore `snapshot` into one."""
+        self.store.set_fuel(INIT_FUEL)
+        if snapshot is None:
+            instance = self.spec.instantiate(engine, module, self.store)
+        else:
+            instance = self.spec.restore(engine, module, self.store, snapshot)
+        assert isinstance(instance, ModuleGuest)
+        self.instance = instance
+
+    def run(
+        self,
+        code: str,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str = "/workspace",
+        fuel: int | None = None,
+    ) -> ModuleRun:
+        """One execution: session semantics iff the guest has a workspace."""
+        session = self.workspace is not None
+        request = envelope_pb2.ExecuteRequest(
+            code=code, env=env or {}, session=session, cwd=cwd if session else ""
+        )
+        budget = self.spec.fuel if fuel is None else fuel
+        done = call_guest(self.store, self.output, self.instance, request, budget)
+        return ModuleRun(done.response, done.stdout, done.stderr, done.fuel_used)
+
+    def take_snapshot(self) -> MemorySnapshot:
+        return self.spec.take_snapshot(self.store, self.instance)
+
+    def close(self) -> None:
+        self.store.close()

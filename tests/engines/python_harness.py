@@ -4,19 +4,12 @@ engine is prepared and compiled once through `engines.cache.EngineCache`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from engines.host import (
-    OutputCapture,
-)
-from engines.language import GuestInstance
 from engines.proto import envelope_pb2
-from engines.python import (
-    ENGINE,
-)
-from tests.engines.prepared import INIT_FUEL, Prepared, call_guest
+from engines.python import ENGINE
+from tests.engines.prepared import ComponentGuest, ComponentRun, Prepared
 from tests.engines.prepared import prepare_component as prepare_shared
 
 
@@ -25,45 +18,21 @@ def prepare_component() -> Prepared:
 
 
 @dataclass
-class Run:
-    response: envelope_pb2.ExecuteResponse
-    stdout: str
-    stderr: str
-    fuel_used: int
-
-    @property
-    def text(self) -> str | None:
-        has = self.response.HasField("result") and self.response.result.HasField("text")
-        return self.response.result.text if has else None
-
-    @property
-    def json(self) -> object:
-        has = self.response.HasField("result") and self.response.result.HasField("json")
-        return json.loads(self.response.result.json) if has else None
-
-    @property
-    def has_result(self) -> bool:
-        return self.response.HasField("result")
-
-    @property
-    def error(self) -> envelope_pb2.GuestError | None:
-        return self.response.error if self.response.HasField("error") else None
+class Run(ComponentRun):
+    stdout: str = ""
+    stderr: str = ""
 
 
-class Guest:
+# The same shape as javascript_harness.Guest: only the `Run` it builds differs.
+class Guest(ComponentGuest):
     """One store + live instance, created exactly like the framework does."""
 
     def __init__(self, prepared: Prepared, workspace: Path | None = None) -> None:
-        self.output = OutputCapture()
-        self.store = ENGINE.new_store(prepared.engine, self.output, workspace=workspace)
-        self.store.set_fuel(INIT_FUEL)
-        self.instance: GuestInstance = ENGINE.instantiate(
-            prepared.engine, prepared.component, self.store
-        )
+        super().__init__(ENGINE, prepared, workspace)
 
     def call(self, request: envelope_pb2.ExecuteRequest, *, fuel: int | None = None) -> Run:
-        done = call_guest(self.store, self.output, self.instance, request, fuel or ENGINE.fuel)
-        return Run(done.response, done.stdout, done.stderr, done.fuel_used)
+        done = self.call_guest(request, fuel)
+        return Run(done.response, done.fuel_used, done.stdout, done.stderr)
 
     def run(
         self,
@@ -77,6 +46,3 @@ class Guest:
             code=code, env=env or {}, session=session, cwd=cwd if session else ""
         )
         return self.call(request)
-
-    def close(self) -> None:
-        self.store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,9 @@ import pytest
 import wasmtime
 
 from engines.cache import EngineCache
+from engines.decomposed.plan import DecomposedArtifact
 from engines.host import make_engine
+from engines.javascript import ENGINE as JAVASCRIPT
 from engines.perl import ENGINE as PERL
 from engines.session import run
 from tests.conftest import require_engine
@@ -41,7 +44,7 @@ def test_truncated_compiled_module_is_detected_and_rebuilt(perl_cache: EngineCac
     with compiled.open("r+b") as handle:
         handle.truncate(compiled.stat().st_size // 2)
     assert not perl_cache.is_ready()
-    artifact = perl_cache.load(make_engine(component=False))
+    artifact = perl_cache.load(make_engine())
     assert artifact is not None
     assert perl_cache.is_ready()
     assert perl_cache.verify() == []
@@ -73,7 +76,7 @@ def test_foreign_compiled_module_is_refused_by_wasmtime(
     record.write_text(json.dumps(integrity))
     assert perl_cache.is_ready()
     with pytest.raises(wasmtime.WasmtimeError):
-        wasmtime.Module.deserialize_file(make_engine(component=False), str(compiled))
+        wasmtime.Module.deserialize_file(make_engine(), str(compiled))
 
 
 def test_garbage_build_record_means_not_prepared(perl_cache: EngineCache) -> None:
@@ -111,3 +114,72 @@ def test_missing_npm_makes_only_javascript_unavailable(tmp_path: Path) -> None:
     for language in ("python", "perl", "ruby"):
         assert states[language]["state"] == "not prepared"
         assert states[language]["detail"] == ""
+
+
+# --- decomposed components: a directory of modules and a plan ------------------------------
+
+
+@pytest.fixture
+def javascript_cache(tmp_path: Path) -> EngineCache:
+    """A private copy of the prepared JavaScript engine (a decomposed component: the
+    quickest of the two to compile again)."""
+    require_engine("javascript")
+    shared = EngineCache(JAVASCRIPT)
+    private = EngineCache(JAVASCRIPT, root=tmp_path)
+    shutil.copytree(shared.directory, private.directory, ignore=shutil.ignore_patterns(".lock"))
+    assert private.is_ready()
+    return private
+
+
+def test_a_decomposed_entry_is_a_private_directory_of_checked_files(
+    javascript_cache: EngineCache,
+) -> None:
+    entry = compiled_file(javascript_cache)
+    assert entry.is_dir() and stat.S_IMODE(entry.stat().st_mode) == 0o700
+    record = json.loads(entry.with_suffix(".json").read_text())
+    files = sorted(path.name for path in entry.iterdir())
+    assert sorted(record["files"]) == files and "plan.json" in files
+    assert len(files) > 2, "the plan and its core modules"
+    assert {stat.S_IMODE((entry / name).stat().st_mode) for name in files} == {0o600}
+    assert javascript_cache.verify() == []
+
+
+@pytest.mark.parametrize("damage", ["truncate", "rewrite", "remove"])
+def test_any_damaged_file_of_a_decomposed_entry_is_detected(
+    javascript_cache: EngineCache, damage: str
+) -> None:
+    entry = compiled_file(javascript_cache)
+    victim = max((path for path in entry.iterdir()), key=lambda path: path.stat().st_size)
+    if damage == "truncate":
+        with victim.open("r+b") as handle:
+            handle.truncate(victim.stat().st_size // 2)
+    elif damage == "rewrite":  # same size, new mtime: caught without hashing
+        data = bytearray(victim.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        victim.write_bytes(bytes(data))
+    else:
+        victim.unlink()
+    assert not javascript_cache.is_ready()
+    assert javascript_cache.verify() == [
+        "compiled module missing or corrupt (it will be rebuilt on next use)"
+    ]
+
+
+def test_a_damaged_decomposed_entry_is_rebuilt_and_stale_entries_go(
+    javascript_cache: EngineCache,
+) -> None:
+    entry = compiled_file(javascript_cache)
+    (entry / "plan.json").write_text("{}")
+    stale = javascript_cache.directory / ("0" * 32)  # an entry of an older wasmtime
+    stale.mkdir()
+    (stale / "plan.json").write_text("{}")
+    stale.with_suffix(".json").write_text("{}")
+    unrelated = javascript_cache.directory / "notes.txt"
+    unrelated.write_text("not ours to delete")
+    artifact = javascript_cache.load(JAVASCRIPT.new_engine())
+    assert isinstance(artifact, DecomposedArtifact)
+    assert javascript_cache.is_ready() and javascript_cache.verify() == []
+    assert not stale.exists() and not stale.with_suffix(".json").exists()
+    assert unrelated.read_text() == "not ours to delete"
+    leftovers = [path.name for path in javascript_cache.directory.iterdir()]
+    assert not [name for name in leftovers if name.startswith(".") and name != ".lock"]

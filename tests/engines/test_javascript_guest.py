@@ -57,7 +57,7 @@ def session(prepared: Prepared, workspace: Path) -> Iterator[Guest]:
 def test_engine_description() -> None:
     assert ENGINE.language == "javascript"
     assert ENGINE.kind == "component"
-    assert ENGINE.snapshots is False
+    assert ENGINE.snapshots is True
     assert ENGINE.contexts is True
     assert ENGINE.memory_bytes == 64 << 20
     assert ENGINE.engine == "SpiderMonkey (StarlingMonkey) / componentize-js 0.23.0"
@@ -72,7 +72,7 @@ def test_prepare_without_npm_is_a_clear_error(
 
 
 def test_component_imports_no_network(prepared: Prepared) -> None:
-    imports = set(prepared.component.type.imports(prepared.engine))
+    imports = set(prepared.component.plan.interfaces)
     assert imports, "expected WASI imports"
     assert not any(name.startswith(("wasi:http", "wasi:sockets")) for name in imports)
     assert not any(name.startswith("wasi:cli/environment") for name in imports)

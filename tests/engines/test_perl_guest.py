@@ -15,17 +15,13 @@ from pathlib import Path
 import pytest
 import wasmtime
 
-import engines.perl as perl
+import engines.fetch
 from engines.cache import EngineCache
 from engines.language import PrepareError
 from engines.perl import ENGINE
-from tests.engines.perl_harness import (
-    Guest,
-    Timings,
-    guest,
-    load_module,
-    new_engine,
-)
+from engines.perl.pins import ZEROPERL
+from tests.engines.perl_harness import Guest, guest
+from tests.engines.prepared import Timings, load_module
 
 pytestmark = pytest.mark.slow
 
@@ -34,9 +30,8 @@ ADDRESS = r"\(0x[0-9a-f]+\)"
 
 @pytest.fixture(scope="session")
 def loaded() -> tuple[wasmtime.Engine, wasmtime.Module, Timings]:
-    engine = new_engine()
     timings = Timings()
-    return engine, load_module(engine, timings), timings
+    return (*load_module(ENGINE, timings), timings)
 
 
 @pytest.fixture
@@ -70,7 +65,7 @@ def test_prepare_rejects_a_corrupted_wasm(tmp_path: Path, monkeypatch: pytest.Mo
     tarball = tmp_path / "zeroperl.tgz"
     payload = b"\0asm\x01\0\0\0corrupted"
     with tarfile.open(tarball, "w:gz") as archive:
-        info = tarfile.TarInfo(perl.WASM_MEMBER)
+        info = tarfile.TarInfo(ZEROPERL.member)
         info.size = len(payload)
         archive.addfile(info, io.BytesIO(payload))
 
@@ -78,10 +73,10 @@ def test_prepare_rejects_a_corrupted_wasm(tmp_path: Path, monkeypatch: pytest.Mo
         assert spec == "@6over3/zeroperl-ts@1.0.10"
         return tarball
 
-    monkeypatch.setattr(perl, "npm_pack", fake_pack)
+    monkeypatch.setattr(engines.fetch, "npm_pack", fake_pack)
     with pytest.raises(PrepareError, match="sha256 mismatch"):
         ENGINE.prepare(tmp_path / "work", lambda _label, _fraction: None)
-    assert not (tmp_path / "work" / perl.PREPARED_NAME).exists()
+    assert not list((tmp_path / "work").glob("*.globals.wasm"))
 
 
 def test_prepared_module_exports_its_globals(

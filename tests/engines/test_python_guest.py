@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 import wasmtime
 
-from engines.python import ENGINE, PYTHON_VERSION, guest_python_version
+from engines.python import ENGINE
+from engines.python.engine import guest_python_version
+from engines.python.pins import PYTHON_VERSION
 from tests.engines.python_harness import Guest, Prepared, prepare_component
 
 pytestmark = pytest.mark.slow
 
 
+# The same fixtures as test_javascript_guest.py's, each over its own language's harness.
 @pytest.fixture(scope="session")
 def prepared() -> Iterator[Prepared]:
     yield prepare_component()
@@ -52,7 +55,7 @@ def session(prepared: Prepared, workspace: Path) -> Iterator[Guest]:
 def test_engine_description(prepared: Prepared, stateless: Guest) -> None:
     assert ENGINE.language == "python"
     assert ENGINE.kind == "component"
-    assert ENGINE.snapshots is False
+    assert ENGINE.snapshots is True
     assert ENGINE.contexts is True
     assert ENGINE.memory_bytes == 64 << 20
     assert guest_python_version(prepared.wasm.read_bytes()) == PYTHON_VERSION
@@ -502,9 +505,9 @@ def test_large_values_are_returned(stateless: Guest) -> None:
 
 
 def test_prepare_rejects_wrong_componentize_version(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engines import python as python_engine
     from engines.language import PrepareError
+    from engines.python import engine as python_engine
 
-    monkeypatch.setattr("engines.python.metadata.version", lambda name: "0.0.1")
+    monkeypatch.setattr("engines.python.engine.metadata.version", lambda name: "0.0.1")
     with pytest.raises(PrepareError, match="pinned"):
         python_engine.componentize_py_dir()

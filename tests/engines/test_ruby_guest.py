@@ -13,19 +13,21 @@ from pathlib import Path
 import pytest
 import wasmtime
 
+import engines.fetch
 from engines.language import PrepareError
-from engines.ruby import ENGINE, WASM_SHA256, rewrite_verified
+from engines.ruby import ENGINE
 from engines.ruby import engine as ruby_engine
+from engines.ruby.pins import RUBY_WASM
 from engines.snapshot import PAGE_BYTES
-from tests.engines.ruby_harness import Guest, Timings, load_module, new_engine
+from tests.engines.prepared import Timings, load_module
+from tests.engines.ruby_harness import Guest
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="session")
 def runtime() -> tuple[wasmtime.Engine, wasmtime.Module]:
-    engine = new_engine()
-    return engine, load_module(engine, Timings())
+    return load_module(ENGINE, Timings())
 
 
 @pytest.fixture(scope="session")
@@ -47,14 +49,6 @@ def session(runtime: tuple[wasmtime.Engine, wasmtime.Module], tmp_path: Path) ->
 # ---- prepare -----------------------------------------------------------------------------
 
 
-def test_rewrite_refuses_a_corrupted_module(tmp_path: Path) -> None:
-    corrupted = tmp_path / "ruby+stdlib.wasm"
-    corrupted.write_bytes(b"\0asm\1\0\0\0 not ruby")
-    with pytest.raises(PrepareError, match="sha256 mismatch"):
-        rewrite_verified(corrupted, tmp_path / "out.wasm")
-    assert not (tmp_path / "out.wasm").exists()
-
-
 def test_prepare_refuses_a_tarball_with_other_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -69,9 +63,10 @@ def test_prepare_refuses_a_tarball_with_other_bytes(
             archive.addfile(info, io.BytesIO(payload))
         return tarball
 
-    monkeypatch.setattr(ruby_engine, "npm_pack", fake_pack)
-    with pytest.raises(PrepareError, match=WASM_SHA256):
+    monkeypatch.setattr(engines.fetch, "npm_pack", fake_pack)
+    with pytest.raises(PrepareError, match=f"sha256 mismatch .*{RUBY_WASM.sha256}"):
         ENGINE.prepare(tmp_path, lambda _label, _fraction: None)
+    assert not list(tmp_path.glob("*.globals.wasm"))
 
 
 def test_prepared_module_exports_its_globals(

@@ -3,6 +3,7 @@ persistence and snapshots behave the same way for all four languages."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from engines.registry import LANGUAGES, language_engine
-from engines.session import Boot, Limits, Session, run
+from engines.session import Boot, Limits, Outcome, Session, run
+from engines.snapshot import MemorySnapshot
 from tests.conftest import require_engine
 
 
@@ -242,7 +244,7 @@ def test_snapshot_restores_state_into_a_new_session(language: str, tmp_path: Pat
 def test_after_a_trap_state_comes_from_the_last_snapshot_or_starts_fresh(
     language: str, tmp_path: Path
 ) -> None:
-    """Snapshot engines restore the last snapshot; component engines say they start fresh."""
+    """Snapshot engines (all four) restore the last snapshot; others start fresh."""
     snippets = SNIPPETS[language]
     with Session(language, workspace=tmp_path, limits=Limits(fuel=500_000_000)) as live:
         live.execute(snippets.define)
@@ -255,3 +257,150 @@ def test_after_a_trap_state_comes_from_the_last_snapshot_or_starts_fresh(
         else:
             assert outcome.boot is Boot.FRESH
             assert outcome.result.error is not None  # the definition is gone
+
+
+# --- Python and JavaScript: snapshots of decomposed components ------------------------------
+
+
+@dataclass(frozen=True)
+class ContextScript:
+    """Runs that build up a context's state (a value, a function, an import or a class,
+    the cwd, a file), and checks of that state as (code, expected result text)."""
+
+    build: tuple[str, ...]
+    checks: tuple[tuple[str, str], ...]
+
+
+CONTEXT_SCRIPTS = {
+    "python": ContextScript(
+        build=(
+            "answer = 41",
+            "def twice(value):\n    return 2 * value",
+            "import json\nfrom collections import Counter",
+            "import os\nos.mkdir('sub')\nos.chdir('sub')",
+            "open('note.txt', 'w').write('kept')",
+        ),
+        checks=(
+            ("answer + 1", "42"),
+            ("twice(21)", "42"),
+            ("json.dumps(Counter('aab'))", '\'{"a": 2, "b": 1}\''),
+            ("import os\nos.getcwd()", "'/workspace/sub'"),
+            ("open('note.txt').read()", "'kept'"),
+        ),
+    ),
+    "javascript": ContextScript(
+        build=(
+            "let answer = 41",
+            "function twice(value) { return 2 * value }",
+            "class Base { static value = 40 }\nconst cache = new Map([['base', Base]])",
+            "let counter = (() => { let n = 0; return () => ++n })(); counter()",
+            "fs.mkdirSync('sub'); process.chdir('sub')",
+            "fs.writeFileSync('note.txt', 'kept')",
+        ),
+        checks=(
+            ("answer + 1", "42"),
+            ("twice(21)", "42"),
+            ("cache.get('base').value + 2", "42"),
+            ("counter()", "2"),
+            ("process.cwd()", "'/workspace/sub'"),
+            ("fs.readFileSync('note.txt', 'utf8')", "'kept'"),
+        ),
+    ),
+}
+
+
+@pytest.fixture(params=sorted(CONTEXT_SCRIPTS))
+def component_language(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    require_engine(name)
+    return name
+
+
+def _stored(snapshot: MemorySnapshot) -> MemorySnapshot:
+    """The snapshot as storage gives it back: memory bytes, globals and host state via JSON."""
+    return MemorySnapshot(
+        bytes(snapshot.memory),
+        json.loads(json.dumps(snapshot.globals)),
+        json.loads(json.dumps(snapshot.extra)),
+    )
+
+
+def _texts(outcome: Outcome) -> list[str | None]:
+    return [entry.text for entry in outcome.result.results]
+
+
+def test_a_component_context_survives_in_a_new_session(
+    component_language: str, tmp_path: Path
+) -> None:
+    script = CONTEXT_SCRIPTS[component_language]
+    cwd = "/workspace"
+    with Session(component_language, workspace=tmp_path) as first:
+        for code in script.build:
+            outcome = first.execute(code, cwd=cwd)
+            assert outcome.result.error is None, (code, outcome.result.error)
+            cwd = outcome.cwd
+        snapshot = first.take_snapshot()
+    assert snapshot is not None and cwd == "/workspace/sub"
+    assert snapshot.extra["host"]["table"]["entries"], "the host's handles travel along"
+    with Session(component_language, workspace=tmp_path, restore_point=_stored(snapshot)) as again:
+        for code, expected in script.checks:
+            outcome = again.execute(code, cwd=cwd)
+            assert outcome.boot in (Boot.RESTORED, Boot.RESIDENT)
+            assert _texts(outcome) == [expected], (code, outcome.result.error)
+        assert again.execute(SNIPPETS[component_language].value).result.error is None
+
+
+def test_a_component_context_comes_back_from_its_last_snapshot_after_a_trap(
+    component_language: str, tmp_path: Path
+) -> None:
+    snippets = SNIPPETS[component_language]
+    with Session(component_language, workspace=tmp_path) as live:
+        live.execute(snippets.define)
+        first = live.take_snapshot()
+        assert first is not None
+        first.dirty_chunks.clear()  # as after storing it
+        live.execute(snippets.value)
+        second = live.take_snapshot()
+        assert second is first and second.dirty_chunks, "later snapshots are incremental"
+        trapped = live.execute(snippets.loop)
+        assert trapped.invalidated and trapped.result.error is not None
+        assert "the next run restores the last snapshot" in " ".join(trapped.notes)
+        outcome = live.execute(snippets.use)
+        assert outcome.boot is Boot.RESTORED
+        assert _texts(outcome) == [snippets.use_text]
+        assert outcome.result.usage is not None and outcome.result.usage.memory_bytes > 0
+
+
+def test_python_open_files_survive_a_snapshot(tmp_path: Path) -> None:
+    """Host resources (an open file being written, one being read) are part of the state."""
+    require_engine("python")
+    (tmp_path / "input.txt").write_text("abcdef")
+    with Session("python", workspace=tmp_path) as first:
+        code = "out = open('log.txt', 'w')\nout.write('a')\nout.flush()\nsource = open('input.txt')"
+        assert first.execute(code).result.error is None
+        assert first.execute("source.read(2)").result.results[0].text == "'ab'"
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    with Session("python", workspace=tmp_path, restore_point=_stored(snapshot)) as again:
+        outcome = again.execute("out.write('b')\nout.close()\nsource.read()")
+        assert outcome.boot is Boot.RESTORED
+        assert _texts(outcome) == ["'cdef'"]
+    assert (tmp_path / "log.txt").read_text() == "ab"
+
+
+def test_a_snapshot_of_another_build_starts_fresh_with_a_note(
+    component_language: str, tmp_path: Path
+) -> None:
+    snippets = SNIPPETS[component_language]
+    with Session(component_language, workspace=tmp_path) as first:
+        first.execute(snippets.define)
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    foreign = _stored(snapshot)
+    foreign.extra["plan"] = "0" * 64
+    with Session(component_language, workspace=tmp_path, restore_point=foreign) as again:
+        outcome = again.execute(snippets.value)
+        assert outcome.boot is Boot.FRESH
+        assert outcome.restore_point_dropped
+        assert "could not be restored" in " ".join(outcome.notes)
+        assert _texts(outcome) == [snippets.value_text]

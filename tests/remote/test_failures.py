@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
-from workbench.api.errors import SandboxError
+from workbench.api import SandboxError
 from workbench.backends.remote import ConnectionFailedError, open_remote_backend
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -183,7 +183,7 @@ async def test_non_idempotent_requests_are_not_retried(
 async def test_error_response_maps_to_the_spec_class(
     gateway_factory: Callable[[Handler], Awaitable[str]],
 ) -> None:
-    from workbench.api import errors
+    from workbench.protocol import errors
 
     body = (
         b'{"code": "FILE_NOT_FOUND", "message": "No such file: /workspace/x", '

@@ -14,8 +14,7 @@ import pytest
 
 from tests.conftest import require_engine
 from tests.serve_process import ServeProcess, serve_process
-from workbench.api.client import Backend
-from workbench.api.errors import SandboxError
+from workbench.api import Backend, SandboxError
 from workbench.backends.local import open_local_backend
 from workbench.backends.remote import open_remote_backend
 
@@ -92,8 +91,8 @@ def script() -> list[tuple[str, Step]]:
         ),
         ("perl error", lambda b: sandbox(b).interpreter.run_code('die "boom\\n"', binding="PERL")),
         ("contexts", lambda b: sandbox(b).interpreter.list_code_contexts()),
-        ("stateless", lambda b: b.run_code("PERL", "6*7", env_vars={"A": "b"})),
-        ("stateless blank", lambda b: b.run_code("PERL", "   ")),
+        ("stateless", lambda b: b.run_code("6*7", env_vars={"A": "b"}, binding="PERL")),
+        ("stateless blank", lambda b: b.run_code("   ", binding="PERL")),
         ("rename onto dir", lambda b: sandbox(b).rename_file("notes/a.txt", "notes/deep")),
         ("delete dir", lambda b: sandbox(b).delete_file("notes")),
         ("info", lambda b: sandbox(b).get_info()),

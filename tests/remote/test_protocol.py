@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +12,8 @@ import httpx
 import pytest
 
 from tests.serve_process import ServeProcess, serve_process
+from workbench.backends.remote import open_remote_backend
+from workbench.protocol.types import BatchEntry
 
 
 @pytest.fixture(scope="module")
@@ -218,9 +223,91 @@ def test_openapi_document_lists_every_route() -> None:
         "/v1/sandboxes/{id}/contexts/{contextId}",
         "/v1/sandboxes/{id}/env",
         "/v1/sandboxes/{id}/files",
+        "/v1/sandboxes/{id}/files/batch",
         "/v1/sandboxes/{id}/cancel",
         "/v1/sandboxes/{id}/contexts/{contextId}/history",
     } == paths
     markdown = (Path(__file__).resolve().parents[2] / "docs" / "gateway-protocol.md").read_text()
     for path in paths:
         assert path.replace("{", ":").replace("}", "") in markdown, path
+
+
+# ----- files/batch: bodies up to 8 MiB, gzip accepted and bounded -----------------------
+
+
+def test_files_batch_bodies_are_capped_at_8_mib_also_after_gzip(http: httpx.Client) -> None:
+    path = "/v1/sandboxes/proto-batch/files/batch"
+    entry = {"op": "write", "path": "big.txt", "content": "x" * 1_000_000}
+    eight = json.dumps({"entries": [entry] * 8}).encode()  # 8.0 MB: over /files' 2 MiB
+    nine = json.dumps({"entries": [entry] * 9}).encode()  # 9.0 MB: over 8 MiB
+    answer = http.post(path, content=eight, headers={"content-type": "application/json"})
+    assert answer.status_code == 200, answer.text
+    assert [result["ok"] for result in answer.json()["results"]] == [True] * 8
+    assert_error(http.post(path, content=nine), 413, "VALIDATION_FAILED", "Request too large")
+    single = json.dumps({"op": "write", "path": "a.txt", "content": "x" * 3_000_000})
+    assert_error(
+        http.post("/v1/sandboxes/proto-batch/files", content=single.encode()),
+        413,
+        "VALIDATION_FAILED",
+        "Request too large",
+    )
+    gzipped = {"content-encoding": "gzip"}
+    answer = http.post(path, content=gzip.compress(eight), headers=gzipped)
+    assert answer.status_code == 200, answer.text
+    bomb = gzip.compress(nine)  # 9 KB on the wire
+    assert_error(
+        http.post(path, content=bomb, headers=gzipped),
+        413,
+        "VALIDATION_FAILED",
+        "Request too large",
+    )
+    assert_error(
+        http.post(path, content=eight[:50], headers=gzipped),
+        400,
+        "VALIDATION_FAILED",
+        "Invalid gzip body",
+    )
+    assert_error(
+        http.post(path, content=eight, headers={"content-encoding": "deflate"}),
+        415,
+        "VALIDATION_FAILED",
+        "Content-Encoding must be gzip or identity",
+    )
+
+
+class Recorder(httpx.AsyncBaseTransport):
+    """Records the headers and sizes of the requests the remote backend sends."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.sent: list[tuple[str, str | None, int]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        self.sent.append((request.url.path, request.headers.get("content-encoding"), len(body)))
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_the_remote_backend_gzips_large_text_batches_only(server: ServeProcess) -> None:
+    recorder = Recorder()
+    backend = open_remote_backend("served", server.url, server.token, transport=recorder)
+    sandbox = backend.sandbox("proto-gzip")
+    try:
+        text = [BatchEntry.write(f"t{n}.txt", f"line {n}\n" * 2000) for n in range(20)]
+        noise = [BatchEntry.write(f"r{n}.bin", os.urandom(20_000)) for n in range(4)]
+        small = [BatchEntry.write("small.txt", "hello")]
+        for entries in (text, noise, small):
+            result = await sandbox.files_batch(entries)
+            assert all(entry.ok for entry in result.results)
+        sent = [
+            (encoding, size) for path, encoding, size in recorder.sent if path.endswith("/batch")
+        ]
+        assert [encoding for encoding, _ in sent] == ["gzip", None, None]
+        assert sent[0][1] * 20 < sum(len(entry.content or "") for entry in text)
+        assert (await sandbox.read_file("t3.txt")).content == "line 3\n" * 2000
+    finally:
+        await sandbox.destroy()
+        await backend.aclose()

@@ -53,8 +53,9 @@ def steered(document: dict[str, Any]) -> dict[str, Any]:
                 properties["binding"] = {"enum": BINDINGS}
             if "code" in properties:
                 properties["code"] = {"enum": CHEAP_CODE}
-    files = steered_document["components"]["schemas"]["FilesRequest"]["properties"]
-    files["path"] = files["newPath"] = {"enum": WORKSPACE_PATHS}
+    for name in ("FilesRequest", "FilesBatchEntry"):
+        files = steered_document["components"]["schemas"][name]["properties"]
+        files["path"] = files["newPath"] = {"enum": WORKSPACE_PATHS}
     return steered_document
 
 

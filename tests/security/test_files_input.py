@@ -26,14 +26,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench.api.client import Backend
+from workbench.api import Backend
 from workbench.backends.local import LocalGateway, LocalTransport, open_local_gateway
-from workbench.core.clock import iso_from_ms
 from workbench.core.host_paths import host_path
+from workbench.core.mirror import WorkspaceMirror
 from workbench.core.paths import MAX_PATH_BYTES, InvalidPathError, normalize
 from workbench.core.workspace import Workspace
-from workbench.gateway.http import Request
 from workbench.paths import DATABASE_NAME
+from workbench.protocol.http import Request
+from workbench.protocol.timestamps import iso_from_ms
 
 SANDBOX = "inputs"
 UNMATERIALIZABLE = {
@@ -337,7 +338,9 @@ def test_any_path_maps_inside_the_workspace_or_is_refused_without_a_trace(
                     if not mapped.is_root:
                         host_path(host_root, mapped.relative)  # refuses anything else
             # every accepted path can be materialized on the host
-            Workspace.from_rows(gateway.store.files(SANDBOX)).materialize(host_root)
+            WorkspaceMirror(host_root).materialize(
+                Workspace.from_rows(gateway.store.files(SANDBOX))
+            )
 
         check()
     finally:

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.api.client import Backend
-from workbench.api.types import ExecutionResult
+from workbench.api import Backend, ExecutionResult
 from workbench.backends.local import LocalGateway, LocalTransport, open_local_gateway
 from workbench.backends.local.gateway import MAX_CACHED_SANDBOXES
 from workbench.core.clock import FixedClock

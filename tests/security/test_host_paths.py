@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from workbench.backends.local import open_local_backend
 from workbench.core.host_paths import HostPathError, host_path, opaque_name
-from workbench.core.ids import SANDBOX_ID_PATTERN, sandbox_id_error
 from workbench.core.paths import WorkspaceOSError, normalize
+from workbench.protocol.ids import SANDBOX_ID_PATTERN, sandbox_id_error
 
 ROOT = Path("/nonexistent/root")
 

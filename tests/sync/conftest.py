@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from tests.serve_process import ServeProcess, serve_process
-from workbench.api import errors
-from workbench.api.client import Backend, SandboxClient
+from workbench.api import Backend, SandboxClient
 from workbench.backends.local import open_local_backend
 from workbench.backends.remote import open_remote_backend
+from workbench.protocol import errors
 from workbench.sync import EventKind, FolderSync, SyncEvent
 
 BACKEND_KINDS = ["local", "remote"]

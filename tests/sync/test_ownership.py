@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.sync.conftest import remote_tree
-from workbench.api.client import SandboxClient
+from workbench.api import SandboxClient
 from workbench.sync import EventKind, FolderSync, SyncConflictError, SyncEvent, sync_state_file
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.sync.conftest import remote_tree
-from workbench.api.client import SandboxClient
+from workbench.api import SandboxClient
 from workbench.core.host_paths import HostPathError
 from workbench.sync import MAX_FILE_BYTES, FolderSync, IgnoreRules
-from workbench.sync import engine as sync_engine
+from workbench.sync import folder_sync as sync_engine
 from workbench.sync.local import LocalScan, read_regular_file, scan_folder
 
 SECRET = b"outside the folder: must never reach the sandbox"

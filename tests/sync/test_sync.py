@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import require_engine
 from tests.sync.conftest import eventually, local_tree, remote_tree, watching
-from workbench.api.client import SandboxClient
+from workbench.api import SandboxClient
 from workbench.sync import ConflictPolicy, EventKind, FolderSync, SyncConflictError
 
 BINARY = bytes(range(256)) * 4 + b"\x00\xff\xfe"

@@ -22,7 +22,7 @@ def notifications(app: WorkbenchApp) -> list[str]:
 
 
 def state_of(app: WorkbenchApp, binding: str) -> str:
-    table = app.runtimes_table
+    table = app.main_screen.runtimes_table
     return str(table.get_cell(binding, "state"))
 
 
@@ -42,7 +42,7 @@ async def test_engine_states_and_a_failed_preparation_without_npm(
         assert state_of(app, "PYTHON") == "not prepared"
         assert state_of(app, "PERL") == "not prepared"
         await pilot.press("f12")
-        app.runtimes_table.move_cursor(row=0)  # JAVASCRIPT
+        app.main_screen.runtimes_table.move_cursor(row=0)  # JAVASCRIPT
         await pilot.press("f7")
         await wait_for(pilot, lambda: any("Engine not prepared" in n for n in notifications(app)))
         assert any("npm not found" in n for n in notifications(app))
@@ -64,7 +64,7 @@ async def test_prepare_from_the_runtimes_view_reports_progress(
         await until_connected(pilot)
         await wait_for(pilot, lambda: state_of(app, "PERL") == "not prepared")
         await pilot.press("f12")
-        app.runtimes_table.move_cursor(row=2)
+        app.main_screen.runtimes_table.move_cursor(row=2)
         await pilot.press("f7")
         await wait_for(pilot, lambda: "preparing: compiling" in state_of(app, "PERL"))
         await wait_for(pilot, lambda: state_of(app, "PERL") == "ready", timeout=180)

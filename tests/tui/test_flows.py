@@ -15,11 +15,12 @@ from textual import events
 from textual.binding import Binding
 from textual.dom import DOMNode
 
-from workbench.api.client import Backend
+from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.config import Config, RemoteProfile
-from workbench.tui.app import ABANDONED_NOTE, WorkbenchApp
+from workbench.tui.app import WorkbenchApp
 from workbench.tui.formatting import MASK
+from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
@@ -31,6 +32,7 @@ from workbench.tui.tour import (
     wait_for,
 )
 from workbench.tui.tree_nodes import DirectoryNode, FileNode
+from workbench.tui.widgets.repl_pane import ABANDONED_NOTE
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -56,7 +58,7 @@ async def send_keys(app: WorkbenchApp, *keys: str) -> None:
 
 def panel_text(app: WorkbenchApp) -> str:
     console = Console(width=100, record=True, file=io.StringIO())
-    console.print(app.info_panel.render())
+    console.print(app.main_screen.info_panel.render())
     return console.export_text()
 
 
@@ -83,6 +85,7 @@ class Notifications:
 
 async def test_create_sandbox_validates_the_id_as_typed(tmp_path: Path) -> None:
     app = make_app(tmp_path)
+    main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
         await pilot.press("f2")
@@ -97,9 +100,9 @@ async def test_create_sandbox_validates_the_id_as_typed(tmp_path: Path) -> None:
             dialog.query_one("#sandbox-id-problem").render()
         )
         await pilot.press(*["backspace"] * 4, *"demo", "enter")
-        await wait_for(pilot, lambda: "demo" in app.sandbox_infos)
-        assert app.sandbox_tree.sandbox_node("demo") is not None
-        assert app.info_panel.info is not None and app.info_panel.info.id == "demo"
+        await wait_for(pilot, lambda: "demo" in main.sandbox_infos)
+        assert main.sandbox_tree.sandbox_node("demo") is not None
+        assert main.info_panel.info is not None and main.info_panel.info.id == "demo"
 
 
 async def test_run_cells_see_results_and_walk_history(tmp_path: Path) -> None:
@@ -137,6 +140,7 @@ async def test_run_cells_see_results_and_walk_history(tmp_path: Path) -> None:
 
 async def test_history_survives_reopening_the_context(tmp_path: Path) -> None:
     app = make_app(tmp_path)
+    main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
@@ -144,13 +148,13 @@ async def test_history_survives_reopening_the_context(tmp_path: Path) -> None:
         await run_cell(pilot, repl, "40 + 2")
         context_id = repl.context.id
         await pilot.press("alt+w")
-        await wait_for(pilot, lambda: app.repl_for(context_id) is None)
-        context = app.sandbox_infos["demo"].contexts[0]
-        from workbench.tui.app import context_from_info
+        await wait_for(pilot, lambda: main.tabs.repl_for(context_id) is None)
+        context = main.sandbox_infos["demo"].contexts[0]
+        from workbench.tui.tree_nodes import context_from_info
 
-        app.open_context("demo", context_from_info(context))
-        await wait_for(pilot, lambda: app.repl_for(context_id) is not None)
-        reopened = app.repl_for(context_id)
+        main.open_context("demo", context_from_info(context))
+        await wait_for(pilot, lambda: main.tabs.repl_for(context_id) is not None)
+        reopened = main.tabs.repl_for(context_id)
         assert reopened is not None and reopened.history == ["40 + 2"]
 
 
@@ -214,6 +218,7 @@ async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
 
 async def test_errors_are_shown_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = make_app(tmp_path)
+    main = app.main_screen
     notes = Notifications(app, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
@@ -224,7 +229,7 @@ async def test_errors_are_shown_not_raised(tmp_path: Path, monkeypatch: pytest.M
         assert cell.result is not None and cell.result.error is not None
         assert "boom" in cell.result.error.message
         # A request the server rejects: a context in a cwd outside /workspace.
-        app.create_context("demo", _context_request("PERL", "/etc"))
+        main.connection.create_context("demo", _context_request("PERL", "/etc"))
         await wait_for(pilot, lambda: bool(notes.errors()))
         assert "Creating the context failed" in notes.errors()[0]
         assert app.is_running
@@ -281,6 +286,7 @@ async def test_copy_the_current_cell_and_its_result(
 
 async def test_env_var_editor_validates_keys_and_masks_values(tmp_path: Path) -> None:
     app = make_app(tmp_path)
+    main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
@@ -292,8 +298,8 @@ async def test_env_var_editor_validates_keys_and_masks_values(tmp_path: Path) ->
         await pilot.press("home", "delete")
         assert not dialog.query_one("#save").disabled
         await pilot.click("#save")
-        await wait_for(pilot, lambda: app.sandbox_infos["demo"].env_vars == {"BAD": "x"})
-        app.tabs.active = "info-tab"
+        await wait_for(pilot, lambda: main.sandbox_infos["demo"].env_vars == {"BAD": "x"})
+        main.tabs.active = "info-tab"
         await pilot.pause()
         assert MASK in panel_text(app)
         await pilot.press("alt+s")
@@ -307,9 +313,10 @@ async def test_workspace_tree_lists_files_lazily(tmp_path: Path) -> None:
         await sandbox.write_file("/workspace/src/main.pl", "print 1;")
         await sandbox.write_file("/workspace/README", "hi")
     app = make_app(tmp_path)
+    main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
-        node = app.sandbox_tree.sandbox_node("demo")
+        node = main.sandbox_tree.sandbox_node("demo")
         assert node is not None
         node.expand()
         await wait_for(pilot, lambda: any(isinstance(c.data, DirectoryNode) for c in node.children))
@@ -318,11 +325,12 @@ async def test_workspace_tree_lists_files_lazily(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: any(isinstance(c.data, FileNode) for c in workspace.children))
         names = [str(child.label) for child in workspace.children]
         assert names[0].startswith("src/") and names[1].startswith("README")
-        assert app.sandbox_infos["demo"].workspace_bytes == len("print 1;") + len("hi")
+        assert main.sandbox_infos["demo"].workspace_bytes == len("print 1;") + len("hi")
 
 
 async def test_destroy_delete_and_reset(tmp_path: Path) -> None:
     app = make_app(tmp_path)
+    main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
@@ -331,18 +339,19 @@ async def test_destroy_delete_and_reset(tmp_path: Path) -> None:
         await pilot.press("alt+r")
         await pilot.click("#confirm")
         await wait_for(
-            pilot, lambda: app.active_repl is not None and app.active_repl.context.id != first_id
+            pilot,
+            lambda: main.active_repl is not None and main.active_repl.context.id != first_id,
         )
-        assert app.repl_for(first_id) is None
+        assert main.tabs.repl_for(first_id) is None
         await pilot.press("alt+d")
         await pilot.click("#confirm")
-        await wait_for(pilot, lambda: app.active_repl is None)
-        await wait_for(pilot, lambda: not app.sandbox_infos["demo"].contexts)
-        app.sandbox_tree.focus()
+        await wait_for(pilot, lambda: main.active_repl is None)
+        await wait_for(pilot, lambda: not main.sandbox_infos["demo"].contexts)
+        main.sandbox_tree.focus()
         await pilot.press("f8")
         await pilot.click("#confirm")
-        await wait_for(pilot, lambda: "demo" not in app.sandbox_infos)
-        assert app.sandbox_tree.sandbox_node("demo") is None
+        await wait_for(pilot, lambda: "demo" not in main.sandbox_infos)
+        assert main.sandbox_tree.sandbox_node("demo") is None
 
 
 async def test_switch_profiles_and_toggle_local_remote(tmp_path: Path) -> None:
@@ -353,18 +362,20 @@ async def test_switch_profiles_and_toggle_local_remote(tmp_path: Path) -> None:
     config.save()
     data = tmp_path / "data"
     app = WorkbenchApp(data_dir=data)
+    main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
-        assert app.status.profile == "local"
+        assert main.status.profile == "local"
         await pilot.press("f9")
         await pilot.press("down", "enter")
         await wait_for(
-            pilot, lambda: app.profile == "staging" and app.status.state == "unreachable"
+            pilot,
+            lambda: app.profile == "staging" and main.status.state == "unreachable",
         )
-        assert "127.0.0.1:9" in app.status.detail or "connect" in app.status.detail.lower()
+        assert "127.0.0.1:9" in main.status.detail or "connect" in main.status.detail.lower()
         assert Config.load().last_remote == "staging"
         await pilot.press("ctrl+l")
-        await wait_for(pilot, lambda: app.profile == "local" and app.status.state == "connected")
+        await wait_for(pilot, lambda: app.profile == "local" and main.status.state == "connected")
         await pilot.press("ctrl+l")
         await wait_for(pilot, lambda: app.profile == "staging")
 
@@ -374,11 +385,11 @@ async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
     app = make_app(tmp_path, config=config)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
-        titles = [command.title for command in app.palette_commands()]
+        titles = [command.title for command in workbench_commands(app)]
         assert "New sandbox" in titles and "Run cell" not in titles
         await create_sandbox(pilot)
         repl = await create_context(pilot, "PERL")
-        titles = [command.title for command in app.palette_commands()]
+        titles = [command.title for command in workbench_commands(app)]
         assert {"Run cell", "Delete context", "Export Markdown"} <= set(titles)
         assert "Cancel run" not in titles
         repl.set_code("3*3")

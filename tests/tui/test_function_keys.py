@@ -10,7 +10,6 @@ import pytest
 from textual.screen import Screen
 
 from tests.tui.test_flows import Notifications, make_app
-from workbench.tui.app import INFO_TAB, RUNTIMES_TAB, repl_tab_id
 from workbench.tui.key_bindings import WORKBENCH_BINDINGS
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import CreateContextScreen
@@ -27,6 +26,7 @@ from workbench.tui.tour import (
     wait_for,
 )
 from workbench.tui.widgets.code_input import is_function_key
+from workbench.tui.widgets.workbench_tabs import INFO_TAB, RUNTIMES_TAB, repl_tab_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -45,16 +45,17 @@ async def test_function_keys_work_while_the_editor_has_focus(
     folder = tmp_path / "project"
     folder.mkdir()
     app = make_app(tmp_path)
+    main = app.main_screen
     notes = Notifications(app, monkeypatch)
     async with app.run_test(size=(140, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
         repl = await create_context(pilot, "PERL")
-        perl_row = [runtime.binding for runtime in app.runtimes].index("PERL")
-        app.runtimes_table.move_cursor(row=perl_row)
+        perl_row = [runtime.binding for runtime in main.runtimes].index("PERL")
+        main.runtimes_table.move_cursor(row=perl_row)
 
         async def in_the_editor(check: Callable[[], Awaitable[None]]) -> None:
-            app.tabs.active = repl_tab_id(repl.context.id)
+            main.tabs.active = repl_tab_id(repl.context.id)
             repl.code_input.focus()
             await wait_for(pilot, lambda: repl.code_input.has_focus, timeout=5)
             await check()
@@ -63,16 +64,16 @@ async def test_function_keys_work_while_the_editor_has_focus(
             assert app.backend is not None
             await app.backend.sandbox("made-elsewhere").get_info()  # not through the app
             await pilot.press("f5")
-            await wait_for(pilot, lambda: app.sandbox_tree.sandbox_node("made-elsewhere"))
+            await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("made-elsewhere"))
 
         async def f2_creates_and_shows_the_sandbox() -> None:
             await pilot.press("f2")
             await wait_for(pilot, lambda: isinstance(app.screen, CreateSandboxScreen))
             await pilot.press(*"second", "enter")
-            await wait_for(pilot, lambda: "second" in app.sandbox_infos)
+            await wait_for(pilot, lambda: "second" in main.sandbox_infos)
             await pilot.pause(0.2)
-            assert app.tabs.active == INFO_TAB
-            assert app.info_panel.info is not None and app.info_panel.info.id == "second"
+            assert main.tabs.active == INFO_TAB
+            assert main.info_panel.info is not None and main.info_panel.info.id == "second"
 
         async def f7_prepares_the_selected_engine() -> None:
             await pilot.press("f7")
@@ -81,14 +82,14 @@ async def test_function_keys_work_while_the_editor_has_focus(
         async def f12_shows_the_runtimes() -> None:
             await pilot.press("f12")
             await pilot.pause(0.2)
-            assert app.tabs.active == RUNTIMES_TAB
-            assert app.runtimes_table.has_focus  # arrows then pick the runtime for f7
+            assert main.tabs.active == RUNTIMES_TAB
+            assert main.runtimes_table.has_focus  # arrows then pick the runtime for f7
 
         async def shift_f6_stops_watching() -> None:
-            app.start_watch("demo", None, WatchRequest(folder, "/workspace", None))
-            await wait_for(pilot, lambda: app.status.watch_state == "watching")
+            main.start_watch("demo", None, WatchRequest(folder, "/workspace", None))
+            await wait_for(pilot, lambda: main.status.watch_state == "watching")
             await pilot.press("shift+f6")
-            await wait_for(pilot, lambda: app.folder_watch is None, timeout=5)
+            await wait_for(pilot, lambda: main.folder_watch.active is None, timeout=5)
 
         checks: dict[str, Callable[[], Awaitable[None]]] = {
             "f1": lambda: opens(pilot, "f1", HelpScreen),

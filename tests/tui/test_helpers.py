@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.api.types import ExecutionError, ExecutionResult, ResultEntry, Usage
+from workbench.api import ExecutionError, ExecutionResult, ResultEntry, Usage
 from workbench.tui.env_vars_text import env_vars_update, parse_env_vars_text
 from workbench.tui.formatting import countdown, execution_footer, human_bytes
 from workbench.tui.history_store import LocalHistoryStore

@@ -13,7 +13,8 @@ from rich.console import Console
 from textual.widgets import Input, Static
 
 from tests.tui.test_flows import Notifications, make_app
-from workbench.core.clock import FixedClock
+from workbench.api import FixedClock
+from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.cell_picker_screen import CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.export_screen import ExportScreen
@@ -196,7 +197,7 @@ async def test_copy_code_output_or_result_from_any_cell(
         assert len(copied) == 4
 
         # The palette offers it too.
-        commands = {command.title: command for command in app.palette_commands()}
+        commands = {command.title: command for command in workbench_commands(app)}
         await commands["Copy the code, output or result of any cell…"].callback()
         await wait_for(pilot, lambda: isinstance(app.screen, CellPickerScreen))
         await pilot.pause()

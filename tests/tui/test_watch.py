@@ -9,9 +9,10 @@ import pytest
 from rich.console import Console
 from textual.widgets import Button, Checkbox, Input
 
-from workbench.api.errors import SandboxError
+from workbench.api import SandboxError
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.watch_screen import WatchScreen
 from workbench.tui.tour import (
     WorkbenchPilot,
@@ -26,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine
 
 def status_text(app: WorkbenchApp) -> str:
     console = Console(width=200, record=True, file=io.StringIO())
-    console.print(app.status.render())
+    console.print(app.main_screen.status.render())
     return console.export_text()
 
 
@@ -52,6 +53,7 @@ async def test_watch_a_folder_and_run_on_change(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "main.pl").write_text('print "first\\n";\n')
     app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    main = app.main_screen
     async with app.run_test(size=(160, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
@@ -92,7 +94,7 @@ async def test_watch_a_folder_and_run_on_change(tmp_path: Path) -> None:
         assert "uploaded" in status_text(app)
 
         await pilot.press("shift+f6")
-        await wait_for(pilot, lambda: app.folder_watch is None)
+        await wait_for(pilot, lambda: main.folder_watch.active is None)
         assert "watching" not in status_text(app)
         await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
 
@@ -103,10 +105,11 @@ async def test_watch_from_the_palette_without_a_context(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "index.html").write_text("<h1>hi</h1>")
     app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    main = app.main_screen
     async with app.run_test(size=(160, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
-        commands = {command.title: command for command in app.palette_commands()}
+        commands = {command.title: command for command in workbench_commands(app)}
         assert "Stop watching the folder" not in commands
         await pilot.press("ctrl+p")
         await pilot.press(*"Watch a folder", "enter")
@@ -119,17 +122,17 @@ async def test_watch_from_the_palette_without_a_context(tmp_path: Path) -> None:
         await pilot.press("enter")
         await wait_for_file(pilot, app, "/workspace/site/index.html", "<h1>hi</h1>")
         await wait_for(pilot, lambda: "last sync" in status_text(app))
-        commands = {command.title: command for command in app.palette_commands()}
+        commands = {command.title: command for command in workbench_commands(app)}
         await commands["Stop watching the folder"].callback()
-        await wait_for(pilot, lambda: app.folder_watch is None)
+        await wait_for(pilot, lambda: main.folder_watch.active is None)
 
 
 async def watch_until_synced(app: WorkbenchApp, pilot: WorkbenchPilot, folder: Path) -> None:
     """Select the demo sandbox, F6 with `folder`; until the first pass is done."""
-    node = app.sandbox_tree.sandbox_node("demo")
+    node = app.main_screen.sandbox_tree.sandbox_node("demo")
     assert node is not None
-    app.sandbox_tree.move_cursor(node)
-    await wait_for(pilot, lambda: app.selected_sandbox_id == "demo")
+    app.main_screen.sandbox_tree.move_cursor(node)
+    await wait_for(pilot, lambda: app.main_screen.selected_sandbox_id == "demo")
     await pilot.press("f6")
     await wait_for(pilot, lambda: isinstance(app.screen, WatchScreen))
     app.screen.query_one("#watch-folder", Input).value = str(folder)
@@ -169,4 +172,4 @@ async def test_watch_remembers_what_it_uploaded_across_sessions(tmp_path: Path) 
         assert await sandbox_file(app, "/workspace/kept.txt") == "kept"
         assert await sandbox_file(app, "/workspace/guest.txt") == "made by a guest"
         await pilot.press("shift+f6")
-        await wait_for(pilot, lambda: app.folder_watch is None)
+        await wait_for(pilot, lambda: app.main_screen.folder_watch.active is None)

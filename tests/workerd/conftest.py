@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import httpx
 import pytest
 
 from tests.workerd.harness import WorkerdGateway, session_gateway
@@ -10,3 +13,21 @@ from tests.workerd.harness import WorkerdGateway, session_gateway
 @pytest.fixture
 def gateway(request: pytest.FixtureRequest) -> WorkerdGateway:
     return session_gateway(request)
+
+
+@pytest.fixture
+def client(gateway: WorkerdGateway) -> Iterator[httpx.Client]:
+    """An HTTP client of the gateway, with its token."""
+    with httpx.Client(
+        base_url=gateway.url,
+        headers={"authorization": f"Bearer {gateway.token}"},
+        timeout=httpx.Timeout(120.0),
+    ) as opened:
+        yield opened
+
+
+@pytest.fixture
+def anonymous(gateway: WorkerdGateway) -> Iterator[httpx.Client]:
+    """An HTTP client of the gateway, without a token."""
+    with httpx.Client(base_url=gateway.url, timeout=httpx.Timeout(60.0)) as opened:
+        yield opened

@@ -1,19 +1,22 @@
-"""Run the gateway Worker template in a real Workers runtime (workerd) for tests.
+"""Run the Workers `gateway init` renders in a real Workers runtime (workerd) for tests.
 
-`wrangler dev` (the version the template's lockfile pins, run on Node from PATH) serves
-the gateway's own `src/index.ts` and `src/registry.ts`, unmodified, from a scratch copy of
-`worker_templates/gateway/`, in local mode on a loopback port. Only what cannot run on
-this machine is replaced, by test-only stand-ins (`tests/workerd/standins/`):
+The gateway and the runtime Workers are rendered by `workbench.deploy.templates.render`,
+exactly as `sandbox-workbench gateway init` writes them (versions pinned, the version check
+as each Worker's build), and `wrangler dev` (the version the gateway's lockfile pins, run on
+Node from PATH) serves them unmodified, in local mode on a loopback port, one `-c` config
+each. Only the npm packages that are not published are replaced, by test-only stand-ins
+installed under their names and versions above the rendered Workers
+(`tests/workerd/standins/`, see `Standin`):
 
-- `@sandbox-workers/core` is aliased (in the generated `wrangler.test.jsonc`) to a module
-  whose `Sandbox` Durable Object forwards each request to a `sandbox-workbench serve`
-  process on loopback (`/v1/sandboxes/<x-sandbox-id><path>`);
-- the runtime Service Bindings (JAVASCRIPT, PYTHON, PERL, RUBY) are bound to stand-in
-  Workers, run in the same `wrangler dev` session (one `-c` config each), that answer
-  `GET /interpreter` and `POST /execute` from serve's `/v1/runtimes` routes.
+- `@sandbox-workers/core`: a `Sandbox` Durable Object that keeps no state (a
+  `sandbox-workbench serve` process on loopback holds it) but does the caller side of the
+  runtime contract: the `GET /interpreter` protocol check and the `executeInContext` RPC;
+- `@sandbox-workers/<language>`: runtime Workers serving `GET /interpreter`,
+  `POST /execute` and the `executeInContext` RPC from serve.
 
-The template's npm dependencies are installed with `npm ci` from its committed lockfile
-once, into `<cache dir>/workerd-gateway/<lockfile hash>/`, and reused by later runs.
+The gateway's npm dependencies are installed with `npm ci` from its committed lockfile
+once, into `<cache dir>/workerd-gateway/<lockfile hash>/`, and reused by later runs (also
+for `wrangler deploy --dry-run` of the rendered Workers).
 """
 
 from __future__ import annotations
@@ -32,33 +35,29 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engines.locations import cache_root
 from tests.serve_process import ServeProcess, serve_process
+from workbench.deploy.templates import render
+from workbench.deploy.versions import CORE_PACKAGE, SCOPE, load_versions
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "worker_templates" / "gateway"
+TEMPLATES = ROOT / "worker_templates"
+TEMPLATE = TEMPLATES / "gateway"
 STANDINS = Path(__file__).resolve().parent / "standins"
 GATEWAY_TOKEN = "workerd-gateway-token-0123456789abcdef"
 """The gateway Worker's own bearer token (WORKBENCH_TOKEN); serve has another."""
 TTL_MS = 86_400_000
-RUNTIME_SERVICES = {
-    "JAVASCRIPT": "sandbox-javascript",
-    "PYTHON": "sandbox-python",
-    "PERL": "sandbox-perl",
-    "RUBY": "sandbox-ruby",
-}
-STANDIN_COMPATIBILITY_DATE = "2025-09-24"
-"""The newest date wrangler 4.40's workerd supports (the stand-ins are ours to date)."""
+BINDINGS = ("JAVASCRIPT", "PYTHON", "PERL", "RUBY")
 NPM_CI_TIMEOUT = 600.0
 START_TIMEOUT = 120.0
-# What the template copy needs besides node_modules (never .wrangler, dist, node_modules).
-TEMPLATE_FILES = ("src", "types", "tsconfig.json", "package.json", "package-lock.json")
+TEST_CONFIG = "wrangler.test.jsonc"
 
 
 MIN_NODE_MAJOR = 20
@@ -139,51 +138,110 @@ def _free_port() -> int:
         return port
 
 
-def write_scratch(scratch: Path, installed: Path, serve: ServeProcess, token: str) -> list[Path]:
-    """A scratch copy of the template plus the test-only configs; the configs, gateway
-    first (its name is the one `wrangler dev` serves)."""
-    for name in TEMPLATE_FILES:
-        source = TEMPLATE / name
-        if source.is_dir():
-            shutil.copytree(source, scratch / name)
-        else:
-            shutil.copy2(source, scratch / name)
-    (scratch / "node_modules").symlink_to(installed / "node_modules", target_is_directory=True)
-    shutil.copytree(STANDINS, scratch / "standins")
+@dataclass(frozen=True)
+class Standin:
+    """A stand-in installed as `package` (`@sandbox-workers/core` or a runtime package) at
+    `version`; a runtime stand-in speaks interpreter `protocol`."""
 
+    package: str
+    version: str
+    protocol: int = 1
+
+
+def pinned_standins() -> list[Standin]:
+    """A stand-in for every package of worker_templates/versions.json, at its version."""
+    versions = load_versions(TEMPLATES)
+    return [Standin(package, version) for package, version in versions.packages.items()]
+
+
+def install_standins(root: Path, standins: Iterable[Standin]) -> None:
+    """Install the stand-ins into `root/node_modules`, where Node.js resolution and
+    `check-versions.mjs` find them from Workers rendered below `root`."""
+    for standin in standins:
+        directory = root / "node_modules" / standin.package
+        directory.mkdir(parents=True)
+        manifest = {
+            "name": standin.package,
+            "version": standin.version,
+            "private": True,
+            "type": "module",
+            "exports": {".": "./index.js"},
+        }
+        (directory / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        if standin.package == CORE_PACKAGE:
+            shutil.copy2(STANDINS / "core.js", directory / "index.js")
+            continue
+        shutil.copy2(STANDINS / "runtime.js", directory / "index.js")
+        language = standin.package.removeprefix(SCOPE)
+        described = {"language": language, "protocol": standin.protocol}
+        (directory / "standin.json").write_text(json.dumps(described) + "\n")
+
+
+def render_with_standins(
+    scratch: Path,
+    bindings: Sequence[str],
+    standins: Iterable[Standin],
+    installed: Path,
+    **options: Any,
+) -> Path:
+    """`gateway init`'s Workers in `scratch/deploy` (`render` with `options`), the
+    stand-ins installed in `scratch`, the gateway's dependencies linked from `installed`;
+    returns the deploy directory."""
+    deploy = scratch / "deploy"
+    render(deploy, bindings, **options)
+    install_standins(scratch, standins)
+    modules = deploy / "gateway" / "node_modules"
+    modules.symlink_to(installed / "node_modules", target_is_directory=True)
+    return deploy
+
+
+def write_test_configs(
+    deploy: Path, serve: ServeProcess, token: str, *, unchecked: Collection[str] = ()
+) -> list[Path]:
+    """Each rendered Worker's `wrangler.jsonc` plus the test vars, as `wrangler.test.jsonc`
+    next to it; gateway first (its name is the one `wrangler dev` serves). The runtimes of
+    `unchecked` bindings lose their build (the version check): they stand for Workers
+    deployed at another version."""
     serve_vars = {"SERVE_URL": serve.url.rstrip("/"), "SERVE_TOKEN": serve.token}
-    config = _jsonc((TEMPLATE / "wrangler.jsonc").read_text())
-    config.pop("$schema", None)
-    template_vars = config.get("vars", {})
+    gateway = _jsonc((deploy / "gateway" / "wrangler.jsonc").read_text())
+    gateway.pop("$schema", None)
+    template_vars = gateway.get("vars", {})
     assert isinstance(template_vars, dict)
-    config["vars"] = {
+    gateway["vars"] = {
         **template_vars,
         "SANDBOX_IDLE_TTL_MS": str(TTL_MS),
         # A secret in production; a var is enough for a local test session.
         "WORKBENCH_TOKEN": token,
         **serve_vars,
     }
-    config["alias"] = {"@sandbox-workers/core": "./standins/sandbox-core.js"}
-    gateway = scratch / "wrangler.test.jsonc"
-    configs = [gateway]
-    gateway.write_text(
-        "// Generated for the workerd tests: the template's wrangler.jsonc plus test vars\n"
-        "// and the @sandbox-workers/core stand-in.\n" + json.dumps(config, indent=2) + "\n"
-    )
-    services = config.get("services", [])
+    configs = [_write_config(deploy / "gateway", gateway)]
+    services = gateway.get("services", [])
     assert isinstance(services, list)
     for service in services:
-        assert isinstance(service, dict)
-        runtime_config = {
-            "name": service["service"],
-            "main": "standins/runtime.js",
-            "compatibility_date": STANDIN_COMPATIBILITY_DATE,
-            "vars": {"BINDING": service["binding"], **serve_vars},
-        }
-        path = scratch / f"wrangler.{service['service']}.test.jsonc"
-        path.write_text(json.dumps(runtime_config, indent=2) + "\n")
-        configs.append(path)
+        directory = deploy / "runtime" / service["binding"].lower()
+        config = _jsonc((directory / "wrangler.jsonc").read_text())
+        config.pop("$schema", None)
+        runtime_vars = config.get("vars", {})
+        assert isinstance(runtime_vars, dict)
+        config["vars"] = {**runtime_vars, **serve_vars}
+        if service["binding"] in unchecked:
+            config.pop("build")
+        configs.append(_write_config(directory, config))
     return configs
+
+
+def _write_config(directory: Path, config: dict[str, Any]) -> Path:
+    if "build" in config:
+        # wrangler runs a custom build in its own working directory, not the config's:
+        # one `wrangler dev` of several Workers needs each build pointed at its Worker.
+        config["build"] = {**config["build"], "cwd": str(directory)}
+    path = directory / TEST_CONFIG
+    path.write_text(
+        "// Generated for the workerd tests: the rendered wrangler.jsonc plus test vars.\n"
+        + json.dumps(config, indent=2)
+        + "\n"
+    )
+    return path
 
 
 @dataclass(frozen=True)
@@ -232,15 +290,42 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
+def wrangler_command(installed: Path, *args: str) -> list[str]:
+    """The cached wrangler, run on Node from PATH."""
+    return ["node", str(installed / "node_modules" / "wrangler" / "bin" / "wrangler.js"), *args]
+
+
+def wrangler_env(scratch: Path) -> dict[str, str]:
+    """No metrics, logs and config under `scratch`, no update check, no colour."""
+    return {
+        **os.environ,
+        "WRANGLER_SEND_METRICS": "false",
+        "WRANGLER_LOG_PATH": str(scratch / "wrangler-logs"),
+        "XDG_CONFIG_HOME": str(scratch / "xdg-config"),
+        "NO_UPDATE_NOTIFIER": "1",
+        "CI": "1",
+        "FORCE_COLOR": "0",
+    }
+
+
 @contextlib.contextmanager
-def workerd_gateway(scratch: Path, serve: ServeProcess) -> Iterator[WorkerdGateway]:
-    """`wrangler dev` of the template (with the stand-ins) on a loopback port."""
+def workerd_gateway(
+    scratch: Path,
+    serve: ServeProcess,
+    *,
+    bindings: Sequence[str] = BINDINGS,
+    standins: Iterable[Standin] | None = None,
+    unchecked: Collection[str] = (),
+) -> Iterator[WorkerdGateway]:
+    """`wrangler dev` of the rendered Workers of `bindings` (with the `standins`, by
+    default the pinned ones) on a loopback port."""
     installed = installed_dependencies()
-    configs = write_scratch(scratch, installed, serve, GATEWAY_TOKEN)
+    chosen = pinned_standins() if standins is None else standins
+    deploy = render_with_standins(scratch, bindings, chosen, installed)
+    configs = write_test_configs(deploy, serve, GATEWAY_TOKEN, unchecked=unchecked)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    command = ["node", str(installed / "node_modules" / "wrangler" / "bin" / "wrangler.js")]
-    command += ["dev"]
+    command = wrangler_command(installed, "dev")
     for config in configs:
         command += ["-c", str(config)]
     command += [
@@ -257,15 +342,7 @@ def workerd_gateway(scratch: Path, serve: ServeProcess) -> Iterator[WorkerdGatew
         "--log-level",
         "warn",
     ]
-    env = {
-        **os.environ,
-        "WRANGLER_SEND_METRICS": "false",
-        "WRANGLER_LOG_PATH": str(scratch / "wrangler-logs"),
-        "XDG_CONFIG_HOME": str(scratch / "xdg-config"),
-        "NO_UPDATE_NOTIFIER": "1",
-        "CI": "1",
-        "FORCE_COLOR": "0",
-    }
+    env = wrangler_env(scratch)
     log = scratch / "wrangler-dev.log"
     with log.open("wb") as output:
         process = subprocess.Popen(

@@ -1,8 +1,9 @@
-"""The gateway Worker template's own behaviour, in workerd (`wrangler dev`, local mode).
+"""The gateway Worker's own behaviour, in workerd (`wrangler dev`, local mode).
 
-The gateway's code (routing, auth, registry Durable Object, error mapping) runs
-unmodified; the Sandbox and the runtime Workers are the stand-ins of
-tests/workerd/standins/, which forward to a `sandbox-workbench serve` process.
+The Workers run as `gateway init` renders them (routing, auth, registry Durable Object,
+error mapping, the runtime Workers' entry points, the version check); only the unpublished
+packages are the stand-ins of tests/workerd/standins/, which keep their state in a
+`sandbox-workbench serve` process.
 """
 
 from __future__ import annotations
@@ -18,26 +19,12 @@ import httpx
 import pytest
 
 from tests.conftest import require_engine
-from tests.workerd.harness import TEMPLATE, WorkerdGateway
+from tests.workerd.harness import TEMPLATE, TEMPLATES, WorkerdGateway
+from workbench import __version__
+from workbench.deploy.versions import load_versions
 
 SMALL_BODY_CAP = 98_304
 FILES_BODY_CAP = 2 * 1024 * 1024
-
-
-@pytest.fixture
-def client(gateway: WorkerdGateway) -> Iterator[httpx.Client]:
-    with httpx.Client(
-        base_url=gateway.url,
-        headers={"authorization": f"Bearer {gateway.token}"},
-        timeout=httpx.Timeout(120.0),
-    ) as opened:
-        yield opened
-
-
-@pytest.fixture
-def anonymous(gateway: WorkerdGateway) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gateway.url, timeout=httpx.Timeout(60.0)) as opened:
-        yield opened
 
 
 def fresh_id() -> str:
@@ -66,13 +53,32 @@ def listed_ids(client: httpx.Client) -> list[str]:
 # ----- health and authentication ------------------------------------------------------
 
 
-def test_health_needs_no_token(anonymous: httpx.Client) -> None:
+def test_health_needs_no_token_and_reports_every_version(anonymous: httpx.Client) -> None:
     response = anonymous.get("/v1/health")
     assert response.status_code == 200
     assert response.headers["cache-control"] == "no-store"
-    assert response.json() == {"ok": True, "version": "0.1.0", "protocol": 1}
-    # The version is the template's package.json version (kept equal by hand in index.ts).
-    assert json.loads((TEMPLATE / "package.json").read_text())["version"] == "0.1.0"
+    health = response.json()
+    manifest = json.loads((TEMPLATE / "package.json").read_text())
+    # The gateway's own version is its package.json version; the core's, the pin there.
+    assert {key: health[key] for key in ("ok", "version", "protocol")} == {
+        "ok": True,
+        "version": manifest["version"],
+        "protocol": 1,
+    }
+    assert manifest["version"] == __version__
+    assert health["core"] == {
+        "name": "@sandbox-workers/core",
+        "version": manifest["peerDependencies"]["@sandbox-workers/core"],
+        "interpreterProtocol": 1,
+    }
+    # Each binding as its runtime Worker answers GET /interpreter.
+    assert [(entry["binding"], entry["protocol"]) for entry in health["runtimes"]] == [
+        ("JAVASCRIPT", 1),
+        ("PYTHON", 1),
+        ("PERL", 1),
+        ("RUBY", 1),
+    ]
+    assert "unavailable" not in health
 
 
 @pytest.mark.parametrize(
@@ -171,6 +177,14 @@ def test_runtimes_come_from_the_bound_runtime_workers(client: httpx.Client) -> N
         assert set(entry) == {"binding", "language", "engine", "contexts", "protocol"}
         assert entry["language"] == entry["binding"].lower()
         assert entry["protocol"] == 1
+        # The Ruby runtime is rendered stateless, as the real one is (spec 1.4).
+        assert entry["contexts"] is (entry["language"] != "ruby")
+    pinned = load_versions(TEMPLATES)
+    assert body["core"] == {
+        "name": "@sandbox-workers/core",
+        "version": pinned.core,
+        "interpreterProtocol": pinned.interpreter_protocol,
+    }
 
 
 def test_stateless_execution_is_relayed(client: httpx.Client) -> None:

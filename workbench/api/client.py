@@ -8,29 +8,41 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final
 from urllib.parse import quote
 
 from workbench.api.engines import EngineManager
-from workbench.api.errors import SandboxError
-from workbench.api.transport import Transport, invalid_response, parse_json_response
-from workbench.api.types import (
+from workbench.api.transport import Transport
+from workbench.protocol.errors import SandboxError
+from workbench.protocol.http import invalid_response, parse_json_response
+from workbench.protocol.ids import validate_sandbox_id
+from workbench.protocol.types import (
+    BatchEntry,
     CodeContext,
+    ContextList,
     ExecutionResult,
     ExistsResult,
     FileOpResult,
+    FilesBatchLimits,
+    FilesBatchResult,
+    Health,
     HistoryEntry,
+    HistoryList,
     ListFilesResult,
     MkdirResult,
     ReadFileResult,
     RuntimeInfo,
+    RuntimeList,
     SandboxInfo,
+    SandboxList,
     SandboxSummary,
 )
-from workbench.core.ids import validate_sandbox_id
 
 LineCallback = Callable[[str], Awaitable[None] | None]
+HEALTH_WAIT: Final = 10.0
+"""How long `files_batch_limits` waits for `GET /v1/health` (it probes every runtime)."""
+_NOT_ASKED: Final[Any] = object()
 
 
 def _encoding(encoding: str | None) -> str | None:
@@ -60,8 +72,7 @@ class Interpreter:
         return CodeContext.from_json(await self._sandbox._call("POST", "/contexts", body))
 
     async def list_code_contexts(self) -> list[CodeContext]:
-        data = await self._sandbox._call("GET", "/contexts")
-        return [CodeContext.from_json(item) for item in data.get("contexts") or []]
+        return ContextList.from_json(await self._sandbox._call("GET", "/contexts")).contexts
 
     async def delete_code_context(self, context_id: str | CodeContext) -> None:
         identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
@@ -79,19 +90,7 @@ class Interpreter:
             if error.http_status == 404:
                 return []
             raise
-        return [
-            HistoryEntry(
-                seq=int(item["seq"]),
-                code=str(item["code"]),
-                started_at=int(item["startedAt"]),
-                result=(
-                    ExecutionResult.from_json(item["result"])
-                    if isinstance(item.get("result"), dict)
-                    else None
-                ),
-            )
-            for item in data.get("history") or []
-        ]
+        return HistoryList.from_json(data).history
 
     async def run_code(
         self,
@@ -138,6 +137,7 @@ class SandboxClient:
         validate_sandbox_id(self.id)
         self._transport = transport
         self.interpreter = Interpreter(self)
+        self._batch_limits: FilesBatchLimits | None = _NOT_ASKED
 
     @property
     def _prefix(self) -> str:
@@ -225,6 +225,39 @@ class SandboxClient:
     async def exists(self, path: str) -> ExistsResult:
         return ExistsResult.from_json(await self._files({"op": "exists", "path": path}))
 
+    async def files_batch_limits(self) -> FilesBatchLimits | None:
+        """What one `files_batch` may hold on this gateway, from `GET /v1/health` (asked
+        once per client); None when the gateway does not offer it. A failed health
+        request also answers None, but is asked again next time."""
+        if self._batch_limits is _NOT_ASKED:
+            try:
+                reply = await self._transport.request("GET", "/v1/health", timeout=HEALTH_WAIT)
+                limits = Health.from_json(parse_json_response(reply)).batch_limits
+            except (SandboxError, TimeoutError, KeyError, TypeError, ValueError):
+                return None
+            self._batch_limits = limits
+        return self._batch_limits
+
+    async def files_batch(self, entries: Sequence[BatchEntry]) -> FilesBatchResult:
+        """Apply `entries` in order in one request (a gateway extension; see
+        `files_batch_limits` for what it may hold). Each entry's outcome comes back in
+        `results`, an error or a failed precondition included; a request refused as a
+        whole raises, and a gateway without the route (404/405) is remembered as such."""
+        body = {"entries": [entry.to_json() for entry in entries]}
+        try:
+            data = await self._call("POST", "/files/batch", body)
+        except SandboxError as error:
+            if error.http_status in (404, 405):
+                self._batch_limits = None
+            raise
+        try:
+            result = FilesBatchResult.from_json(data)
+        except (KeyError, TypeError, ValueError):
+            raise invalid_response() from None
+        if len(result.results) != len(entries):
+            raise invalid_response()
+        return result
+
     async def cancel(self) -> bool:
         """Stop this sandbox's running execution. True when the engine itself was
         interrupted; False when the backend can only abandon the request."""
@@ -256,25 +289,24 @@ class Backend:
         return data
 
     async def runtimes(self) -> list[RuntimeInfo]:
-        data = await self._call("GET", "/v1/runtimes")
-        return [RuntimeInfo.from_json(item) for item in data.get("runtimes") or []]
+        return RuntimeList.from_json(await self._call("GET", "/v1/runtimes")).runtimes
 
     async def list_sandboxes(self) -> list[SandboxSummary]:
-        data = await self._call("GET", "/v1/sandboxes")
-        return [SandboxSummary.from_json(item) for item in data.get("sandboxes") or []]
+        return SandboxList.from_json(await self._call("GET", "/v1/sandboxes")).sandboxes
 
     def sandbox(self, sandbox_id: str, *, normalize_id: bool = False) -> SandboxClient:
         return SandboxClient(self.transport, sandbox_id, normalize_id=normalize_id)
 
     async def run_code(
         self,
-        binding: str,
         code: str,
         *,
+        binding: str,
         env_vars: Mapping[str, str] | None = None,
         timeout: float | None = None,
     ) -> ExecutionResult:
-        """Stateless execution on a runtime (spec 2.2.1): fresh engine, no /workspace."""
+        """Stateless execution on a runtime (spec 2.2.1): fresh engine, no /workspace.
+        Same shape as `Interpreter.run_code`: code first, the binding keyword-only."""
         body: dict[str, Any] = {"code": code}
         if env_vars is not None:
             body["envVars"] = dict(env_vars)

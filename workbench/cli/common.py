@@ -21,7 +21,7 @@ from workbench.cli.completion import complete_profiles
 from workbench.config import LOCAL_PROFILE
 
 if TYPE_CHECKING:
-    from workbench.api.client import Backend
+    from workbench.api import Backend
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -43,8 +43,7 @@ class CommandError(Exception):
 def describe(error: Exception) -> tuple[str, int]:
     """The one-line message and exit code of an exception that escaped a command."""
     # Imported here: these modules are only needed once something went wrong.
-    from workbench.api.engines import EnginePrepareError
-    from workbench.api.errors import SandboxError
+    from workbench.api import EnginePrepareError, SandboxError
     from workbench.config import ConfigError
     from workbench.profiles import BackendUnavailableError, UnknownProfileError
 
@@ -84,7 +83,7 @@ def _is_instance_of(error: Exception, module: str, name: str) -> bool:
 
 
 def _describe_sandbox_error(error: Exception) -> tuple[str, int]:
-    from workbench.api.errors import SandboxError
+    from workbench.api import SandboxError
 
     assert isinstance(error, SandboxError)
     if error.code == "CONNECTION_FAILED":

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from workbench.api.client import Backend
+from workbench.api import Backend
 from workbench.cli.common import (
     announce_destructive,
     backend_options,

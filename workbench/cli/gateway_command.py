@@ -35,14 +35,35 @@ def gateway_group() -> None:
 Examples:
   sandbox-workbench gateway init deploy
   sandbox-workbench gateway init deploy --bindings PYTHON,PERL \\
-      --url https://sandbox-workbench-gateway.you.workers.dev""",
+      --url https://sandbox-workbench-gateway.you.workers.dev
+  sandbox-workbench gateway init deploy --bindings PYTHON,SCRATCH=python \\
+      --name-prefix acme --service SCRATCH=acme-scratchpad --stateless""",
 )
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--bindings",
     default="JAVASCRIPT,PYTHON,PERL,RUBY",
     show_default=True,
-    help="Runtime bindings to deploy (comma-separated).",
+    help="Runtime bindings to deploy (comma-separated): a language (PYTHON), or "
+    "NAME=language for a binding name of your choice.",
+)
+@click.option(
+    "--name-prefix",
+    metavar="PREFIX",
+    help="Name the Workers PREFIX-<binding> and PREFIX-gateway "
+    "(default: sandbox-<binding> and sandbox-workbench-gateway).",
+)
+@click.option(
+    "--service",
+    "services",
+    multiple=True,
+    metavar="BINDING=NAME",
+    help="The Worker name of one binding's runtime (repeatable; wins over --name-prefix).",
+)
+@click.option(
+    "--stateless",
+    is_flag=True,
+    help="Render every runtime stateless: no Interpreter Durable Object, no code contexts.",
 )
 @click.option(
     "--profile",
@@ -52,21 +73,45 @@ Examples:
     help="Name of the profile to add.",
 )
 @click.option("--url", help="The deployed gateway's URL (add the profile now; else later).")
-def init_command(directory: Path, bindings: str, profile_name: str, url: str | None) -> None:
+def init_command(
+    directory: Path,
+    bindings: str,
+    name_prefix: str | None,
+    services: tuple[str, ...],
+    stateless: bool,
+    profile_name: str,
+    url: str | None,
+) -> None:
     """Render the gateway and runtime Workers into DIRECTORY with a fresh token.
 
-    The token is written to DIRECTORY/gateway/.dev.vars (mode 600, git-ignored; wrangler
-    reads it for `wrangler dev`) and, where the OS has a keyring, stored there for the
-    profile. It is never printed.
+    Every Worker pins the one tested set of @sandbox-workers versions
+    (worker_templates/versions.json) and its build refuses any other. The token is written
+    to DIRECTORY/gateway/.dev.vars (mode 600, git-ignored; wrangler reads it for
+    `wrangler dev`) and, where the OS has a keyring, stored there for the profile. It is
+    never printed.
     """
-    from workbench.gateway_templates import render
+    from workbench.deploy.templates import plan_runtimes, render, templates_root
+    from workbench.deploy.versions import CORE_PACKAGE, load_versions, runtime_package
 
     if profile_name == LOCAL_PROFILE:
         raise click.UsageError("`local` is built in; choose another --profile name")
     if url is not None and (problem := url_problem(url, allow_insecure=False)) is not None:
         raise click.BadParameter(problem, param_hint="--url")
+    named: dict[str, str] = {}
+    for entry in services:
+        binding, separator, name = entry.partition("=")
+        if not separator or not binding.strip() or not name.strip():
+            raise click.BadParameter(f"{entry!r} is not BINDING=NAME", param_hint="--service")
+        named[binding.strip()] = name.strip()
+    chosen = [name for name in bindings.split(",") if name.strip()]
     try:
-        written = render(directory, [name for name in bindings.split(",") if name.strip()])
+        workers = plan_runtimes(
+            chosen, name_prefix=name_prefix, services=named, stateless=stateless
+        )
+        versions = load_versions(templates_root())
+        written = render(
+            directory, chosen, name_prefix=name_prefix, services=named, stateless=stateless
+        )
     except (ValueError, FileExistsError, FileNotFoundError) as error:
         raise CommandError(str(error)) from error
     token = secrets.token_urlsafe(32)
@@ -77,6 +122,12 @@ def init_command(directory: Path, bindings: str, profile_name: str, url: str | N
     with os.fdopen(descriptor, "w") as handle:
         handle.write(f"WORKBENCH_TOKEN={token}\n")
     click.echo(f"rendered {len(written)} files into {directory}")
+    languages = sorted({worker.language for worker in workers})
+    pinned = [f"{CORE_PACKAGE} {versions.core}"]
+    pinned += [
+        f"{runtime_package(language)} {versions.runtime(language)}" for language in languages
+    ]
+    click.echo(f"pinned: {', '.join(pinned)}")
 
     env_name = "WORKBENCH_TOKEN_" + re.sub(r"[^A-Za-z0-9]", "_", profile_name).upper()
     in_keyring = False
@@ -97,9 +148,15 @@ def init_command(directory: Path, bindings: str, profile_name: str, url: str | N
         save_config(config)
         click.echo(f"added profile {profile_name} ({url})")
     gateway_dir = directory / "gateway"
+    runtimes = ", ".join(
+        f"{worker.directory}/ (Worker {worker.name}"
+        + ("" if worker.contexts else ", stateless")
+        + ")"
+        for worker in workers
+    )
     steps = [
-        "deploy each runtime Worker in runtime/<language>/ (see its README)",
-        f"cd {gateway_dir} && npm ci && npm install @sandbox-workers/core",
+        f"deploy each runtime Worker first, as its README says: {runtimes}",
+        f"cd {gateway_dir} && npm ci && npm install --no-save {CORE_PACKAGE}@{versions.core}",
         f"grep WORKBENCH_TOKEN {DEV_VARS} | cut -d= -f2- | npx wrangler secret put WORKBENCH_TOKEN",
         "npx wrangler deploy",
     ]

@@ -29,6 +29,24 @@ COMMANDS: dict[str, LazyCommand] = {
         "Run code statelessly or in a sandbox's context.",
         BACKEND_FLAGS,
     ),
+    "diff": LazyCommand(
+        "workbench.cli.diff_command:diff_command",
+        "Compare backends",
+        "Run code on two backends and show where they differ.",
+        BACKEND_FLAGS,
+    ),
+    "replay": LazyCommand(
+        "workbench.cli.transcript_commands:replay_command",
+        "Compare backends",
+        "Replay a transcript's cells and report divergences.",
+        BACKEND_FLAGS,
+    ),
+    "transcript": LazyCommand(
+        "workbench.cli.transcript_commands:transcript_group",
+        "Compare backends",
+        "Export a context's cells and outcomes as a replayable file.",
+        BACKEND_FLAGS,
+    ),
     "sandboxes": LazyCommand(
         "workbench.cli.sandbox_commands:sandboxes_group",
         "Sandboxes",

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
-    from workbench.api.client import Backend
+    from workbench.api import Backend
 
 
 def engine_progress(console: Console | None = None, *, disable: bool = False) -> Progress:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from workbench.api.client import Backend, SandboxClient
-from workbench.api.types import ExecutionResult
+from workbench.api import Backend, ExecutionResult, SandboxClient
 from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -188,7 +187,7 @@ async def run_command(
             await prepare_engine(backend, engine_language)
         if sandbox is None:
             assert target is not None
-            return await backend.run_code(target, program, env_vars=env or None)
+            return await backend.run_code(program, binding=target, env_vars=env or None)
         return await sandbox.interpreter.run_code(
             program,
             context=context_id,

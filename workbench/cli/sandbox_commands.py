@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from workbench.api.client import Backend
-from workbench.api.types import SandboxInfo
+from workbench.api import Backend, SandboxInfo, iso_from_ms
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
@@ -17,7 +16,6 @@ from workbench.cli.common import (
 )
 from workbench.cli.completion import complete_sandbox_ids
 from workbench.cli.terminal import echo_untrusted
-from workbench.core.clock import iso_from_ms
 
 
 @click.group("sandboxes")

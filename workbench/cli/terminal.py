@@ -9,18 +9,11 @@ escape instead: C0 (U+0000-U+001F, so also carriage return), DEL (U+007F) and C1
 
 from __future__ import annotations
 
-import re
 import sys
 
 import click
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 controls except tab (0x09) and newline (0x0a), DEL, and C1 controls."""
-
-
-def neutralise(text: str) -> str:
-    """`text` with each control character replaced by its visible `\\xNN` escape."""
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+from workbench.api import neutralise
 
 
 def echo_untrusted(text: str, *, err: bool = False, fg: str | None = None) -> None:

@@ -12,8 +12,7 @@ from pathlib import Path, PurePosixPath
 
 import click
 
-from workbench.api.client import Backend, SandboxClient
-from workbench.api.types import ExecutionResult
+from workbench.api import Backend, ExecutionResult, SandboxClient, sandbox_id_error
 from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -23,7 +22,6 @@ from workbench.cli.common import (
     with_backend,
 )
 from workbench.cli.completion import complete_bindings, complete_sandbox_ids
-from workbench.core.ids import sandbox_id_error
 from workbench.sync.events import ConflictPolicy, EventKind, SyncEvent, SyncReport
 
 
@@ -153,8 +151,7 @@ async def watch_command(
     from workbench.cli.progress import prepare_engine
     from workbench.core.host_paths import HostPathError, host_path
     from workbench.paths import data_dir as resolve_data_dir
-    from workbench.sync import FolderSync, SyncConflictError, sync_state_file
-    from workbench.sync.engine import remote_path
+    from workbench.sync import FolderSync, SyncConflictError, remote_path, sync_state_file
     from workbench.sync.manifest import normalize_dest
     from workbench.sync.runner import entry_runner_code
 

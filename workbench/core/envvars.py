@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from workbench.api.errors import ErrorCode, ValidationFailedError, error_response
+from workbench.protocol.errors import ErrorCode, ValidationFailedError, error_response
 
 __all__ = [
     "ENV_KEY_PATTERN",

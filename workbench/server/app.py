@@ -11,10 +11,16 @@ import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from workbench.api.errors import error_response
-from workbench.api.transport import Response
 from workbench.backends.local.gateway import LocalGateway
-from workbench.gateway.http import FILES_BODY_CAP, Request, error_json, validation_error
+from workbench.protocol.errors import error_response
+from workbench.protocol.http import (
+    FILES_BATCH_BODY_CAP,
+    FILES_BODY_CAP,
+    Request,
+    Response,
+    error_json,
+    validation_error,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -23,7 +29,10 @@ Send = Callable[[Message], Awaitable[None]]
 
 PUBLIC_PATHS = frozenset({"/v1/health"})
 MAX_BODY_BYTES = FILES_BODY_CAP + 4096
-"""The largest body any route accepts (2 MiB for /files), plus slack for headers' sake."""
+"""The largest body any route but `/files/batch` accepts (2 MiB for /files), plus slack
+for headers' sake."""
+MAX_BATCH_BODY_BYTES = FILES_BATCH_BODY_CAP + 4096
+"""`/files/batch` (8 MiB, also after gzip decoding, which the route checks)."""
 
 
 def unauthorized() -> Response:
@@ -67,7 +76,8 @@ class GatewayApp:
             await _drain(receive)
             await self._send(send, unauthorized())
             return
-        body = await _read_body(receive, MAX_BODY_BYTES)
+        cap = MAX_BATCH_BODY_BYTES if path.endswith("/files/batch") else MAX_BODY_BYTES
+        body = await _read_body(receive, cap)
         if body is None:
             await self._send(send, error_json(validation_error("Request too large", 413)))
             return

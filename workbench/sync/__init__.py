@@ -1,20 +1,18 @@
 """Folder sync: mirror a local folder into a sandbox's /workspace, once or while watching.
 
 Headless (no Textual import); the `watch` command and the TUI build on `FolderSync`.
+One room per concept: `folder_sync` (the orchestrator), `pending`, `planning`, `conflicts`,
+`applying` (file by file), `batching` (the same in `files/batch` requests), `sandbox_folder`
+(the sandbox side), `retries`, `watching`, `manifest` (what the sync owns, across runs),
+`local`, `ignore`, `file_limit`, `relative_paths`, `events`, `runner`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.api.client import SandboxClient
-from workbench.sync.engine import (
-    MAX_FILE_BYTES,
-    FolderSync,
-    SyncConflictError,
-    TransientSyncError,
-    remote_path,
-)
+from workbench.api import SandboxClient
+from workbench.sync.conflicts import SyncConflictError
 from workbench.sync.events import (
     ConflictPolicy,
     EventKind,
@@ -23,8 +21,12 @@ from workbench.sync.events import (
     SyncReport,
     SyncStatus,
 )
+from workbench.sync.file_limit import MAX_FILE_BYTES
+from workbench.sync.folder_sync import FolderSync
 from workbench.sync.ignore import DEFAULT_IGNORES, IgnoreRules, compile_ignore_lines
 from workbench.sync.manifest import RemoteEntry, sync_state_file
+from workbench.sync.relative_paths import remote_path
+from workbench.sync.retries import TransientSyncError
 
 __all__ = [
     "DEFAULT_IGNORES",

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "ConflictPolicy",
+    "EmitEvent",
     "EventKind",
     "SyncEvent",
     "SyncIssue",
@@ -124,6 +125,19 @@ class SyncEvent:
         if self.issue is not None:
             data["issue"] = self.issue.to_json()
         return data
+
+
+class EmitEvent(Protocol):
+    """Hands one event to a sync's listeners (the parts of a pass report through it)."""
+
+    def __call__(
+        self,
+        kind: EventKind,
+        message: str,
+        *,
+        report: SyncReport | None = None,
+        issue: SyncIssue | None = None,
+    ) -> None: ...
 
 
 @dataclass

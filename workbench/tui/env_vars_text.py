@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from workbench.core.envvars import ENV_KEY_PATTERN, is_valid_env_key
+from workbench.api import ENV_KEY_PATTERN, is_valid_env_key
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.api.errors import SandboxError
+from workbench.api import SandboxError
 
 
 def describe_error(error: Exception) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.api.types import ExecutionResult
+from workbench.api import ExecutionResult
 
 MASK = "••••••"
 

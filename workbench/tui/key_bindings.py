@@ -29,6 +29,7 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("alt+y", "pick_cell", "Copy from a cell…", id="repl.copy_from_cell", show=False),
     Binding("alt+m", "export_markdown", "Export Markdown", id="repl.export_markdown", show=False),
     Binding("alt+j", "export_json", "Export JSON", id="repl.export_json", show=False),
+    Binding("alt+v", "diff_cell", "Rerun on a profile", id="repl.diff", show=False),
     Binding("alt+w", "close_tab", "Close tab", id="repl.close_tab", show=False),
     Binding("alt+d", "delete_context", "Delete context", id="context.delete", show=False),
     Binding("alt+r", "reset_context", "Reset context", id="context.reset", show=False),
@@ -45,6 +46,7 @@ REPL_ACTIONS = frozenset(
         "pick_cell",
         "export_markdown",
         "export_json",
+        "diff_cell",
         "close_tab",
         "delete_context",
         "reset_context",
@@ -60,5 +62,6 @@ PALETTE_TITLES = {
     "unwatch": "Stop watching the folder",
     "prepare_engine": "Prepare the selected runtime's local engine",
     "pick_cell": "Copy the code, output or result of any cell…",
+    "diff_cell": "Rerun the current cell on another profile and compare…",
 }
 """Palette titles longer than the binding's (short, footer/help-sized) description."""

@@ -1,4 +1,7 @@
-"""Messages that background workers post to the app (workers never touch widgets)."""
+"""Messages that background workers post to the main screen (workers never touch widgets).
+
+They stop there (no bubbling on to the app, which has no handler for them); each class
+says `bubble=False` itself because Textual resets `bubble` for every subclass."""
 
 from __future__ import annotations
 
@@ -6,10 +9,10 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from workbench.api.client import Backend
-from workbench.api.engines import EngineInfo
-from workbench.api.types import (
+from workbench.api import (
+    Backend,
     CodeContext,
+    EngineInfo,
     ExecutionResult,
     FileInfo,
     RuntimeInfo,
@@ -20,41 +23,41 @@ from workbench.sync.events import SyncEvent, SyncReport
 
 
 @dataclass
-class BackendOpened(Message):
+class BackendOpened(Message, bubble=False):
     profile: str
     backend: Backend
 
 
 @dataclass
-class BackendFailed(Message):
+class BackendFailed(Message, bubble=False):
     profile: str
     reason: str
 
 
 @dataclass
-class HealthChecked(Message):
+class HealthChecked(Message, bubble=False):
     profile: str
     healthy: bool
     detail: str
 
 
 @dataclass
-class SandboxesLoaded(Message):
+class SandboxesLoaded(Message, bubble=False):
     sandboxes: list[SandboxSummary]
 
 
 @dataclass
-class RuntimesLoaded(Message):
+class RuntimesLoaded(Message, bubble=False):
     runtimes: list[RuntimeInfo]
 
 
 @dataclass
-class EngineStatesLoaded(Message):
+class EngineStatesLoaded(Message, bubble=False):
     engines: list[EngineInfo]
 
 
 @dataclass
-class EngineProgress(Message):
+class EngineProgress(Message, bubble=False):
     """A local engine's preparation moved on (posted from its worker thread)."""
 
     language: str
@@ -63,43 +66,43 @@ class EngineProgress(Message):
 
 
 @dataclass
-class EnginePrepared(Message):
+class EnginePrepared(Message, bubble=False):
     language: str
     error: str | None
 
 
 @dataclass
-class SandboxInfoLoaded(Message):
+class SandboxInfoLoaded(Message, bubble=False):
     info: SandboxInfo
 
 
 @dataclass
-class DirectoryListed(Message):
+class DirectoryListed(Message, bubble=False):
     sandbox_id: str
     path: str
     files: list[FileInfo]
 
 
 @dataclass
-class ContextOpened(Message):
+class ContextOpened(Message, bubble=False):
     sandbox_id: str
     context: CodeContext
     history: list[str]
 
 
 @dataclass
-class ContextRemoved(Message):
+class ContextRemoved(Message, bubble=False):
     sandbox_id: str
     context_id: str
 
 
 @dataclass
-class SandboxDestroyed(Message):
+class SandboxDestroyed(Message, bubble=False):
     sandbox_id: str
 
 
 @dataclass
-class CellFinished(Message):
+class CellFinished(Message, bubble=False):
     sandbox_id: str
     context_id: str
     code: str
@@ -110,7 +113,7 @@ class CellFinished(Message):
 
 
 @dataclass
-class RunAbandoned(Message):
+class RunAbandoned(Message, bubble=False):
     """The backend could not interrupt the engine; the request is dropped instead."""
 
     sandbox_id: str
@@ -118,7 +121,7 @@ class RunAbandoned(Message):
 
 
 @dataclass
-class OperationFailed(Message):
+class OperationFailed(Message, bubble=False):
     """A request failed; the app shows `reason` as an error notification."""
 
     title: str
@@ -126,7 +129,7 @@ class OperationFailed(Message):
 
 
 @dataclass
-class WatchEventReceived(Message):
+class WatchEventReceived(Message, bubble=False):
     """A status event of the running folder watch."""
 
     watch_id: int
@@ -134,7 +137,7 @@ class WatchEventReceived(Message):
 
 
 @dataclass
-class WatchSynced(Message):
+class WatchSynced(Message, bubble=False):
     """A watch pass finished (after the SYNCED event): the sandbox tree may refresh."""
 
     watch_id: int
@@ -144,7 +147,7 @@ class WatchSynced(Message):
 
 
 @dataclass
-class WatchRunStarted(Message):
+class WatchRunStarted(Message, bubble=False):
     """A watch run of the entry file started in `context_id` (its cell follows as a
     `CellFinished` labelled as a watch run)."""
 
@@ -154,8 +157,15 @@ class WatchRunStarted(Message):
 
 
 @dataclass
-class WatchEnded(Message):
+class WatchEnded(Message, bubble=False):
     """The watch worker ended: stopped, or `failure` ended it."""
 
     watch_id: int
     failure: str | None
+
+
+@dataclass
+class WatchFolderGone(Message, bubble=False):
+    """The watched folder vanished (the watcher itself reports nothing for it)."""
+
+    watch_id: int

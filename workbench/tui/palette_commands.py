@@ -1,12 +1,21 @@
-"""The command palette's workbench commands: every action, offered when it applies."""
+"""The command palette's workbench commands: every action, offered when it applies.
+
+Each command runs an app action by name, like its key does.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from workbench.api import neutralise
+from workbench.profiles import profile_names
+from workbench.tui.formatting import short_id
+from workbench.tui.key_bindings import PALETTE_TITLES, WORKBENCH_BINDINGS
 
 if TYPE_CHECKING:
     from workbench.tui.app import WorkbenchApp
@@ -19,12 +28,70 @@ class PaletteCommand:
     callback: Callable[[], Any]
 
 
+def inapplicable_actions(app: WorkbenchApp) -> set[str]:
+    """Actions the keys allow but the palette leaves out now (the keys stay bound so
+    the footer does not change, and need no re-render, at every run)."""
+    repl = app.main_screen.active_repl
+    if repl is None:
+        return {"quit"}
+    return {"quit", "run_cell"} if repl.running else {"quit", "cancel_run"}
+
+
+def workbench_commands(app: WorkbenchApp) -> list[PaletteCommand]:
+    """Every binding's action that applies now, plus per-item commands."""
+    commands: list[PaletteCommand] = []
+    left_out = inapplicable_actions(app)
+    for binding in WORKBENCH_BINDINGS:
+        if binding.action in left_out:
+            continue
+        if app.check_action(binding.action, ()):
+            commands.append(
+                PaletteCommand(
+                    PALETTE_TITLES.get(binding.action, binding.description),
+                    f"{app.get_key_display(binding)} · {binding.id}",
+                    partial(app.run_action, binding.action),
+                )
+            )
+    repl = app.main_screen.active_repl
+    can_rerun = repl is not None and bool(repl.cells_to_rerun())
+    for name in profile_names(app.config):
+        if name != app.profile:
+            commands.append(
+                PaletteCommand(
+                    f"Switch to profile {name}",
+                    "Work against this backend",
+                    partial(app.run_action, f"use_profile({name!r})"),
+                )
+            )
+            if can_rerun:
+                commands.append(
+                    PaletteCommand(
+                        f"Rerun the current cell on {name} and compare",
+                        "Replays the cells up to it there, in a scratch sandbox",
+                        partial(app.run_action, f"diff_cell({name!r})"),
+                    )
+                )
+    screen = app.main_screen
+    sandbox_id = screen.selected_sandbox_id
+    info = screen.sandbox_infos.get(sandbox_id) if sandbox_id is not None else None
+    if info is not None:
+        for context in info.contexts:  # what the backend listed: neutralised
+            commands.append(
+                PaletteCommand(
+                    neutralise(f"Open context {context.binding} {short_id(context.id)}"),
+                    neutralise(f"{info.id} · {context.cwd} · {context.executions} runs"),
+                    partial(app.run_action, f"open_context({info.id!r}, {context.id!r})"),
+                )
+            )
+    return commands
+
+
 class WorkbenchCommands(Provider):
-    """Commands come from `WorkbenchApp.palette_commands()`, which only lists what the
-    current selection allows (e.g. *Run cell* only with a REPL open)."""
+    """Only lists what the current selection allows (e.g. *Run cell* only with a REPL
+    open)."""
 
     def _commands(self) -> list[PaletteCommand]:
-        return cast("WorkbenchApp", self.app).palette_commands()
+        return workbench_commands(cast("WorkbenchApp", self.app))
 
     async def discover(self) -> Hits:
         for command in self._commands():

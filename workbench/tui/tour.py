@@ -16,12 +16,13 @@ from unittest import mock
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, TextArea
 
-from workbench.api.client import Backend
+from workbench.api import Backend, FixedClock
 from workbench.backends.local import open_local_backend
-from workbench.core.clock import FixedClock
 from workbench.profiles import open_profile_backend
-from workbench.tui.app import INFO_TAB, WorkbenchApp
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.main_screen import MainScreen
 from workbench.tui.widgets.repl_pane import ReplPane
+from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
 FIXED_START_MS = 1_767_225_600_000
 """2026-01-01T00:00:00Z."""
@@ -33,6 +34,9 @@ TOUR_CELLS = [
 ]
 
 WorkbenchPilot = Pilot[None]
+
+FOCUS_NOTICE_HOPS = 6
+"""Message hops a focus change takes to reach the tabs (the REPL, its pane, the switcher…)."""
 
 
 def local_backend_factory(
@@ -95,17 +99,21 @@ def workbench(pilot: WorkbenchPilot) -> WorkbenchApp:
     return app
 
 
+def main_screen(pilot: WorkbenchPilot) -> MainScreen:
+    return workbench(pilot).main_screen
+
+
 async def until_connected(pilot: WorkbenchPilot) -> None:
-    app = workbench(pilot)
-    await wait_for(pilot, lambda: app.status.state == "connected" and bool(app.runtimes))
-    await wait_for(pilot, lambda: bool(app.sandbox_tree.root.children))
+    main = main_screen(pilot)
+    await wait_for(pilot, lambda: main.status.state == "connected" and bool(main.runtimes))
+    await wait_for(pilot, lambda: bool(main.sandbox_tree.root.children))
 
 
 async def create_sandbox(pilot: WorkbenchPilot, sandbox_id: str = TOUR_SANDBOX) -> None:
-    app = workbench(pilot)
+    main = main_screen(pilot)
     await pilot.press("f2")
     await pilot.press(*sandbox_id, "enter")
-    await wait_for(pilot, lambda: sandbox_id in app.sandbox_infos)
+    await wait_for(pilot, lambda: sandbox_id in main.sandbox_infos)
     await pilot.pause()
 
 
@@ -120,10 +128,15 @@ async def create_context(pilot: WorkbenchPilot, binding: str, env_line: str = ""
         dialog.query_one("#context-env TextArea").focus()
         await pilot.press(*env_line)
     dialog.query_one("#create", Button).press()
-    await wait_for(pilot, lambda: app.active_repl is not None)
-    repl = app.active_repl
+    main = app.main_screen
+    await wait_for(pilot, lambda: main.active_repl is not None)
+    repl = main.active_repl
     assert repl is not None
     await wait_for(pilot, lambda: repl.code_input.has_focus)
+    # The tabs learn of that focus a few messages later and then activate its tab: let
+    # that happen now, not after a tab switch that follows (`state_sandbox_info`).
+    for _ in range(FOCUS_NOTICE_HOPS):
+        await pilot.pause()
     return repl
 
 
@@ -144,16 +157,17 @@ async def state_start(pilot: WorkbenchPilot) -> None:
 async def state_sandbox_info(pilot: WorkbenchPilot) -> None:
     """A sandbox with env vars and a Perl context, its info panel shown."""
     app = workbench(pilot)
+    main = app.main_screen
     await until_connected(pilot)
     await create_sandbox(pilot)
     await pilot.press("f4")
     await pilot.pause()
     await pilot.press(*"API_URL=https://example.test", "enter", *"API_TOKEN=s3cret")
     app.screen.query_one("#save", Button).press()
-    await wait_for(pilot, lambda: bool(app.sandbox_infos[TOUR_SANDBOX].env_vars))
+    await wait_for(pilot, lambda: bool(main.sandbox_infos[TOUR_SANDBOX].env_vars))
     await create_context(pilot, "PERL")
-    await wait_for(pilot, lambda: bool(app.sandbox_infos[TOUR_SANDBOX].contexts))
-    app.show_tab(INFO_TAB)  # focus goes to the sidebar, which drives the info tab
+    await wait_for(pilot, lambda: bool(main.sandbox_infos[TOUR_SANDBOX].contexts))
+    main.show_tab(INFO_TAB)  # focus goes to the sidebar, which drives the info tab
     await pilot.pause()
 
 

@@ -5,6 +5,9 @@ restate it are left out: a traceback line repeating `Name: message` (the Python 
 starts its traceback with it), and stderr's last lines when they are exactly the error
 written out by the guest before failing (Ruby's `abort`, a log-and-re-raise, Python's
 `traceback.print_exc()`). Every other stderr line is always shown.
+
+Everything the guest or the backend wrote is rendered through `shown` (control
+characters as `\\xNN`); the plain text for copying and exporting stays exact.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rich.console import Group, RenderableType
-from rich.json import JSON
+from rich.highlighter import JSONHighlighter
 from rich.syntax import Syntax
 from rich.text import Text
 
-from workbench.api.types import ExecutionError, ExecutionResult
+from workbench.api import ExecutionError, ExecutionResult, neutralise
 from workbench.tui.formatting import execution_footer
+from workbench.tui.untrusted import shown
 
 PYGMENTS_LEXERS = {"python": "python", "javascript": "javascript", "ruby": "ruby", "perl": "perl"}
 PYTHON_TRACEBACK_TITLE = "Traceback (most recent call last):"
@@ -118,15 +122,24 @@ def _same_lines(first: list[str], second: list[str]) -> bool:
     )
 
 
+def json_text(value: object) -> Text:
+    """`value` pretty-printed and highlighted like `rich.json.JSON` does. JSON escapes C0
+    characters in strings (`\\u001b`) but not DEL and C1 ones: those are neutralised."""
+    text = JSONHighlighter()(neutralise(json.dumps(value, indent=2, ensure_ascii=False)))
+    text.no_wrap = True
+    text.overflow = None
+    return text
+
+
 def render_cell(cell: TranscriptCell, *, show_measurements: bool) -> RenderableType:
     """The cell as the transcript shows it: prompt and code, then each kind of output."""
-    prompt = Text.assemble((f"In [{cell.number}] ", "bold cyan"), (cell.language, "dim"))
+    prompt = Text.assemble((f"In [{cell.number}] ", "bold cyan"), shown(cell.language, "dim"))
     if cell.label:
-        prompt.append(f"  ⟳ {cell.label}", style="bold magenta")
+        prompt.append_text(shown(f"  ⟳ {cell.label}", "bold magenta"))
     parts: list[RenderableType] = [
         prompt,
         Syntax(
-            cell.code,
+            neutralise(cell.code),  # may be history recalled from a shared `serve`
             PYGMENTS_LEXERS.get(cell.language, "text"),
             background_color="default",
             word_wrap=True,
@@ -136,26 +149,26 @@ def render_cell(cell: TranscriptCell, *, show_measurements: bool) -> RenderableT
     if result is not None:
         if result.session is not None:
             for note in result.session.notes:
-                parts.append(Text(f"ⓘ {note}", style="bold yellow"))
+                parts.append(shown(f"ⓘ {note}", "bold yellow"))
         if result.stdout:
-            parts.append(Text("\n".join(result.stdout)))
+            parts.append(shown("\n".join(result.stdout)))
         stderr = shown_stderr(result)
         if stderr:
-            parts.append(Text("\n".join(stderr), style="#d08770 italic"))
+            parts.append(shown("\n".join(stderr), "#d08770 italic"))
         for entry in result.results:
             if entry.is_json:
-                parts.append(JSON(json.dumps(entry.json, ensure_ascii=False)))
+                parts.append(json_text(entry.json))
             else:
-                parts.append(Text(entry.text or "", style="bold green"))
+                parts.append(shown(entry.text or "", "bold green"))
         if result.error is not None:
-            parts.append(Text("\n".join(error_header(result.error)), style="bold red"))
+            parts.append(shown("\n".join(error_header(result.error)), "bold red"))
             traceback = error_traceback(result.error)
             if traceback:
-                parts.append(Text("\n".join(traceback), style="red"))
+                parts.append(shown("\n".join(traceback), "red"))
         parts.append(
             Text(execution_footer(result, show_measurements=show_measurements), style="dim")
         )
     if cell.failure is not None:
-        parts.append(Text(cell.failure, style="bold red"))
+        parts.append(shown(cell.failure, "bold red"))
     parts.append(Text(""))
     return Group(*parts)

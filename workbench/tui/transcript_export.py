@@ -1,16 +1,18 @@
-"""A context's transcript as Markdown or JSON, and the file it is exported to (by
-default under the data dir, never silently over an existing file)."""
+"""A context's transcript as Markdown, JSON or a replayable transcript
+(`workbench.transcripts`), and the file it is exported to (by default under the data
+dir, never silently over an existing file)."""
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from workbench.api import CodeContext
 from workbench.paths import private_directory
+from workbench.transcripts import ContextSpec, Outcome, RecordedCell, Transcript, write_private_text
 from workbench.tui.transcript_cell import (
     TranscriptCell,
     error_header,
@@ -21,9 +23,7 @@ from workbench.tui.transcript_cell import (
 
 FENCE_LANGUAGES = {"python": "python", "javascript": "js", "ruby": "ruby", "perl": "perl"}
 EXPORTS_DIR_NAME: Final = "exports"
-EXTENSIONS: Final = {"markdown": ".md", "json": ".json"}
-EXPORT_FILE_MODE: Final = 0o600
-"""Transcripts may hold printed secrets (env vars): private like the rest of the data dir."""
+EXTENSIONS: Final = {"markdown": ".md", "json": ".json", "transcript": ".transcript.json"}
 
 
 def transcript_markdown(title: str, cells: Sequence[TranscriptCell]) -> str:
@@ -64,6 +64,23 @@ def transcript_json(title: str, cells: Sequence[TranscriptCell]) -> str:
     return json.dumps(payload, indent=2, ensure_ascii=False)
 
 
+def replayable_transcript(
+    context: CodeContext, cells: Sequence[TranscriptCell], source: dict[str, str] | None = None
+) -> Transcript:
+    """The cells that finished (with a result; not request failures) as a transcript
+    `sandbox-workbench replay` runs again. The workbench knows no env var values of the
+    context, so none are recorded."""
+    return Transcript(
+        context=ContextSpec(context.binding, context.language, context.cwd),
+        cells=tuple(
+            RecordedCell(cell.code, Outcome.of(cell.result))
+            for cell in cells
+            if cell.result is not None
+        ),
+        source=source or {},
+    )
+
+
 def default_export_path(data_dir: Path, title: str, file_format: str, now_ms: int) -> Path:
     """`<data dir>/exports/<title>-<local time>.md` (or `.json`), with `title` made safe
     for a file name."""
@@ -79,17 +96,19 @@ def write_transcript(
     file_format: str,
     *,
     overwrite: bool,
+    context: CodeContext | None = None,
 ) -> None:
-    """Write the transcript to `path`, creating missing folders (0700) and the file (0600).
-    Without `overwrite` an existing file raises FileExistsError; a symlink is never
-    followed (OSError)."""
+    """Write the transcript to `path`, creating missing folders (0700) and the file (0600:
+    it may hold printed secrets). Without `overwrite` an existing file raises
+    FileExistsError; a symlink is never followed (OSError). The `transcript` format needs
+    the `context` the cells ran in."""
     if file_format == "markdown":
-        text = transcript_markdown(title, cells)
+        text = transcript_markdown(title, cells) + "\n"
+    elif file_format == "transcript":
+        if context is None:
+            raise ValueError("a replayable transcript needs the context")
+        text = replayable_transcript(context, cells, {"title": title}).dumps()
     else:
-        text = transcript_json(title, cells)
+        text = transcript_json(title, cells) + "\n"
     private_directory(path.parent)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    flags |= os.O_TRUNC if overwrite else os.O_EXCL
-    descriptor = os.open(path, flags, EXPORT_FILE_MODE)
-    with open(descriptor, "w", encoding="utf-8") as file:
-        file.write(text + "\n")
+    write_private_text(path, text, overwrite=overwrite)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.api.types import ContextInfo
+from workbench.api import CodeContext, ContextInfo
 
 
 @dataclass(frozen=True)
@@ -31,3 +31,10 @@ class FileNode:
 
 
 TreeNodeData = SandboxNode | ContextNode | DirectoryNode | FileNode | None
+
+
+def context_from_info(info: ContextInfo) -> CodeContext:
+    """The context a listed `ContextInfo` (a tree node, the palette) opens."""
+    return CodeContext(
+        info.id, info.binding, info.language, info.cwd, info.created_at, info.last_used
+    )

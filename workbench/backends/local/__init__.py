@@ -12,17 +12,16 @@ from typing import Any
 from engines.isolated import worker_pool
 from engines.session import Limits
 from workbench.api.client import Backend
-from workbench.api.transport import Response
 from workbench.backends.local.engine_manager import LocalEngineManager
 from workbench.backends.local.gateway import LocalGateway
 from workbench.backends.local.runtimes import local_runtimes
-from workbench.backends.local.sandbox_object import SandboxSettings, parse_ttl
 from workbench.backends.local.sessions import DEFAULT_MAX_RESIDENT, SessionPool
+from workbench.backends.local.settings import LocalResources, SandboxSettings, parse_ttl
 from workbench.config import TIMEOUT_ENV, parse_timeout
 from workbench.core.clock import SYSTEM_CLOCK, Clock
 from workbench.core.workspace import MAX_FILE_BYTES
-from workbench.gateway.http import Request
 from workbench.paths import DATABASE_NAME, private_data_dir
+from workbench.protocol.http import Request, Response
 from workbench.store import Store
 from workbench.store.database import DEFAULT_HISTORY_LIMIT
 
@@ -89,7 +88,7 @@ def open_local_gateway(
     # Engine processes may not write a file past the workspace's per-file limit.
     engine_pool = worker_pool(MAX_FILE_BYTES)
     engine_pool.prewarm()
-    return LocalGateway(
+    resources = LocalResources(
         store=Store(root / DATABASE_NAME, history_limit=history_limit),
         runtimes=local_runtimes(engine_pool, limits),
         sessions=SessionPool(max_resident),
@@ -98,6 +97,7 @@ def open_local_gateway(
         mirror_root=_mirror_root(),
         engine_pool=engine_pool,
     )
+    return LocalGateway(resources)
 
 
 def open_local_backend(directory: Path | None = None, **options: Any) -> Backend:

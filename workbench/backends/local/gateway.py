@@ -1,7 +1,10 @@
-"""The gateway protocol (`/v1/...`) over the local sandboxes and runtimes, in-process.
+"""The local gateway: the gateway protocol (`/v1/...`) over the local sandboxes and
+runtimes, in-process.
 
-`sandbox-workbench serve` puts this same handler behind HTTP (adding bearer-token
-auth), so the embedded backend and a served one answer identically.
+It keeps the sandbox objects (at most `MAX_CACHED_SANDBOXES` in memory), sweeps idle
+ones away on time and hands each request to the route table (`routes`).
+`sandbox-workbench serve` puts this same handler behind HTTP (adding bearer-token auth),
+so the embedded backend and a served one answer identically.
 """
 
 from __future__ import annotations
@@ -9,27 +12,16 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
-from pathlib import Path
-from typing import Any
-from urllib.parse import unquote
 
-from engines.isolated import IsolatedSession, WorkerPool
-from workbench import __version__
-from workbench.api.errors import SandboxError
-from workbench.api.transport import Response
-from workbench.backends.local.runtimes import LocalRuntime
-from workbench.backends.local.sandbox_object import (
-    SandboxObject,
-    SandboxSettings,
-    idle_deadline_passed,
-)
-from workbench.backends.local.sessions import SessionPool
-from workbench.core.clock import Clock, iso_from_ms
-from workbench.core.ids import validate_sandbox_id
-from workbench.gateway.http import Request, error_json, not_found, validation_error
-from workbench.store import Store, StoredSandbox
+from engines.isolated import IsolatedSession
+from workbench.backends.local.routes import dispatch
+from workbench.backends.local.sandbox_object import SandboxObject
+from workbench.backends.local.settings import LocalResources, idle_deadline_passed
+from workbench.protocol.http import Request, Response
+from workbench.protocol.timestamps import iso_from_ms
+from workbench.protocol.types import SandboxSummary
+from workbench.store import StoredSandbox
 
-PROTOCOL_VERSION = 1
 MAX_CACHED_SANDBOXES = 128
 """Sandbox objects kept in memory (each may hold a 16 MiB workspace); the least recently
 used idle ones beyond this are dropped and re-read from the store when used again."""
@@ -42,29 +34,16 @@ class LocalGateway:
     _sweeper: asyncio.Task[None] | None = None
     """The periodic idle-expiry sweep, started by the first sandbox request."""
 
-    def __init__(
-        self,
-        *,
-        store: Store,
-        runtimes: dict[str, LocalRuntime],
-        sessions: SessionPool,
-        clock: Clock,
-        settings: SandboxSettings,
-        mirror_root: Path,
-        engine_pool: WorkerPool,
-    ) -> None:
-        self.store = store
-        self.runtimes = runtimes
-        self.sessions = sessions
-        self.clock = clock
-        self.settings = settings
-        self.mirror_root = mirror_root
-        self.engine_pool = engine_pool
+    def __init__(self, resources: LocalResources) -> None:
+        self.resources = resources
+        self.store, self.runtimes = resources.store, resources.runtimes
+        self.sessions, self.clock = resources.sessions, resources.clock
+        self.settings, self.mirror_root = resources.settings, resources.mirror_root
         self._sandboxes: dict[str, SandboxObject] = {}
-        sessions.before_close = self._save_session
-        self._data_version = store.data_version()
+        self.sessions.before_close = self._save_session
+        self._data_version = self.store.data_version()
 
-    def _sandbox(self, sandbox_id: str) -> SandboxObject:
+    def sandbox(self, sandbox_id: str) -> SandboxObject:
         """The object of `sandbox_id`, now the most recently used one."""
         self._start_sweeping()
         version = self.store.data_version()
@@ -75,16 +54,7 @@ class LocalGateway:
                 cached.reload()
         sandbox = self._sandboxes.pop(sandbox_id, None)
         if sandbox is None:
-            sandbox = SandboxObject(
-                sandbox_id,
-                store=self.store,
-                runtimes=self.runtimes,
-                sessions=self.sessions,
-                clock=self.clock,
-                settings=self.settings,
-                mirror_root=self.mirror_root,
-                engine_pool=self.engine_pool,
-            )
+            sandbox = SandboxObject(sandbox_id, self.resources)
         self._sandboxes[sandbox_id] = sandbox  # dicts keep insertion order: newest last
         self._evict_idle()
         return sandbox
@@ -133,55 +103,15 @@ class LocalGateway:
         8.3: wiped, or re-armed if it was used since), and its row is returned, or None."""
         if not idle_deadline_passed(stored, self.settings.ttl_ms, self.clock.now_ms()):
             return stored
-        sandbox = self._sandbox(stored.id)
+        sandbox = self.sandbox(stored.id)
         await sandbox.sweep()
         return sandbox.meta
 
     async def handle(self, request: Request) -> Response:
-        try:
-            return await self._route(request)
-        except SandboxError as error:
-            return error_json(error)
+        """Answer one gateway-protocol request."""
+        return await dispatch(self, request)
 
-    async def _route(self, request: Request) -> Response:
-        path = request.path.split("?", 1)[0]
-        method = request.method
-        if path == "/v1/health":
-            self._allow(method, "GET")
-            return Response.json(
-                200, {"ok": True, "version": __version__, "protocol": PROTOCOL_VERSION}
-            )
-        if path == "/v1/runtimes":
-            self._allow(method, "GET")
-            return Response.json(
-                200, {"runtimes": [runtime.info().to_json() for runtime in self.runtimes.values()]}
-            )
-        if path.startswith("/v1/runtimes/") and path.endswith("/execute"):
-            binding = unquote(path[len("/v1/runtimes/") : -len("/execute")])
-            self._allow(method, "POST")
-            runtime = self.runtimes.get(binding)
-            if runtime is None:
-                raise validation_error(f"Unknown binding '{binding}'")
-            return await runtime.execute(request)
-        if path == "/v1/sandboxes":
-            self._allow(method, "GET")
-            return Response.json(200, {"sandboxes": await self.list_sandboxes()})
-        if path.startswith("/v1/sandboxes/"):
-            rest = path[len("/v1/sandboxes/") :]
-            raw_id, _, tail = rest.partition("/")
-            sandbox_id = unquote(raw_id)
-            validate_sandbox_id(sandbox_id)
-            sandbox = self._sandbox(sandbox_id)
-            inner = Request(method, "/" + tail, request.body, request.headers)
-            return await sandbox.handle(inner)
-        raise not_found()
-
-    @staticmethod
-    def _allow(method: str, allowed: str) -> None:
-        if method != allowed:
-            raise validation_error("Method not allowed", 405)
-
-    async def list_sandboxes(self) -> list[dict[str, Any]]:
+    async def list_sandboxes(self) -> list[SandboxSummary]:
         """Every stored sandbox, from its row alone (no workspace is read); idle ones past
         their deadline are expired first."""
         self._start_sweeping()
@@ -191,12 +121,12 @@ class LocalGateway:
             if meta is None:
                 continue
             listed.append(
-                {
-                    "id": meta.id,
-                    "createdAt": iso_from_ms(meta.created_at),
-                    "lastUsed": iso_from_ms(meta.last_used),
-                    "expiresAt": meta.expires_at,
-                }
+                SandboxSummary(
+                    meta.id,
+                    iso_from_ms(meta.created_at),
+                    iso_from_ms(meta.last_used),
+                    meta.expires_at,
+                )
             )
         return listed
 

@@ -3,24 +3,114 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 import ssl
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
 
 from workbench.api.client import Backend
-from workbench.api.errors import SandboxError, iso_now
-from workbench.api.transport import Response
+from workbench.protocol.errors import SandboxError, error_response
+from workbench.protocol.http import Response
+from workbench.protocol.types import (
+    RuntimeInfo,
+    RuntimeList,
+    mismatch_warning,
+    mismatched_runtimes,
+)
 
-__all__ = ["ConnectionFailedError", "HttpTransport", "open_remote_backend"]
+__all__ = [
+    "ConnectionFailedError",
+    "HttpTransport",
+    "VersionReport",
+    "open_remote_backend",
+]
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "DELETE"})
 RETRY_STATUSES = frozenset({502, 503, 504})
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
+VERSION_PATHS = frozenset({"/v1/health", "/v1/runtimes"})
+"""The answers that report the core's and the runtimes' versions."""
+DIAGNOSE_TIMEOUT = 10.0
+"""How long the one health request that explains a failed runtime call may take."""
+GZIP_PATH_SUFFIX = "/files/batch"
+"""The one route that accepts `Content-Encoding: gzip` bodies (docs/gateway-protocol.md)."""
+GZIP_MIN_BYTES = 32_768
+"""Smaller bodies go as they are: compressing them saves less than a packet or two."""
+GZIP_MAX_RATIO = 0.7
+"""A compressed body is sent only when it is at most this fraction of the original: text
+shrinks far below it; base64 of compressed or random data only to about 0.77, not worth
+the CPU on both ends."""
+
+
+def _compressed(payload: bytes) -> bytes | None:
+    """`payload` gzipped (fast level: the link is the bottleneck, not the CPU), or None
+    when that does not pay."""
+    if len(payload) < GZIP_MIN_BYTES:
+        return None
+    packed = gzip.compress(payload, compresslevel=1, mtime=0)
+    return packed if len(packed) <= len(payload) * GZIP_MAX_RATIO else None
+
+
+@dataclass(frozen=True)
+class VersionReport:
+    """What a `GET /v1/health` or `GET /v1/runtimes` answer of any backend says about
+    versions (docs/gateway-protocol.md, "Versions")."""
+
+    core: str
+    """`<name> <version>` of what runs the sandboxes; "" when the server does not say."""
+    interpreter_protocol: int | None
+    """The one runtime protocol that core accepts; None when the server does not say."""
+    runtimes: list[RuntimeInfo]
+    mismatched: list[RuntimeInfo]
+    """The runtimes speaking another protocol than the core accepts."""
+    warnings: list[str]
+    """One sentence for each of `mismatched`."""
+
+    @classmethod
+    def read(cls, answer: Any) -> VersionReport:
+        """The report of a decoded answer; empty for an answer of another shape."""
+        try:
+            listed = RuntimeList.from_json(answer)
+        except (KeyError, TypeError, ValueError):
+            return cls("", None, [], [], [])
+        core = listed.core
+        if core is None:
+            return cls("", None, listed.runtimes, [], [])
+        mismatched = mismatched_runtimes(core, listed.runtimes)
+        return cls(
+            f"{core.name} {core.version}",
+            core.interpreter_protocol,
+            listed.runtimes,
+            mismatched,
+            [mismatch_warning(core, runtime) for runtime in mismatched],
+        )
+
+
+def _warn_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _runtime_call_failed(reply: Response) -> bool:
+    """A Sandbox's 502 for a runtime call that threw (spec 2.4.1 step 7), the way a
+    runtime at another version fails its contexts."""
+    if reply.status != 502:
+        return False
+    try:
+        data = json.loads(reply.body)
+    except ValueError:
+        return False
+    return (
+        isinstance(data, dict)
+        and data.get("code") == "INTERNAL_ERROR"
+        and str(data.get("message", "")).startswith("Binding '")
+    )
 
 
 class ConnectionFailedError(SandboxError):
@@ -29,13 +119,7 @@ class ConnectionFailedError(SandboxError):
 
 def _connection_error(message: str, url: str) -> ConnectionFailedError:
     return ConnectionFailedError(
-        {
-            "code": "CONNECTION_FAILED",
-            "message": message,
-            "context": {"url": url},
-            "httpStatus": 503,
-            "timestamp": iso_now(),
-        }
+        error_response("CONNECTION_FAILED", message, {"url": url}, http_status=503)
     )
 
 
@@ -99,10 +183,14 @@ class HttpTransport:
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         retries: int = 2,
         transport: httpx.AsyncBaseTransport | None = None,
+        warn: Callable[[str], None] = _warn_on_stderr,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.description = self.base_url
         self.retries = retries
+        self._warn = warn
+        """Says, once each, that a runtime speaks another protocol than the core."""
+        self._warned: set[str] = set()
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers={"authorization": f"Bearer {token}", "user-agent": "sandbox-workbench"},
@@ -114,13 +202,54 @@ class HttpTransport:
     async def request(
         self, method: str, path: str, body: Any = None, *, timeout: float | None = None
     ) -> Response:
+        """One gateway request. Every versions report that passes by is checked (see
+        `VersionReport`), and a runtime call that failed is explained by one more."""
+        reply = await self._send(method, path, body, timeout)
+        if method == "GET" and path in VERSION_PATHS and reply.status == 200:
+            self._check_versions(reply.body)
+        elif method == "POST" and _runtime_call_failed(reply):
+            await self._diagnose()
+        return reply
+
+    def _check_versions(self, body: bytes) -> None:
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            return
+        for line in VersionReport.read(answer).warnings:
+            if line not in self._warned:
+                self._warned.add(line)
+                self._warn(f"warning: {self.description}: {line}")
+
+    async def _diagnose(self) -> None:
+        """Ask the gateway for its versions (one short request; a failure changes nothing)."""
+        try:
+            reply = await self._client.get("/v1/health", timeout=DIAGNOSE_TIMEOUT)
+        except httpx.HTTPError:
+            return
+        if reply.status_code == 200:
+            self._check_versions(reply.content)
+
+    async def _encoded(self, path: str, body: Any) -> dict[str, Any]:
+        """The request's body arguments: JSON, gzipped for the batch route when it pays."""
+        if body is None:
+            return {}
+        if not path.endswith(GZIP_PATH_SUFFIX):
+            return {"json": body}
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        packed = await asyncio.to_thread(_compressed, payload)
+        headers = {"content-type": "application/json"}
+        if packed is None:
+            return {"content": payload, "headers": headers}
+        return {"content": packed, "headers": {**headers, "content-encoding": "gzip"}}
+
+    async def _send(self, method: str, path: str, body: Any, timeout: float | None) -> Response:
         attempts = 1 + (self.retries if method in IDEMPOTENT else 0)
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        extra.update(await self._encoded(path, body))
         for attempt in range(attempts):
             try:
-                reply = await self._client.request(
-                    method, path, json=body if body is not None else None, **extra
-                )
+                reply = await self._client.request(method, path, **extra)
             except httpx.HTTPError as error:
                 if attempt + 1 < attempts and not isinstance(error, httpx.ReadTimeout):
                     await asyncio.sleep(0.2 * 2**attempt)

@@ -8,12 +8,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from workbench.tui.transcript_cell import CellPart, TranscriptCell, render_cell
+from workbench.tui.untrusted import shown_content
 
 SUMMARY_WIDTH = 40
 KEYS_HINT = "Enter whole cell · c code · o output · r result · Esc cancel"
@@ -65,7 +65,7 @@ class CellPickerScreen(ModalScreen[CellCopyRequest | None]):
             with Horizontal(id="cell-picker-body"):
                 yield OptionList(
                     *[
-                        Option(Content(cell_summary(cell)), id=str(index))
+                        Option(shown_content(cell_summary(cell)), id=str(index))
                         for index, cell in enumerate(self.cells)
                     ],
                     id="cell-list",

@@ -9,6 +9,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from workbench.tui.untrusted import shown_content
+
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [
@@ -23,7 +25,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(self.question, classes="dialog-question", markup=False)
+            # The question names sandboxes and contexts the backend listed.
+            yield Static(shown_content(self.question), classes="dialog-question")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.confirm_label, variant="error", id="confirm")
                 yield Button("Cancel", id="cancel")

@@ -11,7 +11,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, TextArea
 
-from workbench.api.types import RuntimeInfo
+from workbench.api import RuntimeInfo, neutralise
+from workbench.tui.untrusted import shown_content
 from workbench.tui.widgets.env_vars_input import EnvVarsInput
 
 
@@ -31,9 +32,12 @@ class CreateContextScreen(ModalScreen[ContextRequest | None]):
         self.runtimes = [runtime for runtime in runtimes if runtime.contexts]
 
     def compose(self) -> ComposeResult:
-        options = [(f"{r.binding} ({r.language})", r.binding) for r in self.runtimes]
+        # The backend names the sandbox and the bindings.
+        options = [(neutralise(f"{r.binding} ({r.language})"), r.binding) for r in self.runtimes]
         with Vertical(classes="dialog"):
-            yield Label(f"New code context in {self.sandbox_id}", classes="dialog-title")
+            yield Label(
+                shown_content(f"New code context in {self.sandbox_id}"), classes="dialog-title"
+            )
             yield Label("Binding")
             yield Select(
                 options,

@@ -9,7 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from workbench.core.ids import sandbox_id_error
+from workbench.api import sandbox_id_error
 
 
 class CreateSandboxScreen(ModalScreen[str | None]):

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, TextArea
 
 from workbench.tui.env_vars_text import env_vars_as_text, env_vars_update
+from workbench.tui.untrusted import shown_content
 from workbench.tui.widgets.env_vars_input import EnvVarsInput
 
 
@@ -23,7 +24,7 @@ class EnvVarsScreen(ModalScreen[dict[str, str | None] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(f"Env vars of {self.sandbox_id}", classes="dialog-title")
+            yield Label(shown_content(f"Env vars of {self.sandbox_id}"), classes="dialog-title")
             yield EnvVarsInput(env_vars_as_text(self.env_vars), id="sandbox-env")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Save", variant="primary", id="save")

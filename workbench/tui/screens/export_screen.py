@@ -1,7 +1,9 @@
-"""Ask where to export a transcript (Markdown or JSON), starting from a default path."""
+"""Ask where and how to export a transcript (Markdown, JSON or a replayable transcript),
+starting from a default path."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from textual import on
@@ -9,9 +11,21 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
-FORMAT_NAMES = {"markdown": "Markdown", "json": "JSON"}
+from workbench.tui.transcript_export import EXTENSIONS
+
+FORMAT_NAMES = {
+    "markdown": "Markdown",
+    "json": "JSON",
+    "transcript": "Replayable transcript",
+}
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    path: Path
+    file_format: str
 
 
 def export_path_problem(text: str) -> str | None:
@@ -23,8 +37,9 @@ def export_path_problem(text: str) -> str | None:
     return None
 
 
-class ExportScreen(ModalScreen[Path | None]):
-    """Dismissed with the absolute path to write (whether it exists is checked later)."""
+class ExportScreen(ModalScreen[ExportRequest | None]):
+    """Dismissed with the absolute path to write (whether it exists is checked later) and
+    the format chosen; switching the format switches the default path's extension."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
 
@@ -35,8 +50,12 @@ class ExportScreen(ModalScreen[Path | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog dialog-wide"):
-            title = f"Export the transcript as {FORMAT_NAMES.get(self.file_format, 'a file')}"
-            yield Label(title, classes="dialog-title")
+            yield Label("Export the transcript", classes="dialog-title")
+            with RadioSet(id="export-format"):
+                for file_format, name in FORMAT_NAMES.items():
+                    yield RadioButton(
+                        name, value=file_format == self.file_format, id=f"format-{file_format}"
+                    )
             yield Label("File")
             yield Input(str(self.default_path), id="export-path")
             yield Static("", id="export-problem", classes="field-problem", markup=False)
@@ -46,6 +65,17 @@ class ExportScreen(ModalScreen[Path | None]):
 
     def on_mount(self) -> None:
         self.query_one("#export-path", Input).focus()
+
+    @on(RadioSet.Changed, "#export-format")
+    def format_changed(self, event: RadioSet.Changed) -> None:
+        chosen = (event.pressed.id or "").removeprefix("format-")
+        if chosen not in FORMAT_NAMES or chosen == self.file_format:
+            return
+        path_input = self.query_one("#export-path", Input)
+        old_suffix = EXTENSIONS[self.file_format]
+        if path_input.value.endswith(old_suffix):
+            path_input.value = path_input.value.removesuffix(old_suffix) + EXTENSIONS[chosen]
+        self.file_format = chosen
 
     @on(Input.Changed, "#export-path")
     def validate(self, event: Input.Changed) -> None:
@@ -58,7 +88,8 @@ class ExportScreen(ModalScreen[Path | None]):
     def export(self) -> None:
         value = self.query_one("#export-path", Input).value
         if export_path_problem(value) is None:
-            self.dismiss(Path(value.strip()).expanduser().absolute())
+            path = Path(value.strip()).expanduser().absolute()
+            self.dismiss(ExportRequest(path, self.file_format))
 
     @on(Button.Pressed, "#cancel")
     def cancel(self) -> None:

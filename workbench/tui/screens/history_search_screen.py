@@ -1,4 +1,8 @@
-"""Fuzzy search over a context's history; choosing an entry recalls it."""
+"""Fuzzy search over a context's history; choosing an entry recalls it.
+
+History may come from a shared `serve`: entries are listed as plain text (no markup)
+with control characters shown as `\\xNN`; the chosen entry is recalled exactly.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from textual.fuzzy import Matcher
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
+
+from workbench.tui.untrusted import shown_content
 
 
 class HistorySearchScreen(ModalScreen[str | None]):
@@ -48,7 +54,7 @@ class HistorySearchScreen(ModalScreen[str | None]):
             ranked = self.entries
         for index, entry in enumerate(ranked[:200]):
             summary = entry if len(entry) < 200 else entry[:200] + "…"
-            matches.add_option(Option(summary, id=str(index)))
+            matches.add_option(Option(shown_content(summary), id=str(index)))
         self._ranked = ranked
         if ranked:
             matches.highlighted = 0

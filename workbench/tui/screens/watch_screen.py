@@ -13,8 +13,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
-from workbench.api.types import CodeContext
+from workbench.api import CodeContext
 from workbench.tui.formatting import short_id
+from workbench.tui.untrusted import shown_content
 
 DEFAULT_DEST = "/workspace"
 
@@ -70,7 +71,9 @@ class WatchScreen(ModalScreen[WatchRequest | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(f"Watch a folder into {self.sandbox_id}", classes="dialog-title")
+            yield Label(
+                shown_content(f"Watch a folder into {self.sandbox_id}"), classes="dialog-title"
+            )
             yield Label("Local folder")
             yield Input(placeholder="e.g. ~/projects/demo", id="watch-folder")
             yield Label("Destination in the sandbox")
@@ -78,7 +81,9 @@ class WatchScreen(ModalScreen[WatchRequest | None]):
             if self.context is not None:
                 context = self.context
                 yield Checkbox(
-                    f"Run an entry file on change in {context.binding} {short_id(context.id)}",
+                    shown_content(
+                        f"Run an entry file on change in {context.binding} {short_id(context.id)}"
+                    ),
                     id="watch-run",
                 )
                 yield Input(placeholder="entry file, e.g. main.pl", id="watch-entry")

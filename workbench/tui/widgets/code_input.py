@@ -12,6 +12,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
 
+from workbench.tui.untrusted import ControlFreeTextArea
+
 HIGHLIGHT_NAMES: list[tuple[_TokenType, str]] = [
     (Token.Comment, "comment"),
     (Token.Literal.String.Doc, "string.documentation"),
@@ -51,9 +53,10 @@ def highlight_name(token_type: _TokenType) -> str | None:
     return None
 
 
-class CodeInput(TextArea):
+class CodeInput(ControlFreeTextArea):
     """A code cell editor. Enter inserts a newline; Up on the first line and Down on
-    the last line ask for the previous/next history entry."""
+    the last line ask for the previous/next history entry (which may come from a shared
+    `serve`: control characters are not painted)."""
 
     HELP = """\
 ## Code input

@@ -7,6 +7,7 @@ from textual.containers import Vertical
 from textual.widgets import Static, TextArea
 
 from workbench.tui.env_vars_text import ParsedEnvVars, parse_env_vars_text
+from workbench.tui.untrusted import ControlFreeTextArea
 
 
 class EnvVarsInput(Vertical):
@@ -31,7 +32,8 @@ One `KEY=VALUE` per line. Keys must match `^[A-Za-z_][A-Za-z0-9_]*$`;
         self._initial_text = text
 
     def compose(self) -> ComposeResult:
-        yield TextArea(self._initial_text, tab_behavior="focus", classes="env-text")
+        # The sandbox's values come from the backend: control characters are not painted.
+        yield ControlFreeTextArea(self._initial_text, tab_behavior="focus", classes="env-text")
         yield Static("", classes="env-problems", markup=False)
 
     @property

@@ -10,9 +10,15 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from workbench.api.types import SandboxInfo
-from workbench.core.clock import iso_from_ms
+from workbench.api import SandboxInfo, iso_from_ms
 from workbench.tui.formatting import MASK, countdown, human_bytes, short_id
+from workbench.tui.untrusted import shown
+
+
+def add_row(table: Table, *cells: str | Text) -> None:
+    """Add a row to `table`. Its text may come from the backend (ids, env vars, cwd), so
+    every `str` cell is rendered with `shown` (no markup, control characters as `\\xNN`)."""
+    table.add_row(*(shown(cell) if isinstance(cell, str) else cell for cell in cells))
 
 
 class InfoPanel(Widget):
@@ -43,24 +49,24 @@ contexts with their snapshot sizes.
         facts = Table.grid(padding=(0, 2))
         facts.add_column(style="bold")
         facts.add_column()
-        facts.add_row("Sandbox", info.id)
-        facts.add_row("Created", info.created_at)
-        facts.add_row("Last used", info.last_used)
+        add_row(facts, "Sandbox", info.id)
+        add_row(facts, "Created", info.created_at)
+        add_row(facts, "Last used", info.last_used)
         if info.expires_at is None:
-            facts.add_row("Expires", "never")
+            add_row(facts, "Expires", "never")
         else:
             remaining = countdown(info.expires_at - self.now_ms())
-            facts.add_row("Expires", f"{iso_from_ms(info.expires_at)}  (in {remaining})")
+            add_row(facts, "Expires", f"{iso_from_ms(info.expires_at)}  (in {remaining})")
         workspace = f"{info.workspace_files} files, {human_bytes(info.workspace_bytes)}"
-        facts.add_row("Workspace", workspace if info.file_api else f"{workspace} (File API off)")
+        add_row(facts, "Workspace", workspace if info.file_api else f"{workspace} (File API off)")
 
         env = Table(title="Env vars", title_justify="left", expand=True, show_edge=False)
         env.add_column("Key")
         env.add_column("Value")
         for key, value in sorted(info.env_vars.items()):
-            env.add_row(key, value if self.reveal_env else MASK)
+            add_row(env, key, value if self.reveal_env else MASK)
         if not info.env_vars:
-            env.add_row(Text("none", style="dim"), "")
+            add_row(env, Text("none", style="dim"), "")
 
         contexts = Table(title="Code contexts", title_justify="left", expand=True, show_edge=False)
         for column in ("Id", "Binding", "Language", "Cwd", "Runs", "Snapshot"):
@@ -70,7 +76,8 @@ contexts with their snapshot sizes.
             if context.snapshot is not None:
                 stale = " (stale)" if context.snapshot.stale else ""
                 snapshot = f"{human_bytes(context.snapshot.stored_bytes)}{stale}"
-            contexts.add_row(
+            add_row(
+                contexts,
                 short_id(context.id),
                 context.binding,
                 context.language,
@@ -79,5 +86,5 @@ contexts with their snapshot sizes.
                 snapshot,
             )
         if not info.contexts:
-            contexts.add_row(Text("none", style="dim"), "", "", "", "", "")
+            add_row(contexts, Text("none", style="dim"), "", "", "", "", "")
         return Group(facts, Text(""), env, Text(""), contexts)

@@ -1,20 +1,55 @@
-"""One open code context: its transcript, run status, find bar and code input."""
+"""One open code context: its transcript, run status, find bar and code input.
+
+The pane owns what a user does in a REPL: run and cancel (it posts `RunRequested` and
+`CancelRequested`; the screen calls the API and hands the outcome back to `finish_cell`),
+history, find, copying cells and exporting the transcript.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import Input
 
-from workbench.api.types import CodeContext
-from workbench.tui.transcript_cell import TranscriptCell
+from workbench.api import CodeContext, ExecutionResult
+from workbench.tui.formatting import short_id
+from workbench.tui.screens.cell_picker_screen import CellCopyRequest, CellPickerScreen
+from workbench.tui.screens.confirm_screen import ConfirmScreen
+from workbench.tui.screens.export_screen import ExportRequest, ExportScreen
+from workbench.tui.screens.history_search_screen import HistorySearchScreen
+from workbench.tui.transcript_cell import CellPart, TranscriptCell
+from workbench.tui.transcript_export import default_export_path, write_transcript
 from workbench.tui.widgets.code_input import CodeInput
 from workbench.tui.widgets.run_status import RunStatus
 from workbench.tui.widgets.transcript import Transcript
 
+ABANDONED_NOTE = "abandoned request (the remote guest runs until its fuel runs out)"
+
 
 class ReplPane(Vertical):
-    """A REPL bound to one context; `history` holds earlier inputs, oldest first."""
+    """A REPL bound to one context; `history` holds earlier inputs, oldest first.
+    Exports go under `data_dir` by default, named with the time from `now_ms`."""
+
+    @dataclass
+    class RunRequested(Message):
+        """Run `code` in the pane's context (the input is cleared, the status runs)."""
+
+        sandbox_id: str
+        context: CodeContext
+        code: str
+
+    @dataclass
+    class CancelRequested(Message):
+        """Interrupt the running cell of the pane's context."""
+
+        sandbox_id: str
+        context_id: str
 
     def __init__(
         self,
@@ -23,6 +58,8 @@ class ReplPane(Vertical):
         history: list[str],
         *,
         show_measurements: bool,
+        data_dir: Path,
+        now_ms: Callable[[], int],
         id: str | None = None,
     ) -> None:
         super().__init__(id=id, classes="repl-pane")
@@ -34,6 +71,8 @@ class ReplPane(Vertical):
         self.pending_code = ""
         """The code of the running cell (for the transcript if the run is abandoned)."""
         self.show_measurements = show_measurements
+        self.data_dir = data_dir
+        self.now_ms = now_ms
 
     def compose(self) -> ComposeResult:
         yield Transcript(show_measurements=self.show_measurements, id="transcript")
@@ -61,12 +100,78 @@ class ReplPane(Vertical):
     def running(self) -> bool:
         return self.run_status.running
 
+    def focus_input(self) -> None:
+        """Focus the editor at once (`Widget.focus` waits for the app, which may still be
+        closing a dialog): what is typed next lands in it."""
+        self.screen.set_focus(self.code_input)
+
+    # ----------------------------------------------------------------- running
+
+    def run_cell(self) -> None:
+        """Ask for the typed code to run (nothing while a cell runs or for blank code)."""
+        if self.running:
+            return
+        code = self.code_input.text
+        if not code.strip():
+            return
+        self.post_message(self.RunRequested(self.sandbox_id, self.context, code))
+        self.pending_code = code
+        self.code_input.text = ""
+        self.run_status.start("running")
+
+    def cancel_run(self) -> None:
+        if not self.running:
+            return
+        self.run_status.start("cancelling")
+        self.post_message(self.CancelRequested(self.sandbox_id, self.context.id))
+
+    def show_watch_run(self, code: str) -> None:
+        """A folder watch runs its entry file here (unless a cell is running already)."""
+        if self.running:
+            return
+        self.pending_code = code
+        self.run_status.start("watch run")
+
+    def finish_cell(
+        self,
+        code: str,
+        result: ExecutionResult | None,
+        failure: str | None,
+        label: str | None,
+    ) -> None:
+        """Show a finished run; a labelled (watch) run's code stays out of the history."""
+        number = len(self.transcript.cells) + 1
+        if result is not None and result.execution_count is not None:
+            number = result.execution_count
+        self.run_status.stop()
+        cell = TranscriptCell(number, code, self.context.language, result, failure, label)
+        self.add_cell(code, cell, remember=label is None)
+
+    def abandon_run(self) -> None:
+        """The running cell's request was dropped: say so in the transcript."""
+        if not self.running:
+            return
+        code = self.pending_code
+        self.run_status.stop()
+        number = len(self.transcript.cells) + 1
+        self.add_cell(
+            code, TranscriptCell(number, code, self.context.language, None, ABANDONED_NOTE)
+        )
+        self.notify(ABANDONED_NOTE, title="Cancelled", severity="warning")
+
     def add_cell(self, code: str, cell: TranscriptCell, *, remember: bool = True) -> None:
         self.transcript.add_cell(cell)
         if remember and code.strip() and (not self.history or self.history[-1] != code):
             self.history.append(code)
         self.history_position = len(self.history)
         self.draft = ""
+
+    # ----------------------------------------------------------------- history
+
+    @on(CodeInput.HistoryStep)
+    def history_step(self, message: CodeInput.HistoryStep) -> None:
+        message.stop()
+        self.step_history(message.step)
 
     def step_history(self, step: int) -> None:
         """Show the previous (`-1`) or next (`1`) history entry; past the newest, the
@@ -89,3 +194,120 @@ class ReplPane(Vertical):
             code_input.move_cursor(code_input.document.end)
         else:
             code_input.move_cursor((0, len(code_input.document.get_line(0))))
+
+    def search_history(self) -> None:
+        def chosen(code: str | None) -> None:
+            if code is not None:
+                self.set_code(code)
+                self.code_input.focus()
+
+        self.app.push_screen(HistorySearchScreen(self.history), chosen)
+
+    # ----------------------------------------------------------------- find
+
+    def toggle_find(self) -> None:
+        find_input = self.find_input
+        find_input.toggle_class("-visible")
+        if find_input.has_class("-visible"):
+            find_input.focus()
+        else:
+            self.code_input.focus()
+
+    @on(Input.Submitted, "#find-input")
+    def find_next(self, event: Input.Submitted) -> None:
+        event.stop()
+        line = self.transcript.find_next(event.value)
+        if line is None:
+            self.notify(f"{event.value!r} not found", severity="warning")
+        else:
+            cell = self.transcript.current_cell
+            where = f"cell [{cell.number}]" if cell is not None else f"line {line + 1}"
+            self.notify(f"{event.value!r} found in {where}", timeout=2)
+
+    # ----------------------------------------------------------------- copy
+
+    def copy_current_cell(self, part: CellPart) -> None:
+        cell = self.transcript.current_cell
+        if cell is None:
+            self.notify("No cell to copy yet.", severity="warning")
+            return
+        self.copy_cell_part(cell, part)
+
+    def pick_cell(self) -> None:
+        """Copy a part of any cell, picked with a preview."""
+        if not self.transcript.cells:
+            self.notify("No cell to copy yet.", severity="warning")
+            return
+
+        def chosen(request: CellCopyRequest | None) -> None:
+            if request is not None:
+                self.copy_cell_part(request.cell, request.part)
+
+        picker = CellPickerScreen(
+            list(self.transcript.cells),
+            self.transcript.current_cell_index,
+            show_measurements=self.show_measurements,
+        )
+        self.app.push_screen(picker, chosen)
+
+    def copy_cell_part(self, cell: TranscriptCell, part: CellPart) -> None:
+        """Copy `part` of `cell` to the clipboard (OSC 52: works over SSH too)."""
+        text = cell.part_text(part)
+        if not text:
+            self.notify(f"Cell [{cell.number}] has no {part}.", severity="warning")
+            return
+        self.app.copy_to_clipboard(text)
+        what = f"cell [{cell.number}]" if part == "cell" else f"the {part} of cell [{cell.number}]"
+        self.notify(f"Copied {what}", timeout=2)
+
+    # ----------------------------------------------------------------- compare
+
+    def cells_to_rerun(self) -> list[TranscriptCell]:
+        """The current cell and the cells before it; empty when the current cell has no
+        outcome to compare with (none yet, or its request failed)."""
+        index = self.transcript.current_cell_index
+        if index is None or self.transcript.cells[index].result is None:
+            return []
+        return list(self.transcript.cells[: index + 1])
+
+    # ----------------------------------------------------------------- export
+
+    def export_transcript(self, file_format: str) -> None:
+        """Ask for the file (default: under the data dir), then write it."""
+        title = f"{self.sandbox_id}-{self.context.binding}-{short_id(self.context.id)}"
+        cells = list(self.transcript.cells)
+        default = default_export_path(self.data_dir, title, file_format, self.now_ms())
+
+        def chosen(request: ExportRequest | None) -> None:
+            if request is not None:
+                self.write_export(request.path, title, cells, request.file_format, overwrite=False)
+
+        self.app.push_screen(ExportScreen(file_format, default), chosen)
+
+    def write_export(
+        self,
+        path: Path,
+        title: str,
+        cells: list[TranscriptCell],
+        file_format: str,
+        *,
+        overwrite: bool,
+    ) -> None:
+        """Write the export; an existing file is overwritten only once confirmed."""
+        try:
+            write_transcript(
+                path, title, cells, file_format, overwrite=overwrite, context=self.context
+            )
+        except FileExistsError:
+
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self.write_export(path, title, cells, file_format, overwrite=True)
+
+            question = f"{path} already exists.\nOverwrite it with this transcript?"
+            self.app.push_screen(ConfirmScreen(question, "Overwrite"), confirmed)
+            return
+        except OSError as error:
+            self.notify(str(error), title="Export failed", severity="error", timeout=8)
+            return
+        self.notify(str(path), title="Transcript exported")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.text import Text, TextType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from workbench.api.types import FileInfo, SandboxInfo, SandboxSummary
+from workbench.api import FileInfo, SandboxInfo, SandboxSummary
 from workbench.tui.formatting import human_bytes, short_id
 from workbench.tui.tree_nodes import (
     ContextNode,
@@ -15,6 +15,7 @@ from workbench.tui.tree_nodes import (
     SandboxNode,
     TreeNodeData,
 )
+from workbench.tui.untrusted import shown_text
 
 WORKSPACE = "/workspace"
 
@@ -35,6 +36,11 @@ its REPL; on a sandbox it shows its info.
         super().__init__("local", id=id)
         self.show_root = True
         self.guide_depth = 3
+
+    def process_label(self, label: TextType) -> Text:
+        """Every label (ids, context details and file names come from the backend):
+        control characters shown as `\\xNN`."""
+        return shown_text(super().process_label(label))
 
     def show_profile(self, profile: str) -> None:
         self.clear()

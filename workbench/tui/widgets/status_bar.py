@@ -1,11 +1,16 @@
-"""The bottom status line: current profile, where it points and its connection state,
-plus the folder watch (when one runs)."""
+"""The bottom status line: current profile, where it points, its connection state and
+versions, plus the folder watch (when one runs)."""
 
 from __future__ import annotations
+
+import time
 
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
+
+from workbench.sync import EventKind, SyncEvent
+from workbench.tui.untrusted import shown_text
 
 STATE_STYLES = {
     "connecting": ("◌", "yellow"),
@@ -26,6 +31,10 @@ class StatusBar(Static):
     profile: reactive[str] = reactive("local")
     state: reactive[str] = reactive("connecting")
     detail: reactive[str] = reactive("")
+    versions: reactive[str] = reactive("")
+    """`<core> <version> · protocol <n>` as the backend's health reports it."""
+    version_warning: reactive[str] = reactive("")
+    """E.g. `PYTHON speaks protocol 2`: runtimes the core cannot talk to."""
     watch_target: reactive[str] = reactive("")
     """`folder → sandbox:/dest` of the running watch; empty when nothing is watched."""
     watch_state: reactive[str] = reactive("")
@@ -33,6 +42,36 @@ class StatusBar(Static):
     """E.g. `17:02:03 (2 uploaded in 14 ms)`."""
     watch_errors: reactive[int] = reactive(0)
     watch_conflicts: reactive[int] = reactive(0)
+
+    def show_watch(self, target: str) -> None:
+        """A watch of `target` (`folder → sandbox:/dest`) is starting."""
+        self.clear_watch()
+        self.watch_target = target
+        self.watch_state = "starting"
+
+    def clear_watch(self) -> None:
+        self.watch_target = ""
+        self.watch_state = ""
+        self.watch_last_sync = ""
+        self.watch_errors = 0
+        self.watch_conflicts = 0
+
+    def show_watch_event(self, event: SyncEvent) -> None:
+        """Follow the watch's state, its last sync and its error and conflict counts."""
+        if event.kind is EventKind.WATCHING:
+            self.watch_state = "watching"
+        elif event.kind is EventKind.SYNCING:
+            self.watch_state = "syncing"
+        elif event.kind is EventKind.RETRYING:
+            self.watch_state = "retrying"
+        elif event.kind is EventKind.CONFLICT:
+            self.watch_conflicts += 1
+        elif event.kind is EventKind.SYNCED and event.report is not None:
+            self.watch_state = "watching"
+            stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
+            self.watch_last_sync = f"{stamp} ({event.report.summary()})"
+            self.watch_errors += len(event.report.errors)
+        # ERROR events are per path; they are summed up with the pass's report.
 
     def render(self) -> Text:
         symbol, style = STATE_STYLES.get(self.state, ("?", "yellow"))
@@ -42,6 +81,10 @@ class StatusBar(Static):
             "  ",
             (f"{symbol} {self.state}", style),
         )
+        if self.versions:
+            text.append(f"  {self.versions}", style="dim")
+        if self.version_warning:
+            text.append(f"  ⚠ {self.version_warning}", style="bold yellow")
         if self.watch_target:
             text.append("  ⟳ ", style="cyan")
             state = self.watch_state or "watching"
@@ -58,4 +101,5 @@ class StatusBar(Static):
                 text.append(f"  {self.watch_conflicts} conflicts", style="yellow")
         if self.detail:
             text.append(f"  {self.detail}", style="dim")
-        return text
+        # Versions, warnings and the detail (an error message) come from the backend.
+        return shown_text(text)

@@ -5,27 +5,57 @@
 //
 // Routes: GET /v1/health (no auth), GET /v1/runtimes, POST /v1/runtimes/:binding/execute,
 // GET /v1/sandboxes, and /v1/sandboxes/:id[/execute|/contexts[/:contextId]|/env|/files],
-// the latter forwarded to the Sandbox Durable Object named by :id. The local-only
-// extensions (/cancel, /history) are unknown routes here: 404 `Not found`.
+// the latter forwarded to the Sandbox Durable Object named by :id. The extension
+// /v1/sandboxes/:id/files/batch is answered here, one `/files` call per entry
+// (src/files-batch.ts). The local-only extensions (/cancel, /history) are unknown routes
+// here: 404 `Not found`.
 
+import manifest from "../package.json";
+import { applyBatch } from "./files-batch";
+import {
+  HttpError,
+  allow,
+  decodeBody,
+  errorResponse,
+  isObject,
+  json,
+  notFound,
+  readBody,
+  type JsonObject,
+} from "./http";
 import { SandboxRegistry, type SandboxEntry } from "./registry";
 
 export { Sandbox } from "@sandbox-workers/core";
 export { SandboxRegistry };
 
-/** The gateway's own version (`GET /v1/health`); kept equal to package.json `version`. */
-const VERSION = "0.1.0";
+/** The gateway's own version (`GET /v1/health`): package.json `version`. */
+const VERSION = manifest.version;
 /** The gateway protocol version this Worker speaks. */
 const PROTOCOL = 1;
+const CORE_PACKAGE = "@sandbox-workers/core";
+/**
+ * The interpreter protocol (spec 2.2.2) of the pinned core: the only one it accepts from a
+ * runtime (spec 7.2). worker_templates/versions.json records it with the pinned versions.
+ */
+const INTERPRETER_PROTOCOL = 1;
 
 const SMALL_BODY_CAP = 98_304; // /execute, /contexts, /env, stateless execute
 const FILES_BODY_CAP = 2_097_152; // /files
+/** /files/batch, also after gzip decoding (as `serve`: half the 16 MiB workspace). */
+const FILES_BATCH_BODY_CAP = 8 * 1_048_576;
+/**
+ * Entries of one /files/batch. Lower than `serve`'s 1,000: each entry here is one Durable
+ * Object call, and one more (a `list`) when it has a precondition, and a Worker
+ * invocation may make at most 1,000 such calls.
+ */
+const FILES_BATCH_MAX_ENTRIES = 400;
+/** The protocol extensions this Worker serves (`GET /v1/health`). */
+const FEATURES = ["files-batch"];
 const INTERNAL_ORIGIN = "https://sandbox.internal";
 const REGISTRY_NAME = "registry";
 const DEFAULT_IDLE_TTL_MS = 86_400_000;
 const DEFAULT_RUNTIME_BINDINGS = "JAVASCRIPT,PYTHON,PERL,RUBY";
 const RUNTIME_PROBE_TIMEOUT_MS = 10_000;
-const DRAIN_LIMIT = 8 * 1_048_576; // bytes of an oversized body read before cancelling it
 
 const SANDBOX_ID_PATTERN = "^[A-Za-z0-9._-]{1,63}$";
 const SANDBOX_ID_RE = /^[A-Za-z0-9._-]{1,63}$/;
@@ -42,68 +72,6 @@ export interface Env {
   RUNTIME_BINDINGS?: string;
   /** Sandbox idle TTL in milliseconds (spec 8.3); read by the Sandbox object too. */
   SANDBOX_IDLE_TTL_MS?: string;
-}
-
-// ---------------------------------------------------------------------------------------
-// Errors
-
-type JsonObject = Record<string, unknown>;
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly code: string = "VALIDATION_FAILED",
-    readonly context: JsonObject = {},
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
-
-  toResponse(): Response {
-    return errorResponse(this.code, this.message, this.status, {
-      context: this.context,
-      headers: this.headers,
-    });
-  }
-}
-
-/** A JSON answer; every JSON response carries `cache-control: no-store`. */
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: {
-      "content-type": "application/json",
-      "cache-control": "no-store",
-      ...headers,
-    },
-  });
-}
-
-/** An `ErrorResponse` (spec 4.1): `{ code, message, context, httpStatus, timestamp, operation? }`. */
-function errorResponse(
-  code: string,
-  message: string,
-  httpStatus: number,
-  options: { context?: JsonObject; operation?: string; headers?: Record<string, string> } = {},
-): Response {
-  const body: JsonObject = {
-    code,
-    message,
-    context: options.context ?? {},
-    httpStatus,
-    timestamp: new Date().toISOString(),
-  };
-  if (options.operation !== undefined) body.operation = options.operation;
-  return json(httpStatus, body, options.headers);
-}
-
-const notFound = (): HttpError => new HttpError(404, "Not found");
-
-function allow(request: Request, ...methods: string[]): void {
-  if (!methods.includes(request.method)) {
-    throw new HttpError(405, "Method not allowed", "VALIDATION_FAILED", {}, { allow: methods.join(", ") });
-  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -187,60 +155,26 @@ function runtimeFetcher(env: Env, name: string): Fetcher | undefined {
   return undefined;
 }
 
-/**
- * Read a request body, enforcing `cap` on the declared `content-length` and on the bytes
- * actually streamed (413 `Request too large`). `null` when the request has no body.
- */
-async function readBody(request: Request, cap: number): Promise<Uint8Array | null> {
-  const declared = request.headers.get("content-length");
-  if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared) > cap) {
-    throw new HttpError(413, "Request too large");
-  }
-  if (request.body === null) return null;
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > cap) {
-      await discardRest(reader, total);
-      throw new HttpError(413, "Request too large");
-    }
-    chunks.push(value);
-  }
-  const body = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return body;
-}
-
-/**
- * Drain what remains of an oversized body (up to DRAIN_LIMIT bytes in all), then cancel.
- * Answering while the client is still uploading leaves the connection in a state that
- * `wrangler dev` 4.40 reports as "Your worker restarted mid-request" on the next request;
- * draining a bounded amount avoids that without reading an endless upload.
- */
-async function discardRest(reader: ReadableStreamDefaultReader<Uint8Array>, read: number): Promise<void> {
-  try {
-    let total = read;
-    while (total <= DRAIN_LIMIT) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      total += value.byteLength;
-    }
-    await reader.cancel();
-  } catch {
-    // The client went away: nothing left to discard.
-  }
-}
-
 // ---------------------------------------------------------------------------------------
-// Runtimes
+// Versions and runtimes
+
+interface CoreInfo {
+  name: string;
+  version: string;
+  interpreterProtocol: number;
+}
+
+/**
+ * What runs the sandboxes: `@sandbox-workers/core` at the exact version package.json pins,
+ * the one `check-versions.mjs` found installed when this Worker was built.
+ */
+function coreInfo(): CoreInfo {
+  return {
+    name: CORE_PACKAGE,
+    version: manifest.peerDependencies[CORE_PACKAGE],
+    interpreterProtocol: INTERPRETER_PROTOCOL,
+  };
+}
 
 interface RuntimeEntry {
   binding: string;
@@ -291,14 +225,14 @@ async function probeRuntime(env: Env, binding: string): Promise<RuntimeEntry | U
 }
 
 /**
- * `GET /v1/runtimes`: one entry per configured runtime binding that answers a well-formed
- * `GET /interpreter`. A binding that is missing, fails, or answers anything else is left out
- * of `runtimes` (clients read every entry as a usable runtime) and listed instead under
- * `unavailable: [{ binding, error }]`, a key present only when something is unavailable.
- * A runtime speaking another interpreter `protocol` is listed as it reports itself; the
- * client and the Sandbox refuse protocols they do not know.
+ * Every configured runtime binding, probed: one entry per binding that answers a
+ * well-formed `GET /interpreter`. A binding that is missing, fails, or answers anything else
+ * is left out of `runtimes` (clients read every entry as a usable runtime) and listed instead
+ * under `unavailable: [{ binding, error }]`, a key present only when something is unavailable.
+ * A runtime speaking another interpreter `protocol` is listed as it reports itself: the core
+ * refuses to create contexts on it, and clients warn (compare `core.interpreterProtocol`).
  */
-async function listRuntimes(env: Env): Promise<Response> {
+async function probeRuntimes(env: Env): Promise<JsonObject> {
   const probes = await Promise.all(runtimeBindings(env).map((binding) => probeRuntime(env, binding)));
   const runtimes: RuntimeEntry[] = [];
   const unavailable: UnavailableRuntime[] = [];
@@ -306,7 +240,25 @@ async function listRuntimes(env: Env): Promise<Response> {
     if ("error" in probe) unavailable.push(probe);
     else runtimes.push(probe);
   }
-  return json(200, unavailable.length > 0 ? { runtimes, unavailable } : { runtimes });
+  return unavailable.length > 0 ? { runtimes, unavailable } : { runtimes };
+}
+
+/** `GET /v1/runtimes`: the probed runtimes and the core that talks to them. */
+async function listRuntimes(env: Env): Promise<Response> {
+  return json(200, { ...(await probeRuntimes(env)), core: coreInfo() });
+}
+
+/** `GET /v1/health` (no auth): this gateway's, its core's and every runtime's versions. */
+async function health(env: Env): Promise<Response> {
+  return json(200, {
+    ok: true,
+    version: VERSION,
+    protocol: PROTOCOL,
+    core: coreInfo(),
+    ...(await probeRuntimes(env)),
+    features: FEATURES,
+    filesBatch: { maxEntries: FILES_BATCH_MAX_ENTRIES, maxBytes: FILES_BATCH_BODY_CAP },
+  });
 }
 
 /**
@@ -391,6 +343,10 @@ async function sandboxRequest(request: Request, env: Env, rawId: string, rest: s
   const id = decodeSegment(rawId);
   const idError = sandboxIdError(id);
   if (idError !== null) throw new HttpError(400, idError);
+  if (rest === "/files/batch") {
+    allow(request, "POST");
+    return filesBatch(request, env, id);
+  }
   const route = sandboxRoute(rest);
   if (route === null) throw notFound();
   allow(request, ...route.methods);
@@ -411,6 +367,49 @@ async function sandboxRequest(request: Request, env: Env, rawId: string, rest: s
   // Taken after the answer, so lastUsed is never before the Sandbox's own createdAt.
   if (response.ok) await updateRegistry(env, id, method, path, response, Date.now());
   return relay(response);
+}
+
+/**
+ * `POST /v1/sandboxes/:id/files/batch`: the body checks of `serve` in its order (413, 415,
+ * gzip, JSON, `entries`), then every entry in order as its own `/files` call (see
+ * src/files-batch.ts). A call that throws ends the request with 502; the entries before
+ * it stay applied, and every entry may be sent again.
+ */
+async function filesBatch(request: Request, env: Env, id: string): Promise<Response> {
+  const raw = (await readBody(request, FILES_BATCH_BODY_CAP)) ?? new Uint8Array(0);
+  const decoded = await decodeBody(raw, request.headers.get("content-encoding"), FILES_BATCH_BODY_CAP);
+  let body: unknown;
+  try {
+    body = JSON.parse(new TextDecoder().decode(decoded));
+  } catch {
+    throw new HttpError(400, "Invalid JSON");
+  }
+  if (!isObject(body)) throw new HttpError(400, "Expected an object");
+  const entries = body.entries;
+  if (!Array.isArray(entries)) throw new HttpError(400, "entries must be an array");
+  if (entries.length > FILES_BATCH_MAX_ENTRIES) {
+    throw new HttpError(413, `Too many entries: at most ${FILES_BATCH_MAX_ENTRIES} per batch`);
+  }
+  const stub = env.Sandbox.get(env.Sandbox.idFromName(id));
+  const files = (entry: unknown): Promise<Response> =>
+    stub.fetch(
+      new Request(`${INTERNAL_ORIGIN}/files`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-sandbox-id": id },
+        body: JSON.stringify(entry),
+      }),
+    );
+  const timestamp = new Date().toISOString();
+  let results: JsonObject[];
+  try {
+    results = await applyBatch(entries, files, timestamp);
+  } catch (error) {
+    console.error(`Sandbox '${id}' failed during a files batch`, error);
+    return errorResponse("INTERNAL_ERROR", `Sandbox call failed: ${errorMessage(error)}`, 502);
+  }
+  const response = json(200, { results, timestamp });
+  await updateRegistry(env, id, "POST", "/files/batch", response, Date.now());
+  return response;
 }
 
 /** Registry bookkeeping after a successful sandbox route; never fails the request. */
@@ -475,7 +474,7 @@ async function route(request: Request, env: Env): Promise<Response> {
   const path = new URL(request.url).pathname;
   if (path === "/v1/health") {
     allow(request, "GET");
-    return json(200, { ok: true, version: VERSION, protocol: PROTOCOL });
+    return health(env);
   }
   await authenticate(request, env);
   if (path === "/v1/runtimes") {

@@ -1,0 +1,349 @@
+"""Folder sync over `files/batch`: a pass's changes travel in few requests, a save in one
+(its conflict check rides on the write as a precondition), and gateways without the
+operation, or refusing a batch, still get everything file by file. Local backend and a
+real `serve`; `Gateway` stands in front of either as an older or stricter gateway would."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sync.conftest import fresh_id, local_tree, remote_tree
+from workbench.api import Backend, ErrorCode, SandboxClient, Transport
+from workbench.protocol.errors import error_response
+from workbench.protocol.http import (
+    Response,
+    error_json,
+    internal_error,
+    not_found,
+    validation_error,
+)
+from workbench.sync import EventKind, FolderSync, SyncEvent, SyncReport, TransientSyncError
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    path: str
+    """Below the sandbox (`/files`, `/files/batch`, ...), or the whole path elsewhere."""
+    body: Any
+
+
+class Gateway:
+    """A `Transport` in front of a real one that records every request and can answer as
+    a gateway without the batch (`advertise=False`), with other `limits`, or refusing each
+    batch with `refuse` (the status), the first `transient` of them with 503, or one
+    entry of a batch with a 500 of its own."""
+
+    def __init__(
+        self,
+        inner: Transport,
+        *,
+        advertise: bool = True,
+        limits: dict[str, int] | None = None,
+        refuse: int | None = None,
+        transient: int = 0,
+        failing_entry: str | None = None,
+    ) -> None:
+        self.inner = inner
+        self.description = inner.description
+        self.advertise = advertise
+        self.limits = limits
+        self.refuse = refuse
+        self.transient = transient
+        self.failing_entry = failing_entry
+        """An entry whose write fails once with a 500 of its own, the rest applied."""
+        self.calls: list[Call] = []
+
+    def of(self, path: str) -> list[Call]:
+        return [call for call in self.calls if call.path == path]
+
+    async def request(
+        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+    ) -> Response:
+        _, _, below = path.partition("/v1/sandboxes/")
+        self.calls.append(Call(method, below[below.find("/") :] if below else path, body))
+        if path.endswith("/files/batch"):
+            if self.transient:
+                self.transient -= 1
+                return internal_error("Service unavailable", 503)
+            if self.refuse == 404:
+                return error_json(not_found())
+            if self.refuse is not None:
+                return error_json(validation_error("Request too large", self.refuse))
+        if path.endswith("/files/batch") and self.failing_entry is not None:
+            return await self._failing(method, path, body)
+        reply = await self.inner.request(method, path, body, timeout=timeout)
+        if path != "/v1/health" or (self.advertise and self.limits is None):
+            return reply
+        health = json.loads(reply.body)
+        if not self.advertise:
+            del health["features"], health["filesBatch"]
+        else:
+            health["filesBatch"].update(self.limits or {})
+        return Response(200, json.dumps(health).encode())
+
+    async def _failing(self, method: str, path: str, body: Any) -> Response:
+        """The batch without `failing_entry`, which answers a 500 of its own instead."""
+        entries = body["entries"]
+        paths = [entry["path"] for entry in entries]
+        if self.failing_entry not in paths:
+            return await self.inner.request(method, path, body)
+        index = paths.index(self.failing_entry)
+        self.failing_entry = None
+        rest = {"entries": entries[:index] + entries[index + 1 :]}
+        answer = json.loads((await self.inner.request(method, path, rest)).body)
+        error = error_response(ErrorCode.INTERNAL_ERROR, "Storage failed", http_status=500)
+        answer["results"].insert(index, {"ok": False, "error": error})
+        return Response(200, json.dumps(answer).encode())
+
+    async def cancel(self, sandbox_id: str) -> bool:
+        return await self.inner.cancel(sandbox_id)
+
+    async def aclose(self) -> None:
+        """The real transport is the fixture's to close."""
+
+
+@pytest.fixture
+async def client(backend: Backend) -> AsyncIterator[SandboxClient]:
+    """A sandbox reached directly, to check what the sync did."""
+    sandbox = backend.sandbox(fresh_id())
+    try:
+        yield sandbox
+    finally:
+        await sandbox.destroy()
+
+
+def through(backend: Backend, sandbox: SandboxClient, gateway: Gateway) -> SandboxClient:
+    return Backend(gateway, name=backend.name).sandbox(sandbox.id)
+
+
+def make_tree(folder: Path, files: int = 60) -> None:
+    for index in range(files):
+        directory = folder / f"d{index % 6}" / "sub"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"f{index}.txt").write_text(f"file {index}\n" * 40)
+    (folder / "d0" / "blob.bin").write_bytes(bytes(range(256)) * 8)
+
+
+def outcome(report: SyncReport) -> tuple[list[str], list[str], list[str]]:
+    return sorted(report.uploaded), sorted(report.created_dirs), sorted(report.deleted)
+
+
+async def test_an_initial_sync_takes_a_few_requests(
+    backend: Backend, client: SandboxClient, folder: Path
+) -> None:
+    make_tree(folder)
+    batched = Gateway(backend.transport)
+    report = await FolderSync(folder, through(backend, client, batched)).initial_sync()
+    assert len(report.uploaded) == 61 and len(report.created_dirs) == 12 and not report.errors
+    assert await remote_tree(client) == local_tree(folder)
+    assert [call.path for call in batched.calls] == [
+        "/files",  # mkdir dest
+        "/v1/health",  # asked meanwhile, once
+        "/files",  # list dest
+        "/files/batch",
+    ]
+
+    other = backend.sandbox(fresh_id())
+    per_file = Gateway(backend.transport, advertise=False)
+    try:
+        alone = await FolderSync(folder, through(backend, other, per_file)).initial_sync()
+        assert outcome(alone) == outcome(report)
+        assert await remote_tree(other) == local_tree(folder)
+    finally:
+        await other.destroy()
+    assert not per_file.of("/files/batch")
+    assert len(per_file.of("/files")) == 2 + 12 + 61
+
+
+async def test_a_save_is_one_request_carrying_the_conflict_check(
+    backend: Backend, client: SandboxClient, folder: Path
+) -> None:
+    (folder / "edited.txt").write_text("first")
+    (folder / "gone.txt").write_text("to be deleted")
+    gateway = Gateway(backend.transport)
+    sync = FolderSync(folder, through(backend, client, gateway))
+    await sync.initial_sync()
+    listed = {info.name: info for info in (await client.list_files()).files}
+    gateway.calls.clear()
+    (folder / "edited.txt").write_text("second save")
+    (folder / "gone.txt").unlink()
+    report = await sync.sync_paths(["edited.txt", "gone.txt"])
+    assert (report.uploaded, report.deleted, report.conflicts) == (
+        ["edited.txt"],
+        ["gone.txt"],
+        [],
+    )
+    assert [call.path for call in gateway.calls] == ["/files/batch"]
+    entries = gateway.calls[0].body["entries"]
+    expected = {
+        name: {"size": listed[name].size, "modifiedAt": listed[name].modified_at}
+        for name in ("edited.txt", "gone.txt")
+    }
+    assert [(entry["op"], entry["ifMatch"]) for entry in entries] == [
+        ("write", expected["edited.txt"]),
+        ("delete", expected["gone.txt"]),
+    ]
+    assert await remote_tree(client) == {"edited.txt": b"second save"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "requests", "content", "verdict"),
+    [
+        ("local-wins", ["/files/batch", "/files", "/files/batch"], b"local", "local version wins"),
+        ("sandbox-wins", ["/files/batch", "/files"], b"guest's", "sandbox version kept"),
+    ],
+)
+async def test_a_guest_change_fails_the_precondition_and_the_policy_decides(
+    backend: Backend,
+    client: SandboxClient,
+    folder: Path,
+    policy: str,
+    requests: list[str],
+    content: bytes,
+    verdict: str,
+) -> None:
+    (folder / "a.txt").write_text("synced")
+    (folder / "b.txt").write_text("synced")
+    gateway = Gateway(backend.transport)
+    sync = FolderSync(folder, through(backend, client, gateway), policy=policy)
+    events: list[SyncEvent] = []
+    sync.subscribe(events.append)
+    await sync.initial_sync()
+    await client.write_file("a.txt", "guest's")  # behind the sync's back, another size
+    (folder / "a.txt").write_text("local")
+    (folder / "b.txt").write_text("also local")
+    gateway.calls.clear()
+    report = await sync.sync_paths(["a.txt", "b.txt"])
+    assert [call.path for call in gateway.calls] == requests  # the read: is it really new?
+    assert [issue.path for issue in report.conflicts] == ["a.txt"]
+    assert [event.message for event in events if event.kind is EventKind.CONFLICT] == [
+        f"a.txt was changed in the sandbox since the last sync; {verdict}"
+    ]
+    assert await remote_tree(client) == {"a.txt": content, "b.txt": b"also local"}
+    gateway.calls.clear()
+    (folder / "a.txt").write_text("local, later")  # the new baseline either way
+    report = await sync.sync_paths(["a.txt"])
+    assert (report.uploaded, report.conflicts) == (["a.txt"], [])
+    assert [call.path for call in gateway.calls] == ["/files/batch"]
+
+
+@pytest.mark.parametrize("refuse", [404, 413], ids=["without the route", "refusing batches"])
+async def test_a_gateway_refusing_batches_gets_the_pass_file_by_file(
+    backend: Backend, client: SandboxClient, folder: Path, refuse: int
+) -> None:
+    make_tree(folder, files=12)
+    gateway = Gateway(backend.transport, refuse=refuse)
+    sync = FolderSync(folder, through(backend, client, gateway))
+    report = await sync.initial_sync()
+    assert len(report.uploaded) == 13 and not report.errors and not report.incomplete
+    assert await remote_tree(client) == local_tree(folder)
+    await client.write_file("d1/sub/f1.txt", "guest")  # still checked first
+    (folder / "d1" / "sub" / "f1.txt").write_text("local")
+    (folder / "d2" / "sub" / "f2.txt").unlink()
+    report = await sync.sync_paths(["d1", "d2"])
+    assert (report.uploaded, report.deleted) == (["d1/sub/f1.txt"], ["d2/sub/f2.txt"])
+    assert [issue.path for issue in report.conflicts] == ["d1/sub/f1.txt"]
+    assert await remote_tree(client) == local_tree(folder)
+    # A gateway without the route is asked once; one refusing a batch, every pass.
+    assert len(gateway.of("/files/batch")) == (1 if refuse == 404 else 3)
+
+
+async def test_a_gateway_without_the_feature_is_never_sent_a_batch(
+    backend: Backend, client: SandboxClient, folder: Path
+) -> None:
+    make_tree(folder, files=6)
+    gateway = Gateway(backend.transport, advertise=False)
+    sync = FolderSync(folder, through(backend, client, gateway))
+    await sync.initial_sync()
+    (folder / "d3" / "sub" / "f3.txt").write_text("changed")
+    (folder / "d4" / "sub" / "f4.txt").rename(folder / "d4" / "moved.txt")
+    report = await sync.sync_paths(["d3", "d4"])
+    assert (report.uploaded, report.renamed) == (
+        ["d3/sub/f3.txt"],
+        [("d4/sub/f4.txt", "d4/moved.txt")],
+    )
+    assert await remote_tree(client) == local_tree(folder)
+    assert not gateway.of("/files/batch")
+    assert len(gateway.of("/v1/health")) == 1
+
+
+async def test_small_batches_keep_directories_first_and_deletes_last(
+    backend: Backend, client: SandboxClient, folder: Path
+) -> None:
+    make_tree(folder, files=12)
+    deep = folder / "deep" / "er" / "est"
+    deep.mkdir(parents=True)
+    (deep / "leaf.txt").write_text("leaf")
+    gateway = Gateway(backend.transport, limits={"maxEntries": 3})
+    sync = FolderSync(folder, through(backend, client, gateway))
+    report = await sync.initial_sync()
+    assert not report.errors and len(report.uploaded) == 14
+    assert await remote_tree(client) == local_tree(folder)
+    batches = [call.body["entries"] for call in gateway.of("/files/batch")]
+    assert all(len(entries) <= 3 for entries in batches)
+    ops = [entry["op"] for entries in batches for entry in entries]
+    assert ops == ["mkdir"] * 15 + ["write"] * 14
+    # Files and whole directories gone, others renamed and changed, in 3-entry batches.
+    for index in (0, 6):
+        (folder / f"d0/sub/f{index}.txt").unlink()
+    (folder / "d1" / "sub" / "f1.txt").rename(folder / "d1" / "f1-moved.txt")
+    (folder / "d2" / "sub" / "f2.txt").write_text("changed")
+    (deep / "leaf.txt").unlink()
+    for directory in (deep, deep.parent, deep.parent.parent):
+        directory.rmdir()
+    gateway.calls.clear()
+    report = await sync.sync_all()
+    assert not report.errors
+    assert sorted(report.deleted) == ["d0/sub/f0.txt", "d0/sub/f6.txt", "deep"]
+    assert report.renamed == [("d1/sub/f1.txt", "d1/f1-moved.txt")]
+    assert report.uploaded == ["d2/sub/f2.txt"]
+    assert await remote_tree(client) == local_tree(folder)
+
+
+async def test_a_batch_failing_in_transit_is_sent_again(
+    backend: Backend, client: SandboxClient, folder: Path
+) -> None:
+    make_tree(folder, files=4)
+    gateway = Gateway(backend.transport, transient=2)
+    sync = FolderSync(folder, through(backend, client, gateway), retry_backoff=0.01)
+    report = await sync.initial_sync()
+    assert not report.incomplete and len(report.uploaded) == 5
+    assert len(gateway.of("/files/batch")) == 3
+    assert await remote_tree(client) == local_tree(folder)
+
+
+async def test_an_entry_failing_with_a_5xx_ends_the_pass_for_a_retry(
+    backend: Backend, client: SandboxClient, folder: Path
+) -> None:
+    make_tree(folder, files=4)
+    gateway = Gateway(backend.transport, failing_entry="/workspace/d1/sub/f1.txt")
+    sync = FolderSync(folder, through(backend, client, gateway))
+    events: list[SyncEvent] = []
+    sync.subscribe(events.append)
+    with pytest.raises(TransientSyncError, match="Storage failed"):
+        await sync.initial_sync()
+    assert not any(event.kind is EventKind.ERROR for event in events)  # not a per-file error
+    assert "d1/sub/f1.txt" not in await remote_tree(client)
+    report = await sync.sync_all()
+    assert report.uploaded == ["d1/sub/f1.txt"] and not report.incomplete
+    assert await remote_tree(client) == local_tree(folder)
+
+
+async def test_batches_stay_within_the_gateways_byte_limit(
+    backend: Backend, client: SandboxClient, folder: Path
+) -> None:
+    for index in range(12):
+        (folder / f"f{index}.txt").write_text(f"{index:04d}" * 750)  # 3,000 bytes each
+    gateway = Gateway(backend.transport, limits={"maxBytes": 10_000})
+    report = await FolderSync(folder, through(backend, client, gateway)).initial_sync()
+    assert len(report.uploaded) == 12 and not report.errors
+    sizes = [len(json.dumps(call.body).encode()) for call in gateway.of("/files/batch")]
+    assert len(sizes) == 4 and max(sizes) <= 10_000  # three files each
+    assert await remote_tree(client) == local_tree(folder)

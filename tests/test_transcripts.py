@@ -1,0 +1,300 @@
+"""The transcript format (its reader's checks), the comparison of outcomes, replay on the
+local backend, and the pytest plugin that makes a folder of transcripts a test suite."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import require_engine
+from workbench.api import (
+    Backend,
+    ContextRef,
+    ExecutionError,
+    ExecutionResult,
+    ResultEntry,
+    Usage,
+)
+from workbench.backends.local import open_local_backend
+from workbench.transcripts import (
+    ContextSpec,
+    Outcome,
+    RecordedCell,
+    Transcript,
+    TranscriptError,
+    Workspace,
+    WorkspaceFile,
+    differing_fields,
+    export_context,
+    parse_transcript,
+    read_transcript,
+    replay_transcript,
+    write_private_text,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def result(duration_ms: float = 1.0, **fields: Any) -> ExecutionResult:
+    return ExecutionResult("x", "perl", "zeroperl", duration_ms, **fields)
+
+
+def test_outcomes_ignore_timing_usage_counts_and_boot_notes() -> None:
+    from engines.result import SessionState
+
+    first = result(
+        stdout=["a"],
+        results=[ResultEntry(json={"k": [1, 2]}, is_json=True)],
+        error=ExecutionError("E", "m", ["frame 1"], 3),
+        usage=Usage(10, 100, 5),
+        execution_count=1,
+        context=ContextRef("c1", "/workspace", 1),
+    )
+    second = result(
+        999.0,
+        stdout=["a"],
+        results=[ResultEntry(json={"k": [1, 2]}, is_json=True)],
+        error=ExecutionError("E", "m", ["another frame"], None),
+        usage=Usage(99, 100, 0),
+        execution_count=7,
+        context=ContextRef("c2", "/workspace", 7, snapshot_ms=2.0),
+        session=SessionState("fresh", ("started fresh",)),
+    )
+    assert Outcome.of(first) == Outcome.of(second)
+    changed = result(stdout=["a"], stderr=["warn"], error=ExecutionError("E", "other"))
+    assert differing_fields(Outcome.of(first), Outcome.of(changed)) == [
+        "stderr",
+        "results",
+        "error",
+    ]
+
+
+GOOD: dict[str, Any] = {
+    "format": "sandbox-workbench-transcript",
+    "version": 1,
+    "context": {"binding": "PERL", "language": "perl", "cwd": "/workspace", "envVars": {}},
+    "sandbox": {"envVars": {"TOKEN": None}},
+    "workspace": {
+        "directories": ["data"],
+        "files": [{"path": "data/in.txt", "content": base64.b64encode(b"\x00\xff").decode()}],
+    },
+    "cells": [
+        {
+            "code": "1",
+            "outcome": {"stdout": [], "stderr": [], "results": [{"text": "1"}], "error": None},
+        },
+        {"code": "die", "outcome": None},
+    ],
+}
+
+
+def test_a_transcript_round_trips_through_its_file(tmp_path: Path) -> None:
+    transcript = parse_transcript(GOOD)
+    assert transcript.workspace is not None
+    assert transcript.workspace.files == (WorkspaceFile("data/in.txt", b"\x00\xff"),)
+    assert transcript.sandbox_env_vars == {"TOKEN": None}
+    assert transcript.cells[1] == RecordedCell("die", None)
+    path = tmp_path / "t.json"
+    write_private_text(path, transcript.dumps(), overwrite=False)
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert read_transcript(path) == transcript
+    with pytest.raises(FileExistsError):
+        write_private_text(path, "{}", overwrite=False)
+
+
+def with_change(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    data = copy.deepcopy(GOOD)
+    target: Any = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "the file must be a JSON object"),
+        ({**GOOD, "format": "other"}, "not a sandbox-workbench transcript"),
+        ({**GOOD, "version": 2}, "transcript version 2 is newer than this sandbox-workbench"),
+        ({**GOOD, "version": "1"}, '"version" must be a positive integer'),
+        (with_change(("context", "binding"), ""), "context.binding must be a non-empty string"),
+        (with_change(("context", "envVars"), {"1X": "v"}), "'1X' is not a valid env var name"),
+        (with_change(("sandbox", "envVars"), {"K": 1}), "sandbox.envVars.K must be a string"),
+        (with_change(("cells", 0, "code"), ""), "cells[0].code must be a non-empty string"),
+        (
+            with_change(("cells", 0, "outcome", "stdout"), "a"),
+            "cells[0].outcome.stdout must be a list of strings",
+        ),
+        (
+            with_change(("cells", 0, "outcome", "results"), [{"text": 1}]),
+            'cells[0].outcome.results[0] must be {"text": string} or {"json": value}',
+        ),
+        (
+            with_change(("cells", 0, "outcome", "error"), {"name": "E"}),
+            "cells[0].outcome.error.message must be a string",
+        ),
+        (
+            with_change(("workspace", "files", 0, "path"), "../escape"),
+            "workspace.files[0].path must be a relative path inside /workspace",
+        ),
+        (
+            with_change(("workspace", "directories"), ["/etc"]),
+            "workspace.directories[0] must be a relative path inside /workspace",
+        ),
+        (
+            with_change(("workspace", "files", 0, "content"), "not base64!"),
+            "workspace.files[0].content is not valid base64",
+        ),
+    ],
+)
+def test_the_reader_names_the_first_bad_field(data: Any, message: str) -> None:
+    with pytest.raises(TranscriptError) as raised:
+        parse_transcript(data)
+    assert message in str(raised.value)
+
+
+def test_unreadable_files_are_one_line_errors(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": ')
+    with pytest.raises(TranscriptError, match=r"broken.json is not JSON \(line 1, column 12"):
+        read_transcript(broken)
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe")
+    with pytest.raises(TranscriptError, match="is not UTF-8 text"):
+        read_transcript(binary)
+    with pytest.raises(TranscriptError, match=r"cannot read .*missing\.json: No such file"):
+        read_transcript(tmp_path / "missing.json")
+
+
+@pytest.fixture
+async def local(tmp_path: Path) -> Any:
+    require_engine("perl")
+    backend = open_local_backend(tmp_path / "data")
+    try:
+        yield backend
+    finally:
+        await backend.aclose()
+
+
+async def test_export_then_replay_recreates_env_and_files_and_spots_edits(
+    local: Backend,
+) -> None:
+    sandbox = local.sandbox("source")
+    await sandbox.set_env_vars({"GREETING": "hello"})
+    await sandbox.mkdir("data/empty", recursive=True)
+    await sandbox.write_file("data/in.txt", "from a file\n")
+    context = await sandbox.interpreter.create_code_context("PERL", "/workspace/data")
+    cells = [
+        'open my $f, "<", "in.txt"; print scalar <$f>; our $n = 41',
+        '$n + 1 . " $ENV{GREETING}"',
+        "-d 'empty' ? 'kept' : 'gone'",
+    ]
+    for code in cells:
+        await sandbox.interpreter.run_code(code, context=context)
+
+    exported = await export_context(local, "source", context.id, with_env=True, with_files=True)
+    transcript = exported.transcript
+    assert transcript.context == ContextSpec("PERL", "perl", "/workspace/data", {})
+    assert transcript.workspace == Workspace(
+        ("data", "data/empty"), (WorkspaceFile("data/in.txt", b"from a file\n"),)
+    )
+    report = await replay_transcript(local, transcript)
+    assert [cell.differences for cell in report.cells] == [[], [], []]
+    assert report.cells[1].observed.results == (ResultEntry(text="42 hello"),)
+
+    # Without values the env var is named but not set: that cell diverges.
+    keys_only = await export_context(local, "source", context.id, with_files=True)
+    assert keys_only.transcript.sandbox_env_vars == {"GREETING": None}
+    assert keys_only.notes == ["env var values are left out (keys only); --with-env includes them"]
+    report = await replay_transcript(local, keys_only.transcript)
+    assert report.unset_env_vars == ["GREETING"]
+    assert [cell.number for cell in report.divergences] == [2]
+
+    # An edited outcome is a divergence, in exactly the edited part.
+    data = transcript.to_json()
+    data["cells"][2]["outcome"]["results"] = [{"text": "gone"}]
+    report = await replay_transcript(local, parse_transcript(data))
+    assert [(cell.number, cell.differences) for cell in report.divergences] == [(3, ["results"])]
+    # Every scratch sandbox was destroyed; the source is untouched.
+    assert [summary.id for summary in await local.list_sandboxes()] == ["source"]
+
+
+async def test_a_transcript_that_cannot_run_here_says_why(local: Backend) -> None:
+    from workbench.transcripts import ReplayError
+
+    transcript = Transcript(ContextSpec("COBOL", "cobol"), (RecordedCell("1", None),))
+    with pytest.raises(ReplayError, match="local offers no runtime 'COBOL' or 'cobol'"):
+        await replay_transcript(local, transcript)
+
+
+def test_the_pytest_plugin_is_declared_as_an_entry_point() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    plugins = project["project"]["entry-points"]["pytest11"]
+    assert plugins == {"sandbox_workbench": "workbench.transcripts.pytest_plugin"}
+    assert "workbench.transcripts" in project["tool"]["setuptools"]["packages"]
+
+
+def run_pytest(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """pytest in `project` with only the plugin loaded (as its entry point would be)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "workbench.transcripts.pytest_plugin", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PYTHONPATH": str(ROOT),
+            **env,
+        },
+    )
+
+
+def test_the_pytest_plugin_replays_each_file_as_a_test(tmp_path: Path) -> None:
+    require_engine("perl")
+    project = tmp_path / "project"
+    folder = project / "transcripts"
+    folder.mkdir(parents=True)
+    (project / "test_own.py").write_text("def test_own():\n    pass\n")
+    cell = {"code": "6 * 7", "outcome": {"results": [{"text": "42"}]}}
+    good = {**GOOD, "workspace": None, "sandbox": {}, "cells": [cell]}
+    (folder / "good.json").write_text(json.dumps(good))
+    edited = copy.deepcopy(good)
+    edited["cells"][0]["outcome"]["results"] = [{"text": "43"}]
+    (folder / "edited.json").write_text(json.dumps(edited))
+    (folder / "notes.txt").write_text("not collected")
+    env = {
+        "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data"),
+        "SANDBOX_WORKBENCH_CONFIG_DIR": str(tmp_path / "config"),
+    }
+    ran = run_pytest(
+        project, "-p", "no:cacheprovider", "--sandbox-transcripts", "transcripts", **env
+    )
+    assert ran.returncode == 1, ran.stdout
+    assert "sandbox transcripts: " in ran.stdout and " on profile local" in ran.stdout
+    assert "1 failed, 2 passed" in ran.stdout
+    assert "FAILED transcripts/edited.json::replay" in ran.stdout
+    failure = ran.stdout[ran.stdout.index("replay edited.json on local") :]
+    assert "cell 1 differs (results):\n  >>> 6 * 7\n--- recorded\n+++ local" in failure
+    assert "-result | 43\n+result | 42" in failure
+    # Without the option nothing changes; a wrong folder is a usage error.
+    plain = run_pytest(project, "-p", "no:cacheprovider", **env)
+    assert "1 passed" in plain.stdout and "transcripts" not in plain.stdout
+    wrong = run_pytest(project, "--sandbox-transcripts", "nowhere", **env)
+    assert wrong.returncode == 4 and "nowhere is not a directory" in wrong.stderr
+    unknown = run_pytest(
+        project, "--sandbox-transcripts", "transcripts", "--sandbox-profile", "staging", **env
+    )
+    assert unknown.returncode == 1
+    assert "unknown profile 'staging'" in unknown.stdout

@@ -1,0 +1,126 @@
+"""Pilot test of rerunning a REPL cell on another profile (a real `serve` process) and
+of exporting a replayable transcript from the export dialog."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.widgets import Label, OptionList, Static
+
+from tests.cli.test_diff import session_serve
+from tests.tui.test_flows import Notifications
+from workbench.backends.remote import open_remote_backend
+from workbench.config import Config, RemoteProfile
+from workbench.transcripts import read_transcript
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.palette_commands import workbench_commands
+from workbench.tui.screens.diff_screen import DiffScreen, RerunProfilePickerScreen
+from workbench.tui.screens.export_screen import ExportScreen
+from workbench.tui.tour import (
+    WorkbenchPilot,
+    create_context,
+    create_sandbox,
+    local_backend_factory,
+    run_cell,
+    until_connected,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+async def diff_shown(pilot: WorkbenchPilot) -> DiffScreen:
+    """Wait for the diff screen to be up, with its content."""
+    app = pilot.app
+    await wait_for(pilot, lambda: isinstance(app.screen, DiffScreen) and app.screen.is_mounted)
+    await pilot.pause()
+    assert isinstance(app.screen, DiffScreen)
+    return app.screen
+
+
+def shown(screen: DiffScreen, selector: str) -> str:
+    console = Console(width=100, record=True, file=io.StringIO())
+    console.print(screen.query_one(selector, Static).render())
+    return console.export_text()
+
+
+async def test_rerun_a_cell_on_another_profile_and_export_a_transcript(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = session_serve(request)
+    monkeypatch.setenv("STAGING_TOKEN", served.token)
+    config = Config(
+        profiles={"staging": RemoteProfile("staging", served.url, token_env="STAGING_TOKEN")},
+        path=tmp_path / "config" / "config.toml",
+    )
+    config.save()
+    data = tmp_path / "data"
+    app = WorkbenchApp(data_dir=data, backend_factory=local_backend_factory(data), config=config)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        # The context's env var is not known to the workbench, so it is not there on the
+        # rerun: the output differs.
+        repl = await create_context(pilot, "PERL", env_line="GREETING=hello")
+        await run_cell(pilot, repl, 'print "$ENV{GREETING}!\\e[2J\\n"; 6 * 7')
+        await pilot.press("alt+v")
+        await wait_for(pilot, lambda: isinstance(app.screen, RerunProfilePickerScreen))
+        picker = app.screen
+        assert str(picker.query_one(".dialog-title", Label).render()) == (
+            "Rerun the cell on profile"
+        )
+        options = picker.query_one(OptionList)
+        assert [options.get_option_at_index(i).id for i in range(options.option_count)] == [
+            "staging"
+        ]
+        await pilot.press("enter")
+        diff = await diff_shown(pilot)
+        assert diff.summary == "Different: stdout."
+        here, there = shown(diff, "#diff-here"), shown(diff, "#diff-there")
+        assert here.splitlines()[:2] == ["- stdout | hello!\\x1b[2J", "  result | 42"]
+        assert there.splitlines()[:2] == ["+ stdout | !\\x1b[2J", "  result | 42"]
+        assert "\x1b" not in here + there  # the guest's escape is shown, never sent
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, DiffScreen))
+
+        # From the palette, straight to a profile: the earlier cell is replayed first.
+        await run_cell(pilot, repl, "our $n = 6 * 7")
+        commands = {command.title: command for command in workbench_commands(app)}
+        assert "Rerun the current cell on another profile and compare…" in commands
+        await commands["Rerun the current cell on staging and compare"].callback()
+        diff = await diff_shown(pilot)
+        assert diff.summary == "Same outcome on both. 1 earlier cell replayed first (1 differed)."
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, DiffScreen))
+
+        # The export dialog's third format: a transcript `replay` reads.
+        await pilot.press("alt+m")
+        await wait_for(pilot, lambda: isinstance(app.screen, ExportScreen))
+        export = app.screen
+        assert isinstance(export, ExportScreen)
+        await pilot.click("#format-transcript")
+        path_input = export.query_one("#export-path")
+        await wait_for(pilot, lambda: path_input.value.endswith(".transcript.json"))  # type: ignore[attr-defined]
+        target = Path(path_input.value)  # type: ignore[attr-defined]
+        await pilot.click("#export")
+        await wait_for(pilot, lambda: target.is_file())
+    assert not notes.errors()
+    transcript = read_transcript(target)
+    assert (transcript.context.binding, transcript.context.cwd) == ("PERL", "/workspace")
+    assert [cell.code for cell in transcript.cells] == [
+        'print "$ENV{GREETING}!\\e[2J\\n"; 6 * 7',
+        "our $n = 6 * 7",
+    ]
+    first = transcript.cells[0].outcome
+    assert first is not None and first.stdout == ("hello!\x1b[2J",)
+    # Both reruns' scratch sandboxes were destroyed on the other profile.
+    async with open_remote_backend("staging", served.url, served.token) as staging:
+        assert not [s.id for s in await staging.list_sandboxes() if s.id.startswith("replay-")]
+
+
+def test_the_diff_screen_binding_has_an_id() -> None:
+    assert all(binding.id for binding in DiffScreen.BINDINGS)  # type: ignore[union-attr]

@@ -1,0 +1,25 @@
+"""Showing untrusted (guest- or backend-controlled) text without handing it the terminal.
+
+A guest that can write escape sequences to the user's terminal can set its clipboard
+(OSC 52), retitle the window or rewrite what was printed before. Both UIs therefore show
+every control character except newline and tab as a visible `\\xNN` escape: C0
+(U+0000-U+001F, so also carriage return), DEL (U+007F) and C1 (U+0080-U+009F).
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 controls except tab (0x09) and newline (0x0a), DEL, and C1 controls."""
+
+
+def neutralise(text: str) -> str:
+    """`text` with each control character replaced by its visible `\\xNN` escape."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def without_controls(text: str) -> str:
+    """`text` with its control characters left out: for what is painted where the text
+    itself must stay as it is (an editor), since a terminal gives them no width anyway."""
+    return _CONTROL.sub("", text)

@@ -1,0 +1,214 @@
+"""Runs code in one sandbox's contexts on the local engines (spec 2.4.1, 6.6, 7).
+
+Every context of a sandbox preopens the sandbox's mirror directory as `/workspace`:
+the tree is materialized into it before a run and diffed back after (or rolled back
+when the run failed, spec 6.6); files, the context row and the history entry are then
+stored in one transaction. The engine itself runs in an engine process that a worker
+thread waits on, so a blocked guest never holds up the event loop or another sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from engines.isolated import IsolatedSession, WriteBounds
+from engines.result import LIMIT_ERROR, ContextRef, ExecutionError, ExecutionResult, SessionState
+from engines.session import Boot, Outcome
+from workbench.backends.local.context_row import ContextRow
+from workbench.backends.local.runtimes import LocalRuntime
+from workbench.backends.local.sandbox_state import SandboxState
+from workbench.backends.local.settings import LocalResources
+from workbench.backends.local.snapshots import SnapshotWriter
+from workbench.core.changes import ChangeSet
+from workbench.core.envvars import layer_env
+from workbench.core.mirror import apply_diff
+from workbench.core.paths import WorkspaceOSError
+from workbench.core.workspace import MAX_ENTRIES, MAX_TOTAL_BYTES
+from workbench.protocol.errors import SandboxError
+from workbench.protocol.timestamps import iso_from_ms
+
+ENGINE_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox-engine")
+"""Threads that wait on engine processes: a run blocked up to its deadline in one sandbox
+never holds up another sandbox's run (the default executor has only a few threads)."""
+
+
+class EngineUnavailableError(Exception):
+    """The context's engine could not be prepared or loaded (the cause says why)."""
+
+
+class ContextRunner:
+    """Executions of one sandbox, one at a time (the sandbox's queue sees to that)."""
+
+    def __init__(
+        self, state: SandboxState, snapshots: SnapshotWriter, resources: LocalResources
+    ) -> None:
+        self._state = state
+        self._snapshots = snapshots
+        self._sessions = resources.sessions
+        self._clock = resources.clock
+        self._settings = resources.settings
+        self._engine_pool = resources.engine_pool
+        self.running: IsolatedSession | None = None
+        """The session executing right now (for cancel)."""
+
+    async def run_stateless(
+        self, runtime: LocalRuntime, code: str, call_env: dict[str, str | None]
+    ) -> ExecutionResult:
+        """A binding without contexts run from the sandbox: a fresh engine, sandbox env."""
+        meta = self._state.ensure_meta()
+        env = layer_env(meta.env_vars, None, call_env)
+        result = await asyncio.get_running_loop().run_in_executor(
+            ENGINE_THREADS, runtime.run_stateless, code, env
+        )
+        self._state.touch()
+        return result
+
+    async def run(self, row: ContextRow, code: str, env: dict[str, str]) -> ExecutionResult:
+        """Run `code` in the context of `row` and store the outcome; the result carries the
+        context's counters and where its REPL state came from."""
+        runtime = self._state.runtime(row.binding)
+        key = (self._state.id, row.id)
+        was_resident = self._sessions.is_resident(key)
+        limits = self._settings.limits
+
+        def create() -> IsolatedSession:
+            return IsolatedSession(
+                runtime.spec,
+                pool=self._engine_pool,
+                workspace=self._state.mirror_dir,
+                limits=limits,
+                restore_point=self._snapshots.restore_point(row),
+                write_bounds=WriteBounds(MAX_TOTAL_BYTES, MAX_ENTRIES),
+            )
+
+        started = time.perf_counter()
+        try:
+            outcome, result, changes = await asyncio.get_running_loop().run_in_executor(
+                ENGINE_THREADS, self._run_blocking, key, create, code, env, row.cwd
+            )
+        except EngineUnavailableError as error:
+            result = runtime.engine_error(
+                code, f"{runtime.language} engine unavailable: {error.__cause__}", started
+            )
+            return self._finish(row, result, ChangeSet(), Boot.FRESH, [])
+        if self._snapshots.is_dirty(row.id):
+            self._snapshots.schedule_flush()
+        if outcome.restore_point_dropped:
+            row.snapshot = None  # never restored again; the next snapshot rewrites its chunks
+        notes = list(outcome.notes)
+        if outcome.boot is Boot.FRESH and row.executions > 0:
+            notes.append("the context had no snapshot to restore; it started fresh")
+        elif outcome.boot is Boot.RESTORED and not was_resident and row.snapshot is not None:
+            taken = iso_from_ms(int(row.snapshot["takenAt"]))
+            notes.append(
+                f"the context's REPL state was restored from its memory snapshot of {taken}"
+            )
+        return self._finish(row, result, changes, outcome.boot, notes, cwd=outcome.cwd)
+
+    def _run_blocking(
+        self,
+        key: tuple[str, str],
+        create: Callable[[], IsolatedSession],
+        code: str,
+        env: dict[str, str],
+        cwd: str,
+    ) -> tuple[Outcome, ExecutionResult, ChangeSet]:
+        """One worker-thread hop for the whole execution: session, workspace in, run,
+        workspace out (or rollback), snapshot."""
+        try:
+            session = self._sessions.acquire(key, create)
+        except Exception as error:  # the engine cannot be prepared or loaded
+            raise EngineUnavailableError() from error
+        try:
+            use_files = self._settings.file_api
+            if use_files:
+                self._state.mirror.materialize(self._state.workspace)
+            else:
+                self._state.mirror_dir.mkdir(parents=True, exist_ok=True)
+            self.running = session
+            try:
+                outcome = session.execute(code, env, cwd)
+            finally:
+                self.running = None
+            result = outcome.result
+            changes = ChangeSet()
+            if use_files:
+                result, changes = self._sync_back(result)
+            is_limit = result.error is not None and result.error.name == LIMIT_ERROR
+            if session.spec.snapshots and session.alive and not is_limit:
+                # Spec 7.7: snapshot after every successful run. The engine process takes it
+                # after answering (incremental: only changed 1 MiB chunks), so a later trap
+                # resumes from this state; the chunks reach SQLite shortly after
+                # (write-behind). Marked dirty before `release`, which may evict the
+                # session and must then save this state.
+                session.take_snapshot()
+                self._snapshots.mark_dirty(key[1])
+            return outcome, result, changes
+        finally:
+            self._sessions.release(key)
+
+    def _sync_back(self, result: ExecutionResult) -> tuple[ExecutionResult, ChangeSet]:
+        """Apply the run's file changes, or roll the directory back (spec 6.6)."""
+        workspace, mirror = self._state.workspace, self._state.mirror
+        if result.error is not None:
+            mirror.materialize(workspace)
+            return result, ChangeSet()
+        diff = mirror.diff(workspace)
+        try:
+            changes = apply_diff(workspace, diff, self._clock.now_ms())
+        except WorkspaceOSError as violation:
+            mirror.materialize(workspace)
+            error = ExecutionError(
+                LIMIT_ERROR,
+                f"Workspace limit exceeded: {violation.message}; the run's file changes "
+                "were discarded",
+                [],
+            )
+            return replace(result, results=[], error=error), ChangeSet()
+        return result, changes
+
+    def _finish(
+        self,
+        row: ContextRow,
+        result: ExecutionResult,
+        changes: ChangeSet,
+        boot: Boot,
+        notes: list[str],
+        *,
+        cwd: str | None = None,
+    ) -> ExecutionResult:
+        """Persist files, context row, snapshot and history in one transaction.
+
+        When the commit fails, memory goes back to what SQLite holds: the row's counters
+        and the workspace (re-read from the store; the next run re-materializes it)."""
+        now = self._clock.now_ms()
+        before = replace(row)
+        row.executions += 1
+        row.last_used = now
+        if cwd is not None:
+            row.cwd = cwd
+        meta = self._state.ensure_meta()
+        try:
+            with self._state.stored() as tx:
+                self._state.persist_changes(tx, changes)
+                tx.put_context(self._state.id, row.to_stored())
+                self._state.touch(tx)
+                expires_at = meta.expires_at if self._settings.ttl_ms != 0 else None
+                final = replace(
+                    result,
+                    execution_count=row.executions,
+                    context=ContextRef(row.id, row.cwd, row.executions, None, expires_at),
+                    session=SessionState(boot.value, tuple(notes)),
+                )
+                payload = final.to_json()
+                tx.add_history(self._state.id, row.id, row.executions, result.code, now, payload)
+        except SandboxError:
+            row.executions, row.last_used, row.cwd = before.executions, before.last_used, before.cwd
+            if changes:
+                self._state.forget_workspace()
+            raise
+        return final

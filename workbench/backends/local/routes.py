@@ -1,0 +1,313 @@
+"""Every route of the gateway protocol (docs/gateway-protocol.md) the local gateway answers.
+
+One table maps method and path to a handler; the handlers are the wire side only: they
+read and check the request (in the order the spec gives its messages), call one typed
+method of the gateway or of a `SandboxObject`, and encode the protocol type it returns.
+Paths below ``/v1/sandboxes/{id}`` go to that sandbox's own table, in the sandbox's turn
+(spec 1.5); there an unknown path or method is 404, never 405, as on the real system.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from engines.result import ExecutionResult
+from workbench import __version__
+from workbench.backends.local.runtimes import LocalRuntime
+from workbench.backends.local.sandbox_object import SandboxObject
+from workbench.core.envvars import (
+    context_env_vars,
+    env_request_vars,
+    execute_env_vars,
+    runtime_env_vars,
+)
+from workbench.core.paths import WorkspaceOSError, normalize
+from workbench.protocol.codec import WireType
+from workbench.protocol.errors import SandboxError
+from workbench.protocol.http import (
+    EXECUTE_BODY_CAP,
+    FILES_BATCH_BODY_CAP,
+    FILES_BATCH_MAX_ENTRIES,
+    FILES_BODY_CAP,
+    Request,
+    Response,
+    error_json,
+    internal_error,
+    method_not_allowed,
+    not_found,
+    parse_object,
+    validate_code,
+    validation_error,
+)
+from workbench.protocol.ids import validate_sandbox_id
+from workbench.protocol.routing import ANY_METHOD, Found, Route, RouteTable
+from workbench.protocol.types import (
+    FILES_BATCH_FEATURE,
+    CancelResult,
+    ContextList,
+    CoreInfo,
+    FilesBatchLimits,
+    Health,
+    HistoryList,
+    RuntimeList,
+    SandboxList,
+    Success,
+)
+
+if TYPE_CHECKING:
+    from workbench.backends.local.gateway import LocalGateway
+
+PROTOCOL_VERSION = 1
+INTERPRETER_PROTOCOL = 1
+"""The runtime protocol (spec 2.2.2) the local runtimes speak and the local core accepts."""
+CORE = CoreInfo("sandbox-workbench", __version__, INTERPRETER_PROTOCOL)
+"""What runs the sandboxes here: the workbench's own emulation of `@sandbox-workers/core`."""
+FEATURES = [FILES_BATCH_FEATURE]
+"""The extensions this gateway serves (`GET /v1/health`)."""
+FILES_BATCH_LIMITS = FilesBatchLimits(FILES_BATCH_MAX_ENTRIES, FILES_BATCH_BODY_CAP)
+LANGUAGE_ALIASES = {
+    "python3": "python",
+    "js": "javascript",
+    "node": "javascript",
+    "ts": "typescript",
+}
+
+Params = dict[str, str]
+GatewayHandler = Callable[["LocalGateway", Request, Params], Awaitable[Response]]
+SandboxHandler = Callable[[SandboxObject, Request, Params], Awaitable[Response]]
+
+
+def answer(value: WireType | ExecutionResult, status: int = 200) -> Response:
+    """A protocol type (or an `ExecutionResult`) as the JSON response."""
+    return Response.json(status, value.to_json())
+
+
+async def dispatch(gateway: LocalGateway, request: Request) -> Response:
+    """Answer one request; every `SandboxError` becomes its error response."""
+    try:
+        found = GATEWAY_ROUTES.find(request.method, request.path.split("?", 1)[0])
+        if isinstance(found, SandboxError):
+            raise found
+        return await found.target(gateway, request, found.params)
+    except SandboxError as error:
+        return error_json(error)
+
+
+# ----- /v1 -----------------------------------------------------------------------------
+
+
+async def health(gateway: LocalGateway, request: Request, params: Params) -> Response:
+    """The server's, the core's and every runtime's version (as the Worker gateway does)."""
+    offered = [runtime.info() for runtime in gateway.runtimes.values()]
+    return answer(
+        Health(
+            True,
+            __version__,
+            PROTOCOL_VERSION,
+            CORE,
+            offered,
+            features=FEATURES,
+            files_batch=FILES_BATCH_LIMITS,
+        )
+    )
+
+
+async def runtimes(gateway: LocalGateway, request: Request, params: Params) -> Response:
+    offered = [runtime.info() for runtime in gateway.runtimes.values()]
+    return answer(RuntimeList(offered, core=CORE))
+
+
+def _check_language(runtime: LocalRuntime, body: dict[str, Any]) -> None:
+    """An optional `language` must name the runtime's language (aliases allowed)."""
+    if "language" not in body:
+        return
+    language = body["language"]
+    if not isinstance(language, str):
+        raise validation_error("language must be a string")
+    resolved = LANGUAGE_ALIASES.get(language.lower(), language.lower())
+    if resolved == runtime.language or (
+        resolved == "typescript" and runtime.language == "javascript"
+    ):
+        return
+    raise validation_error(
+        f"Unsupported language '{language}' on this runtime ({runtime.language})"
+    )
+
+
+async def execute_stateless(gateway: LocalGateway, request: Request, params: Params) -> Response:
+    """Stateless `POST /v1/runtimes/:binding/execute` (spec 2.2.1, in its check order)."""
+    binding = unquote(params["binding"])
+    runtime = gateway.runtimes.get(binding)
+    if runtime is None:
+        raise validation_error(f"Unknown binding '{binding}'")
+    content_type = request.headers.get("content-type", "").lower()
+    if not content_type.startswith("application/json"):
+        raise validation_error("Content-Type must be application/json", 415)
+    if not request.body:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > EXECUTE_BODY_CAP:
+            raise validation_error("Request too large", 413)
+        raise validation_error("JSON body required")
+    body = parse_object(request, EXECUTE_BODY_CAP)
+    if "input" in body:
+        raise validation_error("input is no longer supported; pass data with envVars")
+    _check_language(runtime, body)
+    code = validate_code(body)
+    env_vars = runtime_env_vars(body) or {}
+    try:
+        result = await asyncio.to_thread(runtime.run_stateless, code, env_vars)
+    except Exception:  # anything unexpected before the engine answered (spec 2.2.1)
+        return internal_error("Engine execution failed", 502)
+    return answer(result)
+
+
+async def list_sandboxes(gateway: LocalGateway, request: Request, params: Params) -> Response:
+    return answer(SandboxList(await gateway.list_sandboxes()))
+
+
+async def sandbox_request(gateway: LocalGateway, request: Request, params: Params) -> Response:
+    """`/v1/sandboxes/:id/...`: the id is checked first, then the sandbox's table."""
+    sandbox_id = unquote(params["sandbox_id"])
+    validate_sandbox_id(sandbox_id)
+    sandbox = gateway.sandbox(sandbox_id)
+    found = SANDBOX_ROUTES.find(request.method, "/" + params["tail"])
+    if isinstance(found, Found) and not found.target.in_turn:
+        return await found.target.handler(sandbox, request, found.params)
+    async with sandbox.turn():
+        try:
+            if not (isinstance(found, Found) and not found.target.creates):
+                sandbox.ensure_exists()
+            if isinstance(found, SandboxError):
+                raise found
+            return await found.target.handler(sandbox, request, found.params)
+        except SandboxError as error:
+            return error_json(error)
+
+
+# ----- /v1/sandboxes/:id ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SandboxEndpoint:
+    handler: SandboxHandler
+    in_turn: bool = True
+    """False: answered at once, even while another request of the sandbox runs."""
+    creates: bool = True
+    """The sandbox comes into existence before the handler runs (every route but DELETE)."""
+
+
+async def cancel(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    return answer(CancelResult(sandbox.cancel()))
+
+
+async def destroy(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    sandbox.destroy()
+    return answer(Success())
+
+
+async def info(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    return answer(sandbox.get_info())
+
+
+async def execute(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """Spec 2.4.1, checks in the order the spec gives their messages."""
+    body = parse_object(request, EXECUTE_BODY_CAP)
+    if "cwd" in body:
+        raise validation_error("cwd is a context property; pass it to createCodeContext")
+    code = validate_code(body)
+    call_env = execute_env_vars(body) or {}
+    context_id = body.get("contextId")
+    binding = body.get("binding")
+    if context_id is not None and (not isinstance(context_id, str) or not context_id):
+        raise validation_error("contextId must be a non-empty string")
+    if binding is not None and (not isinstance(binding, str) or not binding):
+        raise validation_error("binding must be a non-empty string")
+    result = await sandbox.execute(code, context_id=context_id, binding=binding, env_vars=call_env)
+    return answer(result)
+
+
+async def create_context(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """Spec 2.4.2."""
+    body = parse_object(request, EXECUTE_BODY_CAP)
+    binding = body.get("binding")
+    if not isinstance(binding, str) or not binding:
+        raise validation_error("binding is required")
+    cwd = "/workspace"
+    if "cwd" in body:
+        raw_cwd = body["cwd"]
+        if not isinstance(raw_cwd, str) or not raw_cwd:
+            raise validation_error("cwd must be a non-empty string")
+        try:
+            cwd = normalize(raw_cwd).absolute
+        except WorkspaceOSError as error:
+            raise validation_error(error.message) from None
+    env_vars = context_env_vars(body) or {}
+    return answer(sandbox.create_context(binding, cwd, env_vars), 201)
+
+
+async def list_contexts(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    return answer(ContextList(sandbox.list_contexts()))
+
+
+async def delete_context(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    sandbox.delete_context(unquote(params["context_id"]))
+    return answer(Success())
+
+
+async def history(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    return answer(HistoryList(sandbox.history(unquote(params["context_id"]))))
+
+
+async def set_env(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """Spec 2.4.3."""
+    body = parse_object(request, EXECUTE_BODY_CAP)
+    if "envVars" not in body:
+        raise validation_error("envVars is required")
+    sandbox.set_env_vars(env_request_vars(body))
+    return answer(Success())
+
+
+async def files(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """Spec 5 (the body itself is checked by the files API)."""
+    sandbox.require_file_api()
+    return answer(sandbox.files(parse_object(request, FILES_BODY_CAP)))
+
+
+async def files_batch(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """An extension: many changing files ops in one request (gzip bodies accepted)."""
+    sandbox.require_file_api()
+    body = parse_object(request, FILES_BATCH_BODY_CAP, gzip=True)
+    return answer(await sandbox.files_batch(body))
+
+
+GATEWAY_ROUTES: RouteTable[GatewayHandler] = RouteTable(
+    [
+        Route("GET", "/v1/health", health),
+        Route("GET", "/v1/runtimes", runtimes),
+        Route("POST", "/v1/runtimes/{binding...}/execute", execute_stateless),
+        Route("GET", "/v1/sandboxes", list_sandboxes),
+        Route(ANY_METHOD, "/v1/sandboxes/{sandbox_id}/{tail...}", sandbox_request),
+    ],
+    wrong_method=method_not_allowed,
+)
+
+SANDBOX_ROUTES: RouteTable[SandboxEndpoint] = RouteTable(
+    [
+        Route("POST", "/cancel", SandboxEndpoint(cancel, in_turn=False)),
+        Route("DELETE", "/", SandboxEndpoint(destroy, creates=False)),
+        Route("GET", "/", SandboxEndpoint(info)),
+        Route("POST", "/execute", SandboxEndpoint(execute)),
+        Route("POST", "/contexts", SandboxEndpoint(create_context)),
+        Route("GET", "/contexts", SandboxEndpoint(list_contexts)),
+        Route("DELETE", "/contexts/{context_id}", SandboxEndpoint(delete_context)),
+        Route("GET", "/contexts/{context_id...}/history", SandboxEndpoint(history)),
+        Route("POST", "/env", SandboxEndpoint(set_env)),
+        Route("POST", "/files", SandboxEndpoint(files)),
+        Route("POST", "/files/batch", SandboxEndpoint(files_batch)),
+    ],
+    wrong_method=not_found,
+)

@@ -1,0 +1,237 @@
+"""What one local sandbox holds, in memory and in SQLite: its row (env vars and idle
+deadline, spec 8.3), its code-context registry (spec 7.1-7.3) and its `/workspace` tree
+with the host directory the engines see it in.
+
+Every change is stored in one transaction first and kept in memory once it committed
+(`stored`), so memory always equals what the store holds.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+from workbench.backends.local.context_row import ContextRow
+from workbench.backends.local.runtimes import LocalRuntime
+from workbench.backends.local.settings import LocalResources, idle_deadline_passed
+from workbench.core.changes import ChangeSet
+from workbench.core.host_paths import host_path, opaque_name
+from workbench.core.mirror import WorkspaceMirror
+from workbench.core.workspace import Workspace
+from workbench.protocol.errors import ErrorCode, SandboxError, make_error
+from workbench.protocol.http import validation_error
+from workbench.store import StoredSandbox, Transaction
+
+MAX_CONTEXTS = 8
+BINDING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def context_not_found(context_id: str) -> SandboxError:
+    return make_error(
+        ErrorCode.CONTEXT_NOT_FOUND,
+        f"Code context '{context_id}' not found",
+        {"contextId": context_id},
+    )
+
+
+class SandboxState:
+    """One sandbox's row, contexts and workspace (spec 2.4 state of the Durable Object)."""
+
+    def __init__(self, sandbox_id: str, resources: LocalResources) -> None:
+        self.id = sandbox_id
+        self._store = resources.store
+        self._runtimes = resources.runtimes
+        self._clock = resources.clock
+        self._settings = resources.settings
+        # Opaque: an id such as `..` or `.` must never name a host location (spec 8.1).
+        self.mirror_dir = host_path(resources.mirror_root, opaque_name(sandbox_id))
+        self.meta: StoredSandbox | None = None
+        self.contexts: dict[str, ContextRow] = {}
+        self._loaded: tuple[Workspace, WorkspaceMirror] | None = None
+        self.load()
+
+    def load(self) -> None:
+        """(Re-)read the row and the contexts; the workspace is read when next used."""
+        self.meta = self._store.sandbox(self.id)
+        self._loaded = None
+        self.contexts = {
+            stored.id: ContextRow.from_stored(stored) for stored in self._store.contexts(self.id)
+        }
+
+    def _workspace_and_mirror(self) -> tuple[Workspace, WorkspaceMirror]:
+        """Read from the store on first use (it may be 16 MiB, and a sandbox that is only
+        listed or expired never needs it); a mirror baseline belongs to one tree."""
+        if self._loaded is None:
+            workspace = Workspace.from_rows(self._store.files(self.id))
+            self._loaded = (workspace, WorkspaceMirror(self.mirror_dir))
+        return self._loaded
+
+    @property
+    def workspace(self) -> Workspace:
+        return self._workspace_and_mirror()[0]
+
+    @property
+    def mirror(self) -> WorkspaceMirror:
+        return self._workspace_and_mirror()[1]
+
+    def forget_workspace(self) -> None:
+        """Drop the tree from memory: it is re-read from the store when next used."""
+        self._loaded = None
+
+    # ----- the sandbox row -----------------------------------------------------------
+
+    def ensure_meta(self) -> StoredSandbox:
+        """The sandbox row, created (and stored) on first touch."""
+        if self.meta is None:
+            now = self._clock.now_ms()
+            self.meta = StoredSandbox(self.id, now, now, {}, None)
+            with self._store.transaction() as tx:
+                tx.put_sandbox(self.meta)
+        return self.meta
+
+    def touch(self, tx: Transaction | None = None, *, write_last_used: bool = False) -> None:
+        """Spec 8.3 touch policy: move the deadline only in steps larger than TTL/10."""
+        meta = self.ensure_meta()
+        now = self._clock.now_ms()
+        ttl = self._settings.ttl_ms
+        changed = write_last_used
+        if write_last_used:
+            meta.last_used = now
+        if ttl == 0:
+            if meta.expires_at is not None:
+                meta.expires_at = None
+                changed = True
+        else:
+            want = int(now + ttl)
+            if meta.expires_at is None or want - meta.expires_at > ttl / 10:
+                meta.expires_at = want
+                meta.last_used = now
+                changed = True
+        if not changed:
+            return
+        if tx is not None:
+            tx.put_sandbox(meta)
+        else:
+            with self._store.transaction() as own:
+                own.put_sandbox(meta)
+
+    def idle_expired(self) -> bool:
+        """The idle alarm (spec 8.3), evaluated lazily: True when the sandbox must be
+        wiped; a deadline reached by a sandbox used since is re-armed instead."""
+        meta = self.meta
+        ttl = self._settings.ttl_ms
+        now = self._clock.now_ms()
+        if meta is None or not idle_deadline_passed(meta, ttl, now):
+            return False
+        if meta.last_used + ttl > now:
+            meta.expires_at = int(meta.last_used + ttl)
+            with self._store.transaction() as tx:
+                tx.put_sandbox(meta)
+            return False
+        return True
+
+    def clear(self) -> None:
+        """Delete the sandbox from the store and its host directory; forget it."""
+        with self._store.transaction() as tx:
+            tx.delete_sandbox(self.id)
+        shutil.rmtree(self.mirror_dir, ignore_errors=True)
+        self.meta = None
+        self._loaded = (Workspace(), WorkspaceMirror(self.mirror_dir))
+        self.contexts = {}
+
+    @contextmanager
+    def stored(self) -> Iterator[Transaction]:
+        """A store transaction that, when it fails (COMMIT included), restores the sandbox
+        row it may have changed in memory and answers INTERNAL_ERROR, not a traceback."""
+        before = None if self.meta is None else replace(self.meta)
+        try:
+            with self._store.transaction() as tx:
+                yield tx
+        except BaseException as error:
+            self.meta = before
+            if isinstance(error, sqlite3.Error):
+                raise make_error(
+                    ErrorCode.INTERNAL_ERROR, f"The change could not be stored: {error}"
+                ) from error
+            raise
+
+    def persist_changes(self, tx: Transaction, changes: ChangeSet) -> None:
+        for change in changes:
+            if change.kind == "file":
+                assert change.data is not None
+                tx.put_file(self.id, change.path, change.data, change.updated_at)
+            elif change.kind == "dir":
+                tx.put_directory(self.id, change.path)
+            else:
+                tx.delete_path(self.id, change.path)
+
+    # ----- the context registry ------------------------------------------------------
+
+    def sorted_contexts(self) -> list[ContextRow]:
+        return sorted(self.contexts.values(), key=lambda row: (row.created_at, row.seq, row.id))
+
+    def context(self, context_id: str) -> ContextRow:
+        row = self.contexts.get(context_id)
+        if row is None:
+            raise context_not_found(context_id)
+        return row
+
+    def runtime(self, binding: str) -> LocalRuntime:
+        """Spec 7.2 probe (steps 1-2; local runtimes always answer a valid step 3-4)."""
+        runtime = self._runtimes.get(binding) if BINDING_NAME.fullmatch(binding) else None
+        if runtime is None:
+            raise validation_error(f"Unknown binding '{binding}'")
+        return runtime
+
+    def _new_context(
+        self, binding: str, cwd: str, env_vars: dict[str, str], tx: Transaction
+    ) -> ContextRow:
+        if len(self.contexts) >= MAX_CONTEXTS:
+            raise validation_error(f"Cannot create more than {MAX_CONTEXTS} code contexts")
+        runtime = self.runtime(binding)
+        if not runtime.spec.contexts:
+            raise validation_error(
+                f"Code contexts are not supported by binding '{binding}' ({runtime.language})"
+            )
+        now = self._clock.now_ms()
+        row = ContextRow(
+            id=str(uuid.uuid4()),
+            binding=binding,
+            language=runtime.language,
+            engine=runtime.spec.engine,
+            cwd=cwd,
+            env_vars=env_vars,
+            created_at=now,
+            last_used=now,
+            seq=max((other.seq for other in self.contexts.values()), default=0) + 1,
+        )
+        tx.put_context(self.id, row.to_stored())
+        return row
+
+    def register_context(self, binding: str, cwd: str, env_vars: dict[str, str]) -> ContextRow:
+        """Create a context: stored first, in memory once the commit succeeded."""
+        with self.stored() as tx:
+            row = self._new_context(binding, cwd, env_vars, tx)
+            self.touch(tx)
+        self.contexts[row.id] = row
+        return row
+
+    def default_context(self, binding: str) -> ContextRow:
+        """Spec 7.3: the oldest context of the binding, or a new one at /workspace."""
+        candidates = [row for row in self.sorted_contexts() if row.binding == binding]
+        if candidates:
+            return candidates[0]
+        return self.register_context(binding, "/workspace", {})
+
+    def remove_context(self, context_id: str) -> None:
+        """Delete a context's row (with its snapshot and history) and forget it."""
+        self.context(context_id)
+        with self.stored() as tx:
+            tx.delete_context(self.id, context_id)
+            self.touch(tx)
+        del self.contexts[context_id]

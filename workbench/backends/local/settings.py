@@ -1,0 +1,58 @@
+"""Settings of the local sandboxes, the idle-expiry rules they follow (spec 8.3), and
+the resources they share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engines.isolated import WorkerPool
+from engines.session import Limits
+from workbench.backends.local.runtimes import LocalRuntime
+from workbench.backends.local.sessions import SessionPool
+from workbench.core.clock import Clock
+from workbench.store import Store, StoredSandbox
+
+DEFAULT_TTL_MS = 86_400_000
+
+
+def parse_ttl(value: str | None) -> float:
+    """Spec 8.3: unset/empty → 24 h; a finite number ≥ 0 → that; anything else → 24 h."""
+    if value is None or value.strip() == "":
+        return DEFAULT_TTL_MS
+    try:
+        ttl = float(value)
+    except ValueError:
+        return DEFAULT_TTL_MS
+    return ttl if ttl >= 0 and ttl != float("inf") else DEFAULT_TTL_MS
+
+
+def idle_deadline_passed(sandbox: StoredSandbox, ttl_ms: float, now_ms: int) -> bool:
+    """The idle alarm of `sandbox` would fire now (spec 8.3): expiry is on and its armed
+    deadline is reached. Decided from the stored row alone."""
+    return ttl_ms != 0 and sandbox.expires_at is not None and now_ms >= sandbox.expires_at
+
+
+@dataclass
+class SandboxSettings:
+    ttl_ms: float = DEFAULT_TTL_MS
+    """0 disables idle expiry."""
+    file_api: bool = True
+    limits: Limits = field(default_factory=Limits)
+    snapshot_delay_seconds: float = 1.0
+    """Idle time after a run before its memory snapshot is written."""
+
+
+@dataclass(frozen=True)
+class LocalResources:
+    """What every local sandbox shares: the store, the runtimes and their engine
+    processes, the resident sessions, the clock, the settings and the mirror root."""
+
+    store: Store
+    runtimes: dict[str, LocalRuntime]
+    sessions: SessionPool
+    clock: Clock
+    settings: SandboxSettings
+    mirror_root: Path
+    """Where each sandbox's workspace is materialized for the engines (one dir each)."""
+    engine_pool: WorkerPool

@@ -1,0 +1,206 @@
+"""`sandbox-workbench transcript export` and `sandbox-workbench replay`: record a
+context's cells with their outcomes, and run them again on any backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from workbench.cli.common import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    backend_options,
+    echo_json,
+    note,
+    run_async,
+    with_backend,
+)
+from workbench.cli.completion import complete_sandbox_ids
+from workbench.cli.diff_command import show_comparison
+from workbench.cli.errors import CommandError
+from workbench.cli.terminal import echo_untrusted
+
+if TYPE_CHECKING:
+    from workbench.api import Backend
+    from workbench.transcripts import CellReplay, ReplayReport, Transcript
+
+
+@click.group("transcript")
+def transcript_group() -> None:
+    """Replayable transcripts of a context (see `replay`)."""
+
+
+@transcript_group.command(
+    "export",
+    epilog="""\b
+Examples:
+  sandbox-workbench transcript export -s demo --context 3f2a… -o demo.json
+  sandbox-workbench transcript export -s demo --context 3f2a… -o - --with-files
+  sandbox-workbench replay demo.json --profile staging
+
+\b
+The file holds the context's binding and cwd, the sandbox's env var names (values
+with --with-env), optionally the workspace files, and each cell's code with its
+outcome, from the backend's history (local and serve keep one; the Worker gateway
+does not: export from the workbench there). A context's own env vars are not
+reported by the gateway protocol and are not recorded.""",
+)
+@click.option("--sandbox", "-s", "sandbox_id", required=True, shell_complete=complete_sandbox_ids)
+@click.option("--context", "context_id", required=True, help="The code context's id.")
+@click.option(
+    "--output",
+    "-o",
+    required=True,
+    metavar="FILE",
+    help="Where to write the transcript (- for stdout); an existing file needs --force.",
+)
+@click.option("--with-env", is_flag=True, help="Include env var values (secrets too).")
+@click.option("--with-files", is_flag=True, help="Include the workspace files (base64).")
+@click.option("--force", is_flag=True, help="Overwrite an existing FILE.")
+@backend_options
+@run_async
+async def export_command(
+    sandbox_id: str,
+    context_id: str,
+    output: str,
+    with_env: bool,
+    with_files: bool,
+    force: bool,
+    profile: str,
+    data_dir: Path | None,
+) -> int:
+    """Write a context's cells and their outcomes to a versioned JSON file."""
+    from workbench.transcripts import ExportError, export_context, write_private_text
+
+    async def body(backend: Backend) -> Any:
+        return await export_context(
+            backend, sandbox_id, context_id, with_env=with_env, with_files=with_files
+        )
+
+    try:
+        exported = await with_backend(profile, data_dir, body)
+    except ExportError as error:
+        raise CommandError(str(error), EXIT_NOT_FOUND if error.not_found else EXIT_USAGE) from None
+    for line in exported.notes:
+        note(f"note: {line}")
+    text = exported.transcript.dumps()
+    if output == "-":
+        echo_untrusted(text.removesuffix("\n"))
+        return EXIT_OK
+    try:
+        write_private_text(Path(output), text, overwrite=force)
+    except FileExistsError:
+        raise CommandError(f"{output} exists; pass --force to overwrite it", EXIT_USAGE) from None
+    cells = len(exported.transcript.cells)
+    note(f"wrote {cells} cell{'s' if cells != 1 else ''} to {output}")
+    return EXIT_OK
+
+
+def load(path: str) -> Transcript:
+    """The transcript at `path`; a bad file is a usage error (exit 2)."""
+    from workbench.transcripts import TranscriptError, read_transcript
+
+    try:
+        return read_transcript(Path(path))
+    except TranscriptError as error:
+        raise CommandError(f"bad transcript: {error}", EXIT_USAGE) from None
+
+
+def show_cell(cell: CellReplay, profile: str) -> None:
+    lines = cell.code.strip().splitlines()
+    first_line = lines[0] if lines else ""
+    if len(first_line) > 60 or len(lines) > 1:
+        first_line = first_line[:59] + "…"
+    if cell.recorded is None:
+        verdict = "ran (nothing recorded to compare with)"
+    elif cell.differences:
+        verdict = "differs: " + ", ".join(cell.differences)
+    else:
+        verdict = "same"
+    echo_untrusted(f"cell {cell.number}  {verdict}  │ {first_line}")
+    if cell.recorded is not None and cell.differences:
+        show_comparison(cell.recorded, cell.observed, "recorded", profile)
+
+
+def report_json(path: str, report: ReplayReport) -> dict[str, Any]:
+    return {
+        "file": path,
+        "profile": report.profile,
+        "binding": report.binding,
+        "same": not report.divergences,
+        "divergences": len(report.divergences),
+        "unsetEnvVars": report.unset_env_vars,
+        "cells": [
+            {
+                "number": cell.number,
+                "code": cell.code,
+                "same": None if cell.recorded is None else not cell.differences,
+                "differences": cell.differences,
+                "recorded": None if cell.recorded is None else cell.recorded.to_json(),
+                "observed": cell.observed.to_json(),
+            }
+            for cell in report.cells
+        ],
+    }
+
+
+@click.command(
+    "replay",
+    epilog="""\b
+Examples:
+  sandbox-workbench replay demo.json                    # on the local backend
+  sandbox-workbench replay demo.json --profile staging  # on a deployed gateway
+  sandbox-workbench replay demo.json -p staging --json
+
+\b
+Each cell is compared with its recorded outcome by stdout, stderr, results and the
+error's name and message (not durationMs, usage, timestamps or executionCount).
+
+\b
+Exit status: 0 every cell agrees, 1 a cell diverged, 2 a bad file or usage error,
+3 the backend is unreachable.""",
+)
+@click.argument("path", metavar="FILE")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@backend_options
+@run_async
+async def replay_command(path: str, as_json: bool, profile: str, data_dir: Path | None) -> int:
+    """Replay a transcript in a fresh sandbox and report every divergence.
+
+    The sandbox's env vars and files are recreated first, then a context with the
+    recorded binding, cwd and env vars runs the cells in order; the sandbox is
+    destroyed afterwards.
+    """
+    from workbench.cli.progress import prepare_engine
+    from workbench.transcripts import ReplayError, replay_transcript
+
+    transcript = load(path)
+
+    async def body(backend: Backend) -> ReplayReport:
+        return await replay_transcript(
+            backend,
+            transcript,
+            prepare=prepare_engine,
+            on_cell=None if as_json else lambda cell: show_cell(cell, profile),
+        )
+
+    try:
+        report = await with_backend(profile, data_dir, body)
+    except ReplayError as error:
+        raise CommandError(str(error), EXIT_USAGE) from None
+    if report.unset_env_vars:
+        keys = ", ".join(report.unset_env_vars)
+        note(f"note: no recorded value for {keys} (exported without --with-env): not set")
+    if as_json:
+        echo_json(report_json(path, report))
+    else:
+        total, diverged = len(report.cells), len(report.divergences)
+        if diverged:
+            click.echo(f"{diverged} of {total} cells diverged on {profile}")
+        else:
+            click.echo(f"all {total} cells agree on {profile}")
+    return EXIT_FAILED if report.divergences else EXIT_OK

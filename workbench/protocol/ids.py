@@ -1,0 +1,51 @@
+"""Sandbox id rules (spec 8.1), with the exact validator messages."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from workbench.protocol.errors import ErrorCode, ValidationFailedError, error_response
+
+__all__ = [
+    "RESERVED_SANDBOX_IDS",
+    "SANDBOX_ID_PATTERN",
+    "normalize_id",
+    "sandbox_id_error",
+    "validate_sandbox_id",
+]
+
+SANDBOX_ID_PATTERN: Final = "^[A-Za-z0-9._-]{1,63}$"
+_ID_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,63}")
+RESERVED_SANDBOX_IDS: Final = frozenset(
+    {"www", "api", "admin", "root", "system", "cloudflare", "workers"}
+)
+
+
+def sandbox_id_error(id: object) -> str | None:
+    """The validator's message for an invalid id, or ``None`` when ``id`` is valid.
+
+    The client raises a plain error with this message; servers answer 400.
+    """
+    text = id if isinstance(id, str) else str(id)
+    if not isinstance(id, str) or _ID_RE.fullmatch(text) is None:
+        return f'Invalid sandbox id "{text}": must match /{SANDBOX_ID_PATTERN}/'
+    if text.startswith("-") or text.endswith("-"):
+        return f'Invalid sandbox id "{text}": cannot start or end with a hyphen'
+    if text.lower() in RESERVED_SANDBOX_IDS:
+        return f"Invalid sandbox id \"{text}\": '{text}' is a reserved name"
+    return None
+
+
+def validate_sandbox_id(id: object) -> None:
+    """Raise ``ValidationFailedError`` (400) with the exact 8.1 message if ``id`` is invalid."""
+    message = sandbox_id_error(id)
+    if message is not None:
+        raise ValidationFailedError(
+            error_response(ErrorCode.VALIDATION_FAILED, message, http_status=400)
+        )
+
+
+def normalize_id(id: str, normalize: bool = True) -> str:
+    """Apply option ``normalizeId``: lower-case the id before validation and use."""
+    return id.lower() if normalize else id

@@ -1,0 +1,400 @@
+"""`FolderSync`: mirror a local folder into a sandbox's /workspace, once or while watching.
+
+Direction is local → sandbox. The sync keeps a manifest of what it believes the sandbox
+holds under `dest` (size, `modifiedAt`, content digest per file; directories) and makes
+every pass state-based: for each dirty path it compares the folder as it is *now* with
+the manifest, so coalesced, reordered or repeated watcher events cannot drift the result.
+
+- Initial sync lists the sandbox once; only files whose size matches a local file are
+  read back (to compare digests), everything else is decided from the listing.
+- Deletes: without `prune` (the default) the sync deletes only what it created itself
+  (files it uploaded, directories it made), in this run or an earlier one: that record is
+  saved after every pass (`workbench.sync.manifest`), and without it nothing is deleted.
+  A sandbox entry the sync did not create is never deleted or replaced; where the folder
+  needs the other kind of entry at its path, the path is reported as an error and kept.
+  A directory the sync made is removed only if it holds nothing else; otherwise the sync
+  removes its own entries and keeps the directory, with a notice (the directory is
+  listed right before it is removed; an entry a guest creates in between goes with it).
+- With `prune` the sync mirrors exactly: every sandbox entry under `dest` that the
+  folder lacks is deleted, except ignored paths and the directories holding them.
+- Conflicts: before overwriting or deleting a file it uploaded, the sync checks the
+  sandbox's copy; a different size or `modifiedAt` (confirmed by reading and comparing
+  digests) means guest code changed it since the last sync, and the `ConflictPolicy`
+  decides, for deletes as for overwrites: `fail` applies nothing of that pass and raises
+  `SyncConflictError`; `sandbox-wins` keeps the sandbox's file (after a kept overwrite its
+  version is the new baseline; after a kept delete the file is no longer the sync's);
+  `local-wins` overwrites or deletes it and reports a conflict notice.
+- Requests: where the gateway offers `files/batch` (its `GET /v1/health` says so), a
+  pass's changes travel in few batches (`workbench.sync.batching`), and an incremental
+  pass's conflict check rides on them as preconditions, so a save is one request; a
+  gateway without it gets every change file by file, as before.
+- Errors: limit and permission errors are per file (reported, the rest continues);
+  transient ones (connection failures, 5xx, timeouts) are retried with backoff, and a
+  pass that still fails keeps its paths pending for a later retry.
+- Ignored paths are never touched in the sandbox (neither uploaded nor deleted).
+- Local files are read without following symlinks (`read_regular_file`), at most
+  `MAX_FILE_BYTES` + 1 bytes; every host path goes through `host_path`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+
+from workbench.api import FileInfo, SandboxClient
+from workbench.core.host_paths import host_path
+from workbench.sync.applying import PlanApplier
+from workbench.sync.batching import apply_in_batches
+from workbench.sync.conflicts import (
+    SandboxEntry,
+    find_conflicts,
+    preconditions_for,
+    resolve_conflicts,
+)
+from workbench.sync.events import (
+    ConflictPolicy,
+    EventKind,
+    SyncEvent,
+    SyncIssue,
+    SyncReport,
+    SyncStatus,
+)
+from workbench.sync.ignore import IgnoreRules
+from workbench.sync.local import LocalEntry, scan_folder
+from workbench.sync.manifest import (
+    RemoteEntry,
+    load_owned_entries,
+    normalize_dest,
+    save_owned_entries,
+)
+from workbench.sync.pending import PendingChanges
+from workbench.sync.planning import Plan, plan_pass
+from workbench.sync.relative_paths import ancestors, is_plain, is_under, top_level
+from workbench.sync.sandbox_folder import SandboxFolder
+from workbench.sync.watching import watch_folder
+
+__all__ = ["FolderSync"]
+
+
+class FolderSync:
+    """Mirror `local_dir` into `dest` of `sandbox`: `initial_sync()`, `sync_paths()`,
+    or `watch()` for both plus incremental passes on every settled batch of changes.
+
+    `prune` deletes every sandbox entry the folder lacks (see the module docstring);
+    `state_file` (see `sync_state_file`) remembers what the sync created across runs.
+    """
+
+    def __init__(
+        self,
+        local_dir: Path,
+        sandbox: SandboxClient,
+        *,
+        dest: str = "/workspace",
+        policy: ConflictPolicy | str = ConflictPolicy.LOCAL_WINS,
+        debounce: float = 0.05,
+        prune: bool = False,
+        state_file: Path | None = None,
+        retries: int = 3,
+        retry_backoff: float = 0.1,
+        max_retry_delay: float = 10.0,
+        concurrency: int = 8,
+        use_default_ignores: bool = True,
+    ) -> None:
+        self.root = Path(local_dir).resolve()
+        if not self.root.is_dir():
+            raise NotADirectoryError(f"not a directory: {local_dir}")
+        self.sandbox = sandbox
+        self.dest = normalize_dest(dest)
+        self.policy = ConflictPolicy(policy)
+        self.debounce = debounce
+        self.prune = prune
+        self.retries = retries
+        self.retry_backoff = retry_backoff
+        self.max_retry_delay = max_retry_delay
+        self.concurrency = concurrency
+        self.rules = IgnoreRules(self.root, use_defaults=use_default_ignores)
+        self.manifest: dict[str, RemoteEntry] = {}
+        self.status = SyncStatus()
+        self._folder = SandboxFolder(
+            sandbox,
+            self.dest,
+            retries=retries,
+            retry_backoff=retry_backoff,
+            concurrency=concurrency,
+        )
+        self._listeners: list[Callable[[SyncEvent], None]] = []
+        self._initialized = False
+        self._pending = PendingChanges(self.root, self.rules)
+        self._known_notices: set[tuple[str, str]] = set()
+        self.state_file = state_file
+        self._state_identity = {"sandbox": sandbox.id, "dest": self.dest, "folder": str(self.root)}
+        self._saved: dict[str, RemoteEntry] = (
+            {} if state_file is None else load_owned_entries(state_file, self._state_identity)
+        )
+        """The owned entries as of the last pass (and in `state_file`)."""
+
+    @property
+    def may_delete(self) -> bool:
+        """Whether a pass can delete sandbox entries: with `prune`, or when the sync
+        remembers entries it created (in an earlier run or this one)."""
+        return self.prune or bool(self._saved)
+
+    def _save_state(self) -> None:
+        """Remember the owned entries; persist them when they changed."""
+        owned = {path: entry for path, entry in self.manifest.items() if entry.owned}
+        if owned == self._saved:
+            return
+        if self.state_file is not None:
+            try:
+                save_owned_entries(self.state_file, self._state_identity, owned)
+            except OSError as error:
+                message = f"could not save the sync state to {self.state_file}: {error}"
+                self.status.last_error = message
+                self._emit(EventKind.ERROR, message)
+                return
+        self._saved = owned
+
+    # ----- status for UIs --------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[SyncEvent], None]) -> Callable[[], None]:
+        """Call `listener` with every event; returns the unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    async def events(self) -> AsyncIterator[SyncEvent]:
+        """Every event from now on, as an async iterator (ends after `STOPPED`)."""
+        queue: asyncio.Queue[SyncEvent] = asyncio.Queue()
+        unsubscribe = self.subscribe(queue.put_nowait)
+        try:
+            while True:
+                event = await queue.get()
+                yield event
+                if event.kind is EventKind.STOPPED:
+                    return
+        finally:
+            unsubscribe()
+
+    def _emit(
+        self,
+        kind: EventKind,
+        message: str,
+        *,
+        report: SyncReport | None = None,
+        issue: SyncIssue | None = None,
+    ) -> None:
+        event = SyncEvent(kind, message, report, issue)
+        for listener in list(self._listeners):
+            listener(event)
+
+    # ----- public passes --------------------------------------------------------------
+
+    async def initial_sync(self) -> SyncReport:
+        """Make `dest` mirror the folder, uploading only what differs (and deleting only
+        what the module docstring allows).
+
+        Raises `TransientSyncError` when the sandbox cannot be reached, and
+        `SyncConflictError` under policy `fail`.
+        """
+        report = SyncReport(full=True)
+        started = time.perf_counter()
+        self._emit(EventKind.SYNCING, f"initial sync of {self.root} to {self.dest}")
+        self.status.state = "syncing"
+        # Whether the gateway takes batches is asked while `dest` is made: no extra wait.
+        await asyncio.gather(
+            self._folder.retrying(lambda: self.sandbox.mkdir(self.dest, recursive=True)),
+            self._folder.batch_limits(),
+        )
+        listing: dict[str, FileInfo] = {}
+        for info in await self._folder.list_entries("", recursive=True) or []:
+            relative = info.relative_path
+            if is_plain(relative) and not self.rules.is_ignored(relative, info.is_directory):
+                listing[relative] = info
+        local = self._scan_into(report, None)
+        self.manifest = {}
+        for relative, info in listing.items():
+            saved = self._saved.get(relative)
+            if saved is not None and saved.is_dir == info.is_directory:
+                self.manifest[relative] = saved  # ours: the baseline for conflict checks
+            elif info.is_directory:
+                self.manifest[relative] = RemoteEntry(True)
+            else:
+                self.manifest[relative] = RemoteEntry(False, info.size, info.modified_at)
+        await self._folder.fill_digests(self.manifest, local)
+        self._pending.full = False
+        try:
+            await self._apply(report, local, list(self.manifest), listing=listing)
+        finally:
+            self._finish(report, started)
+        self._initialized = True
+        return report
+
+    async def sync_paths(self, paths: Iterable[str | Path]) -> SyncReport:
+        """One incremental pass over changed local paths (absolute or folder-relative).
+
+        Paths that fail transiently stay pending (`report.incomplete`); call again.
+        """
+        self._pending.add(paths, skip_ignored=False)
+        return await self._sync_pending()
+
+    async def sync_all(self) -> SyncReport:
+        """A full pass: rescan the whole folder against the manifest."""
+        self._pending.full = True
+        return await self._sync_pending()
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether some changes still wait for a (retried) pass."""
+        return self._pending.waiting or not self._initialized
+
+    async def watch(
+        self,
+        *,
+        stop: asyncio.Event | None = None,
+        after_sync: Callable[[SyncReport], Awaitable[None]] | None = None,
+        ready: asyncio.Event | None = None,
+    ) -> None:
+        """Initial sync, then incremental passes until `stop` is set.
+
+        `after_sync` runs after every complete pass that changed the sandbox (and after
+        the initial sync), while further changes queue up and coalesce. Transient
+        failures are retried with growing delays; the watcher keeps running. Only
+        `SyncConflictError` (policy `fail`) ends the watch early.
+        """
+        await watch_folder(
+            self,
+            self._pending,
+            self._sync_pending,
+            self._emit,
+            stop=stop,
+            after_sync=after_sync,
+            ready=ready,
+        )
+
+    # ----- passes ---------------------------------------------------------------------
+
+    async def _sync_pending(self) -> SyncReport:
+        if not self._initialized:
+            return await self.initial_sync()
+        scope = self._pending.take()
+        full = scope is None
+        report = SyncReport(full=full)
+        started = time.perf_counter()
+        self._emit(EventKind.SYNCING, "full pass" if full else f"{len(scope or [])} changed paths")
+        self.status.state = "syncing"
+        try:
+            if scope is None:
+                local = self._scan_into(report, None)
+                current = list(self.manifest)
+            else:
+                scope = top_level(scope)
+                local = {}
+                for relative in scope:
+                    if self.rules.is_ignored(relative, host_path(self.root, relative).is_dir()):
+                        continue
+                    local.update(self._scan_into(report, relative))
+                    local.update(self._local_ancestors(relative))
+                current = [
+                    path for path in self.manifest if any(is_under(path, top) for top in scope)
+                ]
+            await self._apply(report, local, current)
+        except BaseException:
+            # Keep everything for the next attempt (the pass is state-based).
+            self._pending.put_back(scope)
+            raise
+        finally:
+            self._finish(report, started)
+        return report
+
+    def _local_ancestors(self, relative: str) -> dict[str, LocalEntry]:
+        return {
+            parent: LocalEntry(True)
+            for parent in ancestors(relative)
+            if host_path(self.root, parent).is_dir()
+        }
+
+    def _scan_into(self, report: SyncReport, start: str | None) -> dict[str, LocalEntry]:
+        scan = scan_folder(self.root, self.rules, start or "")
+        for notice in scan.notices:
+            key = (notice.path, notice.code)
+            if key not in self._known_notices:
+                self._known_notices.add(key)
+                report.notices.append(notice)
+                self._emit(EventKind.NOTICE, notice.message, issue=notice)
+        return scan.entries
+
+    def _finish(self, report: SyncReport, started: float) -> None:
+        report.duration_s = time.perf_counter() - started
+        status = self.status
+        status.pending_paths = len(self._pending.paths)
+        status.errors += len(report.errors)
+        status.conflicts += len(report.conflicts)
+        status.files_synced += len(report.uploaded) + len(report.renamed)
+        if report.incomplete:
+            status.state = "retrying"
+        else:
+            status.state = "idle"
+            status.last_sync_at = time.time()
+        if report.errors:
+            status.last_error = report.errors[-1].message
+        self._save_state()
+
+    async def _apply(
+        self,
+        report: SyncReport,
+        local: dict[str, LocalEntry],
+        current: list[str],
+        *,
+        listing: dict[str, FileInfo] | None = None,
+    ) -> None:
+        """Plan, check conflicts (against `listing` when given) and apply one pass.
+
+        Where the gateway takes batches and no listing is at hand, the conflict check
+        rides on the pass's own calls as preconditions (`preconditions_for`): a save is
+        one request, and only files a guest changed are checked and sent again."""
+        plan = plan_pass(
+            report,
+            local,
+            current,
+            manifest=self.manifest,
+            root=self.root,
+            rules=self.rules,
+            prune=self.prune,
+            emit=self._emit,
+        )
+        limits = await self._folder.batch_limits()
+        preconditions = None
+        if limits is not None and listing is None and self.policy is not ConflictPolicy.FAIL:
+            # `fail` must change nothing of a conflicting pass: it checks first.
+            preconditions = preconditions_for(plan, self.manifest)
+        if limits is None or preconditions is None:
+            await self._check_and_apply(report, plan, listing)
+            return
+        leftover = await apply_in_batches(self._applier(report), plan, limits, preconditions)
+        if leftover:
+            await self._check_and_apply(report, leftover.plan, leftover.listing)
+
+    def _applier(self, report: SyncReport) -> PlanApplier:
+        return PlanApplier(
+            self._folder, self.manifest, report, self._emit, rules=self.rules, prune=self.prune
+        )
+
+    async def _check_and_apply(
+        self,
+        report: SyncReport,
+        plan: Plan,
+        listing: Mapping[str, SandboxEntry | None] | None,
+    ) -> None:
+        """Check `plan` for conflicts, settle them by the policy, then apply it (in
+        batches when the gateway takes them)."""
+        check = await find_conflicts(plan, listing, self.manifest, self._folder)
+        resolve_conflicts(
+            plan, report, check, manifest=self.manifest, policy=self.policy, emit=self._emit
+        )
+        applier = self._applier(report)
+        limits = await self._folder.batch_limits()
+        if limits is None:
+            await applier.apply(plan)
+        else:
+            await apply_in_batches(applier, plan, limits)

@@ -1,0 +1,133 @@
+"""The sandbox side of a folder sync: `dest` in the sandbox, addressed by folder-relative
+paths, through calls retried on transient failures and run `concurrency` at a time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
+from typing import Final, TypeVar
+
+from workbench.api import FileInfo, SandboxClient
+from workbench.protocol import errors
+from workbench.protocol.types import BatchEntry, FilesBatchLimits, FilesBatchResult
+from workbench.sync.local import LocalEntry, content_digest
+from workbench.sync.manifest import RemoteEntry
+from workbench.sync.relative_paths import parent_of, remote_path
+from workbench.sync.retries import TransientSyncError, retrying
+
+__all__ = ["SandboxFolder"]
+
+T = TypeVar("T")
+
+_LIST_PARENTS_THRESHOLD: Final = 4
+"""More parent directories to check than this: list `dest` recursively once."""
+
+
+class SandboxFolder:
+    """`dest` in `sandbox`; every call through `retrying` is retried `retries` times."""
+
+    def __init__(
+        self,
+        sandbox: SandboxClient,
+        dest: str,
+        *,
+        retries: int,
+        retry_backoff: float,
+        concurrency: int,
+    ) -> None:
+        self.sandbox = sandbox
+        self.dest = dest
+        self.retries = retries
+        self.retry_backoff = retry_backoff
+        self.concurrency = concurrency
+
+    def path(self, relative: str) -> str:
+        return remote_path(self.dest, relative)
+
+    async def retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        """`call()`, retried with exponential backoff on transient failures."""
+        return await retrying(call, retries=self.retries, backoff=self.retry_backoff)
+
+    async def batch_limits(self) -> FilesBatchLimits | None:
+        """What one batch may hold on this gateway; None: it takes files one by one."""
+        return await self.sandbox.files_batch_limits()
+
+    async def send_batch(self, entries: list[BatchEntry]) -> FilesBatchResult:
+        """One `files/batch` request, retried on transient failures. Sending a batch again
+        after an attempt that did land is safe: writes, deletes with `force` and recursive
+        mkdirs repeat cleanly, a rename falls back to upload and delete, and a write whose
+        precondition the first attempt used up is found in sync by the conflict check."""
+        return await self.retrying(lambda: self.sandbox.files_batch(entries))
+
+    async def list_entries(self, relative: str, recursive: bool) -> list[FileInfo] | None:
+        """Entries under a sandbox directory (None when it does not exist)."""
+        try:
+            listing = await self.retrying(
+                lambda: self.sandbox.list_files(
+                    self.path(relative), recursive=recursive, include_hidden=True
+                )
+            )
+        except (errors.FileNotFoundError, errors.FileSystemError):
+            return None
+        return listing.files
+
+    async def read(self, relative: str) -> bytes | None:
+        try:
+            return await self.retrying(lambda: self.sandbox.read_bytes(self.path(relative)))
+        except (errors.FileNotFoundError, errors.FileSystemError):
+            return None
+
+    async def entries_now(self, paths: list[str]) -> dict[str, FileInfo | None]:
+        """Current sandbox `FileInfo` for each path (None: missing)."""
+        parents = sorted({parent_of(path) for path in paths})
+        found: dict[str, FileInfo] = {}
+        if len(parents) > _LIST_PARENTS_THRESHOLD:
+            for info in await self.list_entries("", recursive=True) or []:
+                found[info.relative_path] = info
+        else:
+            for parent in parents:
+                for info in await self.list_entries(parent, recursive=False) or []:
+                    key = f"{parent}/{info.relative_path}" if parent else info.relative_path
+                    found[key] = info
+        return {path: found.get(path) for path in paths}
+
+    async def fill_digests(
+        self, remote: dict[str, RemoteEntry], local: dict[str, LocalEntry]
+    ) -> None:
+        """Read back sandbox files whose size matches a local file, to compare digests."""
+        candidates = [
+            path
+            for path, entry in remote.items()
+            if not entry.is_dir
+            and entry.digest is None
+            and (other := local.get(path)) is not None
+            and not other.is_dir
+            and other.size == entry.size
+        ]
+
+        async def fill(path: str) -> None:
+            data = await self.read(path)
+            if data is not None:
+                remote[path] = replace(remote[path], digest=content_digest(data))
+
+        await self.bounded(candidates, fill)
+
+    async def bounded(self, items: Iterable[T], work: Callable[[T], Awaitable[None]]) -> None:
+        """`work(item)` for every item, `concurrency` at a time. The first
+        `TransientSyncError` stops new work and is re-raised once the rest settled."""
+        semaphore = asyncio.Semaphore(self.concurrency)
+        failures: list[TransientSyncError] = []
+
+        async def one(item: T) -> None:
+            async with semaphore:
+                if failures:
+                    return
+                try:
+                    await work(item)
+                except TransientSyncError as error:
+                    failures.append(error)
+
+        await asyncio.gather(*(one(item) for item in items))
+        if failures:
+            raise failures[0]

@@ -1,0 +1,131 @@
+"""The watch loop: watchfiles batches become pending paths and each settled batch a pass;
+a pass that fails transiently is retried with growing delays while watching goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final
+
+from workbench.sync.events import EmitEvent, EventKind, SyncReport
+from workbench.sync.pending import PendingChanges
+from workbench.sync.retries import TransientSyncError
+
+if TYPE_CHECKING:
+    from workbench.sync.folder_sync import FolderSync
+
+__all__ = ["watch_folder"]
+
+WATCH_STEP_S: Final = 0.01
+"""How often watchfiles looks at the file system events; the rest of the quiet period
+(`FolderSync.debounce`) is waited for here, so a save waits for the quiet period itself,
+not for up to two whole periods of watchfiles' steps."""
+
+
+async def watch_folder(
+    sync: FolderSync,
+    pending: PendingChanges,
+    run_pass: Callable[[], Awaitable[SyncReport]],
+    emit: EmitEvent,
+    *,
+    stop: asyncio.Event | None,
+    after_sync: Callable[[SyncReport], Awaitable[None]] | None,
+    ready: asyncio.Event | None,
+) -> None:
+    """`FolderSync.watch` (see there); `run_pass` syncs what `pending` holds, running the
+    initial sync first."""
+    from watchfiles import awatch
+
+    stop = stop or asyncio.Event()
+    batches: asyncio.Queue[set[str]] = asyncio.Queue()
+
+    step = max(1, int(min(WATCH_STEP_S, sync.debounce) * 1000))
+
+    async def watcher() -> None:
+        async for changes in awatch(
+            sync.root,
+            watch_filter=None,
+            step=step,
+            debounce=max(1600, step * 4),
+            stop_event=stop,
+            ignore_permission_denied=True,
+        ):
+            batches.put_nowait({path for _, path in changes})
+
+    watch_task = asyncio.create_task(watcher())
+    stop_task = asyncio.create_task(stop.wait())
+    await asyncio.sleep(0)  # let awatch install its watches before the first scan
+    emit(EventKind.WATCHING, f"watching {sync.root} → {sync.dest}")
+    if ready is not None:
+        ready.set()
+    delay = sync.max_retry_delay
+    failures = 0
+    first = True
+    try:
+        while not stop.is_set():
+            if sync.has_pending:
+                delay = min(sync.max_retry_delay, 0.25 * 2**failures) if failures else 0.0
+                timeout: float | None = delay
+            else:
+                timeout = None
+            get_task = asyncio.create_task(batches.get())
+            done, _ = await asyncio.wait(
+                {get_task, stop_task, watch_task},
+                timeout=timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if get_task in done:
+                pending.add(get_task.result(), skip_ignored=True)
+                await _rest_of_quiet_period(
+                    batches, pending, sync.debounce - step / 1000, stop_task
+                )
+            else:
+                get_task.cancel()
+            if watch_task in done:
+                watch_task.result()  # surface a watcher crash
+                break
+            if stop.is_set():
+                break
+            while not batches.empty():
+                pending.add(batches.get_nowait(), skip_ignored=True)
+            if not sync.has_pending:
+                continue
+            try:
+                report = await run_pass()
+            except TransientSyncError as error:
+                failures += 1
+                message = f"sandbox unavailable ({error}); will retry"
+                sync.status.last_error = message
+                emit(EventKind.RETRYING, message)
+                continue
+            failures = 0
+            emit(EventKind.SYNCED, report.summary(), report=report)
+            if after_sync is not None and (report.changed or first):
+                await after_sync(report)
+            first = False
+    finally:
+        stop.set()
+        stop_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(watch_task, timeout=5)
+        emit(EventKind.STOPPED, "stopped watching")
+
+
+async def _rest_of_quiet_period(
+    batches: asyncio.Queue[set[str]],
+    pending: PendingChanges,
+    quiet: float,
+    stop_task: asyncio.Task[bool],
+) -> None:
+    """Take further batches until none came for `quiet` seconds (watchfiles has already
+    seen one step without events), or until the watch stops."""
+    while quiet > 0 and not stop_task.done():
+        get_task = asyncio.create_task(batches.get())
+        done, _ = await asyncio.wait(
+            {get_task, stop_task}, timeout=quiet, return_when=asyncio.FIRST_COMPLETED
+        )
+        if get_task not in done:
+            get_task.cancel()
+            return
+        pending.add(get_task.result(), skip_ignored=True)

@@ -1,0 +1,231 @@
+"""Watching a local folder into a sandbox, one watch at a time.
+
+The folder sync runs in a worker of the owner (the main screen) and reports through
+`Watch*` messages; with an entry file, each pass that changed the sandbox runs it in the
+context like a REPL cell (its `CellFinished` is labelled as a watch run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from textual.widget import Widget
+from textual.worker import Worker
+
+from workbench.api import Backend, CodeContext
+from workbench.sync import (
+    EventKind,
+    FolderSync,
+    SyncEvent,
+    SyncReport,
+    remote_path,
+    sync_state_file,
+)
+from workbench.sync.runner import entry_runner_code
+from workbench.tui.error_messages import describe_error
+from workbench.tui.messages import (
+    WatchEnded,
+    WatchEventReceived,
+    WatchFolderGone,
+    WatchRunStarted,
+    WatchSynced,
+)
+from workbench.tui.profile_connection import ProfileConnection
+from workbench.tui.screens.watch_screen import WatchRequest
+
+WATCH_POLL_SECONDS = 0.5
+MAX_LISTED_ISSUES = 3
+
+
+@dataclass
+class ActiveWatch:
+    """The running watch; `stop` ends its worker."""
+
+    watch_id: int
+    sandbox_id: str
+    sync: FolderSync
+    stop: asyncio.Event
+    context_id: str | None = None
+    entry: str | None = None
+    runner: str | None = None
+
+    @property
+    def folder(self) -> Path:
+        return self.sync.root
+
+    @property
+    def target(self) -> str:
+        """`folder → sandbox:/dest` for the status bar."""
+        root = self.sync.root
+        return f"{root.name or root} → {self.sandbox_id}:{self.sync.dest}"
+
+
+def issues_text(issues: list[str]) -> str:
+    shown = "\n".join(issues[:MAX_LISTED_ISSUES])
+    more = len(issues) - MAX_LISTED_ISSUES
+    return shown + (f"\n… and {more} more" if more > 0 else "")
+
+
+class FolderWatch:
+    """`active` is the running watch (None when nothing is watched).
+
+    `language_of(context_id)` is the language of the context's open REPL, or None: a watch
+    run prepares a local engine first only for an open REPL, like a typed run."""
+
+    def __init__(
+        self,
+        owner: Widget,
+        connection: ProfileConnection,
+        data_dir: Path,
+        language_of: Callable[[str], str | None],
+    ) -> None:
+        self.owner = owner
+        self.connection = connection
+        self.data_dir = data_dir
+        self.language_of = language_of
+        self.active: ActiveWatch | None = None
+        self.started = 0
+
+    def start(
+        self, sandbox_id: str, context: CodeContext | None, request: WatchRequest
+    ) -> ActiveWatch | None:
+        """Start watching `request.folder` on the current backend; None (and a notification
+        says why) when it cannot be."""
+        backend = self.connection.backend_or_warn()
+        if backend is None:
+            return None
+        try:
+            # The same state file as `watch`: only what a sync created is ever deleted,
+            # also in a later session.
+            state_file = sync_state_file(
+                self.data_dir,
+                backend=f"{backend.name} {backend.description}",
+                sandbox_id=sandbox_id,
+                dest=request.dest,
+                folder=request.folder,
+            )
+            sync = FolderSync(
+                request.folder,
+                backend.sandbox(sandbox_id),
+                dest=request.dest,
+                state_file=state_file,
+            )
+            runner = None
+            if request.entry is not None and context is not None:
+                runner = entry_runner_code(
+                    context.language, remote_path(sync.dest, request.entry), sync.dest
+                )
+        except (OSError, ValueError) as error:
+            self.owner.notify(
+                str(error), title="Cannot watch the folder", severity="error", timeout=8
+            )
+            return None
+        self.started += 1
+        watch = ActiveWatch(
+            self.started,
+            sandbox_id,
+            sync,
+            asyncio.Event(),
+            context.id if runner is not None and context is not None else None,
+            request.entry if runner is not None else None,
+            runner,
+        )
+        self.active = watch
+        self._start_worker(backend, watch)
+        return watch
+
+    def stop(self, note: str | None = None) -> ActiveWatch | None:
+        """Ask the worker to end (it finishes the current pass first), saying `note`;
+        the stopped watch."""
+        watch, self.active = self.active, None
+        if watch is None:
+            return None
+        watch.stop.set()
+        if note:
+            self.owner.notify(
+                f"{watch.folder} → {watch.sandbox_id}: {note}", title="Watch", timeout=3
+            )
+        return watch
+
+    def current(self, watch_id: int) -> ActiveWatch | None:
+        watch = self.active
+        return watch if watch is not None and watch.watch_id == watch_id else None
+
+    def notify_event(self, event: SyncEvent) -> None:
+        """Notify what the user must know of an event of the active watch."""
+        if event.kind in (EventKind.RETRYING, EventKind.NOTICE):
+            self.owner.notify(event.message, title="Watch", severity="warning", timeout=6)
+        elif event.kind is EventKind.CONFLICT:
+            self.owner.notify(event.message, title="Watch conflict", severity="warning", timeout=6)
+        elif event.kind is EventKind.SYNCED and event.report is not None and event.report.errors:
+            errors = event.report.errors
+            self.owner.notify(
+                issues_text([f"{issue.path}: {issue.message}" for issue in errors]),
+                title=f"Watch: {len(errors)} paths not synced",
+                severity="error",
+                timeout=8,
+            )
+
+    def ended(self, watch_id: int) -> bool:
+        """Forget the watch whose worker ended; True when it was the active one."""
+        if self.current(watch_id) is None:
+            return False
+        self.active = None
+        return True
+
+    def _start_worker(self, backend: Backend, watch: ActiveWatch) -> Worker[None]:
+        return self.owner.run_worker(
+            partial(self._run, backend, watch), name="run_watch", group="watch", exit_on_error=False
+        )
+
+    async def _run(self, backend: Backend, watch: ActiveWatch) -> None:
+        """Worker body: the sync's events and passes come back as messages."""
+        watch_id = watch.watch_id
+        post = self.owner.post_message
+
+        def report_event(event: SyncEvent) -> None:
+            post(WatchEventReceived(watch_id, event))
+
+        unsubscribe = watch.sync.subscribe(report_event)
+        poll = self.owner.set_interval(WATCH_POLL_SECONDS, partial(self._poll, watch))
+
+        async def after_sync(report: SyncReport) -> None:
+            post(WatchSynced(watch_id, watch.sandbox_id, watch.sync.dest, report))
+            if watch.runner is None or watch.context_id is None or not report.changed:
+                return
+            if watch.stop.is_set():
+                return
+            post(WatchRunStarted(watch_id, watch.context_id, watch.runner))
+            await self.connection.run_cell_request(
+                backend,
+                watch.sandbox_id,
+                watch.context_id,
+                self.language_of(watch.context_id),
+                watch.runner,
+                label=f"watch run: {watch.entry}",
+            )
+
+        failure: str | None = None
+        try:
+            await watch.sync.watch(stop=watch.stop, after_sync=after_sync)
+        except Exception as error:
+            failure = describe_error(error)
+        finally:
+            poll.stop()
+            unsubscribe()
+        post(WatchEnded(watch_id, failure))
+
+    def _poll(self, watch: ActiveWatch) -> None:
+        """Notice a vanished folder (the watcher itself reports nothing for it)."""
+        if self.active is watch and not watch.folder.is_dir():
+            self.owner.notify(
+                f"{watch.folder} is gone; stopped watching.",
+                title="Watch",
+                severity="error",
+                timeout=8,
+            )
+            self.owner.post_message(WatchFolderGone(watch.watch_id))

@@ -1,0 +1,345 @@
+"""The current profile's backend and every API call the workbench makes.
+
+Each call runs in a Textual worker of the owner (the main screen) and posts its outcome
+as a message (`workbench.tui.messages`); widgets are changed only by the owner's handlers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+from textual.widget import Widget
+from textual.worker import Worker
+
+from workbench.api import Backend, CodeContext, EnginePrepareError, SandboxError
+from workbench.backends.remote import VersionReport
+from workbench.config import ConfigError
+from workbench.profiles import LOCAL, UnknownProfileError
+from workbench.tui.error_messages import describe_error
+from workbench.tui.history_store import LocalHistoryStore
+from workbench.tui.messages import (  # the reports posted here; MainScreen handles them
+    BackendFailed,
+    BackendOpened,
+    CellFinished,
+    ContextOpened,
+    ContextRemoved,
+    DirectoryListed,
+    EnginePrepared,
+    EngineProgress,
+    EngineStatesLoaded,
+    HealthChecked,
+    OperationFailed,
+    RunAbandoned,
+    RuntimesLoaded,
+    SandboxDestroyed,
+    SandboxesLoaded,
+    SandboxInfoLoaded,
+)
+from workbench.tui.screens.create_context_screen import ContextRequest
+
+BackendFactory = Callable[[str], Backend]
+BackendCall = Callable[[Backend], Awaitable[None]]
+
+
+def run_group(context_id: str) -> str:
+    """The worker group of a context's cell runs (an abandoned run cancels it)."""
+    return f"run-{context_id}"
+
+
+class ProfileConnection:
+    """`backend` is the open backend of `profile` (None until the first one opens)."""
+
+    def __init__(
+        self,
+        owner: Widget,
+        backend_factory: BackendFactory,
+        history_store: LocalHistoryStore,
+        profile: str,
+    ) -> None:
+        self.owner = owner
+        self.backend_factory = backend_factory
+        self.history_store = history_store
+        """Inputs of remote contexts, for backends that keep no history."""
+        self.profile = profile
+        self.backend: Backend | None = None
+        self.versions = VersionReport.read(None)
+        """What the last health check said about versions (read on `HealthChecked`)."""
+
+    # ----------------------------------------------------------------- opening
+
+    def cancel_requests(self) -> None:
+        """Drop the running cells and calls (before switching to another profile)."""
+        for worker in self.owner.workers:
+            if worker.group.startswith("run-") or worker.group == "backend-call":
+                worker.cancel()
+
+    def open(self, profile: str) -> Worker[None]:
+        """Open `profile`'s backend in a thread; the current one stays until `adopt`."""
+        self.profile = profile
+        return self.owner.run_worker(
+            partial(self._open_backend, profile),
+            name="open_backend",
+            group="open-backend",
+            exclusive=True,
+            exit_on_error=False,
+            thread=True,
+        )
+
+    def _open_backend(self, profile: str) -> None:
+        try:
+            backend = self.backend_factory(profile)
+        except (UnknownProfileError, ConfigError, SandboxError, OSError) as error:
+            self.owner.post_message(BackendFailed(profile, str(error)))
+            return
+        self.owner.post_message(BackendOpened(profile, backend))
+
+    async def adopt(self, profile: str, backend: Backend) -> bool:
+        """Make an opened backend current; False (and it is closed) when it belongs to a
+        profile that is no longer current."""
+        if profile != self.profile:
+            await backend.aclose()
+            return False
+        previous, self.backend = self.backend, backend
+        if previous is not None and previous is not backend:
+            await previous.aclose()
+        return True
+
+    async def close(self) -> None:
+        if self.backend is not None:
+            await self.backend.aclose()
+
+    def check_health(self) -> Worker[None] | None:
+        if self.backend is None:
+            return None
+        return self.owner.run_worker(
+            partial(self._check_health, self.backend, self.profile),
+            name="check_health",
+            group="health",
+            exclusive=True,
+            exit_on_error=False,
+        )
+
+    async def _check_health(self, backend: Backend, profile: str) -> None:
+        try:
+            health = await backend.health()
+        except Exception as error:
+            self.owner.post_message(HealthChecked(profile, False, describe_error(error)))
+            return
+        if profile == self.profile:
+            self.versions = VersionReport.read(health)
+        self.owner.post_message(HealthChecked(profile, True, backend.description))
+
+    # ----------------------------------------------------------------- calls
+
+    def backend_or_warn(self) -> Backend | None:
+        """The backend; None, with a warning that says so, while it is not open yet."""
+        if self.backend is None:
+            self.owner.notify("The backend is not open yet.", severity="warning")
+        return self.backend
+
+    def call(self, title: str, call: BackendCall) -> Worker[None] | None:
+        """Run `call(backend)` in a worker; a failure becomes `OperationFailed(title, …)`."""
+        backend = self.backend_or_warn()
+        if backend is None:
+            return None
+        return self.owner.run_worker(
+            partial(self._call, backend, title, call),
+            name="backend_call",
+            group="backend-call",
+            exit_on_error=False,
+        )
+
+    async def _call(self, backend: Backend, title: str, call: BackendCall) -> None:
+        try:
+            await call(backend)
+        except Exception as error:
+            self.owner.post_message(OperationFailed(title, describe_error(error)))
+
+    def load_sandboxes(self) -> None:
+        async def load(backend: Backend) -> None:
+            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes()))
+
+        self.call("Listing sandboxes failed", load)
+
+    def load_runtimes(self) -> None:
+        async def load(backend: Backend) -> None:
+            if backend.engines is not None:
+                self.owner.post_message(EngineStatesLoaded(await backend.engines.statuses()))
+            self.owner.post_message(RuntimesLoaded(await backend.runtimes()))
+
+        self.call("Listing runtimes failed", load)
+
+    def load_sandbox_info(self, sandbox_id: str) -> None:
+        async def load(backend: Backend) -> None:
+            info = await backend.sandbox(sandbox_id).get_info()
+            self.owner.post_message(SandboxInfoLoaded(info))
+
+        self.call(f"Loading {sandbox_id} failed", load)
+
+    def list_directory(self, sandbox_id: str, path: str) -> None:
+        async def load(backend: Backend) -> None:
+            listing = await backend.sandbox(sandbox_id).list_files(path, include_hidden=True)
+            self.owner.post_message(DirectoryListed(sandbox_id, path, listing.files))
+
+        self.call(f"Listing {path} failed", load)
+
+    def create_sandbox(self, sandbox_id: str) -> None:
+        async def create(backend: Backend) -> None:
+            info = await backend.sandbox(sandbox_id).get_info()
+            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes()))
+            self.owner.post_message(SandboxInfoLoaded(info))
+
+        self.call(f"Creating {sandbox_id} failed", create)
+
+    def destroy_sandbox(self, sandbox_id: str) -> None:
+        async def destroy(backend: Backend) -> None:
+            await backend.sandbox(sandbox_id).destroy()
+            self.owner.post_message(SandboxDestroyed(sandbox_id))
+            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes()))
+
+        self.call(f"Destroying {sandbox_id} failed", destroy)
+
+    def save_env_vars(self, sandbox_id: str, update: dict[str, str | None]) -> None:
+        async def save(backend: Backend) -> None:
+            sandbox = backend.sandbox(sandbox_id)
+            await sandbox.set_env_vars(update)
+            self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
+
+        self.call("Saving env vars failed", save)
+
+    # ----------------------------------------------------------------- contexts
+
+    def open_context(self, sandbox_id: str, context: CodeContext) -> None:
+        """Load the context's history (the server's, else the one kept here for a remote
+        profile); `ContextOpened` follows."""
+        profile = self.profile
+
+        async def load_history(backend: Backend) -> None:
+            server = await backend.sandbox(sandbox_id).interpreter.history(context.id)
+            codes = [entry.code for entry in server]
+            if not codes and profile != LOCAL:
+                codes = self.history_store.entries(profile, sandbox_id, context.id)
+            self.owner.post_message(ContextOpened(sandbox_id, context, codes))
+
+        self.call("Loading the context's history failed", load_history)
+
+    def remember_input(self, sandbox_id: str, context_id: str, code: str) -> None:
+        """Keep a run's input here when the profile is remote."""
+        if self.profile != LOCAL:
+            self.history_store.append(self.profile, sandbox_id, context_id, code)
+
+    def create_context(self, sandbox_id: str, request: ContextRequest) -> None:
+        async def create(backend: Backend) -> None:
+            context = await backend.sandbox(sandbox_id).interpreter.create_code_context(
+                request.binding, request.cwd, request.env_vars or None
+            )
+            self.owner.post_message(ContextOpened(sandbox_id, context, []))
+            self.owner.post_message(SandboxInfoLoaded(await backend.sandbox(sandbox_id).get_info()))
+
+        self.call("Creating the context failed", create)
+
+    def change_context(self, sandbox_id: str, context: CodeContext, *, recreate: bool) -> None:
+        """Delete the context; with `recreate`, create a fresh one like it."""
+
+        async def change(backend: Backend) -> None:
+            interpreter = backend.sandbox(sandbox_id).interpreter
+            await interpreter.delete_code_context(context.id)
+            self.owner.post_message(ContextRemoved(sandbox_id, context.id))
+            if recreate:
+                fresh = await interpreter.create_code_context(context.binding, context.cwd)
+                self.owner.post_message(ContextOpened(sandbox_id, fresh, []))
+
+        self.call("Changing the context failed", change)
+
+    # ----------------------------------------------------------------- engines and runs
+
+    def prepare_engine(self, backend: Backend, language: str) -> Worker[str | None]:
+        return self.owner.run_worker(
+            partial(self.prepare_engine_now, backend, language),
+            name="prepare_engine",
+            group="prepare-engine",
+            exit_on_error=False,
+        )
+
+    async def prepare_engine_now(self, backend: Backend, language: str) -> str | None:
+        """Worker body: prepare a local engine, reporting progress as messages; returns an
+        error message or None."""
+        assert backend.engines is not None
+
+        def progress(label: str, fraction: float) -> None:
+            self.owner.post_message(EngineProgress(language, label, fraction))
+
+        try:
+            await backend.engines.prepare(language, progress)
+        except EnginePrepareError as error:
+            self.owner.post_message(EnginePrepared(language, str(error)))
+            return str(error)
+        self.owner.post_message(EnginePrepared(language, None))
+        return None
+
+    def run_cell(
+        self, backend: Backend, sandbox_id: str, context: CodeContext, code: str
+    ) -> Worker[None]:
+        return self.owner.run_worker(
+            self.run_cell_request(backend, sandbox_id, context.id, context.language, code),
+            group=run_group(context.id),
+            description=f"Running a cell in {context.id}",
+            exit_on_error=False,
+        )
+
+    async def run_cell_request(
+        self,
+        backend: Backend,
+        sandbox_id: str,
+        context_id: str,
+        language: str | None,
+        code: str,
+        label: str | None = None,
+    ) -> None:
+        """Worker body: one execution; the outcome (or failure) comes back as `CellFinished`.
+        A local engine for `language` that is not prepared yet is prepared first."""
+        if language is not None and backend.engines is not None:
+            state = next(
+                (item for item in await backend.engines.statuses() if item.language == language),
+                None,
+            )
+            if state is not None and not state.ready:
+                problem = await self.prepare_engine_now(backend, language)
+                if problem is not None:
+                    self.owner.post_message(
+                        CellFinished(sandbox_id, context_id, code, None, problem, label)
+                    )
+                    return
+        try:
+            result = await backend.sandbox(sandbox_id).interpreter.run_code(
+                code, context=context_id
+            )
+        except Exception as error:
+            self.owner.post_message(
+                CellFinished(sandbox_id, context_id, code, None, describe_error(error), label)
+            )
+            return
+        self.owner.post_message(CellFinished(sandbox_id, context_id, code, result, None, label))
+
+    def cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> Worker[None]:
+        return self.owner.run_worker(
+            partial(self._cancel_cell, backend, sandbox_id, context_id),
+            name="cancel_cell",
+            exit_on_error=False,
+        )
+
+    async def _cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> None:
+        try:
+            interrupted = await backend.sandbox(sandbox_id).cancel()
+        except Exception as error:
+            self.owner.post_message(OperationFailed("Cancel failed", describe_error(error)))
+            return
+        if not interrupted:
+            self.owner.post_message(RunAbandoned(sandbox_id, context_id))
+
+    def abandon_run(self, context_id: str) -> None:
+        """Stop waiting for the context's running cell (the engine could not be interrupted)."""
+        for worker in self.owner.workers:
+            if worker.group == run_group(context_id):
+                worker.cancel()

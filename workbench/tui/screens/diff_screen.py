@@ -1,0 +1,161 @@
+"""Rerun a REPL cell on another profile and show both outcomes side by side.
+
+The cells before it are replayed first in a fresh context of a scratch sandbox there
+(destroyed afterwards), so the REPL state matches; then the cell's recorded outcome and
+the rerun's are compared like `sandbox-workbench diff` does (logs, results, error name
+and message; not timing or usage). The rerun is a worker that posts `CellRerun` (or
+`OperationFailed`); the screen's handler opens `DiffScreen`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Button, Label, Static
+
+from workbench.api import Backend, CodeContext, neutralise
+from workbench.transcripts import (
+    Outcome,
+    changed_lines,
+    differing_fields,
+    outcome_lines,
+    replay_transcript,
+)
+from workbench.tui.error_messages import describe_error
+from workbench.tui.messages import OperationFailed
+from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
+from workbench.tui.transcript_cell import TranscriptCell
+from workbench.tui.transcript_export import replayable_transcript
+
+
+@dataclass
+class CellRerun(Message, bubble=False):
+    """A cell ran again on `profile`: its recorded and its new outcome."""
+
+    number: int
+    here: str
+    profile: str
+    recorded: Outcome
+    observed: Outcome
+    earlier: int
+    """Cells replayed before it."""
+    earlier_diverged: int
+
+
+async def rerun_cell(
+    owner: Widget,
+    open_backend: Callable[[str], Backend],
+    here: str,
+    profile: str,
+    context: CodeContext,
+    cells: Sequence[TranscriptCell],
+) -> None:
+    """Worker body: replay `cells` (the last one is the one compared) on `profile`."""
+    number = cells[-1].number
+    try:
+        backend = await asyncio.to_thread(open_backend, profile)
+        try:
+            report = await replay_transcript(backend, replayable_transcript(context, cells))
+        finally:
+            await backend.aclose()
+    except Exception as error:
+        owner.post_message(
+            OperationFailed(f"Rerunning cell [{number}] on {profile} failed", describe_error(error))
+        )
+        return
+    *earlier, last = report.cells
+    assert last.recorded is not None
+    diverged = sum(1 for cell in earlier if cell.differences)
+    owner.post_message(
+        CellRerun(number, here, profile, last.recorded, last.observed, len(earlier), diverged)
+    )
+
+
+class RerunProfilePickerScreen(ProfilePickerScreen):
+    """The profile picker, titled for a rerun (the current profile is not offered)."""
+
+    def on_mount(self) -> None:
+        self.query_one(".dialog-title", Label).update("Rerun the cell on profile")
+
+
+def side_text(lines: list[str], changed: set[int], marker: str, style: str) -> Text:
+    """One side's lines (guest output: control characters shown as `\\xNN`); a changed
+    line gets `marker` and `style` (the marker shows the change without colour too)."""
+    text = Text(no_wrap=False)
+    for index, line in enumerate(lines):
+        visible = neutralise(line)
+        if index in changed:
+            text.append(f"{marker} {visible}\n", style=style)
+        else:
+            text.append(f"  {visible}\n")
+    return text
+
+
+class DiffScreen(ModalScreen[None]):
+    """Both outcomes of a cell, side by side, differing lines highlighted."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="diff.close")]
+
+    DEFAULT_CSS = """
+    DiffScreen #diff-dialog { width: 90%; height: 80%; }
+    DiffScreen #diff-sides { height: 1fr; }
+    DiffScreen .diff-side { width: 1fr; border: round $primary 40%; }
+    DiffScreen #diff-summary { height: auto; margin-bottom: 1; }
+    """
+
+    def __init__(self, rerun: CellRerun) -> None:
+        super().__init__()
+        self.rerun = rerun
+        self.differences = differing_fields(rerun.recorded, rerun.observed)
+
+    @property
+    def summary(self) -> str:
+        rerun = self.rerun
+        verdict = (
+            f"Different: {', '.join(self.differences)}."
+            if self.differences
+            else "Same outcome on both."
+        )
+        if rerun.earlier:
+            verdict += (
+                f" {rerun.earlier} earlier cell{'s' if rerun.earlier != 1 else ''} replayed "
+                f"first ({rerun.earlier_diverged} differed)."
+            )
+        return verdict
+
+    def compose(self) -> ComposeResult:
+        rerun = self.rerun
+        left, right = outcome_lines(rerun.recorded), outcome_lines(rerun.observed)
+        left_changed, right_changed = changed_lines(left, right)
+        with Vertical(id="diff-dialog", classes="dialog"):
+            yield Label(
+                f"Cell [{rerun.number}]: {rerun.here} vs {rerun.profile} "
+                "(rerun in a scratch sandbox)",
+                classes="dialog-title",
+            )
+            yield Static(self.summary, id="diff-summary", markup=False)
+            with Horizontal(id="diff-sides"):
+                with VerticalScroll(classes="diff-side") as here_side:
+                    here_side.border_title = f"{rerun.here} (recorded)"
+                    yield Static(side_text(left, left_changed, "-", "bold red"), id="diff-here")
+                with VerticalScroll(classes="diff-side") as there_side:
+                    there_side.border_title = f"{rerun.profile} (rerun)"
+                    yield Static(
+                        side_text(right, right_changed, "+", "bold green"), id="diff-there"
+                    )
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Close", variant="primary", id="close")
+
+    @on(Button.Pressed, "#close")
+    def close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,656 @@
+"""The workbench's main screen: the sidebar tree, the tabs (sandbox info, runtimes, a REPL
+per open context) and the status bar.
+
+API calls run in workers (`ProfileConnection`, `FolderWatch`) that post messages; the
+handlers here are what changes the widgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane, Tree
+
+from workbench.api import Backend, Clock, CodeContext, EngineInfo, RuntimeInfo, SandboxInfo
+from workbench.backends.remote import VersionReport
+from workbench.tui.folder_watch import FolderWatch
+from workbench.tui.formatting import short_id
+from workbench.tui.history_store import LocalHistoryStore
+from workbench.tui.messages import (
+    BackendFailed,
+    BackendOpened,
+    CellFinished,
+    ContextOpened,
+    ContextRemoved,
+    DirectoryListed,
+    EnginePrepared,
+    EngineProgress,
+    EngineStatesLoaded,
+    HealthChecked,
+    OperationFailed,
+    RunAbandoned,
+    RuntimesLoaded,
+    SandboxDestroyed,
+    SandboxesLoaded,
+    SandboxInfoLoaded,
+    WatchEnded,
+    WatchEventReceived,
+    WatchFolderGone,
+    WatchRunStarted,
+    WatchSynced,
+)
+from workbench.tui.profile_connection import BackendFactory, ProfileConnection
+from workbench.tui.screens.confirm_screen import ConfirmScreen
+from workbench.tui.screens.create_context_screen import ContextRequest, CreateContextScreen
+from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
+from workbench.tui.screens.diff_screen import (
+    CellRerun,
+    DiffScreen,
+    RerunProfilePickerScreen,
+    rerun_cell,
+)
+from workbench.tui.screens.env_vars_screen import EnvVarsScreen
+from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
+from workbench.tui.tree_nodes import (
+    ContextNode,
+    DirectoryNode,
+    SandboxNode,
+    TreeNodeData,
+    context_from_info,
+)
+from workbench.tui.widgets.info_panel import InfoPanel
+from workbench.tui.widgets.repl_pane import ReplPane
+from workbench.tui.widgets.runtimes_table import RuntimesTable
+from workbench.tui.widgets.sandbox_tree import WORKSPACE, SandboxTree
+from workbench.tui.widgets.status_bar import StatusBar
+from workbench.tui.widgets.workbench_tabs import INFO_TAB, RUNTIMES_TAB, WorkbenchTabs, repl_tab_id
+
+ReportHandler = TypeVar("ReportHandler", bound=Callable[..., Any])
+
+
+def on_report(message_type: type[Message]) -> Callable[[ReportHandler], ReportHandler]:
+    """`@on(message_type)` for a worker's report: skipped when it arrives after the layout
+    is gone (app exit)."""
+
+    def decorate(handler: ReportHandler) -> ReportHandler:
+        @wraps(handler)
+        def guarded(screen: MainScreen, message: Message) -> Any:
+            if not screen.tabs.is_attached:
+                return None
+            return handler(screen, message)
+
+        return cast(ReportHandler, on(message_type)(guarded))
+
+    return decorate
+
+
+class MainScreen(Screen[None]):
+    """One profile at a time: its sandboxes, runtimes and open contexts. The app's global
+    bindings call the `action_*` methods here (and the active REPL's)."""
+
+    def __init__(
+        self,
+        profile: str,
+        *,
+        backend_factory: BackendFactory,
+        data_dir: Path,
+        history_store: LocalHistoryStore,
+        clock: Clock,
+        show_measurements: bool,
+        health_interval: float,
+    ) -> None:
+        super().__init__()
+        self.data_dir = data_dir
+        self.clock = clock
+        self.show_measurements = show_measurements
+        self.health_interval = health_interval
+        self.connection = ProfileConnection(self, backend_factory, history_store, profile)
+        self.runtimes: list[RuntimeInfo] = []
+        self.engine_states: dict[str, EngineInfo] = {}
+        self.engine_progress_labels: dict[str, str] = {}
+        self.version_warnings_shown: set[str] = set()
+        """The version mismatches notified for the current profile."""
+        self.sandbox_infos: dict[str, SandboxInfo] = {}
+        self.highlighted_sandbox_id: str | None = None
+        self.sandbox_tree = SandboxTree(id="sidebar")
+        self.tabs = WorkbenchTabs(id="tabs", initial=INFO_TAB)
+        self.folder_watch = FolderWatch(self, self.connection, data_dir, self.tabs.language_of)
+        self.info_panel = InfoPanel(self.clock.now_ms, id="info")
+        self.runtimes_table = RuntimesTable(id="runtimes")
+        self.status = StatusBar(id="status")
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="body"):
+            yield self.sandbox_tree
+            with self.tabs:
+                with TabPane("Sandbox", id=INFO_TAB):
+                    yield self.info_panel
+                with TabPane("Runtimes", id=RUNTIMES_TAB):
+                    yield self.runtimes_table
+        yield self.status
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(self.health_interval, self.connection.check_health)
+        self.switch_profile(self.connection.profile)
+
+    async def close(self) -> None:
+        """End the watch and close the backend (at app exit)."""
+        self.folder_watch.stop()
+        await self.connection.close()
+
+    @property
+    def profile(self) -> str:
+        return self.connection.profile
+
+    @property
+    def backend(self) -> Backend | None:
+        return self.connection.backend
+
+    @property
+    def active_repl(self) -> ReplPane | None:
+        return self.tabs.active_repl
+
+    @property
+    def selected_sandbox_id(self) -> str | None:
+        repl = self.active_repl
+        return repl.sandbox_id if repl is not None else self.highlighted_sandbox_id
+
+    def show_tab(self, tab_id: str) -> None:
+        """Activate the sandbox or the runtimes tab; focus goes to what drives it."""
+        target = self.runtimes_table if tab_id == RUNTIMES_TAB else self.sandbox_tree
+        self.tabs.show_fixed_tab(tab_id, target)
+
+    # ----------------------------------------------------------------- backend
+
+    def switch_profile(self, profile: str) -> None:
+        """Drop everything of the current backend and open `profile`'s."""
+        self.connection.cancel_requests()
+        for pane in self.tabs.repls:
+            self.tabs.close_repl(pane.context.id)
+        if self.folder_watch.active is not None:
+            self.stop_watch("the profile changed")
+        self.sandbox_infos.clear()
+        self.highlighted_sandbox_id = None
+        self.info_panel.info = None
+        self.sandbox_tree.show_profile(profile)
+        self.status.profile = profile
+        self.status.state = "connecting"
+        self.status.detail = ""
+        self.status.versions = ""
+        self.status.version_warning = ""
+        self.version_warnings_shown.clear()
+        self.connection.open(profile)
+
+    @on_report(BackendOpened)
+    async def backend_opened(self, message: BackendOpened) -> None:
+        if not await self.connection.adopt(message.profile, message.backend):
+            return
+        self.status.detail = message.backend.description
+        self.connection.check_health()
+        self.connection.load_runtimes()
+        self.connection.load_sandboxes()
+
+    @on_report(BackendFailed)
+    def backend_failed(self, message: BackendFailed) -> None:
+        self.status.state = "unreachable"
+        self.status.detail = message.reason
+        self.notify(
+            message.reason, title=f"Cannot open profile {message.profile}", severity="error"
+        )
+
+    @on_report(HealthChecked)
+    def health_checked(self, message: HealthChecked) -> None:
+        if message.profile != self.profile:
+            return
+        self.status.state = "connected" if message.healthy else "unreachable"
+        self.status.detail = message.detail
+        if message.healthy:
+            self.show_versions(self.connection.versions)
+
+    def show_versions(self, versions: VersionReport) -> None:
+        """The backend's versions in the status bar and the Runtimes tab; a runtime its
+        core cannot talk to is a warning there and, once per profile, a notification."""
+        protocol = versions.interpreter_protocol
+        self.status.versions = f"{versions.core} · protocol {protocol}" if versions.core else ""
+        self.status.version_warning = ", ".join(
+            f"{runtime.binding} speaks protocol {runtime.protocol}"
+            for runtime in versions.mismatched
+        )
+        self.runtimes_table.show_expected_protocol(protocol)
+        for warning in versions.warnings:
+            if warning not in self.version_warnings_shown:
+                self.version_warnings_shown.add(warning)
+                self.notify(warning, title="Runtime version mismatch", severity="warning")
+
+    @on_report(OperationFailed)
+    def operation_failed(self, message: OperationFailed) -> None:
+        self.notify(message.reason, title=message.title, severity="error", timeout=8)
+
+    # ----------------------------------------------------------------- loading
+
+    @on_report(SandboxesLoaded)
+    def sandboxes_loaded(self, message: SandboxesLoaded) -> None:
+        self.sandbox_tree.show_sandboxes(message.sandboxes)
+        known = {summary.id for summary in message.sandboxes}
+        for sandbox_id in list(self.sandbox_infos):
+            if sandbox_id not in known:
+                del self.sandbox_infos[sandbox_id]
+        for summary in message.sandboxes:
+            node = self.sandbox_tree.sandbox_node(summary.id)
+            if node is not None and node.is_expanded:
+                self.connection.load_sandbox_info(summary.id)
+
+    @on_report(RuntimesLoaded)
+    def runtimes_loaded(self, message: RuntimesLoaded) -> None:
+        self.runtimes = message.runtimes
+        self.runtimes_table.show_runtimes(message.runtimes, self.engine_states)
+
+    @on_report(EngineStatesLoaded)
+    def engine_states_loaded(self, message: EngineStatesLoaded) -> None:
+        self.engine_states = {engine.language: engine for engine in message.engines}
+
+    @on_report(EngineProgress)
+    def engine_progress(self, message: EngineProgress) -> None:
+        for runtime in self.runtimes:
+            if runtime.language == message.language:
+                text = f"preparing: {message.label} ({message.fraction:.0%})"
+                self.runtimes_table.show_engine_state(runtime.binding, text)
+        if message.label != self.engine_progress_labels.get(message.language):
+            self.engine_progress_labels[message.language] = message.label
+            self.notify(
+                f"{message.label} ({message.fraction:.0%})",
+                title=f"Preparing the {message.language} engine",
+                timeout=3,
+            )
+
+    @on_report(EnginePrepared)
+    def engine_prepared(self, message: EnginePrepared) -> None:
+        self.engine_progress_labels.pop(message.language, None)
+        if message.error is not None:
+            self.notify(message.error, title="Engine not prepared", severity="error")
+        else:
+            self.notify(f"The {message.language} engine is ready.", title="Engine prepared")
+        self.connection.load_runtimes()
+
+    @on_report(SandboxInfoLoaded)
+    def sandbox_info_loaded(self, message: SandboxInfoLoaded) -> None:
+        info = message.info
+        first_load = info.id not in self.sandbox_infos
+        self.sandbox_infos[info.id] = info
+        self.sandbox_tree.show_sandbox_info(info)
+        if self.selected_sandbox_id == info.id or self.info_panel.info is None:
+            self.info_panel.info = info
+        node = self.sandbox_tree.sandbox_node(info.id)
+        if node is not None and info.id == self.highlighted_sandbox_id:
+            self.sandbox_tree.move_cursor(node)
+        if first_load:
+            self.app.refresh_bindings()
+
+    @on_report(DirectoryListed)
+    def directory_listed(self, message: DirectoryListed) -> None:
+        self.sandbox_tree.show_directory(message.sandbox_id, message.path, message.files)
+
+    # ----------------------------------------------------------------- tree and tabs
+
+    @on(Tree.NodeExpanded, "#sidebar")
+    def node_expanded(self, event: Tree.NodeExpanded[TreeNodeData]) -> None:
+        data = event.node.data
+        if isinstance(data, SandboxNode):
+            self.connection.load_sandbox_info(data.sandbox_id)
+        elif isinstance(data, DirectoryNode):
+            self.connection.list_directory(data.sandbox_id, data.path)
+
+    @on(Tree.NodeHighlighted, "#sidebar")
+    def node_highlighted(self, event: Tree.NodeHighlighted[TreeNodeData]) -> None:
+        sandbox_id = self.sandbox_tree.selected_sandbox_id
+        if sandbox_id is None or sandbox_id == self.highlighted_sandbox_id:
+            return
+        self.highlighted_sandbox_id = sandbox_id
+        cached = self.sandbox_infos.get(sandbox_id)
+        if cached is not None:
+            self.info_panel.info = cached
+        self.app.refresh_bindings()
+
+    @on(Tree.NodeSelected, "#sidebar")
+    def node_selected(self, event: Tree.NodeSelected[TreeNodeData]) -> None:
+        data = event.node.data
+        if isinstance(data, ContextNode):
+            self.open_context(data.sandbox_id, context_from_info(data.context))
+        elif isinstance(data, SandboxNode):
+            self.highlighted_sandbox_id = data.sandbox_id
+            self.tabs.active = INFO_TAB
+            self.connection.load_sandbox_info(data.sandbox_id)
+
+    @on(TabbedContent.TabActivated)
+    def tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        repl = self.active_repl
+        if repl is not None:
+            repl.focus_input()
+        self.app.refresh_bindings()
+
+    # ----------------------------------------------------------------- contexts
+
+    def open_context(self, sandbox_id: str, context: CodeContext) -> None:
+        if self.tabs.repl_for(context.id) is not None:
+            self.tabs.active = repl_tab_id(context.id)
+            return
+        self.connection.open_context(sandbox_id, context)
+
+    def open_listed_context(self, sandbox_id: str, context_id: str) -> None:
+        """Open a context of the sandbox's loaded info (the palette's *Open context*)."""
+        info = self.sandbox_infos.get(sandbox_id)
+        listed = [context for context in info.contexts if context.id == context_id] if info else []
+        if listed:
+            self.open_context(sandbox_id, context_from_info(listed[0]))
+
+    @on_report(ContextOpened)
+    async def context_opened(self, message: ContextOpened) -> None:
+        pane = ReplPane(
+            message.sandbox_id,
+            message.context,
+            message.history,
+            show_measurements=self.show_measurements,
+            data_dir=self.data_dir,
+            now_ms=self.clock.now_ms,
+        )
+        await self.tabs.show_repl(pane)
+
+    @on_report(ContextRemoved)
+    async def context_removed(self, message: ContextRemoved) -> None:
+        if self.tabs.repl_for(message.context_id) is not None:
+            await self.tabs.close_repl(message.context_id)
+        self.connection.load_sandbox_info(message.sandbox_id)
+
+    def action_create_context(self) -> None:
+        sandbox_id = self.selected_sandbox_id
+        if sandbox_id is None:
+            return
+        if not self.runtimes:
+            self.notify("No runtimes loaded yet.", severity="warning")
+            return
+
+        def chosen(request: ContextRequest | None) -> None:
+            if request is not None:
+                self.connection.create_context(sandbox_id, request)
+
+        self.app.push_screen(CreateContextScreen(sandbox_id, self.runtimes), chosen)
+
+    async def action_close_tab(self) -> None:
+        repl = self.active_repl
+        if repl is not None:
+            await self.tabs.close_repl(repl.context.id)
+
+    def action_delete_context(self) -> None:
+        self.confirm_context_change(recreate=False)
+
+    def action_reset_context(self) -> None:
+        self.confirm_context_change(recreate=True)
+
+    def confirm_context_change(self, *, recreate: bool) -> None:
+        repl = self.active_repl
+        if repl is None:
+            return
+        sandbox_id, context = repl.sandbox_id, repl.context
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.connection.change_context(sandbox_id, context, recreate=recreate)
+
+        verb = "Reset" if recreate else "Delete"
+        question = f"{verb} context {context.binding} {short_id(context.id)}?\n" + (
+            "It is deleted and created again: its REPL state is lost."
+            if recreate
+            else "Its REPL state and history are deleted."
+        )
+        self.app.push_screen(ConfirmScreen(question, verb), confirmed)
+
+    # ----------------------------------------------------------------- running
+
+    @on(ReplPane.RunRequested)
+    def run_requested(self, message: ReplPane.RunRequested) -> None:
+        message.stop()
+        backend = self.backend
+        if backend is not None:
+            self.connection.run_cell(backend, message.sandbox_id, message.context, message.code)
+
+    @on(ReplPane.CancelRequested)
+    def cancel_requested(self, message: ReplPane.CancelRequested) -> None:
+        message.stop()
+        backend = self.backend
+        if backend is not None:
+            self.connection.cancel_cell(backend, message.sandbox_id, message.context_id)
+
+    @on_report(CellFinished)
+    def cell_finished(self, message: CellFinished) -> None:
+        pane = self.tabs.repl_for(message.context_id)
+        if pane is None:
+            return
+        pane.finish_cell(message.code, message.result, message.failure, message.label)
+        self.connection.load_sandbox_info(message.sandbox_id)
+        if message.label is None:
+            self.connection.remember_input(message.sandbox_id, message.context_id, message.code)
+        result = message.result
+        if result is not None and result.session is not None:
+            for note in result.session.notes:
+                self.notify(
+                    note,
+                    title="REPL state",
+                    severity="warning" if result.session.state_lost else "information",
+                )
+
+    @on_report(RunAbandoned)
+    def run_abandoned(self, message: RunAbandoned) -> None:
+        self.connection.abandon_run(message.context_id)
+        pane = self.tabs.repl_for(message.context_id)
+        if pane is not None:
+            pane.abandon_run()
+
+    # ----------------------------------------------------------------- comparing
+
+    def action_diff_cell(self, profiles: list[str], profile: str | None) -> None:
+        """Rerun the active REPL's current cell (after the cells before it) on `profile`,
+        or on one picked from `profiles`; `DiffScreen` shows both outcomes."""
+        repl = self.active_repl
+        if repl is None:
+            return
+        cells = repl.cells_to_rerun()
+        if not cells:
+            self.notify("No finished cell to rerun yet.", severity="warning")
+            return
+        if not profiles:
+            self.notify(
+                "No other profile: add one with `sandbox-workbench profiles add`.",
+                severity="warning",
+            )
+            return
+        here, context = self.profile, repl.context
+
+        def chosen(target: str | None) -> None:
+            if target is None:
+                return
+            self.notify(f"Rerunning cell [{cells[-1].number}] on {target}…", timeout=3)
+            self.run_worker(
+                rerun_cell(self, self.connection.backend_factory, here, target, context, cells),
+                group="rerun-cell",
+                exclusive=True,
+                exit_on_error=False,
+            )
+
+        if profile is not None:
+            chosen(profile)
+        else:
+            self.app.push_screen(RerunProfilePickerScreen(profiles, here), chosen)
+
+    @on_report(CellRerun)
+    def cell_rerun(self, message: CellRerun) -> None:
+        self.app.push_screen(DiffScreen(message))
+
+    # ----------------------------------------------------------------- sandboxes
+
+    def action_refresh(self) -> None:
+        self.connection.load_sandboxes()
+        self.connection.load_runtimes()
+        sandbox_id = self.selected_sandbox_id
+        if sandbox_id is not None:
+            self.connection.load_sandbox_info(sandbox_id)
+        self.connection.check_health()
+
+    def action_show_runtimes(self) -> None:
+        self.show_tab(RUNTIMES_TAB)
+
+    def action_prepare_engine(self) -> None:
+        backend = self.backend
+        if backend is None or backend.engines is None:
+            self.notify("This backend's runtimes are deployed Workers.", severity="warning")
+            return
+        binding = self.runtimes_table.selected_binding
+        runtime = next((item for item in self.runtimes if item.binding == binding), None)
+        if runtime is None:
+            self.show_tab(RUNTIMES_TAB)
+            self.notify("Select a runtime in the Runtimes tab first.", severity="warning")
+            return
+        self.connection.prepare_engine(backend, runtime.language)
+
+    def action_create_sandbox(self) -> None:
+        def created(sandbox_id: str | None) -> None:
+            if sandbox_id is None:
+                return
+            self.highlighted_sandbox_id = sandbox_id
+            self.connection.create_sandbox(sandbox_id)
+            self.show_tab(INFO_TAB)
+
+        self.app.push_screen(CreateSandboxScreen(), created)
+
+    def action_destroy_sandbox(self) -> None:
+        sandbox_id = self.selected_sandbox_id
+        if sandbox_id is None:
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.connection.destroy_sandbox(sandbox_id)
+
+        question = (
+            f"Destroy sandbox {sandbox_id}?\nIts files, env vars, contexts and history are deleted."
+        )
+        self.app.push_screen(ConfirmScreen(question, "Destroy"), confirmed)
+
+    @on_report(SandboxDestroyed)
+    async def sandbox_destroyed(self, message: SandboxDestroyed) -> None:
+        for pane in self.tabs.repls:
+            if pane.sandbox_id == message.sandbox_id:
+                await self.tabs.close_repl(pane.context.id)
+        self.sandbox_infos.pop(message.sandbox_id, None)
+        if self.highlighted_sandbox_id == message.sandbox_id:
+            self.highlighted_sandbox_id = None
+        info = self.info_panel.info
+        if info is not None and info.id == message.sandbox_id:
+            self.info_panel.info = None
+        self.notify(f"Destroyed {message.sandbox_id}", title="Sandbox")
+        self.app.refresh_bindings()
+
+    def action_edit_env_vars(self) -> None:
+        sandbox_id = self.selected_sandbox_id
+        if sandbox_id is None:
+            return
+        info = self.sandbox_infos.get(sandbox_id)
+        if info is None:
+            self.connection.load_sandbox_info(sandbox_id)
+            self.notify("Loading the sandbox; try again in a moment.", severity="warning")
+            return
+
+        def edited(update: dict[str, str | None] | None) -> None:
+            if update:
+                self.connection.save_env_vars(sandbox_id, update)
+
+        self.app.push_screen(EnvVarsScreen(sandbox_id, dict(info.env_vars)), edited)
+
+    def action_toggle_env_reveal(self) -> None:
+        self.info_panel.reveal_env = not self.info_panel.reveal_env
+        self.show_tab(INFO_TAB)
+
+    # ----------------------------------------------------------------- watching
+
+    def action_watch_folder(self) -> None:
+        sandbox_id = self.selected_sandbox_id
+        if sandbox_id is None or self.backend is None:
+            return
+        active = self.folder_watch.active
+        if active is not None:
+            self.notify(
+                f"Already watching {active.folder}; stop it first.",
+                title="Watch",
+                severity="warning",
+            )
+            return
+        repl = self.active_repl
+        context = repl.context if repl is not None and repl.sandbox_id == sandbox_id else None
+
+        def chosen(request: WatchRequest | None) -> None:
+            if request is not None:
+                self.start_watch(sandbox_id, context, request)
+
+        self.app.push_screen(WatchScreen(sandbox_id, context), chosen)
+
+    def start_watch(
+        self, sandbox_id: str, context: CodeContext | None, request: WatchRequest
+    ) -> None:
+        """Watch `request.folder` into the sandbox (see `FolderWatch`)."""
+        watch = self.folder_watch.start(sandbox_id, context, request)
+        if watch is not None:
+            self.status.show_watch(watch.target)
+            self.app.refresh_bindings()
+
+    def action_unwatch(self) -> None:
+        if self.folder_watch.active is not None:
+            self.stop_watch("stopped")
+
+    def stop_watch(self, note: str | None) -> None:
+        if self.folder_watch.stop(note) is not None:
+            self.status.clear_watch()
+            self.app.refresh_bindings()
+
+    @on_report(WatchEventReceived)
+    def watch_event(self, message: WatchEventReceived) -> None:
+        if self.folder_watch.current(message.watch_id) is None:
+            return
+        self.status.show_watch_event(message.event)
+        self.folder_watch.notify_event(message.event)
+
+    @on_report(WatchSynced)
+    def watch_synced(self, message: WatchSynced) -> None:
+        if not message.report.changed:
+            return
+        directory = message.dest
+        if not self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
+            directory = WORKSPACE
+        if self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
+            self.connection.list_directory(message.sandbox_id, directory)
+
+    @on_report(WatchRunStarted)
+    def watch_run_started(self, message: WatchRunStarted) -> None:
+        pane = self.tabs.repl_for(message.context_id)
+        if pane is not None:
+            pane.show_watch_run(message.code)
+
+    @on_report(WatchFolderGone)
+    def watch_folder_gone(self, message: WatchFolderGone) -> None:
+        if self.folder_watch.current(message.watch_id) is not None:
+            self.stop_watch(None)
+
+    @on_report(WatchEnded)
+    def watch_ended(self, message: WatchEnded) -> None:
+        if self.folder_watch.ended(message.watch_id):
+            self.status.clear_watch()
+            self.app.refresh_bindings()
+        if message.failure is not None:
+            self.notify(message.failure, title="Watching stopped", severity="error", timeout=8)

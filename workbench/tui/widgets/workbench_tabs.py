@@ -1,0 +1,63 @@
+"""The tabs of the main screen: the sandbox info, the runtimes and a REPL per open context."""
+
+from __future__ import annotations
+
+from textual.await_complete import AwaitComplete
+from textual.widget import Widget
+from textual.widgets import TabbedContent, TabPane
+
+from workbench.tui.formatting import short_id
+from workbench.tui.untrusted import shown_content
+from workbench.tui.widgets.repl_pane import ReplPane
+
+INFO_TAB = "info-tab"
+RUNTIMES_TAB = "runtimes-tab"
+
+
+def repl_tab_id(context_id: str) -> str:
+    return f"repl-{context_id}"
+
+
+class WorkbenchTabs(TabbedContent):
+    """Fixed tabs plus one `repl-<context id>` tab per open context."""
+
+    @property
+    def active_repl(self) -> ReplPane | None:
+        pane = self.active_pane
+        if pane is None:
+            return None
+        found = pane.query(ReplPane)
+        return found.first() if found else None
+
+    @property
+    def repls(self) -> list[ReplPane]:
+        return list(self.query(ReplPane))
+
+    def repl_for(self, context_id: str) -> ReplPane | None:
+        found = self.query(f"#{repl_tab_id(context_id)} ReplPane")
+        return found.first(ReplPane) if found else None
+
+    def language_of(self, context_id: str) -> str | None:
+        """The language of the context's open REPL (None when it is not open)."""
+        pane = self.repl_for(context_id)
+        return pane.context.language if pane is not None else None
+
+    async def show_repl(self, pane: ReplPane) -> None:
+        """Activate the context's tab, adding `pane` as its REPL when none is open."""
+        context = pane.context
+        if self.repl_for(context.id) is None:
+            title = shown_content(f"{context.binding} {short_id(context.id)}")
+            await self.add_pane(TabPane(title, pane, id=repl_tab_id(context.id)))
+        self.active = repl_tab_id(context.id)
+
+    def close_repl(self, context_id: str) -> AwaitComplete:
+        return self.remove_pane(repl_tab_id(context_id))
+
+    def show_fixed_tab(self, tab_id: str, focus_target: Widget) -> None:
+        """Activate the sandbox or the runtimes tab. Focus inside the REPL being hidden
+        moves first to `focus_target`, what drives that tab: Textual would move it to a
+        sibling in the hidden pane, which switches straight back."""
+        repl, focused = self.active_repl, self.app.focused
+        if repl is not None and focused is not None and repl in focused.ancestors_with_self:
+            focus_target.screen.set_focus(focus_target)
+        self.active = tab_id

@@ -1,1 +1,0 @@
-export { default, Interpreter } from "@sandbox-workers/javascript";
