@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.serve_process import serve_process
 from workbench.backends.local import open_local_backend
+from workbench.backends.remote import open_remote_backend
 from workbench.paths import DATABASE_NAME
 
 CONSOLE_SCRIPT = str(Path(sys.executable).with_name("sandbox-workbench"))
@@ -26,15 +28,16 @@ def cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize(
-    ("binding", "define", "use"),
-    [
-        ("PERL", "our $x = 41", "$x + 1"),
-        ("RUBY", "x = 41", "x + 1"),
-        ("PYTHON", "import math\nx = math.floor(41.5)", "x + 1"),
-        ("JAVASCRIPT", "let x = 41", "x + 1"),
-    ],
-)
+STATE = [
+    ("PERL", "our $x = 41", "$x + 1"),
+    ("RUBY", "x = 41", "x + 1"),
+    ("PYTHON", "import math\nx = math.floor(41.5)", "x + 1"),
+    ("JAVASCRIPT", "let x = 41", "x + 1"),
+]
+"""Per binding: code that leaves state in a context, and code that reads it (42)."""
+
+
+@pytest.mark.parametrize(("binding", "define", "use"), STATE)
 def test_a_context_survives_a_new_process(
     tmp_path: Path, all_engines: None, binding: str, define: str, use: str
 ) -> None:
@@ -126,5 +129,51 @@ async def test_a_session_evicted_by_its_own_release_keeps_its_last_run(
             await slow_run
             answer = await quick.interpreter.run_code("$n + 1", binding="PERL")
             assert answer.results[0].text == str(42 + round_)
+    finally:
+        await backend.aclose()
+
+
+async def test_every_language_survives_a_serve_restart(tmp_path: Path, all_engines: None) -> None:
+    """Contexts of a `serve` come back after it stops and starts again on the same data."""
+    data = tmp_path / "served"
+    with serve_process(data) as first:
+        backend = open_remote_backend("first", first.url, first.token)
+        sandbox = backend.sandbox("restart")
+        contexts = {}
+        for binding, define, _use in STATE:
+            contexts[binding] = await sandbox.interpreter.create_code_context(binding)
+            ran = await sandbox.interpreter.run_code(define, context=contexts[binding])
+            assert ran.error is None, ran.error
+        await backend.aclose()
+    with serve_process(data) as second:
+        backend = open_remote_backend("second", second.url, second.token)
+        sandbox = backend.sandbox("restart")
+        try:
+            for binding, _define, use in STATE:
+                result = await sandbox.interpreter.run_code(use, context=contexts[binding])
+                assert result.results[0].text == "42", (binding, result.error)
+                assert result.session is not None and result.session.boot == "restored"
+            info = await sandbox.get_info()
+            assert all(context.snapshot is not None for context in info.contexts)
+        finally:
+            await backend.aclose()
+
+
+@pytest.mark.parametrize(("binding", "define", "use"), STATE)
+async def test_every_language_comes_back_after_eviction(
+    tmp_path: Path, all_engines: None, binding: str, define: str, use: str
+) -> None:
+    """One resident session: a second context evicts the first, which is restored from
+    its snapshot on its next run."""
+    backend = open_local_backend(tmp_path / "data", max_resident=1)
+    try:
+        sandbox = backend.sandbox("evict")
+        first = await sandbox.interpreter.create_code_context(binding)
+        other = await sandbox.interpreter.create_code_context(binding)
+        assert (await sandbox.interpreter.run_code(define, context=first)).error is None
+        assert (await sandbox.interpreter.run_code("1", context=other)).error is None
+        back = await sandbox.interpreter.run_code(use, context=first)
+        assert back.results[0].text == "42", back.error
+        assert back.session is not None and back.session.boot == "restored"
     finally:
         await backend.aclose()

@@ -28,7 +28,7 @@ from engines.isolated import codec
 from engines.isolated.frames import FrameTimeout
 from engines.isolated.pool import WorkerPool
 from engines.isolated.process import WorkerDied, WorkerProcess
-from engines.language import LanguageEngine, PrepareError
+from engines.language import LanguageEngine, PrepareError, Progress
 from engines.registry import language_engine
 from engines.result import (
     ENGINE_ERROR,
@@ -44,6 +44,10 @@ BACKSTOP_SECONDS = 10.0
 """Past the timeout (plus the engine process's own grace), the host kills the process."""
 REQUEST_SECONDS = 120.0
 """Deadline of requests other than executions (opening with a large snapshot, ...)."""
+
+
+def _no_progress(label: str, fraction: float) -> None:
+    del label, fraction
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,9 @@ class IsolatedSession:
         restore_point: MemorySnapshot | None = None,
         write_bounds: WriteBounds | None = None,
         cache: EngineCache | None = None,
+        progress: Progress | None = None,
     ) -> None:
+        """`progress` hears about preparing the engine, when it is not prepared yet."""
         self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
         self.workspace = workspace
         self.limits = limits or Limits()
@@ -75,7 +81,7 @@ class IsolatedSession:
         self._pool = pool
         self._write_bounds = write_bounds
         self._cache = cache or EngineCache(self.spec)
-        self._compiled = self._cache.ready_compiled_path()
+        self._compiled = self._cache.ready_compiled_path(progress or _no_progress)
         self._worker: WorkerProcess | None = None
         self._alive = False
         self._call_lock = threading.Lock()
@@ -358,11 +364,13 @@ def run_isolated(
     env_vars: Mapping[str, str] | None = None,
     *,
     limits: Limits | None = None,
+    progress: Progress | None = None,
 ) -> ExecutionResult:
-    """Stateless execution (spec 9.4) in an engine process: one round trip."""
+    """Stateless execution (spec 9.4) in an engine process: one round trip (`progress`
+    hears about preparing the engine first, when needed)."""
     spec = language if isinstance(language, LanguageEngine) else language_engine(language)
     limits = limits or Limits()
-    compiled = EngineCache(spec).ready_compiled_path()
+    compiled = EngineCache(spec).ready_compiled_path(progress or _no_progress)
     request = {
         "op": "run",
         "language": spec.language,

@@ -9,6 +9,8 @@ import importlib.util
 import os
 import secrets
 import socket
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -137,7 +139,7 @@ async def _serve(
 
     limits = local_limits(configured_timeout() if timeout is None else timeout)
     with opening_local_store(data_dir):
-        gateway = open_local_gateway(data_dir, limits=limits)
+        gateway = open_local_gateway(data_dir, limits=limits, prepare_progress=_print_preparation())
     config = uvicorn.Config(
         GatewayApp(gateway, token),
         http=_http_implementation(),
@@ -175,3 +177,21 @@ def _note_unprepared_engines() -> None:
             "prepares it (minutes); `sandbox-workbench engines install` does it now, with "
             "progress"
         )
+
+
+def _print_preparation() -> Callable[[str, str, float], None]:
+    """One line per step of an engine prepared on first use (`serve` is a log, not a
+    terminal UI): a first request in a new language can take minutes."""
+    shown: set[tuple[str, str]] = set()
+
+    def show(language: str, step: str, fraction: float) -> None:
+        if (language, step) in shown:
+            return
+        shown.add((language, step))
+        print(
+            f"sandbox-workbench serve: preparing the {language} engine: {step} ({fraction:.0%})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return show

@@ -14,7 +14,7 @@ from engines.session import Limits
 from workbench.api.client import Backend
 from workbench.backends.local.engine_manager import LocalEngineManager
 from workbench.backends.local.gateway import LocalGateway
-from workbench.backends.local.runtimes import local_runtimes
+from workbench.backends.local.runtimes import EngineProgress, local_runtimes
 from workbench.backends.local.sessions import DEFAULT_MAX_RESIDENT, SessionPool
 from workbench.backends.local.settings import LocalResources, SandboxSettings, parse_ttl
 from workbench.config import TIMEOUT_ENV, parse_timeout
@@ -72,8 +72,10 @@ def open_local_gateway(
     limits: Limits | None = None,
     clock: Clock = SYSTEM_CLOCK,
     history_limit: int | None = None,
+    prepare_progress: EngineProgress | None = None,
 ) -> LocalGateway:
-    """The local sandboxes stored under `directory` (default: the user data dir)."""
+    """The local sandboxes stored under `directory` (default: the user data dir);
+    `prepare_progress` hears about engines prepared on their first use."""
     root = private_data_dir(directory)
     if history_limit is None:
         raw = os.environ.get(HISTORY_LIMIT_ENV, "")
@@ -90,7 +92,7 @@ def open_local_gateway(
     engine_pool.prewarm()
     resources = LocalResources(
         store=Store(root / DATABASE_NAME, history_limit=history_limit),
-        runtimes=local_runtimes(engine_pool, limits),
+        runtimes=local_runtimes(engine_pool, limits, prepare_progress),
         sessions=SessionPool(max_resident),
         clock=clock,
         settings=SandboxSettings(ttl_ms=ttl_ms, limits=limits),

@@ -83,6 +83,7 @@ class ContextRunner:
                 limits=limits,
                 restore_point=self._snapshots.restore_point(row),
                 write_bounds=WriteBounds(MAX_TOTAL_BYTES, MAX_ENTRIES),
+                progress=runtime.prepare_progress,
             )
 
         started = time.perf_counter()

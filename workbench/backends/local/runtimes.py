@@ -6,17 +6,22 @@ the request side is the routes').
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engines.cache import EngineCache
 from engines.isolated import WorkerPool, run_isolated
 from engines.isolated.process import WorkerDied
-from engines.language import LanguageEngine, PrepareError
+from engines.language import LanguageEngine, PrepareError, Progress
 from engines.registry import LANGUAGES, language_engine
 from engines.result import ENGINE_ERROR, HOST_MESSAGE_CHARS, ExecutionError, ExecutionResult
 from engines.session import Limits
 from workbench.protocol.types import RuntimeInfo
+
+EngineProgress = Callable[[str, str, float], None]
+"""Hears (language, step, fraction done) while an engine is prepared on first use."""
 
 
 @dataclass
@@ -27,6 +32,8 @@ class LocalRuntime:
     spec: LanguageEngine
     limits: Limits
     engine_pool: WorkerPool
+    prepare_progress: Progress | None = None
+    """Hears about preparing this engine on its first use (e.g. `serve` prints it)."""
 
     @property
     def language(self) -> str:
@@ -45,7 +52,14 @@ class LocalRuntime:
         `EngineError` results."""
         started = time.perf_counter()
         try:
-            return run_isolated(self.engine_pool, self.spec, code, env_vars, limits=self.limits)
+            return run_isolated(
+                self.engine_pool,
+                self.spec,
+                code,
+                env_vars,
+                limits=self.limits,
+                progress=self.prepare_progress,
+            )
         except (PrepareError, WorkerDied) as error:
             return self.engine_error(code, f"{self.language} engine unavailable: {error}", started)
 
@@ -60,7 +74,9 @@ class LocalRuntime:
 
 
 def local_runtimes(
-    engine_pool: WorkerPool, limits: Limits | None = None
+    engine_pool: WorkerPool,
+    limits: Limits | None = None,
+    prepare_progress: EngineProgress | None = None,
 ) -> dict[str, LocalRuntime]:
     """The local bindings: JAVASCRIPT, PYTHON, PERL, RUBY (engines whose package loads)."""
     runtimes: dict[str, LocalRuntime] = {}
@@ -70,6 +86,10 @@ def local_runtimes(
         except Exception:  # an engine package that cannot load is simply not offered
             continue
         runtimes[language.upper()] = LocalRuntime(
-            language.upper(), spec, limits or Limits(), engine_pool
+            language.upper(),
+            spec,
+            limits or Limits(),
+            engine_pool,
+            None if prepare_progress is None else functools.partial(prepare_progress, language),
         )
     return runtimes
