@@ -93,6 +93,7 @@ class ContextRef:
     snapshot_ms: float | None = None
     expires_at: int | None = None
 
+    # Same shape as ExecutionError's to_json/from_json: each wire type maps its own fields.
     def to_json(self) -> dict[str, JsonValue]:
         data: dict[str, JsonValue] = {"id": self.id, "cwd": self.cwd, "executions": self.executions}
         if self.snapshot_ms is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.serve_process import serve_process
-from workbench.backends.local import open_local_backend
+from workbench.api import Backend
+from workbench.backends.local import LocalTransport, open_local_backend, open_local_gateway
 from workbench.backends.remote import open_remote_backend
 from workbench.paths import DATABASE_NAME
 
@@ -175,5 +177,31 @@ async def test_every_language_comes_back_after_eviction(
         back = await sandbox.interpreter.run_code(use, context=first)
         assert back.results[0].text == "42", back.error
         assert back.session is not None and back.session.boot == "restored"
+    finally:
+        await backend.aclose()
+
+
+async def test_a_crash_after_the_answer_keeps_that_runs_state(
+    tmp_path: Path, all_engines: None
+) -> None:
+    """The snapshot after a run leaves the engine process on its own, not at the start of
+    the next run: an engine process killed after the answer loses no state."""
+    gateway = open_local_gateway(tmp_path / "data")
+    backend = Backend(LocalTransport(gateway, "local"), name="local")
+    try:
+        sandbox = backend.sandbox("crash")
+        context = await sandbox.interpreter.create_code_context("PERL")
+        await sandbox.interpreter.run_code("our $n = 1; 1", context=context)
+        # A 2 MiB string dirties chunks well beyond a pipe's buffer.
+        await sandbox.interpreter.run_code("$n = 2; our $big = 'x' x (2 << 20); 1", context=context)
+        await asyncio.sleep(1.0)
+        session = gateway.sessions.get(("crash", context.id))
+        assert session is not None and session._worker is not None
+        os.kill(session._worker.process.pid, signal.SIGKILL)
+        lost = await sandbox.interpreter.run_code("$n", context=context)
+        assert lost.error is not None and lost.error.name == "EngineError"  # costs one run
+        after = await sandbox.interpreter.run_code("$n", context=context)
+        assert after.error is None, after.error
+        assert [result.text for result in after.results] == ["2"]
     finally:
         await backend.aclose()

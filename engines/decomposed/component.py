@@ -116,6 +116,7 @@ class Bag:
     items: dict[str, tuple[str, int]]
 
 
+# Same shape each: one small record per kind of definition, so the unions below type them.
 @dataclass(frozen=True)
 class Alias:
     """An export `name` of (core or component) instance `instance`."""

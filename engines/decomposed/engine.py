@@ -35,6 +35,7 @@ class DecomposedEngine(LanguageEngine):
     compiled_format = f"decomposed/{plans.FORMAT}"
     compiled_suffix = ""
 
+    # Same signature as LanguageEngine.new_store, which it overrides.
     def new_store(
         self,
         engine: wasmtime.Engine,

@@ -65,7 +65,12 @@ class WorkerPool:
         with self._lock:
             if self._closed:
                 raise WorkerDied("the engine pool is closed")
-            worker = self._idle.pop() if self._idle else None
+            worker = None
+            while self._idle and worker is None:
+                worker = self._idle.pop()
+                if worker.process.poll() is not None:  # a spare that died while idle
+                    worker.kill()  # reaps it
+                    worker = None
         if worker is None:
             worker = self._spawn()
         self.prewarm()

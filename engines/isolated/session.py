@@ -104,9 +104,10 @@ class IsolatedSession:
 
     @property
     def restore_point(self) -> MemorySnapshot | None:
-        """The host's copy of the last snapshot (collected first if one is on its way and
-        no execution is running)."""
-        if self._snapshot_pending and self._call_lock.acquire(blocking=False):
+        """The host's copy of the last snapshot. One on its way is waited for (also while
+        `collect_snapshot` receives it elsewhere), unless an execution is running: then
+        the copy from before that execution."""
+        if self._call_lock.acquire(timeout=0 if self._executing else REQUEST_SECONDS):
             try:
                 self._collect_snapshot()
             finally:
@@ -308,6 +309,14 @@ class IsolatedSession:
                 self._lost()
                 return
             self._snapshot_pending = True
+
+    def collect_snapshot(self) -> None:
+        """Receive the snapshot `take_snapshot` asked for and keep it as the restore point.
+
+        Called from a worker thread right after a run, so that the next execution does not
+        begin by receiving and applying it (the snapshot leaves the execution path)."""
+        with self._call_lock:
+            self._collect_snapshot()
 
     def reset(self) -> None:
         """Forget all state: the next execution starts a fresh interpreter."""

@@ -183,9 +183,9 @@ class WriteGuard:
         if not self._started:
             self._start()
         with self._lock:
+            self._fired = False
             self._drain()
             self._armed = True
-            self._fired = False
             self._check()
 
     def disarm(self) -> None:
@@ -219,11 +219,12 @@ class WriteGuard:
             self._watch(directory)
 
     def _drain(self) -> None:
-        """Apply every queued event (non-blocking)."""
+        """Apply every queued event (non-blocking), checking the bounds after each batch:
+        a guest that creates entries as fast as they are read never drains the queue."""
         if self._fd < 0:
             self._rescan()
             return
-        while True:
+        while not self._fired:
             try:
                 data = os.read(self._fd, 1 << 16)
             except BlockingIOError:
@@ -233,6 +234,7 @@ class WriteGuard:
             if not data:
                 return
             self._apply(data)
+            self._check()
 
     def _apply(self, data: bytes) -> None:
         offset = 0

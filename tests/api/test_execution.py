@@ -396,11 +396,16 @@ async def test_executions_on_one_sandbox_are_serialized(
     assert (one.execution_count, two.execution_count) == (1, 2)
 
 
-async def test_different_sandboxes_run_concurrently(backend: Backend, perl_engine: None) -> None:
+async def test_different_sandboxes_run_concurrently(
+    backend: Backend, perl_engine: None, python_engine: None
+) -> None:
     busy, other = backend.sandbox(fresh_id("busy")), backend.sandbox(fresh_id("other"))
     try:
         ok(await other.interpreter.run_code("1", binding="PERL"))  # boot its engine first
-        looping = asyncio.create_task(busy.interpreter.run_code("1 while 1", binding="PERL"))
+        # Blocked in a host call: no fuel budget ends it before the test does.
+        looping = asyncio.create_task(
+            busy.interpreter.run_code("import time\ntime.sleep(30)", binding="PYTHON")
+        )
         await asyncio.sleep(0.5)
         assert not looping.done()
         quick = ok(await other.interpreter.run_code("2 + 2", binding="PERL"))

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,10 +42,10 @@ def tarball_with(member: str, payload: bytes) -> bytes:
 
 @contextmanager
 def npm_registry(
-    tarball: bytes, *, integrity: str | None = None
+    tarball: bytes, *, integrity: str | None = None, tarball_delay: float = 0.0
 ) -> Iterator[tuple[str, list[str]]]:
-    """A registry serving the Perl package's version document and tarball; yields its URL
-    and the paths requested."""
+    """A registry serving the Perl package's version document and tarball (after
+    `tarball_delay` seconds); yields its URL and the paths requested."""
     requested: list[str] = []
     digest = base64.b64encode(hashlib.sha512(tarball).digest()).decode()
 
@@ -59,6 +60,7 @@ def npm_registry(
                 }
                 body = json.dumps({"name": "@6over3/zeroperl-ts", "dist": dist}).encode()
             elif self.path == PERL_TARBALL:
+                time.sleep(tarball_delay)
                 body = tarball
             else:
                 self.send_error(404)
@@ -124,7 +126,8 @@ def test_a_tarball_that_fails_the_registry_integrity_is_refused(tmp_path: Path) 
 
 def test_progress_on_a_terminal_is_a_live_display(tmp_path: Path) -> None:
     stand_in = tarball_with(PERL_MEMBER, b"\0asm\x01\0\0\0 not zeroperl")
-    with npm_registry(stand_in) as (registry, _):
+    # A slow download: the live display draws at least once while it lasts.
+    with npm_registry(stand_in, tarball_delay=0.5) as (registry, _):
         controller, terminal = pty.openpty()
         process = subprocess.Popen(
             [str(SCRIPT), "run", "-l", "perl", "-c", "1"],

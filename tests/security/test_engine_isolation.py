@@ -51,7 +51,9 @@ def engines_ready(all_engines: None) -> None:
 
 @pytest.fixture
 async def backend(tmp_path: Path, all_engines: None) -> AsyncIterator[Backend]:
-    opened = open_local_backend(tmp_path / "data", limits=Limits(timeout_seconds=TIMEOUT))
+    # Fuel to spare: the deadline, not the fuel budget, must end the busy waits below.
+    limits = Limits(timeout_seconds=TIMEOUT, fuel=10**13)
+    opened = open_local_backend(tmp_path / "data", limits=limits)
     try:
         yield opened
     finally:
@@ -159,7 +161,11 @@ async def test_closing_never_waits_for_a_blocked_guest(tmp_path: Path, all_engin
 def test_a_killed_engine_process_costs_one_run(engines_ready: None, tmp_path: Path) -> None:
     pool = worker_pool(MAX_FILE_BYTES)
     session = IsolatedSession(
-        "perl", pool=pool, workspace=tmp_path, limits=Limits(timeout_seconds=30)
+        "perl",
+        pool=pool,
+        workspace=tmp_path,
+        # Fuel enough that the loop below is still running when the process is killed.
+        limits=Limits(timeout_seconds=30, fuel=10**13),
     )
     try:
         assert session.execute("our $n = 41; 1").result.error is None
@@ -172,13 +178,27 @@ def test_a_killed_engine_process_costs_one_run(engines_ready: None, tmp_path: Pa
         crashed = session.execute("1 while 1")
         killer.join()
         assert crashed.result.error is not None
-        assert crashed.result.error.name == "EngineError"
+        assert crashed.result.error.name == "EngineError", crashed.result.error
         assert "signal 9" in crashed.result.error.message
         after = session.execute("$n + 1")
         assert after.result.error is None and after.result.results[0].text == "42"
         assert after.boot.value == "restored"
     finally:
         session.close()
+
+
+def test_a_spare_that_died_while_idle_is_never_handed_out(engines_ready: None) -> None:
+    pool = WorkerPool(MAX_FILE_BYTES, spares=0)
+    try:
+        spare = pool.acquire()
+        pool.release(spare)
+        os.kill(spare.process.pid, signal.SIGKILL)
+        spare.process.wait(timeout=10)
+        worker = pool.acquire()
+        assert worker is not spare and worker.process.poll() is None
+        assert spare.dead
+    finally:
+        pool.close()
 
 
 # ----- writes are bounded while the guest runs (item 5) -----------------------------------
@@ -270,6 +290,19 @@ async def test_entries_are_bounded_during_the_run(roomy_backend: Backend) -> Non
     assert result.error is not None
     assert "more than 4096 entries" in result.error.message
     assert (await sandbox.list_files(".")).files == []
+
+
+async def test_the_guard_fires_while_entries_keep_coming(roomy_backend: Backend) -> None:
+    """A guest that creates entries as fast as the guard reads their events never starves
+    the guard's check: the run ends at the entry bound, long before its deadline."""
+    sandbox = roomy_backend.sandbox("fastdirs")
+    started = time.monotonic()
+    result = await sandbox.interpreter.run_code(
+        "import os\nfor i in range(100000):\n    os.mkdir(f'directory_{i:06}')", binding="PYTHON"
+    )
+    assert result.error is not None
+    assert "more than 4096 entries created" in result.error.message
+    assert time.monotonic() - started < 20
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

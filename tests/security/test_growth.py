@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from engines.session import Limits
 from workbench.api import Backend, ExecutionResult
 from workbench.backends.local import LocalGateway, LocalTransport, open_local_gateway
 from workbench.backends.local.gateway import MAX_CACHED_SANDBOXES
@@ -54,7 +55,8 @@ async def test_sandbox_objects_are_bounded_and_reread_from_the_store(tmp_path: P
 
 
 async def test_a_busy_sandbox_is_never_evicted(tmp_path: Path, perl_engine: None) -> None:
-    gateway = open_local_gateway(tmp_path / "data", ttl_ms=0)
+    # Fuel to spare: the loop below must outlast the test's pauses on a fast machine.
+    gateway = open_local_gateway(tmp_path / "data", ttl_ms=0, limits=Limits(fuel=10**13))
     gateway.max_cached_sandboxes = 2
     backend = client(gateway)
     try:

@@ -3,16 +3,20 @@
 The folder sync runs in a worker of the owner (the main screen) and reports through
 `Watch*` messages; with an entry file, each pass that changed the sandbox runs it in the
 context like a REPL cell (its `CellFinished` is labelled as a watch run).
+`FolderWatch` is the controller; `FolderWatchHandlers` is the main screen's part: the
+watch actions and the handlers of those messages (the only code that changes widgets).
 """
 
 from __future__ import annotations
 
 import asyncio
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import Worker
 
@@ -35,7 +39,11 @@ from workbench.tui.messages import (
     WatchSynced,
 )
 from workbench.tui.profile_connection import ProfileConnection
-from workbench.tui.screens.watch_screen import WatchRequest
+from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
+from workbench.tui.widgets.sandbox_tree import WORKSPACE, SandboxTree
+from workbench.tui.widgets.status_bar import StatusBar
+from workbench.tui.widgets.workbench_tabs import WorkbenchTabs
+from workbench.tui.worker_reports import on_report
 
 WATCH_POLL_SECONDS = 0.5
 MAX_LISTED_ISSUES = 3
@@ -229,3 +237,96 @@ class FolderWatch:
                 timeout=8,
             )
             self.owner.post_message(WatchFolderGone(watch.watch_id))
+
+
+class FolderWatchHandlers(Screen[None]):
+    """The main screen's watch actions and its handlers of the `Watch*` reports.
+
+    A `Screen` so that Textual registers the `@on` handlers; `MainScreen` inherits it and
+    provides the attributes declared here."""
+
+    folder_watch: FolderWatch
+    connection: ProfileConnection
+    sandbox_tree: SandboxTree
+    tabs: WorkbenchTabs
+    status: StatusBar
+
+    @property
+    @abstractmethod
+    def selected_sandbox_id(self) -> str | None:
+        """The sandbox a new watch syncs into."""
+
+    def action_watch_folder(self) -> None:
+        sandbox_id = self.selected_sandbox_id
+        if sandbox_id is None or self.connection.backend is None:
+            return
+        active = self.folder_watch.active
+        if active is not None:
+            self.notify(
+                f"Already watching {active.folder}; stop it first.",
+                title="Watch",
+                severity="warning",
+            )
+            return
+        repl = self.tabs.active_repl
+        context = repl.context if repl is not None and repl.sandbox_id == sandbox_id else None
+
+        def chosen(request: WatchRequest | None) -> None:
+            if request is not None:
+                self.start_watch(sandbox_id, context, request)
+
+        self.app.push_screen(WatchScreen(sandbox_id, context), chosen)
+
+    def start_watch(
+        self, sandbox_id: str, context: CodeContext | None, request: WatchRequest
+    ) -> None:
+        """Watch `request.folder` into the sandbox (see `FolderWatch`)."""
+        watch = self.folder_watch.start(sandbox_id, context, request)
+        if watch is not None:
+            self.status.show_watch(watch.target)
+            self.app.refresh_bindings()
+
+    def action_unwatch(self) -> None:
+        if self.folder_watch.active is not None:
+            self.stop_watch("stopped")
+
+    def stop_watch(self, note: str | None) -> None:
+        if self.folder_watch.stop(note) is not None:
+            self.status.clear_watch()
+            self.app.refresh_bindings()
+
+    @on_report(WatchEventReceived)
+    def watch_event(self, message: WatchEventReceived) -> None:
+        if self.folder_watch.current(message.watch_id) is None:
+            return
+        self.status.show_watch_event(message.event)
+        self.folder_watch.notify_event(message.event)
+
+    @on_report(WatchSynced)
+    def watch_synced(self, message: WatchSynced) -> None:
+        if not message.report.changed:
+            return
+        directory = message.dest
+        if not self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
+            directory = WORKSPACE
+        if self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
+            self.connection.list_directory(message.sandbox_id, directory)
+
+    @on_report(WatchRunStarted)
+    def watch_run_started(self, message: WatchRunStarted) -> None:
+        pane = self.tabs.repl_for(message.context_id)
+        if pane is not None:
+            pane.show_watch_run(message.code)
+
+    @on_report(WatchFolderGone)
+    def watch_folder_gone(self, message: WatchFolderGone) -> None:
+        if self.folder_watch.current(message.watch_id) is not None:
+            self.stop_watch(None)
+
+    @on_report(WatchEnded)
+    def watch_ended(self, message: WatchEnded) -> None:
+        if self.folder_watch.ended(message.watch_id):
+            self.status.clear_watch()
+            self.app.refresh_bindings()
+        if message.failure is not None:
+            self.notify(message.failure, title="Watching stopped", severity="error", timeout=8)

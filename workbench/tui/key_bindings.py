@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
+# A table, one `Binding` a row: the rows share their shape on purpose (data, not logic).
 WORKBENCH_BINDINGS: list[Binding] = [
     Binding("ctrl+q", "quit", "Quit", id="app.quit"),
     Binding("f1", "help", "Help", id="app.help"),

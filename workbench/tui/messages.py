@@ -20,6 +20,7 @@ from workbench.api import (
     SandboxSummary,
 )
 from workbench.sync.events import SyncEvent, SyncReport
+from workbench.transcripts import Outcome
 
 
 @dataclass
@@ -169,3 +170,17 @@ class WatchFolderGone(Message, bubble=False):
     """The watched folder vanished (the watcher itself reports nothing for it)."""
 
     watch_id: int
+
+
+@dataclass
+class CellRerun(Message, bubble=False):
+    """A cell ran again on `profile`: its recorded and its new outcome."""
+
+    number: int
+    here: str
+    profile: str
+    recorded: Outcome
+    observed: Outcome
+    earlier: int
+    """Cells replayed before it."""
+    earlier_diverged: int

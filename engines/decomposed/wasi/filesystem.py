@@ -13,7 +13,7 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from engines.decomposed.wasi.abi import Call, implements, u64
 from engines.decomposed.wasi.confine import Resolved, resolve
@@ -35,69 +35,69 @@ READ_LIMIT = 1 << 24
 """Bytes one `descriptor.read` returns at most."""
 FILE_MODE = 0o666
 """Mode of created files (less the umask), as wasmtime creates them."""
+DESCRIPTOR_TYPES = {
+    stat.S_IFBLK: 1,
+    stat.S_IFCHR: 2,
+    stat.S_IFDIR: 3,
+    stat.S_IFIFO: 4,
+    stat.S_IFLNK: 5,
+    stat.S_IFREG: 6,
+    stat.S_IFSOCK: 7,
+}
+"""`descriptor-type` of each file type (block-device to socket); any other is 0, unknown."""
+
+_Value = TypeVar("_Value")
 
 
 def _type_code(mode: int) -> int:
     """`descriptor-type` of a file mode."""
-    if stat.S_ISDIR(mode):
-        return 3
-    if stat.S_ISREG(mode):
-        return 6
-    if stat.S_ISLNK(mode):
-        return 5
-    if stat.S_ISCHR(mode):
-        return 2
-    if stat.S_ISBLK(mode):
-        return 1
-    if stat.S_ISFIFO(mode):
-        return 4
-    if stat.S_ISSOCK(mode):
-        return 7
-    return 0
+    return DESCRIPTOR_TYPES.get(stat.S_IFMT(mode), 0)
 
 
 # -- result shapes ----------------------------------------------------------------------
 
 
+def _result(
+    call: Call,
+    ret: int,
+    error_format: str,
+    action: Callable[[], _Value],
+    write_ok: Callable[[_Value], None],
+) -> None:
+    """result<T, error-code>: a host error from `action` is written as err with
+    `error_format` (the case, padding to T's alignment, the code); else `write_ok` writes
+    ok with what `action` returned (outside the error handling: it is not the guest's error)."""
+    try:
+        value = action()
+    except HOST_ERRORS as error:
+        call.memory.pack(error_format, ret, 1, error_code(error))
+        return
+    write_ok(value)
+
+
 def _unit(call: Call, ret: int, action: Callable[[], object]) -> None:
     """result<_, error-code>."""
-    try:
-        action()
-    except HOST_ERRORS as error:
-        call.memory.pack("BB", ret, 1, error_code(error))
-        return
-    call.memory.pack("B", ret, 0)
+    _result(call, ret, "BB", action, lambda _: call.memory.pack("B", ret, 0))
 
 
 def _byte(call: Call, ret: int, action: Callable[[], int]) -> None:
     """result<u8-sized value, error-code>."""
-    try:
-        value = action()
-    except HOST_ERRORS as error:
-        call.memory.pack("BB", ret, 1, error_code(error))
-        return
-    call.memory.pack("BB", ret, 0, value)
+    _result(call, ret, "BB", action, lambda value: call.memory.pack("BB", ret, 0, value))
 
 
 def _handle(call: Call, ret: int, action: Callable[[], int]) -> None:
     """result<own<T>, error-code>."""
-    try:
-        value = action()
-    except HOST_ERRORS as error:
-        call.memory.pack("B3xB", ret, 1, error_code(error))
-        return
-    call.memory.pack("B3xI", ret, 0, value)
+    _result(call, ret, "B3xB", action, lambda value: call.memory.pack("B3xI", ret, 0, value))
 
 
 def _aligned8(call: Call, ret: int, action: Callable[[], Callable[[int], None]]) -> None:
     """result<T, error-code> with T 8-aligned: `action` returns the writer of T."""
-    try:
-        write = action()
-    except HOST_ERRORS as error:
-        call.memory.pack("B7xB", ret, 1, error_code(error))
-        return
-    call.memory.pack("B", ret, 0)
-    write(ret + 8)
+
+    def write_ok(write: Callable[[int], None]) -> None:
+        call.memory.pack("B", ret, 0)
+        write(ret + 8)
+
+    _result(call, ret, "B7xB", action, write_ok)
 
 
 def _write_stat(call: Call, ptr: int, status: os.stat_result) -> None:
@@ -181,37 +181,31 @@ def get_directories(call: Call, ret: int) -> None:
     call.memory.pack("II", ret, base, len(listed))
 
 
-@implements("wasi:filesystem/types#[method]descriptor.read-via-stream", params="iIi")
-def read_via_stream(call: Call, handle: int, offset: int, ret: int) -> None:
+def _file_stream(call: Call, handle: int, ret: int, kind: str, **fields: Any) -> None:
+    """result<own<stream>, error-code>: a `kind` stream on file descriptor `handle`, with
+    a descriptor of its own (see `_stream` for `fields`)."""
+
     def run() -> int:
         descriptor = _file(call, handle)
         entry = call.host.table.get(handle, "descriptor")
-        stream = _stream(entry, "input-stream", source="file", offset=u64(offset))
-        return call.host.add(stream, os.dup(descriptor))
+        return call.host.add(_stream(entry, kind, **fields), os.dup(descriptor))
 
     _handle(call, ret, run)
+
+
+@implements("wasi:filesystem/types#[method]descriptor.read-via-stream", params="iIi")
+def read_via_stream(call: Call, handle: int, offset: int, ret: int) -> None:
+    _file_stream(call, handle, ret, "input-stream", source="file", offset=u64(offset))
 
 
 @implements("wasi:filesystem/types#[method]descriptor.write-via-stream", params="iIi")
 def write_via_stream(call: Call, handle: int, offset: int, ret: int) -> None:
-    def run() -> int:
-        descriptor = _file(call, handle)
-        entry = call.host.table.get(handle, "descriptor")
-        stream = _stream(entry, "output-stream", sink="file", offset=u64(offset), append=False)
-        return call.host.add(stream, os.dup(descriptor))
-
-    _handle(call, ret, run)
+    _file_stream(call, handle, ret, "output-stream", sink="file", offset=u64(offset), append=False)
 
 
 @implements("wasi:filesystem/types#[method]descriptor.append-via-stream", params="ii")
 def append_via_stream(call: Call, handle: int, ret: int) -> None:
-    def run() -> int:
-        descriptor = _file(call, handle)
-        entry = call.host.table.get(handle, "descriptor")
-        stream = _stream(entry, "output-stream", sink="file", append=True)
-        return call.host.add(stream, os.dup(descriptor))
-
-    _handle(call, ret, run)
+    _file_stream(call, handle, ret, "output-stream", sink="file", append=True)
 
 
 @implements("wasi:filesystem/types#[method]descriptor.advise", params="iIIii")
@@ -284,6 +278,7 @@ def set_times(
     _unit(call, ret, run)
 
 
+# Same shape as set_times: kept apart, as it sets a path's times (not following links).
 @implements("wasi:filesystem/types#[method]descriptor.set-times-at", params="iiiiiIiiIii")
 def set_times_at(
     call: Call,
@@ -319,13 +314,14 @@ def set_times_at(
 
 @implements("wasi:filesystem/types#[method]descriptor.read", params="iIIi")
 def read(call: Call, handle: int, length: int, offset: int, ret: int) -> None:
-    try:
-        data = os.pread(_file(call, handle), min(u64(length), READ_LIMIT), u64(offset))
-    except HOST_ERRORS as error:
-        call.memory.pack("B3xB", ret, 1, error_code(error))
-        return
-    ptr, size = call.bytes_out(data)
-    call.memory.pack("B3xIIB", ret, 0, ptr, size, int(not data))
+    def run() -> bytes:
+        return os.pread(_file(call, handle), min(u64(length), READ_LIMIT), u64(offset))
+
+    def write_ok(data: bytes) -> None:
+        ptr, size = call.bytes_out(data)
+        call.memory.pack("B3xIIB", ret, 0, ptr, size, int(not data))
+
+    _result(call, ret, "B3xB", run, write_ok)
 
 
 @implements("wasi:filesystem/types#[method]descriptor.write", params="iiiIi")
@@ -372,16 +368,27 @@ def read_directory_entry(call: Call, handle: int, ret: int) -> None:
     call.memory.pack("B3xB3xB3xII", ret, 0, 1, type_code, *call.string_out(name))
 
 
-@implements("wasi:filesystem/types#[method]descriptor.create-directory-at", params="iiii")
-def create_directory_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> None:
+def _change_at(
+    call: Call, handle: int, ptr: int, length: int, ret: int, change: Callable[[Resolved], object]
+) -> None:
+    """result<_, error-code> of `change` made to a path beneath writable directory
+    descriptor `handle` (see `_mutating_at`)."""
+
     def run() -> None:
         _, found = _mutating_at(call, handle, ptr, length)
         try:
-            os.mkdir(found.name, dir_fd=found.parent)
+            change(found)
         finally:
             found.close()
 
     _unit(call, ret, run)
+
+
+@implements("wasi:filesystem/types#[method]descriptor.create-directory-at", params="iiii")
+def create_directory_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> None:
+    _change_at(
+        call, handle, ptr, length, ret, lambda found: os.mkdir(found.name, dir_fd=found.parent)
+    )
 
 
 @implements("wasi:filesystem/types#[method]descriptor.stat", params="ii")
@@ -483,7 +490,7 @@ def _open(call: Call, base: Entry, found: Resolved, open_flags: int, flags: int)
 
 @implements("wasi:filesystem/types#[method]descriptor.readlink-at", params="iiii")
 def readlink_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> None:
-    try:
+    def run() -> str:
         _, found = _at(call, handle, ptr, length, False)
         try:
             target = os.readlink(found.name, dir_fd=found.parent)
@@ -491,36 +498,29 @@ def readlink_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> Non
             found.close()
         if target.startswith("/"):
             raise FsError(WasiErrno.NOTPERM)  # would name a host path
-    except HOST_ERRORS as error:
-        call.memory.pack("B3xB", ret, 1, error_code(error))
-        return
-    call.memory.pack("B3xII", ret, 0, *call.string_out(target))
+        return target
+
+    def write_ok(target: str) -> None:
+        call.memory.pack("B3xII", ret, 0, *call.string_out(target))
+
+    _result(call, ret, "B3xB", run, write_ok)
 
 
 @implements("wasi:filesystem/types#[method]descriptor.remove-directory-at", params="iiii")
 def remove_directory_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> None:
-    def run() -> None:
-        _, found = _mutating_at(call, handle, ptr, length)
-        try:
-            os.rmdir(found.name, dir_fd=found.parent)
-        finally:
-            found.close()
-
-    _unit(call, ret, run)
+    _change_at(
+        call, handle, ptr, length, ret, lambda found: os.rmdir(found.name, dir_fd=found.parent)
+    )
 
 
 @implements("wasi:filesystem/types#[method]descriptor.unlink-file-at", params="iiii")
 def unlink_file_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> None:
-    def run() -> None:
-        _, found = _mutating_at(call, handle, ptr, length)
-        try:
-            if found.must_be_dir:
-                raise FsError(WasiErrno.NOTDIR)
-            os.unlink(found.name, dir_fd=found.parent)
-        finally:
-            found.close()
+    def unlink(found: Resolved) -> None:
+        if found.must_be_dir:
+            raise FsError(WasiErrno.NOTDIR)
+        os.unlink(found.name, dir_fd=found.parent)
 
-    _unit(call, ret, run)
+    _change_at(call, handle, ptr, length, ret, unlink)
 
 
 @implements("wasi:filesystem/types#[method]descriptor.rename-at", params="iiiiiii")

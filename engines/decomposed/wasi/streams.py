@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
+from typing import TypeVar
 
 from engines.decomposed.wasi.abi import Call, GuestTrap, implements, u64
 from engines.decomposed.wasi.errors import HOST_ERRORS, error_code
@@ -20,6 +22,8 @@ READ_LIMIT = 1 << 20
 """Bytes one stream read returns at most."""
 STREAM_CLOSED = 1
 """`stream-error::closed` (case 0 is `last-operation-failed(error)`)."""
+
+_Value = TypeVar("_Value")
 
 
 def _pollable(call: Call) -> int:
@@ -74,6 +78,26 @@ def _file_descriptor(call: Call, handle: int, stream: Entry) -> int:
     return call.host.descriptor_of(handle, stream)
 
 
+def _stream_result(
+    call: Call,
+    ret: int,
+    align: int,
+    action: Callable[[], _Value | None],
+    write_ok: Callable[[_Value], None],
+) -> None:
+    """result<T, stream-error> with T `align`-aligned: a host error from `action` is
+    written as last-operation-failed, None as closed, anything else by `write_ok`."""
+    try:
+        value = action()
+    except HOST_ERRORS as error:
+        call.memory.pack(f"B{align - 1}xB3xI", ret, 1, 0, _failed(call, error))
+        return
+    if value is None:
+        call.memory.pack(f"B{align - 1}xB", ret, 1, STREAM_CLOSED)
+    else:
+        write_ok(value)
+
+
 # -- input streams ----------------------------------------------------------------------
 
 
@@ -96,15 +120,10 @@ def _read(call: Call, handle: int, length: int) -> bytes | None:
     params="iIi",
 )
 def input_read(call: Call, handle: int, length: int, ret: int) -> None:
-    try:
-        data = _read(call, handle, length)
-    except HOST_ERRORS as error:
-        call.memory.pack("B3xB3xI", ret, 1, 0, _failed(call, error))
-        return
-    if data is None:
-        call.memory.pack("B3xB", ret, 1, STREAM_CLOSED)
-    else:
+    def write_ok(data: bytes) -> None:
         call.memory.pack("B3xII", ret, 0, *call.bytes_out(data))
+
+    _stream_result(call, ret, 4, lambda: _read(call, handle, length), write_ok)
 
 
 @implements(
@@ -115,20 +134,17 @@ def input_read(call: Call, handle: int, length: int, ret: int) -> None:
 def input_skip(call: Call, handle: int, length: int, ret: int) -> None:
     stream = call.host.table.get(handle, "input-stream")
     wanted = u64(length)
-    try:
+
+    def skip() -> int | None:
         if stream["source"] != "file":
             skipped = 0
         else:
             size = os.fstat(_file_descriptor(call, handle, stream)).st_size
             skipped = min(wanted, max(size - stream["offset"], 0))
             stream["offset"] += skipped
-    except HOST_ERRORS as error:
-        call.memory.pack("B7xB3xI", ret, 1, 0, _failed(call, error))
-        return
-    if not skipped and wanted:
-        call.memory.pack("B7xB", ret, 1, STREAM_CLOSED)
-    else:
-        call.memory.pack("B7xQ", ret, 0, skipped)
+        return None if not skipped and wanted else skipped
+
+    _stream_result(call, ret, 8, skip, lambda skipped: call.memory.pack("B7xQ", ret, 0, skipped))
 
 
 @implements(
@@ -217,14 +233,12 @@ def output_flush(call: Call, handle: int, ret: int) -> None:
 )
 def output_splice(call: Call, handle: int, source: int, length: int, ret: int) -> None:
     call.host.table.get(handle, "output-stream")
-    try:
+
+    def splice() -> int | None:
         data = _read(call, source, min(u64(length), FILE_WRITE_BUDGET))
-        if data is not None:
-            _write(call, handle, data)
-    except HOST_ERRORS as error:
-        call.memory.pack("B7xB3xI", ret, 1, 0, _failed(call, error))
-        return
-    if data is None:
-        call.memory.pack("B7xB", ret, 1, STREAM_CLOSED)
-    else:
-        call.memory.pack("B7xQ", ret, 0, len(data))
+        if data is None:
+            return None
+        _write(call, handle, data)
+        return len(data)
+
+    _stream_result(call, ret, 8, splice, lambda spliced: call.memory.pack("B7xQ", ret, 0, spliced))

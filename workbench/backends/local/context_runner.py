@@ -142,11 +142,13 @@ class ContextRunner:
             is_limit = result.error is not None and result.error.name == LIMIT_ERROR
             if session.spec.snapshots and session.alive and not is_limit:
                 # Spec 7.7: snapshot after every successful run. The engine process takes it
-                # after answering (incremental: only changed 1 MiB chunks), so a later trap
-                # resumes from this state; the chunks reach SQLite shortly after
+                # after answering (incremental: only changed 1 MiB chunks) and another
+                # thread receives it, so a later trap resumes from this state and the next
+                # run does not wait for it; the chunks reach SQLite shortly after
                 # (write-behind). Marked dirty before `release`, which may evict the
                 # session and must then save this state.
                 session.take_snapshot()
+                ENGINE_THREADS.submit(session.collect_snapshot)
                 self._snapshots.mark_dirty(key[1])
             return outcome, result, changes
         finally:

@@ -168,6 +168,8 @@ class SandboxObject:
                 self._state.touch(tx)
         return result
 
+    # Same shape as `files`: kept apart, as the batch handler is a coroutine (it yields to
+    # the event loop between entries) and the single request is not.
     async def files_batch(self, body: dict[str, Any]) -> FilesBatchResult:
         """`POST /files/batch`: every entry in order, all stored in one transaction; when
         it cannot commit, the request fails and the tree is as before."""

@@ -1,84 +1,29 @@
-"""Rerun a REPL cell on another profile and show both outcomes side by side.
+"""Both outcomes of a cell rerun on another profile, side by side (`DiffScreen`), and the
+profile picker that starts a rerun.
 
-The cells before it are replayed first in a fresh context of a scratch sandbox there
-(destroyed afterwards), so the REPL state matches; then the cell's recorded outcome and
-the rerun's are compared like `sandbox-workbench diff` does (logs, results, error name
-and message; not timing or usage). The rerun is a worker that posts `CellRerun` (or
-`OperationFailed`); the screen's handler opens `DiffScreen`.
+The cell's recorded outcome and the rerun's are compared like `sandbox-workbench diff`
+does (logs, results, error name and message; not timing or usage); the rerun itself is
+in `workbench/tui/cell_rerun.py`.
 """
 
 from __future__ import annotations
-
-import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widget import Widget
 from textual.widgets import Button, Label, Static
 
-from workbench.api import Backend, CodeContext, neutralise
+from workbench.api import neutralise
 from workbench.transcripts import (
-    Outcome,
     changed_lines,
     differing_fields,
     outcome_lines,
-    replay_transcript,
 )
-from workbench.tui.error_messages import describe_error
-from workbench.tui.messages import OperationFailed
+from workbench.tui.messages import CellRerun
 from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
-from workbench.tui.transcript_cell import TranscriptCell
-from workbench.tui.transcript_export import replayable_transcript
-
-
-@dataclass
-class CellRerun(Message, bubble=False):
-    """A cell ran again on `profile`: its recorded and its new outcome."""
-
-    number: int
-    here: str
-    profile: str
-    recorded: Outcome
-    observed: Outcome
-    earlier: int
-    """Cells replayed before it."""
-    earlier_diverged: int
-
-
-async def rerun_cell(
-    owner: Widget,
-    open_backend: Callable[[str], Backend],
-    here: str,
-    profile: str,
-    context: CodeContext,
-    cells: Sequence[TranscriptCell],
-) -> None:
-    """Worker body: replay `cells` (the last one is the one compared) on `profile`."""
-    number = cells[-1].number
-    try:
-        backend = await asyncio.to_thread(open_backend, profile)
-        try:
-            report = await replay_transcript(backend, replayable_transcript(context, cells))
-        finally:
-            await backend.aclose()
-    except Exception as error:
-        owner.post_message(
-            OperationFailed(f"Rerunning cell [{number}] on {profile} failed", describe_error(error))
-        )
-        return
-    *earlier, last = report.cells
-    assert last.recorded is not None
-    diverged = sum(1 for cell in earlier if cell.differences)
-    owner.post_message(
-        CellRerun(number, here, profile, last.recorded, last.observed, len(earlier), diverged)
-    )
 
 
 class RerunProfilePickerScreen(ProfilePickerScreen):

@@ -2,26 +2,23 @@
 per open context) and the status bar.
 
 API calls run in workers (`ProfileConnection`, `FolderWatch`) that post messages; the
-handlers here are what changes the widgets.
+handlers here (and those of the watch and rerun features, inherited from
+`FolderWatchHandlers` and `CellRerunHandlers`) are what changes the widgets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar, cast
 
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane, Tree
 
 from workbench.api import Backend, Clock, CodeContext, EngineInfo, RuntimeInfo, SandboxInfo
 from workbench.backends.remote import VersionReport
-from workbench.tui.folder_watch import FolderWatch
+from workbench.tui.cell_rerun import CellRerunHandlers
+from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
 from workbench.tui.formatting import short_id
 from workbench.tui.history_store import LocalHistoryStore
 from workbench.tui.messages import (
@@ -41,24 +38,12 @@ from workbench.tui.messages import (
     SandboxDestroyed,
     SandboxesLoaded,
     SandboxInfoLoaded,
-    WatchEnded,
-    WatchEventReceived,
-    WatchFolderGone,
-    WatchRunStarted,
-    WatchSynced,
 )
 from workbench.tui.profile_connection import BackendFactory, ProfileConnection
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import ContextRequest, CreateContextScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
-from workbench.tui.screens.diff_screen import (
-    CellRerun,
-    DiffScreen,
-    RerunProfilePickerScreen,
-    rerun_cell,
-)
 from workbench.tui.screens.env_vars_screen import EnvVarsScreen
-from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
 from workbench.tui.tree_nodes import (
     ContextNode,
     DirectoryNode,
@@ -69,30 +54,13 @@ from workbench.tui.tree_nodes import (
 from workbench.tui.widgets.info_panel import InfoPanel
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.runtimes_table import RuntimesTable
-from workbench.tui.widgets.sandbox_tree import WORKSPACE, SandboxTree
+from workbench.tui.widgets.sandbox_tree import SandboxTree
 from workbench.tui.widgets.status_bar import StatusBar
 from workbench.tui.widgets.workbench_tabs import INFO_TAB, RUNTIMES_TAB, WorkbenchTabs, repl_tab_id
-
-ReportHandler = TypeVar("ReportHandler", bound=Callable[..., Any])
-
-
-def on_report(message_type: type[Message]) -> Callable[[ReportHandler], ReportHandler]:
-    """`@on(message_type)` for a worker's report: skipped when it arrives after the layout
-    is gone (app exit)."""
-
-    def decorate(handler: ReportHandler) -> ReportHandler:
-        @wraps(handler)
-        def guarded(screen: MainScreen, message: Message) -> Any:
-            if not screen.tabs.is_attached:
-                return None
-            return handler(screen, message)
-
-        return cast(ReportHandler, on(message_type)(guarded))
-
-    return decorate
+from workbench.tui.worker_reports import on_report
 
 
-class MainScreen(Screen[None]):
+class MainScreen(FolderWatchHandlers, CellRerunHandlers):
     """One profile at a time: its sandboxes, runtimes and open contexts. The app's global
     bindings call the `action_*` methods here (and the active REPL's)."""
 
@@ -454,46 +422,6 @@ class MainScreen(Screen[None]):
         if pane is not None:
             pane.abandon_run()
 
-    # ----------------------------------------------------------------- comparing
-
-    def action_diff_cell(self, profiles: list[str], profile: str | None) -> None:
-        """Rerun the active REPL's current cell (after the cells before it) on `profile`,
-        or on one picked from `profiles`; `DiffScreen` shows both outcomes."""
-        repl = self.active_repl
-        if repl is None:
-            return
-        cells = repl.cells_to_rerun()
-        if not cells:
-            self.notify("No finished cell to rerun yet.", severity="warning")
-            return
-        if not profiles:
-            self.notify(
-                "No other profile: add one with `sandbox-workbench profiles add`.",
-                severity="warning",
-            )
-            return
-        here, context = self.profile, repl.context
-
-        def chosen(target: str | None) -> None:
-            if target is None:
-                return
-            self.notify(f"Rerunning cell [{cells[-1].number}] on {target}…", timeout=3)
-            self.run_worker(
-                rerun_cell(self, self.connection.backend_factory, here, target, context, cells),
-                group="rerun-cell",
-                exclusive=True,
-                exit_on_error=False,
-            )
-
-        if profile is not None:
-            chosen(profile)
-        else:
-            self.app.push_screen(RerunProfilePickerScreen(profiles, here), chosen)
-
-    @on_report(CellRerun)
-    def cell_rerun(self, message: CellRerun) -> None:
-        self.app.push_screen(DiffScreen(message))
-
     # ----------------------------------------------------------------- sandboxes
 
     def action_refresh(self) -> None:
@@ -577,80 +505,3 @@ class MainScreen(Screen[None]):
     def action_toggle_env_reveal(self) -> None:
         self.info_panel.reveal_env = not self.info_panel.reveal_env
         self.show_tab(INFO_TAB)
-
-    # ----------------------------------------------------------------- watching
-
-    def action_watch_folder(self) -> None:
-        sandbox_id = self.selected_sandbox_id
-        if sandbox_id is None or self.backend is None:
-            return
-        active = self.folder_watch.active
-        if active is not None:
-            self.notify(
-                f"Already watching {active.folder}; stop it first.",
-                title="Watch",
-                severity="warning",
-            )
-            return
-        repl = self.active_repl
-        context = repl.context if repl is not None and repl.sandbox_id == sandbox_id else None
-
-        def chosen(request: WatchRequest | None) -> None:
-            if request is not None:
-                self.start_watch(sandbox_id, context, request)
-
-        self.app.push_screen(WatchScreen(sandbox_id, context), chosen)
-
-    def start_watch(
-        self, sandbox_id: str, context: CodeContext | None, request: WatchRequest
-    ) -> None:
-        """Watch `request.folder` into the sandbox (see `FolderWatch`)."""
-        watch = self.folder_watch.start(sandbox_id, context, request)
-        if watch is not None:
-            self.status.show_watch(watch.target)
-            self.app.refresh_bindings()
-
-    def action_unwatch(self) -> None:
-        if self.folder_watch.active is not None:
-            self.stop_watch("stopped")
-
-    def stop_watch(self, note: str | None) -> None:
-        if self.folder_watch.stop(note) is not None:
-            self.status.clear_watch()
-            self.app.refresh_bindings()
-
-    @on_report(WatchEventReceived)
-    def watch_event(self, message: WatchEventReceived) -> None:
-        if self.folder_watch.current(message.watch_id) is None:
-            return
-        self.status.show_watch_event(message.event)
-        self.folder_watch.notify_event(message.event)
-
-    @on_report(WatchSynced)
-    def watch_synced(self, message: WatchSynced) -> None:
-        if not message.report.changed:
-            return
-        directory = message.dest
-        if not self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
-            directory = WORKSPACE
-        if self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
-            self.connection.list_directory(message.sandbox_id, directory)
-
-    @on_report(WatchRunStarted)
-    def watch_run_started(self, message: WatchRunStarted) -> None:
-        pane = self.tabs.repl_for(message.context_id)
-        if pane is not None:
-            pane.show_watch_run(message.code)
-
-    @on_report(WatchFolderGone)
-    def watch_folder_gone(self, message: WatchFolderGone) -> None:
-        if self.folder_watch.current(message.watch_id) is not None:
-            self.stop_watch(None)
-
-    @on_report(WatchEnded)
-    def watch_ended(self, message: WatchEnded) -> None:
-        if self.folder_watch.ended(message.watch_id):
-            self.status.clear_watch()
-            self.app.refresh_bindings()
-        if message.failure is not None:
-            self.notify(message.failure, title="Watching stopped", severity="error", timeout=8)

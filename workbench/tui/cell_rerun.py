@@ -1,0 +1,103 @@
+"""Rerunning a REPL cell on another profile, the main screen's part of the diff feature.
+
+The cells before it are replayed first in a fresh context of a scratch sandbox there
+(destroyed afterwards), so the REPL state matches. `rerun_cell` is the worker: it posts
+`CellRerun` (or `OperationFailed`); `CellRerunHandlers` holds the action and the handler
+that opens `DiffScreen` (the only code that changes the screen).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from textual.screen import Screen
+from textual.widget import Widget
+
+from workbench.api import Backend, CodeContext
+from workbench.transcripts import replay_transcript
+from workbench.tui.error_messages import describe_error
+from workbench.tui.messages import CellRerun, OperationFailed
+from workbench.tui.profile_connection import ProfileConnection
+from workbench.tui.screens.diff_screen import DiffScreen, RerunProfilePickerScreen
+from workbench.tui.transcript_cell import TranscriptCell
+from workbench.tui.transcript_export import replayable_transcript
+from workbench.tui.widgets.workbench_tabs import WorkbenchTabs
+from workbench.tui.worker_reports import on_report
+
+
+async def rerun_cell(
+    owner: Widget,
+    open_backend: Callable[[str], Backend],
+    here: str,
+    profile: str,
+    context: CodeContext,
+    cells: Sequence[TranscriptCell],
+) -> None:
+    """Worker body: replay `cells` (the last one is the one compared) on `profile`."""
+    number = cells[-1].number
+    try:
+        backend = await asyncio.to_thread(open_backend, profile)
+        try:
+            report = await replay_transcript(backend, replayable_transcript(context, cells))
+        finally:
+            await backend.aclose()
+    except Exception as error:
+        owner.post_message(
+            OperationFailed(f"Rerunning cell [{number}] on {profile} failed", describe_error(error))
+        )
+        return
+    *earlier, last = report.cells
+    assert last.recorded is not None
+    diverged = sum(1 for cell in earlier if cell.differences)
+    owner.post_message(
+        CellRerun(number, here, profile, last.recorded, last.observed, len(earlier), diverged)
+    )
+
+
+class CellRerunHandlers(Screen[None]):
+    """The main screen's rerun action and its handler of `CellRerun`.
+
+    A `Screen` so that Textual registers the `@on` handler; `MainScreen` inherits it and
+    provides the attributes declared here."""
+
+    connection: ProfileConnection
+    tabs: WorkbenchTabs
+
+    def action_diff_cell(self, profiles: list[str], profile: str | None) -> None:
+        """Rerun the active REPL's current cell (after the cells before it) on `profile`,
+        or on one picked from `profiles`; `DiffScreen` shows both outcomes."""
+        repl = self.tabs.active_repl
+        if repl is None:
+            return
+        cells = repl.cells_to_rerun()
+        if not cells:
+            self.notify("No finished cell to rerun yet.", severity="warning")
+            return
+        if not profiles:
+            self.notify(
+                "No other profile: add one with `sandbox-workbench profiles add`.",
+                severity="warning",
+            )
+            return
+        here, context = self.connection.profile, repl.context
+
+        def chosen(target: str | None) -> None:
+            if target is None:
+                return
+            self.notify(f"Rerunning cell [{cells[-1].number}] on {target}…", timeout=3)
+            self.run_worker(
+                rerun_cell(self, self.connection.backend_factory, here, target, context, cells),
+                group="rerun-cell",
+                exclusive=True,
+                exit_on_error=False,
+            )
+
+        if profile is not None:
+            chosen(profile)
+        else:
+            self.app.push_screen(RerunProfilePickerScreen(profiles, here), chosen)
+
+    @on_report(CellRerun)
+    def cell_rerun(self, message: CellRerun) -> None:
+        self.app.push_screen(DiffScreen(message))
