@@ -140,7 +140,7 @@ def bench_language(language: str, workspace: Path) -> None:
                 f"{cold_ms:6.1f} ms -> {restore_ms / cold_ms:4.2f}x"
             )
         else:
-            print("  snapshot: not supported (component instance memory is not reachable)")
+            print("  snapshot: this engine takes none")
 
     gc.collect()
     before = rss_bytes()

@@ -124,10 +124,13 @@ class LanguageEngine(ABC):
         scratch: Path | None = None,
         memory_bytes: int | None = None,
         wake: threading.Event | None = None,
+        write_gate: Callable[[], bool] | None = None,
     ) -> wasmtime.Store:
         """A store for this guest: its memory cap, argv and `mounts`. `wake` is set when
         the running execution is interrupted (a host that blocks in its own waits ends
-        them then; wasmtime's WASI cannot, its waits are left to the engine process)."""
+        them then; wasmtime's WASI cannot, its waits are left to the engine process).
+        `write_gate` is asked before each change to the file system by a host of our own
+        (wasmtime's WASI has no such hook: the write guard's own thread covers it)."""
         return make_store(
             engine,
             output,

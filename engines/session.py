@@ -108,9 +108,12 @@ class Session:
         restore_point: MemorySnapshot | None = None,
         cache: EngineCache | None = None,
         compiled: Path | None = None,
+        write_gate: Callable[[], bool] | None = None,
     ) -> None:
         """`compiled`: load this prepared, compiled entry instead of asking the cache
-        (an engine process is handed the path by its parent, which prepares engines)."""
+        (an engine process is handed the path by its parent, which prepares engines).
+        `write_gate`: asked before each file-system change where the engine's WASI host
+        allows it (see `LanguageEngine.new_store`)."""
         self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
         self.workspace = workspace
         self.limits = limits or Limits()
@@ -121,6 +124,7 @@ class Session:
             if compiled is not None
             else (cache or EngineCache(self.spec)).load(self._engine)
         )
+        self._write_gate = write_gate
         self._wake = threading.Event()
         """Set with the epoch when an execution is interrupted: wakes a guest that waits
         in its WASI host (a sleep, a poll) so that it traps at once."""
@@ -163,6 +167,7 @@ class Session:
             scratch=self._scratch,
             memory_bytes=self.limits.memory_bytes,
             wake=self._wake,
+            write_gate=self._write_gate,
         )
         store.set_fuel(INIT_FUEL)
         try:
@@ -260,6 +265,7 @@ class Session:
             result_limit=self.limits.result_bytes,
             console_limit_units=self.limits.output_bytes,
             console_limit_entries=self.limits.output_writes,
+            restored=boot is Boot.RESTORED,
         )
         payload = request.SerializeToString()
         token = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -45,6 +46,7 @@ class DecomposedEngine(LanguageEngine):
         scratch: Path | None = None,
         memory_bytes: int | None = None,
         wake: threading.Event | None = None,
+        write_gate: Callable[[], bool] | None = None,
     ) -> wasmtime.Store:
         """A store whose data is the guest's WASI host (see `LanguageEngine.new_store`);
         a blocking wait in the host ends when `wake` is set."""
@@ -54,6 +56,7 @@ class DecomposedEngine(LanguageEngine):
             stderr=output.on_stderr,
             argv=self.argv,
             wake=wake,
+            write_gate=write_gate,
         )
         return new_store(engine, memory_bytes=memory_bytes or self.memory_bytes, data=host)
 

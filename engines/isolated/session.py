@@ -105,8 +105,8 @@ class IsolatedSession:
     @property
     def restore_point(self) -> MemorySnapshot | None:
         """The host's copy of the last snapshot. One on its way is waited for (also while
-        `collect_snapshot` receives it elsewhere), unless an execution is running: then
-        the copy from before that execution."""
+        `collect_snapshot` receives it elsewhere), unless an execution is running or
+        waiting to: then the copy from before that execution."""
         if self._call_lock.acquire(timeout=0 if self._executing else REQUEST_SECONDS):
             try:
                 self._collect_snapshot()
@@ -201,14 +201,16 @@ class IsolatedSession:
     ) -> Outcome:
         if self._closed:
             raise RuntimeError("session is closed")
-        with self._call_lock:
-            with self._flags:
-                self._executing, self._cancel_pending = True, False
-            try:
+        # Executing from before the wait for the call lock (a snapshot may be on its way
+        # in): a cancel in that wait is kept for the request, not dropped as "idle".
+        with self._flags:
+            self._executing, self._cancel_pending = True, False
+        try:
+            with self._call_lock:
                 return self._execute_locked(code, env, cwd, session)
-            finally:
-                with self._flags:
-                    self._executing = self._in_call = self._cancel_pending = False
+        finally:
+            with self._flags:
+                self._executing = self._in_call = self._cancel_pending = False
 
     def _execute_locked(
         self, code: str, env: Mapping[str, str] | None, cwd: str, session: bool

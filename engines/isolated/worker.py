@@ -167,16 +167,6 @@ class Worker:
 
         workspace = header.get("workspace")
         restore = header.get("restore")
-        try:
-            self.session = Session(
-                language_engine(str(header["language"])),
-                workspace=Path(workspace) if workspace else None,
-                limits=codec.limits_from_json(header["limits"]),
-                restore_point=codec.snapshot_from_json(restore, blobs[0]) if restore else None,
-                compiled=Path(str(header["compiled"])),
-            )
-        except Exception as error:  # wasmtime refused the compiled module, or a bad request
-            return {"ok": False, "kind": "load", "message": f"{type(error).__name__}: {error}"}
         guard = header.get("guard")
         if workspace and guard:
             self.guard = WriteGuard(
@@ -185,6 +175,18 @@ class Worker:
                 max_entries=int(guard["maxEntries"]),
                 on_exceeded=self.interrupt,
             )
+        try:
+            self.session = Session(
+                language_engine(str(header["language"])),
+                workspace=Path(workspace) if workspace else None,
+                limits=codec.limits_from_json(header["limits"]),
+                restore_point=codec.snapshot_from_json(restore, blobs[0]) if restore else None,
+                compiled=Path(str(header["compiled"])),
+                write_gate=self.guard.may_write if self.guard is not None else None,
+            )
+        except Exception as error:  # wasmtime refused the compiled module, or a bad request
+            self.close_session()
+            return {"ok": False, "kind": "load", "message": f"{type(error).__name__}: {error}"}
         return {"ok": True}
 
     def close_session(self) -> None:

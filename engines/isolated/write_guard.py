@@ -6,6 +6,8 @@ as soon as the account passes the limits plus a small margin, instead of finding
 after the run. On Linux the account follows inotify events (a write is seen within
 microseconds); elsewhere it rescans the directory every few milliseconds while a run is
 armed. The per-file bound is held by the kernel (`RLIMIT_FSIZE`, set by the worker).
+A WASI host of our own (the components') also asks the guard before every change
+(`may_write`), which makes the bound exact there: one write past the limits at most.
 """
 
 from __future__ import annotations
@@ -187,6 +189,18 @@ class WriteGuard:
             self._drain()
             self._armed = True
             self._check()
+
+    def may_write(self) -> bool:
+        """The write gate of a WASI host of our own, asked before each change: brings the
+        account up to date and checks it, so a run stops within one write of its limits
+        however fast it writes. False once the armed run has passed them."""
+        with self._lock:
+            if not self._armed:
+                return True
+            if self._fd >= 0:  # without inotify the guard's thread rescans
+                self._drain()
+            self._check()
+            return not self._fired
 
     def disarm(self) -> None:
         with self._lock:

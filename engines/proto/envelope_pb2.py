@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0e\x65nvelope.proto\x12\x1csandbox_workbench.engines.v1\"\xfe\x01\n\x0e\x45xecuteRequest\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x42\n\x03\x65nv\x18\x02 \x03(\x0b\x32\x35.sandbox_workbench.engines.v1.ExecuteRequest.EnvEntry\x12\x0f\n\x07session\x18\x03 \x01(\x08\x12\x0b\n\x03\x63wd\x18\x04 \x01(\t\x12\x14\n\x0cresult_limit\x18\x05 \x01(\r\x12\x1b\n\x13\x63onsole_limit_units\x18\x06 \x01(\r\x12\x1d\n\x15\x63onsole_limit_entries\x18\x07 \x01(\r\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"1\n\x06Result\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12\x0e\n\x04json\x18\x02 \x01(\tH\x00\x42\x07\n\x05value\">\n\nGuestError\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\ttraceback\x18\x03 \x03(\t\"w\n\x07LogLine\x12<\n\x06stream\x18\x01 \x01(\x0e\x32,.sandbox_workbench.engines.v1.LogLine.Stream\x12\x0c\n\x04text\x18\x02 \x01(\t\" \n\x06Stream\x12\n\n\x06STDOUT\x10\x00\x12\n\n\x06STDERR\x10\x01\"\xc5\x01\n\x0f\x45xecuteResponse\x12\x34\n\x06result\x18\x01 \x01(\x0b\x32$.sandbox_workbench.engines.v1.Result\x12\x37\n\x05\x65rror\x18\x02 \x01(\x0b\x32(.sandbox_workbench.engines.v1.GuestError\x12\x36\n\x07\x63onsole\x18\x03 \x03(\x0b\x32%.sandbox_workbench.engines.v1.LogLine\x12\x0b\n\x03\x63wd\x18\x04 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0e\x65nvelope.proto\x12\x1csandbox_workbench.engines.v1\"\x90\x02\n\x0e\x45xecuteRequest\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x42\n\x03\x65nv\x18\x02 \x03(\x0b\x32\x35.sandbox_workbench.engines.v1.ExecuteRequest.EnvEntry\x12\x0f\n\x07session\x18\x03 \x01(\x08\x12\x0b\n\x03\x63wd\x18\x04 \x01(\t\x12\x14\n\x0cresult_limit\x18\x05 \x01(\r\x12\x1b\n\x13\x63onsole_limit_units\x18\x06 \x01(\r\x12\x1d\n\x15\x63onsole_limit_entries\x18\x07 \x01(\r\x12\x10\n\x08restored\x18\x08 \x01(\x08\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"1\n\x06Result\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12\x0e\n\x04json\x18\x02 \x01(\tH\x00\x42\x07\n\x05value\">\n\nGuestError\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\ttraceback\x18\x03 \x03(\t\"w\n\x07LogLine\x12<\n\x06stream\x18\x01 \x01(\x0e\x32,.sandbox_workbench.engines.v1.LogLine.Stream\x12\x0c\n\x04text\x18\x02 \x01(\t\" \n\x06Stream\x12\n\n\x06STDOUT\x10\x00\x12\n\n\x06STDERR\x10\x01\"\xc5\x01\n\x0f\x45xecuteResponse\x12\x34\n\x06result\x18\x01 \x01(\x0b\x32$.sandbox_workbench.engines.v1.Result\x12\x37\n\x05\x65rror\x18\x02 \x01(\x0b\x32(.sandbox_workbench.engines.v1.GuestError\x12\x36\n\x07\x63onsole\x18\x03 \x03(\x0b\x32%.sandbox_workbench.engines.v1.LogLine\x12\x0b\n\x03\x63wd\x18\x04 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,17 +34,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EXECUTEREQUEST_ENVENTRY']._loaded_options = None
   _globals['_EXECUTEREQUEST_ENVENTRY']._serialized_options = b'8\001'
   _globals['_EXECUTEREQUEST']._serialized_start=49
-  _globals['_EXECUTEREQUEST']._serialized_end=303
-  _globals['_EXECUTEREQUEST_ENVENTRY']._serialized_start=261
-  _globals['_EXECUTEREQUEST_ENVENTRY']._serialized_end=303
-  _globals['_RESULT']._serialized_start=305
-  _globals['_RESULT']._serialized_end=354
-  _globals['_GUESTERROR']._serialized_start=356
-  _globals['_GUESTERROR']._serialized_end=418
-  _globals['_LOGLINE']._serialized_start=420
-  _globals['_LOGLINE']._serialized_end=539
-  _globals['_LOGLINE_STREAM']._serialized_start=507
-  _globals['_LOGLINE_STREAM']._serialized_end=539
-  _globals['_EXECUTERESPONSE']._serialized_start=542
-  _globals['_EXECUTERESPONSE']._serialized_end=739
+  _globals['_EXECUTEREQUEST']._serialized_end=321
+  _globals['_EXECUTEREQUEST_ENVENTRY']._serialized_start=279
+  _globals['_EXECUTEREQUEST_ENVENTRY']._serialized_end=321
+  _globals['_RESULT']._serialized_start=323
+  _globals['_RESULT']._serialized_end=372
+  _globals['_GUESTERROR']._serialized_start=374
+  _globals['_GUESTERROR']._serialized_end=436
+  _globals['_LOGLINE']._serialized_start=438
+  _globals['_LOGLINE']._serialized_end=557
+  _globals['_LOGLINE_STREAM']._serialized_start=525
+  _globals['_LOGLINE_STREAM']._serialized_end=557
+  _globals['_EXECUTERESPONSE']._serialized_start=560
+  _globals['_EXECUTERESPONSE']._serialized_end=757
 # @@protoc_insertion_point(module_scope)

@@ -53,6 +53,7 @@ class ExecuteRequest(_message.Message):
     RESULT_LIMIT_FIELD_NUMBER: _builtins.int
     CONSOLE_LIMIT_UNITS_FIELD_NUMBER: _builtins.int
     CONSOLE_LIMIT_ENTRIES_FIELD_NUMBER: _builtins.int
+    RESTORED_FIELD_NUMBER: _builtins.int
     code: _builtins.str
     session: _builtins.bool
     """true: REPL semantics in the live interpreter state (spec 7.8);
@@ -64,6 +65,11 @@ class ExecuteRequest(_message.Message):
     """Limits the guest enforces itself (JavaScript: console and result, spec 9.2)."""
     console_limit_units: _builtins.int
     console_limit_entries: _builtins.int
+    restored: _builtins.bool
+    """The instance was just restored from a memory snapshot and this is its first run:
+    per-instance state that must differ between instances is renewed (Python re-seeds
+    `random`, spec 7.7).
+    """
     @_builtins.property
     def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """The guest's entire environment for this run (already layered and validated)."""
@@ -78,10 +84,11 @@ class ExecuteRequest(_message.Message):
         result_limit: _builtins.int = ...,
         console_limit_units: _builtins.int = ...,
         console_limit_entries: _builtins.int = ...,
+        restored: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "console_limit_entries", b"console_limit_entries", "console_limit_units", b"console_limit_units", "cwd", b"cwd", "env", b"env", "result_limit", b"result_limit", "session", b"session"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "console_limit_entries", b"console_limit_entries", "console_limit_units", b"console_limit_units", "cwd", b"cwd", "env", b"env", "restored", b"restored", "result_limit", b"result_limit", "session", b"session"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -402,9 +402,10 @@ async def test_different_sandboxes_run_concurrently(
     busy, other = backend.sandbox(fresh_id("busy")), backend.sandbox(fresh_id("other"))
     try:
         ok(await other.interpreter.run_code("1", binding="PERL"))  # boot its engine first
-        # Blocked in a host call: no fuel budget ends it before the test does.
+        # Blocked in a host call: no fuel budget ends it before the test does. Long enough
+        # to outlast the quick run, short enough where cancel is not offered (workerd).
         looping = asyncio.create_task(
-            busy.interpreter.run_code("import time\ntime.sleep(30)", binding="PYTHON")
+            busy.interpreter.run_code("import time\ntime.sleep(8)", binding="PYTHON")
         )
         await asyncio.sleep(0.5)
         assert not looping.done()

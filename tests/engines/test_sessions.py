@@ -241,6 +241,23 @@ def test_snapshot_restores_state_into_a_new_session(language: str, tmp_path: Pat
         assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
 
 
+def test_python_random_is_reseeded_after_a_restore(tmp_path: Path) -> None:
+    """Spec 7.7: instances restored from one snapshot do not repeat one `random` sequence."""
+    require_engine("python")
+    with Session("python", workspace=tmp_path) as first:
+        first.execute("import random\nkept = 41")
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    draws = []
+    for _ in range(2):
+        with Session("python", workspace=tmp_path, restore_point=snapshot) as restored:
+            outcome = restored.execute("random.random()")
+            assert outcome.boot is Boot.RESTORED
+            draws.append(outcome.result.results[0].text)
+            assert restored.execute("kept").result.results[0].text == "41"
+    assert draws[0] != draws[1]
+
+
 def test_after_a_trap_state_comes_from_the_last_snapshot_or_starts_fresh(
     language: str, tmp_path: Path
 ) -> None:

@@ -234,6 +234,7 @@ def get_type(call: Call, handle: int, ret: int) -> None:
 
 @implements("wasi:filesystem/types#[method]descriptor.set-size", params="iIi")
 def set_size(call: Call, handle: int, size: int, ret: int) -> None:
+    call.host.before_change()
     _unit(call, ret, lambda: os.ftruncate(_file(call, handle), u64(size)))
 
 
@@ -327,6 +328,7 @@ def read(call: Call, handle: int, length: int, offset: int, ret: int) -> None:
 @implements("wasi:filesystem/types#[method]descriptor.write", params="iiiIi")
 def write(call: Call, handle: int, ptr: int, length: int, offset: int, ret: int) -> None:
     data = call.memory.read(ptr, length)
+    call.host.before_change()
 
     def run() -> Callable[[int], None]:
         written = os.pwrite(_file(call, handle), data, u64(offset))
@@ -377,6 +379,7 @@ def _change_at(
     def run() -> None:
         _, found = _mutating_at(call, handle, ptr, length)
         try:
+            call.host.before_change()
             change(found)
         finally:
             found.close()
@@ -461,6 +464,8 @@ def _open(call: Call, base: Entry, found: Resolved, open_flags: int, flags: int)
         mode |= os.O_TRUNC
     if wants_dir:
         mode |= os.O_DIRECTORY
+    if write:
+        call.host.before_change()
     try:
         descriptor = os.open(found.name, mode, FILE_MODE, dir_fd=found.parent)
     except IsADirectoryError:  # a directory asked for with write access: open it as one

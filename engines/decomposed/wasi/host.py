@@ -61,11 +61,15 @@ class WasiHost:
         stderr: Callable[[bytes], None],
         argv: Sequence[str] = (),
         wake: threading.Event | None = None,
+        write_gate: Callable[[], bool] | None = None,
     ) -> None:
         self.mounts = list(mounts)
         self.stdout, self.stderr = stdout, stderr
         self.argv = list(argv)
         self.wake = wake or threading.Event()
+        self.write_gate = write_gate
+        """Asked before the guest changes the file system; False stops the run (the
+        engine process's workspace guard, `engines.isolated.write_guard`)."""
         self.table = ResourceTable()
         self._descriptors: dict[int, int] = {}
         """Handle -> open host file descriptor (not part of a snapshot)."""
@@ -162,6 +166,12 @@ class WasiHost:
             descriptor = self._reopen(entry)
             self._descriptors[handle] = descriptor
         return descriptor
+
+    def before_change(self) -> None:
+        """Called before every write, creation or removal: once the write gate says no,
+        the run stops here, within one write of its limits however fast it writes."""
+        if self.write_gate is not None and not self.write_gate():
+            raise GuestTrap("interrupted: workspace limit exceeded", wasmtime.TrapCode.INTERRUPT)
 
     def writable(self, entry: Entry) -> bool:
         """Whether the mount an entry lives on may be changed."""

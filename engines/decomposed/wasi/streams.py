@@ -170,6 +170,7 @@ def _write(call: Call, handle: int, data: bytes) -> None:
     elif sink == "stderr":
         call.host.stderr(data)
     else:
+        call.host.before_change()
         descriptor = _file_descriptor(call, handle, stream)
         offset = os.fstat(descriptor).st_size if stream["append"] else stream["offset"]
         written = 0

@@ -230,8 +230,8 @@ def _fields(data):
 
 
 def decode_request(data):
-    """ExecuteRequest -> dict(code, env, session, cwd)."""
-    request = {"code": "", "env": {}, "session": False, "cwd": ""}
+    """ExecuteRequest -> dict(code, env, session, cwd, restored)."""
+    request = {"code": "", "env": {}, "session": False, "cwd": "", "restored": False}
     for number, wire, value in _fields(data):
         if number == 1 and wire == 2:
             request["code"] = bytes(value).decode("utf-8")
@@ -247,6 +247,8 @@ def decode_request(data):
             request["session"] = bool(value)
         elif number == 4 and wire == 2:
             request["cwd"] = bytes(value).decode("utf-8")
+        elif number == 8 and wire == 0:
+            request["restored"] = bool(value)
     return request
 
 
@@ -311,9 +313,11 @@ os.abort = _abort_as_exception
 
 
 def _first_run_init():
-    """Per-instance setup that must not be baked into the build-time snapshot."""
-    # `random` was seeded while the component was built: every instance would repeat the
-    # same sequence. Re-seed from the host CSPRNG (WASI random) once per instance.
+    """Per-instance setup that must not be baked into the build-time snapshot, nor into a
+    memory snapshot that another instance restores."""
+    # `random` was seeded while the component was built (or before the snapshot): every
+    # instance would repeat the same sequence. Re-seed from the host CSPRNG (WASI random)
+    # once per instance, restored ones included (spec 7.7).
     random.seed()
 
 
@@ -439,7 +443,7 @@ def _flush():
 def execute(request):
     """Run one request; return (result, error, cwd) for `encode_response`."""
     global _session_main, _initialized
-    if not _initialized:
+    if not _initialized or request["restored"]:
         _first_run_init()
         _initialized = True
     session = request["session"]
