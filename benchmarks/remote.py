@@ -8,6 +8,7 @@ import asyncio
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from tests.serve_process import serve_process
@@ -19,29 +20,27 @@ RUNS = 200
 WRITES = 1000
 
 
-async def run_latency(backend: Backend) -> float:
-    sandbox = backend.sandbox("bench-remote")
-    context = await sandbox.interpreter.create_code_context("PYTHON")
+async def p50_ms(call: Callable[[], Awaitable[object]]) -> float:
+    """Median milliseconds of `call` over RUNS calls, after 20 to warm up."""
     for _ in range(20):
-        await sandbox.interpreter.run_code("1+1", context=context)
+        await call()
     samples = []
     for _ in range(RUNS):
         started = time.perf_counter()
-        await sandbox.interpreter.run_code("1+1", context=context)
+        await call()
         samples.append((time.perf_counter() - started) * 1000)
     return statistics.median(samples)
+
+
+async def run_latency(backend: Backend) -> float:
+    sandbox = backend.sandbox("bench-remote")
+    context = await sandbox.interpreter.create_code_context("PYTHON")
+    return await p50_ms(lambda: sandbox.interpreter.run_code("1+1", context=context))
 
 
 async def health_round_trip(backend: Backend) -> float:
     """The empty `GET /v1/health` round trip: the HTTP stack's floor under every request."""
-    for _ in range(20):
-        await backend.transport.request("GET", "/v1/health")
-    samples = []
-    for _ in range(RUNS):
-        started = time.perf_counter()
-        await backend.transport.request("GET", "/v1/health")
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
+    return await p50_ms(lambda: backend.transport.request("GET", "/v1/health"))
 
 
 async def write_throughput(backend: Backend) -> float:
