@@ -105,6 +105,9 @@ async def test_a_batch_holds_only_changing_ops_and_well_formed_preconditions(
             {"op": "list", "path": "/workspace"},
             {"op": "exists", "path": "a.txt"},
         ],
+        "Unknown op": [
+            {"op": bad, "path": "a.txt", "ifMatch": good} for bad in ([], {}, 5, None, "copy")
+        ],
         "mkdir takes no precondition": [{"op": "mkdir", "path": "d", "ifNoneMatch": "*"}],
         "Pass ifMatch or ifNoneMatch, not both": [
             {"op": "write", "path": "a.txt", "content": "", "ifMatch": good, "ifNoneMatch": "*"}

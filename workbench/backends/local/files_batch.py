@@ -82,12 +82,12 @@ def _parse_entry(entry: object, timestamp: str) -> tuple[FilesBody, Precondition
     which leaves the path to the Durable Object, does)."""
     precondition: Precondition = None
     op = entry.get("op") if isinstance(entry, dict) else None
-    if isinstance(entry, dict) and op in FILES_OPS:
+    if isinstance(entry, dict) and isinstance(op, str) and op in FILES_OPS:
         if op not in BATCH_OPS:
             raise invalid_request(
                 "op must be write, mkdir, delete, rename or move in a batch", timestamp
             )
-        precondition = _precondition(entry, str(op), timestamp)
+        precondition = _precondition(entry, op, timestamp)
     return parse_files_body(entry, timestamp), precondition
 
 
