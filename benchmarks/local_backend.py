@@ -12,8 +12,9 @@ from pathlib import Path
 
 from engines.isolated import IsolatedSession, worker_pool
 from engines.session import Session
+from engines.vfs import VirtualFS
 from workbench.backends.local import open_local_backend
-from workbench.core.workspace import MAX_FILE_BYTES
+from workbench.core.workspace import GUEST_LIMITS
 from workbench.paths import DATABASE_NAME
 
 LANGUAGES = {"PYTHON": "python", "JAVASCRIPT": "javascript", "PERL": "perl", "RUBY": "ruby"}
@@ -41,10 +42,7 @@ async def api_samples(binding: str, data_dir: Path, pause: float) -> list[float]
 
 def engine_samples(language: str) -> tuple[list[float], list[float]]:
     """The engine's own `1+1` call and the snapshot after it, in this process."""
-    with (
-        tempfile.TemporaryDirectory() as workspace,
-        Session(language, workspace=Path(workspace)) as session,
-    ):
+    with Session(language, workspace=VirtualFS(GUEST_LIMITS)) as session:
         session.execute("1+1")
         session.take_snapshot()
         calls, snapshots = [], []
@@ -62,22 +60,19 @@ def engine_process_samples(language: str) -> list[float]:
     """The same call through an engine process (the isolation every run gets, see
     docs/security.md) at a REPL's pace, snapshot collected between runs: the floor under
     the API's figure, without the API's thread hop, JSON and SQLite commit."""
-    with tempfile.TemporaryDirectory() as workspace:
-        session = IsolatedSession(
-            language, pool=worker_pool(MAX_FILE_BYTES), workspace=Path(workspace)
-        )
-        try:
+    session = IsolatedSession(language, pool=worker_pool(), workspace=GUEST_LIMITS)
+    try:
+        session.execute("1+1")
+        samples = []
+        for _ in range(RUNS):
+            session.take_snapshot()  # as the API does after a run, off its path
+            session.collect_snapshot()
+            time.sleep(PAUSE)
+            started = time.perf_counter()
             session.execute("1+1")
-            samples = []
-            for _ in range(RUNS):
-                session.take_snapshot()  # as the API does after a run, off its path
-                session.collect_snapshot()
-                time.sleep(PAUSE)
-                started = time.perf_counter()
-                session.execute("1+1")
-                samples.append((time.perf_counter() - started) * 1000)
-        finally:
-            session.close()
+            samples.append((time.perf_counter() - started) * 1000)
+    finally:
+        session.close()
     return samples
 
 

@@ -1,17 +1,22 @@
 """Creating wasmtime engines and stores the way every guest expects them.
 
 All guests run with fuel metering, epoch interruption, a linear-memory cap, an empty
-WASI environment (the effective env travels in the request envelope), only the
-preopens given here, and stdout/stderr captured into `OutputCapture`. Stores of guests
-with their own WASI host (`engines.decomposed`) start from `new_store` too.
+WASI environment (the effective env travels in the request envelope), no host file at
+all (their files are `engines.vfs` trees served by our WASI hosts), and stdout/stderr
+captured into `OutputCapture`.
 """
 
 from __future__ import annotations
 
+import ctypes
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 import wasmtime
+from wasmtime import _ffi as ffi
+from wasmtime import _func as wasmtime_func
 
 WORKSPACE = "/workspace"
 IDLE_EPOCH_DEADLINE = 1 << 62
@@ -70,25 +75,16 @@ class OutputCapture:
         self.overflowed = False
 
 
-def make_store(
-    engine: wasmtime.Engine,
-    output: OutputCapture,
-    *,
-    memory_bytes: int,
-    argv: tuple[str, ...] = (),
-    preopens: tuple[tuple[Path, str, bool], ...] = (),
+def make_wasi_store(
+    engine: wasmtime.Engine, *, memory_bytes: int, argv: tuple[str, ...], data: object
 ) -> wasmtime.Store:
-    """A store with wasmtime's WASI (no env; `preopens` as (host_dir, guest_path,
-    writable))."""
+    """A store with wasmtime's WASI for what touches no file (`argv`, no env, no
+    preopen, no stdio: the preview 1 host in `data` shadows every descriptor call)."""
     wasi = wasmtime.WasiConfig()
     if argv:
         wasi.argv = list(argv)
     wasi.env = []
-    for host_dir, guest_path, writable in preopens:
-        wasi.preopen_dir(str(host_dir), guest_path, writable)
-    wasi.stdout_custom = output.on_stdout
-    wasi.stderr_custom = output.on_stderr
-    store = new_store(engine, memory_bytes=memory_bytes)
+    store = new_store(engine, memory_bytes=memory_bytes, data=data)
     store.set_wasi(wasi)
     return store
 
@@ -101,3 +97,56 @@ def new_store(engine: wasmtime.Engine, *, memory_bytes: int, data: object = None
     store.set_fuel(0)
     store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
     return store
+
+
+HostHandler = Callable[..., int | None]
+"""A host function over i32/i64 parameters (Python ints) with no result or one."""
+_HANDLERS: dict[int, tuple[HostHandler, tuple[bool, ...], str | None]] = {}
+"""Index -> (handler, which parameters are i64, the result's type)."""
+_indices = itertools.count(1)
+
+
+@ffi.wasmtime_func_unchecked_callback_t  # type: ignore[untyped-decorator]
+def _call_unchecked(env: int | None, caller: Any, values: Any, count: int) -> int:
+    """Every host function of `host_func`: the parameters are read straight from the raw
+    values and the result written back, without wasmtime-py's per-call `Val` conversions.
+    An exception becomes a trap that wasmtime-py raises again as that exception (the same
+    contract as its own trampoline)."""
+    try:
+        handler, wide, result = _HANDLERS[env or 0]
+        value = handler(*[values[i].i64 if w else values[i].i32 for i, w in enumerate(wide)])
+        if result == "i32":
+            values[0].i32 = value
+        elif result == "i64":
+            values[0].i64 = value
+        return 0
+    except BaseException as error:
+        wasmtime_func.LAST_EXCEPTION = error  # type: ignore[assignment]  # raised again by wasmtime-py
+        trap = wasmtime.Trap("python exception")._consume()
+        return int(ctypes.cast(trap, ctypes.c_void_p).value or 0)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # type: ignore[untyped-decorator]
+def _forget(env: int | None) -> None:
+    _HANDLERS.pop(env or 0, None)
+
+
+def host_func(store: wasmtime.Store, functype: wasmtime.FuncType, handler: HostHandler) -> Any:
+    """A `wasmtime.Func` calling `handler`: for i32/i64 parameters and at most one result,
+    several times cheaper per call than wasmtime-py's own (what a guest's file calls cost
+    is mostly this crossing); any other type gets wasmtime-py's own."""
+    kinds = [str(valtype) for valtype in functype.params]
+    results = [str(valtype) for valtype in functype.results]
+    if not set(kinds) <= {"i32", "i64"} or len(results) > 1 or not set(results) <= {"i32", "i64"}:
+        return wasmtime.Func(store, functype, handler)
+    index = next(_indices)
+    _HANDLERS[index] = (
+        handler,
+        tuple(kind == "i64" for kind in kinds),
+        results[0] if results else None,
+    )
+    raw = ffi.wasmtime_func_t()
+    ffi.wasmtime_func_new_unchecked(
+        store._context(), functype.ptr(), _call_unchecked, index, _forget, ctypes.byref(raw)
+    )
+    return wasmtime.Func._from_raw(raw)

@@ -6,8 +6,8 @@ adapter), `pins.py` what it is prepared from, and next to them the guest driver 
 (`driver.pl`, `driver.rb`, `guest/`). Core modules build on `engines.module`, components
 on `engines.decomposed` (run as core modules with our own WASI 0.2 host). The shared host
 creates the wasmtime `Engine`, asks the language for a `Store` (fuel, epoch interruption,
-memory cap, WASI with an empty environment, the preopens, and stdout/stderr capture),
-then asks it to instantiate its guest. One execution is one
+memory cap, WASI with an empty environment, its mounts as `VirtualFS` trees, and
+stdout/stderr capture), then asks it to instantiate its guest. One execution is one
 `GuestInstance.call(request) -> response` with protobuf envelopes (proto/envelope.proto).
 """
 
@@ -16,15 +16,16 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
 import wasmtime
 
 from engines.decomposed.plan import DecomposedArtifact
-from engines.host import WORKSPACE, OutputCapture, make_engine, make_store
+from engines.host import WORKSPACE, OutputCapture, make_engine, make_wasi_store
+from engines.preview1 import Preview1Host
 from engines.snapshot import MemorySnapshot
+from engines.vfs import Mount, VirtualFS
 
 Progress = Callable[[str, float], None]
 """Reports a preparation step: a short label and the fraction done (0.0 to 1.0)."""
@@ -45,16 +46,6 @@ class GuestInstance(Protocol):
         `usage.memoryBytes`).
         """
         ...
-
-
-@dataclass(frozen=True)
-class Preopen:
-    """An extra directory the guest sees besides `/workspace` (e.g. Perl's `/dev`)."""
-
-    guest_path: str
-    make_host_dir: Callable[[Path], Path]
-    """Creates (idempotently) the host directory under the given private scratch dir."""
-    writable: bool = False
 
 
 class PrepareError(Exception):
@@ -88,7 +79,8 @@ class LanguageEngine(ABC):
     requirements: tuple[str, ...] = ()
     """Host programs needed to prepare the engine (e.g. "npm")."""
     argv: tuple[str, ...] = ()
-    preopens: tuple[Preopen, ...] = ()
+    devices: bool = False
+    """The guest sees a read-only `/dev` holding `null` (after `/workspace`)."""
     build_inputs: tuple[str, ...]
     """Glob patterns (relative to the language package) of the files that shape the
     prepared engine and its snapshots (guest driver, WIT, lockfiles, the pin of a
@@ -101,42 +93,30 @@ class LanguageEngine(ABC):
         """The wasmtime engine this guest is compiled for and runs in."""
         return make_engine()
 
-    def mounts(
-        self, workspace: Path | None, scratch: Path | None
-    ) -> tuple[tuple[Path, str, bool], ...]:
-        """The guest's preopens as (host_dir, guest_path, writable): `/workspace` when
-        given, plus the language's own, whose host dirs are made under `scratch`."""
-        mounts = [] if workspace is None else [(workspace, WORKSPACE, True)]
-        if self.preopens and scratch is None:
-            raise ValueError(f"{self.language} needs a scratch dir for its preopens")
-        for preopen in self.preopens:
-            assert scratch is not None
-            host_dir = preopen.make_host_dir(scratch / preopen.guest_path.strip("/"))
-            mounts.append((host_dir, preopen.guest_path, preopen.writable))
-        return tuple(mounts)
+    def mounts(self, workspace: VirtualFS | None) -> list[Mount]:
+        """The guest's preopens, in the order its libc numbers them: `/workspace` when
+        given, then `/dev` for a language with `devices`."""
+        mounts = [] if workspace is None else [Mount(WORKSPACE, workspace)]
+        if self.devices:
+            mounts.append(Mount("/dev", VirtualFS.devices()))
+        return mounts
 
     def new_store(
         self,
         engine: wasmtime.Engine,
         output: OutputCapture,
         *,
-        workspace: Path | None,
-        scratch: Path | None = None,
+        workspace: VirtualFS | None,
         memory_bytes: int | None = None,
         wake: threading.Event | None = None,
-        write_gate: Callable[[], bool] | None = None,
     ) -> wasmtime.Store:
-        """A store for this guest: its memory cap, argv and `mounts`. `wake` is set when
-        the running execution is interrupted (a host that blocks in its own waits ends
-        them then; wasmtime's WASI cannot, its waits are left to the engine process).
-        `write_gate` is asked before each change to the file system by a host of our own
-        (wasmtime's WASI has no such hook: the write guard's own thread covers it)."""
-        return make_store(
-            engine,
-            output,
-            memory_bytes=memory_bytes or self.memory_bytes,
-            argv=self.argv,
-            preopens=self.mounts(workspace, scratch),
+        """A store for this guest: its memory cap, argv and `mounts`, and a preview 1
+        host as its data (`engines.preview1`). `wake` is set when the running execution
+        is interrupted (a host that blocks in its own waits ends them then; wasmtime's
+        WASI cannot, its waits are left to the engine process)."""
+        host = Preview1Host(self.mounts(workspace), output.on_stdout, output.on_stderr)
+        return make_wasi_store(
+            engine, memory_bytes=memory_bytes or self.memory_bytes, argv=self.argv, data=host
         )
 
     def compile(

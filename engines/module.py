@@ -18,6 +18,7 @@ import wasmtime
 from engines import snapshot as snapshots
 from engines.fetch import NpmArtifact, fetch_pinned
 from engines.language import Artifact, GuestInstance, LanguageEngine, PrepareError, Progress
+from engines.preview1 import Preview1Host
 from engines.snapshot import MemorySnapshot
 
 
@@ -30,6 +31,8 @@ class ModuleGuest(ABC):
         self.store = store
         self.instance = instance
         self.memory = memory
+        self.wasi = preview1_host(store)
+        self.wasi.attach(store, memory)
 
     def memory_size(self) -> int:
         """Current linear memory size in bytes (`usage.memoryBytes`)."""
@@ -50,6 +53,14 @@ class ModuleGuest(ABC):
     @abstractmethod
     def load_host_state(self, state: dict[str, Any]) -> None:
         """Take back what `host_state` returned (after JSON, whose object keys are strings)."""
+
+
+def preview1_host(store: wasmtime.Store) -> Preview1Host:
+    """The preview 1 host a store made by `LanguageEngine.new_store` carries."""
+    host = store.data()
+    if not isinstance(host, Preview1Host):
+        raise TypeError("the store was not made by its engine")
+    return host
 
 
 class SnapshotModuleEngine(LanguageEngine):
@@ -94,15 +105,15 @@ class SnapshotModuleEngine(LanguageEngine):
         instance: GuestInstance,
         into: MemorySnapshot | None = None,
     ) -> MemorySnapshot:
-        """Memory + exported globals + the adapter's host state.
+        """Memory + exported globals + the adapter's host state + the descriptor table.
 
-        Restore into a store with the same preopens: wasi-libc keeps its preopen table in
+        Restore into a store with the same mounts: wasi-libc keeps its preopen table in
         linear memory.
         """
         if not isinstance(instance, ModuleGuest):
             raise TypeError(f"not a {self.language} guest")
         taken = snapshots.take(store, instance.instance, into)
-        taken.extra = instance.host_state()
+        taken.extra = {**instance.host_state(), "wasi": instance.wasi.state()}
         return taken
 
     def restore(
@@ -115,6 +126,7 @@ class SnapshotModuleEngine(LanguageEngine):
         guest = self.link(engine, self._module(artifact), store)  # no initialiser runs
         snapshots.restore(store, guest.instance, snapshot)
         guest.load_host_state(snapshot.extra)
+        guest.wasi.load(snapshot.extra.get("wasi"))
         return guest
 
     def _module(self, artifact: Artifact) -> wasmtime.Module:

@@ -10,8 +10,6 @@ engine supports snapshots, otherwise it starts fresh, and the outcome says which
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +35,7 @@ from engines.result import (
     well_formed,
 )
 from engines.snapshot import MemorySnapshot
+from engines.vfs import PathState, TreeUpdate, VirtualFS
 from engines.watchdog import WATCHDOG
 
 INIT_FUEL = 10**12
@@ -80,6 +79,9 @@ class Outcome:
     restore_point_dropped: bool = False
     """The restore point could not be used (restore failed, or the restored instance
     failed at once): it was dropped, and any stored copy must go too."""
+    changes: list[PathState] = field(default_factory=list)
+    """What the run changed in `/workspace` (`VirtualFS.finish`); empty after an error,
+    whose changes were taken back."""
 
 
 def _host_message(error: BaseException) -> str:
@@ -103,17 +105,16 @@ class Session:
         self,
         language: str | LanguageEngine,
         *,
-        workspace: Path | None = None,
+        workspace: VirtualFS | None = None,
         limits: Limits | None = None,
         restore_point: MemorySnapshot | None = None,
         cache: EngineCache | None = None,
         compiled: Path | None = None,
-        write_gate: Callable[[], bool] | None = None,
     ) -> None:
-        """`compiled`: load this prepared, compiled entry instead of asking the cache
-        (an engine process is handed the path by its parent, which prepares engines).
-        `write_gate`: asked before each file-system change where the engine's WASI host
-        allows it (see `LanguageEngine.new_store`)."""
+        """`workspace`: the tree the guest sees at `/workspace` (None: it has none, as a
+        stateless run). `compiled`: load this prepared, compiled entry instead of asking
+        the cache (an engine process is handed the path by its parent, which prepares
+        engines)."""
         self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
         self.workspace = workspace
         self.limits = limits or Limits()
@@ -124,11 +125,9 @@ class Session:
             if compiled is not None
             else (cache or EngineCache(self.spec)).load(self._engine)
         )
-        self._write_gate = write_gate
         self._wake = threading.Event()
         """Set with the epoch when an execution is interrupted: wakes a guest that waits
         in its WASI host (a sleep, a poll) so that it traps at once."""
-        self._scratch = Path(tempfile.mkdtemp(prefix=f"sbw-{self.spec.language}-"))
         self._output = OutputCapture()
         self._store: wasmtime.Store | None = None
         self._instance: GuestInstance | None = None
@@ -164,10 +163,8 @@ class Session:
             self._engine,
             self._output,
             workspace=self.workspace,
-            scratch=self._scratch,
             memory_bytes=self.limits.memory_bytes,
             wake=self._wake,
-            write_gate=self._write_gate,
         )
         store.set_fuel(INIT_FUEL)
         try:
@@ -222,17 +219,32 @@ class Session:
         *,
         session: bool = True,
         pending_interrupt: Callable[[], str | None] | None = None,
+        update: TreeUpdate | None = None,
     ) -> Outcome:
         """Run `code` with exactly `env` as the guest's environment.
 
         `pending_interrupt`: asked once the guest call is armed, for a reason to stop it
         that arrived before the guest started (a cancel while the instance booted); an
-        `interrupt()` after that point interrupts the call itself."""
+        `interrupt()` after that point interrupts the call itself. `update` brings the
+        workspace up to date first. The run's workspace changes are kept and returned
+        unless it ends with an error: then they are taken back (spec 6.6)."""
         if self._closed:
             raise RuntimeError("session is closed")
         with self._lock:
             self._pending_notes, self._restore_dropped = [], False
-            outcome = self._execute(code, dict(env or {}), cwd, session, pending_interrupt)
+            workspace = self.workspace
+            if workspace is not None:
+                if update is not None:
+                    workspace.update(update)
+                workspace.begin()
+            try:
+                outcome = self._execute(code, dict(env or {}), cwd, session, pending_interrupt)
+            except BaseException:
+                if workspace is not None:
+                    workspace.finish(keep=False)
+                raise
+            if workspace is not None:
+                outcome.changes = workspace.finish(keep=outcome.result.error is None)
             outcome.notes[:0] = self._pending_notes
             outcome.restore_point_dropped = self._restore_dropped
             return outcome
@@ -472,7 +484,6 @@ class Session:
         self._closed = True
         with self._lock:
             self._drop_instance()
-        shutil.rmtree(self._scratch, ignore_errors=True)
 
     def __enter__(self) -> Session:
         return self

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -21,10 +20,11 @@ import wasmtime
 from engines.decomposed import plan as plans
 from engines.decomposed.guest import DecomposedGuest, initial_global_values
 from engines.decomposed.plan import DecomposedArtifact
-from engines.decomposed.wasi.host import Mount, WasiHost
+from engines.decomposed.wasi.host import WasiHost
 from engines.host import OutputCapture, new_store
 from engines.language import Artifact, GuestInstance, LanguageEngine, PrepareError, Progress
 from engines.snapshot import MemorySnapshot
+from engines.vfs import VirtualFS
 
 
 class DecomposedEngine(LanguageEngine):
@@ -42,21 +42,18 @@ class DecomposedEngine(LanguageEngine):
         engine: wasmtime.Engine,
         output: OutputCapture,
         *,
-        workspace: Path | None,
-        scratch: Path | None = None,
+        workspace: VirtualFS | None,
         memory_bytes: int | None = None,
         wake: threading.Event | None = None,
-        write_gate: Callable[[], bool] | None = None,
     ) -> wasmtime.Store:
         """A store whose data is the guest's WASI host (see `LanguageEngine.new_store`);
         a blocking wait in the host ends when `wake` is set."""
         host = WasiHost(
-            mounts=[Mount(*mount) for mount in self.mounts(workspace, scratch)],
+            mounts=self.mounts(workspace),
             stdout=output.on_stdout,
             stderr=output.on_stderr,
             argv=self.argv,
             wake=wake,
-            write_gate=write_gate,
         )
         return new_store(engine, memory_bytes=memory_bytes or self.memory_bytes, data=host)
 

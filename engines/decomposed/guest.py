@@ -23,7 +23,7 @@ from engines.decomposed.plan import HOST_NAMESPACE, DecomposedArtifact, HostFunc
 from engines.decomposed.wasi import lookup
 from engines.decomposed.wasi.abi import Call, GuestTrap
 from engines.decomposed.wasi.host import WasiHost
-from engines.host import new_store
+from engines.host import host_func, new_store
 from engines.snapshot import MemorySnapshot
 
 INTEGER_TYPES = ("i32", "i64")
@@ -54,7 +54,7 @@ class DecomposedGuest:
                 store,
                 HOST_NAMESPACE,
                 f"f{func.index}",
-                wasmtime.Func(store, func_type, self._bind(func)),
+                host_func(store, func_type, self._bind(func)),
             )
         self._tables: dict[str, wasmtime.Table] = {}
         memories: list[wasmtime.Memory] = []

@@ -1,7 +1,7 @@
 """Engines in processes of their own: limits that hold while a guest is blocked in a host
-call, crashes that end one process, and OS bounds on what a guest writes."""
+call, crashes that end one process, and guest files that live only in its memory."""
 
 from engines.isolated.pool import WorkerPool, worker_pool
-from engines.isolated.session import IsolatedSession, WriteBounds, run_isolated
+from engines.isolated.session import IsolatedSession, WorkspaceSource, run_isolated
 
-__all__ = ["IsolatedSession", "WorkerPool", "WriteBounds", "run_isolated", "worker_pool"]
+__all__ = ["IsolatedSession", "WorkerPool", "WorkspaceSource", "run_isolated", "worker_pool"]

@@ -1,4 +1,5 @@
-"""JSON shapes of what crosses the engine-process boundary: limits, outcomes, snapshots.
+"""JSON shapes of what crosses the engine-process boundary: limits, outcomes, snapshots,
+and workspace states (file bytes as blobs).
 
 A snapshot travels the same way it is stored (memory bytes apart, globals and host state
 as JSON), so every engine's snapshot state is proven to survive serialization on every
@@ -8,11 +9,16 @@ restore, not only after a restart.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, get_args
 
 from engines.result import LIMIT_ERROR, ExecutionError, ExecutionResult
 from engines.session import Boot, Limits, Outcome, Session
 from engines.snapshot import BLOCK_BYTES, CHUNK_BYTES, MemorySnapshot
+from engines.vfs import Kind, PathState, TreeUpdate, VfsLimits
+
+Blob = bytes | bytearray | memoryview
+_KINDS = frozenset(get_args(Kind))
 
 
 def limits_to_json(limits: Limits) -> dict[str, Any]:
@@ -24,7 +30,61 @@ def limits_from_json(data: dict[str, Any]) -> Limits:
     return Limits(**{key: value for key, value in data.items() if key in names})
 
 
-def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
+def vfs_limits_to_json(limits: VfsLimits) -> dict[str, Any]:
+    return dataclasses.asdict(limits)
+
+
+def vfs_limits_from_json(data: dict[str, Any]) -> VfsLimits:
+    return VfsLimits(
+        **{field.name: int(data[field.name]) for field in dataclasses.fields(VfsLimits)}
+    )
+
+
+def states_to_json(states: Sequence[PathState], blobs: list[Blob]) -> list[list[Any]]:
+    """[path, kind, mtime_ms, blob] per state; a file's bytes go to the end of `blobs`
+    (`blob` is their index, -1 for no bytes)."""
+    encoded: list[list[Any]] = []
+    for state in states:
+        blob = -1
+        if state.kind == "file":
+            blob = len(blobs)
+            blobs.append(state.data)
+        encoded.append([state.path, state.kind, state.mtime_ms, blob])
+    return encoded
+
+
+def states_from_json(data: object, blobs: Sequence[Blob]) -> tuple[PathState, ...]:
+    """What `states_to_json` wrote (ValueError when malformed: it may come from a process
+    that runs untrusted code)."""
+    if not isinstance(data, list):
+        raise ValueError("workspace states: not a list")
+    states = []
+    for item in data:
+        if not (isinstance(item, list) and len(item) == 4):
+            raise ValueError("workspace states: malformed entry")
+        path, kind, mtime_ms, blob = item
+        if not isinstance(path, str) or kind not in _KINDS or not isinstance(mtime_ms, int):
+            raise ValueError("workspace states: malformed entry")
+        if kind == "file":
+            if not isinstance(blob, int) or not 0 <= blob < len(blobs):
+                raise ValueError("workspace states: a file without its bytes")
+            data_bytes = bytes(blobs[blob])
+        else:
+            data_bytes = b""
+        states.append(PathState(path, kind, data_bytes, mtime_ms))
+    return tuple(states)
+
+
+def update_to_json(update: TreeUpdate, blobs: list[Blob]) -> dict[str, Any]:
+    return {"replace": update.replace, "states": states_to_json(update.states, blobs)}
+
+
+def update_from_json(data: dict[str, Any], blobs: Sequence[Blob]) -> TreeUpdate:
+    return TreeUpdate(states_from_json(data["states"], blobs), bool(data["replace"]))
+
+
+def outcome_to_json(outcome: Outcome, blobs: list[Blob]) -> dict[str, Any]:
+    """The outcome, its workspace changes' bytes appended to `blobs`."""
     return {
         "result": outcome.result.to_json(),
         "cwd": outcome.cwd,
@@ -32,10 +92,11 @@ def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
         "invalidated": outcome.invalidated,
         "notes": list(outcome.notes),
         "restorePointDropped": outcome.restore_point_dropped,
+        "changes": states_to_json(outcome.changes, blobs),
     }
 
 
-def outcome_from_json(data: dict[str, Any]) -> Outcome:
+def outcome_from_json(data: dict[str, Any], blobs: Sequence[Blob] = ()) -> Outcome:
     return Outcome(
         result=ExecutionResult.from_json(data["result"]),
         cwd=str(data["cwd"]),
@@ -43,6 +104,7 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
         invalidated=bool(data["invalidated"]),
         notes=[str(note) for note in data.get("notes") or []],
         restore_point_dropped=bool(data.get("restorePointDropped")),
+        changes=list(states_from_json(data.get("changes") or [], blobs)),
     )
 
 
@@ -63,7 +125,7 @@ def abandoned_outcome(session: Session, code: str, message: str) -> dict[str, An
         note += "; the next run restores the last snapshot"
     # The host knows the call's cwd and where its instance came from; it fills them in.
     outcome = Outcome(result, "", Boot.RESIDENT, invalidated=True, notes=[note])
-    return outcome_to_json(outcome)
+    return outcome_to_json(outcome, [])
 
 
 def snapshot_to_json(snapshot: MemorySnapshot) -> tuple[dict[str, Any], bytes | bytearray]:

@@ -15,12 +15,9 @@ DEFAULT_MAX_IDLE = 2
 
 
 class WorkerPool:
-    """Engine processes for one per-file byte bound (`RLIMIT_FSIZE`; 0: none)."""
+    """Engine processes, `spares` of them started ahead and up to `max_idle` kept."""
 
-    def __init__(
-        self, file_bytes: int, *, spares: int = DEFAULT_SPARES, max_idle: int = DEFAULT_MAX_IDLE
-    ) -> None:
-        self.file_bytes = file_bytes
+    def __init__(self, *, spares: int = DEFAULT_SPARES, max_idle: int = DEFAULT_MAX_IDLE) -> None:
         self.spares = spares
         self.max_idle = max(max_idle, spares)
         self._idle: list[WorkerProcess] = []
@@ -30,7 +27,7 @@ class WorkerPool:
         self._closed = False
 
     def _spawn(self) -> WorkerProcess:
-        worker = WorkerProcess(self.file_bytes)
+        worker = WorkerProcess()
         with self._lock:
             self._all.add(worker)
         return worker
@@ -96,23 +93,23 @@ class WorkerPool:
             worker.kill()
 
 
-_POOLS: dict[int, WorkerPool] = {}
-_POOLS_LOCK = threading.Lock()
+_POOL: WorkerPool | None = None
+_POOL_LOCK = threading.Lock()
 
 
-def worker_pool(file_bytes: int) -> WorkerPool:
-    """The process-wide pool for this per-file byte bound."""
-    with _POOLS_LOCK:
-        pool = _POOLS.get(file_bytes)
-        if pool is None or pool._closed:
-            pool = _POOLS[file_bytes] = WorkerPool(file_bytes)
-        return pool
+def worker_pool() -> WorkerPool:
+    """The process-wide pool."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._closed:
+            _POOL = WorkerPool()
+        return _POOL
 
 
 @atexit.register
-def _close_pools() -> None:
+def _close_pool() -> None:
     """No engine process outlives the host, whatever state it is in."""
-    with _POOLS_LOCK:
-        pools = list(_POOLS.values())
-    for pool in pools:
+    with _POOL_LOCK:
+        pool = _POOL
+    if pool is not None:
         pool.close()

@@ -49,13 +49,13 @@ class WorkerDied(Exception):
 class WorkerProcess:
     """One engine process (`python -m engines.isolated.worker`) and its frame channel."""
 
-    def __init__(self, file_bytes: int) -> None:
+    def __init__(self) -> None:
         # stderr goes to an unlinked temp file: never into the user's terminal or TUI,
         # never a pipe that could fill up, and its tail explains a crash.
         self._stderr = tempfile.TemporaryFile(prefix="sbw-engine-")  # noqa: SIM115 (kept open)
         env = {key: os.environ[key] for key in _ENV_KEEP if key in os.environ}
         self.process = subprocess.Popen(
-            [sys.executable, "-E", "-s", "-c", _BOOT, _PACKAGE_ROOT, str(file_bytes)],
+            [sys.executable, "-E", "-s", "-c", _BOOT, _PACKAGE_ROOT],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -83,7 +83,7 @@ class WorkerProcess:
         self._ready = True
 
     def send(
-        self, header: dict[str, Any], blobs: Sequence[bytes | bytearray] | None = None
+        self, header: dict[str, Any], blobs: Sequence[bytes | bytearray | memoryview] | None = None
     ) -> None:
         """Write one frame (thread-safe; a dead process raises `WorkerDied`)."""
         with self._write_lock:

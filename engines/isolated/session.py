@@ -7,7 +7,11 @@ runs. What the process boundary adds:
   process answers for the guest and exits, and the host kills it as a last resort;
 - a crash, an abort or a runaway of the engine ends only that process;
 - the snapshot after a run is taken by the engine process after the answer was sent,
-  and collected by the host before the next request (off the critical path).
+  and collected by the host before the next request (off the critical path);
+- the workspace lives in the engine process (`engines.vfs`): each execution carries
+  what changed in the owner's tree since the process last saw it, and its answer carries
+  what the run changed. `workspace_version` records what the process holds; a new
+  process holds nothing (the next execution sends the whole tree).
 After the process ended, the next execution starts a new one from the host's copy of
 the last snapshot (or fresh), exactly as after a trap.
 """
@@ -17,10 +21,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Hashable, Mapping
+from typing import Any, Protocol
 
 from engines.cache import EngineCache
 from engines.host import WORKSPACE
@@ -39,6 +41,7 @@ from engines.result import (
 )
 from engines.session import Boot, Limits, Outcome
 from engines.snapshot import MemorySnapshot
+from engines.vfs import TreeUpdate, VfsLimits
 
 BACKSTOP_SECONDS = 10.0
 """Past the timeout (plus the engine process's own grace), the host kills the process."""
@@ -46,16 +49,17 @@ REQUEST_SECONDS = 120.0
 """Deadline of requests other than executions (opening with a large snapshot, ...)."""
 
 
+class WorkspaceSource(Protocol):
+    """The owner of the tree an engine process's `/workspace` copies."""
+
+    def update_since(self, version: Hashable | None) -> tuple[TreeUpdate, Hashable]:
+        """What changed in the tree since `version` (None: nothing is known, the whole
+        tree), and the name of the tree's state now."""
+        ...
+
+
 def _no_progress(label: str, fraction: float) -> None:
     del label, fraction
-
-
-@dataclass(frozen=True)
-class WriteBounds:
-    """Workspace bounds the engine process holds during a run (see `write_guard`)."""
-
-    max_bytes: int
-    max_entries: int
 
 
 class IsolatedSession:
@@ -66,20 +70,23 @@ class IsolatedSession:
         language: str | LanguageEngine,
         *,
         pool: WorkerPool,
-        workspace: Path | None = None,
+        workspace: VfsLimits | None = None,
         limits: Limits | None = None,
         restore_point: MemorySnapshot | None = None,
-        write_bounds: WriteBounds | None = None,
         cache: EngineCache | None = None,
         progress: Progress | None = None,
     ) -> None:
-        """`progress` hears about preparing the engine, when it is not prepared yet."""
+        """`workspace`: the limits of the guest's `/workspace` (None: it has none).
+        `progress` hears about preparing the engine, when it is not prepared yet."""
         self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
         self.workspace = workspace
+        self.workspace_version: Hashable | None = None
+        """The owner's name for the state of its tree that the engine process holds (the
+        owner moves it past the changes of a run it committed; None: the process holds
+        nothing yet, or something the owner does not know)."""
         self.limits = limits or Limits()
         self._restore_point = restore_point if self.spec.snapshots else None
         self._pool = pool
-        self._write_bounds = write_bounds
         self._cache = cache or EngineCache(self.spec)
         self._compiled = self._cache.ready_compiled_path(progress or _no_progress)
         self._worker: WorkerProcess | None = None
@@ -120,14 +127,11 @@ class IsolatedSession:
             "op": op,
             "language": self.spec.language,
             "compiled": str(self._compiled),
-            "workspace": None if self.workspace is None else str(self.workspace),
+            "workspace": None
+            if self.workspace is None
+            else codec.vfs_limits_to_json(self.workspace),
             "limits": codec.limits_to_json(self.limits),
         }
-        if self._write_bounds is not None and self.workspace is not None:
-            header["guard"] = {
-                "maxBytes": self._write_bounds.max_bytes,
-                "maxEntries": self._write_bounds.max_entries,
-            }
         blobs: list[bytes | bytearray] = []
         if self._restore_point is not None:
             header["restore"], memory = codec.snapshot_to_json(self._restore_point)
@@ -149,6 +153,7 @@ class IsolatedSession:
             if answer.get("ok"):
                 self._worker = worker
                 self._alive = False
+                self.workspace_version = None
                 return worker
             self._pool.release(worker)
             if answer.get("kind") == "load" and attempt == 0:
@@ -170,6 +175,7 @@ class IsolatedSession:
         worker, self._worker = self._worker, None
         self._alive = False
         self._snapshot_pending = False
+        self.workspace_version = None
         if worker is not None:
             worker.kill()
 
@@ -198,7 +204,10 @@ class IsolatedSession:
         cwd: str = WORKSPACE,
         *,
         session: bool = True,
+        workspace: WorkspaceSource | None = None,
     ) -> Outcome:
+        """Run `code` (see `engines.session.Session.execute`), first bringing the engine
+        process's workspace up to date from `workspace`."""
         if self._closed:
             raise RuntimeError("session is closed")
         # Executing from before the wait for the call lock (a snapshot may be on its way
@@ -207,19 +216,29 @@ class IsolatedSession:
             self._executing, self._cancel_pending = True, False
         try:
             with self._call_lock:
-                return self._execute_locked(code, env, cwd, session)
+                return self._execute_locked(code, env, cwd, session, workspace)
         finally:
             with self._flags:
                 self._executing = self._in_call = self._cancel_pending = False
 
     def _execute_locked(
-        self, code: str, env: Mapping[str, str] | None, cwd: str, session: bool
+        self,
+        code: str,
+        env: Mapping[str, str] | None,
+        cwd: str,
+        session: bool,
+        workspace: WorkspaceSource | None,
     ) -> Outcome:
         self._collect_snapshot()
         try:
             worker = self._live_worker()
         except PrepareError as error:
             return self._failure(code, ENGINE_ERROR, str(error), cwd)
+        blobs: list[codec.Blob] = []
+        update: TreeUpdate | None = None
+        version: Hashable | None = None
+        if workspace is not None:  # asked now: the process may be new since the last run
+            update, version = workspace.update_since(self.workspace_version)
         boot = self._expected_boot()
         timeout = self.limits.timeout_seconds
         deadline = None if timeout is None else time.monotonic() + timeout + BACKSTOP_SECONDS
@@ -235,9 +254,11 @@ class IsolatedSession:
                 "session": session,
                 "cancelled": self._cancel_pending,  # cancelled before it was even sent
             }
+            if update is not None:
+                request["update"] = codec.update_to_json(update, blobs)
         try:
-            worker.send(request)
-            answer, _ = worker.receive(deadline)
+            worker.send(request, blobs)
+            answer, answer_blobs = worker.receive(deadline)
         except FrameTimeout:
             self._lost()
             return self._failure(code, LIMIT_ERROR, self._timeout_message(), cwd, boot)
@@ -247,12 +268,17 @@ class IsolatedSession:
         if not answer.get("ok"):
             self._lost()
             return self._failure(code, ENGINE_ERROR, str(answer.get("message")), cwd, boot)
-        outcome = codec.outcome_from_json(answer["outcome"])
+        try:
+            outcome = codec.outcome_from_json(answer["outcome"], answer_blobs)
+        except (KeyError, TypeError, ValueError) as error:
+            self._lost()
+            return self._failure(code, ENGINE_ERROR, f"malformed answer: {error}", cwd, boot)
         if answer.get("exiting"):  # the engine process answered for a stuck guest
             self._lost()
             outcome.boot, outcome.cwd = boot, cwd
         else:
             self._alive = bool(answer.get("alive"))
+            self.workspace_version = version
         if outcome.restore_point_dropped:
             self._restore_point = None
         return outcome

@@ -4,9 +4,10 @@ runaway write can be stopped by ending this process without touching any other.
 
 Requests (one at a time, answered in order):
 - `open`: create the session (language, compiled entry path: a module file or a decomposed
-  component's directory, workspace, limits, and an optional restore point whose memory is
-  the frame's blob);
-- `execute`: run code; answered with the `Outcome`;
+  component's directory, the workspace's limits when it has one, limits, and an optional
+  restore point whose memory is the frame's blob); its workspace starts empty;
+- `execute`: run code after bringing the workspace up to date (`update`, file bytes as
+  blobs); answered with the `Outcome`, whose workspace changes' bytes are blobs;
 - `snapshot`: take the (incremental) snapshot; answered with the changed 1 MiB chunks;
 - `reset`, `close`: as `Session`;
 - `run`: open + execute + close in one round trip (stateless runs).
@@ -14,7 +15,8 @@ Out of band, `cancel` interrupts the running execution.
 
 Limits that hold even while the guest is blocked inside a host call (sleep, select,
 poll): when the deadline or a cancel is not honoured by the guest within a grace period,
-this process answers for it and exits; the parent then starts a new one.
+this process answers for it and exits; the parent then starts a new one. The guest's
+files live in this process's memory only (`engines.vfs`): its end leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import os
 import queue
 import resource
 import signal
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -32,12 +33,13 @@ from typing import Any
 
 from engines.isolated import codec
 from engines.isolated.frames import FrameReader, write_frame
-from engines.isolated.write_guard import WriteGuard
 from engines.session import CANCELLED, Session
+from engines.vfs import VirtualFS
 
 GRACE_SECONDS = 0.25
 """How long a guest may take to honour a deadline or cancel before the process ends."""
-FILE_BYTES_MARGIN = 64 << 10
+LOG_BYTES = 1 << 20
+"""The only file this process writes is its stderr log (a crash's tail): at most this."""
 
 
 class Worker:
@@ -47,7 +49,6 @@ class Worker:
         self._answered = True
         """Whether the current request was answered (by the main loop or the backstop)."""
         self.session: Session | None = None
-        self.guard: WriteGuard | None = None
         self.requests: queue.Queue[tuple[dict[str, Any], list[memoryview]] | None] = queue.Queue()
         self._backstop = threading.Condition()
         """Guards the execution bookkeeping below (shared with the reader, the write
@@ -138,15 +139,15 @@ class Worker:
         if op == "open":
             self.answer(self.open(header, blobs))
         elif op == "execute":
-            self.answer(self.execute(header))
+            self.answer(*self.execute(header, blobs))
         elif op == "run":
             opened = self.open(header, blobs)
             if not opened["ok"]:
                 self.answer(opened)
                 return
-            answer = self.execute(header)
+            answer = self.execute(header, [])
             self.close_session()
-            self.answer(answer)
+            self.answer(*answer)
         elif op == "snapshot":
             self.snapshot()
         elif op == "reset":
@@ -167,22 +168,13 @@ class Worker:
 
         workspace = header.get("workspace")
         restore = header.get("restore")
-        guard = header.get("guard")
-        if workspace and guard:
-            self.guard = WriteGuard(
-                Path(workspace),
-                max_bytes=int(guard["maxBytes"]),
-                max_entries=int(guard["maxEntries"]),
-                on_exceeded=self.interrupt,
-            )
         try:
             self.session = Session(
                 language_engine(str(header["language"])),
-                workspace=Path(workspace) if workspace else None,
+                workspace=VirtualFS(codec.vfs_limits_from_json(workspace)) if workspace else None,
                 limits=codec.limits_from_json(header["limits"]),
                 restore_point=codec.snapshot_from_json(restore, blobs[0]) if restore else None,
                 compiled=Path(str(header["compiled"])),
-                write_gate=self.guard.may_write if self.guard is not None else None,
             )
         except Exception as error:  # wasmtime refused the compiled module, or a bad request
             self.close_session()
@@ -190,17 +182,17 @@ class Worker:
         return {"ok": True}
 
     def close_session(self) -> None:
-        if self.guard is not None:
-            self.guard.close()
-            self.guard = None
         if self.session is not None:
             self.session.close()
             self.session = None
 
-    def execute(self, header: dict[str, Any]) -> dict[str, Any]:
+    def execute(
+        self, header: dict[str, Any], blobs: list[memoryview]
+    ) -> tuple[dict[str, Any], list[codec.Blob]]:
         session = self.session
         if session is None:
-            return {"ok": False, "kind": "engine", "message": "no session is open"}
+            return {"ok": False, "kind": "engine", "message": "no session is open"}, []
+        update = header.get("update")
         self.current_code = str(header["code"])
         seq = max(int(header.get("seq", 0)), self._done_seq + 1)
         with self._backstop:
@@ -212,23 +204,22 @@ class Worker:
         if cancelled:
             self.interrupt(CANCELLED)
         try:
-            if self.guard is not None:
-                self.guard.arm()  # may interrupt at once: the directory is already too big
             outcome = session.execute(
                 str(header["code"]),
                 header.get("env") or {},
                 str(header.get("cwd") or "/workspace"),
                 session=bool(header.get("session", True)),
                 pending_interrupt=self._pending_interrupt,
+                update=codec.update_from_json(update, blobs) if update else None,
             )
         finally:
-            if self.guard is not None:
-                self.guard.disarm()
             with self._backstop:
                 self._interrupt_reason = self._interrupt_at = None
                 self._done_seq = seq
                 self._running_seq = 0
-        return {"ok": True, "outcome": codec.outcome_to_json(outcome), "alive": session.alive}
+        answer_blobs: list[codec.Blob] = []
+        encoded = codec.outcome_to_json(outcome, answer_blobs)
+        return {"ok": True, "outcome": encoded, "alive": session.alive}, answer_blobs
 
     def snapshot(self) -> None:
         session = self.session
@@ -272,20 +263,17 @@ class Worker:
                 os._exit(0)
 
 
-def _confine(file_bytes: int) -> None:
-    """OS limits for a process that runs untrusted code: no core dumps, no file bigger
-    than the workspace's per-file limit (a write past it fails with EFBIG instead of
-    killing the process)."""
+def _confine() -> None:
+    """OS limits for a process that runs untrusted code: no core dumps, no file larger
+    than its log (a write past it fails with EFBIG instead of killing the process)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if file_bytes > 0:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (LOG_BYTES, LOG_BYTES))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def main() -> None:
-    file_bytes = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-    _confine(file_bytes + FILE_BYTES_MARGIN if file_bytes else 0)
+    _confine()
     # The frame channel is the original stdout; anything else printing goes to stderr.
     out_fd = os.dup(1)
     os.dup2(2, 1)

@@ -13,13 +13,11 @@ so memory + globals of a live instance can be copied into a fresh, uninitialised
 from __future__ import annotations
 
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import wasmtime
 
-from engines.language import Preopen
-from engines.module import ModuleGuest, SnapshotModuleEngine
+from engines.module import ModuleGuest, SnapshotModuleEngine, preview1_host
 from engines.perl.pins import PERL_VERSION, ZEROPERL
 
 _REQUEST_VAR = b"SBW::request"
@@ -38,36 +36,29 @@ def driver_source() -> str:
     return resources.files("engines.perl").joinpath("driver.pl").read_text(encoding="utf-8")
 
 
-def make_dev_dir(scratch: Path) -> Path:
-    """`/dev` for the guest: Perl opens `/dev/null` while parsing; WASI has no `/dev`."""
-    dev = scratch / "perl-dev"
-    dev.mkdir(parents=True, exist_ok=True)
-    (dev / "null").touch(exist_ok=True)
-    return dev
-
-
 _WASI = "wasi_snapshot_preview1"
-_DENIED = {"poll_oneoff": 52, "path_symlink": 63, "path_link": 63}
-"""WASI imports replaced by a constant errno (52 ENOSYS, 63 EPERM), spec 9.3.
+_ENOSYS = 52
 
-poll_oneoff (Perl's sleep/select) would block the host thread where neither fuel nor
-epochs can stop it; symlinks and hard links are never allowed (a guest-made link in the
-host's workspace directory could point the host at its own files)."""
+
+def _no_poll(*_args: int) -> int:
+    """`poll_oneoff` (Perl's sleep and select) would block the host thread where neither
+    fuel nor epochs can stop it: ENOSYS (spec 9.3)."""
+    return _ENOSYS
 
 
 def _link(
     engine: wasmtime.Engine, module: wasmtime.Module, store: wasmtime.Store
 ) -> wasmtime.Instance:
-    """Instantiate with WASI minus `_DENIED`, plus a stub for the JS host bridge."""
+    """Instantiate with wasmtime's WASI for what touches no file, our preview 1 host for
+    descriptors and paths, no `poll_oneoff`, and a stub for the JS host bridge."""
     linker = wasmtime.Linker(engine)
     linker.define_wasi()
-    linker.allow_shadowing = True
+    preview1_host(store).define(linker, module, store)
     for item in module.imports:
-        if item.module == _WASI and item.name in _DENIED:
-            errno = _DENIED[item.name]
+        if item.module == _WASI and item.name == "poll_oneoff":
             func_type = item.type
             assert isinstance(func_type, wasmtime.FuncType)
-            linker.define_func(_WASI, item.name or "", func_type, lambda *_args, e=errno: e)
+            linker.define_func(_WASI, "poll_oneoff", func_type, _no_poll)
     # zeroperl calls env.call_host_function only for functions registered with
     # zeroperl_register_function, which the driver never does; 0 means "no value".
     i32 = wasmtime.ValType.i32()
@@ -208,7 +199,7 @@ class PerlEngine(SnapshotModuleEngine):
     reference per function entry and loop iteration. Init costs about 0.16e9 (not counted)."""
     memory_bytes = 64 << 20
     contexts = True
-    preopens = (Preopen("/dev", make_host_dir=make_dev_dir, writable=False),)
+    devices = True
 
     def link(
         self, engine: wasmtime.Engine, module: wasmtime.Module, store: wasmtime.Store

@@ -18,7 +18,7 @@ from typing import Any
 
 import wasmtime
 
-from engines.module import ModuleGuest, SnapshotModuleEngine
+from engines.module import ModuleGuest, SnapshotModuleEngine, preview1_host
 from engines.proto import envelope_pb2 as pb
 from engines.ruby.pins import RUBY_VERSION, RUBY_WASM
 
@@ -61,7 +61,7 @@ class RubyGuest(ModuleGuest):
         self.code_buffer = _Buffer()
         self.args_buffer = _Buffer()
         self.ruby_version = ""
-        instance = _linker(engine, module, self).instantiate(store, module)
+        instance = _linker(engine, module, self, store).instantiate(store, module)
         exports = instance.exports(store)
         # Export names carry their WIT signature after ':' ("ruby-init: func(...)").
         self._exports: dict[str, Any] = {name.split(":", 1)[0]: exports[name] for name in exports}
@@ -197,9 +197,14 @@ def _ignore(*_args: Any) -> None:
     return None
 
 
-def _linker(engine: wasmtime.Engine, module: wasmtime.Module, guest: RubyGuest) -> wasmtime.Linker:
+def _linker(
+    engine: wasmtime.Engine, module: wasmtime.Module, guest: RubyGuest, store: wasmtime.Store
+) -> wasmtime.Linker:
+    """wasmtime's WASI for what touches no file, our preview 1 host for descriptors and
+    paths, the ABI's resource table, and stubs for the JavaScript bridge."""
     linker = wasmtime.Linker(engine)
     linker.define_wasi()
+    preview1_host(store).define(linker, module, store)
     handle_type = wasmtime.FuncType([_I32], [_I32])
     linker.define_func(
         "canonical_abi", "resource_new_rb-abi-value", handle_type, guest._resource_new

@@ -1,10 +1,18 @@
-"""Workspace tree operations, limits, change sets and sync (spec 5, 6)."""
+"""Workspace tree operations, limits, change sets, and the engines' copy (spec 5, 6)."""
+
+from collections.abc import Hashable
 
 import pytest
 
+from engines.vfs import PathState, VirtualFS
 from workbench.core.paths import WorkspaceOSError
-from workbench.core.workspace import MAX_ENTRIES, MAX_FILE_BYTES, Workspace
-from workbench.core.workspace_sync import FileEntry, apply_sync, get_files, manifest_of
+from workbench.core.workspace import (
+    GUEST_LIMITS,
+    LOG_PATHS,
+    MAX_ENTRIES,
+    MAX_FILE_BYTES,
+    Workspace,
+)
 
 
 def err(fn: object, *args: object, **kw: object) -> tuple[str, str]:
@@ -165,37 +173,91 @@ def test_list_exists_stat() -> None:
     assert ws.stat("a").updated_at == 0 and ws.stat("a/b/c.txt").size == 3
 
 
-def test_manifest_dirs_and_apply_sync() -> None:
+def _engine_copy(ws: Workspace) -> tuple[VirtualFS, Hashable]:
+    engine = VirtualFS(GUEST_LIMITS)
+    update, version = ws.update_since(None)
+    assert update.replace
+    engine.update(update)
+    return engine, version
+
+
+def test_an_engine_copy_is_sent_only_what_changed_since_its_version() -> None:
     ws = Workspace()
-    ws.mkdir("z/y", recursive=True)
     ws.mkdir("a")
     ws.write("a/f", "1", now=1)
-    assert ws.dirs() == ["/workspace/a", "/workspace/z", "/workspace/z/y"]
-    man = manifest_of(ws)
-    assert list(man) == ["/workspace/a/f"] and len(man["/workspace/a/f"]) == 16
+    engine, version = _engine_copy(ws)
+    assert engine.files() == {"a/f": b"1"}
+    assert [path for path, _ in engine.walk()] == ["a", "a/f"]
 
-    other = Workspace()
-    other.write("stale", "s", now=1)
-    other.mkdir("old")
-    res = apply_sync(other, ws.dirs(), [], manifest=man)
-    assert res.missing == ["/workspace/a/f"]
-    assert not other.exists("stale") and not other.exists("old")
-    assert other.dirs() == ws.dirs()
-    apply_sync(other, ws.dirs(), get_files(ws, res.missing), manifest=man)
-    assert manifest_of(other) == man and other.read("a/f") == (b"1", 1)
+    ws.write("b", "2", now=2)
+    ws.delete("a", recursive=True)
+    ws.mkdir("a")  # the same path again, now empty
+    update, newer = ws.update_since(version)
+    assert not update.replace
+    assert {state.path: state.kind for state in update.states} == {
+        "b": "file",
+        "a": "directory",
+        "a/f": "absent",
+    }
+    engine.update(update)
+    assert engine.files() == {"b": b"2"} and engine.state("a").kind == "directory"
 
-    # sandbox side: files + deleted; a file where a directory must be is replaced
-    side = Workspace()
-    side.write("n", "file", now=1)
-    side.write("gone", "x", now=1)
-    res = apply_sync(
-        side, ["/workspace/n"], [FileEntry("/workspace/n/k", b"v", 9)], deleted=["/workspace/gone"]
-    )
-    assert res.missing == [] and side.read("n/k") == (b"v", 9)
-    assert not side.exists("gone")
-    kinds = {c.path: c.kind for c in res.changes}
-    assert kinds == {"/workspace/n": "dir", "/workspace/n/k": "file", "/workspace/gone": "delete"}
-    assert side.info() == {"files": 2, "bytes": 1}
+    nothing, same = ws.update_since(newer)
+    assert nothing.states == () and same == newer
+    # Another tree's version (the tree was re-read from the store), or none: the whole tree.
+    assert Workspace.from_rows(ws.rows()).update_since(newer)[0].replace
+    assert ws.update_since(None)[0].replace
+
+
+def test_a_version_older_than_the_log_gets_the_whole_tree() -> None:
+    ws = Workspace()
+    _, version = ws.update_since(None)
+    for index in range(LOG_PATHS + 1):
+        ws.write("f", str(index), now=index)
+    update, _ = ws.update_since(version)
+    assert update.replace and [state.path for state in update.states] == ["f"]
+
+
+def test_a_runs_changes_come_back_as_the_engine_left_them() -> None:
+    ws = Workspace()
+    ws.write("keep", "k", now=1)
+    ws.write("old", "o", now=1)
+    engine, _ = _engine_copy(ws)
+    engine.begin()
+    engine.mkdir(engine.resolve(engine.root, "d"))
+    new = engine.create_file(engine.resolve(engine.root, "d/new"))
+    engine.write(new, 0, b"fresh")
+    engine.unlink(engine.resolve(engine.root, "old"))
+    changes = engine.finish(keep=True)
+    assert [(state.path, state.kind) for state in changes] == [
+        ("old", "absent"),
+        ("d", "directory"),
+        ("d/new", "file"),
+    ]
+    applied = ws.apply_states(changes, now=7)
+    assert {change.path for change in applied} == {
+        "/workspace/old",
+        "/workspace/d",
+        "/workspace/d/new",
+    }
+    assert ws.read("d/new") == (b"fresh", 7) and not ws.exists("old") and ws.exists("keep")
+
+
+def test_changes_that_break_a_limit_are_refused_whole() -> None:
+    ws = Workspace()
+    ws.write("a", "1", now=1)
+    before = ws.rows()
+    too_many = [PathState(f"f{index}", "file", b"x") for index in range(MAX_ENTRIES)]
+    with pytest.raises(WorkspaceOSError) as entries:
+        ws.apply_states(too_many, now=2)
+    assert entries.value.errno == "ENOSPC" and ws.rows() == before
+    with pytest.raises(WorkspaceOSError) as big:
+        ws.apply_states([PathState("a", "file", bytes(MAX_FILE_BYTES + 1))], now=2)
+    assert big.value.errno == "EFBIG" and ws.rows() == before
+    for bad in ("", "../x", "a\0b"):
+        with pytest.raises(WorkspaceOSError):
+            ws.apply_states([PathState(bad, "directory")], now=2)
+    assert ws.rows() == before
 
 
 def test_rows_roundtrip() -> None:

@@ -4,10 +4,9 @@ engine is prepared and compiled once through `engines.cache.EngineCache`.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from engines.javascript import ENGINE
 from engines.proto import envelope_pb2
+from engines.vfs import VirtualFS
 from tests.engines.prepared import ComponentGuest, ComponentRun, Prepared
 from tests.engines.prepared import prepare_component as prepare_shared
 
@@ -31,7 +30,7 @@ class Run(ComponentRun):
 class Guest(ComponentGuest):
     """One store + live instance, created exactly like the framework does."""
 
-    def __init__(self, prepared: Prepared, workspace: Path | None = None) -> None:
+    def __init__(self, prepared: Prepared, workspace: VirtualFS | None = None) -> None:
         super().__init__(ENGINE, prepared, workspace)
 
     def call(self, request: envelope_pb2.ExecuteRequest, *, fuel: int | None = None) -> Run:

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import wasmtime
 
 from engines.host import OutputCapture
 from engines.perl.engine import ENGINE
 from engines.snapshot import MemorySnapshot
+from engines.vfs import VirtualFS
 from tests.engines.prepared import ModuleHarness
 
 
@@ -23,17 +23,14 @@ class Guest(ModuleHarness):
 
     engine: wasmtime.Engine
     module: wasmtime.Module
-    scratch: Path
-    workspace: Path | None = None
+    workspace: VirtualFS | None = None
     snapshot: MemorySnapshot | None = None
     output: OutputCapture = field(default_factory=OutputCapture)
 
     spec = ENGINE
 
     def __post_init__(self) -> None:
-        self.store = ENGINE.new_store(
-            self.engine, self.output, workspace=self.workspace, scratch=self.scratch
-        )
+        self.store = ENGINE.new_store(self.engine, self.output, workspace=self.workspace)
         self.start(self.engine, self.module, self.snapshot)
 
     @property
@@ -45,11 +42,10 @@ class Guest(ModuleHarness):
 def guest(
     engine: wasmtime.Engine,
     module: wasmtime.Module,
-    scratch: Path,
-    workspace: Path | None = None,
+    workspace: VirtualFS | None = None,
     snapshot: MemorySnapshot | None = None,
 ) -> Iterator[Guest]:
-    instance = Guest(engine, module, scratch, workspace, snapshot)
+    instance = Guest(engine, module, workspace, snapshot)
     try:
         yield instance
     finally:

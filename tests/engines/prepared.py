@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,8 +18,36 @@ from engines.language import GuestInstance, LanguageEngine
 from engines.module import ModuleGuest
 from engines.proto import envelope_pb2
 from engines.snapshot import MemorySnapshot
+from engines.vfs import PathState, TreeUpdate, VirtualFS
 
 INIT_FUEL = 10**11
+
+
+def put_files(fs: VirtualFS, files: Mapping[str, bytes | str]) -> None:
+    """Put files into a tree as its owner does (parents are created; `str` as UTF-8)."""
+    fs.update(
+        TreeUpdate(
+            tuple(
+                PathState(path, "file", data.encode() if isinstance(data, str) else data)
+                for path, data in files.items()
+            )
+        )
+    )
+
+
+def put_dirs(fs: VirtualFS, *paths: str) -> None:
+    """Make directories in a tree as its owner does (parents are created)."""
+    fs.update(TreeUpdate(tuple(PathState(path, "directory") for path in paths)))
+
+
+def remove(fs: VirtualFS, *paths: str) -> None:
+    """Remove entries (a directory with everything below it) as the tree's owner does."""
+    fs.update(TreeUpdate(tuple(PathState(path, "absent") for path in paths)))
+
+
+def entries(fs: VirtualFS) -> list[str]:
+    """Every path in a tree (directories too), sorted."""
+    return sorted(path for path, _ in fs.walk())
 
 
 @dataclass
@@ -156,9 +185,10 @@ class ComponentGuest:
     """One store + live instance of a component engine, created like the framework does."""
 
     def __init__(
-        self, spec: LanguageEngine, prepared: Prepared, workspace: Path | None = None
+        self, spec: LanguageEngine, prepared: Prepared, workspace: VirtualFS | None = None
     ) -> None:
         self.spec = spec
+        self.workspace = workspace
         self.output = OutputCapture()
         self.store = spec.new_store(prepared.engine, self.output, workspace=workspace)
         self.store.set_fuel(INIT_FUEL)
@@ -178,7 +208,7 @@ class ModuleHarness:
     each language's `Guest` makes the store and calls `start`."""
 
     spec: LanguageEngine
-    workspace: Path | None
+    workspace: VirtualFS | None
     output: OutputCapture
     store: wasmtime.Store
     instance: ModuleGuest

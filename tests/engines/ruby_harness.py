@@ -5,13 +5,13 @@ engine is prepared and compiled once through `engines.cache.EngineCache`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import wasmtime
 
 from engines.host import OutputCapture
 from engines.ruby.engine import ENGINE
 from engines.snapshot import MemorySnapshot
+from engines.vfs import VirtualFS
 from tests.engines.prepared import ModuleHarness
 
 
@@ -21,7 +21,7 @@ class Guest(ModuleHarness):
 
     engine: wasmtime.Engine
     module: wasmtime.Module
-    workspace: Path | None = None
+    workspace: VirtualFS | None = None
     snapshot: MemorySnapshot | None = None
     memory_bytes: int = ENGINE.memory_bytes
     output: OutputCapture = field(default_factory=OutputCapture)

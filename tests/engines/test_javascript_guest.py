@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Iterator
@@ -13,7 +12,9 @@ import wasmtime
 
 from engines.javascript import ENGINE
 from engines.language import PrepareError
+from engines.vfs import VirtualFS
 from tests.engines.javascript_harness import Guest, Prepared, prepare_component
+from tests.engines.prepared import entries, put_dirs, put_files
 
 pytestmark = pytest.mark.slow
 
@@ -38,14 +39,12 @@ def stateless(prepared: Prepared) -> Iterator[Guest]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    directory = tmp_path / "workspace"
-    directory.mkdir()
-    return directory
+def workspace() -> VirtualFS:
+    return VirtualFS()
 
 
 @pytest.fixture
-def session(prepared: Prepared, workspace: Path) -> Iterator[Guest]:
+def session(prepared: Prepared, workspace: VirtualFS) -> Iterator[Guest]:
     guest = Guest(prepared, workspace)
     yield guest
     guest.close()
@@ -315,8 +314,8 @@ def test_session_syntax_error(session: Guest) -> None:
     assert session.run("let t: string = 'ts'; t", session=True).text == "'ts'"
 
 
-def test_workspace_read_write(session: Guest, workspace: Path) -> None:
-    (workspace / "host.txt").write_text("from host")
+def test_workspace_read_write(session: Guest, workspace: VirtualFS) -> None:
+    put_files(workspace, {"host.txt": "from host"})
     run = session.run(
         "fs.writeFileSync('guest.txt', 'from guest');"
         "[fs.readFileSync('/workspace/host.txt', 'utf8'), fs.readdirSync('.')]",
@@ -324,13 +323,13 @@ def test_workspace_read_write(session: Guest, workspace: Path) -> None:
     )
     assert run.error is None, run.error
     assert run.json == ["from host", ["guest.txt", "host.txt"]]
-    assert (workspace / "guest.txt").read_text() == "from guest"
+    assert workspace.files() == {"host.txt": b"from host", "guest.txt": b"from guest"}
     assert session.run("fs.writeFileSync('n.txt', 'x')", session=True).text == "null"
     binary = session.run("Array.from(fs.readFileSync('n.txt'))", session=True)
     assert binary.json == [120]
 
 
-def test_fs_operations(session: Guest, workspace: Path) -> None:
+def test_fs_operations(session: Guest, workspace: VirtualFS) -> None:
     code = """
 fs.mkdirSync('a/b', {recursive: true});
 fs.writeFileSync('a/b/f.txt', new Uint8Array([104, 105]));
@@ -357,7 +356,7 @@ out
         False,
         None,
     ]
-    assert sorted(os.listdir(workspace)) == []
+    assert entries(workspace) == []
 
 
 @pytest.mark.parametrize(
@@ -378,25 +377,33 @@ def test_fs_error_codes(session: Guest, code: str, code_name: str) -> None:
     assert run.json == [True, code_name]
 
 
-def test_symlink_escape_is_refused(session: Guest, workspace: Path, tmp_path: Path) -> None:
+def test_host_files_and_links_are_out_of_reach(
+    session: Guest, workspace: VirtualFS, tmp_path: Path
+) -> None:
+    """No host path is readable or writable, and `fs` offers no way to make a link."""
     secret = tmp_path / "secret.txt"
     secret.write_text("host secret")
-    (workspace / "link").symlink_to(secret)
-    (workspace / "dirlink").symlink_to(tmp_path)
-    for target in ("link", "dirlink/secret.txt"):
-        run = session.run(f"fs.readFileSync('{target}', 'utf8')", session=True)
+    put_files(workspace, {"f.txt": "inside"})
+    for target in (str(secret), "../secret.txt", "/workspace/../secret.txt"):
+        run = session.run(f"fs.readFileSync({target!r}, 'utf8')", session=True)
         assert run.error is not None, target
         assert "host secret" not in run.error.message
+        run = session.run(f"fs.writeFileSync({target!r}, 'x')", session=True)
+        assert run.error is not None, target
+    run = session.run("[typeof fs.symlinkSync, typeof fs.linkSync]", session=True)
+    assert run.json == ["undefined", "undefined"]
+    assert workspace.files() == {"f.txt": b"inside"}
+    assert secret.read_text() == "host secret"
 
 
-def test_cwd_and_chdir(session: Guest, workspace: Path) -> None:
-    (workspace / "sub" / "deep").mkdir(parents=True)
+def test_cwd_and_chdir(session: Guest, workspace: VirtualFS) -> None:
+    put_dirs(workspace, "sub/deep")
     run = session.run(
         "process.chdir('sub'); fs.writeFileSync('here.txt', 'x'); process.cwd()", session=True
     )
     assert run.text == "'/workspace/sub'"
     assert run.response.cwd == "/workspace/sub"
-    assert (workspace / "sub" / "here.txt").read_text() == "x"
+    assert workspace.state("sub/here.txt").data == b"x"
     assert session.run("process.cwd()", session=True, cwd="/workspace/sub/deep").text == (
         "'/workspace/sub/deep'"
     )
@@ -412,7 +419,7 @@ def test_cwd_and_chdir(session: Guest, workspace: Path) -> None:
             session=True,
         )
         assert err.text == f"'{code_name}'"
-    (workspace / "file").write_text("")
+    put_files(workspace, {"file": b""})
     notdir = session.run(
         "let c2; try { process.chdir('file') } catch (e) { c2 = e.code }; c2", session=True
     )

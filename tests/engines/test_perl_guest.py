@@ -20,8 +20,9 @@ from engines.cache import EngineCache
 from engines.language import PrepareError
 from engines.perl import ENGINE
 from engines.perl.pins import ZEROPERL
+from engines.vfs import VirtualFS
 from tests.engines.perl_harness import Guest, guest
-from tests.engines.prepared import Timings, load_module
+from tests.engines.prepared import Timings, entries, load_module, put_files
 
 pytestmark = pytest.mark.slow
 
@@ -35,25 +36,21 @@ def loaded() -> tuple[wasmtime.Engine, wasmtime.Module, Timings]:
 
 
 @pytest.fixture
-def stateless(
-    loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings], tmp_path: Path
-) -> Iterator[Guest]:
-    with guest(loaded[0], loaded[1], tmp_path / "scratch") as instance:
+def stateless(loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings]) -> Iterator[Guest]:
+    with guest(loaded[0], loaded[1]) as instance:
         yield instance
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
+def workspace() -> VirtualFS:
+    return VirtualFS()
 
 
 @pytest.fixture
 def session(
-    loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings], tmp_path: Path, workspace: Path
+    loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings], workspace: VirtualFS
 ) -> Iterator[Guest]:
-    with guest(loaded[0], loaded[1], tmp_path / "scratch", workspace) as instance:
+    with guest(loaded[0], loaded[1], workspace) as instance:
         yield instance
 
 
@@ -219,13 +216,13 @@ def test_session_env_is_replaced_every_run(session: Guest) -> None:
 
 
 def test_stateless_runs_share_nothing(
-    loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings], tmp_path: Path
+    loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings],
 ) -> None:
-    with guest(loaded[0], loaded[1], tmp_path) as first:
+    with guest(loaded[0], loaded[1]) as first:
         assert first.run("our $x = 41; sub f { 1 } $x").result == ("text", "41")
         assert first.run("-d '/workspace' ? 1 : 0").result == ("text", "0")
         assert first.run("1").response.cwd == ""
-    with guest(loaded[0], loaded[1], tmp_path) as second:
+    with guest(loaded[0], loaded[1]) as second:
         assert second.run("defined $x ? 1 : 0").result == ("text", "0")
         assert second.run("defined &f ? 1 : 0").result == ("text", "0")
 
@@ -267,8 +264,8 @@ def test_session_utf8(session: Guest) -> None:
 # ---- /workspace, cwd, isolation -------------------------------------------------------
 
 
-def test_workspace_read_write(session: Guest, workspace: Path) -> None:
-    (workspace / "host.txt").write_text("from host")
+def test_workspace_read_write(session: Guest, workspace: VirtualFS) -> None:
+    put_files(workspace, {"host.txt": "from host"})
     code = (
         'open(my $o, ">", "/workspace/guest.txt") or die $!; print $o "from guest"; close $o;'
         'open(my $i, "<", "/workspace/host.txt") or die $!; my $t = <$i>;'
@@ -276,12 +273,11 @@ def test_workspace_read_write(session: Guest, workspace: Path) -> None:
     )
     run = session.run(code)
     assert run.result == ("json", '["from host","guest.txt","host.txt"]')
-    assert (workspace / "guest.txt").read_text() == "from guest"
+    assert workspace.files() == {"host.txt": b"from host", "guest.txt": b"from guest"}
 
 
-def test_cwd_is_applied_and_reported(session: Guest, workspace: Path) -> None:
-    (workspace / "sub").mkdir()
-    (workspace / "sub" / "f.txt").write_text("in sub")
+def test_cwd_is_applied_and_reported(session: Guest, workspace: VirtualFS) -> None:
+    put_files(workspace, {"sub/f.txt": "in sub"})
     assert session.run("1").response.cwd == "/workspace"
     run = session.run('chdir "/workspace/sub" or die $!; 1')
     assert run.response.cwd == "/workspace/sub"
@@ -296,30 +292,34 @@ def test_cwd_is_applied_and_reported(session: Guest, workspace: Path) -> None:
     assert run.error is None
 
 
-def test_isolation(session: Guest, workspace: Path, tmp_path: Path) -> None:
+def test_isolation(session: Guest, workspace: VirtualFS, tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("secret")
-    (workspace / "link").symlink_to(tmp_path)
-    for path in [
-        "/etc/passwd",
-        "/workspace/../secret.txt",
-        "/workspace/link/secret.txt",
-        "../secret.txt",
+    put_files(workspace, {"f.txt": "f"})
+    missing, refused = "No such file or directory", "Operation not permitted"
+    for path, reason in [
+        ("/etc/passwd", missing),  # no mount holds it
+        (str(secret), missing),
+        ("/workspace/../secret.txt", refused),
+        ("../secret.txt", refused),
+        ("/workspace/../dev/null", refused),  # `..` never leads from one mount to another
+        ("/dev/../workspace/f.txt", refused),
     ]:
-        run = session.run(f'open(my $f, "<", "{path}") or die "no\\n"; scalar <$f>')
-        assert run.error == ("PerlError", "no"), path
-    # /dev is read-only
+        run = session.run(f'open(my $f, "<", "{path}") or die "no: $!\\n"; scalar <$f>')
+        assert run.error == ("PerlError", f"no: {reason}"), path
+        assert "secret" not in run.stdout + run.stderr
+    # /dev holds `null` and is read-only
+    assert session.run('open(my $f, "<", "/dev/null") ? 1 : 0').result == ("text", "1")
     assert session.run('open(my $f, ">", "/dev/x") or die "no\\n"').error == ("PerlError", "no")
     assert session.run('system("ls") == -1 ? "no" : "yes"').result == ("text", "no")
     # links are never allowed (spec 9.3)
-    (workspace / "f.txt").write_text("f")
     run = session.run(
         'symlink("/etc/passwd", "/workspace/s") ? "yes" : "no: $!"; '
         'my $r = link("/workspace/f.txt", "/workspace/h") ? "yes" : "no: $!"'
     )
     assert run.result == ("text", "no: Operation not permitted")
     assert session.run('symlink("f.txt", "/workspace/s") ? 1 : 0').result == ("text", "0")
-    assert sorted(p.name for p in workspace.iterdir()) == ["f.txt", "link"]
+    assert entries(workspace) == ["f.txt"]
 
 
 def test_no_blocking_host_calls(stateless: Guest) -> None:
@@ -372,14 +372,10 @@ def test_epoch_interrupt_traps(stateless: Guest) -> None:
 # ---- snapshots ------------------------------------------------------------------------
 
 
-def test_snapshot_restore(
-    loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings], tmp_path: Path
-) -> None:
+def test_snapshot_restore(loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings]) -> None:
     """State defined in one store comes back in brand-new stores, independently."""
     engine, module, _ = loaded
-    for name in ("ws1", "ws2", "ws3"):
-        (tmp_path / name).mkdir()
-    with guest(engine, module, tmp_path, tmp_path / "ws1") as source:
+    with guest(engine, module, VirtualFS()) as source:
         assert source.run("our $x = 41; sub add { $_[0] + $_[1] } 1").error is None
         start = time.perf_counter()
         taken = source.take_snapshot()
@@ -390,11 +386,9 @@ def test_snapshot_restore(
     restore_s = []
     with contextlib.ExitStack() as stack:
         copies = []
-        for name in ("ws2", "ws3"):
+        for _ in range(2):
             start = time.perf_counter()
-            copies.append(
-                stack.enter_context(guest(engine, module, tmp_path, tmp_path / name, taken))
-            )
+            copies.append(stack.enter_context(guest(engine, module, VirtualFS(), taken)))
             restore_s.append(time.perf_counter() - start)
         first, second = copies
         for copy in copies:
@@ -413,16 +407,16 @@ def test_snapshot_restore(
 
 
 def test_restore_after_a_trap(
-    loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings], tmp_path: Path, workspace: Path
+    loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings], workspace: VirtualFS
 ) -> None:
     """Spec 7.6/9.2: a trap invalidates the instance; the last good snapshot brings it back."""
     engine, module, _ = loaded
-    with guest(engine, module, tmp_path, workspace) as live:
+    with guest(engine, module, workspace) as live:
         assert live.run('our @log = ("a"); chdir "/workspace"; 1').error is None
         good = live.take_snapshot()
         with pytest.raises(wasmtime.Trap):
             live.run('push @log, "b"; 1 while 1', fuel=10**9)
-    with guest(engine, module, tmp_path, workspace, snapshot=good) as revived:
+    with guest(engine, module, workspace, snapshot=good) as revived:
         assert revived.run('join ",", @log').result == ("text", "a")
         assert revived.run("1").response.cwd == "/workspace"
 
@@ -430,7 +424,7 @@ def test_restore_after_a_trap(
 # ---- timings --------------------------------------------------------------------------
 
 
-def test_timings(loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings], tmp_path: Path) -> None:
+def test_timings(loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings]) -> None:
     engine, _module, timings = loaded
     cache = EngineCache(ENGINE)
     build = cache.build()
@@ -439,7 +433,7 @@ def test_timings(loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings], tmp_p
     start = time.perf_counter()
     module = wasmtime.Module.deserialize_file(engine, str(compiled))
     deserialized = time.perf_counter()
-    with guest(engine, module, tmp_path) as cold:
+    with guest(engine, module) as cold:
         initialised = time.perf_counter()
         assert cold.run("1+1").result == ("text", "2")
         first = time.perf_counter()
@@ -451,7 +445,7 @@ def test_timings(loaded: tuple[wasmtime.Engine, wasmtime.Module, Timings], tmp_p
             warm.append(time.perf_counter() - t0)
         post_init = cold.take_snapshot()
     start_restore = time.perf_counter()
-    with guest(engine, module, tmp_path, snapshot=post_init) as restored:
+    with guest(engine, module, snapshot=post_init) as restored:
         restored_at = time.perf_counter()
         assert restored.run("1+1").result == ("text", "2")
         restored_first = time.perf_counter()

@@ -15,6 +15,8 @@ import wasmtime
 from engines.python import ENGINE
 from engines.python.engine import guest_python_version
 from engines.python.pins import PYTHON_VERSION
+from engines.vfs import VirtualFS
+from tests.engines.prepared import put_dirs, put_files
 from tests.engines.python_harness import Guest, Prepared, prepare_component
 
 pytestmark = pytest.mark.slow
@@ -36,14 +38,12 @@ def stateless(prepared: Prepared) -> Iterator[Guest]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    directory = tmp_path / "workspace"
-    directory.mkdir()
-    return directory
+def workspace() -> VirtualFS:
+    return VirtualFS()
 
 
 @pytest.fixture
-def session(prepared: Prepared, workspace: Path) -> Iterator[Guest]:
+def session(prepared: Prepared, workspace: VirtualFS) -> Iterator[Guest]:
     guest = Guest(prepared, workspace)
     yield guest
     guest.close()
@@ -252,7 +252,7 @@ def test_output_before_an_error_is_kept(stateless: Guest) -> None:
 
 @pytest.mark.parametrize("session_mode", [False, True])
 def test_environment_is_exactly_env(
-    prepared: Prepared, workspace: Path, session_mode: bool
+    prepared: Prepared, workspace: VirtualFS, session_mode: bool
 ) -> None:
     guest = Guest(prepared, workspace if session_mode else None)
     try:
@@ -348,36 +348,36 @@ def test_session_and_stateless_runs_do_not_share_globals(session: Guest) -> None
     assert session.run("shared", session=True).text == "1"
 
 
-def test_workspace_read_write(session: Guest, workspace: Path) -> None:
-    (workspace / "host.txt").write_text("from host")
+def test_workspace_read_write(session: Guest, workspace: VirtualFS) -> None:
+    put_files(workspace, {"host.txt": "from host"})
     run = session.run(
         "import os\nopen('/workspace/guest.txt', 'w').write('from guest')\n"
         "(open('/workspace/host.txt').read(), sorted(os.listdir('/workspace')))",
         session=True,
     )
     assert run.text == "('from host', ['guest.txt', 'host.txt'])"
-    assert (workspace / "guest.txt").read_text() == "from guest"
+    assert workspace.files() == {"host.txt": b"from host", "guest.txt": b"from guest"}
 
 
-def test_workspace_modules_are_importable(session: Guest, workspace: Path) -> None:
+def test_workspace_modules_are_importable(session: Guest, workspace: VirtualFS) -> None:
     session.run("1", session=True)  # the importer has seen /workspace before the file exists
-    (workspace / "helper.py").write_text("def twice(v):\n    return 2 * v\n")
+    put_files(workspace, {"helper.py": "def twice(v):\n    return 2 * v\n"})
     assert session.run("import helper\nhelper.twice(21)", session=True).text == "42"
 
 
-def test_cwd_is_reported_and_restored(session: Guest, workspace: Path) -> None:
-    (workspace / "sub" / "deeper").mkdir(parents=True)
+def test_cwd_is_reported_and_restored(session: Guest, workspace: VirtualFS) -> None:
+    put_dirs(workspace, "sub/deeper")
     run = session.run("import os\nos.chdir('sub/deeper')", session=True)
     assert run.response.cwd == "/workspace/sub/deeper"
     run = session.run("import os\nos.getcwd()", session=True, cwd="/workspace/sub")
     assert run.text == "'/workspace/sub'"
     assert run.response.cwd == "/workspace/sub"
     assert session.run("open('rel.txt', 'w').write('r')", session=True, cwd="/workspace/sub").text
-    assert (workspace / "sub" / "rel.txt").read_text() == "r"
+    assert workspace.state("sub/rel.txt").data == b"r"
 
 
-def test_cwd_falls_back_to_workspace(session: Guest, workspace: Path) -> None:
-    (workspace / "gone").mkdir()
+def test_cwd_falls_back_to_workspace(session: Guest, workspace: VirtualFS) -> None:
+    put_dirs(workspace, "gone")
     run = session.run(
         "import os\nos.chdir('/workspace/gone')\nos.rmdir('/workspace/gone')", session=True
     )
@@ -385,28 +385,34 @@ def test_cwd_falls_back_to_workspace(session: Guest, workspace: Path) -> None:
     run = session.run("import os\nos.getcwd()", session=True, cwd="/workspace/missing")
     assert run.error is None
     assert run.response.cwd == "/workspace"
+    assert workspace.state("gone").kind == "absent"
 
 
 # --- isolation (spec 9.3) --------------------------------------------------------------------
 
 
-def test_host_files_are_unreachable(session: Guest, workspace: Path, tmp_path: Path) -> None:
+def test_host_files_are_unreachable(session: Guest, workspace: VirtualFS, tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("host secret")
-    (workspace / "link").symlink_to(secret)
+    put_files(workspace, {"sub/f.txt": "inside"})
     attempts = {
         "etc": "open('/etc/passwd').read()",
+        "host_path": f"open({str(secret)!r}).read()",
         "dotdot": "open('/workspace/../secret.txt').read()",
         "relative": "open('../secret.txt').read()",
-        "symlink": "open('/workspace/link').read()",
+        "deeper": "import os\nos.chdir('sub')\nopen('../../secret.txt').read()",
         "new_symlink": f"import os\nos.symlink({str(secret)!r}, '/workspace/l2')",
+        "new_hardlink": "import os\nos.link('/workspace/sub/f.txt', '/workspace/l3')",
+        "move_out": "import os\nos.rename('/workspace/sub/f.txt', '/workspace/../f.txt')",
         "root": "import os\nos.listdir('/')",
     }
     for label, code in attempts.items():
         run = session.run(code, session=True)
         assert run.error is not None, label
         assert run.error.name in {"FileNotFoundError", "PermissionError", "OSError"}, label
-        assert "host secret" not in run.stdout + run.stderr
+        assert "host secret" not in run.stdout + run.stderr + run.error.message
+    assert workspace.files() == {"sub/f.txt": b"inside"}
+    assert secret.read_text() == "host secret"
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import tarfile
 import time
 from collections.abc import Iterator
@@ -19,7 +18,8 @@ from engines.ruby import ENGINE
 from engines.ruby import engine as ruby_engine
 from engines.ruby.pins import RUBY_WASM
 from engines.snapshot import PAGE_BYTES
-from tests.engines.prepared import Timings, load_module
+from engines.vfs import VirtualFS
+from tests.engines.prepared import Timings, entries, load_module, put_dirs, put_files, remove
 from tests.engines.ruby_harness import Guest
 
 pytestmark = pytest.mark.slow
@@ -38,10 +38,8 @@ def stateless(runtime: tuple[wasmtime.Engine, wasmtime.Module]) -> Iterator[Gues
 
 
 @pytest.fixture
-def session(runtime: tuple[wasmtime.Engine, wasmtime.Module], tmp_path: Path) -> Iterator[Guest]:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    guest = Guest(*runtime, workspace=workspace)
+def session(runtime: tuple[wasmtime.Engine, wasmtime.Module]) -> Iterator[Guest]:
+    guest = Guest(*runtime, workspace=VirtualFS())
     yield guest
     guest.close()
 
@@ -263,18 +261,18 @@ def test_session_persists_locals_methods_constants(session: Guest) -> None:
 
 def test_workspace_read_write(session: Guest) -> None:
     assert session.workspace is not None
-    (session.workspace / "host.txt").write_text("from host")
+    put_files(session.workspace, {"host.txt": "from host"})
     run = session.run(
         'File.write("/workspace/guest.txt", "from guest")\n'
         '[File.read("host.txt"), Dir.children("/workspace").sort]'
     )
     assert run.result == ("json", '["from host",["guest.txt","host.txt"]]')
-    assert (session.workspace / "guest.txt").read_text() == "from guest"
+    assert session.workspace.files() == {"host.txt": b"from host", "guest.txt": b"from guest"}
 
 
 def test_cwd_is_reported(session: Guest) -> None:
     assert session.workspace is not None
-    (session.workspace / "sub").mkdir()
+    put_dirs(session.workspace, "sub")
     run = session.run('Dir.chdir("sub"); Dir.pwd')
     assert run.result == ("text", '"/workspace/sub"')
     assert run.response.cwd == "/workspace/sub"
@@ -285,7 +283,7 @@ def test_cwd_is_reported(session: Guest) -> None:
     # A failing chdir is ignored: the guest stays where it was.
     run = session.run("Dir.pwd", cwd="/workspace/missing")
     assert run.error is None and run.response.cwd == "/workspace/sub"
-    (session.workspace / "sub").rmdir()
+    remove(session.workspace, "sub")
     assert session.run("1", cwd="/workspace/sub").response.cwd == "/workspace"
     assert session.run("1", cwd="/workspace").response.cwd == "/workspace"
 
@@ -294,14 +292,21 @@ def test_isolation(session: Guest, tmp_path: Path) -> None:
     assert session.workspace is not None
     secret = tmp_path / "secret.txt"
     secret.write_text("host secret")
-    os.symlink(secret, session.workspace / "link")
-    os.symlink("../secret.txt", session.workspace / "rel-link")
-    for path in ("/etc/passwd", "/workspace/../secret.txt", "../secret.txt", "link", "rel-link"):
+    put_files(session.workspace, {"f.txt": "inside"})
+    for path in ("/etc/passwd", str(secret), "/workspace/../secret.txt", "../secret.txt"):
         run = session.run(f"File.read({path!r})")
         assert run.error is not None, path
         assert run.error[0].startswith("Errno::"), (path, run.error)
+        assert "host secret" not in run.stdout + run.stderr + run.error[1]
+        assert session.run(f"File.write({path!r}, 'x')").error is not None, path
     assert session.run("Dir.children('/')").error is not None
     assert session.run("`ls`").error is not None
+    # links are never allowed (spec 9.3)
+    for code in ("File.symlink('f.txt', 's')", "File.link('f.txt', 'h')"):
+        error = session.run(code).error
+        assert error is not None and error[0] == "Errno::EPERM", (code, error)
+    assert entries(session.workspace) == ["f.txt"]
+    assert secret.read_text() == "host secret"
 
 
 # ---- limits ------------------------------------------------------------------------------
@@ -351,10 +356,9 @@ def test_ordinary_code_fits_the_fuel_budget(stateless: Guest) -> None:
 
 
 def test_snapshot_restore_into_new_stores(
-    runtime: tuple[wasmtime.Engine, wasmtime.Module], tmp_path: Path
+    runtime: tuple[wasmtime.Engine, wasmtime.Module],
 ) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
+    workspace = VirtualFS()
     original = Guest(*runtime, workspace=workspace)
     original.run("x = 41\ndef f = 1\nK = [1]")
     start = time.perf_counter()
@@ -378,7 +382,7 @@ def test_snapshot_restore_into_new_stores(
         first.run("x = 100; K << 2")
         assert first.run("[x, K]").result == ("json", "[100,[1,2]]")
         assert second.run("[x, K, f]").result == ("json", "[41,[1],1]")
-        (workspace / "after.txt").write_text("new")
+        put_files(workspace, {"after.txt": "new"})
         assert second.run("File.read('after.txt')").result == ("text", '"new"')
         assert second.run("JS.global").error == (
             "EngineError",

@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from engines.registry import LANGUAGES, language_engine
 from engines.session import Boot, Limits, Outcome, Session, run
 from engines.snapshot import MemorySnapshot
+from engines.vfs import PathState, TreeUpdate, VirtualFS
 from tests.conftest import require_engine
+from tests.engines.prepared import put_files
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,13 @@ class Snippets:
     allocate: str
     io: str
     """Writes "out" then "two lines" (two lines) to stdout and "err" to stderr."""
+    write: str
+    """Writes "kept" to `note.txt`."""
+    write_and_fail: str
+    """Writes "lost" to `note.txt` and `other.txt`, then raises."""
+    read_given: str
+    """Reads `given.txt`, whose content "from owner" is `given_text`."""
+    given_text: str
 
 
 SNIPPETS = {
@@ -48,6 +57,11 @@ SNIPPETS = {
         env_text="'hola'",
         allocate="new Uint8Array(200 << 20).length",
         io="console.log('out'); console.log('two\\nlines'); console.error('err')",
+        write="fs.writeFileSync('note.txt', 'kept')",
+        write_and_fail="fs.writeFileSync('note.txt', 'lost'); "
+        "fs.writeFileSync('other.txt', 'lost'); throw new Error('x')",
+        read_given="fs.readFileSync('given.txt', 'utf8')",
+        given_text="'from owner'",
     ),
     "python": Snippets(
         value="1+1",
@@ -62,6 +76,11 @@ SNIPPETS = {
         env_text="'hola'",
         allocate="len(bytearray(200 << 20))",
         io="import sys; print('out'); print('two\\nlines'); print('err', file=sys.stderr)",
+        write="open('note.txt', 'w').write('kept')",
+        write_and_fail="for name in ('note.txt', 'other.txt'):\n    open(name, 'w').write('lost')\n"
+        "raise ValueError('x')",
+        read_given="open('given.txt').read()",
+        given_text="'from owner'",
     ),
     "perl": Snippets(
         value="1+1",
@@ -76,6 +95,11 @@ SNIPPETS = {
         env_text="hola",
         allocate='length("x" x (200 << 20))',
         io='print "out\\ntwo\\nlines\\n"; print STDERR "err\\n"',
+        write='open(my $f, ">", "note.txt") or die $!; print $f "kept"; close $f; 1',
+        write_and_fail='for my $n ("note.txt", "other.txt") '
+        '{ open(my $f, ">", $n) or die $!; print $f "lost"; close $f } die "x\\n"',
+        read_given='open(my $f, "<", "given.txt") or die $!; scalar <$f>',
+        given_text="from owner",
     ),
     "ruby": Snippets(
         value="1+1",
@@ -90,6 +114,10 @@ SNIPPETS = {
         env_text='"hola"',
         allocate='("x" * (200 << 20)).size',
         io='puts "out"; puts "two\\nlines"; $stderr.puts "err"',
+        write='File.write("note.txt", "kept")',
+        write_and_fail='File.write("note.txt", "lost"); File.write("other.txt", "lost"); raise "x"',
+        read_given='File.read("given.txt")',
+        given_text='"from owner"',
     ),
 }
 
@@ -104,9 +132,14 @@ def language(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def session(language: str, tmp_path: Path) -> Session:
-    with Session(language, workspace=tmp_path) as live:
-        yield live  # type: ignore[misc]
+def workspace() -> VirtualFS:
+    return VirtualFS()
+
+
+@pytest.fixture
+def session(language: str, workspace: VirtualFS) -> Iterator[Session]:
+    with Session(language, workspace=workspace) as live:
+        yield live
 
 
 def test_value_usage_and_engine_string(language: str) -> None:
@@ -142,6 +175,40 @@ def test_state_persists_in_a_session(session: Session, language: str) -> None:
     outcome = session.execute(snippets.use)
     assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
     assert outcome.boot is Boot.RESIDENT
+
+
+def test_a_run_returns_its_changes_and_an_error_takes_them_back(
+    session: Session, language: str, workspace: VirtualFS
+) -> None:
+    """Spec 6.6: the outcome carries what the run changed in the workspace; a run that
+    ends with an error leaves the workspace as it was and reports no change."""
+    snippets = SNIPPETS[language]
+    kept = session.execute(snippets.write)
+    assert kept.result.error is None
+    assert [(state.path, state.kind, state.data) for state in kept.changes] == [
+        ("note.txt", "file", b"kept")
+    ]
+    failed = session.execute(snippets.write_and_fail)
+    assert failed.result.error is not None
+    assert failed.changes == []
+    assert workspace.files() == {"note.txt": b"kept"}
+    update = TreeUpdate((PathState("given.txt", "file", b"from owner"),))
+    read = session.execute(snippets.read_given, update=update)
+    assert _texts(read) == [snippets.given_text]
+    assert read.changes == []
+    assert workspace.files() == {"note.txt": b"kept", "given.txt": b"from owner"}
+
+
+def test_a_trapped_run_takes_its_changes_back(language: str, workspace: VirtualFS) -> None:
+    """A run that ends in a trap (fuel) changes nothing in the workspace either."""
+    snippets = SNIPPETS[language]
+    with Session(language, workspace=workspace, limits=Limits(fuel=500_000_000)) as live:
+        assert live.execute(snippets.write).result.error is None
+        put_files(workspace, {"note.txt": "before"})
+        outcome = live.execute(f"{snippets.write};\n{snippets.loop}")
+        assert outcome.invalidated and outcome.result.error is not None
+        assert outcome.changes == []
+        assert workspace.files() == {"note.txt": b"before"}
 
 
 def test_fuel_exhaustion_is_a_limit_and_the_session_recovers(
@@ -224,33 +291,33 @@ def test_memory_cap_is_an_error_not_a_crash(session: Session, language: str) -> 
     assert session.execute(snippets.value).result.error is None
 
 
-def test_snapshot_restores_state_into_a_new_session(language: str, tmp_path: Path) -> None:
+def test_snapshot_restores_state_into_a_new_session(language: str, workspace: VirtualFS) -> None:
     snippets = SNIPPETS[language]
     if not language_engine(language).snapshots:
-        with Session(language, workspace=tmp_path) as live:
+        with Session(language, workspace=workspace) as live:
             live.execute(snippets.define)
             assert live.take_snapshot() is None
         return
-    with Session(language, workspace=tmp_path) as first:
+    with Session(language, workspace=workspace) as first:
         first.execute(snippets.define)
         snapshot = first.take_snapshot()
     assert snapshot is not None
-    with Session(language, workspace=tmp_path, restore_point=snapshot) as second:
+    with Session(language, workspace=workspace, restore_point=snapshot) as second:
         outcome = second.execute(snippets.use)
         assert outcome.boot is Boot.RESTORED
         assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
 
 
-def test_python_random_is_reseeded_after_a_restore(tmp_path: Path) -> None:
+def test_python_random_is_reseeded_after_a_restore(workspace: VirtualFS) -> None:
     """Spec 7.7: instances restored from one snapshot do not repeat one `random` sequence."""
     require_engine("python")
-    with Session("python", workspace=tmp_path) as first:
+    with Session("python", workspace=workspace) as first:
         first.execute("import random\nkept = 41")
         snapshot = first.take_snapshot()
     assert snapshot is not None
     draws = []
     for _ in range(2):
-        with Session("python", workspace=tmp_path, restore_point=snapshot) as restored:
+        with Session("python", workspace=workspace, restore_point=snapshot) as restored:
             outcome = restored.execute("random.random()")
             assert outcome.boot is Boot.RESTORED
             draws.append(outcome.result.results[0].text)
@@ -259,11 +326,11 @@ def test_python_random_is_reseeded_after_a_restore(tmp_path: Path) -> None:
 
 
 def test_after_a_trap_state_comes_from_the_last_snapshot_or_starts_fresh(
-    language: str, tmp_path: Path
+    language: str, workspace: VirtualFS
 ) -> None:
     """Snapshot engines (all four) restore the last snapshot; others start fresh."""
     snippets = SNIPPETS[language]
-    with Session(language, workspace=tmp_path, limits=Limits(fuel=500_000_000)) as live:
+    with Session(language, workspace=workspace, limits=Limits(fuel=500_000_000)) as live:
         live.execute(snippets.define)
         live.take_snapshot()
         assert live.execute(snippets.loop).invalidated
@@ -347,11 +414,11 @@ def _texts(outcome: Outcome) -> list[str | None]:
 
 
 def test_a_component_context_survives_in_a_new_session(
-    component_language: str, tmp_path: Path
+    component_language: str, workspace: VirtualFS
 ) -> None:
     script = CONTEXT_SCRIPTS[component_language]
     cwd = "/workspace"
-    with Session(component_language, workspace=tmp_path) as first:
+    with Session(component_language, workspace=workspace) as first:
         for code in script.build:
             outcome = first.execute(code, cwd=cwd)
             assert outcome.result.error is None, (code, outcome.result.error)
@@ -359,7 +426,7 @@ def test_a_component_context_survives_in_a_new_session(
         snapshot = first.take_snapshot()
     assert snapshot is not None and cwd == "/workspace/sub"
     assert snapshot.extra["host"]["table"]["entries"], "the host's handles travel along"
-    with Session(component_language, workspace=tmp_path, restore_point=_stored(snapshot)) as again:
+    with Session(component_language, workspace=workspace, restore_point=_stored(snapshot)) as again:
         for code, expected in script.checks:
             outcome = again.execute(code, cwd=cwd)
             assert outcome.boot in (Boot.RESTORED, Boot.RESIDENT)
@@ -368,10 +435,10 @@ def test_a_component_context_survives_in_a_new_session(
 
 
 def test_a_component_context_comes_back_from_its_last_snapshot_after_a_trap(
-    component_language: str, tmp_path: Path
+    component_language: str, workspace: VirtualFS
 ) -> None:
     snippets = SNIPPETS[component_language]
-    with Session(component_language, workspace=tmp_path) as live:
+    with Session(component_language, workspace=workspace) as live:
         live.execute(snippets.define)
         first = live.take_snapshot()
         assert first is not None
@@ -388,34 +455,34 @@ def test_a_component_context_comes_back_from_its_last_snapshot_after_a_trap(
         assert outcome.result.usage is not None and outcome.result.usage.memory_bytes > 0
 
 
-def test_python_open_files_survive_a_snapshot(tmp_path: Path) -> None:
+def test_python_open_files_survive_a_snapshot(workspace: VirtualFS) -> None:
     """Host resources (an open file being written, one being read) are part of the state."""
     require_engine("python")
-    (tmp_path / "input.txt").write_text("abcdef")
-    with Session("python", workspace=tmp_path) as first:
+    put_files(workspace, {"input.txt": "abcdef"})
+    with Session("python", workspace=workspace) as first:
         code = "out = open('log.txt', 'w')\nout.write('a')\nout.flush()\nsource = open('input.txt')"
         assert first.execute(code).result.error is None
         assert first.execute("source.read(2)").result.results[0].text == "'ab'"
         snapshot = first.take_snapshot()
     assert snapshot is not None
-    with Session("python", workspace=tmp_path, restore_point=_stored(snapshot)) as again:
+    with Session("python", workspace=workspace, restore_point=_stored(snapshot)) as again:
         outcome = again.execute("out.write('b')\nout.close()\nsource.read()")
         assert outcome.boot is Boot.RESTORED
         assert _texts(outcome) == ["'cdef'"]
-    assert (tmp_path / "log.txt").read_text() == "ab"
+    assert workspace.files() == {"input.txt": b"abcdef", "log.txt": b"ab"}
 
 
 def test_a_snapshot_of_another_build_starts_fresh_with_a_note(
-    component_language: str, tmp_path: Path
+    component_language: str, workspace: VirtualFS
 ) -> None:
     snippets = SNIPPETS[component_language]
-    with Session(component_language, workspace=tmp_path) as first:
+    with Session(component_language, workspace=workspace) as first:
         first.execute(snippets.define)
         snapshot = first.take_snapshot()
     assert snapshot is not None
     foreign = _stored(snapshot)
     foreign.extra["plan"] = "0" * 64
-    with Session(component_language, workspace=tmp_path, restore_point=foreign) as again:
+    with Session(component_language, workspace=workspace, restore_point=foreign) as again:
         outcome = again.execute(snippets.value)
         assert outcome.boot is Boot.FRESH
         assert outcome.restore_point_dropped

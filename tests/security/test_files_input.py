@@ -2,9 +2,10 @@
 together with SQLite (issue 11, item 6).
 
 A path with a NUL, a lone surrogate, a segment over 255 bytes or a total over
-`MAX_PATH_BYTES` cannot be materialized on the host; accepting one made every later run of
-the sandbox fail. The files API refuses such a path with 400 VALIDATION_FAILED (`Invalid
-path: ...` / `Invalid newPath: ...`), context creation refuses such a `cwd` the same way,
+`MAX_PATH_BYTES` is one no guest could make (the engines hold the same name and path
+limits, and the other two have no UTF-8 form). The files API refuses such a path with 400
+VALIDATION_FAILED (`Invalid path: ...` / `Invalid newPath: ...`), context creation
+refuses such a `cwd` the same way,
 and a change whose transaction fails (a statement or the COMMIT itself) is taken back out
 of the in-memory workspace.
 """
@@ -26,18 +27,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engines.vfs import File, PathState, TreeUpdate, VirtualFS
 from workbench.api import Backend
 from workbench.backends.local import LocalGateway, LocalTransport, open_local_gateway
-from workbench.core.host_paths import host_path
-from workbench.core.mirror import WorkspaceMirror
-from workbench.core.paths import MAX_PATH_BYTES, InvalidPathError, normalize
-from workbench.core.workspace import Workspace
+from workbench.core.paths import MAX_PATH_BYTES, ROOT, InvalidPathError, normalize
+from workbench.core.workspace import GUEST_LIMITS, FileNode, Workspace
 from workbench.paths import DATABASE_NAME
 from workbench.protocol.http import Request
 from workbench.protocol.timestamps import iso_from_ms
 
 SANDBOX = "inputs"
-UNMATERIALIZABLE = {
+REFUSED_PATHS = {
     "nul": "a\0b.txt",
     "lone surrogate": "caf\ud800.txt",
     "segment of 256 bytes": "x" * 256,
@@ -100,13 +100,11 @@ def stored_view(gateway: LocalGateway) -> View:
     }
 
 
-# ----- unmaterializable paths are refused up front -------------------------------------
+# ----- paths beyond the limits are refused up front ------------------------------------
 
 
-@pytest.mark.parametrize("bad", list(UNMATERIALIZABLE.values()), ids=list(UNMATERIALIZABLE))
-async def test_files_api_refuses_a_path_the_host_cannot_hold(
-    gateway: LocalGateway, bad: str
-) -> None:
+@pytest.mark.parametrize("bad", list(REFUSED_PATHS.values()), ids=list(REFUSED_PATHS))
+async def test_files_api_refuses_a_path_beyond_the_limits(gateway: LocalGateway, bad: str) -> None:
     status, _ = await files(gateway, {"op": "write", "path": "ok.txt", "content": "fine"})
     assert status == 200
     before = await memory_view(gateway)
@@ -128,7 +126,7 @@ async def test_files_api_refuses_a_path_the_host_cannot_hold(
     assert await memory_view(gateway) == before == stored_view(gateway)
 
 
-@pytest.mark.parametrize("bad", list(UNMATERIALIZABLE.values()), ids=list(UNMATERIALIZABLE))
+@pytest.mark.parametrize("bad", list(REFUSED_PATHS.values()), ids=list(REFUSED_PATHS))
 async def test_context_cwd_is_checked_like_a_files_path(gateway: LocalGateway, bad: str) -> None:
     status, answer = await call(
         gateway, "POST", f"/v1/sandboxes/{SANDBOX}/contexts", {"binding": "PERL", "cwd": bad}
@@ -154,7 +152,7 @@ async def test_runs_keep_working_after_a_refused_path(
 ) -> None:
     backend = Backend(LocalTransport(gateway, "local"), name="local")
     sandbox = backend.sandbox(SANDBOX)
-    for bad in UNMATERIALIZABLE.values():
+    for bad in REFUSED_PATHS.values():
         status, _ = await files(gateway, {"op": "write", "path": bad, "content": "x"})
         assert status == 400
     await sandbox.write_file("seen.txt", "yes")
@@ -317,7 +315,6 @@ def test_any_path_maps_inside_the_workspace_or_is_refused_without_a_trace(
 ) -> None:
     loop = asyncio.new_event_loop()
     gateway = open_local_gateway(tmp_path / "data", ttl_ms=0)
-    host_root = tmp_path / "materialized"
     try:
 
         @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -333,14 +330,25 @@ def test_any_path_maps_inside_the_workspace_or_is_refused_without_a_trace(
                 return
             for key in ("path", "newPath"):
                 if key in answer:
-                    mapped = normalize(answer[key])
-                    assert mapped.absolute == answer[key]
-                    if not mapped.is_root:
-                        host_path(host_root, mapped.relative)  # refuses anything else
-            # every accepted path can be materialized on the host
-            WorkspaceMirror(host_root).materialize(
-                Workspace.from_rows(gateway.store.files(SANDBOX))
-            )
+                    assert normalize(answer[key]).absolute == answer[key]
+            # every accepted path can be held by an engine's copy of the tree, and a guest
+            # could make it there within the same limits
+            tree = Workspace.from_rows(gateway.store.files(SANDBOX))
+            engine = VirtualFS(GUEST_LIMITS)
+            engine.update(tree.update_since(None)[0])
+            stored = {
+                path[len(ROOT) + 1 :]: node.data
+                for path, node in tree.walk()
+                if isinstance(node, FileNode)
+            }
+            assert engine.files() == stored
+            for relative, node in engine.walk():
+                if isinstance(node, File):
+                    parent = relative.rpartition("/")[0]
+                    copy = VirtualFS(GUEST_LIMITS)
+                    if parent:
+                        copy.update(TreeUpdate((PathState(parent, "directory"),)))
+                    copy.create_file(copy.resolve(copy.root, relative))
 
         check()
     finally:

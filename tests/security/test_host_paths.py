@@ -1,7 +1,8 @@
 """No id or path from outside picks a host location (issue 11, item 1).
 
-Sandbox ids such as `..` and `.` are valid (spec 8.1); they must run in a directory of
-their own below the mirror root, and destroying them must not touch anything else.
+Sandbox ids such as `..` and `.` are valid (spec 8.1); a sandbox has no host directory at
+all (its files live in SQLite and in its engines' memory), so running and destroying them
+must leave every host directory as it was.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from workbench.backends.local import open_local_backend
 from workbench.core.host_paths import HostPathError, host_path, opaque_name
 from workbench.core.paths import WorkspaceOSError, normalize
+from workbench.paths import DATABASE_NAME
 from workbench.protocol.ids import SANDBOX_ID_PATTERN, sandbox_id_error
 
 ROOT = Path("/nonexistent/root")
@@ -77,33 +79,33 @@ def test_opaque_names_accept_any_text(key: str) -> None:
 
 
 @pytest.mark.parametrize("sandbox_id", ["..", "."])
-async def test_dot_ids_run_and_are_destroyed_inside_their_own_directory(
+async def test_dot_ids_run_and_are_destroyed_without_touching_the_host(
     tmp_path: Path, sandbox_id: str, perl_engine: None
 ) -> None:
     assert sandbox_id_error(sandbox_id) is None  # valid under spec 8.1, and must stay so
-    backend = open_local_backend(tmp_path / "data")
-    gateway = backend.transport.gateway  # type: ignore[attr-defined]
-    mirror_root: Path = gateway.mirror_root
-    neighbour = mirror_root.parent / f"{mirror_root.name}-neighbour"
-    neighbour.mkdir()
+    data = tmp_path / "work" / "data"
+    neighbour = tmp_path / "work" / "neighbour"
+    neighbour.mkdir(parents=True)
     (neighbour / "keep.txt").write_text("not the sandbox's")
+    backend = open_local_backend(data)
     other = backend.sandbox("other")
     await other.write_file("mine.txt", "other sandbox")
     ok = await other.interpreter.run_code("1", binding="PERL")
     assert ok.error is None
+    host_before = _host_tree(tmp_path)
     try:
         sandbox = backend.sandbox(sandbox_id)
         await sandbox.write_file("a.txt", "dot")
         result = await sandbox.interpreter.run_code(
             'open(my $f, "<", "a.txt") or die; my $t = <$f>; opendir(my $d, ".") or die;'
+            ' open(my $o, ">", "../escape.txt") and print $o "out";'
             ' join(",", sort grep { !/^\\./ } readdir($d)) . ":" . $t',
             binding="PERL",
         )
         assert result.error is None, result.error
         assert result.results[0].text == "a.txt:dot"  # not the other sandbox's files
-        before_parent = sorted(os.listdir(mirror_root.parent))
         await sandbox.destroy()
-        assert sorted(os.listdir(mirror_root.parent)) == before_parent
+        assert _host_tree(tmp_path) == host_before  # the store's own files aside
         assert (neighbour / "keep.txt").read_text() == "not the sandbox's"
         assert (await other.read_file("mine.txt")).content == "other sandbox"
         listing = await other.interpreter.run_code(
@@ -113,6 +115,12 @@ async def test_dot_ids_run_and_are_destroyed_inside_their_own_directory(
         assert listing.results[0].text == "mine.txt"
     finally:
         await backend.aclose()
-        for entry in neighbour.iterdir():
-            entry.unlink()
-        neighbour.rmdir()
+
+
+def _host_tree(root: Path) -> set[str]:
+    """Every path below `root`, but the store's database files (which change)."""
+    return {
+        str(path.relative_to(root))
+        for path in root.rglob("*")
+        if not path.name.startswith(DATABASE_NAME)
+    }

@@ -1,11 +1,11 @@
 """Host paths built from untrusted names: the one place that joins them, and checks.
 
-Sandbox ids such as `..` and `.` are valid (spec 8.1) and workspace paths, synced file
-names and context ids all come from outside. None of them may pick a host location: a
-per-sandbox directory is named opaquely (a digest of the id), and every relative path is
-joined below its root only after each segment is checked to be one plain name. The check
-is lexical (no filesystem access), so it is cheap enough for every file of a materialize;
-symlinks are handled where files are opened (never followed).
+Synced file names and sandbox ids come from outside (a sandbox's own files never touch
+the host: they live in SQLite and in the engines' memory). None of them may pick a host
+location: a per-sandbox file is named opaquely (a digest of the id), and every relative
+path is joined below its root only after each segment is checked to be one plain name.
+The check is lexical (no filesystem access); symlinks are handled where files are opened
+(never followed).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Final
 
-__all__ = ["HostPathError", "checked_relative", "host_path", "host_path_str", "opaque_name"]
+__all__ = ["HostPathError", "checked_relative", "host_path", "opaque_name"]
 
 _FORBIDDEN_SEGMENTS: Final = frozenset({"", ".", ".."})
 
@@ -42,8 +42,3 @@ def checked_relative(relative: str) -> str:
 def host_path(root: Path, relative: str) -> Path:
     """`root/relative`, refusing anything that could resolve outside `root` lexically."""
     return root / checked_relative(relative)
-
-
-def host_path_str(root: str, relative: str) -> str:
-    """`host_path` for hot loops that work on strings (materializing many files)."""
-    return f"{root}/{checked_relative(relative)}"

@@ -1,10 +1,10 @@
 """``/workspace`` path normalization (spec 6.2) and the workspace errno exception.
 
-Beyond the spec, a path must be one the host can materialize: no NUL, valid Unicode
-(no lone surrogates), every segment at most 255 bytes of UTF-8 and the whole path at most
-``MAX_PATH_BYTES``. The real system keeps the tree in memory and accepts such names; here
-every run materializes ``/workspace`` into a host directory, so one such name would make
-every later run of the sandbox fail.
+Beyond the spec, a path must be one a guest could make: no NUL, valid Unicode (no lone
+surrogates: names are UTF-8 in every engine), every segment at most 255 bytes of UTF-8 and
+the whole path at most ``MAX_PATH_BYTES``, the limits the engines enforce on guest writes
+(``workspace.GUEST_LIMITS``). The real system sets no length limit; ours keeps every name
+and path bounded, whoever made it.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ ROOT: Final = "/workspace"
 MAX_SEGMENT_BYTES: Final = 255
 """NAME_MAX of Linux and macOS file systems."""
 MAX_PATH_BYTES: Final = 3072
-"""Of the absolute ``/workspace/...`` path: Linux PATH_MAX (4096) less room for the host
-directory the workspace is materialized in."""
+"""Of the absolute ``/workspace/...`` path."""
 
 
 class WorkspaceOSError(Exception):
@@ -56,8 +55,8 @@ class InvalidPathError(WorkspaceOSError):
         self.reason = reason
 
 
-def _check_host_safe(path: str) -> None:
-    """Raise ``InvalidPathError`` unless every segment of ``path`` can be a host file name."""
+def _check_names(path: str) -> None:
+    """Raise ``InvalidPathError`` unless every segment of ``path`` is a name a guest could make."""
     if "\0" in path:
         raise InvalidPathError("it contains a NUL character")
     try:
@@ -102,7 +101,7 @@ def normalize(path: object, cwd: str = ROOT) -> NormalizedPath:
     """
     if not isinstance(path, str) or not path:
         raise WorkspaceOSError("ENOENT", "Path is required")
-    _check_host_safe(path)
+    _check_names(path)
     base = path if path.startswith("/") else f"{cwd}/{path}"
     parts: list[str] = []
     for seg in base.split("/"):

@@ -4,24 +4,38 @@ Every mutating operation validates completely before touching the tree, so a fai
 operation leaves the workspace unchanged, and returns a ``ChangeSet`` that a store can
 persist in one transaction; ``undo_on_error`` takes the change back out of the tree when
 that transaction fails, so the tree always equals what the store holds. Reconciling with
-another tree is `workspace_sync`, the host directory an engine sees is `mirror`, and the
-files API's wire handling is the local backend's `files_api`.
+another tree is `workspace_sync`, and the files API's wire handling is the local
+backend's `files_api`.
+
+The engines keep a copy of the tree in their own memory (`engines.vfs`): every change
+is also logged by path with a version number, so `update_since` tells an engine process
+what changed since the version it holds, and `apply_states` takes a run's changes back.
 """
 
 from __future__ import annotations
 
 import binascii
+import bisect
+import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Final, Literal
 
 from engines.result import well_formed
+from engines.vfs import PathState, TreeUpdate, VfsLimits, ordered
 from workbench.core.changes import ChangeSet
 from workbench.core.hashing import hash_bytes
-from workbench.core.paths import ROOT, NormalizedPath, WorkspaceOSError, normalize
+from workbench.core.paths import (
+    MAX_PATH_BYTES,
+    MAX_SEGMENT_BYTES,
+    ROOT,
+    NormalizedPath,
+    WorkspaceOSError,
+    normalize,
+)
 
 __all__ = [
     "LIMITS",
@@ -38,6 +52,18 @@ __all__ = [
 MAX_FILE_BYTES: Final = 1024 * 1024
 MAX_TOTAL_BYTES: Final = 16 * 1024 * 1024
 MAX_ENTRIES: Final = 4096
+GUEST_LIMITS: Final = VfsLimits(
+    file_bytes=MAX_FILE_BYTES,
+    total_bytes=MAX_TOTAL_BYTES,
+    entries=MAX_ENTRIES,
+    name_bytes=MAX_SEGMENT_BYTES,
+    path_bytes=MAX_PATH_BYTES - len(ROOT) - 1,
+)
+"""The same limits for a guest's writes, enforced by the engine where they happen (its
+paths are relative to the root)."""
+LOG_PATHS: Final = 2 * MAX_ENTRIES
+"""Changed paths the version log keeps; an engine further behind gets the whole tree."""
+_identities = itertools.count(1)
 LIMITS: Final[Mapping[str, int]] = {
     "MAX_FILE_BYTES": MAX_FILE_BYTES,
     "MAX_TOTAL_BYTES": MAX_TOTAL_BYTES,
@@ -110,6 +136,12 @@ class Workspace:
         self._bytes = 0
         self._journal: list[Callable[[], object]] | None = None
         """Undo steps of the tree changes made inside ``undo_on_error``, oldest first."""
+        self._identity = next(_identities)
+        self._version = 0
+        self._log: list[tuple[int, str]] = []
+        """(version, absolute path) of the latest changes, oldest first."""
+        self._log_floor = 0
+        """Changes up to this version are no longer in the log."""
 
     @contextmanager
     def undo_on_error(self) -> Iterator[None]:
@@ -207,21 +239,34 @@ class Workspace:
                 total += len(child.data)
         return entries, total
 
+    def _logged(self, path: str) -> None:
+        """Log a change of `path` (its state now is what an engine process is sent)."""
+        self._version += 1
+        self._log.append((self._version, path))
+        if len(self._log) > LOG_PATHS:
+            dropped = len(self._log) - LOG_PATHS // 2
+            self._log_floor = self._log[dropped - 1][0]
+            del self._log[:dropped]
+
     def _record_insert(self, path: str, node: Node, cs: ChangeSet) -> None:
+        self._logged(path)
         if isinstance(node, FileNode):
             cs.upsert_file(path, node.data, node.updated_at)
             return
         cs.upsert_dir(path)
         for sub, child in self._walk(node, path):
+            self._logged(sub)
             if isinstance(child, FileNode):
                 cs.upsert_file(sub, child.data, child.updated_at)
             else:
                 cs.upsert_dir(sub)
 
     def _record_remove(self, path: str, node: Node, cs: ChangeSet) -> None:
+        self._logged(path)
         cs.delete(path)
         if isinstance(node, DirNode):
             for sub, _ in self._walk(node, path):
+                self._logged(sub)
                 cs.delete(sub)
 
     def _detach(self, parent: DirNode, name: str, path: str, cs: ChangeSet) -> Node:
@@ -480,6 +525,69 @@ class Workspace:
     def info(self) -> dict[str, int]:
         """``SandboxInfo.workspace``: ``files`` = entries (files + dirs), ``bytes``."""
         return {"files": self._entries, "bytes": self._bytes}
+
+    # ----- the engines' copy ------------------------------------------------------------
+
+    @property
+    def version(self) -> Hashable:
+        """The name of the tree's state now (`update_since`)."""
+        return (self._identity, self._version)
+
+    def update_since(self, version: Hashable | None) -> tuple[TreeUpdate, Hashable]:
+        """What an engine process holding `version` of this tree must apply to hold it
+        now: the paths changed since (at their state now), or the whole tree when
+        `version` is not one of this tree's or is older than the log."""
+        if (
+            not isinstance(version, tuple)
+            or len(version) != 2
+            or version[0] != self._identity
+            or version[1] < self._log_floor
+        ):
+            return TreeUpdate(self._states(p for p, _ in self.walk()), replace=True), self.version
+        start = bisect.bisect_right(self._log, version[1], key=lambda logged: logged[0])
+        paths = dict.fromkeys(path for _, path in self._log[start:])
+        return TreeUpdate(self._states(paths)), self.version
+
+    def _states(self, paths: Iterable[str]) -> tuple[PathState, ...]:
+        states = []
+        for path in paths:
+            try:
+                node = self._lookup(normalize(path).segments)
+            except WorkspaceOSError:  # below what is a file now
+                node = None
+            relative = path[len(ROOT) + 1 :]
+            if isinstance(node, FileNode):
+                states.append(PathState(relative, "file", node.data, node.updated_at))
+            elif isinstance(node, DirNode):
+                states.append(PathState(relative, "directory"))
+            else:
+                states.append(PathState(relative, "absent"))
+        return tuple(states)
+
+    def apply_states(self, states: Iterable[PathState], now: int) -> ChangeSet:
+        """Take a run's changes (what its paths hold now; files stamped `now`). Refused
+        with ``EINVAL`` for a path the tree cannot hold, and with the 6.1 errno when the
+        result breaks a limit, leaving the tree unchanged (the engine enforced both as
+        the guest wrote: this is the owner's own check of what it is sent)."""
+        cs = ChangeSet()
+        with self.undo_on_error():
+            for state in ordered(states):
+                np = normalize(f"{ROOT}/{state.path}")
+                if np.is_root:
+                    raise WorkspaceOSError("EINVAL", "A run changed the /workspace root")
+                if state.kind == "absent":
+                    self.remove_path(np.absolute, cs)
+                elif state.kind == "directory":
+                    self.ensure_directory(np, cs)
+                else:
+                    if len(state.data) > MAX_FILE_BYTES:
+                        raise WorkspaceOSError("EFBIG", f"File exceeds {MAX_FILE_BYTES} bytes")
+                    self.put_file(np, bytes(state.data), now, cs)
+            if self._bytes > MAX_TOTAL_BYTES:
+                raise WorkspaceOSError("ENOSPC", "Workspace exceeds 16 MiB total")
+            if self._entries > MAX_ENTRIES:
+                raise WorkspaceOSError("ENOSPC", "Workspace exceeds 4096 entries")
+        return cs
 
     # ----- unchecked changes for reconciliation (no limits; see `workspace_sync`) ----
 

@@ -50,28 +50,45 @@ def i64(value: int) -> int:
 
 
 class GuestMemory:
-    """The guest's linear memory (its base is read on every access: it may move)."""
+    """The guest's linear memory (its base is read on every access: it may move), or, while
+    `pin`ned by a host call that runs no guest code (so the memory cannot grow), read once."""
 
     def __init__(self, store: wasmtime.Store, memory: wasmtime.Memory) -> None:
         self.store = store
         self.memory = memory
+        self._pinned: tuple[int, int] | None = None
 
     def size(self) -> int:
         return int(self.memory.data_len(self.store))
 
+    def pin(self) -> None:
+        self._pinned = (ctypes.addressof(self.memory.data_ptr(self.store).contents), self.size())
+
+    def unpin(self) -> None:
+        self._pinned = None
+
     def _address(self, ptr: int, length: int) -> int:
-        size = self.size()
+        if self._pinned is None:
+            base, size = ctypes.addressof(self.memory.data_ptr(self.store).contents), self.size()
+        else:
+            base, size = self._pinned
         if ptr < 0 or length < 0 or ptr + length > size:
             raise GuestTrap(f"guest pointer {ptr:#x}+{length} is out of bounds")
-        return ctypes.addressof(self.memory.data_ptr(self.store).contents) + ptr
+        return base + ptr
 
     def read(self, ptr: int, length: int) -> bytes:
         address = self._address(ptr, length)
         return ctypes.string_at(address, length) if length else b""
 
-    def write(self, ptr: int, data: bytes) -> None:
+    def write(self, ptr: int, data: bytes | memoryview) -> None:
+        """Copy `data` in (a memoryview must be writable: it is copied without a copy of
+        its own)."""
         address = self._address(ptr, len(data))
-        if data:
+        if not data:
+            return
+        if isinstance(data, memoryview):
+            ctypes.memmove(address, ctypes.addressof(ctypes.c_char.from_buffer(data)), len(data))
+        else:
             ctypes.memmove(address, data, len(data))
 
     def pack(self, fmt: str, ptr: int, *values: Any) -> None:
@@ -85,6 +102,21 @@ class GuestMemory:
             return self.read(ptr, length).decode("utf-8")
         except UnicodeDecodeError:
             raise GuestTrap("the guest passed a string that is not UTF-8") from None
+
+
+class MemoryUser:
+    """A host whose calls read and write one guest's memory, bound after instantiation."""
+
+    _memory: GuestMemory | None = None
+
+    def attach(self, store: wasmtime.Store, memory: wasmtime.Memory) -> None:
+        self._memory = GuestMemory(store, memory)
+
+    @property
+    def memory(self) -> GuestMemory:
+        if self._memory is None:
+            raise GuestTrap("the WASI host is not attached to a guest")
+        return self._memory
 
 
 class Call:

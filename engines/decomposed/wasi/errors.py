@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 from enum import IntEnum
 
+from engines.vfs import VfsError
+
 
 class WasiErrno(IntEnum):
     """`wasi:filesystem/types#error-code` (the enum's case indices)."""
@@ -97,7 +99,7 @@ class FsError(Exception):
         self.code = code
 
 
-HOST_ERRORS = (OSError, FsError, ValueError, OverflowError)
+HOST_ERRORS = (OSError, FsError, VfsError, ValueError, OverflowError)
 """What a host operation raises for bad input from the guest: reported to it as an error
 code (`error_code`). Anything else is a trap."""
 
@@ -106,6 +108,8 @@ def error_code(error: BaseException) -> WasiErrno:
     """The WASI error code for a failed host operation."""
     if isinstance(error, FsError):
         return error.code
+    if isinstance(error, VfsError):
+        return _FROM_ERRNO.get(getattr(errno, error.errno, 0), WasiErrno.IO)
     if isinstance(error, OSError):
         return _FROM_ERRNO.get(error.errno or 0, WasiErrno.IO)
     if isinstance(error, ValueError | OverflowError):  # a NUL in a name, an offset past 2**63

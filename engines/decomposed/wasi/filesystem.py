@@ -1,30 +1,24 @@
-"""`wasi:filesystem`: the mounts, confined to their host directories.
+"""`wasi:filesystem`: the mounts, served from their `VirtualFS` trees.
 
 Semantics follow wasmtime's host (cap-std) where the guest can tell: descriptors carry
-the mount's permissions, `..` or a symlink never leaves the descriptor a path starts
-from, absolute paths are not permitted. Stricter where the spec asks (9.3): symlinks
-and hard links cannot be created, and a link whose target is absolute is not read.
+the mount's permissions, `..` never leaves the mount a path starts in, absolute paths
+are not permitted. Stricter where the spec asks (9.3): symlinks and hard links cannot be
+created (there are none to read). The limits of `/workspace` fail the call that would
+break them, with the spec's errno (`engines.vfs`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from engines.decomposed.wasi.abi import Call, implements, u64
-from engines.decomposed.wasi.confine import Resolved, resolve
 from engines.decomposed.wasi.errors import HOST_ERRORS, FsError, WasiErrno, error_code
-from engines.decomposed.wasi.host import (
-    DESCRIPTOR_READ,
-    DESCRIPTOR_WRITE,
-    MUTATE_DIRECTORY,
-    OPEN_FLAGS,
-)
+from engines.decomposed.wasi.host import DESCRIPTOR_READ, DESCRIPTOR_WRITE, MUTATE_DIRECTORY
 from engines.decomposed.wasi.resources import Entry
+from engines.vfs import Directory, File, Found, Node, NullDevice, VirtualFS, existing, file_kind
 
 SYNC_FLAGS = 4 | 8 | 16
 """file-integrity-sync, data-integrity-sync, requested-write-sync: not supported."""
@@ -33,25 +27,14 @@ OPEN_CREATE, OPEN_DIRECTORY, OPEN_EXCLUSIVE, OPEN_TRUNCATE = 1, 2, 4, 8
 NO_CHANGE, NOW, TIMESTAMP = 0, 1, 2
 READ_LIMIT = 1 << 24
 """Bytes one `descriptor.read` returns at most."""
-FILE_MODE = 0o666
-"""Mode of created files (less the umask), as wasmtime creates them."""
-DESCRIPTOR_TYPES = {
-    stat.S_IFBLK: 1,
-    stat.S_IFCHR: 2,
-    stat.S_IFDIR: 3,
-    stat.S_IFIFO: 4,
-    stat.S_IFLNK: 5,
-    stat.S_IFREG: 6,
-    stat.S_IFSOCK: 7,
-}
-"""`descriptor-type` of each file type (block-device to socket); any other is 0, unknown."""
+DESCRIPTOR_TYPES = {"character-device": 2, "directory": 3, "regular-file": 6}
+"""`descriptor-type` of each `vfs.file_kind`."""
 
 _Value = TypeVar("_Value")
 
 
-def _type_code(mode: int) -> int:
-    """`descriptor-type` of a file mode."""
-    return DESCRIPTOR_TYPES.get(stat.S_IFMT(mode), 0)
+def _type_code(node: Node) -> int:
+    return DESCRIPTOR_TYPES[file_kind(node)]
 
 
 # -- result shapes ----------------------------------------------------------------------
@@ -100,17 +83,19 @@ def _aligned8(call: Call, ret: int, action: Callable[[], Callable[[int], None]])
     _result(call, ret, "B7xB", action, write_ok)
 
 
-def _write_stat(call: Call, ptr: int, status: os.stat_result) -> None:
+def _write_stat(call: Call, ptr: int, fs: VirtualFS, node: Node) -> None:
     """descriptor-stat: type, link count, size, then three option<datetime>."""
-    call.memory.pack("B7xQQ", ptr, _type_code(status.st_mode), status.st_nlink, status.st_size)
-    for index, nanos in enumerate((status.st_atime_ns, status.st_mtime_ns, status.st_ctime_ns)):
+    size = len(node.data) if isinstance(node, File) else 0
+    links = int(fs.path_of(node) is not None)
+    call.memory.pack("B7xQQ", ptr, _type_code(node), links, size)
+    for index, nanos in enumerate((node.atime_ns, node.mtime_ns, node.mtime_ns)):
         seconds, rest = divmod(nanos, 1_000_000_000)
         call.memory.pack("B7xQI4x", ptr + 24 + 24 * index, 1, seconds & (2**64 - 1), rest)
 
 
-def _metadata_hash(status: os.stat_result) -> Callable[[Call, int], None]:
-    """Two u64s identifying the file (device and inode, hashed: host details stay out)."""
-    digest = hashlib.sha256(f"{status.st_dev}:{status.st_ino}".encode()).digest()
+def _metadata_hash(node: Node) -> Callable[[Call, int], None]:
+    """Two u64s identifying the node (its inode number, hashed)."""
+    digest = hashlib.sha256(f"node:{node.ino}".encode()).digest()
     lower, upper = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:16], "little")
     return lambda call, ptr: call.memory.pack("QQ", ptr, lower, upper)
 
@@ -118,42 +103,38 @@ def _metadata_hash(status: os.stat_result) -> Callable[[Call, int], None]:
 # -- descriptors ------------------------------------------------------------------------
 
 
-def _descriptor(call: Call, handle: int) -> tuple[Entry, int]:
+def _descriptor(call: Call, handle: int) -> tuple[Entry, Node]:
     entry = call.host.table.get(handle, "descriptor")
-    return entry, call.host.descriptor_of(handle, entry)
+    return entry, call.host.node_of(handle, entry)
 
 
-def _file(call: Call, handle: int) -> int:
-    entry, descriptor = _descriptor(call, handle)
-    if entry["dir"]:
+def _file(call: Call, handle: int) -> File | NullDevice:
+    _, node = _descriptor(call, handle)
+    if not isinstance(node, File | NullDevice):
         raise FsError(WasiErrno.BADF)
-    return descriptor
+    return node
 
 
-def _directory(call: Call, handle: int) -> tuple[Entry, int]:
-    entry, descriptor = _descriptor(call, handle)
-    if not entry["dir"]:
+def _directory(call: Call, handle: int) -> tuple[Entry, Directory]:
+    entry, node = _descriptor(call, handle)
+    if not isinstance(node, Directory):
         raise FsError(WasiErrno.NOTDIR)
-    return entry, descriptor
+    return entry, node
 
 
-def _names(entry: Entry) -> list[str]:
-    return [part for part in entry["path"].split("/") if part]
-
-
-def _at(call: Call, handle: int, ptr: int, length: int, follow: bool) -> tuple[Entry, Resolved]:
-    """Resolve a path beneath directory descriptor `handle` (see `confine.resolve`)."""
+def _at(call: Call, handle: int, ptr: int, length: int) -> tuple[Entry, VirtualFS, Found]:
+    """Resolve a path beneath directory descriptor `handle` (`VirtualFS.resolve`)."""
     path = call.memory.string(ptr, length)
-    entry, descriptor = _directory(call, handle)
-    return entry, resolve(descriptor, _names(entry), path, follow=follow)
+    entry, directory = _directory(call, handle)
+    fs = call.host.fs(entry)
+    return entry, fs, fs.resolve(directory, path)
 
 
-def _mutating_at(call: Call, handle: int, ptr: int, length: int) -> tuple[Entry, Resolved]:
-    entry, found = _at(call, handle, ptr, length, False)
-    if not call.host.writable(entry):
-        found.close()
+def _mutating_at(call: Call, handle: int, ptr: int, length: int) -> tuple[VirtualFS, Found]:
+    _, fs, found = _at(call, handle, ptr, length)
+    if not fs.writable:
         raise FsError(WasiErrno.NOTPERM)
-    return entry, found
+    return fs, found
 
 
 def _stream(entry: Entry, kind: str, **fields: Any) -> Entry:
@@ -172,9 +153,9 @@ def get_directories(call: Call, ret: int) -> None:
             "preopen": index,
             "path": "",
             "dir": True,
-            "flags": DESCRIPTOR_READ | (MUTATE_DIRECTORY if mount.writable else 0),
+            "flags": DESCRIPTOR_READ | (MUTATE_DIRECTORY if mount.fs.writable else 0),
         }
-        listed.append((host.add(entry, os.dup(host.root(index))), mount.guest_path))
+        listed.append((host.add(entry, mount.fs.root), mount.guest_path))
     base = call.alloc(12 * len(listed), 4) if listed else 0
     for index, (handle, guest_path) in enumerate(listed):
         call.memory.pack("III", base + 12 * index, handle, *call.string_out(guest_path))
@@ -182,13 +163,13 @@ def get_directories(call: Call, ret: int) -> None:
 
 
 def _file_stream(call: Call, handle: int, ret: int, kind: str, **fields: Any) -> None:
-    """result<own<stream>, error-code>: a `kind` stream on file descriptor `handle`, with
-    a descriptor of its own (see `_stream` for `fields`)."""
+    """result<own<stream>, error-code>: a `kind` stream on file descriptor `handle` (see
+    `_stream` for `fields`)."""
 
     def run() -> int:
-        descriptor = _file(call, handle)
+        node = _file(call, handle)
         entry = call.host.table.get(handle, "descriptor")
-        return call.host.add(_stream(entry, kind, **fields), os.dup(descriptor))
+        return call.host.add(_stream(entry, kind, **fields), node)
 
     _handle(call, ret, run)
 
@@ -219,7 +200,7 @@ def advise(call: Call, handle: int, offset: int, length: int, advice: int, ret: 
     params="ii",
 )
 def sync(call: Call, handle: int, ret: int) -> None:
-    _unit(call, ret, lambda: os.fsync(_descriptor(call, handle)[1]))
+    _unit(call, ret, lambda: _descriptor(call, handle))
 
 
 @implements("wasi:filesystem/types#[method]descriptor.get-flags", params="ii")
@@ -229,13 +210,19 @@ def get_flags(call: Call, handle: int, ret: int) -> None:
 
 @implements("wasi:filesystem/types#[method]descriptor.get-type", params="ii")
 def get_type(call: Call, handle: int, ret: int) -> None:
-    _byte(call, ret, lambda: _type_code(os.fstat(_descriptor(call, handle)[1]).st_mode))
+    _byte(call, ret, lambda: _type_code(_descriptor(call, handle)[1]))
 
 
 @implements("wasi:filesystem/types#[method]descriptor.set-size", params="iIi")
 def set_size(call: Call, handle: int, size: int, ret: int) -> None:
-    call.host.before_change()
-    _unit(call, ret, lambda: os.ftruncate(_file(call, handle), u64(size)))
+    def run() -> None:
+        entry, node = _descriptor(call, handle)
+        if not isinstance(node, File | NullDevice) or not entry["flags"] & DESCRIPTOR_WRITE:
+            raise FsError(WasiErrno.BADF)
+        if isinstance(node, File):
+            call.host.fs(entry).truncate(node, u64(size))
+
+    _unit(call, ret, run)
 
 
 def _timestamp(current: int, tag: int, seconds: int, nanoseconds: int) -> int:
@@ -246,10 +233,13 @@ def _timestamp(current: int, tag: int, seconds: int, nanoseconds: int) -> int:
     return u64(seconds) * 1_000_000_000 + nanoseconds
 
 
-def _times(
-    status: os.stat_result, access: tuple[int, int, int], modify: tuple[int, int, int]
-) -> tuple[int, int]:
-    return _timestamp(status.st_atime_ns, *access), _timestamp(status.st_mtime_ns, *modify)
+def _set_times(
+    fs: VirtualFS, node: Node, access: tuple[int, int, int], modify: tuple[int, int, int]
+) -> None:
+    if not fs.writable:
+        raise FsError(WasiErrno.NOTPERM)
+    node.atime_ns = _timestamp(node.atime_ns, *access)
+    node.mtime_ns = _timestamp(node.mtime_ns, *modify)
 
 
 @implements("wasi:filesystem/types#[method]descriptor.set-times", params="iiIiiIii")
@@ -265,21 +255,14 @@ def set_times(
     ret: int,
 ) -> None:
     def run() -> None:
-        entry, descriptor = _descriptor(call, handle)
-        if not call.host.writable(entry):
-            raise FsError(WasiErrno.NOTPERM)
-        status = os.fstat(descriptor)
-        times = _times(
-            status,
-            (access_tag, access_seconds, access_nanos),
-            (modify_tag, modify_seconds, modify_nanos),
-        )
-        os.utime(descriptor, ns=times)
+        entry, node = _descriptor(call, handle)
+        access = (access_tag, access_seconds, access_nanos)
+        _set_times(call.host.fs(entry), node, access, (modify_tag, modify_seconds, modify_nanos))
 
     _unit(call, ret, run)
 
 
-# Same shape as set_times: kept apart, as it sets a path's times (not following links).
+# Same shape as set_times: kept apart, as it sets the times of a path.
 @implements("wasi:filesystem/types#[method]descriptor.set-times-at", params="iiiiiIiiIii")
 def set_times_at(
     call: Call,
@@ -296,19 +279,9 @@ def set_times_at(
     ret: int,
 ) -> None:
     def run() -> None:
-        entry, found = _at(call, handle, ptr, length, bool(path_flags & SYMLINK_FOLLOW))
-        try:
-            if not call.host.writable(entry):
-                raise FsError(WasiErrno.NOTPERM)
-            status = os.stat(found.name, dir_fd=found.parent, follow_symlinks=False)
-            times = _times(
-                status,
-                (access_tag, access_seconds, access_nanos),
-                (modify_tag, modify_seconds, modify_nanos),
-            )
-            os.utime(found.name, ns=times, dir_fd=found.parent, follow_symlinks=False)
-        finally:
-            found.close()
+        _, fs, found = _at(call, handle, ptr, length)
+        access = (access_tag, access_seconds, access_nanos)
+        _set_times(fs, existing(found), access, (modify_tag, modify_seconds, modify_nanos))
 
     _unit(call, ret, run)
 
@@ -316,7 +289,10 @@ def set_times_at(
 @implements("wasi:filesystem/types#[method]descriptor.read", params="iIIi")
 def read(call: Call, handle: int, length: int, offset: int, ret: int) -> None:
     def run() -> bytes:
-        return os.pread(_file(call, handle), min(u64(length), READ_LIMIT), u64(offset))
+        entry, node = _descriptor(call, handle)
+        if isinstance(node, Directory) or not entry["flags"] & DESCRIPTOR_READ:
+            raise FsError(WasiErrno.BADF)
+        return call.host.fs(entry).read(node, u64(offset), min(u64(length), READ_LIMIT))
 
     def write_ok(data: bytes) -> None:
         ptr, size = call.bytes_out(data)
@@ -328,10 +304,12 @@ def read(call: Call, handle: int, length: int, offset: int, ret: int) -> None:
 @implements("wasi:filesystem/types#[method]descriptor.write", params="iiiIi")
 def write(call: Call, handle: int, ptr: int, length: int, offset: int, ret: int) -> None:
     data = call.memory.read(ptr, length)
-    call.host.before_change()
 
     def run() -> Callable[[int], None]:
-        written = os.pwrite(_file(call, handle), data, u64(offset))
+        entry, node = _descriptor(call, handle)
+        if not isinstance(node, File | NullDevice) or not entry["flags"] & DESCRIPTOR_WRITE:
+            raise FsError(WasiErrno.BADF)
+        written = call.host.fs(entry).write(node, u64(offset), data)
         return lambda at: call.memory.pack("Q", at, written)
 
     _aligned8(call, ret, run)
@@ -340,17 +318,8 @@ def write(call: Call, handle: int, ptr: int, length: int, offset: int, ret: int)
 @implements("wasi:filesystem/types#[method]descriptor.read-directory", params="ii")
 def read_directory(call: Call, handle: int, ret: int) -> None:
     def run() -> int:
-        _, descriptor = _directory(call, handle)
-        # A descriptor of its own: listing moves the directory's offset.
-        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=descriptor)
-        try:
-            with os.scandir(listing) as entries:  # in the directory's own order, as wasmtime
-                listed = [
-                    [_type_code(item.stat(follow_symlinks=False).st_mode), item.name]
-                    for item in entries
-                ]
-        finally:
-            os.close(listing)
+        _, directory = _directory(call, handle)
+        listed = [[_type_code(node), name] for name, node in directory.children.items()]
         stream = {"type": "directory-entry-stream", "entries": listed, "position": 0}
         return call.host.add(stream)
 
@@ -371,54 +340,39 @@ def read_directory_entry(call: Call, handle: int, ret: int) -> None:
 
 
 def _change_at(
-    call: Call, handle: int, ptr: int, length: int, ret: int, change: Callable[[Resolved], object]
+    call: Call,
+    handle: int,
+    ptr: int,
+    length: int,
+    ret: int,
+    change: Callable[[VirtualFS, Found], object],
 ) -> None:
     """result<_, error-code> of `change` made to a path beneath writable directory
     descriptor `handle` (see `_mutating_at`)."""
-
-    def run() -> None:
-        _, found = _mutating_at(call, handle, ptr, length)
-        try:
-            call.host.before_change()
-            change(found)
-        finally:
-            found.close()
-
-    _unit(call, ret, run)
+    _unit(call, ret, lambda: change(*_mutating_at(call, handle, ptr, length)))
 
 
 @implements("wasi:filesystem/types#[method]descriptor.create-directory-at", params="iiii")
 def create_directory_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> None:
-    _change_at(
-        call, handle, ptr, length, ret, lambda found: os.mkdir(found.name, dir_fd=found.parent)
-    )
+    _change_at(call, handle, ptr, length, ret, lambda fs, found: fs.mkdir(found))
 
 
 @implements("wasi:filesystem/types#[method]descriptor.stat", params="ii")
 def stat_(call: Call, handle: int, ret: int) -> None:
     def run() -> Callable[[int], None]:
-        status = os.fstat(_descriptor(call, handle)[1])
-        return lambda at: _write_stat(call, at, status)
+        entry, node = _descriptor(call, handle)
+        fs = call.host.fs(entry)
+        return lambda at: _write_stat(call, at, fs, node)
 
     _aligned8(call, ret, run)
-
-
-def _stat_at(call: Call, handle: int, path_flags: int, ptr: int, length: int) -> os.stat_result:
-    _, found = _at(call, handle, ptr, length, bool(path_flags & SYMLINK_FOLLOW))
-    try:
-        status = os.stat(found.name, dir_fd=found.parent, follow_symlinks=False)
-    finally:
-        found.close()
-    if found.must_be_dir and not stat.S_ISDIR(status.st_mode):
-        raise FsError(WasiErrno.NOTDIR)
-    return status
 
 
 @implements("wasi:filesystem/types#[method]descriptor.stat-at", params="iiiii")
 def stat_at(call: Call, handle: int, path_flags: int, ptr: int, length: int, ret: int) -> None:
     def run() -> Callable[[int], None]:
-        status = _stat_at(call, handle, path_flags, ptr, length)
-        return lambda at: _write_stat(call, at, status)
+        _, fs, found = _at(call, handle, ptr, length)
+        node = existing(found)
+        return lambda at: _write_stat(call, at, fs, node)
 
     _aligned8(call, ret, run)
 
@@ -434,18 +388,11 @@ def open_at(
     flags: int,
     ret: int,
 ) -> None:
-    def run() -> int:
-        entry, found = _at(call, handle, ptr, length, bool(path_flags & SYMLINK_FOLLOW))
-        try:
-            return _open(call, entry, found, open_flags, flags)
-        finally:
-            found.close()
-
-    _handle(call, ret, run)
+    _handle(call, ret, lambda: _open(call, *_at(call, handle, ptr, length), open_flags, flags))
 
 
-def _open(call: Call, base: Entry, found: Resolved, open_flags: int, flags: int) -> int:
-    """wasmtime's `open-at`: permissions first, then one `openat` with O_NOFOLLOW."""
+def _open(call: Call, base: Entry, fs: VirtualFS, found: Found, open_flags: int, flags: int) -> int:
+    """wasmtime's `open-at`: permissions first, then the node (created or truncated)."""
     creating = bool(open_flags & (OPEN_CREATE | OPEN_TRUNCATE))
     write = bool(flags & DESCRIPTOR_WRITE) or creating
     if (write or flags & MUTATE_DIRECTORY) and not call.host.writable(base):
@@ -456,28 +403,20 @@ def _open(call: Call, base: Entry, found: Resolved, open_flags: int, flags: int)
     if open_flags & OPEN_DIRECTORY and open_flags & (OPEN_CREATE | OPEN_EXCLUSIVE | OPEN_TRUNCATE):
         raise FsError(WasiErrno.INVAL)
     read = bool(flags & DESCRIPTOR_READ) or not flags & DESCRIPTOR_WRITE
-    access = os.O_RDWR if read and write else os.O_WRONLY if write else os.O_RDONLY
-    mode = access | OPEN_FLAGS
-    if open_flags & OPEN_CREATE:
-        mode |= os.O_CREAT | (os.O_EXCL if open_flags & OPEN_EXCLUSIVE else 0)
-    if open_flags & OPEN_TRUNCATE:
-        mode |= os.O_TRUNC
-    if wants_dir:
-        mode |= os.O_DIRECTORY
-    if write:
-        call.host.before_change()
-    try:
-        descriptor = os.open(found.name, mode, FILE_MODE, dir_fd=found.parent)
-    except IsADirectoryError:  # a directory asked for with write access: open it as one
-        directory_mode = os.O_RDONLY | os.O_DIRECTORY | OPEN_FLAGS
-        descriptor = os.open(found.name, directory_mode, dir_fd=found.parent)
-    try:
-        is_dir = stat.S_ISDIR(os.fstat(descriptor).st_mode)
-        if wants_dir and not is_dir:
-            raise FsError(WasiErrno.NOTDIR)
-    except BaseException:
-        os.close(descriptor)
-        raise
+    node = found.node
+    if node is None:
+        if not open_flags & OPEN_CREATE:
+            raise FsError(WasiErrno.NOENT)
+        node = fs.create_file(found)
+    elif open_flags & OPEN_CREATE and open_flags & OPEN_EXCLUSIVE:
+        raise FsError(WasiErrno.EXIST)
+    is_dir = isinstance(node, Directory)
+    if wants_dir and not is_dir:
+        raise FsError(WasiErrno.NOTDIR)
+    if is_dir and open_flags & OPEN_TRUNCATE:
+        raise FsError(WasiErrno.ISDIR)
+    if isinstance(node, File) and open_flags & OPEN_TRUNCATE:
+        fs.truncate(node, 0)
     granted = (DESCRIPTOR_READ if read else 0) | (
         (MUTATE_DIRECTORY if is_dir else DESCRIPTOR_WRITE) if write else 0
     )
@@ -486,24 +425,18 @@ def _open(call: Call, base: Entry, found: Resolved, open_flags: int, flags: int)
     entry = {
         "type": "descriptor",
         "preopen": base["preopen"],
-        "path": found.path,
+        "path": fs.path_of(node) or "",
         "dir": is_dir,
         "flags": granted,
     }
-    return call.host.add(entry, descriptor)
+    return call.host.add(entry, node)
 
 
 @implements("wasi:filesystem/types#[method]descriptor.readlink-at", params="iiii")
 def readlink_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> None:
     def run() -> str:
-        _, found = _at(call, handle, ptr, length, False)
-        try:
-            target = os.readlink(found.name, dir_fd=found.parent)
-        finally:
-            found.close()
-        if target.startswith("/"):
-            raise FsError(WasiErrno.NOTPERM)  # would name a host path
-        return target
+        existing(_at(call, handle, ptr, length)[2])
+        raise FsError(WasiErrno.INVAL)  # nothing is a symlink
 
     def write_ok(target: str) -> None:
         call.memory.pack("B3xII", ret, 0, *call.string_out(target))
@@ -513,19 +446,12 @@ def readlink_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> Non
 
 @implements("wasi:filesystem/types#[method]descriptor.remove-directory-at", params="iiii")
 def remove_directory_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> None:
-    _change_at(
-        call, handle, ptr, length, ret, lambda found: os.rmdir(found.name, dir_fd=found.parent)
-    )
+    _change_at(call, handle, ptr, length, ret, lambda fs, found: fs.rmdir(found))
 
 
 @implements("wasi:filesystem/types#[method]descriptor.unlink-file-at", params="iiii")
 def unlink_file_at(call: Call, handle: int, ptr: int, length: int, ret: int) -> None:
-    def unlink(found: Resolved) -> None:
-        if found.must_be_dir:
-            raise FsError(WasiErrno.NOTDIR)
-        os.unlink(found.name, dir_fd=found.parent)
-
-    _change_at(call, handle, ptr, length, ret, unlink)
+    _change_at(call, handle, ptr, length, ret, lambda fs, found: fs.unlink(found))
 
 
 @implements("wasi:filesystem/types#[method]descriptor.rename-at", params="iiiiiii")
@@ -540,15 +466,11 @@ def rename_at(
     ret: int,
 ) -> None:
     def run() -> None:
-        _, old = _mutating_at(call, handle, old_ptr, old_length)
-        try:
-            _, new = _mutating_at(call, new_handle, new_ptr, new_length)
-            try:
-                os.rename(old.name, new.name, src_dir_fd=old.parent, dst_dir_fd=new.parent)
-            finally:
-                new.close()
-        finally:
-            old.close()
+        fs, old = _mutating_at(call, handle, old_ptr, old_length)
+        new_fs, new = _mutating_at(call, new_handle, new_ptr, new_length)
+        if new_fs is not fs:
+            raise FsError(WasiErrno.CROSS_DEVICE)
+        fs.rename(old, new)
 
     _unit(call, ret, run)
 
@@ -572,17 +494,17 @@ def _not_permitted() -> None:
 @implements("wasi:filesystem/types#[method]descriptor.is-same-object", params="ii", results="i")
 def is_same_object(call: Call, handle: int, other: int) -> int:
     try:
-        first = os.fstat(_descriptor(call, handle)[1])
-        second = os.fstat(_descriptor(call, other)[1])
+        first = _descriptor(call, handle)[1]
+        second = _descriptor(call, other)[1]
     except HOST_ERRORS:
         return 0
-    return int((first.st_dev, first.st_ino) == (second.st_dev, second.st_ino))
+    return int(first is second)
 
 
 @implements("wasi:filesystem/types#[method]descriptor.metadata-hash", params="ii")
 def metadata_hash(call: Call, handle: int, ret: int) -> None:
     def run() -> Callable[[int], None]:
-        write = _metadata_hash(os.fstat(_descriptor(call, handle)[1]))
+        write = _metadata_hash(_descriptor(call, handle)[1])
         return lambda at: write(call, at)
 
     _aligned8(call, ret, run)
@@ -593,7 +515,7 @@ def metadata_hash_at(
     call: Call, handle: int, path_flags: int, ptr: int, length: int, ret: int
 ) -> None:
     def run() -> Callable[[int], None]:
-        write = _metadata_hash(_stat_at(call, handle, path_flags, ptr, length))
+        write = _metadata_hash(existing(_at(call, handle, ptr, length)[2]))
         return lambda at: write(call, at)
 
     _aligned8(call, ret, run)

@@ -7,6 +7,7 @@ writes a guest makes, which the spec's output limits count).
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from typing import TypeVar
 
 from engines.decomposed.wasi.abi import Call, GuestTrap, implements, u64
 from engines.decomposed.wasi.errors import HOST_ERRORS, error_code
-from engines.decomposed.wasi.resources import Entry
+from engines.vfs import File, NullDevice, VfsError
 
 STDIO_WRITE_BUDGET = 8192
 FILE_WRITE_BUDGET = 1 << 20
@@ -70,12 +71,13 @@ def filesystem_error_code(call: Call, handle: int, ret: int) -> None:
 def _failed(call: Call, error: BaseException) -> int:
     """An `error` resource for a failed stream operation."""
     code = error_code(error)
-    message = os.strerror(error.errno) if isinstance(error, OSError) and error.errno else code.name
+    if isinstance(error, VfsError):
+        message = os.strerror(getattr(errno, error.errno, 0) or errno.EIO)
+    elif isinstance(error, OSError) and error.errno:
+        message = os.strerror(error.errno)
+    else:
+        message = code.name
     return call.host.add({"type": "error", "message": message, "code": int(code)})
-
-
-def _file_descriptor(call: Call, handle: int, stream: Entry) -> int:
-    return call.host.descriptor_of(handle, stream)
 
 
 def _stream_result(
@@ -107,7 +109,7 @@ def _read(call: Call, handle: int, length: int) -> bytes | None:
     if stream["source"] != "file":
         return None  # stdin is empty
     wanted = min(u64(length), READ_LIMIT)
-    data = os.pread(_file_descriptor(call, handle, stream), wanted, stream["offset"])
+    data = call.host.fs(stream).read(call.host.node_of(handle, stream), stream["offset"], wanted)
     if not data and wanted:
         return None
     stream["offset"] += len(data)
@@ -139,7 +141,8 @@ def input_skip(call: Call, handle: int, length: int, ret: int) -> None:
         if stream["source"] != "file":
             skipped = 0
         else:
-            size = os.fstat(_file_descriptor(call, handle, stream)).st_size
+            node = call.host.node_of(handle, stream)
+            size = len(node.data) if isinstance(node, File) else 0
             skipped = min(wanted, max(size - stream["offset"], 0))
             stream["offset"] += skipped
         return None if not skipped and wanted else skipped
@@ -170,12 +173,11 @@ def _write(call: Call, handle: int, data: bytes) -> None:
     elif sink == "stderr":
         call.host.stderr(data)
     else:
-        call.host.before_change()
-        descriptor = _file_descriptor(call, handle, stream)
-        offset = os.fstat(descriptor).st_size if stream["append"] else stream["offset"]
-        written = 0
-        while written < len(data):
-            written += os.pwrite(descriptor, data[written:], offset + written)
+        node = call.host.node_of(handle, stream)
+        if not isinstance(node, File | NullDevice):
+            raise VfsError("EBADF")
+        offset = len(node.data) if stream["append"] and isinstance(node, File) else stream["offset"]
+        written = call.host.fs(stream).write(node, offset, data)
         if not stream["append"]:
             stream["offset"] += written
 

@@ -23,6 +23,7 @@ const DESCRIPTIONS = {
   ENAMETOOLONG: 'name too long',
   ELOOP: 'too many symbolic links encountered',
   ENOSPC: 'no space left on device',
+  EFBIG: 'file too large',
   EIO: 'i/o error',
 };
 
@@ -39,6 +40,7 @@ const WASI_CODES = {
   'name-too-long': 'ENAMETOOLONG',
   loop: 'ELOOP',
   'insufficient-space': 'ENOSPC',
+  'file-too-large': 'EFBIG',
   'read-only': 'EPERM',
 };
 
@@ -139,7 +141,13 @@ function tryStat(dir, relative, follow) {
 }
 
 function toBytes(data) {
-  if (typeof data === 'string') return encoder.encode(data);
+  if (typeof data === 'string') {
+    // UTF-8 never takes fewer bytes than UTF-16 units: fewer means the engine could not
+    // allocate them (it returns an empty array then), and an empty file must not be written.
+    const bytes = encoder.encode(data);
+    if (bytes.length < data.length) throw new RangeError('out of memory encoding the data');
+    return bytes;
+  }
   if (data instanceof Uint8Array) return data;
   if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   if (data instanceof ArrayBuffer) return new Uint8Array(data);
@@ -185,15 +193,31 @@ function writeAll(file, bytes, start) {
   }
 }
 
+// All or nothing, as the reference's host-side fs: the host writes one call whole or
+// refuses it (EFBIG, ENOSPC), the file is cut to size only once written, and a file this
+// call created is removed again when the write fails.
 function writeFile(path, data, append, syscall) {
   const [dir, relative] = resolve(path, syscall);
   const bytes = toBytes(data);
+  const existed = tryStat(dir, relative, true) !== null;
   const file = wasi(syscall, path, () =>
-    dir.openAt({ symlinkFollow: true }, relative, { create: true, truncate: !append }, { write: true }),
+    dir.openAt({ symlinkFollow: true }, relative, { create: true }, { write: true }),
   );
   try {
     const start = append ? Number(wasi(syscall, path, () => file.stat()).size) : 0;
-    wasi(syscall, path, () => writeAll(file, bytes, start));
+    wasi(syscall, path, () => {
+      writeAll(file, bytes, start);
+      if (!append) file.setSize(BigInt(bytes.length));
+    });
+  } catch (error) {
+    if (!existed) {
+      try {
+        dir.unlinkFileAt(relative);
+      } catch (ignored) {
+        // the error being reported matters more
+      }
+    }
+    throw error;
   } finally {
     dispose(file);
   }

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from workbench.backends.local.sessions import DEFAULT_MAX_RESIDENT, SessionPool
 from workbench.backends.local.settings import LocalResources, SandboxSettings, parse_ttl
 from workbench.config import TIMEOUT_ENV, parse_timeout
 from workbench.core.clock import SYSTEM_CLOCK, Clock
-from workbench.core.workspace import MAX_FILE_BYTES
 from workbench.paths import DATABASE_NAME, private_data_dir
 from workbench.protocol.http import Request, Response
 from workbench.store import Store
@@ -56,14 +54,6 @@ class LocalTransport:
         self.gateway.close()
 
 
-def _mirror_root() -> Path:
-    """A private scratch dir for materialized workspaces: tmpfs when there is one (the
-    mirrors are caches of the SQLite tree; each process keeps its own)."""
-    shm = Path("/dev/shm")
-    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
-    return Path(tempfile.mkdtemp(prefix="sandbox-workbench-", dir=base))
-
-
 def open_local_gateway(
     directory: Path | None = None,
     *,
@@ -87,8 +77,7 @@ def open_local_gateway(
         max_resident = int(raw) if raw.isdigit() else DEFAULT_MAX_RESIDENT
     if limits is None:
         limits = Limits(timeout_seconds=parse_timeout(os.environ.get(TIMEOUT_ENV)))
-    # Engine processes may not write a file past the workspace's per-file limit.
-    engine_pool = worker_pool(MAX_FILE_BYTES)
+    engine_pool = worker_pool()
     engine_pool.prewarm()
     resources = LocalResources(
         store=Store(root / DATABASE_NAME, history_limit=history_limit),
@@ -96,7 +85,6 @@ def open_local_gateway(
         sessions=SessionPool(max_resident),
         clock=clock,
         settings=SandboxSettings(ttl_ms=ttl_ms, limits=limits),
-        mirror_root=_mirror_root(),
         engine_pool=engine_pool,
     )
     return LocalGateway(resources)

@@ -1,10 +1,12 @@
 """Runs code in one sandbox's contexts on the local engines (spec 2.4.1, 6.6, 7).
 
-Every context of a sandbox preopens the sandbox's mirror directory as `/workspace`:
-the tree is materialized into it before a run and diffed back after (or rolled back
-when the run failed, spec 6.6); files, the context row and the history entry are then
-stored in one transaction. The engine itself runs in an engine process that a worker
-thread waits on, so a blocked guest never holds up the event loop or another sandbox.
+Each context's engine process keeps its own copy of the sandbox's `/workspace` tree in
+memory, where the guest's writes are checked against the limits as they happen: a run
+is sent what changed in the tree since that process last saw it, and answers with what
+the run changed (nothing when it failed: the engine took its changes back, spec 6.6).
+Files, the context row and the history entry are then stored in one transaction. The
+engine runs in an engine process that a worker thread waits on, so a blocked guest never
+holds up the event loop or another sandbox.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from engines.isolated import IsolatedSession, WriteBounds
+from engines.isolated import IsolatedSession
 from engines.result import LIMIT_ERROR, ContextRef, ExecutionError, ExecutionResult, SessionState
 from engines.session import Boot, Outcome
 from workbench.backends.local.context_row import ContextRow
@@ -25,9 +27,8 @@ from workbench.backends.local.settings import LocalResources
 from workbench.backends.local.snapshots import SnapshotWriter
 from workbench.core.changes import ChangeSet
 from workbench.core.envvars import layer_env
-from workbench.core.mirror import apply_diff
 from workbench.core.paths import WorkspaceOSError
-from workbench.core.workspace import MAX_ENTRIES, MAX_TOTAL_BYTES
+from workbench.core.workspace import GUEST_LIMITS
 from workbench.protocol.errors import SandboxError
 from workbench.protocol.timestamps import iso_from_ms
 
@@ -79,10 +80,9 @@ class ContextRunner:
             return IsolatedSession(
                 runtime.spec,
                 pool=self._engine_pool,
-                workspace=self._state.mirror_dir,
+                workspace=GUEST_LIMITS,
                 limits=limits,
                 restore_point=self._snapshots.restore_point(row),
-                write_bounds=WriteBounds(MAX_TOTAL_BYTES, MAX_ENTRIES),
                 progress=runtime.prepare_progress,
             )
 
@@ -118,27 +118,25 @@ class ContextRunner:
         env: dict[str, str],
         cwd: str,
     ) -> tuple[Outcome, ExecutionResult, ChangeSet]:
-        """One worker-thread hop for the whole execution: session, workspace in, run,
-        workspace out (or rollback), snapshot."""
+        """One worker-thread hop for the whole execution: session, run (with the tree's
+        changes in and the run's out), the run's changes into the tree, snapshot."""
         try:
             session = self._sessions.acquire(key, create)
         except Exception as error:  # the engine cannot be prepared or loaded
             raise EngineUnavailableError() from error
         try:
+            # With the File API off, the guest's files stay in its engine process.
             use_files = self._settings.file_api
-            if use_files:
-                self._state.mirror.materialize(self._state.workspace)
-            else:
-                self._state.mirror_dir.mkdir(parents=True, exist_ok=True)
+            workspace = self._state.workspace if use_files else None
             self.running = session
             try:
-                outcome = session.execute(code, env, cwd)
+                outcome = session.execute(code, env, cwd, workspace=workspace)
             finally:
                 self.running = None
             result = outcome.result
             changes = ChangeSet()
-            if use_files:
-                result, changes = self._sync_back(result)
+            if workspace is not None:
+                result, changes = self._take_changes(session, outcome)
             is_limit = result.error is not None and result.error.name == LIMIT_ERROR
             if session.spec.snapshots and session.alive and not is_limit:
                 # Spec 7.7: snapshot after every successful run. The engine process takes it
@@ -154,17 +152,20 @@ class ContextRunner:
         finally:
             self._sessions.release(key)
 
-    def _sync_back(self, result: ExecutionResult) -> tuple[ExecutionResult, ChangeSet]:
-        """Apply the run's file changes, or roll the directory back (spec 6.6)."""
-        workspace, mirror = self._state.workspace, self._state.mirror
-        if result.error is not None:
-            mirror.materialize(workspace)
+    def _take_changes(
+        self, session: IsolatedSession, outcome: Outcome
+    ) -> tuple[ExecutionResult, ChangeSet]:
+        """Put the run's file changes into the tree (a failed run has none: its engine
+        took them back, spec 6.6). The engine process then holds the tree as it is now;
+        changes the tree refuses leave it holding something else, so its next run is
+        sent the whole tree."""
+        result, workspace = outcome.result, self._state.workspace
+        if result.error is not None or not outcome.changes:
             return result, ChangeSet()
-        diff = mirror.diff(workspace)
         try:
-            changes = apply_diff(workspace, diff, self._clock.now_ms())
+            changes = workspace.apply_states(outcome.changes, self._clock.now_ms())
         except WorkspaceOSError as violation:
-            mirror.materialize(workspace)
+            session.workspace_version = None
             error = ExecutionError(
                 LIMIT_ERROR,
                 f"Workspace limit exceeded: {violation.message}; the run's file changes "
@@ -172,6 +173,7 @@ class ContextRunner:
                 [],
             )
             return replace(result, results=[], error=error), ChangeSet()
+        session.workspace_version = workspace.version
         return result, changes
 
     def _finish(

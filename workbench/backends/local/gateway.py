@@ -10,7 +10,6 @@ so the embedded backend and a served one answer identically.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sqlite3
 
 from engines.isolated import IsolatedSession
@@ -38,7 +37,7 @@ class LocalGateway:
         self.resources = resources
         self.store, self.runtimes = resources.store, resources.runtimes
         self.sessions, self.clock = resources.sessions, resources.clock
-        self.settings, self.mirror_root = resources.settings, resources.mirror_root
+        self.settings = resources.settings
         self._sandboxes: dict[str, SandboxObject] = {}
         self.sessions.before_close = self._save_session
         self._data_version = self.store.data_version()
@@ -147,4 +146,3 @@ class LocalGateway:
             sandbox.stop_flush_timer()
         self.sessions.close()
         self.store.close()
-        shutil.rmtree(self.mirror_root, ignore_errors=True)

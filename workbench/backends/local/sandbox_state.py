@@ -1,6 +1,6 @@
 """What one local sandbox holds, in memory and in SQLite: its row (env vars and idle
 deadline, spec 8.3), its code-context registry (spec 7.1-7.3) and its `/workspace` tree
-with the host directory the engines see it in.
+(which each context's engine process copies into its own memory).
 
 Every change is stored in one transaction first and kept in memory once it committed
 (`stored`), so memory always equals what the store holds.
@@ -9,7 +9,6 @@ Every change is stored in one transaction first and kept in memory once it commi
 from __future__ import annotations
 
 import re
-import shutil
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -20,8 +19,6 @@ from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.local.settings import LocalResources, idle_deadline_passed
 from workbench.core.changes import ChangeSet
-from workbench.core.host_paths import host_path, opaque_name
-from workbench.core.mirror import WorkspaceMirror
 from workbench.core.workspace import Workspace
 from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.http import validation_error
@@ -48,40 +45,31 @@ class SandboxState:
         self._runtimes = resources.runtimes
         self._clock = resources.clock
         self._settings = resources.settings
-        # Opaque: an id such as `..` or `.` must never name a host location (spec 8.1).
-        self.mirror_dir = host_path(resources.mirror_root, opaque_name(sandbox_id))
         self.meta: StoredSandbox | None = None
         self.contexts: dict[str, ContextRow] = {}
-        self._loaded: tuple[Workspace, WorkspaceMirror] | None = None
+        self._workspace: Workspace | None = None
         self.load()
 
     def load(self) -> None:
         """(Re-)read the row and the contexts; the workspace is read when next used."""
         self.meta = self._store.sandbox(self.id)
-        self._loaded = None
+        self._workspace = None
         self.contexts = {
             stored.id: ContextRow.from_stored(stored) for stored in self._store.contexts(self.id)
         }
 
-    def _workspace_and_mirror(self) -> tuple[Workspace, WorkspaceMirror]:
-        """Read from the store on first use (it may be 16 MiB, and a sandbox that is only
-        listed or expired never needs it); a mirror baseline belongs to one tree."""
-        if self._loaded is None:
-            workspace = Workspace.from_rows(self._store.files(self.id))
-            self._loaded = (workspace, WorkspaceMirror(self.mirror_dir))
-        return self._loaded
-
     @property
     def workspace(self) -> Workspace:
-        return self._workspace_and_mirror()[0]
-
-    @property
-    def mirror(self) -> WorkspaceMirror:
-        return self._workspace_and_mirror()[1]
+        """Read from the store on first use (it may be 16 MiB, and a sandbox that is only
+        listed or expired never needs it)."""
+        if self._workspace is None:
+            self._workspace = Workspace.from_rows(self._store.files(self.id))
+        return self._workspace
 
     def forget_workspace(self) -> None:
-        """Drop the tree from memory: it is re-read from the store when next used."""
-        self._loaded = None
+        """Drop the tree from memory: it is re-read from the store when next used (a new
+        tree, so every engine process's copy is replaced at its next run)."""
+        self._workspace = None
 
     # ----- the sandbox row -----------------------------------------------------------
 
@@ -136,12 +124,11 @@ class SandboxState:
         return True
 
     def clear(self) -> None:
-        """Delete the sandbox from the store and its host directory; forget it."""
+        """Delete the sandbox from the store; forget it."""
         with self._store.transaction() as tx:
             tx.delete_sandbox(self.id)
-        shutil.rmtree(self.mirror_dir, ignore_errors=True)
         self.meta = None
-        self._loaded = (Workspace(), WorkspaceMirror(self.mirror_dir))
+        self._workspace = Workspace()
         self.contexts = {}
 
     @contextmanager

@@ -4,7 +4,6 @@ the resources they share."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from engines.isolated import WorkerPool
 from engines.session import Limits
@@ -46,13 +45,11 @@ class SandboxSettings:
 @dataclass(frozen=True)
 class LocalResources:
     """What every local sandbox shares: the store, the runtimes and their engine
-    processes, the resident sessions, the clock, the settings and the mirror root."""
+    processes, the resident sessions, the clock and the settings."""
 
     store: Store
     runtimes: dict[str, LocalRuntime]
     sessions: SessionPool
     clock: Clock
     settings: SandboxSettings
-    mirror_root: Path
-    """Where each sandbox's workspace is materialized for the engines (one dir each)."""
     engine_pool: WorkerPool

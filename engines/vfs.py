@@ -1,0 +1,634 @@
+"""The guest's `/workspace`: a tree of directories and files in the engine process's memory.
+
+Nothing a guest does with its files ever touches a host file: both WASI hosts (preview 2
+for Python and JavaScript, `engines.decomposed.wasi`; preview 1 for Perl and Ruby,
+`engines.preview1`) serve their file calls from a `VirtualFS`. Every operation checks the
+limits where the change happens and fails with an errno the guest can catch:
+
+- a file larger than `file_bytes` (EFBIG), more than `total_bytes` in all (ENOSPC), more
+  than `entries` files and directories (ENOSPC), a name longer than `name_bytes` or a path
+  longer than `path_bytes` (ENAMETOOLONG), a name that is not UTF-8 (EILSEQ);
+- the bytes of a file that was unlinked while open count until its last handle closes,
+  so unlinking frees nothing early;
+- there are no links of any kind: `link` and `symlink` fail (EPERM), and `..` never
+  leaves the directory a path starts from (EPERM, as wasmtime's cap-std answers).
+
+A run is a transaction: `begin` starts it, every change records the original state of
+the paths it touches (once), and `finish` either returns the run's change set (the paths
+whose state differs from before the run) or puts those originals back (the spec's
+rollback after an error). Between runs the owner brings the tree up to date with
+`apply` (the changes others made since), so a run that touches no file costs nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+Kind = Literal["file", "directory", "absent"]
+
+
+class VfsError(Exception):
+    """A file operation failed; `errno` is the POSIX name ("ENOENT", "EFBIG", ...)."""
+
+    def __init__(self, errno: str) -> None:
+        super().__init__(errno)
+        self.errno = errno
+
+
+@dataclass(frozen=True)
+class VfsLimits:
+    """What a writable tree may hold (spec 6.1, plus name and path lengths of ours)."""
+
+    file_bytes: int = 1 << 20
+    total_bytes: int = 16 << 20
+    entries: int = 4096
+    """Files and directories, the root excluded."""
+    name_bytes: int = 255
+    path_bytes: int = 3072
+    """Of a path below the root ("a/b"), in UTF-8."""
+
+
+@dataclass(frozen=True, slots=True)
+class PathState:
+    """What is at `path` (below the root, "a/b"): a file with `data`, a directory, or
+    nothing. A change set and a sync are lists of these: each says what a path is now,
+    so they can be applied in the order `ordered` gives, whatever happened between."""
+
+    path: str
+    kind: Kind
+    data: bytes = b""
+    mtime_ms: int = 0
+
+
+@dataclass(frozen=True)
+class TreeUpdate:
+    """What the owner's tree holds and the engine's may not yet: the states of the paths
+    changed since the engine last saw it, or (`replace`) every path of the tree."""
+
+    states: tuple[PathState, ...] = ()
+    replace: bool = False
+
+
+def ordered(states: Iterable[PathState]) -> list[PathState]:
+    """Removals deepest first, then directories and files shallowest first: applied in
+    this order, each state holds whatever the others say."""
+    states = list(states)
+    absent = sorted((s for s in states if s.kind == "absent"), key=_depth, reverse=True)
+    present = sorted((s for s in states if s.kind != "absent"), key=_depth)
+    return absent + present
+
+
+def _depth(state: PathState) -> int:
+    return state.path.count("/")
+
+
+_inodes = itertools.count(1)
+
+
+class Node:
+    """A file, a directory or a device; `ino` is unique within the process."""
+
+    __slots__ = ("atime_ns", "ino", "mtime_ns", "name", "parent")
+
+    def __init__(self, mtime_ns: int) -> None:
+        self.ino = next(_inodes)
+        self.mtime_ns = self.atime_ns = mtime_ns
+        self.parent: Directory | None = None
+        """The directory that holds it; None for a root, and for a node that was removed."""
+        self.name = ""
+
+
+class File(Node):
+    __slots__ = ("data", "opens")
+
+    def __init__(self, data: bytes = b"", mtime_ns: int = 0) -> None:
+        super().__init__(mtime_ns or time.time_ns())
+        self.data = bytearray(data)
+        self.opens = 0
+        """Handles on it: while it has some, its bytes count even once it is unlinked."""
+
+
+class Directory(Node):
+    __slots__ = ("children",)
+
+    def __init__(self, mtime_ns: int = 0) -> None:
+        super().__init__(mtime_ns or time.time_ns())
+        self.children: dict[str, Node] = {}
+
+
+class NullDevice(Node):
+    """`/dev/null`: reads end at once, writes vanish."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where a path leads: the directory holding its last component, that component's
+    `name` ("." when the path names `parent` itself), and what is there now."""
+
+    parent: Directory
+    name: str
+    node: Node | None
+    must_be_dir: bool
+    """The path ended with "/" or "." (it must name a directory)."""
+
+
+def file_kind(node: Node) -> Literal["directory", "character-device", "regular-file"]:
+    """What a node is, in the words both WASI versions use."""
+    if isinstance(node, Directory):
+        return "directory"
+    if isinstance(node, NullDevice):
+        return "character-device"
+    return "regular-file"
+
+
+def existing(found: Found) -> Node:
+    """The node a resolved path names (ENOENT, ENOTDIR as the path demands)."""
+    if found.node is None:
+        raise VfsError("ENOENT")
+    if found.must_be_dir and not isinstance(found.node, Directory):
+        raise VfsError("ENOTDIR")
+    return found.node
+
+
+_N = TypeVar("_N", bound=Node)
+_Original = tuple[Kind, bytes, int]
+"""A path's state before the run touched it: kind, file bytes, mtime_ns."""
+
+
+class VirtualFS:
+    """One tree (the root is the mount point) with its limits and its run's journal."""
+
+    def __init__(self, limits: VfsLimits | None = None, *, writable: bool = True) -> None:
+        self.limits = limits or VfsLimits()
+        self.writable = writable
+        self.root = Directory()
+        self.entries = 0
+        self.total_bytes = 0
+        """Bytes of every file in the tree or still open after it was unlinked."""
+        self._journal: dict[str, _Original] | None = None
+
+    @classmethod
+    def devices(cls) -> VirtualFS:
+        """A read-only `/dev` holding only `null` (Perl opens it while parsing)."""
+        fs = cls(writable=False)
+        null = NullDevice(time.time_ns())
+        null.parent, null.name = fs.root, "null"
+        fs.root.children["null"] = null
+        return fs
+
+    # -- paths -----------------------------------------------------------------------------
+    def path_of(self, node: Node) -> str | None:
+        """`node`'s path below the root ("" for the root); None once it was removed."""
+        names: list[str] = []
+        while node is not self.root:
+            parent = node.parent
+            if parent is None:
+                return None
+            names.append(node.name)
+            node = parent
+        return "/".join(reversed(names))
+
+    def resolve(self, start: Directory, path: str) -> Found:
+        """Follow `path` from directory `start`: "." and empty components are skipped, ".."
+        goes back up but never above `start` (EPERM, as cap-std answers for a directory
+        descriptor), and an absolute path is EPERM."""
+        if "\0" in path:
+            raise VfsError("EINVAL")
+        if not path:
+            raise VfsError("ENOENT")
+        if path.startswith("/"):
+            raise VfsError("EPERM")
+        if self.path_of(start) is None:
+            raise VfsError("ENOENT")  # a directory that was removed holds nothing
+        parts = path.split("/")
+        must_be_dir = parts[-1] in ("", ".")
+        names = [part for part in parts if part not in ("", ".")]
+        walked = [start]
+        for index, part in enumerate(names):
+            if part == "..":
+                if len(walked) == 1:
+                    raise VfsError("EPERM")
+                walked.pop()
+                continue
+            child = walked[-1].children.get(part)
+            if index == len(names) - 1:
+                return Found(walked[-1], part, child, must_be_dir)
+            if child is None:
+                raise VfsError("ENOENT")
+            if not isinstance(child, Directory):
+                raise VfsError("ENOTDIR")
+            walked.append(child)
+        return Found(walked[-1], ".", walked[-1], True)
+
+    def lookup(self, start: Directory, path: str) -> Node:
+        """The node `path` names (ENOENT, ENOTDIR as the path demands)."""
+        return existing(self.resolve(start, path))
+
+    def _new_name(self, found: Found, *, creates: bool = True) -> str:
+        """The checked name of an entry about to be created (or, not `creates`, moved)
+        where `found` points."""
+        if not self.writable:
+            raise VfsError("EPERM")
+        name = found.name
+        if name == ".":
+            raise VfsError("EEXIST")
+        parent_path = self.path_of(found.parent)
+        if parent_path is None:
+            raise VfsError("ENOENT")
+        try:
+            encoded = name.encode()
+        except UnicodeEncodeError:
+            raise VfsError("EILSEQ") from None
+        if len(encoded) > self.limits.name_bytes:
+            raise VfsError("ENAMETOOLONG")
+        if len(parent_path.encode()) + 1 + len(encoded) > self.limits.path_bytes:
+            raise VfsError("ENAMETOOLONG")
+        if creates and self.entries >= self.limits.entries:
+            raise VfsError("ENOSPC")
+        return name
+
+    # -- handles ---------------------------------------------------------------------------
+    def retain(self, node: Node) -> None:
+        """A handle was opened on `node`."""
+        if isinstance(node, File):
+            node.opens += 1
+
+    def release(self, node: Node) -> None:
+        """A handle on `node` was closed: a file unlinked meanwhile frees its bytes now."""
+        if isinstance(node, File) and node.opens > 0:
+            node.opens -= 1
+            if node.opens == 0 and self.path_of(node) is None:
+                self.total_bytes -= len(node.data)
+
+    # -- changes the guest makes -----------------------------------------------------------
+    def create_file(self, found: Found) -> File:
+        """A new empty file where `found` points (which must be free)."""
+        name = self._new_name(found)
+        if found.node is not None:
+            raise VfsError("EEXIST")
+        if found.must_be_dir:
+            raise VfsError("EISDIR")
+        self._touch(found.parent, name)
+        return self._attach(found.parent, name, File())
+
+    def mkdir(self, found: Found) -> Directory:
+        name = self._new_name(found)
+        if found.node is not None:
+            raise VfsError("EEXIST")
+        self._touch(found.parent, name)
+        return self._attach(found.parent, name, Directory())
+
+    def rmdir(self, found: Found) -> None:
+        node = found.node
+        if found.name == ".":
+            raise VfsError("EBUSY" if node is self.root else "EINVAL")
+        if node is None:
+            raise VfsError("ENOENT")
+        if not isinstance(node, Directory):
+            raise VfsError("ENOTDIR")
+        self._check_writable()
+        if node.children:
+            raise VfsError("ENOTEMPTY")
+        self._touch(found.parent, found.name)
+        self._detach(found.parent, found.name)
+
+    def unlink(self, found: Found) -> None:
+        node = found.node
+        if node is None:
+            raise VfsError("ENOENT")
+        if isinstance(node, Directory):
+            raise VfsError("EISDIR")
+        if found.must_be_dir:
+            raise VfsError("ENOTDIR")
+        self._check_writable()
+        self._touch(found.parent, found.name)
+        self._detach(found.parent, found.name)
+
+    def rename(self, source: Found, target: Found) -> None:
+        """POSIX rename within this tree: a file replaces a file, a directory an empty
+        directory; never a directory into itself."""
+        node = source.node
+        if node is None:
+            raise VfsError("ENOENT")
+        if source.name == "." or target.name == ".":
+            raise VfsError("EBUSY" if self.root in (source.node, target.node) else "EINVAL")
+        self._check_writable()
+        existing = target.node
+        if existing is node:
+            return
+        if isinstance(node, Directory):
+            ancestor: Directory | None = target.parent
+            while ancestor is not None:
+                if ancestor is node:
+                    raise VfsError("EINVAL")
+                ancestor = ancestor.parent
+            if existing is not None and not isinstance(existing, Directory):
+                raise VfsError("ENOTDIR")
+        elif isinstance(existing, Directory):
+            raise VfsError("EISDIR")
+        elif source.must_be_dir or target.must_be_dir:
+            raise VfsError("ENOTDIR")
+        if isinstance(existing, Directory) and existing.children:
+            raise VfsError("ENOTEMPTY")
+        self._new_name(target, creates=False)
+        self._check_moved_paths(target.parent, target.name, node)
+        self._touch_subtree(source.parent, source.name, node)
+        self._touch(target.parent, target.name)
+        self._touch_new_places(target.parent, target.name, node)
+        if existing is not None:
+            self._detach(target.parent, target.name)
+        moved = self._detach(source.parent, source.name, keep_open_bytes=True)
+        self._attach(target.parent, target.name, moved, counted=True)
+
+    def _check_moved_paths(self, parent: Directory, name: str, node: Node) -> None:
+        """Every path of the moved subtree must stay within `path_bytes`."""
+        base = len((self.path_of(parent) or "").encode()) + 1 + len(name.encode())
+        if base + _longest_below(node) > self.limits.path_bytes:
+            raise VfsError("ENAMETOOLONG")
+
+    def write(self, file: File | NullDevice, offset: int, data: bytes) -> int:
+        """Write `data` at `offset` (growing the file with zeroes before it if need be)."""
+        if isinstance(file, NullDevice) or not data:
+            return len(data)
+        end = offset + len(data)
+        self._resize_check(file, max(end, len(file.data)))
+        self._touch_file(file)
+        size = len(file.data)
+        if offset > size:
+            file.data.extend(bytes(offset - size))
+        file.data[offset:end] = data
+        self._grew(file, size)
+        file.mtime_ns = time.time_ns()
+        return len(data)
+
+    def truncate(self, file: File, size: int) -> None:
+        self._resize_check(file, size)
+        self._touch_file(file)
+        before = len(file.data)
+        if size < before:
+            del file.data[size:]
+        else:
+            file.data.extend(bytes(size - before))
+        self._grew(file, before)
+        file.mtime_ns = time.time_ns()
+
+    def read(self, node: Node, offset: int, length: int) -> bytes:
+        with self.view(node, offset, length) as data:
+            return bytes(data)
+
+    def view(self, node: Node, offset: int, length: int) -> memoryview:
+        """The bytes `read` would copy, without a copy: release it (`with`) before the
+        file can change."""
+        if isinstance(node, Directory):
+            raise VfsError("EISDIR")
+        if not isinstance(node, File):
+            return memoryview(bytearray())
+        node.atime_ns = time.time_ns()
+        return memoryview(node.data)[offset : offset + length]
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise VfsError("EPERM")
+
+    def _resize_check(self, file: File, size: int) -> None:
+        self._check_writable()
+        if size > self.limits.file_bytes:
+            raise VfsError("EFBIG")
+        if self.total_bytes - len(file.data) + size > self.limits.total_bytes:
+            raise VfsError("ENOSPC")
+
+    def _grew(self, file: File, before: int) -> None:
+        self.total_bytes += len(file.data) - before
+
+    # -- the tree's bookkeeping --------------------------------------------------------------
+    def _attach(self, parent: Directory, name: str, node: _N, *, counted: bool = False) -> _N:
+        """Put `node` (a new node, or one `_detach`ed with `keep_open_bytes`) under
+        `parent`; `counted`: its bytes are still counted."""
+        node.parent, node.name = parent, name
+        parent.children[name] = node
+        parent.mtime_ns = time.time_ns()
+        entries, total = _size(node)
+        self.entries += entries
+        if not counted:
+            self.total_bytes += total
+        return node
+
+    def _detach(self, parent: Directory, name: str, *, keep_open_bytes: bool = False) -> Node:
+        """Take `name` out of `parent`; its bytes stop counting except for open files
+        (and all of them with `keep_open_bytes`, for a node about to be attached again)."""
+        node = parent.children.pop(name)
+        parent.mtime_ns = time.time_ns()
+        entries, total = _size(node)
+        self.entries -= entries
+        if not keep_open_bytes:
+            self.total_bytes -= total - _open_bytes(node)
+        node.parent = None
+        return node
+
+    # -- a run's transaction -----------------------------------------------------------------
+    def begin(self) -> None:
+        """Start recording what the run changes."""
+        self._journal = {}
+
+    def finish(self, *, keep: bool) -> list[PathState]:
+        """End the run: keep its changes and return them (the paths that differ from before
+        the run, in `ordered` order), or put every touched path back as it was."""
+        journal, self._journal = self._journal, None
+        if not journal:
+            return []
+        if not keep:
+            self._put(PathState(path, kind, data, 0) for path, (kind, data, _) in journal.items())
+            for path, (kind, _, mtime_ns) in journal.items():
+                node = self._at(path)
+                if node is not None and kind != "absent":
+                    node.mtime_ns = mtime_ns
+            return []
+        changes = []
+        for path, (kind, data, _) in journal.items():
+            now = self.state(path)
+            if now.kind != kind or (kind == "file" and now.data != data):
+                changes.append(now)
+        return ordered(changes)
+
+    def _touch(self, parent: Directory, name: str) -> None:
+        """Record the state of `name` in `parent` before the run first changes it."""
+        if self._journal is None:
+            return
+        parent_path = self.path_of(parent)
+        if parent_path is None:
+            return  # below a removed directory: not part of the tree
+        path = f"{parent_path}/{name}" if parent_path else name
+        if path in self._journal:
+            return
+        node = parent.children.get(name)
+        if isinstance(node, File):
+            self._journal[path] = ("file", bytes(node.data), node.mtime_ns)
+        elif isinstance(node, Directory):
+            self._journal[path] = ("directory", b"", node.mtime_ns)
+        else:
+            self._journal[path] = ("absent", b"", 0)
+
+    def _touch_file(self, file: File) -> None:
+        if self._journal is not None and file.parent is not None:
+            self._touch(file.parent, file.name)
+
+    def _touch_subtree(self, parent: Directory, name: str, node: Node) -> None:
+        """`_touch` every path of a subtree that is about to move away."""
+        if self._journal is None:
+            return
+        self._touch(parent, name)
+        if isinstance(node, Directory):
+            for child_name, child in list(node.children.items()):
+                self._touch_subtree(node, child_name, child)
+
+    def _touch_new_places(self, parent: Directory, name: str, node: Node) -> None:
+        """Record the paths below `name` in `parent` that a subtree moving there will
+        take: whatever the run did not touch there yet held nothing before it."""
+        if self._journal is None or not isinstance(node, Directory):
+            return
+        prefix = self.path_of(parent)
+        if prefix is None:
+            return
+        base = f"{prefix}/{name}" if prefix else name
+        for relative, _ in _walk(node):
+            self._journal.setdefault(f"{base}/{relative}", ("absent", b"", 0))
+
+    # -- state from and for the owner --------------------------------------------------------
+    def state(self, path: str) -> PathState:
+        """What `path` holds now."""
+        node = self._at(path)
+        if isinstance(node, File):
+            return PathState(path, "file", bytes(node.data), node.mtime_ns // 1_000_000)
+        if isinstance(node, Directory):
+            return PathState(path, "directory")
+        return PathState(path, "absent")
+
+    def files(self) -> dict[str, bytes]:
+        """Every file's bytes by path (for tests and tools)."""
+        return {path: bytes(node.data) for path, node in self.walk() if isinstance(node, File)}
+
+    def walk(self) -> Iterator[tuple[str, Node]]:
+        """Every entry with its path, a directory before its children."""
+        return _walk(self.root)
+
+    def update(self, update: TreeUpdate) -> None:
+        """Bring the tree up to date with what the owner says its paths hold now (checked
+        by the owner already: no limits here); open handles keep their nodes."""
+        if update.replace:
+            for name in list(self.root.children):
+                self._detach(self.root, name)
+        self._put(update.states)
+
+    def _put(self, states: Iterable[PathState]) -> None:
+        for state in ordered(states):
+            names = [name for name in state.path.split("/") if name]
+            if not names:
+                continue
+            parent = self._directory_at(names[:-1], create=state.kind != "absent")
+            if parent is None:
+                continue
+            name = names[-1]
+            node = parent.children.get(name)
+            mtime_ns = state.mtime_ms * 1_000_000
+            if state.kind == "absent":
+                if node is not None:
+                    self._detach(parent, name)
+            elif state.kind == "directory":
+                if not isinstance(node, Directory):
+                    if node is not None:
+                        self._detach(parent, name)
+                    self._attach(parent, name, Directory(mtime_ns))
+            elif isinstance(node, File):  # the same file: its handles see the new bytes
+                before = len(node.data)
+                node.data[:] = state.data
+                self._grew(node, before)
+                node.mtime_ns = mtime_ns or node.mtime_ns
+            else:
+                if node is not None:
+                    self._detach(parent, name)
+                self._attach(parent, name, File(state.data, mtime_ns))
+
+    def _at(self, path: str) -> Node | None:
+        node: Node = self.root
+        for name in path.split("/"):
+            if not name:
+                continue
+            if not isinstance(node, Directory):
+                return None
+            child = node.children.get(name)
+            if child is None:
+                return None
+            node = child
+        return node
+
+    def _directory_at(self, names: list[str], *, create: bool) -> Directory | None:
+        directory = self.root
+        for name in names:
+            child = directory.children.get(name)
+            if not isinstance(child, Directory):
+                if not create:
+                    return None
+                if child is not None:
+                    self._detach(directory, name)
+                child = self._attach(directory, name, Directory())
+            directory = child
+        return directory
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A tree the guest sees at `guest_path` (a preopen)."""
+
+    guest_path: str
+    fs: VirtualFS
+
+
+def _walk(top: Directory) -> Iterator[tuple[str, Node]]:
+    """Every entry below `top` with its path relative to it, a directory before its
+    children."""
+    stack: list[tuple[str, Directory]] = [("", top)]
+    while stack:
+        prefix, directory = stack.pop()
+        for name, child in directory.children.items():
+            path = f"{prefix}{name}"
+            yield path, child
+            if isinstance(child, Directory):
+                stack.append((f"{path}/", child))
+
+
+def _size(node: Node) -> tuple[int, int]:
+    """Entries and file bytes of a subtree."""
+    if isinstance(node, File):
+        return 1, len(node.data)
+    if not isinstance(node, Directory):
+        return 1, 0
+    entries, total = 1, 0
+    for child in node.children.values():
+        child_entries, child_total = _size(child)
+        entries += child_entries
+        total += child_total
+    return entries, total
+
+
+def _open_bytes(node: Node) -> int:
+    """Bytes of the open files of a subtree (they stay counted once it is removed)."""
+    if isinstance(node, File):
+        return len(node.data) if node.opens else 0
+    if isinstance(node, Directory):
+        return sum(_open_bytes(child) for child in node.children.values())
+    return 0
+
+
+def _longest_below(node: Node) -> int:
+    """Bytes the longest path below `node` adds to `node`'s own path."""
+    if not isinstance(node, Directory) or not node.children:
+        return 0
+    return max(
+        1 + len(name.encode()) + _longest_below(child) for name, child in node.children.items()
+    )

@@ -1,0 +1,139 @@
+"""A guest's files never touch the host: however a run ends, none of them is left anywhere
+but where the sandbox commits them (issue 20).
+
+The guest writes files whose content appears nowhere in its code, then sleeps; the
+`run` command is stopped with a signal while it waits. Afterwards no process of it is
+left, no file anywhere below the test's directories (data, temp) or in `/dev/shm`
+holds that content, the temp dir is empty, and the sandbox holds only what earlier runs
+committed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli import ROOT, SCRIPT, cli_env, run_cli
+
+CONTENT = "sbwmarker" + str(12345 * 6789)
+"""What the guest writes: built at run time, so no stored code or history holds it."""
+GUEST = (
+    "import time\n"
+    "content = ''.join(['sbw', 'marker', str(12345 * 6789)]) * 100\n"
+    "for i in range(20):\n"
+    "    open(f'/workspace/m{i}.txt', 'w').write(content)\n"
+    "held = open('/workspace/held.txt', 'w')\n"
+    "held.write(content)\n"
+    "time.sleep(120)"
+)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1])
+
+
+def _wait_until_the_guest_sleeps(cli: subprocess.Popen[bytes]) -> list[int]:
+    """The engine processes of `cli` once the one running the guest (it loaded an engine:
+    a spare is far smaller) has stopped using CPU."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert cli.poll() is None, cli.stderr.read() if cli.stderr else ""
+        engines = [
+            pid
+            for pid in _children(cli.pid)
+            if b"engines.isolated.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        try:
+            running = [pid for pid in engines if _rss_kib(pid) > 60 << 10]
+            if running:
+                before = _cpu_ticks(running[0])
+                time.sleep(0.5)
+                if _cpu_ticks(running[0]) == before:
+                    return engines
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the guest never started sleeping")
+
+
+def _holding(root: Path) -> list[str]:
+    """Files below `root` that hold the guest's content."""
+    marker = CONTENT.encode()
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and marker in path.read_bytes():
+                found.append(str(path))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
+def test_no_file_of_the_sandbox_is_left_on_the_host(
+    tmp_path: Path, stop: str, python_engine: None
+) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = cli_env(tmp_path, TMPDIR=str(temp))
+    seeded = run_cli(
+        env, "run", "-s", "kept", "-b", "PYTHON", "-c", "open('seed.txt', 'w').write('s')"
+    )
+    assert seeded.returncode == 0, seeded.stderr
+    shm = Path("/dev/shm")
+    shm_before = set(os.listdir(shm)) if shm.is_dir() else set()
+    cli = subprocess.Popen(
+        [str(SCRIPT), "run", "-s", "kept", "-b", "PYTHON", "-c", GUEST],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        engines = _wait_until_the_guest_sleeps(cli)
+        cli.send_signal(getattr(signal, stop))
+        cli.wait(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    deadline = time.monotonic() + 15
+    while any(Path(f"/proc/{pid}").exists() for pid in engines):
+        assert time.monotonic() < deadline, "an engine process outlived the command"
+        time.sleep(0.1)
+    assert _holding(tmp_path) == []
+    assert list(temp.iterdir()) == []  # nothing at all in the temp dir: no scratch folders
+    if shm.is_dir():
+        for name in set(os.listdir(shm)) - shm_before:
+            entry = shm / name
+            assert not (entry.is_file() and CONTENT.encode() in entry.read_bytes())
+            assert not (entry.is_dir() and _holding(entry))
+    listed = run_cli(env, "files", "ls", "kept", "/workspace")
+    assert listed.returncode == 0, listed.stderr
+    assert "seed.txt" in listed.stdout and "m0.txt" not in listed.stdout
