@@ -24,7 +24,7 @@ PAUSE = 0.05
 
 
 async def api_samples(binding: str, data_dir: Path, pause: float) -> list[float]:
-    backend = open_local_backend(data_dir)
+    backend = open_local_backend(data_dir, embedded=True)
     sandbox = backend.sandbox(f"bench-{binding.lower()}-{int(pause * 1000)}")
     context = await sandbox.interpreter.create_code_context(binding)
     for _ in range(3):
@@ -96,7 +96,7 @@ async def api_overhead(binding: str, data_dir: Path) -> None:
 
 
 async def many_files(data_dir: Path) -> None:
-    backend = open_local_backend(data_dir)
+    backend = open_local_backend(data_dir, embedded=True)
     sandbox = backend.sandbox("bench-files")
     started = time.perf_counter()
     await sandbox.mkdir("/workspace/data")
@@ -117,7 +117,7 @@ async def many_files(data_dir: Path) -> None:
 
 
 async def history_cost(data_dir: Path) -> None:
-    backend = open_local_backend(data_dir)
+    backend = open_local_backend(data_dir, embedded=True)
     sandbox = backend.sandbox("bench-history")
     context = await sandbox.interpreter.create_code_context("PYTHON")
     database = data_dir / DATABASE_NAME

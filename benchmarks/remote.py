@@ -53,7 +53,7 @@ async def write_throughput(backend: Backend) -> float:
 
 async def run() -> None:
     with tempfile.TemporaryDirectory() as scratch:
-        local = open_local_backend(Path(scratch) / "local")
+        local = open_local_backend(Path(scratch) / "local", embedded=True)
         local_p50 = await run_latency(local)
         local_rate = await write_throughput(local)
         await local.aclose()

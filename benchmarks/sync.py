@@ -84,7 +84,7 @@ async def run() -> None:
         edited = base / "edited"
         edited.mkdir()
 
-        local = open_local_backend(base / "local-data")
+        local = open_local_backend(base / "local-data", embedded=True)
         try:
             local_seconds = await initial_sync_seconds(local, tree)
             latencies = await save_latencies(local, edited)

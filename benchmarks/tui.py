@@ -97,7 +97,9 @@ def tmux_launch_seconds(directory: Path) -> float | None:
 async def added_latency_ms(directory: Path) -> tuple[float, float]:
     """(median UI round trip, median API call) for `1+1`, in milliseconds."""
     data = directory / "latency"
-    app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot, "bench")

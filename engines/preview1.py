@@ -49,6 +49,7 @@ ERRNO = {
     "EILSEQ": 25,
     "EINVAL": 28,
     "EIO": 29,
+    "EMFILE": 33,
     "EISDIR": 31,
     "ENAMETOOLONG": 37,
     "ENOENT": 44,
@@ -79,6 +80,10 @@ DIRECTORY_RIGHTS = sum(1 << bit for bit in (3, 4, 7, *range(9, 22), 23, 24, 25, 
 (as wasmtime grants a preopened directory)."""
 READ_RIGHTS = FD_READ | FD_READDIR
 WRITE_RIGHTS = FD_DATASYNC | FD_WRITE | FD_ALLOCATE | FD_FILESTAT_SET_SIZE
+MAX_OFFSET = (1 << 63) - 1
+MAX_DESCRIPTORS = 1024
+"""Open descriptors a guest may hold at once (stdio and the preopens included): EMFILE
+beyond, as a process's usual limit."""
 STDIO_PIECE = 4096
 """Bytes per capture call, as wasmtime's custom stdout/stderr deliver them."""
 DETACHED = "\0"
@@ -249,9 +254,6 @@ class Preview1Host(MemoryUser):
         raw = self.memory.read(ptr, 8 * count)
         return [struct.unpack_from("<II", raw, 8 * index) for index in range(count)]
 
-    def _gather(self, ptr: int, count: int) -> bytes:
-        return b"".join(self.memory.read(base, size) for base, size in self._iovecs(ptr, count))
-
     def _scatter(self, ptr: int, count: int, data: memoryview) -> int:
         done = 0
         for base, size in self._iovecs(ptr, count):
@@ -268,6 +270,8 @@ class Preview1Host(MemoryUser):
             self._fs(descriptor).release(descriptor.node)
 
     def _new_fd(self, descriptor: Descriptor) -> int:
+        if len(self.fds) >= MAX_DESCRIPTORS:
+            raise VfsError("EMFILE")
         fd = 3
         while fd in self.fds:
             fd += 1
@@ -389,7 +393,7 @@ class Preview1Host(MemoryUser):
         if whence not in bases:
             return ERRNO["EINVAL"]
         position = bases[whence] + offset
-        if position < 0:
+        if not 0 <= position <= MAX_OFFSET:
             return ERRNO["EINVAL"]
         descriptor.offset = position
         self.memory.pack("Q", ptr, position)
@@ -441,20 +445,34 @@ class Preview1Host(MemoryUser):
             self.memory.pack("I", ptr, len(data))
             return 0
         descriptor, file = self._file(fd, FD_WRITE)
-        data = self._gather(iovecs, count)
         offset = descriptor.offset
         if descriptor.flags & APPEND and isinstance(file, File):
             offset = len(file.data)
-        written = self._fs(descriptor).write(file, offset, data)
+        written = self._write_from(descriptor, file, iovecs, count, offset)
         descriptor.offset = offset + written
         self.memory.pack("I", ptr, written)
         return 0
 
     def fd_pwrite(self, fd: int, iovecs: int, count: int, offset: int, ptr: int) -> int:
         descriptor, file = self._file(fd, FD_WRITE)
-        written = self._fs(descriptor).write(file, u64(offset), self._gather(iovecs, count))
+        written = self._write_from(descriptor, file, iovecs, count, u64(offset))
         self.memory.pack("I", ptr, written)
         return 0
+
+    def _write_from(
+        self, descriptor: Descriptor, file: File | NullDevice, iovecs: int, count: int, offset: int
+    ) -> int:
+        """Write the guest's buffers at `offset`: checked against the limits before a byte
+        is read (buffers may all point at the same memory: their sum is not bounded by
+        the guest's memory)."""
+        buffers = self._iovecs(iovecs, count)
+        length = sum(size for _, size in buffers)
+        fs = self._fs(descriptor)
+        fs.check_write(file, offset, length)
+        if isinstance(file, NullDevice):
+            return length
+        data = b"".join(self.memory.read(base, size) for base, size in buffers)
+        return fs.write(file, offset, data)
 
     def fd_readdir(self, fd: int, buf: int, length: int, cookie: int, ptr: int) -> int:
         descriptor, directory = self._directory(fd)
@@ -492,6 +510,8 @@ class Preview1Host(MemoryUser):
         fs = self._fs(base)
         if fd_flags & (DSYNC | RSYNC | SYNC):
             return ERRNO["ENOTSUP"]
+        if len(self.fds) >= MAX_DESCRIPTORS:
+            return ERRNO["EMFILE"]
         rights, inheriting = u64(rights) & base.inheriting, u64(inheriting) & base.inheriting
         write = bool(rights & WRITE_RIGHTS)
         node = found.node

@@ -9,17 +9,19 @@ engine supports snapshots, otherwise it starts fresh, and the outcome says which
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
 import wasmtime
 
 from engines.cache import EngineCache
+from engines.decomposed.wasi.abi import MemoryUser
 from engines.host import IDLE_EPOCH_DEADLINE, WORKSPACE, OutputCapture
 from engines.language import Artifact, GuestInstance, LanguageEngine
 from engines.proto import envelope_pb2
@@ -150,8 +152,13 @@ class Session:
         return self._instance is not None
 
     def _drop_instance(self) -> None:
+        """Forget the instance; its WASI host's handles close (an unlinked file they held
+        open stops counting against the workspace)."""
         store, self._store, self._instance = self._store, None, None
         if store is not None:
+            host = store.data()
+            if isinstance(host, MemoryUser):
+                host.close()
             store.close()
 
     def _boot(self) -> Boot:
@@ -220,8 +227,10 @@ class Session:
         session: bool = True,
         pending_interrupt: Callable[[], str | None] | None = None,
         update: TreeUpdate | None = None,
+        timeout: float | None = None,
     ) -> Outcome:
-        """Run `code` with exactly `env` as the guest's environment.
+        """Run `code` with exactly `env` as the guest's environment (`timeout`: this run's
+        wall-clock limit instead of the session's).
 
         `pending_interrupt`: asked once the guest call is armed, for a reason to stop it
         that arrived before the guest started (a cancel while the instance booted); an
@@ -230,7 +239,7 @@ class Session:
         unless it ends with an error: then they are taken back (spec 6.6)."""
         if self._closed:
             raise RuntimeError("session is closed")
-        with self._lock:
+        with self._lock, self._limited(timeout):
             self._pending_notes, self._restore_dropped = [], False
             workspace = self.workspace
             if workspace is not None:
@@ -248,6 +257,19 @@ class Session:
             outcome.notes[:0] = self._pending_notes
             outcome.restore_point_dropped = self._restore_dropped
             return outcome
+
+    @contextlib.contextmanager
+    def _limited(self, timeout: float | None) -> Iterator[None]:
+        """`limits` with `timeout` as the wall-clock limit while one run lasts."""
+        if timeout is None:
+            yield
+            return
+        session_limits = self.limits
+        self.limits = replace(session_limits, timeout_seconds=timeout)
+        try:
+            yield
+        finally:
+            self.limits = session_limits
 
     def _execute(
         self,

@@ -103,13 +103,16 @@ class Node:
 
 
 class File(Node):
-    __slots__ = ("data", "opens")
+    __slots__ = ("data", "opens", "revoked")
 
     def __init__(self, data: bytes = b"", mtime_ns: int = 0) -> None:
         super().__init__(mtime_ns or time.time_ns())
         self.data = bytearray(data)
         self.opens = 0
         """Handles on it: while it has some, its bytes count even once it is unlinked."""
+        self.revoked = False
+        """Unlinked while open and then given up for room (`VirtualFS.update`): its handles
+        can no longer read or write (EBADF)."""
 
 
 class Directory(Node):
@@ -157,8 +160,22 @@ def existing(found: Found) -> Node:
 
 
 _N = TypeVar("_N", bound=Node)
-_Original = tuple[Kind, bytes, int]
-"""A path's state before the run touched it: kind, file bytes, mtime_ns."""
+
+
+@dataclass(frozen=True)
+class _Original:
+    """A path's state before the run touched it: the node there (None: nothing), and a
+    file's bytes and mtime then."""
+
+    node: Node | None
+    data: bytes = b""
+    mtime_ns: int = 0
+
+    @property
+    def kind(self) -> Kind:
+        if isinstance(self.node, File):
+            return "file"
+        return "absent" if self.node is None else "directory"
 
 
 class VirtualFS:
@@ -171,6 +188,8 @@ class VirtualFS:
         self.entries = 0
         self.total_bytes = 0
         """Bytes of every file in the tree or still open after it was unlinked."""
+        self._orphans: set[File] = set()
+        """Files taken out of the tree while open: their bytes count until they close."""
         self._journal: dict[str, _Original] | None = None
 
     @classmethod
@@ -263,7 +282,8 @@ class VirtualFS:
         """A handle on `node` was closed: a file unlinked meanwhile frees its bytes now."""
         if isinstance(node, File) and node.opens > 0:
             node.opens -= 1
-            if node.opens == 0 and self.path_of(node) is None:
+            if node.opens == 0 and node in self._orphans:
+                self._orphans.discard(node)
                 self.total_bytes -= len(node.data)
 
     # -- changes the guest makes -----------------------------------------------------------
@@ -343,14 +363,18 @@ class VirtualFS:
         self._touch_new_places(target.parent, target.name, node)
         if existing is not None:
             self._detach(target.parent, target.name)
-        moved = self._detach(source.parent, source.name, keep_open_bytes=True)
-        self._attach(target.parent, target.name, moved, counted=True)
+        self._attach(target.parent, target.name, self._detach(source.parent, source.name))
 
     def _check_moved_paths(self, parent: Directory, name: str, node: Node) -> None:
         """Every path of the moved subtree must stay within `path_bytes`."""
         base = len((self.path_of(parent) or "").encode()) + 1 + len(name.encode())
         if base + _longest_below(node) > self.limits.path_bytes:
             raise VfsError("ENAMETOOLONG")
+
+    def check_write(self, file: File | NullDevice, offset: int, length: int) -> None:
+        """Raise what writing `length` bytes at `offset` would (before they are read)."""
+        if isinstance(file, File) and length:
+            self._resize_check(file, max(offset + length, len(file.data)))
 
     def write(self, file: File | NullDevice, offset: int, data: bytes) -> int:
         """Write `data` at `offset` (growing the file with zeroes before it if need be)."""
@@ -389,6 +413,8 @@ class VirtualFS:
             raise VfsError("EISDIR")
         if not isinstance(node, File):
             return memoryview(bytearray())
+        if node.revoked:
+            raise VfsError("EBADF")
         node.atime_ns = time.time_ns()
         return memoryview(node.data)[offset : offset + length]
 
@@ -398,6 +424,8 @@ class VirtualFS:
 
     def _resize_check(self, file: File, size: int) -> None:
         self._check_writable()
+        if file.revoked:
+            raise VfsError("EBADF")
         if size > self.limits.file_bytes:
             raise VfsError("EFBIG")
         if self.total_bytes - len(file.data) + size > self.limits.total_bytes:
@@ -407,29 +435,45 @@ class VirtualFS:
         self.total_bytes += len(file.data) - before
 
     # -- the tree's bookkeeping --------------------------------------------------------------
-    def _attach(self, parent: Directory, name: str, node: _N, *, counted: bool = False) -> _N:
-        """Put `node` (a new node, or one `_detach`ed with `keep_open_bytes`) under
-        `parent`; `counted`: its bytes are still counted."""
+    def _attach(self, parent: Directory, name: str, node: _N) -> _N:
+        """Put `node` (new, or taken out before) under `parent`: its bytes count again,
+        but those of its files that stayed counted while they were out and open."""
         node.parent, node.name = parent, name
         parent.children[name] = node
         parent.mtime_ns = time.time_ns()
-        entries, total = _size(node)
-        self.entries += entries
-        if not counted:
-            self.total_bytes += total
+        for file in _files(node):
+            if file in self._orphans:
+                self._orphans.discard(file)
+            else:
+                self.total_bytes += len(file.data)
+        self.entries += _count(node)
         return node
 
-    def _detach(self, parent: Directory, name: str, *, keep_open_bytes: bool = False) -> Node:
-        """Take `name` out of `parent`; its bytes stop counting except for open files
-        (and all of them with `keep_open_bytes`, for a node about to be attached again)."""
+    def _detach(self, parent: Directory, name: str) -> Node:
+        """Take `name` out of `parent`: its bytes stop counting, but an open file's, which
+        count until it closes."""
         node = parent.children.pop(name)
         parent.mtime_ns = time.time_ns()
-        entries, total = _size(node)
-        self.entries -= entries
-        if not keep_open_bytes:
-            self.total_bytes -= total - _open_bytes(node)
+        for file in _files(node):
+            if file.opens:
+                self._orphans.add(file)
+            else:
+                self.total_bytes -= len(file.data)
+        self.entries -= _count(node)
         node.parent = None
         return node
+
+    def _reclaim(self) -> None:
+        """After changes the limits did not check (updates from the owner, a rollback),
+        give up files held open after they were taken out, largest first, until the tree
+        is within its total again: their handles fail from then on."""
+        for orphan in sorted(self._orphans, key=lambda file: len(file.data), reverse=True):
+            if self.total_bytes <= self.limits.total_bytes:
+                return
+            self._orphans.discard(orphan)
+            self.total_bytes -= len(orphan.data)
+            orphan.data = bytearray()
+            orphan.revoked = True
 
     # -- a run's transaction -----------------------------------------------------------------
     def begin(self) -> None:
@@ -438,26 +482,54 @@ class VirtualFS:
 
     def finish(self, *, keep: bool) -> list[PathState]:
         """End the run: keep its changes and return them (the paths that differ from before
-        the run, in `ordered` order), or put every touched path back as it was."""
+        the run, in `ordered` order), or put every touched path back as it was, with the
+        same nodes (a handle opened before the run sees its file as it was)."""
         journal, self._journal = self._journal, None
         if not journal:
             return []
         if not keep:
-            self._put(PathState(path, kind, data, 0) for path, (kind, data, _) in journal.items())
-            for path, (kind, _, mtime_ns) in journal.items():
-                node = self._at(path)
-                if node is not None and kind != "absent":
-                    node.mtime_ns = mtime_ns
+            self._roll_back(journal)
             return []
         changes = []
-        for path, (kind, data, _) in journal.items():
+        for path, original in journal.items():
             now = self.state(path)
-            if now.kind != kind or (kind == "file" and now.data != data):
+            if now.kind != original.kind or (now.kind == "file" and now.data != original.data):
                 changes.append(now)
         return ordered(changes)
 
+    def _roll_back(self, journal: dict[str, _Original]) -> None:
+        """Take out whatever is not the original node at each touched path (deepest
+        first), then put the originals back (shallowest first) with their bytes."""
+        by_depth = sorted(journal, key=lambda path: path.count("/"))
+        for path in reversed(by_depth):
+            current = self._at(path)
+            if current is not None and current is not journal[path].node:
+                parent = current.parent
+                assert parent is not None
+                self._detach(parent, current.name)
+        for path in by_depth:
+            original = journal[path]
+            node = original.node
+            if node is None:
+                continue
+            if self._at(path) is not node:
+                names = path.split("/")
+                parent = self._directory_at(names[:-1], create=True)
+                assert parent is not None
+                if names[-1] in parent.children:
+                    self._detach(parent, names[-1])
+                if node.parent is not None:  # still attached elsewhere: move it back
+                    self._detach(node.parent, node.name)
+                self._attach(parent, names[-1], node)
+            if isinstance(node, File) and node.data != original.data:
+                before = len(node.data)
+                node.data[:] = original.data
+                self._grew(node, before)
+            node.mtime_ns = original.mtime_ns
+        self._reclaim()
+
     def _touch(self, parent: Directory, name: str) -> None:
-        """Record the state of `name` in `parent` before the run first changes it."""
+        """Record what `name` in `parent` holds before the run first changes it."""
         if self._journal is None:
             return
         parent_path = self.path_of(parent)
@@ -468,11 +540,9 @@ class VirtualFS:
             return
         node = parent.children.get(name)
         if isinstance(node, File):
-            self._journal[path] = ("file", bytes(node.data), node.mtime_ns)
-        elif isinstance(node, Directory):
-            self._journal[path] = ("directory", b"", node.mtime_ns)
+            self._journal[path] = _Original(node, bytes(node.data), node.mtime_ns)
         else:
-            self._journal[path] = ("absent", b"", 0)
+            self._journal[path] = _Original(node, b"", 0 if node is None else node.mtime_ns)
 
     def _touch_file(self, file: File) -> None:
         if self._journal is not None and file.parent is not None:
@@ -497,7 +567,7 @@ class VirtualFS:
             return
         base = f"{prefix}/{name}" if prefix else name
         for relative, _ in _walk(node):
-            self._journal.setdefault(f"{base}/{relative}", ("absent", b"", 0))
+            self._journal.setdefault(f"{base}/{relative}", _Original(None))
 
     # -- state from and for the owner --------------------------------------------------------
     def state(self, path: str) -> PathState:
@@ -524,6 +594,7 @@ class VirtualFS:
             for name in list(self.root.children):
                 self._detach(self.root, name)
         self._put(update.states)
+        self._reclaim()
 
     def _put(self, states: Iterable[PathState]) -> None:
         for state in ordered(states):
@@ -602,27 +673,20 @@ def _walk(top: Directory) -> Iterator[tuple[str, Node]]:
                 stack.append((f"{path}/", child))
 
 
-def _size(node: Node) -> tuple[int, int]:
-    """Entries and file bytes of a subtree."""
+def _files(node: Node) -> Iterator[File]:
+    """Every file of a subtree."""
     if isinstance(node, File):
-        return 1, len(node.data)
-    if not isinstance(node, Directory):
-        return 1, 0
-    entries, total = 1, 0
-    for child in node.children.values():
-        child_entries, child_total = _size(child)
-        entries += child_entries
-        total += child_total
-    return entries, total
+        yield node
+    elif isinstance(node, Directory):
+        for child in node.children.values():
+            yield from _files(child)
 
 
-def _open_bytes(node: Node) -> int:
-    """Bytes of the open files of a subtree (they stay counted once it is removed)."""
-    if isinstance(node, File):
-        return len(node.data) if node.opens else 0
+def _count(node: Node) -> int:
+    """Entries of a subtree."""
     if isinstance(node, Directory):
-        return sum(_open_bytes(child) for child in node.children.values())
-    return 0
+        return 1 + sum(_count(child) for child in node.children.values())
+    return 1
 
 
 def _longest_below(node: Node) -> int:

@@ -1,16 +1,21 @@
-"""Shared fixtures: real engines prepared once per test run, in parallel."""
+"""Shared fixtures: real engines prepared once per test run, in parallel; a private
+runtime and state dir for the test run's local daemons, none of which outlives its test."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from engines.cache import EngineCache
 from engines.language import PrepareError
 from engines.registry import LANGUAGES, language_engine, missing_requirements
+from workbench.backends.daemon import probe, stop_at
 
 _PREPARED: dict[str, str | None] = {}
 """language -> None when ready, else why it cannot be prepared."""
@@ -80,3 +85,46 @@ def javascript_engine() -> None:
 @pytest.fixture
 def ruby_engine() -> None:
     require_engine("ruby")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_daemon_dirs() -> Iterator[Path]:
+    """The runtime and state dirs of every daemon a test starts (short: socket paths are
+    bounded), instead of the user's."""
+    runtime = Path(tempfile.mkdtemp(prefix="sbw-run-"))
+    saved = {key: os.environ.get(key) for key in (RUNTIME_ENV, STATE_ENV)}
+    os.environ[RUNTIME_ENV] = str(runtime / "run")
+    os.environ[STATE_ENV] = str(runtime / "state")
+    try:
+        yield runtime / "run"
+    finally:
+        stop_daemons(runtime / "run")
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def no_daemon_left(private_daemon_dirs: Path) -> Iterator[None]:
+    """Stop every daemon the test started (its snapshots written first); a `serve`, which
+    its own fixture stops, stays."""
+    yield
+    stop_daemons(private_daemon_dirs, keep_serve=True)
+
+
+def stop_daemons(runtime: Path, *, keep_serve: bool = False) -> None:
+    for socket in _sockets(runtime):
+        info = probe(socket)
+        if info is not None and not (keep_serve and info.tcp is not None):
+            stop_at(socket)
+
+
+def _sockets(runtime: Path) -> list[Path]:
+    return list(runtime.glob("*.sock")) if runtime.is_dir() else []
+
+
+RUNTIME_ENV = "SANDBOX_WORKBENCH_RUNTIME_DIR"
+STATE_ENV = "SANDBOX_WORKBENCH_STATE_DIR"

@@ -55,7 +55,11 @@ def test_run_stateless_and_stateful_with_exit_codes(env: dict[str, str]) -> None
     result = json.loads(again.stdout)
     assert result["results"] == [{"text": "42"}]
     assert result["executionCount"] == 2
-    assert result["workbench"]["boot"] == "restored"
+    assert result["workbench"]["boot"] == "resident"  # the daemon kept the context live
+    assert cli(env, "daemon", "stop").returncode == 0
+    restarted = json.loads(cli(env, "run", "-s", "demo", "-l", "perl", "--json", "-c", "$n").stdout)
+    assert restarted["results"] == [{"text": "20"}]
+    assert restarted["workbench"]["boot"] == "restored"
 
 
 def test_run_reads_code_from_stdin_and_files(env: dict[str, str], tmp_path: Path) -> None:
@@ -74,6 +78,7 @@ def test_python_state_survives_invocations_and_a_lost_state_is_reported(
     second = cli(env, "run", "-s", "py", "-l", "python", "-c", "x + 1")
     assert (second.returncode, second.stdout) == (0, "42\n")
     assert "warning:" not in second.stderr
+    assert cli(env, "daemon", "stop").returncode == 0  # only a restart reads the snapshot
     corrupt_snapshots(Path(env["SANDBOX_WORKBENCH_DATA_DIR"]), "host")
     third = cli(env, "run", "-s", "py", "-l", "python", "-c", "2")
     assert third.returncode == 0
@@ -211,6 +216,10 @@ def test_locate_and_engines_list(env: dict[str, str], tmp_path: Path) -> None:
     places = json.loads(cli(env, "locate", "--json").stdout)
     assert places["data"] == str(tmp_path / "data")
     assert places["config"] == str(tmp_path / "config" / "config.toml")
+    socket = Path(places["socket"])
+    assert socket.parent == Path(env["SANDBOX_WORKBENCH_RUNTIME_DIR"])
+    assert socket.name.endswith(".sock") and Path(places["log"]).stem == socket.stem
+    assert not socket.exists()  # locating starts no daemon
     engines = json.loads(cli(env, "engines", "list", "--json").stdout)
     assert [row["language"] for row in engines] == ["javascript", "python", "perl", "ruby"]
     assert all(row["state"] in {"ready", "not prepared", "cannot prepare"} for row in engines)

@@ -43,9 +43,11 @@ STATE = [
 def test_a_context_survives_a_new_process(
     tmp_path: Path, all_engines: None, binding: str, define: str, use: str
 ) -> None:
+    """A new daemon (the one owner of live contexts) restores it from the store."""
     data = tmp_path / "data"
     first = cli(data, "run", "-s", "s1", "-b", binding, "-c", define)
     assert first.returncode == 0, first.stderr
+    assert cli(data, "daemon", "stop").returncode == 0
     second = cli(data, "run", "-s", "s1", "-b", binding, "--json", "-c", use)
     assert second.returncode == 0, second.stderr
     result = json.loads(second.stdout)
@@ -83,13 +85,13 @@ async def test_a_broken_snapshot_falls_back_to_a_fresh_interpreter(
     tmp_path: Path, all_engines: None, binding: str, extra_key: str, define: str, use: str
 ) -> None:
     data = tmp_path / "data"
-    backend = open_local_backend(data)
+    backend = open_local_backend(data, embedded=True)
     sandbox = backend.sandbox("broken")
     assert (await sandbox.interpreter.run_code(define, binding=binding)).error is None
     await backend.aclose()
     corrupt_snapshots(data, extra_key)
 
-    backend = open_local_backend(data)
+    backend = open_local_backend(data, embedded=True)
     try:
         sandbox = backend.sandbox("broken")
         first = await sandbox.interpreter.run_code(use, binding=binding)
@@ -101,7 +103,7 @@ async def test_a_broken_snapshot_falls_back_to_a_fresh_interpreter(
         assert (await sandbox.interpreter.run_code(use, binding=binding)).results[0].text == "42"
     finally:
         await backend.aclose()
-    backend = open_local_backend(data)
+    backend = open_local_backend(data, embedded=True)
     try:
         restored = await backend.sandbox("broken").interpreter.run_code(use, binding=binding)
         assert restored.results[0].text == "42"
@@ -115,7 +117,7 @@ async def test_a_session_evicted_by_its_own_release_keeps_its_last_run(
 ) -> None:
     """With one resident session and two sandboxes running at once, the first run to
     finish is evicted by its own `release()`: its snapshot must still be saved."""
-    backend = open_local_backend(tmp_path / "data", max_resident=1)
+    backend = open_local_backend(tmp_path / "data", max_resident=1, embedded=True)
     try:
         quick, slow = backend.sandbox("quick"), backend.sandbox("slow")
         assert (await quick.interpreter.run_code("our $n = 1", binding="PERL")).error is None
@@ -167,7 +169,7 @@ async def test_every_language_comes_back_after_eviction(
 ) -> None:
     """One resident session: a second context evicts the first, which is restored from
     its snapshot on its next run."""
-    backend = open_local_backend(tmp_path / "data", max_resident=1)
+    backend = open_local_backend(tmp_path / "data", max_resident=1, embedded=True)
     try:
         sandbox = backend.sandbox("evict")
         first = await sandbox.interpreter.create_code_context(binding)

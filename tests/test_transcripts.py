@@ -179,7 +179,7 @@ def test_unreadable_files_are_one_line_errors(tmp_path: Path) -> None:
 @pytest.fixture
 async def local(tmp_path: Path) -> Any:
     require_engine("perl")
-    backend = open_local_backend(tmp_path / "data")
+    backend = open_local_backend(tmp_path / "data", embedded=True)
     try:
         yield backend
     finally:

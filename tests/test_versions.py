@@ -187,7 +187,7 @@ def assert_reports_the_workbench_core(health: dict[str, Any], listed: dict[str, 
 
 
 async def test_the_local_backend_reports_its_versions(tmp_path: Path) -> None:
-    backend = open_local_backend(tmp_path / "data")
+    backend = open_local_backend(tmp_path / "data", embedded=True)
     try:
         health = await backend.health()
         listed = await backend.transport.request("GET", "/v1/runtimes")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from workbench.api import Backend
 
 LOCAL = LOCAL_PROFILE
+NO_DAEMON_ENV = "SANDBOX_WORKBENCH_NO_DAEMON"
 
 
 class UnknownProfileError(Exception):
@@ -41,22 +41,35 @@ def profile_names(config: Config | None = None) -> list[str]:
 
 
 def open_profile_backend(
-    name: str, *, data_dir: Path | None = None, timeout: float | None = None
+    name: str,
+    *,
+    data_dir: Path | None = None,
+    timeout: float | None = None,
+    embedded: bool | None = None,
 ) -> Backend:
     """Open the backend of profile `name`.
 
     `timeout` (seconds; default `$SANDBOX_WORKBENCH_TIMEOUT_S`): on the local backend the
     engines' wall-clock limit per execution (30 s when neither is set); on a remote one
     how long to wait for an answer (120 s when neither is set), while the gateway
-    enforces its own limit.
+    enforces its own limit. The local backend is reached through its daemon unless
+    `embedded` (default `$SANDBOX_WORKBENCH_NO_DAEMON`): then this process owns the store.
     """
     if timeout is None:
         timeout = configured_timeout()
     if name == LOCAL:
-        from workbench.backends.local import open_local_backend
-
+        if embedded is None:
+            embedded = no_daemon_from_env()
         with opening_local_store(data_dir):
-            return open_local_backend(data_dir, limits=local_limits(timeout))
+            if embedded:
+                from workbench.backends.local import open_local_backend
+
+                return open_local_backend(data_dir, embedded=True, limits=local_limits(timeout))
+            from workbench.backends.daemon import open_daemon_backend
+
+            return open_daemon_backend(
+                data_dir, execution_timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout
+            )
     try:
         config = Config.load()
     except ConfigError as error:
@@ -78,6 +91,11 @@ def open_profile_backend(
     from workbench.backends.remote import open_remote_backend
 
     return open_remote_backend(name, profile.url, token, wait_seconds=timeout)
+
+
+def no_daemon_from_env() -> bool:
+    """`$SANDBOX_WORKBENCH_NO_DAEMON` is set to something other than 0."""
+    return os.environ.get(NO_DAEMON_ENV, "") not in ("", "0")
 
 
 def configured_timeout() -> float | None:
@@ -102,21 +120,20 @@ def local_limits(timeout: float | None) -> Limits:
 def opening_local_store(data_dir: Path | None) -> Iterator[None]:
     """Turn the ways opening the local store fails into a `BackendUnavailableError`
     that says what to do."""
+    from workbench.backends.daemon import DaemonStartError, UnsafeLocationError
+    from workbench.backends.owner import StoreOwnedError
     from workbench.paths import DATABASE_NAME
     from workbench.paths import data_dir as resolve_data_dir
 
     database = resolve_data_dir(data_dir) / DATABASE_NAME
     try:
         yield
-    except sqlite3.DatabaseError as error:
-        raise BackendUnavailableError(
-            f"cannot open the local store {database}: {error}; move the file aside "
-            "or use another --data-dir"
-        ) from error
-    except RuntimeError as error:  # the store's schema is newer than this version's
+    except (StoreOwnedError, DaemonStartError, UnsafeLocationError) as error:
         raise BackendUnavailableError(str(error)) from error
-    except OSError as error:
-        raise BackendUnavailableError(
-            f"cannot open the local store in {database.parent}: {error.strerror or error}; "
-            "use another --data-dir"
-        ) from error
+    except Exception as error:
+        from workbench.store import open_failure  # not before: it loads the engines
+
+        message = open_failure(error, database)
+        if message is None:
+            raise
+        raise BackendUnavailableError(message) from error

@@ -83,6 +83,11 @@ class WorkerPool:
         if not keep:
             worker.stop()
 
+    def processes(self) -> list[WorkerProcess]:
+        """Every live process of this pool, in use or idle."""
+        with self._lock:
+            return [worker for worker in self._all if not worker.dead]
+
     def close(self) -> None:
         """Stop every process of this pool, in use or idle."""
         with self._lock:

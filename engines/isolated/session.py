@@ -58,6 +58,10 @@ class WorkspaceSource(Protocol):
         ...
 
 
+def _timeout_message(timeout: float | None) -> str:
+    return f"Execution timed out after {timeout:g} s"
+
+
 def _no_progress(label: str, fraction: float) -> None:
     del label, fraction
 
@@ -205,9 +209,11 @@ class IsolatedSession:
         *,
         session: bool = True,
         workspace: WorkspaceSource | None = None,
+        timeout: float | None = None,
     ) -> Outcome:
         """Run `code` (see `engines.session.Session.execute`), first bringing the engine
-        process's workspace up to date from `workspace`."""
+        process's workspace up to date from `workspace`; `timeout` is this run's
+        wall-clock limit instead of the session's."""
         if self._closed:
             raise RuntimeError("session is closed")
         # Executing from before the wait for the call lock (a snapshot may be on its way
@@ -216,7 +222,7 @@ class IsolatedSession:
             self._executing, self._cancel_pending = True, False
         try:
             with self._call_lock:
-                return self._execute_locked(code, env, cwd, session, workspace)
+                return self._execute_locked(code, env, cwd, session, workspace, timeout)
         finally:
             with self._flags:
                 self._executing = self._in_call = self._cancel_pending = False
@@ -228,6 +234,7 @@ class IsolatedSession:
         cwd: str,
         session: bool,
         workspace: WorkspaceSource | None,
+        timeout: float | None,
     ) -> Outcome:
         self._collect_snapshot()
         try:
@@ -240,7 +247,8 @@ class IsolatedSession:
         if workspace is not None:  # asked now: the process may be new since the last run
             update, version = workspace.update_since(self.workspace_version)
         boot = self._expected_boot()
-        timeout = self.limits.timeout_seconds
+        if timeout is None:
+            timeout = self.limits.timeout_seconds
         deadline = None if timeout is None else time.monotonic() + timeout + BACKSTOP_SECONDS
         with self._flags:
             self._seq += 1
@@ -252,6 +260,7 @@ class IsolatedSession:
                 "env": dict(env or {}),
                 "cwd": cwd,
                 "session": session,
+                "timeout": timeout,
                 "cancelled": self._cancel_pending,  # cancelled before it was even sent
             }
             if update is not None:
@@ -261,7 +270,7 @@ class IsolatedSession:
             answer, answer_blobs = worker.receive(deadline)
         except FrameTimeout:
             self._lost()
-            return self._failure(code, LIMIT_ERROR, self._timeout_message(), cwd, boot)
+            return self._failure(code, LIMIT_ERROR, _timeout_message(timeout), cwd, boot)
         except WorkerDied as error:
             self._lost()
             return self._failure(code, ENGINE_ERROR, str(error), cwd, boot)
@@ -289,9 +298,6 @@ class IsolatedSession:
         if self.alive:
             return Boot.RESIDENT
         return Boot.RESTORED if self._restore_point is not None else Boot.FRESH
-
-    def _timeout_message(self) -> str:
-        return f"Execution timed out after {self.limits.timeout_seconds:g} s"
 
     def _failure(
         self, code: str, name: str, message: str, cwd: str, boot: Boot = Boot.FRESH
@@ -426,7 +432,7 @@ def run_isolated(
         answer, _ = worker.receive(deadline)
     except FrameTimeout:
         worker.kill()
-        message = f"Execution timed out after {timeout:g} s"
+        message = _timeout_message(timeout)
         return ExecutionResult(
             code, spec.language, spec.engine, 0.0, error=ExecutionError(LIMIT_ERROR, message, [])
         )

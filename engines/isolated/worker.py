@@ -211,6 +211,7 @@ class Worker:
                 session=bool(header.get("session", True)),
                 pending_interrupt=self._pending_interrupt,
                 update=codec.update_from_json(update, blobs) if update else None,
+                timeout=_seconds(header.get("timeout")),
             )
         finally:
             with self._backstop:
@@ -261,6 +262,13 @@ class Worker:
             outcome = codec.abandoned_outcome(session, self.current_code, message)
             if self.answer({"ok": True, "outcome": outcome, "alive": False, "exiting": True}):
                 os._exit(0)
+
+
+def _seconds(value: object) -> float | None:
+    """A request's positive number of seconds (None when absent or not such a number)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
 
 
 def _confine() -> None:

@@ -48,7 +48,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     kind = request.param
     if kind == "local":
-        opened = open_local_backend(tmp_path / "data", ttl_ms=TTL_MS)
+        opened = open_local_backend(tmp_path / "data", ttl_ms=TTL_MS, embedded=True)
     elif kind == "workerd":
         reason = WORKERD_SKIPS.get(request.function.__name__)
         if reason is not None:

@@ -36,7 +36,7 @@ async def test_state_survives_a_restart(
     tmp_path: Path, perl_engine: None, python_engine: None
 ) -> None:
     data = tmp_path / "data"
-    first = open_local_backend(data)
+    first = open_local_backend(data, embedded=True)
     sandbox = first.sandbox("persist")
     await sandbox.set_env_vars({"SB": "sandbox"})
     await sandbox.mkdir("dir/empty", recursive=True)
@@ -52,7 +52,7 @@ async def test_state_survives_a_restart(
     before = await sandbox.get_info()
     await first.aclose()
 
-    second = open_local_backend(data)
+    second = open_local_backend(data, embedded=True)
     try:
         assert "persist" in {summary.id for summary in await second.list_sandboxes()}
         sandbox = second.sandbox("persist")
@@ -105,7 +105,7 @@ async def test_state_survives_a_restart(
 
 async def test_expires_at_moves_only_in_steps_over_a_tenth_of_the_ttl(tmp_path: Path) -> None:
     clock = FixedClock(T0)
-    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock)
+    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock, embedded=True)
     try:
         sandbox = backend.sandbox("idle")
         info = await sandbox.get_info()
@@ -137,7 +137,7 @@ async def test_expires_at_moves_only_in_steps_over_a_tenth_of_the_ttl(tmp_path: 
 
 async def test_context_run_reports_the_armed_deadline(tmp_path: Path, perl_engine: None) -> None:
     clock = FixedClock(T0)
-    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock)
+    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock, embedded=True)
     try:
         sandbox = backend.sandbox("idle-run")
         first = ok(await sandbox.interpreter.run_code("1", binding="PERL"))
@@ -154,7 +154,7 @@ async def test_context_run_reports_the_armed_deadline(tmp_path: Path, perl_engin
 
 async def test_idle_sandbox_is_wiped_after_the_ttl(tmp_path: Path, perl_engine: None) -> None:
     clock = FixedClock(T0)
-    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock)
+    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock, embedded=True)
     try:
         sandbox = backend.sandbox("idle-wipe")
         await sandbox.set_env_vars({"A": "1"})
@@ -182,7 +182,7 @@ async def test_idle_sandbox_is_wiped_after_the_ttl(tmp_path: Path, perl_engine: 
 
 async def test_expiry_also_applies_without_a_listing(tmp_path: Path) -> None:
     clock = FixedClock(T0)
-    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock)
+    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock, embedded=True)
     try:
         sandbox = backend.sandbox("idle-direct")
         await sandbox.write_file("a.txt", "x")
@@ -194,11 +194,11 @@ async def test_expiry_also_applies_without_a_listing(tmp_path: Path) -> None:
 
 async def test_expiry_survives_a_restart(tmp_path: Path) -> None:
     clock = FixedClock(T0)
-    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock)
+    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock, embedded=True)
     await backend.sandbox("idle-restart").write_file("a.txt", "x")
     await backend.aclose()
     clock.advance(TTL)
-    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock)
+    backend = open_local_backend(tmp_path / "data", ttl_ms=TTL, clock=clock, embedded=True)
     try:
         assert await backend.list_sandboxes() == []
     finally:
@@ -207,7 +207,7 @@ async def test_expiry_survives_a_restart(tmp_path: Path) -> None:
 
 async def test_ttl_zero_disables_expiry(tmp_path: Path, perl_engine: None) -> None:
     clock = FixedClock(T0)
-    backend = open_local_backend(tmp_path / "data", ttl_ms=0, clock=clock)
+    backend = open_local_backend(tmp_path / "data", ttl_ms=0, clock=clock, embedded=True)
     try:
         sandbox = backend.sandbox("forever")
         await sandbox.write_file("a.txt", "x")
@@ -230,7 +230,7 @@ async def test_ttl_zero_disables_expiry(tmp_path: Path, perl_engine: None) -> No
 async def test_evicted_context_is_restored_from_its_snapshot(
     tmp_path: Path, perl_engine: None, python_engine: None
 ) -> None:
-    backend = open_local_backend(tmp_path / "data", max_resident=1)
+    backend = open_local_backend(tmp_path / "data", max_resident=1, embedded=True)
     try:
         sandbox = backend.sandbox("lru")
         one = await sandbox.interpreter.create_code_context("PERL")
@@ -272,7 +272,7 @@ WRITER = textwrap.dedent(
         return f"{i}:" + "abcdefghij" * (i % 50) * 200 + f":{i}"
 
     async def main():
-        backend = open_local_backend(Path(sys.argv[1]))
+        backend = open_local_backend(Path(sys.argv[1]), embedded=True)
         sandbox = backend.sandbox("killed")
         await sandbox.mkdir("out")
         print("ready", flush=True)
@@ -331,7 +331,7 @@ async def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
         # file i is rewritten with "!" right after file i + 3 is written (when i % 7 == 0)
         return index % 7 == 0 and f"out/f{index + 3:05d}.txt" in acknowledged
 
-    backend = open_local_backend(data)
+    backend = open_local_backend(data, embedded=True)
     try:
         sandbox = backend.sandbox("killed")
         for path in acknowledged:

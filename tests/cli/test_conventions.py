@@ -84,6 +84,7 @@ def test_completion_of_profiles_bindings_and_local_sandbox_ids(tmp_path: Path) -
     assert complete(env, "sandbox-workbench run -s b") == ["beta"]
     # Remote ids are not listed (too slow); a broken store just offers nothing.
     assert complete(env, "sandbox-workbench sandboxes info -p staging a") == []
+    run_cli(env, "daemon", "stop")  # the store's owner, whose log would still hold the ids
     (tmp_path / "data" / "workbench.sqlite3").write_bytes(b"garbage" * 1000)
     assert complete(env, "sandbox-workbench sandboxes info a") == []
 
@@ -123,9 +124,11 @@ def test_quiet_keeps_results_and_drops_notes(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     data = Path(env["SANDBOX_WORKBENCH_DATA_DIR"])
     assert run_cli(env, "run", "-s", "py", "-l", "python", "-c", "x = 1").returncode == 0
+    run_cli(env, "daemon", "stop")  # its live context would not need the snapshot
     corrupt_snapshots(data, "host")  # the next run starts fresh, with a note
     noisy = run_cli(env, "run", "-s", "py", "-l", "python", "-c", "6 * 7")
     assert "warning:" in noisy.stderr
+    run_cli(env, "daemon", "stop")
     corrupt_snapshots(data, "host")
     quiet = run_cli(env, "-q", "run", "-s", "py", "-l", "python", "-c", "6 * 7")
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "42\n", "")

@@ -82,7 +82,7 @@ def profiles_env(
 def open_profile(request: pytest.FixtureRequest, tmp_path: Path, profile: str) -> Backend:
     """The backend a `profiles_env` profile names, opened in the test (for setup and
     checks; the commands under test run through the console script)."""
-    if profile == "local":
+    if profile == "local":  # through the daemon, which the commands use too
         return open_local_backend(tmp_path / "data")
     if profile == "served":
         served = session_serve(request)

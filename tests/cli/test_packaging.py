@@ -169,3 +169,10 @@ def test_serve_and_profiles_work_without_the_optional_extras(tmp_path: Path) -> 
     assert keyring.returncode == 1
     assert "pip install 'sandbox-workbench[keyring]'" in keyring.stderr
     assert "Traceback" not in keyring.stderr
+
+
+def test_a_local_command_loads_only_the_daemons_client(tmp_path: Path, perl_engine: None) -> None:
+    env = cli_env(tmp_path)
+    for args in (("run", "-s", "s", "-b", "PERL", "-c", "1"), ("sandboxes", "list")):
+        loaded = loaded_modules(env, *args)
+        assert "workbench" in loaded and not {"wasmtime", "textual", "httpx", "uvicorn"} & loaded

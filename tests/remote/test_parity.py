@@ -110,7 +110,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
 
 async def test_local_and_remote_answer_identically(server: ServeProcess, tmp_path: Path) -> None:
     require_engine("perl")
-    local = open_local_backend(tmp_path / "local", ttl_ms=86_400_000)
+    local = open_local_backend(tmp_path / "local", ttl_ms=86_400_000, embedded=True)
     remote = open_remote_backend("parity", server.url, server.token)
     try:
         for name, step in script():

@@ -41,7 +41,7 @@ def database_files(directory: Path) -> list[Path]:
 
 async def test_a_new_data_dir_and_database_are_private(tmp_path: Path, umask: int) -> None:
     data = tmp_path / "new" / "data"
-    backend = open_local_backend(data, ttl_ms=0)
+    backend = open_local_backend(data, ttl_ms=0, embedded=True)
     try:
         await backend.sandbox("s").set_env_vars({"SECRET": "value"})
         assert mode(data) == mode(data.parent) == 0o700
@@ -55,7 +55,7 @@ async def test_a_user_named_directory_is_left_alone(tmp_path: Path, umask: int) 
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(shared, 0o755)
-    backend = open_local_backend(shared, ttl_ms=0)
+    backend = open_local_backend(shared, ttl_ms=0, embedded=True)
     try:
         await backend.sandbox("s").set_env_vars({"SECRET": "value"})
         assert mode(shared) == 0o755
@@ -76,7 +76,7 @@ async def test_our_default_data_dir_and_old_database_are_tightened(
     for path in database_files(default):
         path.touch()
         os.chmod(path, 0o644)
-    backend = open_local_backend(None, ttl_ms=0)
+    backend = open_local_backend(None, ttl_ms=0, embedded=True)
     try:
         await backend.sandbox("s").set_env_vars({"SECRET": "value"})
         assert mode(default) == 0o700

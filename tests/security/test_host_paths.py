@@ -87,7 +87,7 @@ async def test_dot_ids_run_and_are_destroyed_without_touching_the_host(
     neighbour = tmp_path / "work" / "neighbour"
     neighbour.mkdir(parents=True)
     (neighbour / "keep.txt").write_text("not the sandbox's")
-    backend = open_local_backend(data)
+    backend = open_local_backend(data, embedded=True)
     other = backend.sandbox("other")
     await other.write_file("mine.txt", "other sandbox")
     ok = await other.interpreter.run_code("1", binding="PERL")

@@ -1,15 +1,17 @@
 """A guest's files never touch the host: however a run ends, none of them is left anywhere
-but where the sandbox commits them (issue 20).
+but where the sandbox commits them (issues 20 and 21).
 
 The guest writes files whose content appears nowhere in its code, then sleeps; the
-`run` command is stopped with a signal while it waits. Afterwards no process of it is
-left, no file anywhere below the test's directories (data, temp) or in `/dev/shm`
+`run` command, or the daemon that runs it, is stopped with a signal while it waits.
+Afterwards no file anywhere below the test's directories (data, temp) or in `/dev/shm`
 holds that content, the temp dir is empty, and the sandbox holds only what earlier runs
-committed.
+committed. A client that goes away takes its run with it; a daemon that goes away takes
+its engine processes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -57,15 +59,15 @@ def _rss_kib(pid: int) -> int:
     return int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1])
 
 
-def _wait_until_the_guest_sleeps(cli: subprocess.Popen[bytes]) -> list[int]:
-    """The engine processes of `cli` once the one running the guest (it loaded an engine:
+def _wait_until_the_guest_sleeps(cli: subprocess.Popen[bytes], daemon: int) -> list[int]:
+    """The daemon's engine processes once the one running the guest (it loaded an engine:
     a spare is far smaller) has stopped using CPU."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert cli.poll() is None, cli.stderr.read() if cli.stderr else ""
         engines = [
             pid
-            for pid in _children(cli.pid)
+            for pid in _children(daemon)
             if b"engines.isolated.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
         ]
         try:
@@ -94,11 +96,41 @@ def _holding(root: Path) -> list[str]:
     return found
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
-def test_no_file_of_the_sandbox_is_left_on_the_host(
-    tmp_path: Path, stop: str, python_engine: None
-) -> None:
+def _daemon_pid(env: dict[str, str]) -> int:
+    status = json.loads(run_cli(env, "daemon", "status", "--json").stdout)
+    assert status["running"], status
+    return int(status["pid"])
+
+
+def _start_sleeping_guest(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], list[int]]:
+    cli = subprocess.Popen(
+        [str(SCRIPT), "run", "-s", "kept", "-b", "PYTHON", "-c", GUEST],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    return cli, _wait_until_the_guest_sleeps(cli, _daemon_pid(env))
+
+
+def _no_guest_file_on_the_host(tmp_path: Path, temp: Path, shm_before: set[str]) -> None:
+    assert _holding(tmp_path) == []
+    assert list(temp.iterdir()) == []  # nothing at all in the temp dir: no scratch folders
+    shm = Path("/dev/shm")
+    if shm.is_dir():
+        for name in set(os.listdir(shm)) - shm_before:
+            entry = shm / name
+            assert not (entry.is_file() and CONTENT.encode() in entry.read_bytes())
+            assert not (entry.is_dir() and _holding(entry))
+
+
+def _only_what_was_committed(env: dict[str, str]) -> None:
+    listed = run_cli(env, "files", "ls", "kept", "/workspace")
+    assert listed.returncode == 0, listed.stderr
+    assert "seed.txt" in listed.stdout and "m0.txt" not in listed.stdout
+
+
+def _setup(tmp_path: Path) -> tuple[dict[str, str], Path, set[str]]:
     temp = tmp_path / "tmp"
     temp.mkdir()
     env = cli_env(tmp_path, TMPDIR=str(temp))
@@ -107,33 +139,53 @@ def test_no_file_of_the_sandbox_is_left_on_the_host(
     )
     assert seeded.returncode == 0, seeded.stderr
     shm = Path("/dev/shm")
-    shm_before = set(os.listdir(shm)) if shm.is_dir() else set()
-    cli = subprocess.Popen(
-        [str(SCRIPT), "run", "-s", "kept", "-b", "PYTHON", "-c", GUEST],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return env, temp, set(os.listdir(shm)) if shm.is_dir() else set()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
+def test_a_client_stopped_mid_run_leaves_no_file_and_cancels_the_run(
+    tmp_path: Path, stop: str, python_engine: None
+) -> None:
+    env, temp, shm_before = _setup(tmp_path)
+    cli, _ = _start_sleeping_guest(env)
     try:
-        engines = _wait_until_the_guest_sleeps(cli)
         cli.send_signal(getattr(signal, stop))
         cli.wait(timeout=30)
     finally:
         if cli.poll() is None:
             cli.kill()
             cli.wait()
+    # The daemon gave the run up with its client: the context answers at once, not after
+    # the guest's two minutes of sleep.
+    started = time.monotonic()
+    again = run_cli(env, "run", "-s", "kept", "-b", "PYTHON", "-c", "6 * 7")
+    assert (again.returncode, again.stdout) == (0, "42\n"), again.stderr
+    assert time.monotonic() - started < 20
+    _no_guest_file_on_the_host(tmp_path, temp, shm_before)
+    _only_what_was_committed(env)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_a_daemon_stopped_mid_run_leaves_no_file_and_no_process(
+    tmp_path: Path, stop: str, python_engine: None
+) -> None:
+    env, temp, shm_before = _setup(tmp_path)
+    cli, engines = _start_sleeping_guest(env)
+    daemon = _daemon_pid(env)
+    try:
+        os.kill(daemon, getattr(signal, stop))
+        _, stderr = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+    assert cli.returncode in (1, 3)  # the run's error (SIGTERM: cancelled) or no daemon
+    assert b"Traceback" not in stderr
     deadline = time.monotonic() + 15
-    while any(Path(f"/proc/{pid}").exists() for pid in engines):
-        assert time.monotonic() < deadline, "an engine process outlived the command"
+    while any(Path(f"/proc/{pid}").exists() for pid in [daemon, *engines]):
+        assert time.monotonic() < deadline, "a process outlived the daemon"
         time.sleep(0.1)
-    assert _holding(tmp_path) == []
-    assert list(temp.iterdir()) == []  # nothing at all in the temp dir: no scratch folders
-    if shm.is_dir():
-        for name in set(os.listdir(shm)) - shm_before:
-            entry = shm / name
-            assert not (entry.is_file() and CONTENT.encode() in entry.read_bytes())
-            assert not (entry.is_dir() and _holding(entry))
-    listed = run_cli(env, "files", "ls", "kept", "/workspace")
-    assert listed.returncode == 0, listed.stderr
-    assert "seed.txt" in listed.stdout and "m0.txt" not in listed.stdout
+    _no_guest_file_on_the_host(tmp_path, temp, shm_before)
+    _only_what_was_committed(env)  # a new daemon answers

@@ -7,13 +7,14 @@ held; every refusal reaches the guest as an errno it catches, and the run goes o
 
 from __future__ import annotations
 
+import resource
 from collections.abc import Iterator
 
 import pytest
 
 from engines.session import Limits, Session
-from engines.vfs import Directory, File, Found, NullDevice, VirtualFS
-from workbench.core.workspace import GUEST_LIMITS, MAX_ENTRIES, MAX_TOTAL_BYTES
+from engines.vfs import Directory, File, Found, NullDevice, PathState, TreeUpdate, VirtualFS
+from workbench.core.workspace import GUEST_LIMITS, MAX_ENTRIES, MAX_TOTAL_BYTES, Workspace
 
 LANGUAGES = ("python", "perl", "ruby", "javascript")
 
@@ -263,3 +264,168 @@ def test_no_link_of_any_kind_can_be_made(guest: tuple[str, Session]) -> None:
         pytest.skip("JavaScript's fs has no link calls")
     assert run(session, LINKS[language]) == "EPERM,EPERM,EPERM"
     assert watched(session).files() == {"a": b""}
+
+
+# ----- found by attacking the tree (a review of issue 20) --------------------------------
+
+HOLD_AND_FAIL = {
+    "python": (
+        "import os\nkeep = globals().setdefault('keep', [])\nfor i in range(16):\n"
+        "    f = open(f'/workspace/f{i}', 'rb')\n    keep.append(f)\n"
+        "    os.remove(f'/workspace/f{i}')\nraise RuntimeError('taken back')"
+    ),
+    "perl": (
+        "our @keep; for my $i (0..15) { open(my $f, '<', \"/workspace/f$i\") or die $!;"
+        " push @keep, $f; unlink \"/workspace/f$i\" or die $! } die 'taken back'"
+    ),
+    "ruby": (
+        "$keep ||= []; 16.times { |i| $keep << File.open(\"/workspace/f#{i}\", 'rb');"
+        " File.unlink(\"/workspace/f#{i}\") }; raise 'taken back'"
+    ),
+}
+
+
+def _sixteen_files() -> TreeUpdate:
+    return TreeUpdate(
+        tuple(
+            PathState(f"f{index}", "file", bytes([65 + index]) * (1 << 20)) for index in range(16)
+        )
+    )
+
+
+def test_a_failed_run_puts_back_the_files_its_handles_hold(guest: tuple[str, Session]) -> None:
+    """The rollback puts the very nodes back: handles opened in a failed run keep the
+    same files, never a second copy of them (which grew by 16 MiB a run)."""
+    language, session = guest
+    if language not in HOLD_AND_FAIL:
+        pytest.skip("JavaScript's fs has no file handles to keep")
+    fs = watched(session)
+    session.execute("1", update=_sixteen_files())
+    for _ in range(4):
+        outcome = session.execute(HOLD_AND_FAIL[language])
+        assert outcome.result.error is not None and not outcome.changes
+        assert fs.total_bytes == 16 << 20 and len(fs.files()) == 16
+
+
+def test_files_the_owner_moves_away_from_open_handles_stay_bounded(all_engines: None) -> None:
+    """The owner's updates are not checked against the limits (the owner checked them);
+    files its moves took away from open handles are given up once the tree is full."""
+    workspace = Workspace()
+    fs = VirtualFS(GUEST_LIMITS)
+    version = None
+
+    def update() -> TreeUpdate:
+        nonlocal version
+        changes, version = workspace.update_since(version)
+        return changes
+
+    for index in range(16):
+        workspace.write(f"r0_{index}", bytes([65 + index]) * (1 << 20), now=1)
+    with Session("python", workspace=fs, limits=Limits(timeout_seconds=60)) as session:
+        session.execute("keep = []", update=update())
+        for round_ in range(4):
+            opened = session.execute(
+                f"keep += [open(f'/workspace/r{round_}_{{i}}', 'rb') for i in range(16)]",
+                update=update(),
+            )
+            assert opened.result.error is None, opened.result.error
+            for index in range(16):
+                workspace.rename(f"r{round_}_{index}", f"r{round_ + 1}_{index}")
+            session.execute("pass", update=update())
+            assert fs.total_bytes <= MAX_TOTAL_BYTES
+        readable = session.execute(
+            "import errno\nbad = 0\nfor f in keep:\n    try:\n        f.read()\n"
+            "    except OSError as e:\n        bad += 1\nbad"
+        )
+        assert readable.result.results[0].text == str(16 * 4)  # given up: EBADF
+
+
+def test_a_trap_closes_the_handles_of_the_instance_it_ends(guest: tuple[str, Session]) -> None:
+    language, session = guest
+    if language not in HOLD_AND_FAIL:
+        pytest.skip("JavaScript's fs has no file handles to keep")
+    fs = watched(session)
+    session.execute("1", update=_sixteen_files())
+    hold = HOLD_AND_FAIL[language].replace("raise RuntimeError('taken back')", "1")
+    hold = hold.replace("die 'taken back'", "1").replace("raise 'taken back'", "1")
+    assert session.execute(hold).result.error is None
+    assert fs.total_bytes == 16 << 20 and not fs.files()  # unlinked, held open
+    spin = {"python": "while True: pass", "perl": "1 while 1", "ruby": "loop {}"}[language]
+    session.limits = Limits(timeout_seconds=60, fuel=10**9)
+    trapped = session.execute(spin)
+    assert trapped.result.error is not None and trapped.invalidated
+    assert fs.total_bytes == 0  # the instance is gone, and so are its handles
+
+
+def test_buffers_that_all_point_at_one_string_are_refused_before_they_are_read(
+    all_engines: None,
+) -> None:
+    """Ruby's `write(*strings)` makes one call whose buffers may all be the same memory: a
+    thousand of 1 MiB is refused (EFBIG) without gathering a GiB first."""
+    fs = VirtualFS(GUEST_LIMITS)
+    code = (
+        's = "x" * (1 << 20)\nf = File.open("/workspace/a", "wb")\nf.sync = true\n'
+        "begin\n  f.write(*([s] * 1000))\n  'none'\nrescue SystemCallError => e\n"
+        "  e.class.name.split('::').last\nend"
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with Session("ruby", workspace=fs, limits=Limits(timeout_seconds=60)) as session:
+        assert run(session, code) == "EFBIG"
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 200 << 10  # not the 1 GiB the buffers add up to
+
+
+@pytest.mark.parametrize("language", ["perl", "ruby"])
+def test_a_seek_past_the_largest_offset_is_einval(language: str, all_engines: None) -> None:
+    code = {
+        "perl": "open(my $f, '>', '/workspace/a') or die; sysseek($f, 2**62, 0);"
+        " my $r = sysseek($f, 2**62, 1) ? 'moved' : ($!{EINVAL} ? 'EINVAL' : \"$!\"); $r",
+        "ruby": "f = File.open('/workspace/a', 'wb'); f.sysseek(2**62)\n"
+        "begin\n  f.sysseek(2**62, IO::SEEK_CUR); 'moved'\nrescue SystemCallError => e\n"
+        "  e.class.name.split('::').last\nend",
+    }[language]
+    with Session(language, workspace=VirtualFS(GUEST_LIMITS)) as session:
+        assert run(session, code) == "EINVAL"
+
+
+@pytest.mark.parametrize("language", ["python", "perl", "ruby"])
+def test_open_handles_are_capped(language: str, all_engines: None) -> None:
+    """Each handle costs host memory and a path in every snapshot: past the cap an open
+    fails (EMFILE; EDQUOT in Python, whose WASI has no EMFILE), and the run goes on."""
+    code = {
+        "python": "import errno\nkeep = []\ntry:\n    for i in range(5000):\n"
+        "        keep.append(open('/workspace/a', 'rb', buffering=0))\n    code = 'none'\n"
+        "except OSError as e:\n    code = errno.errorcode[e.errno]\nf'{len(keep)}:{code}'",
+        "perl": "open(my $w, '>', '/workspace/a'); close $w; our @keep; my $code = 'none';"
+        " for (1..5000) { open(my $f, '<', '/workspace/a') or do { $code = $!{EMFILE} ?"
+        ' \'EMFILE\' : "$!"; last }; push @keep, $f } scalar(@keep) . ":$code"',
+        "ruby": "File.write('/workspace/a', ''); $keep = []\ncode = begin\n  5000.times {"
+        " $keep << File.open('/workspace/a') }; 'none'\nrescue SystemCallError => e\n"
+        "  e.class.name.split('::').last\nend\n\"#{$keep.size}:#{code}\"",
+    }[language]
+    fs = VirtualFS(GUEST_LIMITS)
+    if language == "python":
+        fs.update(TreeUpdate((PathState("a", "file", b""),)))
+    with Session(language, workspace=fs, limits=Limits(timeout_seconds=60)) as session:
+        held, _, code_name = run(session, code).partition(":")
+        assert code_name == ("EDQUOT" if language == "python" else "EMFILE")
+        assert 900 < int(held) < 1024
+
+
+def test_a_restored_handle_keeps_the_file_it_had(all_engines: None) -> None:
+    """After a restore, a Python handle is bound again at once, to the file its path named
+    then: a file renamed away and replaced later is still the one it reads."""
+    fs = VirtualFS(GUEST_LIMITS)
+    limits = Limits(timeout_seconds=60)
+    with Session("python", workspace=fs, limits=limits) as session:
+        run(session, "open('/workspace/a', 'w').write('ORIGINAL')\nf = open('/workspace/a')\n1")
+        snapshot = session.take_snapshot()
+    copy = VirtualFS(GUEST_LIMITS)
+    copy.update(TreeUpdate(tuple(fs.state(path) for path, _ in fs.walk()), replace=True))
+    with Session("python", workspace=copy, limits=limits, restore_point=snapshot) as restored:
+        swapped = run(
+            restored,
+            "import os\nos.rename('/workspace/a', '/workspace/b')\n"
+            "open('/workspace/a', 'w').write('IMPOSTOR')\nf.read()",
+        )
+    assert swapped == "ORIGINAL"

@@ -37,7 +37,7 @@ def open_remote(url: str, token: str) -> Backend:
 @pytest.fixture(params=BACKEND_KINDS)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     if request.param == "local":
-        opened = open_local_backend(tmp_path / "data")
+        opened = open_local_backend(tmp_path / "data", embedded=True)
     else:
         process: ServeProcess = request.getfixturevalue("serve")
         opened = open_remote(process.url, process.token)

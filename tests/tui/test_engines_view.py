@@ -34,7 +34,9 @@ async def test_engine_states_and_a_failed_preparation_without_npm(
     monkeypatch.setenv("SANDBOX_WORKBENCH_CACHE_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
     data = tmp_path / "data"
-    app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
     async with app.run_test(size=(140, 40)) as pilot:
         await until_connected(pilot)
         await wait_for(pilot, lambda: "cannot prepare" in state_of(app, "JAVASCRIPT"))
@@ -59,7 +61,9 @@ async def test_prepare_from_the_runtimes_view_reports_progress(
     monkeypatch.setenv("SANDBOX_WORKBENCH_CACHE_DIR", str(cache_root))
     assert not private.is_ready()
     data = tmp_path / "data"
-    app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
     async with app.run_test(size=(140, 40)) as pilot:
         await until_connected(pilot)
         await wait_for(pilot, lambda: state_of(app, "PERL") == "not prepared")

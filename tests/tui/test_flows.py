@@ -41,7 +41,7 @@ def make_app(tmp_path: Path, **options: Any) -> WorkbenchApp:
     data = tmp_path / "data"
     return WorkbenchApp(
         data_dir=data,
-        backend_factory=lambda name: open_local_backend(data),
+        backend_factory=lambda name: open_local_backend(data, embedded=True),
         **options,
     )
 
@@ -202,7 +202,7 @@ async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
     data = tmp_path / "data"
 
     def factory(name: str) -> Backend:
-        return Backend(AbandoningTransport(open_local_backend(data)), name="local")
+        return Backend(AbandoningTransport(open_local_backend(data, embedded=True)), name="local")
 
     app = WorkbenchApp(data_dir=data, backend_factory=factory)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -307,7 +307,7 @@ async def test_env_var_editor_validates_keys_and_masks_values(tmp_path: Path) ->
 
 
 async def test_workspace_tree_lists_files_lazily(tmp_path: Path) -> None:
-    async with open_local_backend(tmp_path / "data") as backend:
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
         sandbox = backend.sandbox("demo")
         await sandbox.mkdir("/workspace/src")
         await sandbox.write_file("/workspace/src/main.pl", "print 1;")

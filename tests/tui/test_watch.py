@@ -52,7 +52,9 @@ async def test_watch_a_folder_and_run_on_change(tmp_path: Path) -> None:
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "main.pl").write_text('print "first\\n";\n')
-    app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
     main = app.main_screen
     async with app.run_test(size=(160, 40)) as pilot:
         await until_connected(pilot)
@@ -104,7 +106,9 @@ async def test_watch_from_the_palette_without_a_context(tmp_path: Path) -> None:
     folder = tmp_path / "site"
     folder.mkdir()
     (folder / "index.html").write_text("<h1>hi</h1>")
-    app = WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
     main = app.main_screen
     async with app.run_test(size=(160, 40)) as pilot:
         await until_connected(pilot)
@@ -147,11 +151,13 @@ async def test_watch_remembers_what_it_uploaded_across_sessions(tmp_path: Path) 
     folder.mkdir()
     (folder / "kept.txt").write_text("kept")
     (folder / "gone.txt").write_text("gone")
-    async with open_local_backend(data) as backend:
+    async with open_local_backend(data, embedded=True) as backend:
         await backend.sandbox("demo").write_file("/workspace/guest.txt", "made by a guest")
 
     def session() -> WorkbenchApp:
-        return WorkbenchApp(data_dir=data, backend_factory=lambda name: open_local_backend(data))
+        return WorkbenchApp(
+            data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+        )
 
     app = session()
     async with app.run_test(size=(160, 40)) as pilot:

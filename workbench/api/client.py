@@ -40,6 +40,9 @@ from workbench.protocol.types import (
 )
 
 LineCallback = Callable[[str], Awaitable[None] | None]
+ANSWER_MARGIN: Final = 10.0
+"""Seconds a client waits past an execution's own deadline, on a backend that enforces it,
+before it gives up on the answer (and so cancels the execution)."""
 HEALTH_WAIT: Final = 10.0
 """How long `files_batch_limits` waits for `GET /v1/health` (it probes every runtime)."""
 _NOT_ASKED: Final[Any] = object()
@@ -104,7 +107,13 @@ class Interpreter:
         on_stderr: LineCallback | None = None,
     ) -> ExecutionResult:
         """Run code in a context (or the binding's default context). Guest errors and
-        limits come back in `result.error`; transport and request errors raise."""
+        limits come back in `result.error`; transport and request errors raise.
+
+        `timeout` (seconds; default the backend's `execution_timeout`) is the execution's
+        own deadline where the backend enforces one (the local backend, `serve`: it ends as
+        an `ExecutionLimitError`); elsewhere, how long to wait for the answer. A call given
+        up for any reason (its timeout, its task cancelled) cancels the execution on the
+        local backend."""
         body: dict[str, Any] = {"code": code}
         if context is not None:
             body["contextId"] = context.id if isinstance(context, CodeContext) else context
@@ -112,7 +121,8 @@ class Interpreter:
             body["binding"] = binding
         if env_vars is not None:
             body["envVars"] = {key: value for key, value in env_vars.items()}
-        data = await self._sandbox._call("POST", "/execute", body, timeout=timeout)
+        wait = self._sandbox._deadline(body, timeout)
+        data = await self._sandbox._call("POST", "/execute", body, timeout=wait)
         if not (
             isinstance(data, dict)
             and isinstance(data.get("results"), list)
@@ -129,15 +139,41 @@ class Interpreter:
         return result
 
 
+def execution_deadline(
+    transport: Transport, body: dict[str, Any], timeout: float | None, default: float | None
+) -> float | None:
+    """Put the execution's deadline (`timeout`, else `default`) into `body` as `timeoutMs`
+    (a gateway extension: a gateway that does not know it ignores it), and return how long
+    to wait for the answer."""
+    deadline = default if timeout is None else timeout
+    if deadline is None:
+        return None
+    body["timeoutMs"] = max(1, round(deadline * 1000))
+    if transport.enforces_deadlines:
+        return deadline + ANSWER_MARGIN
+    return deadline if timeout is not None else None
+
+
 class SandboxClient:
     """One sandbox, addressed by id (the sandbox comes into existence on first touch)."""
 
-    def __init__(self, transport: Transport, sandbox_id: str, *, normalize_id: bool = False):
+    def __init__(
+        self,
+        transport: Transport,
+        sandbox_id: str,
+        *,
+        normalize_id: bool = False,
+        execution_timeout: float | None = None,
+    ):
         self.id = sandbox_id.lower() if normalize_id else sandbox_id
         validate_sandbox_id(self.id)
         self._transport = transport
+        self._execution_timeout = execution_timeout
         self.interpreter = Interpreter(self)
         self._batch_limits: FilesBatchLimits | None = _NOT_ASKED
+
+    def _deadline(self, body: dict[str, Any], timeout: float | None) -> float | None:
+        return execution_deadline(self._transport, body, timeout, self._execution_timeout)
 
     @property
     def _prefix(self) -> str:
@@ -268,12 +304,23 @@ class Backend:
     """A place sandboxes live: the embedded local backend or a remote gateway."""
 
     def __init__(
-        self, transport: Transport, *, name: str, engines: EngineManager | None = None
+        self,
+        transport: Transport,
+        *,
+        name: str,
+        engines: EngineManager | None = None,
+        execution_timeout: float | None = None,
+        served_by: str = "",
     ) -> None:
         self.name = name
         self.transport = transport
         self.engines = engines
         """The engines this backend runs itself (local only), to inspect and prepare."""
+        self.execution_timeout = execution_timeout
+        """Every execution's deadline unless a call gives its own (None: the backend's)."""
+        self.served_by = served_by
+        """Which process answers, for a status bar ("the local daemon (pid 123)"); "" for
+        a remote gateway (its `description` says where)."""
 
     @property
     def description(self) -> str:
@@ -295,7 +342,12 @@ class Backend:
         return SandboxList.from_json(await self._call("GET", "/v1/sandboxes")).sandboxes
 
     def sandbox(self, sandbox_id: str, *, normalize_id: bool = False) -> SandboxClient:
-        return SandboxClient(self.transport, sandbox_id, normalize_id=normalize_id)
+        return SandboxClient(
+            self.transport,
+            sandbox_id,
+            normalize_id=normalize_id,
+            execution_timeout=self.execution_timeout,
+        )
 
     async def run_code(
         self,
@@ -310,8 +362,9 @@ class Backend:
         body: dict[str, Any] = {"code": code}
         if env_vars is not None:
             body["envVars"] = dict(env_vars)
+        wait = execution_deadline(self.transport, body, timeout, self.execution_timeout)
         response = await self.transport.request(
-            "POST", f"/v1/runtimes/{quote(binding, safe='')}/execute", body, timeout=timeout
+            "POST", f"/v1/runtimes/{quote(binding, safe='')}/execute", body, timeout=wait
         )
         data = parse_json_response(response)
         if not (isinstance(data, dict) and isinstance(data.get("results"), list)):

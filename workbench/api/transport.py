@@ -17,6 +17,9 @@ class Transport(Protocol):
 
     description: str
     """Where requests go, for status bars and error messages (never contains secrets)."""
+    enforces_deadlines: bool
+    """The server ends an execution at its `timeoutMs` itself (and cancels one whose
+    request is given up), so a client waits a little longer than that for its answer."""
 
     async def request(
         self, method: str, path: str, body: Any = None, *, timeout: float | None = None

@@ -19,6 +19,7 @@ import click
 
 from workbench.cli.completion import complete_profiles
 from workbench.config import LOCAL_PROFILE
+from workbench.profiles import NO_DAEMON_ENV as NO_DAEMON_ENV
 
 if TYPE_CHECKING:
     from workbench.api import Backend
@@ -48,6 +49,7 @@ class GlobalOptions:
     data_dir: Path | None = None
     debug: bool = False
     quiet: bool = False
+    no_daemon: bool = False
 
 
 def global_options() -> GlobalOptions:
@@ -157,10 +159,12 @@ def timeout_option(command: Callable[P, T]) -> Callable[P, T]:
 
 
 def open_backend(profile: str, data_dir: Path | None, timeout: float | None = None) -> Backend:
-    """The backend a profile names."""
+    """The backend a profile names (the local one through its daemon unless
+    `--no-daemon`)."""
     from workbench.profiles import open_profile_backend
 
-    return open_profile_backend(profile, data_dir=data_dir, timeout=timeout)
+    embedded = True if global_options().no_daemon else None
+    return open_profile_backend(profile, data_dir=data_dir, timeout=timeout, embedded=embedded)
 
 
 def run_async(

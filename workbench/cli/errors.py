@@ -82,6 +82,16 @@ def _is_instance_of(error: Exception, module: str, name: str) -> bool:
     return isinstance(kind, type) and isinstance(error, kind)
 
 
+def _chain(error: BaseException) -> list[BaseException]:
+    """`error` and what it was raised from."""
+    found: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in found:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
 def _describe_sandbox_error(error: Exception) -> tuple[str, int]:
     from workbench.api import SandboxError
 
@@ -103,5 +113,9 @@ def report(error: Exception) -> int:
     message, code = describe(error)
     if global_options().debug:
         traceback.print_exception(error, file=sys.stderr)
+        for cause in _chain(error):
+            tail = getattr(cause, "log_tail", "")
+            if tail:  # a failure in the daemon: its own traceback is in its log
+                click.echo(f"the local daemon's log:\n{tail}", err=True)
     click.echo(f"error: {message}", err=True)
     return code

@@ -19,15 +19,19 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @data_dir_option
 def locate_command(data_dir: Path | None, as_json: bool) -> None:
-    """Print where config, data and caches live."""
+    """Print where config, data, caches and the local daemon's socket and log live."""
     from workbench import paths
+    from workbench.backends.daemon.location import log_path, socket_location
 
+    data = paths.data_dir(data_dir)
     places = {
         "config": str(paths.config_file()),
-        "data": str(paths.data_dir(data_dir)),
-        "database": str(paths.data_dir(data_dir) / paths.DATABASE_NAME),
+        "data": str(data),
+        "database": str(data / paths.DATABASE_NAME),
         "cache": str(paths.cache_dir()),
         "engines": str(paths.cache_dir() / "engines"),
+        "socket": str(socket_location(data)),
+        "log": str(log_path(data)),
     }
     if as_json:
         echo_json(places)

@@ -11,6 +11,7 @@ from workbench import __version__
 from workbench.cli.common import (
     DATA_DIR_HELP,
     DEBUG_ENV,
+    NO_DAEMON_ENV,
     PROFILE_ENV,
     GlobalOptions,
     resolve_profile,
@@ -87,6 +88,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "Print where config, data and caches live.",
         DATA_DIR_FLAG,
     ),
+    "daemon": LazyCommand(
+        "workbench.cli.daemon_commands:daemon_group",
+        "Setup",
+        "The local daemon: status, stop, logs.",
+        DATA_DIR_FLAG,
+    ),
     "engines": LazyCommand(
         "workbench.cli.engine_commands:engines_group",
         "Setup",
@@ -142,9 +149,21 @@ Examples:
     help=f"Show the traceback of a failure (also ${DEBUG_ENV}=1).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No notes or progress; results and errors only.")
+@click.option(
+    "--no-daemon",
+    is_flag=True,
+    envvar=NO_DAEMON_ENV,
+    help="Open the local store in this process instead of through the local daemon (it "
+    f"must not be running for that data dir; also ${NO_DAEMON_ENV}=1).",
+)
 @click.pass_context
 def main(
-    ctx: click.Context, profile: str | None, data_dir: Path | None, debug: bool, quiet: bool
+    ctx: click.Context,
+    profile: str | None,
+    data_dir: Path | None,
+    debug: bool,
+    quiet: bool,
+    no_daemon: bool,
 ) -> None:
     """A terminal workbench for sandbox-workers.
 
@@ -154,12 +173,14 @@ def main(
     """
     if os.environ.get("NO_COLOR"):
         ctx.color = False  # click.echo and click.secho strip styles (Rich reads NO_COLOR)
-    ctx.obj = GlobalOptions(profile=profile, data_dir=data_dir, debug=debug, quiet=quiet)
+    ctx.obj = GlobalOptions(
+        profile=profile, data_dir=data_dir, debug=debug, quiet=quiet, no_daemon=no_daemon
+    )
     name = ctx.invoked_subcommand
     if name is None:
         from workbench.tui.app import run_app
 
-        run_app(profile=resolve_profile(None), data_dir=data_dir)
+        run_app(profile=resolve_profile(None), data_dir=data_dir, no_daemon=no_daemon)
         return
     accepted = COMMANDS[name].global_flags if name in COMMANDS else frozenset()
     for flag, value in (("--profile", profile), ("--data-dir", data_dir)):

@@ -4,7 +4,6 @@ backend fetches or builds and compiles its engine, which takes minutes."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from typing import TYPE_CHECKING
 
@@ -42,9 +41,7 @@ async def prepare_engine(backend: Backend, language: str) -> None:
     manager = backend.engines
     if manager is None:
         return
-    from engines.status import EngineState, engine_status
-
-    if (await asyncio.to_thread(engine_status, language)).state is EngineState.READY:
+    if any(info.language == language and info.ready for info in await manager.statuses()):
         return
     if global_options().quiet:
         await manager.prepare(language, lambda label, fraction: None)

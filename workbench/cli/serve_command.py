@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import importlib.util
 import os
 import secrets
 import socket
@@ -18,6 +17,7 @@ import click
 from workbench.cli.common import EXIT_USAGE, data_dir_option, note, timeout_option
 from workbench.cli.errors import CommandError
 from workbench.config import is_loopback_host
+from workbench.protocol.errors import SandboxError
 
 TOKEN_ENV = "SANDBOX_WORKBENCH_TOKEN"
 MIN_TOKEN_LENGTH = 16
@@ -72,9 +72,11 @@ def serve_command(
 ) -> None:
     """Serve the gateway protocol (docs/gateway-protocol.md) from the local backend.
 
-    Point a remote profile at it to share live contexts between the TUI, `run` and
-    `watch` in different terminals. --timeout is the engines' wall-clock limit per
-    execution here, whatever the clients wait.
+    `serve` is the data dir's local daemon, listening on TCP too; when a daemon runs
+    already, `serve` is a TCP front of it. Either way there is one owner of the live
+    contexts, which the TUI, `run` and `watch` share. --timeout is the wall-clock limit
+    of an execution whose request names none (`timeoutMs`, as `run --timeout` sends),
+    whatever the clients wait; it is the daemon's own when `serve` is the daemon.
     """
     if not is_loopback_host(host) and not allow_non_loopback:
         raise click.UsageError(
@@ -94,7 +96,8 @@ def serve_command(
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """The listening socket, bound here so that a busy port is one clear error."""
+    """The listening socket, bound here so that a busy port is one clear error, and
+    listening before the address is printed."""
     try:
         family, kind, protocol, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM
@@ -113,15 +116,9 @@ def _bind(host: str, port: int) -> socket.socket:
                 "server or choose another --port (0 picks a free one)"
             ) from None
         raise CommandError(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    listener.listen(128)  # clients queue from here on, before the server accepts
     listener.set_inheritable(False)
     return listener
-
-
-def _http_implementation() -> str:
-    """httptools (the `serve` extra) hands header values over unstripped, so the token
-    check sees exactly what was sent; without it uvicorn's h11 trims surrounding
-    whitespace first (the token itself must still match exactly)."""
-    return "httptools" if importlib.util.find_spec("httptools") else "h11"
 
 
 async def _serve(
@@ -131,39 +128,84 @@ async def _serve(
     data_dir: Path | None,
     timeout: float | None,
 ) -> None:
-    import uvicorn
+    """Be the data dir's daemon, listening on TCP too; or, when a daemon runs already,
+    a TCP front of it: one owner of the live state either way."""
+    from workbench.backends.daemon import probe, socket_path
+    from workbench.paths import private_data_dir
+    from workbench.profiles import opening_local_store
 
-    from workbench.backends.local import open_local_gateway
+    with opening_local_store(data_dir):
+        directory = private_data_dir(data_dir)
+        running = probe(socket_path(directory))
+    bound = listener.getsockname()
+    shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    token_note = f" (token: {token})" if generated else f" (token from --token or ${TOKEN_ENV})"
+    where = f"http://{shown_host}:{bound[1]}"
+    if running is not None:
+        print(
+            f"sandbox-workbench serve: listening on {where}{token_note}, in front of the "
+            f"local daemon (pid {running.pid})",
+            flush=True,
+        )
+        await _serve_in_front(listener, token, Path(running.socket), directory)
+        return
+    await _serve_as_daemon(listener, token, directory, timeout, f"{where}{token_note}")
+
+
+async def _serve_as_daemon(
+    listener: socket.socket, token: str, directory: Path, timeout: float | None, shown: str
+) -> None:
+    from workbench.daemon.server import Daemon
     from workbench.profiles import configured_timeout, local_limits, opening_local_store
-    from workbench.server.app import GatewayApp
 
     limits = local_limits(configured_timeout() if timeout is None else timeout)
-    with opening_local_store(data_dir):
-        gateway = open_local_gateway(data_dir, limits=limits, prepare_progress=_print_preparation())
+    daemon = Daemon(
+        directory,
+        idle_seconds=0,
+        tcp=(listener, token),
+        gateway_options={"limits": limits, "prepare_progress": _print_preparation()},
+    )
+
+    def listening() -> None:
+        print(f"sandbox-workbench serve: listening on {shown}", flush=True)
+        asyncio.get_running_loop().run_in_executor(None, _note_unprepared_engines)
+
+    with opening_local_store(directory):
+        await daemon.run(listening)
+
+
+async def _serve_in_front(
+    listener: socket.socket, token: str, daemon_socket: Path, directory: Path
+) -> None:
+    """Pass every authorized request on to the running daemon."""
+    import uvicorn
+
+    from workbench.backends.daemon.transport import SocketTransport
+    from workbench.daemon.server import http_implementation
+    from workbench.protocol.http import Request, Response, error_json
+    from workbench.server.app import GatewayApp
+
+    transport = SocketTransport(daemon_socket, "local daemon", directory)
+
+    async def forward(request: Request) -> Response:
+        try:
+            return await transport.forward(request)
+        except SandboxError as error:
+            return error_json(error)
+
     config = uvicorn.Config(
-        GatewayApp(gateway, token),
-        http=_http_implementation(),
-        lifespan="on",
+        GatewayApp(forward, token),
+        http=http_implementation(),
+        lifespan="off",
         log_level="warning",
         access_log=False,
         server_header=False,
     )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[listener]))
-    while not server.started:
-        if task.done():
-            await task
-            raise CommandError(f"could not start the server on {listener.getsockname()}")
-        await asyncio.sleep(0.01)
-    bound = listener.getsockname()
-    shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-    token_note = f" (token: {token})" if generated else f" (token from --token or ${TOKEN_ENV})"
-    print(
-        f"sandbox-workbench serve: listening on http://{shown_host}:{bound[1]}{token_note}",
-        flush=True,
-    )
-    await asyncio.to_thread(_note_unprepared_engines)
-    await task
+    pinger = asyncio.create_task(transport.keep_alive())  # no idle exit while this is up
+    try:
+        await uvicorn.Server(config).serve(sockets=[listener])
+    finally:
+        pinger.cancel()
 
 
 def _note_unprepared_engines() -> None:

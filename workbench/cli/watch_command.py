@@ -272,12 +272,17 @@ async def watch_command(
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
+        # A watch keeps the local daemon from its idle exit between changes.
+        keep_alive = getattr(backend.transport, "keep_alive", None)
+        keeper = None if keep_alive is None else asyncio.create_task(keep_alive())
         try:
             await sync.watch(stop=stop, after_sync=after_sync)
         except SyncConflictError as error:
             click.secho(f"error: {error} (policy fail)", fg="red", err=True)
             return EXIT_FAILED
         finally:
+            if keeper is not None:
+                keeper.cancel()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
         if not as_json:

@@ -4,6 +4,7 @@ side (spec 4.5 `parseJsonResponse`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -74,6 +75,10 @@ class Request:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     """Lower-case header names."""
+    given_up: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the client stops waiting for the answer (it disconnected, or its call was
+    cancelled): an execution still running for it is cancelled, one not yet begun never
+    runs."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from workbench.protocol.codec import WireType, wire
 from workbench.protocol.errors import SandboxError, create_error_from_response
 
 __all__ = [
+    "EXECUTION_TIMEOUT_FEATURE",
     "FILES_BATCH_FEATURE",
     "BatchEntry",
     "BatchEntryResult",
@@ -103,6 +104,9 @@ class UnavailableRuntime(WireType):
 
 
 FILES_BATCH_FEATURE = "files-batch"
+EXECUTION_TIMEOUT_FEATURE = "execution-timeout"
+"""`timeoutMs` in an execute body is the execution's own deadline, and an execution whose
+request is given up is cancelled."""
 """The `Health.features` name of `POST /v1/sandboxes/:id/files/batch`."""
 
 

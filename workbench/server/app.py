@@ -1,17 +1,20 @@
 """An ASGI application serving the gateway protocol (run by uvicorn).
 
 HTTP parsing is uvicorn's; this layer only reads the body (bounded), checks the bearer
-token in constant time and hands the request to the in-process gateway, which owns
-every route, status and error body.
+token in constant time (when there is one: the daemon's own socket has none) and hands
+the request to a handler that owns every route, status and error body: the local
+gateway, or the daemon for a `serve` in front of it. A client that disconnects before
+its answer gives its request up (`Request.given_up`): its execution is cancelled.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from workbench.backends.local.gateway import LocalGateway
 from workbench.protocol.errors import error_response
 from workbench.protocol.http import (
     FILES_BATCH_BODY_CAP,
@@ -40,12 +43,20 @@ def unauthorized() -> Response:
     return Response.json(401, body)
 
 
-class GatewayApp:
-    """ASGI 3 app: bearer auth + body cap in front of `LocalGateway.handle`."""
+Handler = Callable[[Request], Awaitable[Response]]
 
-    def __init__(self, gateway: LocalGateway, token: str) -> None:
-        self.gateway = gateway
-        self._expected_header = b"Bearer " + token.encode()
+
+class GatewayApp:
+    """ASGI 3 app: bearer auth + body cap in front of a gateway's `handle`."""
+
+    def __init__(
+        self, handle: Handler, token: str | None, *, on_shutdown: Callable[[], object] = object
+    ) -> None:
+        """`token` None: no authorization (a socket only its owner can reach);
+        `on_shutdown` runs at the lifespan's shutdown."""
+        self.handle = handle
+        self._expected_header = None if token is None else b"Bearer " + token.encode()
+        self._on_shutdown = on_shutdown
 
     def authorized(self, raw_headers: list[tuple[bytes, bytes]]) -> bool:
         """Exactly one Authorization header whose raw value is `Bearer <token>`.
@@ -53,6 +64,8 @@ class GatewayApp:
         The whole raw value is compared in constant time: no trimming, no case folding,
         so a lowercase scheme, a trailing space or a no-break space before the token fail.
         """
+        if self._expected_header is None:
+            return True
         values = [value for name, value in raw_headers if name.lower() == b"authorization"]
         if len(values) != 1:
             return False
@@ -82,7 +95,24 @@ class GatewayApp:
             await self._send(send, error_json(validation_error("Request too large", 413)))
             return
         request = Request(scope.get("method", "GET"), path, body, headers)
-        await self._send(send, await self.gateway.handle(request))
+        await self._send(send, await self._answer(request, receive))
+
+    async def _answer(self, request: Request, receive: Receive) -> Response:
+        """The handler's answer; a disconnect meanwhile gives the request up (the handler
+        still finishes it: what it did is stored as any other request's)."""
+        answering = asyncio.ensure_future(self.handle(request))
+        disconnect = asyncio.ensure_future(_disconnected(receive))
+        try:
+            done, _ = await asyncio.wait(
+                {answering, disconnect}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if disconnect in done:
+                request.given_up.set()
+            return await answering
+        finally:
+            disconnect.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await disconnect
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -90,7 +120,7 @@ class GatewayApp:
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                self.gateway.close()
+                self._on_shutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -126,6 +156,12 @@ async def _read_body(receive: Receive, cap: int) -> bytes | None:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return once the client has gone (the body was read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _drain(receive: Receive) -> None:

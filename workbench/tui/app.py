@@ -66,7 +66,9 @@ class WorkbenchApp(App[None]):
         clock: Clock = SYSTEM_CLOCK,
         show_measurements: bool = True,
         health_interval: float = HEALTH_INTERVAL_SECONDS,
+        no_daemon: bool = False,
     ) -> None:
+        """`no_daemon`: open the local store in this process (`--no-daemon`)."""
         super().__init__()
         self.config_problem: str | None = None
         if config is None:
@@ -81,7 +83,11 @@ class WorkbenchApp(App[None]):
         self.main_screen = MainScreen(
             profile,
             backend_factory=backend_factory
-            or (lambda name: open_profile_backend(name, data_dir=data_dir)),
+            or (
+                lambda name: open_profile_backend(
+                    name, data_dir=data_dir, embedded=True if no_daemon else None
+                )
+            ),
             data_dir=self.data_dir,
             history_store=LocalHistoryStore(self.data_dir / HISTORY_FILE_NAME),
             clock=clock,
@@ -302,5 +308,5 @@ class WorkbenchApp(App[None]):
         self.main_screen.action_diff_cell(others, profile)
 
 
-def run_app(profile: str = LOCAL, data_dir: Path | None = None) -> None:
-    WorkbenchApp(profile, data_dir).run()
+def run_app(profile: str = LOCAL, data_dir: Path | None = None, no_daemon: bool = False) -> None:
+    WorkbenchApp(profile, data_dir, no_daemon=no_daemon).run()

@@ -42,6 +42,12 @@ BackendFactory = Callable[[str], Backend]
 BackendCall = Callable[[Backend], Awaitable[None]]
 
 
+def connection_detail(backend: Backend) -> str:
+    """What the status bar says about a connected backend: `local (DIR) · daemon pid N`."""
+    served = f" · {backend.served_by}" if backend.served_by else ""
+    return f"{backend.description}{served}"
+
+
 def run_group(context_id: str) -> str:
     """The worker group of a context's cell runs (an abandoned run cancels it)."""
     return f"run-{context_id}"
@@ -128,7 +134,7 @@ class ProfileConnection:
             return
         if profile == self.profile:
             self.versions = VersionReport.read(health)
-        self.owner.post_message(HealthChecked(profile, True, backend.description))
+        self.owner.post_message(HealthChecked(profile, True, connection_detail(backend)))
 
     # ----------------------------------------------------------------- calls
 

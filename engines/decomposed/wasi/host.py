@@ -16,7 +16,7 @@ from typing import Any
 
 import wasmtime
 
-from engines.decomposed.wasi.abi import MemoryUser
+from engines.decomposed.wasi.abi import GuestTrap, MemoryUser
 from engines.decomposed.wasi.errors import FsError, WasiErrno
 from engines.decomposed.wasi.resources import Entry, ResourceTable
 from engines.vfs import Mount, Node, VfsError, VirtualFS
@@ -26,6 +26,15 @@ MAX_WAIT_SECONDS = 3600.0
 """A wait longer than this is done in pieces (threading's timeout has a maximum)."""
 DETACHED = "\0"
 """The path a snapshot records for a file that was removed while open (never found)."""
+MAX_OPEN_NODES = 1024
+"""Descriptors and file streams a guest may hold at once (`quota` beyond: WASI has no
+EMFILE, and `insufficient-memory` would be Python's MemoryError): each costs host memory
+and a path in every snapshot."""
+MAX_RESOURCES = 65_536
+"""Handles of any kind (pollables, errors, streams) a guest may hold at once."""
+MAX_LISTINGS = 16
+"""Directory listings a guest may hold at once (each copies up to 4,096 names; `quota`
+beyond)."""
 
 
 class WasiHost(MemoryUser):
@@ -95,7 +104,9 @@ class WasiHost(MemoryUser):
         return {"table": self.table.state(), "clock": self.monotonic()}
 
     def load(self, state: object) -> None:
-        """Take back `state` (after JSON): its handles reopen their files when next used."""
+        """Take back `state` (after JSON): each handle finds its node again by the path it
+        had when the snapshot was taken (now, before the guest runs); one whose file is
+        gone is a bad descriptor from then on."""
         if not isinstance(state, dict) or set(state) != {"table", "clock"}:
             raise ValueError("malformed WASI host state")
         clock = state["clock"]
@@ -105,10 +116,16 @@ class WasiHost(MemoryUser):
         self.table.load(state["table"])
         self._clock_offset = max(0, clock - time.monotonic_ns())
         self._clock_last = clock
+        for handle, entry in self.table.entries.items():
+            if entry.get("preopen", -1) >= 0 and "path" in entry:
+                self._find_again(handle, entry)
 
     # -- resources on nodes ---------------------------------------------------------------
     def add(self, entry: Entry, node: Node | None = None) -> int:
-        """A new handle for `entry` (holding `node` open, if given)."""
+        """A new handle for `entry` (holding `node` open, if given); a guest holding
+        `MAX_RESOURCES` handles traps instead."""
+        if len(self.table.entries) >= MAX_RESOURCES:
+            raise GuestTrap("the guest holds too many host resources")
         handle = self.table.add(entry)
         if node is not None:
             self.fs(entry).retain(node)
@@ -129,18 +146,30 @@ class WasiHost(MemoryUser):
         return self.mounts[preopen].fs
 
     def node_of(self, handle: int, entry: Entry) -> Node:
-        """The node behind a handle (found again by its path after a restore; a file that
-        is gone since makes it a bad descriptor)."""
+        """The node behind a handle (EBADF for one whose file was gone at a restore)."""
         node = self._nodes.get(handle)
         if node is None:
-            fs = self.fs(entry)
-            try:
-                node = fs.root if entry["path"] == "" else fs.lookup(fs.root, entry["path"])
-            except VfsError:
-                raise FsError(WasiErrno.BADF) from None
-            fs.retain(node)
-            self._nodes[handle] = node
+            raise FsError(WasiErrno.BADF)
         return node
+
+    def _find_again(self, handle: int, entry: Entry) -> None:
+        try:
+            fs = self.fs(entry)
+            node = fs.root if entry["path"] == "" else fs.lookup(fs.root, entry["path"])
+        except (VfsError, FsError):
+            entry["path"] = DETACHED
+            return
+        fs.retain(node)
+        self._nodes[handle] = node
+
+    def check_room(self, kind: str = "descriptor") -> None:
+        """Refuse a new open descriptor or stream (`quota`) past the caps."""
+        if kind == "directory-entry-stream":
+            listings = sum(entry["type"] == kind for entry in self.table.entries.values())
+            if listings >= MAX_LISTINGS:
+                raise FsError(WasiErrno.QUOTA)
+        elif len(self._nodes) >= MAX_OPEN_NODES:
+            raise FsError(WasiErrno.QUOTA)
 
     def writable(self, entry: Entry) -> bool:
         """Whether the mount an entry lives on may be changed."""

@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from engines.isolated import worker_pool
 from engines.session import Limits
+from workbench import __version__
 from workbench.api.client import Backend
 from workbench.backends.local.engine_manager import LocalEngineManager
 from workbench.backends.local.gateway import LocalGateway
 from workbench.backends.local.runtimes import EngineProgress, local_runtimes
 from workbench.backends.local.sessions import DEFAULT_MAX_RESIDENT, SessionPool
 from workbench.backends.local.settings import LocalResources, SandboxSettings, parse_ttl
+from workbench.backends.owner import OwnerInfo, OwnerLock
 from workbench.config import TIMEOUT_ENV, parse_timeout
 from workbench.core.clock import SYSTEM_CLOCK, Clock
 from workbench.paths import DATABASE_NAME, private_data_dir
@@ -33,6 +36,8 @@ __all__ = ["LocalGateway", "LocalTransport", "open_local_backend", "open_local_g
 class LocalTransport:
     """Sends gateway requests to an in-process `LocalGateway`."""
 
+    enforces_deadlines = True
+
     def __init__(self, gateway: LocalGateway, description: str) -> None:
         self.gateway = gateway
         self.description = description
@@ -40,12 +45,17 @@ class LocalTransport:
     async def request(
         self, method: str, path: str, body: Any = None, *, timeout: float | None = None
     ) -> Response:
+        """One request; given up (its timeout, its task cancelled), it cancels the
+        sandbox's execution, which still ends and is stored as any other."""
         payload = b"" if body is None else json.dumps(body).encode()
         headers = {"content-type": "application/json", "content-length": str(len(payload))}
-        call = self.gateway.handle(Request(method, path, payload, headers))
-        if timeout is None:
-            return await call
-        return await asyncio.wait_for(call, timeout)
+        request = Request(method, path, payload, headers)
+        call = asyncio.ensure_future(self.gateway.handle(request))
+        try:
+            return await asyncio.wait_for(asyncio.shield(call), timeout)
+        except (asyncio.CancelledError, TimeoutError):
+            request.given_up.set()  # the request still ends, and is stored, in the gateway
+            raise
 
     async def cancel(self, sandbox_id: str) -> bool:
         return self.gateway.cancel(sandbox_id)
@@ -63,10 +73,44 @@ def open_local_gateway(
     clock: Clock = SYSTEM_CLOCK,
     history_limit: int | None = None,
     prepare_progress: EngineProgress | None = None,
+    owner_kind: str = "embedded",
+    socket: str | None = None,
 ) -> LocalGateway:
-    """The local sandboxes stored under `directory` (default: the user data dir);
-    `prepare_progress` hears about engines prepared on their first use."""
+    """The local sandboxes stored under `directory` (default: the user data dir), owned by
+    this process until the gateway is closed (`StoreOwnedError` when another process owns
+    them: the daemon, or another embedded backend); `prepare_progress` hears about engines
+    prepared on their first use. `owner_kind` and `socket` say who owns it (the daemon
+    passes its own)."""
     root = private_data_dir(directory)
+    owner = OwnerLock(root)
+    owner.acquire(OwnerInfo(os.getpid(), owner_kind, __version__, socket, int(time.time() * 1000)))
+    try:
+        return _open_gateway(
+            root,
+            owner,
+            ttl_ms=ttl_ms,
+            max_resident=max_resident,
+            limits=limits,
+            clock=clock,
+            history_limit=history_limit,
+            prepare_progress=prepare_progress,
+        )
+    except BaseException:
+        owner.release()
+        raise
+
+
+def _open_gateway(
+    root: Path,
+    owner: OwnerLock,
+    *,
+    ttl_ms: float | None,
+    max_resident: int | None,
+    limits: Limits | None,
+    clock: Clock,
+    history_limit: int | None,
+    prepare_progress: EngineProgress | None,
+) -> LocalGateway:
     if history_limit is None:
         raw = os.environ.get(HISTORY_LIMIT_ENV, "")
         history_limit = int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_HISTORY_LIMIT
@@ -87,11 +131,26 @@ def open_local_gateway(
         settings=SandboxSettings(ttl_ms=ttl_ms, limits=limits),
         engine_pool=engine_pool,
     )
-    return LocalGateway(resources)
+    return LocalGateway(resources, owner)
 
 
-def open_local_backend(directory: Path | None = None, **options: Any) -> Backend:
-    """The embedded backend over the local store and engines."""
+def open_local_backend(
+    directory: Path | None = None, *, embedded: bool = False, **options: Any
+) -> Backend:
+    """The local backend of `directory` (default: the user data dir): through its daemon
+    (started on demand; `execution_timeout` is the one option), or with `embedded=True`
+    in this process, which then owns the store until the backend is closed (the options
+    of `open_local_gateway`)."""
+    if not embedded:
+        from workbench.backends.daemon import open_daemon_backend
+
+        unknown = set(options) - {"execution_timeout"}
+        if unknown:
+            raise TypeError(
+                f"{', '.join(sorted(unknown))}: options of the embedded backend "
+                "(pass embedded=True)"
+            )
+        return open_daemon_backend(directory, **options)
     gateway = open_local_gateway(directory, **options)
     transport = LocalTransport(gateway, f"local ({gateway.store.path.parent})")
-    return Backend(transport, name="local", engines=LocalEngineManager())
+    return Backend(transport, name="local", engines=LocalEngineManager(), served_by="this process")

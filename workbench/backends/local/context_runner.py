@@ -57,20 +57,27 @@ class ContextRunner:
         """The session executing right now (for cancel)."""
 
     async def run_stateless(
-        self, runtime: LocalRuntime, code: str, call_env: dict[str, str | None]
+        self,
+        runtime: LocalRuntime,
+        code: str,
+        call_env: dict[str, str | None],
+        timeout: float | None = None,
     ) -> ExecutionResult:
         """A binding without contexts run from the sandbox: a fresh engine, sandbox env."""
         meta = self._state.ensure_meta()
         env = layer_env(meta.env_vars, None, call_env)
         result = await asyncio.get_running_loop().run_in_executor(
-            ENGINE_THREADS, runtime.run_stateless, code, env
+            ENGINE_THREADS, runtime.run_stateless, code, env, timeout
         )
         self._state.touch()
         return result
 
-    async def run(self, row: ContextRow, code: str, env: dict[str, str]) -> ExecutionResult:
+    async def run(
+        self, row: ContextRow, code: str, env: dict[str, str], timeout: float | None = None
+    ) -> ExecutionResult:
         """Run `code` in the context of `row` and store the outcome; the result carries the
-        context's counters and where its REPL state came from."""
+        context's counters and where its REPL state came from. `timeout`: this run's
+        wall-clock limit instead of the backend's."""
         runtime = self._state.runtime(row.binding)
         key = (self._state.id, row.id)
         was_resident = self._sessions.is_resident(key)
@@ -89,7 +96,7 @@ class ContextRunner:
         started = time.perf_counter()
         try:
             outcome, result, changes = await asyncio.get_running_loop().run_in_executor(
-                ENGINE_THREADS, self._run_blocking, key, create, code, env, row.cwd
+                ENGINE_THREADS, self._run_blocking, key, create, code, env, row.cwd, timeout
             )
         except EngineUnavailableError as error:
             result = runtime.engine_error(
@@ -117,6 +124,7 @@ class ContextRunner:
         code: str,
         env: dict[str, str],
         cwd: str,
+        timeout: float | None,
     ) -> tuple[Outcome, ExecutionResult, ChangeSet]:
         """One worker-thread hop for the whole execution: session, run (with the tree's
         changes in and the run's out), the run's changes into the tree, snapshot."""
@@ -130,7 +138,7 @@ class ContextRunner:
             workspace = self._state.workspace if use_files else None
             self.running = session
             try:
-                outcome = session.execute(code, env, cwd, workspace=workspace)
+                outcome = session.execute(code, env, cwd, workspace=workspace, timeout=timeout)
             finally:
                 self.running = None
             result = outcome.result

@@ -16,6 +16,7 @@ from engines.isolated import IsolatedSession
 from workbench.backends.local.routes import dispatch
 from workbench.backends.local.sandbox_object import SandboxObject
 from workbench.backends.local.settings import LocalResources, idle_deadline_passed
+from workbench.backends.owner import OwnerLock
 from workbench.protocol.http import Request, Response
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import SandboxSummary
@@ -33,8 +34,10 @@ class LocalGateway:
     _sweeper: asyncio.Task[None] | None = None
     """The periodic idle-expiry sweep, started by the first sandbox request."""
 
-    def __init__(self, resources: LocalResources) -> None:
+    def __init__(self, resources: LocalResources, owner: OwnerLock | None = None) -> None:
+        """`owner`: the data dir's lock this gateway holds (released at `close`)."""
         self.resources = resources
+        self._owner = owner
         self.store, self.runtimes = resources.store, resources.runtimes
         self.sessions, self.clock = resources.sessions, resources.clock
         self.settings = resources.settings
@@ -146,3 +149,5 @@ class LocalGateway:
             sandbox.stop_flush_timer()
         self.sessions.close()
         self.store.close()
+        if self._owner is not None:
+            self._owner.release()

@@ -46,6 +46,7 @@ from workbench.protocol.http import (
 from workbench.protocol.ids import validate_sandbox_id
 from workbench.protocol.routing import ANY_METHOD, Found, Route, RouteTable
 from workbench.protocol.types import (
+    EXECUTION_TIMEOUT_FEATURE,
     FILES_BATCH_FEATURE,
     CancelResult,
     ContextList,
@@ -66,9 +67,11 @@ INTERPRETER_PROTOCOL = 1
 """The runtime protocol (spec 2.2.2) the local runtimes speak and the local core accepts."""
 CORE = CoreInfo("sandbox-workbench", __version__, INTERPRETER_PROTOCOL)
 """What runs the sandboxes here: the workbench's own emulation of `@sandbox-workers/core`."""
-FEATURES = [FILES_BATCH_FEATURE]
+FEATURES = [FILES_BATCH_FEATURE, EXECUTION_TIMEOUT_FEATURE]
 """The extensions this gateway serves (`GET /v1/health`)."""
 FILES_BATCH_LIMITS = FilesBatchLimits(FILES_BATCH_MAX_ENTRIES, FILES_BATCH_BODY_CAP)
+MAX_TIMEOUT_MS = 86_400_000
+"""A day: the longest execution deadline a request may ask for."""
 LANGUAGE_ALIASES = {
     "python3": "python",
     "js": "javascript",
@@ -158,11 +161,29 @@ async def execute_stateless(gateway: LocalGateway, request: Request, params: Par
     _check_language(runtime, body)
     code = validate_code(body)
     env_vars = runtime_env_vars(body) or {}
+    timeout = execution_timeout(body)
     try:
-        result = await asyncio.to_thread(runtime.run_stateless, code, env_vars)
+        result = await asyncio.to_thread(runtime.run_stateless, code, env_vars, timeout)
     except Exception:  # anything unexpected before the engine answered (spec 2.2.1)
         return internal_error("Engine execution failed", 502)
     return answer(result)
+
+
+def execution_timeout(body: dict[str, Any]) -> float | None:
+    """The execution's own deadline, `timeoutMs` (an extension of ours; None: the
+    backend's limit)."""
+    value = body.get("timeoutMs")
+    if value is None:
+        return None
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not 0 < value <= MAX_TIMEOUT_MS
+    ):
+        raise validation_error(
+            f"timeoutMs must be a number of milliseconds from 1 to {MAX_TIMEOUT_MS}"
+        )
+    return value / 1000
 
 
 async def list_sandboxes(gateway: LocalGateway, request: Request, params: Params) -> Response:
@@ -226,7 +247,14 @@ async def execute(sandbox: SandboxObject, request: Request, params: Params) -> R
         raise validation_error("contextId must be a non-empty string")
     if binding is not None and (not isinstance(binding, str) or not binding):
         raise validation_error("binding must be a non-empty string")
-    result = await sandbox.execute(code, context_id=context_id, binding=binding, env_vars=call_env)
+    result = await sandbox.execute(
+        code,
+        context_id=context_id,
+        binding=binding,
+        env_vars=call_env,
+        timeout=execution_timeout(body),
+        given_up=request.given_up,
+    )
     return answer(result)
 
 

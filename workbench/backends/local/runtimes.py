@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engines.cache import EngineCache
 from engines.isolated import WorkerPool, run_isolated
@@ -47,17 +47,21 @@ class LocalRuntime:
     def info(self) -> RuntimeInfo:
         return RuntimeInfo(self.binding, self.spec.language, self.spec.engine, self.spec.contexts)
 
-    def run_stateless(self, code: str, env_vars: dict[str, str]) -> ExecutionResult:
-        """A fresh engine instance per call, in an engine process; host failures become
-        `EngineError` results."""
+    def run_stateless(
+        self, code: str, env_vars: dict[str, str], timeout: float | None = None
+    ) -> ExecutionResult:
+        """A fresh engine instance per call, in an engine process (`timeout`: its
+        wall-clock limit instead of the backend's); host failures become `EngineError`
+        results."""
         started = time.perf_counter()
+        limits = self.limits if timeout is None else replace(self.limits, timeout_seconds=timeout)
         try:
             return run_isolated(
                 self.engine_pool,
                 self.spec,
                 code,
                 env_vars,
-                limits=self.limits,
+                limits=limits,
                 progress=self.prepare_progress,
             )
         except (PrepareError, WorkerDied) as error:

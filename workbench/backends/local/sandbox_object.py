@@ -219,18 +219,47 @@ class SandboxObject:
         context_id: str | None,
         binding: str | None,
         env_vars: dict[str, str | None],
+        timeout: float | None = None,
+        given_up: asyncio.Event | None = None,
     ) -> ExecutionResult:
         """Spec 2.4.1: run in the given context, or the binding's default context (a
-        binding without contexts runs statelessly); env layered sandbox, context, call."""
+        binding without contexts runs statelessly); env layered sandbox, context, call.
+        `timeout`: this execution's wall-clock limit instead of the backend's. Once
+        `given_up` is set (the caller stopped waiting), the execution is cancelled; one
+        whose turn comes after that does not run at all."""
+        if given_up is not None and given_up.is_set():
+            raise make_error(
+                ErrorCode.CODE_EXECUTION_ERROR,
+                "Execution cancelled: the caller gave up before it began",
+            )
+        watcher = None if given_up is None else asyncio.create_task(self._cancel_on(given_up))
+        try:
+            return await self._execute(code, context_id, binding, env_vars, timeout)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    async def _cancel_on(self, given_up: asyncio.Event) -> None:
+        await given_up.wait()
+        self.cancel()
+
+    async def _execute(
+        self,
+        code: str,
+        context_id: str | None,
+        binding: str | None,
+        env_vars: dict[str, str | None],
+        timeout: float | None,
+    ) -> ExecutionResult:
         meta = self._state.ensure_meta()
         if context_id is not None:
             row = self._state.context(context_id)
         elif binding is not None:
             runtime = self._state.runtime(binding)
             if not runtime.spec.contexts:
-                return await self._runner.run_stateless(runtime, code, env_vars)
+                return await self._runner.run_stateless(runtime, code, env_vars, timeout)
             row = self._state.default_context(binding)
         else:
             raise validation_error("Pass a context or a binding")
         env = layer_env(meta.env_vars, row.env_vars, env_vars)
-        return await self._runner.run(row, code, env)
+        return await self._runner.run(row, code, env, timeout)

@@ -29,6 +29,11 @@ class SessionPool:
         self._busy: set[SessionKey] = set()
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        """Sessions resident now."""
+        with self._lock:
+            return len(self._sessions)
+
     def acquire(self, key: SessionKey, create: Callable[[], Session]) -> Session:
         """The context's session (created if absent), marked busy until `release`."""
         with self._lock:

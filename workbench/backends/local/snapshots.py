@@ -2,9 +2,9 @@
 written behind the executions.
 
 The engine process takes a snapshot after each successful run; the context is then
-"dirty" until its changed 1 MiB chunks reach SQLite, which happens once the sandbox has
-been idle for a moment (or earlier, when its session is evicted or closed), so writing
-stays off the execution path.
+"dirty" until its changed 1 MiB chunks reach SQLite, which happens right after the answer
+(in turn with the sandbox's requests; at once, too, when its session is evicted or
+closed), so writing stays off the execution path and a crash loses at most that run.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ class SnapshotWriter:
         self._dirty.clear()
 
     def schedule_flush(self) -> None:
-        """Persist dirty snapshots once the sandbox has been idle for a moment, so taking
-        and writing a snapshot (tens of milliseconds) stays off the execution path."""
+        """Persist dirty snapshots after the answer (`snapshot_delay_seconds`), so taking
+        and writing a snapshot (milliseconds) stays off the execution path."""
         if self._flush_timer is not None:
             self._flush_timer.cancel()
         loop = asyncio.get_running_loop()

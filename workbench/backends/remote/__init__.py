@@ -175,6 +175,10 @@ def _describe(error: httpx.HTTPError, base_url: str, waited: float | None) -> st
 class HttpTransport:
     """Gateway requests over HTTP(S) with bearer auth, timeouts and bounded retries."""
 
+    enforces_deadlines = False
+    """A Worker gateway keeps its own limits; `serve` enforces `timeoutMs` too, and a
+    client that waits exactly that long and then gives up cancels the execution there."""
+
     def __init__(
         self,
         base_url: str,

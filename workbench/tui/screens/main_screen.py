@@ -39,7 +39,7 @@ from workbench.tui.messages import (
     SandboxesLoaded,
     SandboxInfoLoaded,
 )
-from workbench.tui.profile_connection import BackendFactory, ProfileConnection
+from workbench.tui.profile_connection import BackendFactory, ProfileConnection, connection_detail
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import ContextRequest, CreateContextScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
@@ -162,7 +162,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
     async def backend_opened(self, message: BackendOpened) -> None:
         if not await self.connection.adopt(message.profile, message.backend):
             return
-        self.status.detail = message.backend.description
+        self.status.detail = connection_detail(message.backend)
         self.connection.check_health()
         self.connection.load_runtimes()
         self.connection.load_sandboxes()
@@ -353,8 +353,10 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         self.app.push_screen(CreateContextScreen(sandbox_id, self.runtimes), chosen)
 
     async def action_close_tab(self) -> None:
+        """Close the active REPL; a cell it is running is given up, which cancels it."""
         repl = self.active_repl
         if repl is not None:
+            self.connection.abandon_run(repl.context.id)
             await self.tabs.close_repl(repl.context.id)
 
     def action_delete_context(self) -> None:

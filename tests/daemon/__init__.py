@@ -1,0 +1,20 @@
+"""Tests of the local daemon (issue 21)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from workbench.backends.daemon import probe, socket_path
+
+
+def wait_for_a_request(env: dict[str, str]) -> None:
+    """Until the daemon answers a request other than the status probe."""
+    socket = socket_path(Path(env["SANDBOX_WORKBENCH_DATA_DIR"]))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        info = probe(socket)
+        if info is not None and info.requests_in_flight > 0:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the daemon never got the request")

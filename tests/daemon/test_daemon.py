@@ -1,0 +1,432 @@
+"""The local daemon: one owner of a data dir's live state, started on demand, shared by
+every client, replaced when it dies or is of another version (issue 21)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli import ROOT, SCRIPT, cli_env, one_error_line, run_cli
+from tests.daemon import wait_for_a_request
+from workbench.backends.daemon import probe, socket_path, stop_at
+from workbench.backends.local import open_local_backend
+from workbench.backends.owner import OWNER_FILE, StoreOwnedError, current_owner
+
+pytestmark = pytest.mark.slow
+
+
+def status(env: dict[str, str]) -> dict[str, object]:
+    completed = run_cli(env, "daemon", "status", "--json")
+    assert completed.returncode == 0, completed.stderr
+    answer: dict[str, object] = json.loads(completed.stdout)
+    return answer
+
+
+def daemon_pids(data: Path) -> list[int]:
+    """Processes running `python -m workbench.daemon` for `data`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"workbench.daemon" in command and str(data).encode() in command:
+                found.append(int(entry.name))
+    return found
+
+
+def test_status_start_logs_and_stop(tmp_path: Path, perl_engine: None) -> None:
+    env = cli_env(tmp_path)
+    data = tmp_path / "data"
+    assert run_cli(env, "daemon", "status").stdout == f"no local daemon runs for {data}\n"
+    ran = run_cli(env, "run", "-s", "box", "-b", "PERL", "-c", "1")  # starts it on demand
+    assert ran.returncode == 0, ran.stderr
+    shown = run_cli(env, "daemon", "status").stdout
+    assert shown.startswith("local daemon: running\n")
+    labels = ("pid", "uptime", "version", "data dir", "socket", "sessions", "requests", "memory")
+    for label in (*labels, "log"):
+        assert re.search(rf"^  {label} +\S", shown, re.MULTILINE), (label, shown)
+    assert f"data dir   {data}\n" in shown and "sessions   1 live" in shown
+    info = status(env)
+    assert info["running"] is True and info["version"] == "0.1.0"
+    runtime = Path(str(info["socket"])).parent
+    assert stat.S_IMODE(runtime.stat().st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(str(info["socket"])).st_mode) == 0o600
+    logs = run_cli(env, "daemon", "logs").stdout
+    assert f"daemon (pid {info['pid']}) serving {data}" in logs
+    stopped = run_cli(env, "daemon", "stop")
+    assert stopped.stdout == f"stopped the local daemon (pid {info['pid']})\n"
+    assert status(env) == {"running": False}
+    assert current_owner(data) is None
+    assert "stopped" in run_cli(env, "daemon", "logs", "-n", "1").stdout
+
+
+def test_clients_starting_at_once_end_with_one_daemon(tmp_path: Path, perl_engine: None) -> None:
+    env = cli_env(tmp_path)
+    data = tmp_path / "data"
+    clients = [
+        subprocess.Popen(
+            [str(SCRIPT), "run", "-s", f"box{index}", "-b", "PERL", "-c", str(index)],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index in range(6)
+    ]
+    for index, client in enumerate(clients):
+        out, err = client.communicate(timeout=120)
+        assert (client.returncode, out) == (0, f"{index}\n"), err
+    assert len(daemon_pids(data)) == 1
+    assert status(env)["pid"] == daemon_pids(data)[0]
+
+
+STATE = [
+    ("PYTHON", "x = 41", "x + 1", "import time\ntime.sleep(60)"),
+    ("PERL", "our $x = 41", "$x + 1", "my $t = time; 1 while time - $t < 60"),
+    (
+        "JAVASCRIPT",
+        "var x = 41",
+        "x + 1",
+        "const t = Date.now(); while (Date.now() - t < 60000) {}",
+    ),
+    ("RUBY", "$x = 41", "$x + 1", "sleep 60"),
+]
+
+
+@pytest.mark.parametrize(("binding", "define", "use", "busy"), STATE)
+def test_a_killed_daemon_is_replaced_and_acknowledged_state_is_intact(
+    tmp_path: Path, all_engines: None, binding: str, define: str, use: str, busy: str
+) -> None:
+    env = cli_env(tmp_path)
+    defined = run_cli(env, "run", "-s", "k", "-b", binding, "-c", define)
+    assert defined.returncode == 0, defined.stderr
+    pid = int(str(status(env)["pid"]))
+    running = subprocess.Popen(
+        [str(SCRIPT), "run", "-s", "k", "-b", binding, "-c", busy],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for_a_request(env)  # the run is under way
+    os.kill(pid, signal.SIGKILL)
+    _, err = running.communicate(timeout=60)
+    assert running.returncode == 3
+    assert "Traceback" not in err and err.startswith("error: the local daemon broke off")
+    after = run_cli(env, "run", "-s", "k", "-b", binding, "--json", "-c", use)
+    assert after.returncode == 0, after.stderr
+    result = json.loads(after.stdout)
+    assert result["results"] == [{"text": "42"}]
+    assert result["workbench"]["boot"] == "restored"
+    assert "started fresh" not in after.stderr
+    assert status(env)["pid"] != pid
+
+
+def test_a_stale_socket_and_lock_are_replaced(tmp_path: Path, perl_engine: None) -> None:
+    env = cli_env(tmp_path)
+    assert run_cli(env, "run", "-s", "box", "-b", "PERL", "-c", "1").returncode == 0
+    info = status(env)
+    os.kill(int(str(info["pid"])), signal.SIGKILL)
+    time.sleep(0.5)
+    stale = Path(str(info["socket"]))
+    assert stale.exists() and (tmp_path / "data" / OWNER_FILE).exists()  # both left behind
+    again = run_cli(env, "run", "-s", "box", "-b", "PERL", "-c", "2")
+    assert (again.returncode, again.stdout) == (0, "2\n"), again.stderr
+    assert status(env)["pid"] != info["pid"]
+
+
+def test_a_socket_that_is_not_private_is_refused(tmp_path: Path, perl_engine: None) -> None:
+    env = cli_env(tmp_path)
+    assert run_cli(env, "run", "-s", "box", "-b", "PERL", "-c", "1").returncode == 0
+    socket_file = Path(str(status(env)["socket"]))
+    os.chmod(socket_file, 0o666)
+    try:
+        refused = run_cli(env, "sandboxes", "list")
+        assert refused.returncode == 3
+        assert "is open to other users (mode 666): refusing it" in one_error_line(refused)
+    finally:
+        os.chmod(socket_file, 0o600)
+    runtime = socket_file.parent
+    os.chmod(runtime, 0o755)
+    try:
+        refused = run_cli(env, "sandboxes", "list")
+        assert refused.returncode == 3
+        assert f"{runtime} is open to other users" in one_error_line(refused)
+    finally:
+        os.chmod(runtime, 0o700)
+    assert run_cli(env, "sandboxes", "list").returncode == 0
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # the venv's may sit under a home only root can enter
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="acting as another user needs root")
+@pytest.mark.skipif(not Path(SYSTEM_PYTHON).exists(), reason="no system Python")
+def test_a_peer_of_another_user_gets_no_answer(tmp_path: Path, perl_engine: None) -> None:
+    env = cli_env(tmp_path)
+    assert run_cli(env, "run", "-s", "box", "-b", "PERL", "-c", "1").returncode == 0
+    socket_file = Path(str(status(env)["socket"]))
+    opened = [socket_file.parent, socket_file.parent.parent]  # the runtime dir and the test's
+    modes = {path: stat.S_IMODE(path.stat().st_mode) for path in opened}
+    os.chmod(socket_file, 0o666)  # as if the mode checks were gone: the uid check holds
+    for path in opened:
+        os.chmod(path, 0o711)
+    probe_code = textwrap.dedent(
+        f"""\
+        import socket
+        s = socket.socket(socket.AF_UNIX)
+        s.connect({str(socket_file)!r})
+        try:
+            s.sendall(b"GET /v1/sandboxes HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n")
+            print(repr(s.recv(65536)))
+        except (BrokenPipeError, ConnectionResetError):
+            print(repr(b""))
+        """
+    )
+    try:
+        other = subprocess.run(
+            [SYSTEM_PYTHON, "-c", probe_code],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            user=65534,
+            cwd="/",
+        )
+    except PermissionError:
+        pytest.skip(f"{SYSTEM_PYTHON} cannot run as another user here")
+    finally:
+        os.chmod(socket_file, 0o600)
+        for path, mode in modes.items():
+            os.chmod(path, mode)
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.strip() == "b''"  # connected, then closed without an answer
+    assert "refused a connection from another user" in run_cli(env, "daemon", "logs").stdout
+
+
+OLD_DAEMON = """
+import json, os, socket, sys
+from workbench.backends.owner import OwnerInfo, OwnerLock
+from pathlib import Path
+data, path = Path(sys.argv[1]), sys.argv[2]
+lock = OwnerLock(data)
+lock.acquire(OwnerInfo(os.getpid(), "daemon", "0.0.1", path))
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+os.chmod(path, 0o600)
+server.listen()
+print("ready", flush=True)
+while True:
+    connection, _ = server.accept()
+    request = connection.recv(65536)
+    if b"POST /v1/daemon/stop" in request:
+        connection.sendall(b"HTTP/1.1 200 OK\\r\\ncontent-length: 2\\r\\n\\r\\n{}")
+        connection.close()
+        os.unlink(path)
+        sys.exit(0)
+    body = json.dumps({"pid": os.getpid(), "version": "0.0.1", "dataDir": str(data),
+        "socket": path, "startedAt": 0, "liveSessions": 0, "memoryBytes": 0,
+        "logFile": "", "idleSeconds": 900, "tcp": None}).encode()
+    connection.sendall(b"HTTP/1.1 200 OK\\r\\ncontent-length: %d\\r\\n\\r\\n%s" % (len(body), body))
+    connection.close()
+"""
+
+
+def test_a_daemon_of_another_version_is_replaced(tmp_path: Path, perl_engine: None) -> None:
+    env = cli_env(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    path = str(socket_path(data))
+    old = subprocess.Popen(
+        [sys.executable, "-c", OLD_DAEMON, str(data), path],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert old.stdout is not None and old.stdout.readline() == "ready\n"
+    ran = run_cli(env, "run", "-s", "box", "-b", "PERL", "-c", "6 * 7")
+    assert (ran.returncode, ran.stdout) == (0, "42\n"), ran.stderr
+    assert old.wait(timeout=30) == 0  # it was asked to stop, and it did
+    assert f"note: replaced the local daemon of sandbox-workbench 0.0.1 (pid {old.pid})" in (
+        ran.stderr
+    )
+    assert status(env)["version"] == "0.1.0"
+
+
+async def test_an_embedded_owner_and_the_daemon_never_share_a_store(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    data = tmp_path / "data"
+    embedded = open_local_backend(data, embedded=True)
+    try:
+        with pytest.raises(StoreOwnedError) as second:
+            open_local_backend(data, embedded=True)
+        assert f"is in use by an embedded backend (pid {os.getpid()}" in str(second.value)
+        env = cli_env(tmp_path)
+        refused = run_cli(env, "sandboxes", "list")  # a daemon cannot take it either
+        assert refused.returncode == 3
+        assert "in use by an embedded backend" in one_error_line(refused)
+    finally:
+        await embedded.aclose()
+    daemon = open_local_backend(data)  # now it can
+    try:
+        assert await daemon.list_sandboxes() == []
+        with pytest.raises(StoreOwnedError) as owned:
+            open_local_backend(data, embedded=True)
+        assert "is in use by the local daemon (pid" in str(owned.value)
+        no_daemon = run_cli(cli_env(tmp_path), "--no-daemon", "sandboxes", "list")
+        assert no_daemon.returncode == 3
+        assert "sandbox-workbench daemon stop" in one_error_line(no_daemon)
+    finally:
+        await daemon.aclose()
+
+
+async def test_a_long_lived_client_outlives_its_daemon(tmp_path: Path, perl_engine: None) -> None:
+    data = tmp_path / "data"
+    backend = open_local_backend(data)  # as the TUI or `watch` holds it
+    try:
+        sandbox = backend.sandbox("kept")
+        await sandbox.interpreter.run_code("our $kept = 41", binding="PERL")
+        first = probe(socket_path(data))
+        assert first is not None and backend.served_by == f"daemon pid {first.pid}"
+        stop_at(socket_path(data))  # as an idle exit or `daemon stop` does
+        result = await sandbox.interpreter.run_code("$kept + 1", binding="PERL")
+        assert result.results[0].text == "42"  # a new daemon, from the snapshot
+        second = probe(socket_path(data))
+        assert second is not None and second.pid != first.pid
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.parametrize("embedded", [False, True], ids=["daemon", "embedded"])
+async def test_a_timeout_is_the_executions_own_deadline(
+    tmp_path: Path, python_engine: None, embedded: bool
+) -> None:
+    backend = open_local_backend(tmp_path / "data", embedded=embedded)
+    try:
+        sandbox = backend.sandbox("deadline")
+        await sandbox.interpreter.run_code("1", binding="PYTHON")
+        started = time.monotonic()
+        result = await sandbox.interpreter.run_code(
+            "import time\ntime.sleep(60)", binding="PYTHON", timeout=2
+        )
+        assert result.error is not None
+        assert result.error.message == "Execution timed out after 2 s"
+        assert time.monotonic() - started < 10
+        quick = await sandbox.interpreter.run_code("6 * 7", binding="PYTHON")
+        assert quick.results[0].text == "42"
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.parametrize("embedded", [False, True], ids=["daemon", "embedded"])
+async def test_a_call_given_up_cancels_its_execution(
+    tmp_path: Path, python_engine: None, embedded: bool
+) -> None:
+    backend = open_local_backend(tmp_path / "data", embedded=embedded)
+    try:
+        sandbox = backend.sandbox("given-up")
+        await sandbox.interpreter.run_code("x = 1", binding="PYTHON")
+        call = asyncio.create_task(
+            sandbox.interpreter.run_code("import time\ntime.sleep(60)", binding="PYTHON")
+        )
+        await asyncio.sleep(1.5)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        started = time.monotonic()
+        after = await sandbox.interpreter.run_code("x + 41", binding="PYTHON")
+        assert after.results[0].text == "42"  # not behind the abandoned minute
+        assert time.monotonic() - started < 5
+        history = await sandbox.interpreter.history(
+            (await sandbox.interpreter.list_code_contexts())[0]
+        )
+        cancelled = history[-2].result
+        assert cancelled.error is not None and cancelled.error.message == "Execution cancelled"
+    finally:
+        await backend.aclose()
+
+
+def test_ctrl_c_in_run_cancels_the_execution(tmp_path: Path, python_engine: None) -> None:
+    env = cli_env(tmp_path)
+    assert run_cli(env, "run", "-s", "c", "-b", "PYTHON", "-c", "x = 1").returncode == 0
+    running = subprocess.Popen(
+        [str(SCRIPT), "run", "-s", "c", "-b", "PYTHON", "-c", "import time\ntime.sleep(60)"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(2)
+    running.send_signal(signal.SIGINT)
+    running.communicate(timeout=30)
+    assert running.returncode == 130
+    started = time.monotonic()
+    after = run_cli(env, "run", "-s", "c", "-b", "PYTHON", "-c", "x + 41")
+    assert (after.returncode, after.stdout) == (0, "42\n")
+    assert time.monotonic() - started < 10
+
+
+def test_the_daemon_exits_when_idle_and_keeps_every_state(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    env = cli_env(tmp_path, SANDBOX_WORKBENCH_DAEMON_IDLE_S="1")
+    assert run_cli(env, "run", "-s", "idle", "-b", "PERL", "-c", "our $n = 41").returncode == 0
+    pid = int(str(status(env)["pid"]))
+    deadline = time.monotonic() + 20
+    while Path(f"/proc/{pid}").exists() and (
+        Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    ):
+        assert time.monotonic() < deadline, "the daemon did not exit when idle"
+        time.sleep(0.2)
+    assert "stopping: no client for" in run_cli(env, "daemon", "logs").stdout
+    again = run_cli(env, "run", "-s", "idle", "-b", "PERL", "-c", "$n + 1")
+    assert (again.returncode, again.stdout) == (0, "42\n"), again.stderr
+
+
+def test_serve_is_the_daemon_or_a_front_of_it(tmp_path: Path, perl_engine: None) -> None:
+    from tests.serve_process import serve_process
+
+    env = cli_env(tmp_path)
+    data = tmp_path / "data"
+    with serve_process(data, env=env) as served:  # no daemon yet: serve is the owner
+        info = probe(socket_path(data))
+        assert info is not None and info.pid == served.process.pid and info.tcp is not None
+        through_socket = run_cli(env, "run", "-s", "shared", "-b", "PERL", "-c", "our $v = 1")
+        assert through_socket.returncode == 0, through_socket.stderr
+        assert _remote_run(served.url, served.token, "$v + 1") == "2"
+    assert probe(socket_path(data)) is None
+    assert run_cli(env, "run", "-s", "shared", "-b", "PERL", "-c", "$v").stdout == "1\n"
+    daemon = int(str(status(env)["pid"]))
+    with serve_process(data, env=env) as front:  # a daemon runs: serve is a front of it
+        assert _remote_run(front.url, front.token, "$v + 10") == "11"
+        assert probe(socket_path(data)) is not None
+        assert int(str(status(env)["pid"])) == daemon
+    assert int(str(status(env)["pid"])) == daemon  # the daemon outlives its front
+
+
+def _remote_run(url: str, token: str, code: str) -> str:
+    import httpx
+
+    answer = httpx.post(
+        f"{url}/v1/sandboxes/shared/execute",
+        json={"code": code, "binding": "PERL"},
+        headers={"authorization": f"Bearer {token}"},
+        timeout=60,
+    ).json()
+    return str(answer["results"][0]["text"])

@@ -1,0 +1,307 @@
+"""Reaching a data dir's daemon: find it, start it when there is none, replace it when it
+is of another version, and hand out a `Backend` over its socket.
+
+Clients that start at once start one daemon: each takes the spawn lock before it starts
+one, and asks again once it holds it. The daemon takes the data dir's owner lock before
+it listens, so even a daemon started by hand next to ours gives up at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench import __version__
+from workbench.api.client import Backend
+from workbench.api.engines import EngineInfo, Progress
+from workbench.backends.daemon.location import check_socket, log_path, socket_path, spawn_lock_path
+from workbench.backends.daemon.transport import SocketTransport, unreachable
+from workbench.backends.owner import StoreOwnedError, current_owner
+from workbench.paths import private_data_dir
+from workbench.protocol.http import parse_json_response
+
+START_SECONDS = 60.0
+"""How long a new daemon may take to answer (it imports wasmtime and opens the store)."""
+PROBE_SECONDS = 2.0
+STOP_SECONDS = 60.0
+"""How long a daemon of another version may take to write its snapshots and exit."""
+
+
+FATAL = "fatal: "
+"""Begins the daemon's last log line when it cannot start: what its client says."""
+
+
+class DaemonStartError(Exception):
+    """The daemon could not be started; the message says why (from its log), and
+    `log_tail` holds its last lines (shown under `--debug`)."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+@dataclass(frozen=True)
+class DaemonInfo:
+    """`GET /v1/daemon`: what the daemon says about itself."""
+
+    pid: int
+    version: str
+    data_dir: str
+    socket: str
+    started_at: int
+    live_sessions: int
+    requests_in_flight: int
+    memory_bytes: int
+    log_file: str
+    idle_seconds: float
+    tcp: str | None
+
+    @classmethod
+    def from_json(cls, data: Any) -> DaemonInfo:
+        if not isinstance(data, dict):
+            raise ValueError("not a daemon's answer")
+        return cls(
+            int(data["pid"]),
+            str(data["version"]),
+            str(data["dataDir"]),
+            str(data["socket"]),
+            int(data["startedAt"]),
+            int(data["liveSessions"]),
+            int(data.get("requestsInFlight", 0)),
+            int(data["memoryBytes"]),
+            str(data["logFile"]),
+            float(data["idleSeconds"]),
+            None if data.get("tcp") is None else str(data["tcp"]),
+        )
+
+
+def probe(path: Path) -> DaemonInfo | None:
+    """The daemon answering on `path`, or None when none does (a stale or missing socket).
+    A socket that is not ours raises `UnsafeLocationError`."""
+    try:
+        check_socket(path)
+    except FileNotFoundError:
+        return None
+    try:
+        status, body = _blocking_request(path, "GET", "/v1/daemon")
+    except OSError:
+        return None
+    if status != 200:
+        return None
+    try:
+        return DaemonInfo.from_json(json.loads(body))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def stop(path: Path, data_dir: Path) -> DaemonInfo | None:
+    """Ask the daemon to write its snapshots and exit, and wait until it has (None: no
+    daemon was running)."""
+    info = stop_at(path)
+    if info is None:
+        return None
+    deadline = time.monotonic() + STOP_SECONDS
+    while current_owner(data_dir) is not None:
+        if time.monotonic() > deadline:
+            raise DaemonStartError(f"the local daemon (pid {info.pid}) did not stop in time")
+        time.sleep(0.02)
+    return info
+
+
+def stop_at(path: Path) -> DaemonInfo | None:
+    """Ask the daemon on `path` to stop and wait until its process has gone (None: none
+    answered there)."""
+    info = probe(path)
+    if info is None:
+        return None
+    with contextlib.suppress(OSError):
+        _blocking_request(path, "POST", "/v1/daemon/stop")
+    deadline = time.monotonic() + STOP_SECONDS
+    while _alive(info.pid):
+        if time.monotonic() > deadline:
+            raise DaemonStartError(f"the local daemon (pid {info.pid}) did not stop in time")
+        time.sleep(0.02)
+    return info
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie does not: it has exited)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def ensure_daemon(data_dir: Path | None = None) -> DaemonInfo:
+    """The daemon of `data_dir` (default: the user's), started if none runs and replaced
+    (after it wrote its snapshots) if it is of another version."""
+    directory = private_data_dir(data_dir)
+    path = socket_path(directory)
+    info = probe(path)
+    if info is not None and info.version == __version__:
+        return info
+    with _spawn_lock(directory):
+        info = probe(path)
+        if info is not None and info.version != __version__:
+            stop(path, directory)
+            print(
+                f"note: replaced the local daemon of sandbox-workbench {info.version} "
+                f"(pid {info.pid}) with one of this version ({__version__})",
+                file=sys.stderr,
+            )
+            info = None
+        if info is None:
+            info = _start(directory, path)
+    return info
+
+
+def open_daemon_backend(
+    data_dir: Path | None = None, *, execution_timeout: float | None = None
+) -> Backend:
+    """The local backend through its daemon (started on demand); `execution_timeout` is
+    every execution's wall-clock limit unless a call gives its own."""
+    info = ensure_daemon(data_dir)
+    transport = SocketTransport(Path(info.socket), f"local ({info.data_dir})", Path(info.data_dir))
+    return Backend(
+        transport,
+        name="local",
+        engines=DaemonEngineManager(transport),
+        execution_timeout=execution_timeout,
+        served_by=f"daemon pid {info.pid}",
+    )
+
+
+class DaemonEngineManager:
+    """The engines as the daemon sees them; preparing one happens here, in the client,
+    with its progress shown (the engine cache is shared, and locked while it changes)."""
+
+    def __init__(self, transport: SocketTransport) -> None:
+        self._transport = transport
+
+    async def statuses(self) -> list[EngineInfo]:
+        data = parse_json_response(await self._transport.request("GET", "/v1/engines"))
+        if not isinstance(data, dict) or not isinstance(data.get("engines"), list):
+            raise unreachable(
+                "the local daemon sent an invalid engine list", self._transport.socket
+            )
+        return [
+            EngineInfo(
+                str(item["language"]),
+                str(item["engine"]),
+                str(item["version"]),
+                str(item["state"]),
+                str(item.get("detail", "")),
+            )
+            for item in data["engines"]
+        ]
+
+    async def prepare(self, language: str, progress: Progress) -> None:
+        from workbench.backends.local.engine_manager import LocalEngineManager
+
+        await LocalEngineManager().prepare(language, progress)
+
+
+def _start(directory: Path, path: Path) -> DaemonInfo:
+    """Start the daemon (unless another owner holds the store) and wait for its answer."""
+    holder = current_owner(directory)
+    if holder is not None and holder.kind != "daemon":
+        raise StoreOwnedError(directory, holder)
+    process = None
+    if holder is None:  # a daemon that holds the lock is starting: wait for it instead
+        process = subprocess.Popen(
+            [sys.executable, "-m", "workbench.daemon", "--data-dir", str(directory)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            start_new_session=True,  # the terminal's Ctrl+C is the client's, not the daemon's
+        )
+        threading.Thread(target=process.wait, daemon=True).start()  # reap it when it exits
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        info = probe(path)
+        if info is not None:
+            return info
+        if process is not None and process.poll() is not None:
+            raise _start_failure(directory, process.returncode)
+        if time.monotonic() > deadline:
+            raise DaemonStartError(
+                f"the local daemon did not answer within {START_SECONDS:g} s; its log: "
+                f"{log_path(directory)}"
+            )
+        time.sleep(0.02)
+
+
+def _start_failure(directory: Path, status: int | None) -> DaemonStartError:
+    """What the daemon's log says about why it exited at start."""
+    log = log_path(directory)
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    starts = [index for index, line in enumerate(lines) if " INFO starting (pid " in line]
+    tail = "\n".join(lines[starts[-1] if starts else -40 :])
+    fatal = [line.split(FATAL, 1)[1] for line in lines if FATAL in line]
+    if fatal:
+        return DaemonStartError(fatal[-1], tail)
+    return DaemonStartError(
+        f"the local daemon exited at start (status {status}); its log: {log}", tail
+    )
+
+
+@contextlib.contextmanager
+def _spawn_lock(directory: Path) -> Iterator[None]:
+    fd = os.open(spawn_lock_path(directory), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise DaemonStartError(
+                        "another client has been starting the local daemon for too long"
+                    ) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _blocking_request(path: Path, method: str, target: str) -> tuple[int, bytes]:
+    """One small request without an event loop (connecting is synchronous for clients)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(PROBE_SECONDS)
+        connection.connect(str(path))
+        connection.sendall(
+            f"{method} {target} HTTP/1.1\r\nhost: local-daemon\r\ncontent-length: 0\r\n"
+            "connection: close\r\n\r\n".encode()
+        )
+        chunks = []
+        while chunk := connection.recv(65536):
+            chunks.append(chunk)
+    raw = b"".join(chunks)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    parts = head.split(b" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit():
+        raise OSError("not an HTTP answer")
+    return int(parts[1]), body

@@ -1,0 +1,176 @@
+"""`SocketTransport`: gateway requests to the local daemon over its Unix socket.
+
+HTTP/1.1, one connection per request (a Unix connect costs microseconds), spoken by
+hand rather than through httpx: importing httpx alone takes longer than a whole `run`
+may (benchmarks/README.md, cli). The daemon is ours, so the subset is small: a
+Content-Length body each way. A request given up (its timeout, a cancelled task, Ctrl+C)
+closes its connection, and the daemon cancels the execution it was waiting for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from workbench.protocol.errors import SandboxError, error_response
+from workbench.protocol.http import Request, Response, validation_error
+
+CONNECT_SECONDS = 5.0
+KEEPALIVE_SECONDS = 60.0
+MAX_HEAD_BYTES = 65_536
+
+
+class DaemonUnreachableError(SandboxError):
+    """The daemon did not answer (code `CONNECTION_FAILED`)."""
+
+
+def unreachable(message: str, socket: Path) -> DaemonUnreachableError:
+    return DaemonUnreachableError(
+        error_response("CONNECTION_FAILED", message, {"socket": str(socket)}, http_status=503)
+    )
+
+
+class SocketTransport:
+    """The `Transport` of the local backend through its daemon."""
+
+    enforces_deadlines = True
+
+    def __init__(self, socket: Path, description: str, data_dir: Path | None = None) -> None:
+        """`data_dir`: the daemon's, to start a new one when it is gone (a client that
+        lives long, as the TUI or `watch`, outlives a daemon that exits when idle)."""
+        self.socket = socket
+        self.description = description
+        self.data_dir = data_dir
+
+    async def request(
+        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+    ) -> Response:
+        payload = b"" if body is None else json.dumps(body).encode()
+        return await self._exchange(method, path, payload, {}, timeout)
+
+    async def forward(self, request: Request) -> Response:
+        """Pass a request on as it came (`serve` in front of the daemon): its body and
+        encoding untouched; given up, its connection closes and the daemon gives it up."""
+        extra = {"content-encoding": request.headers.get("content-encoding", "")}
+        exchange = asyncio.ensure_future(
+            self._exchange(request.method, request.path, request.body, extra, None)
+        )
+        given_up = asyncio.ensure_future(request.given_up.wait())
+        await asyncio.wait({exchange, given_up}, return_when=asyncio.FIRST_COMPLETED)
+        given_up.cancel()
+        if not exchange.done():
+            exchange.cancel()
+            with contextlib.suppress(asyncio.CancelledError, SandboxError):
+                await exchange
+            return Response(499, b"")  # nobody is waiting for it
+        return exchange.result()
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        payload: bytes,
+        extra_headers: dict[str, str],
+        timeout: float | None,
+    ) -> Response:
+        if any("\r" in part or "\n" in part for part in (method, path, *extra_headers.values())):
+            raise validation_error("A request line or header holds a line break")
+        extra = "".join(f"{name}: {value}\r\n" for name, value in extra_headers.items() if value)
+        head = (
+            f"{method} {path} HTTP/1.1\r\nhost: local-daemon\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n{extra}"
+            "connection: close\r\n\r\n"
+        ).encode("latin-1")
+        reader, writer = await self._connect()
+        try:
+            writer.write(head + payload)
+            await writer.drain()
+            return await asyncio.wait_for(_read_response(reader), timeout)
+        except TimeoutError:
+            raise unreachable(
+                f"the local daemon did not answer in time (waited {timeout:g} s)", self.socket
+            ) from None
+        except (OSError, EOFError, ValueError) as error:
+            raise unreachable(
+                f"the local daemon broke off the request ({error or type(error).__name__}): "
+                "it may have been stopped or have crashed; run the command again",
+                self.socket,
+            ) from error
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to the daemon, started again first when it is gone."""
+        try:
+            return await asyncio.wait_for(
+                asyncio.open_unix_connection(str(self.socket)), CONNECT_SECONDS
+            )
+        except (OSError, TimeoutError) as error:
+            gone: BaseException = error
+        if self.data_dir is not None:
+            from workbench.backends.daemon.client import ensure_daemon
+
+            try:
+                info = await asyncio.to_thread(ensure_daemon, self.data_dir)
+                self.socket = Path(info.socket)
+                return await asyncio.wait_for(
+                    asyncio.open_unix_connection(str(self.socket)), CONNECT_SECONDS
+                )
+            except Exception as error:
+                gone = error
+        raise unreachable(
+            f"the local daemon is not answering on {self.socket} ({gone}): run the "
+            "command again to start a new one",
+            self.socket,
+        ) from gone
+
+    async def keep_alive(self, every: float = KEEPALIVE_SECONDS) -> None:
+        """Keep the daemon from its idle exit while this client waits for something else
+        (`watch` between changes); a daemon that went away is started again."""
+        while True:
+            await asyncio.sleep(every)
+            with contextlib.suppress(SandboxError):
+                await self.request("GET", "/v1/daemon")
+
+    async def cancel(self, sandbox_id: str) -> bool:
+        reply = await self.request("POST", f"/v1/sandboxes/{quote(sandbox_id, safe='')}/cancel")
+        try:
+            data = json.loads(reply.body)
+        except ValueError:
+            return False
+        return reply.status == 200 and isinstance(data, dict) and data.get("cancelled") is True
+
+    async def aclose(self) -> None:
+        """Nothing is kept open between requests."""
+
+
+async def _read_response(reader: asyncio.StreamReader) -> Response:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.LimitOverrunError:
+        raise ValueError("the answer's head is too long") from None
+    except asyncio.IncompleteReadError as error:
+        raise EOFError("no answer") from error
+    if len(head) > MAX_HEAD_BYTES:
+        raise ValueError("the answer's head is too long")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
+    headers: dict[str, str] = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name:
+            headers[name.strip().lower()] = value.strip()
+    length = headers.get("content-length")
+    try:
+        body = await reader.readexactly(int(length)) if length else await reader.read()
+    except asyncio.IncompleteReadError as error:
+        raise EOFError("the answer was cut off") from error
+    return Response(int(parts[1]), body, headers.get("content-type", ""))

@@ -1,0 +1,366 @@
+"""The daemon: the one owner of a data dir's store and live engine sessions.
+
+It takes the data dir's owner lock first (a second daemon gives up at once), then serves
+the gateway protocol on a Unix socket in the private runtime directory (0600; every
+peer's uid checked with `SO_PEERCRED` where the platform has it), and, for `serve`, on a
+TCP listener behind the bearer token. Besides the gateway's routes the socket answers:
+
+- `GET /v1/daemon`: pid, version, data dir, socket, start time, live sessions, memory;
+- `POST /v1/daemon/stop`: write pending snapshots and exit;
+- `GET /v1/engines`: the state of each language's engine.
+
+It exits on its own once no client has been connected and no request has come for the
+idle period (`SANDBOX_WORKBENCH_DAEMON_IDLE_S`, default 15 minutes; 0 never), on
+SIGTERM, SIGINT or SIGHUP, and on `stop`; its live sessions' snapshots are written first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from workbench import __version__
+from workbench.backends.daemon.location import log_path, socket_path
+from workbench.backends.local import LocalGateway, open_local_gateway
+from workbench.paths import private_data_dir, private_directory
+from workbench.protocol.http import Request, Response
+from workbench.server.app import GatewayApp, Receive, Scope, Send
+
+IDLE_ENV = "SANDBOX_WORKBENCH_DAEMON_IDLE_S"
+DEFAULT_IDLE_SECONDS = 900.0
+LOG_BYTES = 1 << 20
+"""A log larger than this at start is moved to `<log>.1` (one old log kept)."""
+OWNED_ELSEWHERE = 75
+"""The exit status of a daemon whose store another process owns (EX_TEMPFAIL)."""
+LOG = logging.getLogger("sandbox-workbench.daemon")
+
+
+def idle_seconds_from_env() -> float:
+    raw = os.environ.get(IDLE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_IDLE_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        LOG.warning(
+            "%s=%r is not a number of seconds: using %g", IDLE_ENV, raw, DEFAULT_IDLE_SECONDS
+        )
+        return DEFAULT_IDLE_SECONDS
+    return max(value, 0.0)
+
+
+class Activity:
+    """Open connections, requests being answered and the last request: for the idle exit
+    and `daemon status`."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.requests = 0
+        self.last = time.monotonic()
+
+    def touch(self) -> None:
+        self.last = time.monotonic()
+
+
+def _same_user(connection: Any) -> bool:
+    """Whether the peer of a Unix connection runs as this user (True where the platform
+    cannot tell: the socket's 0600 mode still holds)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None or connection is None:
+        return True
+    try:
+        raw = connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    except OSError:
+        return False
+    _, uid, _ = struct.unpack("3i", raw)
+    return bool(uid == os.getuid())
+
+
+def _protocol_class(implementation: str, activity: Activity) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol, refusing peers of another user and counting connections."""
+    import importlib
+
+    module, name = {
+        "httptools": ("uvicorn.protocols.http.httptools_impl", "HttpToolsProtocol"),
+        "h11": ("uvicorn.protocols.http.h11_impl", "H11Protocol"),
+    }[implementation]
+    base: type[asyncio.Protocol] = getattr(importlib.import_module(module), name)
+
+    class PeerChecked(base):  # type: ignore[valid-type,misc]
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            activity.connections += 1
+            activity.touch()
+            if not _same_user(transport.get_extra_info("socket")):
+                LOG.warning("refused a connection from another user")
+                transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            activity.connections -= 1
+            activity.touch()
+            super().connection_lost(exc)
+
+    return PeerChecked
+
+
+def http_implementation() -> str:
+    """httptools (the `serve` extra) hands header values over unstripped, so the token
+    check sees exactly what was sent; without it uvicorn's h11 trims surrounding
+    whitespace first (the token itself must still match exactly)."""
+    import importlib.util
+
+    return "httptools" if importlib.util.find_spec("httptools") else "h11"
+
+
+class Daemon:
+    """One data dir's daemon, from `start` to `stopped`."""
+
+    def __init__(
+        self,
+        data_dir: Path | None,
+        *,
+        idle_seconds: float,
+        tcp: tuple[socket.socket, str] | None = None,
+        gateway_options: dict[str, Any] | None = None,
+    ) -> None:
+        """`tcp`: a bound listener and its bearer token (`serve`)."""
+        self.data_dir = private_data_dir(data_dir)
+        self.socket = socket_path(self.data_dir)
+        self.idle_seconds = idle_seconds
+        self.tcp = tcp
+        self.started_at = int(time.time() * 1000)
+        self.activity = Activity()
+        self._gateway_options = gateway_options or {}
+        self._gateway: LocalGateway | None = None
+        self._servers: list[Any] = []
+        self._stopping = asyncio.Event()
+
+    # -- life -------------------------------------------------------------------------------
+    async def run(self, on_listening: Callable[[], None] = lambda: None) -> None:
+        """Own the store, listen, serve until told to stop or idle, then close it all.
+        Raises `StoreOwnedError` when another process owns the store."""
+        import uvicorn
+
+        gateway = open_local_gateway(
+            self.data_dir, owner_kind="daemon", socket=str(self.socket), **self._gateway_options
+        )
+        self._gateway = gateway
+        listener = self._listen_on_socket()
+        try:
+            implementation = http_implementation()
+            protocol = _protocol_class(implementation, self.activity)
+            apps: list[tuple[Any, socket.socket, Any]] = [
+                (self._app(), listener, protocol),
+            ]
+            if self.tcp is not None:
+                tcp_listener, token = self.tcp
+                apps.append((GatewayApp(gateway.handle, token), tcp_listener, implementation))
+            tasks = []
+            for app, sock, http in apps:
+                config = uvicorn.Config(
+                    app,
+                    http=http,
+                    lifespan="off",
+                    log_level="warning",
+                    access_log=False,
+                    server_header=False,
+                )
+                server = _quiet_server(config)
+                self._servers.append(server)
+                tasks.append(asyncio.create_task(server.serve(sockets=[sock])))
+            loop = asyncio.get_running_loop()
+            for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.add_signal_handler(number, self.stop, f"signal {number}")
+            while not all(server.started for server in self._servers):
+                if any(task.done() for task in tasks):
+                    break
+                await asyncio.sleep(0.01)
+            LOG.info(
+                "sandbox-workbench %s daemon (pid %d) serving %s on %s",
+                __version__,
+                os.getpid(),
+                self.data_dir,
+                self.socket,
+            )
+            on_listening()
+            watcher = asyncio.create_task(self._exit_when_idle())
+            await self._stopping.wait()
+            watcher.cancel()
+            for server in self._servers:
+                server.should_exit = True
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                self.socket.unlink()
+            listener.close()
+            await asyncio.to_thread(gateway.close)  # pending snapshots, sessions, the store
+            LOG.info("daemon (pid %d) stopped", os.getpid())
+
+    def stop(self, reason: str = "asked to stop") -> None:
+        if not self._stopping.is_set():
+            LOG.info("stopping: %s", reason)
+            self._stopping.set()
+
+    def _listen_on_socket(self) -> socket.socket:
+        """The socket, replacing a stale one (the owner lock says no daemon uses it)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            listener.bind(str(self.socket))
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.socket, 0o600)
+        listener.listen(128)
+        listener.set_inheritable(False)
+        return listener
+
+    async def _exit_when_idle(self) -> None:
+        if self.idle_seconds <= 0:
+            return
+        while True:
+            await asyncio.sleep(min(5.0, self.idle_seconds / 4))
+            quiet = time.monotonic() - self.activity.last
+            if self.activity.connections == 0 and quiet >= self.idle_seconds:
+                self.stop(f"no client for {quiet:.0f} s")
+                return
+
+    # -- the socket's own routes ------------------------------------------------------------
+    def _app(self) -> Callable[[Scope, Receive, Send], Any]:
+        gateway_app = GatewayApp(self._handle, None)
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await gateway_app(scope, receive, send)
+                return
+            self.activity.touch()
+            self.activity.requests += 1
+            try:
+                await gateway_app(scope, receive, send)
+            finally:
+                self.activity.requests -= 1
+                self.activity.touch()
+
+        return app
+
+    async def _handle(self, request: Request) -> Response:
+        gateway = self._gateway
+        assert gateway is not None
+        path = request.path.split("?", 1)[0]
+        if path == "/v1/daemon" and request.method == "GET":
+            return _json(200, await asyncio.to_thread(self.info))
+        if path == "/v1/daemon/stop" and request.method == "POST":
+            asyncio.get_running_loop().call_later(0.05, self.stop, "`daemon stop`")
+            return _json(200, {"stopping": True, "pid": os.getpid()})
+        if path == "/v1/engines" and request.method == "GET":
+            return _json(200, {"engines": await asyncio.to_thread(_engine_statuses)})
+        return await gateway.handle(request)
+
+    def _engine_pids(self) -> list[int]:
+        gateway = self._gateway
+        if gateway is None:
+            return []
+        return [worker.process.pid for worker in gateway.resources.engine_pool.processes()]
+
+    def info(self) -> dict[str, Any]:
+        gateway = self._gateway
+        tcp = None
+        if self.tcp is not None:
+            host, port = self.tcp[0].getsockname()[:2]
+            tcp = f"{host}:{port}"
+        return {
+            "pid": os.getpid(),
+            "version": __version__,
+            "dataDir": str(self.data_dir),
+            "socket": str(self.socket),
+            "startedAt": self.started_at,
+            "liveSessions": 0 if gateway is None else len(gateway.sessions),
+            "requestsInFlight": self.activity.requests - 1,  # not counting this one
+            "memoryBytes": process_tree_rss(os.getpid(), self._engine_pids()),
+            "logFile": str(log_path(self.data_dir)),
+            "idleSeconds": self.idle_seconds,
+            "tcp": tcp,
+        }
+
+
+def _quiet_server(config: Any) -> Any:
+    """A uvicorn server that leaves signals to the daemon (two servers share one loop)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return Server(config)
+
+
+def _json(status: int, data: Any) -> Response:
+    return Response(status, json.dumps(data).encode())
+
+
+def _engine_statuses() -> list[dict[str, str]]:
+    from engines.status import all_statuses
+
+    return [
+        {
+            "language": item.language,
+            "engine": item.engine,
+            "version": item.version,
+            "state": item.state.value,
+            "detail": item.detail,
+        }
+        for item in all_statuses()
+    ]
+
+
+def process_tree_rss(pid: int, children: list[int]) -> int:
+    """Resident bytes of `pid` and its `children` (the engine processes); on a system
+    without `/proc`, the daemon's own peak."""
+    if not Path("/proc").is_dir():
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak if sys.platform == "darwin" else peak * 1024)
+    total = 0
+    for member in (pid, *children):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+def open_log(data_dir: Path) -> Path:
+    """The daemon's log file, rotated once when large, receiving its stderr and logging."""
+    path = log_path(data_dir)
+    private_directory(path.parent.parent, tighten=False)
+    private_directory(path.parent, tighten=True)
+    with contextlib.suppress(FileNotFoundError):
+        if path.stat().st_size > LOG_BYTES:
+            path.replace(path.with_name(path.name + ".1"))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    os.dup2(fd, 2)  # tracebacks and engine panics land here too
+    os.close(fd)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    logging.getLogger("uvicorn").setLevel(logging.WARNING)
+    return path
