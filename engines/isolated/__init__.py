@@ -2,6 +2,18 @@
 call, crashes that end one process, and guest files that live only in its memory."""
 
 from engines.isolated.pool import WorkerPool, worker_pool
-from engines.isolated.session import IsolatedSession, WorkspaceSource, run_isolated
+from engines.isolated.session import (
+    Cancellation,
+    IsolatedSession,
+    WorkspaceSource,
+    run_isolated,
+)
 
-__all__ = ["IsolatedSession", "WorkerPool", "WorkspaceSource", "run_isolated", "worker_pool"]
+__all__ = [
+    "Cancellation",
+    "IsolatedSession",
+    "WorkerPool",
+    "WorkspaceSource",
+    "run_isolated",
+    "worker_pool",
+]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
 from engines.cache import EngineCache
@@ -39,7 +39,7 @@ from engines.result import (
     ExecutionError,
     ExecutionResult,
 )
-from engines.session import Boot, Limits, Outcome
+from engines.session import CANCELLED, Boot, Limits, Outcome
 from engines.snapshot import MemorySnapshot
 from engines.vfs import TreeUpdate, VfsLimits
 
@@ -56,6 +56,37 @@ class WorkspaceSource(Protocol):
         """What changed in the tree since `version` (None: nothing is known, the whole
         tree), and the name of the tree's state now."""
         ...
+
+
+class Cancellation:
+    """A cancel for one execution, safe from any thread, whenever it comes: before the
+    execution reaches its engine process (it starts cancelled) or while it runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requested = False
+        self._actions: list[Callable[[], None]] = []
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.requested = True
+            actions = list(self._actions)
+        for action in actions:
+            action()
+
+    def on_cancel(self, action: Callable[[], None]) -> Callable[[], None]:
+        """Call `action` on cancel (at once if it came already); returns the undo."""
+        with self._lock:
+            self._actions.append(action)
+            already = self.requested
+        if already:
+            action()
+
+        def undo() -> None:
+            with self._lock, contextlib.suppress(ValueError):
+                self._actions.remove(action)
+
+        return undo
 
 
 def _timeout_message(timeout: float | None) -> str:
@@ -210,20 +241,25 @@ class IsolatedSession:
         session: bool = True,
         workspace: WorkspaceSource | None = None,
         timeout: float | None = None,
+        cancellation: Cancellation | None = None,
     ) -> Outcome:
         """Run `code` (see `engines.session.Session.execute`), first bringing the engine
         process's workspace up to date from `workspace`; `timeout` is this run's
-        wall-clock limit instead of the session's."""
+        wall-clock limit instead of the session's; `cancellation` cancels it, even when
+        it was cancelled before this call."""
         if self._closed:
             raise RuntimeError("session is closed")
         # Executing from before the wait for the call lock (a snapshot may be on its way
         # in): a cancel in that wait is kept for the request, not dropped as "idle".
         with self._flags:
             self._executing, self._cancel_pending = True, False
+        undo = None if cancellation is None else cancellation.on_cancel(self.cancel)
         try:
             with self._call_lock:
                 return self._execute_locked(code, env, cwd, session, workspace, timeout)
         finally:
+            if undo is not None:
+                undo()
             with self._flags:
                 self._executing = self._in_call = self._cancel_pending = False
 
@@ -408,9 +444,11 @@ def run_isolated(
     *,
     limits: Limits | None = None,
     progress: Progress | None = None,
+    cancellation: Cancellation | None = None,
 ) -> ExecutionResult:
     """Stateless execution (spec 9.4) in an engine process: one round trip (`progress`
-    hears about preparing the engine first, when needed)."""
+    hears about preparing the engine first, when needed). `cancellation` ends the
+    process (it holds nothing else) and the result says "Execution cancelled"."""
     spec = language if isinstance(language, LanguageEngine) else language_engine(language)
     limits = limits or Limits()
     compiled = EngineCache(spec).ready_compiled_path(progress or _no_progress)
@@ -427,6 +465,7 @@ def run_isolated(
     timeout = limits.timeout_seconds
     worker = pool.acquire()
     deadline = None if timeout is None else time.monotonic() + timeout + BACKSTOP_SECONDS
+    undo = None if cancellation is None else cancellation.on_cancel(worker.kill)
     try:
         worker.send(request)
         answer, _ = worker.receive(deadline)
@@ -437,15 +476,16 @@ def run_isolated(
             code, spec.language, spec.engine, 0.0, error=ExecutionError(LIMIT_ERROR, message, [])
         )
     except WorkerDied as error:
-        return ExecutionResult(
-            code,
-            spec.language,
-            spec.engine,
-            0.0,
-            error=ExecutionError(ENGINE_ERROR, str(error), []),
-        )
-    if answer.get("exiting") or not answer.get("ok"):
-        worker.kill()  # it answered for a stuck guest, or failed: never reuse it
+        if cancellation is not None and cancellation.requested:
+            failure = ExecutionError(LIMIT_ERROR, CANCELLED, [])
+        else:
+            failure = ExecutionError(ENGINE_ERROR, str(error), [])
+        return ExecutionResult(code, spec.language, spec.engine, 0.0, error=failure)
+    finally:
+        if undo is not None:
+            undo()
+    if answer.get("exiting") or not answer.get("ok") or worker.dead:
+        worker.kill()  # it answered for a stuck guest, failed or was cancelled: not reused
     else:
         pool.release(worker)
     if not answer.get("ok"):

@@ -170,6 +170,14 @@ def test_a_socket_that_is_not_private_is_refused(tmp_path: Path, perl_engine: No
     finally:
         os.chmod(runtime, 0o700)
     assert run_cli(env, "sandboxes", "list").returncode == 0
+    planted = tmp_path / "planted"  # a link where the runtime dir should be: not followed
+    planted.symlink_to(runtime)
+    refused = run_cli({**env, "SANDBOX_WORKBENCH_RUNTIME_DIR": str(planted)}, "sandboxes", "list")
+    assert refused.returncode == 3
+    assert (
+        f"{planted} is not a directory of this user: refusing it; set "
+        "SANDBOX_WORKBENCH_RUNTIME_DIR to a private directory of yours"
+    ) in one_error_line(refused)
 
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # the venv's may sit under a home only root can enter
@@ -216,6 +224,41 @@ def test_a_peer_of_another_user_gets_no_answer(tmp_path: Path, perl_engine: None
     assert other.returncode == 0, other.stderr
     assert other.stdout.strip() == "b''"  # connected, then closed without an answer
     assert "refused a connection from another user" in run_cli(env, "daemon", "logs").stdout
+
+
+IMPOSTOR = """
+import os, socket, sys
+path = sys.argv[1]
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)  # as root: the file is root's and 0600, as a daemon's would be
+os.chmod(path, 0o600)
+os.setuid(65534)  # but the process that answers is another user's
+server.listen()
+print("ready", flush=True)
+while True:
+    connection, _ = server.accept()
+    connection.recv(65536)
+    connection.sendall(b"HTTP/1.1 200 OK\\r\\ncontent-length: 2\\r\\n\\r\\n{}")
+    connection.close()
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="acting as another user needs root")
+def test_a_client_refuses_a_daemon_of_another_user(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    path = socket_path(tmp_path / "data")
+    impostor = subprocess.Popen(
+        [sys.executable, "-c", IMPOSTOR, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert impostor.stdout is not None and impostor.stdout.readline() == "ready\n"
+        refused = run_cli(env, "sandboxes", "list")
+        assert refused.returncode == 3
+        assert "is another user's: refusing it" in one_error_line(refused)
+    finally:
+        impostor.kill()
+        impostor.wait()
+        path.unlink()
 
 
 OLD_DAEMON = """
@@ -372,7 +415,7 @@ def test_ctrl_c_in_run_cancels_the_execution(tmp_path: Path, python_engine: None
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2)
+    wait_for_a_request(env)
     running.send_signal(signal.SIGINT)
     running.communicate(timeout=30)
     assert running.returncode == 130
@@ -380,6 +423,37 @@ def test_ctrl_c_in_run_cancels_the_execution(tmp_path: Path, python_engine: None
     after = run_cli(env, "run", "-s", "c", "-b", "PYTHON", "-c", "x + 41")
     assert (after.returncode, after.stdout) == (0, "42\n")
     assert time.monotonic() - started < 10
+
+
+def test_a_stateless_run_given_up_is_cancelled(tmp_path: Path, python_engine: None) -> None:
+    env = cli_env(tmp_path)
+    assert run_cli(env, "daemon", "start").returncode == 0
+    running = subprocess.Popen(
+        [
+            str(SCRIPT),
+            "run",
+            "-b",
+            "PYTHON",
+            "--timeout",
+            "600",
+            "-c",
+            "import time\ntime.sleep(600)",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for_a_request(env)
+    running.send_signal(signal.SIGINT)
+    running.communicate(timeout=30)
+    assert running.returncode == 130
+    socket = socket_path(tmp_path / "data")
+    deadline = time.monotonic() + 10
+    while (info := probe(socket)) is not None and info.requests_in_flight > 0:
+        assert time.monotonic() < deadline, "the abandoned run still holds the daemon"
+        time.sleep(0.05)
 
 
 def test_the_daemon_exits_when_idle_and_keeps_every_state(
@@ -410,11 +484,13 @@ def test_serve_is_the_daemon_or_a_front_of_it(tmp_path: Path, perl_engine: None)
         through_socket = run_cli(env, "run", "-s", "shared", "-b", "PERL", "-c", "our $v = 1")
         assert through_socket.returncode == 0, through_socket.stderr
         assert _remote_run(served.url, served.token, "$v + 1") == "2"
+        _assert_no_daemon_routes(served.url, served.token)
     assert probe(socket_path(data)) is None
     assert run_cli(env, "run", "-s", "shared", "-b", "PERL", "-c", "$v").stdout == "1\n"
     daemon = int(str(status(env)["pid"]))
     with serve_process(data, env=env) as front:  # a daemon runs: serve is a front of it
         assert _remote_run(front.url, front.token, "$v + 10") == "11"
+        _assert_no_daemon_routes(front.url, front.token)
         assert probe(socket_path(data)) is not None
         assert int(str(status(env)["pid"])) == daemon
     assert int(str(status(env)["pid"])) == daemon  # the daemon outlives its front
@@ -430,3 +506,83 @@ def _remote_run(url: str, token: str, code: str) -> str:
         timeout=60,
     ).json()
     return str(answer["results"][0]["text"])
+
+
+def _assert_no_daemon_routes(url: str, token: str) -> None:
+    """The daemon's own routes are not for TCP clients, token or not."""
+    import httpx
+
+    headers = {"authorization": f"Bearer {token}"}
+    for method, path in (
+        ("GET", "/v1/daemon"),
+        ("POST", "/v1/daemon/stop"),
+        ("GET", "/v1/engines"),
+        ("GET", "/v1/daemon?x=1"),
+    ):
+        answer = httpx.request(method, f"{url}{path}", headers=headers, timeout=30)
+        assert answer.status_code == 404, (method, path, answer.text)
+
+
+def test_stopping_cancels_runs_and_the_next_command_starts_a_new_daemon(
+    tmp_path: Path, python_engine: None
+) -> None:
+    env = cli_env(tmp_path)
+    assert run_cli(env, "run", "-s", "s", "-b", "PYTHON", "-c", "x = 41").returncode == 0
+    pid = int(str(status(env)["pid"]))
+    long_run = subprocess.Popen(
+        [str(SCRIPT), "run", "-s", "s", "-b", "PYTHON", "--timeout", "600", "--json", "-c",
+         "import time\ntime.sleep(600)"],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for_a_request(env)
+    started = time.monotonic()
+    stopping = subprocess.Popen(
+        [str(SCRIPT), "daemon", "stop"], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    time.sleep(0.2)  # the daemon is stopping now
+    after = run_cli(env, "run", "-s", "s", "-b", "PYTHON", "-c", "x + 1")
+    assert (after.returncode, after.stdout) == (0, "42\n"), after.stderr
+    assert stopping.communicate(timeout=60)[0] == f"stopped the local daemon (pid {pid})\n"
+    out, _ = long_run.communicate(timeout=60)
+    assert json.loads(out)["error"]["message"] == "Execution cancelled"
+    assert time.monotonic() - started < 30  # not the run's 600 s
+    assert int(str(status(env)["pid"])) != pid
+
+
+def test_a_relative_data_dir_names_one_store_wherever_clients_run(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    env = cli_env(tmp_path)
+    del env["SANDBOX_WORKBENCH_DATA_DIR"]
+    (tmp_path / "elsewhere").mkdir()
+    here = run_cli_in(tmp_path, env, "--data-dir", "store", "run", "-s", "b", "-b", "PERL",
+                      "-c", "our $v = 7")  # fmt: skip
+    assert here.returncode == 0, here.stderr
+    info = json.loads(
+        run_cli_in(tmp_path / "elsewhere", env, "--data-dir", "../store", "daemon", "status",
+                   "--json").stdout
+    )  # fmt: skip
+    assert info["data_dir"] == str(tmp_path / "store")
+    assert os.readlink(f"/proc/{info['pid']}/cwd") == "/"  # holds no client's directory busy
+    again = run_cli_in(tmp_path / "elsewhere", env, "--data-dir", "../store", "run", "-s", "b",
+                       "-b", "PERL", "-c", "$v")  # fmt: skip
+    assert again.stdout == "7\n", again.stderr
+
+
+def run_cli_in(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
+
+
+def test_a_daemon_whose_socket_was_removed_can_still_be_stopped(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    env = cli_env(tmp_path)
+    assert run_cli(env, "run", "-s", "s", "-b", "PERL", "-c", "our $kept = 5").returncode == 0
+    info = status(env)
+    Path(str(info["socket"])).unlink()  # as a cleaner of the runtime dir would
+    stopped = run_cli(env, "daemon", "stop")
+    assert stopped.stdout == f"stopped the local daemon (pid {info['pid']})\n", stopped.stderr
+    after = run_cli(env, "run", "-s", "s", "-b", "PERL", "-c", "$kept")
+    assert (after.returncode, after.stdout) == (0, "5\n"), after.stderr

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 OWNER_FILE = "owner.lock"
+LOOK_RETRIES = 20
+"""`current_owner` holds a shared lock for an instant: the tries an owner makes past it."""
 
 
 @dataclass(frozen=True)
@@ -92,14 +94,19 @@ class OwnerLock:
         return self._fd is not None
 
     def acquire(self, info: OwnerInfo) -> None:
-        """Take the lock now (never waits) and record `info`; `StoreOwnedError` when
-        another process holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        """Take the lock and record `info`; `StoreOwnedError` when another process holds
+        it. Never waits for a holder, only out a moment's look by `current_owner`."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise StoreOwnedError(self.data_dir, current_owner(self.data_dir)) from None
+            for attempt in range(LOOK_RETRIES):
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    holder = current_owner(self.data_dir)
+                    if holder is not None or attempt == LOOK_RETRIES - 1:
+                        raise StoreOwnedError(self.data_dir, holder) from None
+                    time.sleep(0.005)  # `current_owner` of another process had a look
         except BaseException:
             os.close(fd)
             raise
@@ -118,7 +125,7 @@ def current_owner(data_dir: Path) -> OwnerInfo | None:
     """Who holds `data_dir` now (None: nobody). A holder that has just taken the lock may
     not have written its info yet: read again for a moment."""
     try:
-        fd = os.open(data_dir / OWNER_FILE, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(data_dir / OWNER_FILE, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
     try:

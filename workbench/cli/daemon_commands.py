@@ -112,11 +112,11 @@ def stop_command(data_dir: Path | None) -> None:
     from workbench.backends.daemon import socket_path, stop
 
     directory = _data_dir(data_dir)
-    info = stop(socket_path(directory), directory) if directory.exists() else None
-    if info is None:
+    pid = stop(socket_path(directory), directory) if directory.exists() else None
+    if pid is None:
         echo_untrusted(f"no local daemon runs for {directory}")
     else:
-        echo_untrusted(f"stopped the local daemon (pid {info.pid})")
+        echo_untrusted(f"stopped the local daemon (pid {pid})")
 
 
 @daemon_group.command(

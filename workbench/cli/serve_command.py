@@ -147,6 +147,12 @@ async def _serve(
             f"local daemon (pid {running.pid})",
             flush=True,
         )
+        if timeout is not None:
+            note(
+                "note: --timeout does not apply in front of a running daemon: requests "
+                "without timeoutMs get the daemon's own limit (stop it first, and `serve` "
+                "is the daemon, with this limit)"
+            )
         await _serve_in_front(listener, token, Path(running.socket), directory)
         return
     await _serve_as_daemon(listener, token, directory, timeout, f"{where}{token_note}")
@@ -181,13 +187,15 @@ async def _serve_in_front(
     import uvicorn
 
     from workbench.backends.daemon.transport import SocketTransport
-    from workbench.daemon.server import http_implementation
-    from workbench.protocol.http import Request, Response, error_json
+    from workbench.daemon.server import http_implementation, socket_route
+    from workbench.protocol.http import Request, Response, error_json, not_found
     from workbench.server.app import GatewayApp
 
     transport = SocketTransport(daemon_socket, "local daemon", directory)
 
     async def forward(request: Request) -> Response:
+        if socket_route(request.path) is not None:  # the daemon's own: not for TCP clients
+            return error_json(not_found())
         try:
             return await transport.forward(request)
         except SandboxError as error:

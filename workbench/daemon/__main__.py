@@ -9,11 +9,10 @@ import os
 import sys
 from pathlib import Path
 
-from workbench.backends.daemon.client import FATAL
+from workbench.backends.daemon.client import FATAL, OWNED_ELSEWHERE
 from workbench.backends.owner import StoreOwnedError
 from workbench.daemon.server import (
     LOG,
-    OWNED_ELSEWHERE,
     Daemon,
     idle_seconds_from_env,
     open_log,

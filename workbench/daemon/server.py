@@ -23,7 +23,6 @@ import logging
 import os
 import signal
 import socket
-import struct
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import __version__
-from workbench.backends.daemon.location import log_path, socket_path
+from workbench.backends.daemon.location import log_path, peer_is_this_user, socket_path
 from workbench.backends.local import LocalGateway, open_local_gateway
 from workbench.paths import private_data_dir, private_directory
 from workbench.protocol.http import Request, Response
@@ -39,10 +38,10 @@ from workbench.server.app import GatewayApp, Receive, Scope, Send
 
 IDLE_ENV = "SANDBOX_WORKBENCH_DAEMON_IDLE_S"
 DEFAULT_IDLE_SECONDS = 900.0
+STOP_GRACE_SECONDS = 10
+"""How long answers in progress may take once a stop cancelled their executions."""
 LOG_BYTES = 1 << 20
 """A log larger than this at start is moved to `<log>.1` (one old log kept)."""
-OWNED_ELSEWHERE = 75
-"""The exit status of a daemon whose store another process owns (EX_TEMPFAIL)."""
 LOG = logging.getLogger("sandbox-workbench.daemon")
 
 
@@ -73,20 +72,6 @@ class Activity:
         self.last = time.monotonic()
 
 
-def _same_user(connection: Any) -> bool:
-    """Whether the peer of a Unix connection runs as this user (True where the platform
-    cannot tell: the socket's 0600 mode still holds)."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None or connection is None:
-        return True
-    try:
-        raw = connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    except OSError:
-        return False
-    _, uid, _ = struct.unpack("3i", raw)
-    return bool(uid == os.getuid())
-
-
 def _protocol_class(implementation: str, activity: Activity) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol, refusing peers of another user and counting connections."""
     import importlib
@@ -102,7 +87,7 @@ def _protocol_class(implementation: str, activity: Activity) -> type[asyncio.Pro
             super().connection_made(transport)
             activity.connections += 1
             activity.touch()
-            if not _same_user(transport.get_extra_info("socket")):
+            if not peer_is_this_user(transport.get_extra_info("socket")):
                 LOG.warning("refused a connection from another user")
                 transport.close()
 
@@ -175,6 +160,7 @@ class Daemon:
                     log_level="warning",
                     access_log=False,
                     server_header=False,
+                    timeout_graceful_shutdown=STOP_GRACE_SECONDS,
                 )
                 server = _quiet_server(config)
                 self._servers.append(server)
@@ -208,9 +194,20 @@ class Daemon:
             LOG.info("daemon (pid %d) stopped", os.getpid())
 
     def stop(self, reason: str = "asked to stop") -> None:
-        if not self._stopping.is_set():
-            LOG.info("stopping: %s", reason)
-            self._stopping.set()
+        """Stop serving: new clients find no socket (and wait for the store's lock, not for
+        this daemon), executions in progress are cancelled, their answers go out, then
+        the snapshots are written. Asked again (a second Ctrl+C), stop without waiting."""
+        if self._stopping.is_set():
+            LOG.info("stopping now: %s", reason)
+            for server in self._servers:
+                server.force_exit = True
+            return
+        LOG.info("stopping: %s", reason)
+        self._stopping.set()
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+        if self._gateway is not None:
+            self._gateway.cancel_all()
 
     def _listen_on_socket(self) -> socket.socket:
         """The socket, replacing a stale one (the owner lock says no daemon uses it)."""
@@ -258,7 +255,7 @@ class Daemon:
     async def _handle(self, request: Request) -> Response:
         gateway = self._gateway
         assert gateway is not None
-        path = request.path.split("?", 1)[0]
+        path = socket_route(request.path)
         if path == "/v1/daemon" and request.method == "GET":
             return _json(200, await asyncio.to_thread(self.info))
         if path == "/v1/daemon/stop" and request.method == "POST":
@@ -293,6 +290,16 @@ class Daemon:
             "idleSeconds": self.idle_seconds,
             "tcp": tcp,
         }
+
+
+SOCKET_ROUTES = frozenset({"/v1/daemon", "/v1/daemon/stop", "/v1/engines"})
+"""The daemon's own routes: on its socket only, never passed on from TCP."""
+
+
+def socket_route(target: str) -> str | None:
+    """The daemon route a request target names, or None (a gateway route)."""
+    path = target.split("?", 1)[0]
+    return path if path in SOCKET_ROUTES else None
 
 
 def _quiet_server(config: Any) -> Any:

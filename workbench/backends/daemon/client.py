@@ -9,9 +9,11 @@ it listens, so even a daemon started by hand next to ours gives up at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,13 +24,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engines.locations import CACHE_ENV
 from workbench import __version__
 from workbench.api.client import Backend
 from workbench.api.engines import EngineInfo, Progress
-from workbench.backends.daemon.location import check_socket, log_path, socket_path, spawn_lock_path
+from workbench.backends.daemon.location import (
+    RUNTIME_DIR_ENV,
+    STATE_DIR_ENV,
+    UnsafeLocationError,
+    check_socket,
+    log_path,
+    peer_is_this_user,
+    socket_path,
+    spawn_lock_path,
+)
 from workbench.backends.daemon.transport import SocketTransport, unreachable
 from workbench.backends.owner import StoreOwnedError, current_owner
-from workbench.paths import private_data_dir
+from workbench.paths import CONFIG_DIR_ENV, DATA_DIR_ENV, private_data_dir
 from workbench.protocol.http import parse_json_response
 
 START_SECONDS = 60.0
@@ -40,6 +52,9 @@ STOP_SECONDS = 60.0
 
 FATAL = "fatal: "
 """Begins the daemon's last log line when it cannot start: what its client says."""
+OWNED_ELSEWHERE = 75
+"""The exit status of a daemon whose store another process owns (EX_TEMPFAIL): one that
+lost a race to start, which its client waits out."""
 
 
 class DaemonStartError(Exception):
@@ -100,23 +115,32 @@ def probe(path: Path) -> DaemonInfo | None:
     if status != 200:
         return None
     try:
-        return DaemonInfo.from_json(json.loads(body))
+        info = DaemonInfo.from_json(json.loads(body))
     except (KeyError, TypeError, ValueError):
         return None
+    return dataclasses.replace(info, socket=str(path))  # the path checked, not the one told
 
 
-def stop(path: Path, data_dir: Path) -> DaemonInfo | None:
-    """Ask the daemon to write its snapshots and exit, and wait until it has (None: no
-    daemon was running)."""
+def stop(path: Path, data_dir: Path) -> int | None:
+    """Ask the daemon to write its snapshots and exit, and wait until it has released the
+    store; its pid (None: no daemon was running). A daemon that holds the store but no
+    longer answers on `path` (its socket was removed) gets SIGTERM, which does the same."""
     info = stop_at(path)
-    if info is None:
-        return None
+    if info is not None:
+        pid = info.pid
+    else:
+        holder = current_owner(data_dir)
+        if holder is None or holder.kind != "daemon" or holder.pid <= 0:
+            return None
+        pid = holder.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_SECONDS
     while current_owner(data_dir) is not None:
         if time.monotonic() > deadline:
-            raise DaemonStartError(f"the local daemon (pid {info.pid}) did not stop in time")
+            raise DaemonStartError(f"the local daemon (pid {pid}) did not stop in time")
         time.sleep(0.02)
-    return info
+    return pid
 
 
 def stop_at(path: Path) -> DaemonInfo | None:
@@ -153,7 +177,7 @@ def _alive(pid: int) -> bool:
 def ensure_daemon(data_dir: Path | None = None) -> DaemonInfo:
     """The daemon of `data_dir` (default: the user's), started if none runs and replaced
     (after it wrote its snapshots) if it is of another version."""
-    directory = private_data_dir(data_dir)
+    directory = private_data_dir(data_dir).absolute()  # the daemon runs elsewhere
     path = socket_path(directory)
     info = probe(path)
     if info is not None and info.version == __version__:
@@ -220,29 +244,35 @@ class DaemonEngineManager:
 
 
 def _start(directory: Path, path: Path) -> DaemonInfo:
-    """Start the daemon (unless another owner holds the store) and wait for its answer."""
-    holder = current_owner(directory)
-    if holder is not None and holder.kind != "daemon":
-        raise StoreOwnedError(directory, holder)
-    process = None
-    if holder is None:  # a daemon that holds the lock is starting: wait for it instead
-        process = subprocess.Popen(
-            [sys.executable, "-m", "workbench.daemon", "--data-dir", str(directory)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-            start_new_session=True,  # the terminal's Ctrl+C is the client's, not the daemon's
-        )
-        threading.Thread(target=process.wait, daemon=True).start()  # reap it when it exits
+    """Start the daemon once the store has no owner (one stopping is waited for; one
+    starting elsewhere is used) and wait for its answer."""
+    process: subprocess.Popen[bytes] | None = None
     deadline = time.monotonic() + START_SECONDS
     while True:
         info = probe(path)
         if info is not None:
             return info
-        if process is not None and process.poll() is not None:
+        if process is not None and process.poll() not in (None, OWNED_ELSEWHERE):
             raise _start_failure(directory, process.returncode)
+        holder = current_owner(directory)
+        if holder is None:
+            if process is None or process.poll() is not None:
+                process = _spawn(directory)
+        elif holder.kind != "daemon":
+            raise StoreOwnedError(directory, holder)
+        elif holder.socket is not None and Path(holder.socket) != path:
+            raise DaemonStartError(
+                f"the local daemon of {directory} (pid {holder.pid}) listens on "
+                f"{holder.socket}, not {path}: it was started with another runtime dir "
+                f"(${RUNTIME_DIR_ENV} or $XDG_RUNTIME_DIR); use the same one, or stop it "
+                f"with `kill {holder.pid}`"
+            )
         if time.monotonic() > deadline:
+            if holder is not None and holder.kind == "daemon":
+                raise DaemonStartError(
+                    f"the local daemon (pid {holder.pid}) holds {directory} but does not "
+                    f"answer on {path}; stop it with `sandbox-workbench daemon stop`"
+                )
             raise DaemonStartError(
                 f"the local daemon did not answer within {START_SECONDS:g} s; its log: "
                 f"{log_path(directory)}"
@@ -250,16 +280,41 @@ def _start(directory: Path, path: Path) -> DaemonInfo:
         time.sleep(0.02)
 
 
+PATH_VARIABLES = (DATA_DIR_ENV, CONFIG_DIR_ENV, CACHE_ENV, RUNTIME_DIR_ENV, STATE_DIR_ENV)
+"""Directories the daemon reads from its environment: absolute for it, which runs in `/`."""
+
+
+def _spawn(directory: Path) -> subprocess.Popen[bytes]:
+    environment = dict(os.environ)
+    for name in PATH_VARIABLES:
+        if environment.get(name):
+            environment[name] = os.path.abspath(os.path.expanduser(environment[name]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workbench.daemon", "--data-dir", str(directory.absolute())],
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+        cwd="/",  # holds no directory of the client's busy
+        start_new_session=True,  # the terminal's Ctrl+C is the client's, not the daemon's
+    )
+    threading.Thread(target=process.wait, daemon=True).start()  # reap it when it exits
+    return process
+
+
 def _start_failure(directory: Path, status: int | None) -> DaemonStartError:
-    """What the daemon's log says about why it exited at start."""
+    """What the daemon's log says about why it exited at start (its lines since it
+    started, not older ones)."""
     log = log_path(directory)
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         lines = []
     starts = [index for index, line in enumerate(lines) if " INFO starting (pid " in line]
-    tail = "\n".join(lines[starts[-1] if starts else -40 :])
-    fatal = [line.split(FATAL, 1)[1] for line in lines if FATAL in line]
+    recent = lines[starts[-1] :] if starts else []
+    fatal = [line.split(FATAL, 1)[1] for line in recent if FATAL in line]
+    tail = "\n".join(recent or lines[-40:])
     if fatal:
         return DaemonStartError(fatal[-1], tail)
     return DaemonStartError(
@@ -292,6 +347,10 @@ def _blocking_request(path: Path, method: str, target: str) -> tuple[int, bytes]
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.settimeout(PROBE_SECONDS)
         connection.connect(str(path))
+        if not peer_is_this_user(connection):
+            raise UnsafeLocationError(
+                f"the process answering on {path} is another user's: refusing it"
+            )
         connection.sendall(
             f"{method} {target} HTTP/1.1\r\nhost: local-daemon\r\ncontent-length: 0\r\n"
             "connection: close\r\n\r\n".encode()

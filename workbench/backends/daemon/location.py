@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import stat
+import struct
 import sys
 from pathlib import Path
 
@@ -32,7 +34,7 @@ def runtime_dir() -> Path:
     """The directory of the daemons' sockets (not created here)."""
     override = os.environ.get(RUNTIME_DIR_ENV)
     if override:
-        return Path(override).expanduser()
+        return Path(override).expanduser().absolute()
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg:
         return Path(xdg) / APP_NAME
@@ -48,12 +50,15 @@ def runtime_dir() -> Path:
 def private_runtime_dir() -> Path:
     """`runtime_dir()`, created 0700; refused unless it is ours and private."""
     directory = runtime_dir()
-    if not directory.exists():
+    if not os.path.lexists(directory):
         directory.parent.mkdir(parents=True, exist_ok=True)
         private_directory(directory, tighten=True)
     status = directory.lstat()
     if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid():
-        raise UnsafeLocationError(f"{directory} is not a directory of this user: refusing it")
+        raise UnsafeLocationError(
+            f"{directory} is not a directory of this user: refusing it; set "
+            f"{RUNTIME_DIR_ENV} to a private directory of yours"
+        )
     if status.st_mode & 0o077:
         raise UnsafeLocationError(
             f"{directory} is open to other users (mode {stat.S_IMODE(status.st_mode):o}): "
@@ -93,7 +98,7 @@ def log_path(data_dir: Path) -> Path:
     """The daemon's log (rotated by the daemon), under the state dir."""
     override = os.environ.get(STATE_DIR_ENV)
     if override:
-        base = Path(override).expanduser()
+        base = Path(override).expanduser().absolute()
     else:
         import platformdirs
 
@@ -113,3 +118,17 @@ def check_socket(path: Path) -> None:
         raise UnsafeLocationError(
             f"{path} is open to other users (mode {stat.S_IMODE(status.st_mode):o}): refusing it"
         )
+
+
+def peer_is_this_user(connection: socket.socket | None) -> bool:
+    """Whether the other end of a connected Unix socket runs as this user (`SO_PEERCRED`,
+    Linux; True where the platform cannot tell, as on macOS: the file modes still hold)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None or connection is None:
+        return True
+    try:
+        raw = connection.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("iII"))
+    except OSError:
+        return False
+    _, uid, _ = struct.unpack("iII", raw)  # struct ucred: pid_t, uid_t, gid_t
+    return bool(uid == os.getuid())

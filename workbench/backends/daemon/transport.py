@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from workbench.backends.daemon.location import peer_is_this_user
 from workbench.protocol.errors import SandboxError, error_response
 from workbench.protocol.http import Request, Response, validation_error
 
@@ -108,9 +109,7 @@ class SocketTransport:
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """A connection to the daemon, started again first when it is gone."""
         try:
-            return await asyncio.wait_for(
-                asyncio.open_unix_connection(str(self.socket)), CONNECT_SECONDS
-            )
+            return await self._open()
         except (OSError, TimeoutError) as error:
             gone: BaseException = error
         if self.data_dir is not None:
@@ -119,9 +118,7 @@ class SocketTransport:
             try:
                 info = await asyncio.to_thread(ensure_daemon, self.data_dir)
                 self.socket = Path(info.socket)
-                return await asyncio.wait_for(
-                    asyncio.open_unix_connection(str(self.socket)), CONNECT_SECONDS
-                )
+                return await self._open()
             except Exception as error:
                 gone = error
         raise unreachable(
@@ -129,6 +126,18 @@ class SocketTransport:
             "command again to start a new one",
             self.socket,
         ) from gone
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_unix_connection(str(self.socket)), CONNECT_SECONDS
+        )
+        if not peer_is_this_user(writer.get_extra_info("socket")):
+            writer.close()
+            raise unreachable(
+                f"the process answering on {self.socket} is another user's: refusing it",
+                self.socket,
+            )
+        return reader, writer
 
     async def keep_alive(self, every: float = KEEPALIVE_SECONDS) -> None:
         """Keep the daemon from its idle exit while this client waits for something else

@@ -12,12 +12,13 @@ holds up the event loop or another sandbox.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from engines.isolated import IsolatedSession
+from engines.isolated import Cancellation, IsolatedSession
 from engines.result import LIMIT_ERROR, ContextRef, ExecutionError, ExecutionResult, SessionState
 from engines.session import Boot, Outcome
 from workbench.backends.local.context_row import ContextRow
@@ -53,8 +54,30 @@ class ContextRunner:
         self._clock = resources.clock
         self._settings = resources.settings
         self._engine_pool = resources.engine_pool
-        self.running: IsolatedSession | None = None
-        """The session executing right now (for cancel)."""
+        self._cancellation: Cancellation | None = None
+        """The cancel of the execution in progress (None: none is)."""
+
+    @property
+    def executing(self) -> bool:
+        return self._cancellation is not None
+
+    def cancel(self) -> bool:
+        """Cancel the execution in progress, wherever it is (waiting for its session, being
+        restored, running); False when none is."""
+        cancellation = self._cancellation
+        if cancellation is None:
+            return False
+        cancellation.cancel()
+        return True
+
+    @contextlib.contextmanager
+    def _execution(self, cancellation: Cancellation | None) -> Iterator[Cancellation]:
+        """The execution in progress, cancelled through `cancel` or `cancellation`."""
+        cancellation = self._cancellation = cancellation or Cancellation()
+        try:
+            yield cancellation
+        finally:
+            self._cancellation = None
 
     async def run_stateless(
         self,
@@ -62,18 +85,25 @@ class ContextRunner:
         code: str,
         call_env: dict[str, str | None],
         timeout: float | None = None,
+        cancellation: Cancellation | None = None,
     ) -> ExecutionResult:
         """A binding without contexts run from the sandbox: a fresh engine, sandbox env."""
         meta = self._state.ensure_meta()
         env = layer_env(meta.env_vars, None, call_env)
-        result = await asyncio.get_running_loop().run_in_executor(
-            ENGINE_THREADS, runtime.run_stateless, code, env, timeout
-        )
+        with self._execution(cancellation) as current:
+            result = await asyncio.get_running_loop().run_in_executor(
+                ENGINE_THREADS, runtime.run_stateless, code, env, timeout, current
+            )
         self._state.touch()
         return result
 
     async def run(
-        self, row: ContextRow, code: str, env: dict[str, str], timeout: float | None = None
+        self,
+        row: ContextRow,
+        code: str,
+        env: dict[str, str],
+        timeout: float | None = None,
+        cancellation: Cancellation | None = None,
     ) -> ExecutionResult:
         """Run `code` in the context of `row` and store the outcome; the result carries the
         context's counters and where its REPL state came from. `timeout`: this run's
@@ -95,9 +125,18 @@ class ContextRunner:
 
         started = time.perf_counter()
         try:
-            outcome, result, changes = await asyncio.get_running_loop().run_in_executor(
-                ENGINE_THREADS, self._run_blocking, key, create, code, env, row.cwd, timeout
-            )
+            with self._execution(cancellation) as current:
+                outcome, result, changes = await asyncio.get_running_loop().run_in_executor(
+                    ENGINE_THREADS,
+                    self._run_blocking,
+                    key,
+                    create,
+                    code,
+                    env,
+                    row.cwd,
+                    timeout,
+                    current,
+                )
         except EngineUnavailableError as error:
             result = runtime.engine_error(
                 code, f"{runtime.language} engine unavailable: {error.__cause__}", started
@@ -125,6 +164,7 @@ class ContextRunner:
         env: dict[str, str],
         cwd: str,
         timeout: float | None,
+        cancellation: Cancellation,
     ) -> tuple[Outcome, ExecutionResult, ChangeSet]:
         """One worker-thread hop for the whole execution: session, run (with the tree's
         changes in and the run's out), the run's changes into the tree, snapshot."""
@@ -136,11 +176,9 @@ class ContextRunner:
             # With the File API off, the guest's files stay in its engine process.
             use_files = self._settings.file_api
             workspace = self._state.workspace if use_files else None
-            self.running = session
-            try:
-                outcome = session.execute(code, env, cwd, workspace=workspace, timeout=timeout)
-            finally:
-                self.running = None
+            outcome = session.execute(
+                code, env, cwd, workspace=workspace, timeout=timeout, cancellation=cancellation
+            )
             result = outcome.result
             changes = ChangeSet()
             if workspace is not None:

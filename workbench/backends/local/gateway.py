@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-from engines.isolated import IsolatedSession
+from engines.isolated import Cancellation, IsolatedSession
 from workbench.backends.local.routes import dispatch
 from workbench.backends.local.sandbox_object import SandboxObject
 from workbench.backends.local.settings import LocalResources, idle_deadline_passed
@@ -42,6 +42,8 @@ class LocalGateway:
         self.sessions, self.clock = resources.sessions, resources.clock
         self.settings = resources.settings
         self._sandboxes: dict[str, SandboxObject] = {}
+        self.stateless_runs: set[Cancellation] = set()
+        """The cancels of `POST /v1/runtimes/:binding/execute` runs in progress."""
         self.sessions.before_close = self._save_session
         self._data_version = self.store.data_version()
 
@@ -141,6 +143,13 @@ class LocalGateway:
     def cancel(self, sandbox_id: str) -> bool:
         sandbox = self._sandboxes.get(sandbox_id)
         return sandbox is not None and sandbox.cancel()
+
+    def cancel_all(self) -> None:
+        """Cancel every execution in progress, in sandboxes and stateless (closing)."""
+        for sandbox in list(self._sandboxes.values()):
+            sandbox.cancel()
+        for cancellation in list(self.stateless_runs):
+            cancellation.cancel()
 
     def close(self) -> None:
         """Save pending snapshots, stop every session, release the store."""

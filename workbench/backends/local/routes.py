@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from engines.isolated import Cancellation
 from engines.result import ExecutionResult
 from workbench import __version__
+from workbench.backends.local.context_runner import ENGINE_THREADS
 from workbench.backends.local.runtimes import LocalRuntime
-from workbench.backends.local.sandbox_object import SandboxObject
+from workbench.backends.local.sandbox_object import SandboxObject, cancel_on
 from workbench.core.envvars import (
     context_env_vars,
     env_request_vars,
@@ -162,10 +164,18 @@ async def execute_stateless(gateway: LocalGateway, request: Request, params: Par
     code = validate_code(body)
     env_vars = runtime_env_vars(body) or {}
     timeout = execution_timeout(body)
+    cancellation = Cancellation()
+    watcher = asyncio.create_task(cancel_on(request.given_up, cancellation))
+    gateway.stateless_runs.add(cancellation)
     try:
-        result = await asyncio.to_thread(runtime.run_stateless, code, env_vars, timeout)
+        result = await asyncio.get_running_loop().run_in_executor(
+            ENGINE_THREADS, runtime.run_stateless, code, env_vars, timeout, cancellation
+        )
     except Exception:  # anything unexpected before the engine answered (spec 2.2.1)
         return internal_error("Engine execution failed", 502)
+    finally:
+        gateway.stateless_runs.discard(cancellation)
+        watcher.cancel()
     return answer(result)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from engines.cache import EngineCache
-from engines.isolated import WorkerPool, run_isolated
+from engines.isolated import Cancellation, WorkerPool, run_isolated
 from engines.isolated.process import WorkerDied
 from engines.language import LanguageEngine, PrepareError, Progress
 from engines.registry import LANGUAGES, language_engine
@@ -48,11 +48,15 @@ class LocalRuntime:
         return RuntimeInfo(self.binding, self.spec.language, self.spec.engine, self.spec.contexts)
 
     def run_stateless(
-        self, code: str, env_vars: dict[str, str], timeout: float | None = None
+        self,
+        code: str,
+        env_vars: dict[str, str],
+        timeout: float | None = None,
+        cancellation: Cancellation | None = None,
     ) -> ExecutionResult:
         """A fresh engine instance per call, in an engine process (`timeout`: its
-        wall-clock limit instead of the backend's); host failures become `EngineError`
-        results."""
+        wall-clock limit instead of the backend's; `cancellation` cancels it); host
+        failures become `EngineError` results."""
         started = time.perf_counter()
         limits = self.limits if timeout is None else replace(self.limits, timeout_seconds=timeout)
         try:
@@ -63,6 +67,7 @@ class LocalRuntime:
                 env_vars,
                 limits=limits,
                 progress=self.prepare_progress,
+                cancellation=cancellation,
             )
         except (PrepareError, WorkerDied) as error:
             return self.engine_error(code, f"{self.language} engine unavailable: {error}", started)

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from engines.isolated import IsolatedSession
+from engines.isolated import Cancellation, IsolatedSession
 from engines.result import ExecutionResult
 from workbench.backends.local.context_runner import ContextRunner
 from workbench.backends.local.files_api import FilesResult, files_request
@@ -85,9 +85,7 @@ class SandboxObject:
     def busy(self) -> bool:
         """A request holds or awaits the queue, or an execution runs: this object must
         stay the only one for its sandbox id."""
-        return (
-            self._queue.locked() or bool(self._queue._waiters) or self._runner.running is not None
-        )
+        return self._queue.locked() or bool(self._queue._waiters) or self._runner.executing
 
     def destroy(self) -> None:
         """Wipe the sandbox: sessions, stored rows, host directory (spec 2.4 `DELETE /`)."""
@@ -96,12 +94,8 @@ class SandboxObject:
         self._state.clear()
 
     def cancel(self) -> bool:
-        """Interrupt the running execution, if any (needs no turn)."""
-        running = self._runner.running
-        if running is None:
-            return False
-        running.cancel()
-        return True
+        """Interrupt the execution in progress, if any (needs no turn)."""
+        return self._runner.cancel()
 
     # ----- snapshots -----------------------------------------------------------------
 
@@ -232,16 +226,15 @@ class SandboxObject:
                 ErrorCode.CODE_EXECUTION_ERROR,
                 "Execution cancelled: the caller gave up before it began",
             )
-        watcher = None if given_up is None else asyncio.create_task(self._cancel_on(given_up))
+        cancellation = Cancellation()
+        watcher = None
+        if given_up is not None:
+            watcher = asyncio.create_task(cancel_on(given_up, cancellation))
         try:
-            return await self._execute(code, context_id, binding, env_vars, timeout)
+            return await self._execute(code, context_id, binding, env_vars, timeout, cancellation)
         finally:
             if watcher is not None:
                 watcher.cancel()
-
-    async def _cancel_on(self, given_up: asyncio.Event) -> None:
-        await given_up.wait()
-        self.cancel()
 
     async def _execute(
         self,
@@ -250,6 +243,7 @@ class SandboxObject:
         binding: str | None,
         env_vars: dict[str, str | None],
         timeout: float | None,
+        cancellation: Cancellation,
     ) -> ExecutionResult:
         meta = self._state.ensure_meta()
         if context_id is not None:
@@ -257,9 +251,17 @@ class SandboxObject:
         elif binding is not None:
             runtime = self._state.runtime(binding)
             if not runtime.spec.contexts:
-                return await self._runner.run_stateless(runtime, code, env_vars, timeout)
+                return await self._runner.run_stateless(
+                    runtime, code, env_vars, timeout, cancellation
+                )
             row = self._state.default_context(binding)
         else:
             raise validation_error("Pass a context or a binding")
         env = layer_env(meta.env_vars, row.env_vars, env_vars)
-        return await self._runner.run(row, code, env, timeout)
+        return await self._runner.run(row, code, env, timeout, cancellation)
+
+
+async def cancel_on(given_up: asyncio.Event, cancellation: Cancellation) -> None:
+    """Cancel once the caller stopped waiting (`Request.given_up`)."""
+    await given_up.wait()
+    cancellation.cancel()
