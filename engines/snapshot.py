@@ -45,6 +45,9 @@ class MemorySnapshot:
     """4 KiB blocks changed since they were last sent elsewhere (all, when new): a run
     typically changes a few hundred KiB spread over many chunks, so copies between
     processes travel by block."""
+    unstored_blocks: set[int] = field(default_factory=set)
+    """4 KiB blocks changed since the snapshot was last stored, whole or as a delta (the
+    host's copy keeps it: the store appends them after a run instead of whole chunks)."""
 
     @property
     def pages(self) -> int:

@@ -168,7 +168,8 @@ def apply_delta(
     into: MemorySnapshot | None, header: dict[str, Any], blobs: list[memoryview]
 ) -> MemorySnapshot:
     """Update the host's copy of a snapshot with a delta; its `dirty_chunks` grow by the
-    chunks the blocks fall in (the store clears them once written)."""
+    chunks the blocks fall in and its `unstored_blocks` by the blocks (the store clears
+    them once written)."""
     length = int(header["length"])
     memory = bytearray(length) if into is None else into.memory
     if not isinstance(memory, bytearray):
@@ -181,15 +182,18 @@ def apply_delta(
     if len(runs) != len(blobs):
         raise ValueError("snapshot delta: run list and blobs differ")
     chunks: set[int] = set()
+    blocks: set[int] = set()
     for (first, count), data in zip(runs, blobs, strict=True):
         start = first * BLOCK_BYTES
         if count < 1 or len(data) > count * BLOCK_BYTES or start + len(data) > length:
             raise ValueError("snapshot delta: a run past the end of memory")
         memory[start : start + len(data)] = data
         chunks.update(range(start // CHUNK_BYTES, (start + len(data) - 1) // CHUNK_BYTES + 1))
+        blocks.update(range(first, first + count))
     snapshot = into or MemorySnapshot(memory, {})
     snapshot.memory = memory
     snapshot.globals = dict(header["globals"])
     snapshot.extra = dict(header["extra"])
     snapshot.dirty_chunks.update(chunks)
+    snapshot.unstored_blocks.update(blocks)
     return snapshot

@@ -27,11 +27,14 @@ from engines.result import well_formed
 from engines.snapshot import nonzero_pages
 from workbench.paths import private_directory, private_file
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2 added `snapshot_deltas` (a version-1 store is upgraded in place; a version-1
+workbench refuses a version-2 store, whose snapshots it would read without their deltas)."""
 DEFAULT_HISTORY_LIMIT = 1000
 """Execution history entries kept per context."""
 CHUNK_BYTES = 1 << 20
 PAGE_BYTES = 65536
+BLOCK_BYTES = 4096
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sandboxes (
@@ -62,6 +65,14 @@ CREATE TABLE IF NOT EXISTS snapshot_chunks (
     data BLOB NOT NULL,
     PRIMARY KEY (sandbox_id, context_id, chunk)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshot_deltas (
+    sandbox_id TEXT NOT NULL,
+    context_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    runs TEXT NOT NULL,         -- JSON [[first 4 KiB block, count], ...], data in that order
+    data BLOB NOT NULL,
+    PRIMARY KEY (sandbox_id, context_id, seq)
+);
 CREATE TABLE IF NOT EXISTS history (
     sandbox_id TEXT NOT NULL,
     context_id TEXT NOT NULL,
@@ -72,6 +83,10 @@ CREATE TABLE IF NOT EXISTS history (
     PRIMARY KEY (sandbox_id, context_id, seq)
 ) WITHOUT ROWID;
 """
+
+
+CONTEXT_TABLES = ("contexts", "snapshot_chunks", "snapshot_deltas", "history")
+SANDBOX_TABLES = ("sandboxes", "files", *CONTEXT_TABLES)
 
 
 @dataclass(frozen=True)
@@ -139,7 +154,7 @@ class Transaction:
         )
 
     def delete_sandbox(self, sandbox_id: str) -> None:
-        for table in ("sandboxes", "files", "contexts", "snapshot_chunks", "history"):
+        for table in SANDBOX_TABLES:
             column = "id" if table == "sandboxes" else "sandbox_id"
             self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (sandbox_id,))
 
@@ -167,7 +182,7 @@ class Transaction:
         )
 
     def delete_context(self, sandbox_id: str, context_id: str) -> None:
-        for table in ("contexts", "snapshot_chunks", "history"):
+        for table in CONTEXT_TABLES:
             column = "id" if table == "contexts" else "context_id"
             self._db.execute(
                 f"DELETE FROM {table} WHERE sandbox_id = ? AND {column} = ?",
@@ -182,7 +197,12 @@ class Transaction:
         changed_chunks: Iterable[int],
     ) -> SnapshotLayout:
         """Store linear memory in 1 MiB chunks (spec 7.7): rewrite the chunks that changed
-        since the last store, drop all-zero ones and any past the end of memory."""
+        since the last store, drop all-zero ones and any past the end of memory, and the
+        deltas (the chunks now hold what they said)."""
+        self._db.execute(
+            "DELETE FROM snapshot_deltas WHERE sandbox_id = ? AND context_id = ?",
+            (sandbox_id, context_id),
+        )
         layout = SnapshotLayout.of(memory)
         view = memoryview(memory)
         for chunk in sorted(changed_chunks):
@@ -206,6 +226,35 @@ class Transaction:
             (sandbox_id, context_id, layout.chunk_count),
         )
         return layout
+
+    def add_snapshot_delta(
+        self,
+        sandbox_id: str,
+        context_id: str,
+        memory: bytes | bytearray,
+        blocks: Iterable[int],
+    ) -> int:
+        """Append the 4 KiB `blocks` of `memory` that changed since the snapshot was last
+        stored (a run changes a few hundred KiB spread over many chunks); the bytes
+        written."""
+        runs: list[list[int]] = []
+        for block in sorted(blocks):
+            if runs and runs[-1][0] + runs[-1][1] == block:
+                runs[-1][1] += 1
+            else:
+                runs.append([block, 1])
+        view = memoryview(memory)
+        data = b"".join(
+            bytes(view[first * BLOCK_BYTES : (first + count) * BLOCK_BYTES])
+            for first, count in runs
+        )
+        self._db.execute(
+            "INSERT INTO snapshot_deltas (sandbox_id, context_id, seq, runs, data) VALUES "
+            "(?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM snapshot_deltas "
+            "WHERE sandbox_id = ? AND context_id = ?), ?, ?)",
+            (sandbox_id, context_id, sandbox_id, context_id, json.dumps(runs), data),
+        )
+        return len(data)
 
     def add_history(
         self,
@@ -258,7 +307,7 @@ class Store:
             self._db.execute("PRAGMA busy_timeout=10000")
             self._db.execute("PRAGMA foreign_keys=OFF")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
+            if version not in (0, 1, SCHEMA_VERSION):  # 1: upgraded by adding a table
                 raise RuntimeError(
                     f"{path} has schema version {version}; this workbench understands "
                     f"{SCHEMA_VERSION}. Use another --data-dir or upgrade sandbox-workbench."
@@ -323,8 +372,12 @@ class Store:
             ).fetchall()
         return [StoredContext(r[0], r[1], json.loads(r[2])) for r in rows]
 
-    def snapshot_memory(self, sandbox_id: str, context_id: str, memory_pages: int) -> bytes:
-        """Reassemble a snapshot's linear memory (zero chunks were not stored)."""
+    def snapshot_memory(
+        self, sandbox_id: str, context_id: str, memory_pages: int
+    ) -> tuple[bytes, set[int]]:
+        """Reassemble a snapshot's linear memory: its chunks (zero ones were not stored),
+        then its deltas in order; and the chunks the deltas changed (stored chunks that
+        are out of date until rewritten)."""
         size = memory_pages * 65536
         memory = bytearray(size)
         with self._lock:
@@ -332,11 +385,26 @@ class Store:
                 "SELECT chunk, data FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ?",
                 (sandbox_id, context_id),
             ).fetchall()
+            deltas = self._db.execute(
+                "SELECT runs, data FROM snapshot_deltas WHERE sandbox_id = ? AND context_id = ? "
+                "ORDER BY seq",
+                (sandbox_id, context_id),
+            ).fetchall()
         for chunk, data in rows:
             start = chunk * CHUNK_BYTES
             end = min(start + CHUNK_BYTES, size)
             memory[start:end] = data[: end - start]
-        return bytes(memory)
+        changed: set[int] = set()
+        for runs, data in deltas:
+            offset = 0
+            for first, count in json.loads(runs):
+                start, length = first * BLOCK_BYTES, count * BLOCK_BYTES
+                end = min(start + length, size)
+                if end > start:
+                    memory[start:end] = data[offset : offset + end - start]
+                    changed.update(range(start // CHUNK_BYTES, (end - 1) // CHUNK_BYTES + 1))
+                offset += length
+        return bytes(memory), changed
 
     def history(
         self, sandbox_id: str, context_id: str, *, limit: int | None = None

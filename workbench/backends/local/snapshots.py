@@ -2,7 +2,8 @@
 written behind the executions.
 
 The engine process takes a snapshot after each successful run; the context is then
-"dirty" until its changed 1 MiB chunks reach SQLite, which happens right after the answer
+"dirty" until what changed reaches SQLite (the changed 4 KiB blocks as a delta, now and
+then the changed 1 MiB chunks instead), which happens right after the answer
 (in turn with the sandbox's requests; at once, too, when its session is evicted or
 closed), so writing stays off the execution path and a crash loses at most that run.
 """
@@ -16,7 +17,11 @@ from engines.snapshot import PAGE_BYTES, MemorySnapshot
 from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.sandbox_state import SandboxState
 from workbench.backends.local.settings import LocalResources
-from workbench.store.database import CHUNK_BYTES
+from workbench.store.database import BLOCK_BYTES, CHUNK_BYTES, SnapshotLayout
+
+MAX_DELTA_BYTES = 8 << 20
+"""Deltas of one context kept before its changed chunks are rewritten instead (which
+replaces them): bounds what a restore reads on top of the chunks."""
 
 
 class SnapshotWriter:
@@ -44,8 +49,12 @@ class SnapshotWriter:
         if snapshot.get("build") != runtime.build_sha256():
             row.snapshot = None  # spec 7.6: a snapshot of another engine build is dropped
             return None
-        memory = self._store.snapshot_memory(self._state.id, row.id, int(snapshot["memoryPages"]))
-        return MemorySnapshot(memory, dict(snapshot["globals"]), dict(snapshot["extra"]))
+        memory, outdated_chunks = self._store.snapshot_memory(
+            self._state.id, row.id, int(snapshot["memoryPages"])
+        )
+        restored = MemorySnapshot(memory, dict(snapshot["globals"]), dict(snapshot["extra"]))
+        restored.dirty_chunks = outdated_chunks  # the next chunk rewrite includes them
+        return restored
 
     def mark_dirty(self, context_id: str) -> None:
         self._dirty.add(context_id)
@@ -87,7 +96,9 @@ class SnapshotWriter:
             self._dirty.discard(context_id)
 
     def persist(self, context_id: str, session: IsolatedSession) -> None:
-        """Store the context's latest snapshot: only the 1 MiB chunks that changed."""
+        """Store the context's latest snapshot: the 4 KiB blocks the runs since the last
+        store changed, appended as a delta; now and then (or when there is no stored base
+        to add to) the 1 MiB chunks that changed instead, which replace the deltas."""
         row = self._state.contexts.get(context_id)
         if row is None or context_id not in self._dirty:
             return
@@ -96,18 +107,44 @@ class SnapshotWriter:
         if snapshot is None:
             return
         runtime = self._runtimes[row.binding]
-        with self._store.transaction() as tx:
-            layout = tx.put_snapshot(self._state.id, row.id, snapshot.memory, snapshot.dirty_chunks)
+        build = runtime.build_sha256()
+        base = row.snapshot
+        delta_bytes = len(snapshot.unstored_blocks) * BLOCK_BYTES
+        as_delta = (
+            base is not None
+            and base.get("build") == build
+            and len(snapshot.memory) >= int(base["memoryPages"]) * PAGE_BYTES
+            and int(base.get("deltaBytes", 0)) + delta_bytes <= MAX_DELTA_BYTES
+        )
+        layout = SnapshotLayout.of(snapshot.memory)
+        previous = row.snapshot
+        try:
+            with self._store.transaction() as tx:
+                if as_delta:
+                    assert base is not None
+                    deltas = int(base.get("deltaBytes", 0)) + tx.add_snapshot_delta(
+                        self._state.id, row.id, snapshot.memory, snapshot.unstored_blocks
+                    )
+                else:
+                    tx.put_snapshot(self._state.id, row.id, snapshot.memory, snapshot.dirty_chunks)
+                    deltas = 0
+                row.snapshot = {
+                    "build": build,
+                    "memoryPages": layout.memory_pages,
+                    "pages": layout.nonzero_pages,
+                    "bytes": layout.nonzero_pages * PAGE_BYTES,
+                    "storedBytes": layout.stored_chunks * CHUNK_BYTES,  # as spec 7.7 counts
+                    "deltaBytes": deltas,
+                    "takenAt": self._clock.now_ms(),
+                    "stale": False,
+                    "globals": snapshot.globals,
+                    "extra": snapshot.extra,
+                }
+                tx.put_context(self._state.id, row.to_stored())
+        except BaseException:
+            row.snapshot = previous  # memory follows the commit
+            raise
+        # Committed: what is stored now covers these (a failed commit keeps them).
+        snapshot.unstored_blocks.clear()
+        if not as_delta:
             snapshot.dirty_chunks.clear()
-            row.snapshot = {
-                "build": runtime.build_sha256(),
-                "memoryPages": layout.memory_pages,
-                "pages": layout.nonzero_pages,
-                "bytes": layout.nonzero_pages * PAGE_BYTES,
-                "storedBytes": layout.stored_chunks * CHUNK_BYTES,
-                "takenAt": self._clock.now_ms(),
-                "stale": False,
-                "globals": snapshot.globals,
-                "extra": snapshot.extra,
-            }
-            tx.put_context(self._state.id, row.to_stored())
