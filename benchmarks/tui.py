@@ -25,9 +25,9 @@ from pathlib import Path
 
 from textual import events
 
+from tour import create_context, create_sandbox, until_connected, wait_for
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.tour import create_context, create_sandbox, until_connected, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_TARGET_S = 1.0

@@ -14,12 +14,21 @@ LANGUAGES: Final = ("javascript", "python", "perl", "ruby")
 """Every language, in the order sandbox-workers lists them and users see them: the local
 engines (one package each under `engines/`) and the runtime Worker templates."""
 
-ALIASES = {"js": "javascript", "node": "javascript", "ts": "javascript", "python3": "python"}
+ALIASES: Final = {"python3": "python", "js": "javascript", "node": "javascript", "ts": "typescript"}
+"""Other names of languages (spec 2.2.1): `ts` is TypeScript."""
+HOSTS: Final = {"typescript": "javascript"}
+"""Languages that run on another's engine: TypeScript on JavaScript's (spec 2.2.1)."""
+
+
+def canonical_language(name: str) -> str:
+    """A language name with its alias resolved (any case): `ts` → `typescript`."""
+    return ALIASES.get(name.lower(), name.lower())
 
 
 def resolve_language(name: str) -> str:
-    """Map a user-typed language name (any case, common aliases) to a language id."""
-    language = ALIASES.get(name.lower(), name.lower())
+    """The language whose engine runs code in `name` (any case, aliases, TypeScript)."""
+    language = canonical_language(name)
+    language = HOSTS.get(language, language)
     if language not in LANGUAGES:
         raise KeyError(f"unknown language {name!r}; choose one of {', '.join(LANGUAGES)}")
     return language

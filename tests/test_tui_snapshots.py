@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.tui.conftest import perl_engine, stable_ids, tui_dirs
-from workbench.tui.tour import TOUR_STATES, WorkbenchPilot, settle, tour_app
+from tour import TOUR_STATES, WorkbenchPilot, settle, tour_app
 
 __all__ = ["perl_engine", "stable_ids", "tui_dirs"]  # fixtures shared with tests/tui
 

@@ -21,8 +21,8 @@ import pytest
 from tests.cli import cli_env, one_error_line, run_cli
 from tests.serve_process import ServeProcess, serve_process
 from workbench import __version__
+from workbench.api import VersionReport
 from workbench.backends.local import open_local_backend
-from workbench.backends.remote import VersionReport
 from workbench.deploy.templates import TEMPLATES_ENV, render
 from workbench.deploy.versions import load_versions
 

@@ -2,6 +2,7 @@
 call, crashes that end one process, and guest files that live only in its memory."""
 
 from engines.isolated.pool import WorkerPool, worker_pool
+from engines.isolated.process import WorkerDied
 from engines.isolated.session import (
     Cancellation,
     IsolatedSession,
@@ -12,6 +13,7 @@ from engines.isolated.session import (
 __all__ = [
     "Cancellation",
     "IsolatedSession",
+    "WorkerDied",
     "WorkerPool",
     "WorkspaceSource",
     "run_isolated",

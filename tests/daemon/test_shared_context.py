@@ -14,8 +14,8 @@ import pytest
 
 from tests.cli import cli_env, run_cli
 from tests.daemon import wait_for_a_request
+from tour import create_context, create_sandbox, run_cell, until_connected
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.tour import create_context, create_sandbox, run_cell, until_connected
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("all_engines")]
 

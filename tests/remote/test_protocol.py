@@ -142,6 +142,15 @@ def test_stateless_execute_validation_order(http: httpx.Client) -> None:
         "VALIDATION_FAILED",
         "Unsupported language 'ruby' on this runtime (perl)",
     )
+    assert_error(  # `ts` is TypeScript, which runs on JavaScript's runtime only
+        http.post("/v1/runtimes/PERL/execute", json={"code": "1", "language": "ts"}),
+        400,
+        "VALIDATION_FAILED",
+        "Unsupported language 'ts' on this runtime (perl)",
+    )
+    for name in ("perl", "PERL"):
+        accepted = http.post("/v1/runtimes/PERL/execute", json={"code": "1", "language": name})
+        assert accepted.status_code == 200, accepted.text
     assert_error(
         http.post("/v1/runtimes/PERL/execute", json={"code": " \n"}),
         400,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_engine
-from workbench.tui.tour import fixed_context_ids
+from tour import fixed_context_ids
 
 
 @pytest.fixture

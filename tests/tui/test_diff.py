@@ -12,14 +12,7 @@ from textual.widgets import Label, OptionList, Static
 
 from tests.cli.test_diff import session_serve
 from tests.tui.test_flows import Notifications
-from workbench.backends.remote import open_remote_backend
-from workbench.config import Config, RemoteProfile
-from workbench.transcripts import read_transcript
-from workbench.tui.app import WorkbenchApp
-from workbench.tui.palette_commands import workbench_commands
-from workbench.tui.screens.diff_screen import DiffScreen, RerunProfilePickerScreen
-from workbench.tui.screens.export_screen import ExportScreen
-from workbench.tui.tour import (
+from tour import (
     WorkbenchPilot,
     create_context,
     create_sandbox,
@@ -28,6 +21,13 @@ from workbench.tui.tour import (
     until_connected,
     wait_for,
 )
+from workbench.backends.remote import open_remote_backend
+from workbench.config import Config, RemoteProfile
+from workbench.transcripts import read_transcript
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.palette_commands import workbench_commands
+from workbench.tui.screens.diff_screen import DiffScreen, RerunProfilePickerScreen
+from workbench.tui.screens.export_screen import ExportScreen
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 

@@ -10,9 +10,9 @@ import pytest
 
 from engines.cache import EngineCache
 from engines.perl import ENGINE as PERL
+from tour import until_connected, wait_for
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.tour import until_connected, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 

@@ -15,6 +15,13 @@ from textual import events
 from textual.binding import Binding
 from textual.dom import DOMNode
 
+from tour import (
+    create_context,
+    create_sandbox,
+    run_cell,
+    until_connected,
+    wait_for,
+)
 from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.config import Config, RemoteProfile
@@ -24,13 +31,6 @@ from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
-from workbench.tui.tour import (
-    create_context,
-    create_sandbox,
-    run_cell,
-    until_connected,
-    wait_for,
-)
 from workbench.tui.tree_nodes import DirectoryNode, FileNode
 from workbench.tui.widgets.repl_pane import ABANDONED_NOTE
 
@@ -136,6 +136,29 @@ async def test_run_cells_see_results_and_walk_history(tmp_path: Path) -> None:
         await pilot.press(*"GREET", "enter")
         await wait_for(pilot, lambda: not isinstance(app.screen, HistorySearchScreen))
         assert repl.code_input.text.startswith('print "$ENV{GREETING}')
+
+
+async def test_cells_ask_for_the_engines_once_not_per_cell(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        backend = app.main_screen.connection.backend
+        assert backend is not None and backend.engines is not None
+        engines = backend.engines
+        asked = []
+        statuses = engines.statuses
+
+        async def counted() -> Any:
+            asked.append(1)
+            return await statuses()
+
+        engines.statuses = counted  # type: ignore[method-assign]
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        before = len(asked)
+        for number in range(4):
+            await run_cell(pilot, repl, str(number))
+        assert len(asked) - before <= 1  # the first cell at most; the next ones never
 
 
 async def test_history_survives_reopening_the_context(tmp_path: Path) -> None:

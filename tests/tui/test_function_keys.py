@@ -10,6 +10,13 @@ import pytest
 from textual.screen import Screen
 
 from tests.tui.test_flows import Notifications, make_app
+from tour import (
+    WorkbenchPilot,
+    create_context,
+    create_sandbox,
+    until_connected,
+    wait_for,
+)
 from workbench.tui.key_bindings import WORKBENCH_BINDINGS
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import CreateContextScreen
@@ -18,13 +25,6 @@ from workbench.tui.screens.env_vars_screen import EnvVarsScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
 from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
-from workbench.tui.tour import (
-    WorkbenchPilot,
-    create_context,
-    create_sandbox,
-    until_connected,
-    wait_for,
-)
 from workbench.tui.widgets.code_input import is_function_key
 from workbench.tui.widgets.workbench_tabs import INFO_TAB, RUNTIMES_TAB, repl_tab_id
 

@@ -13,12 +13,7 @@ from rich.console import Console
 from textual.widgets import Input, Static
 
 from tests.tui.test_flows import Notifications, make_app
-from workbench.api import FixedClock
-from workbench.tui.palette_commands import workbench_commands
-from workbench.tui.screens.cell_picker_screen import CellPickerScreen
-from workbench.tui.screens.confirm_screen import ConfirmScreen
-from workbench.tui.screens.export_screen import ExportScreen
-from workbench.tui.tour import (
+from tour import (
     FIXED_START_MS,
     WorkbenchPilot,
     create_context,
@@ -27,6 +22,11 @@ from workbench.tui.tour import (
     until_connected,
     wait_for,
 )
+from workbench.api import FixedClock
+from workbench.tui.palette_commands import workbench_commands
+from workbench.tui.screens.cell_picker_screen import CellPickerScreen
+from workbench.tui.screens.confirm_screen import ConfirmScreen
+from workbench.tui.screens.export_screen import ExportScreen
 from workbench.tui.widgets.repl_pane import ReplPane
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]

@@ -20,16 +20,16 @@ import pytest
 from rich.console import Console, RenderableType
 
 from tests.tui.test_flows import Notifications, make_app
-from workbench.tui.app import WorkbenchApp
-from workbench.tui.screens.cell_picker_screen import CellPickerScreen
-from workbench.tui.screens.history_search_screen import HistorySearchScreen
-from workbench.tui.tour import (
+from tour import (
     create_context,
     create_sandbox,
     run_cell,
     until_connected,
     wait_for,
 )
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.cell_picker_screen import CellPickerScreen
+from workbench.tui.screens.history_search_screen import HistorySearchScreen
 from workbench.tui.tree_nodes import ContextNode, DirectoryNode, FileNode
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.workbench_tabs import INFO_TAB, RUNTIMES_TAB

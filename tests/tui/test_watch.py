@@ -9,18 +9,18 @@ import pytest
 from rich.console import Console
 from textual.widgets import Button, Checkbox, Input
 
-from workbench.api import SandboxError
-from workbench.backends.local import open_local_backend
-from workbench.tui.app import WorkbenchApp
-from workbench.tui.palette_commands import workbench_commands
-from workbench.tui.screens.watch_screen import WatchScreen
-from workbench.tui.tour import (
+from tour import (
     WorkbenchPilot,
     create_context,
     create_sandbox,
     until_connected,
     wait_for,
 )
+from workbench.api import SandboxError
+from workbench.backends.local import open_local_backend
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.palette_commands import workbench_commands
+from workbench.tui.screens.watch_screen import WatchScreen
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 

@@ -29,10 +29,10 @@ from tests.workerd.harness import (
     pinned_standins,
     workerd_gateway,
 )
+from tour import until_connected, wait_for
 from workbench.backends.remote import open_remote_backend
 from workbench.deploy.versions import load_versions
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.tour import until_connected, wait_for
 
 OTHER_VERSION = "0.3.0"
 OTHER_PROTOCOL = 2

@@ -57,6 +57,7 @@ from workbench.protocol.types import (
     SandboxSummary,
     SnapshotInfo,
     Usage,
+    VersionReport,
     parse_iso,
 )
 
@@ -112,6 +113,7 @@ __all__ = [
     "Transport",
     "Usage",
     "ValidationFailedError",
+    "VersionReport",
     "is_valid_env_key",
     "iso_from_ms",
     "neutralise",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from engines.result import (
     ContextRef,
@@ -61,6 +62,7 @@ __all__ = [
     "Success",
     "UnavailableRuntime",
     "Usage",
+    "VersionReport",
     "mismatch_warning",
     "mismatched_runtimes",
     "parse_iso",
@@ -173,6 +175,41 @@ def mismatch_warning(core: CoreInfo, runtime: RuntimeInfo) -> str:
         f"{core.interpreter_protocol}: its code contexts will fail; deploy the runtime at "
         "the pinned version (sandbox-workbench gateway init)"
     )
+
+
+@dataclass(frozen=True)
+class VersionReport:
+    """What a `GET /v1/health` or `GET /v1/runtimes` answer of any backend says about
+    versions (docs/gateway-protocol.md, "Versions")."""
+
+    core: str
+    """`<name> <version>` of what runs the sandboxes; "" when the server does not say."""
+    interpreter_protocol: int | None
+    """The one runtime protocol that core accepts; None when the server does not say."""
+    runtimes: list[RuntimeInfo]
+    mismatched: list[RuntimeInfo]
+    """The runtimes speaking another protocol than the core accepts."""
+    warnings: list[str]
+    """One sentence for each of `mismatched`."""
+
+    @classmethod
+    def read(cls, answer: Any) -> VersionReport:
+        """The report of a decoded answer; empty for an answer of another shape."""
+        try:
+            listed = RuntimeList.from_json(answer)
+        except (KeyError, TypeError, ValueError):
+            return cls("", None, [], [], [])
+        core = listed.core
+        if core is None:
+            return cls("", None, listed.runtimes, [], [])
+        mismatched = mismatched_runtimes(core, listed.runtimes)
+        return cls(
+            f"{core.name} {core.version}",
+            core.interpreter_protocol,
+            listed.runtimes,
+            mismatched,
+            [mismatch_warning(core, runtime) for runtime in mismatched],
+        )
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ Every acknowledged change is one transaction (`Store.transaction()`), so killing
 process at any moment leaves either the state before or after a change, never half of
 it. WAL journaling with `synchronous=NORMAL` is durable against a process kill (the
 case we test); a power loss may drop the last commits, never corrupt the database.
-Other processes may use the same file: `data_version()` tells a reader when another
-connection committed, so in-memory caches can be refreshed.
+One process writes it: the data dir's owner (`workbench.backends.owner`), so what it
+caches in memory is never stale; others only read (shell completion).
 
 The database and its -wal/-shm files are created 0600 whatever the umask (they hold env
 vars and history); execution history keeps the newest `history_limit` entries per context.
@@ -329,11 +329,6 @@ class Store:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
-
-    def data_version(self) -> int:
-        """Changes when another connection commits (PRAGMA data_version)."""
-        with self._lock:
-            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
     def sandbox(self, sandbox_id: str) -> StoredSandbox | None:
         with self._lock:

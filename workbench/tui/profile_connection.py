@@ -12,8 +12,7 @@ from functools import partial
 from textual.widget import Widget
 from textual.worker import Worker
 
-from workbench.api import Backend, CodeContext, EnginePrepareError, SandboxError
-from workbench.backends.remote import VersionReport
+from workbench.api import Backend, CodeContext, EnginePrepareError, SandboxError, VersionReport
 from workbench.config import ConfigError
 from workbench.profiles import LOCAL, UnknownProfileError
 from workbench.tui.error_messages import describe_error
@@ -71,6 +70,9 @@ class ProfileConnection:
         self.backend: Backend | None = None
         self.versions = VersionReport.read(None)
         """What the last health check said about versions (read on `HealthChecked`)."""
+        self.ready_engines: set[str] = set()
+        """Languages whose local engine the current backend reported prepared: a cell in
+        one of them runs without asking again."""
 
     # ----------------------------------------------------------------- opening
 
@@ -107,6 +109,7 @@ class ProfileConnection:
             await backend.aclose()
             return False
         previous, self.backend = self.backend, backend
+        self.ready_engines.clear()
         if previous is not None and previous is not backend:
             await previous.aclose()
         return True
@@ -305,18 +308,22 @@ class ProfileConnection:
     ) -> None:
         """Worker body: one execution; the outcome (or failure) comes back as `CellFinished`.
         A local engine for `language` that is not prepared yet is prepared first."""
-        if language is not None and backend.engines is not None:
-            state = next(
-                (item for item in await backend.engines.statuses() if item.language == language),
-                None,
-            )
-            if state is not None and not state.ready:
+        if (
+            language is not None
+            and backend.engines is not None
+            and language not in self.ready_engines
+        ):
+            statuses = await backend.engines.statuses()
+            self.ready_engines.update(item.language for item in statuses if item.ready)
+            known = any(item.language == language for item in statuses)
+            if known and language not in self.ready_engines:
                 problem = await self.prepare_engine_now(backend, language)
                 if problem is not None:
                     self.owner.post_message(
                         CellFinished(sandbox_id, context_id, code, None, problem, label)
                     )
                     return
+                self.ready_engines.add(language)
         try:
             result = await backend.sandbox(sandbox_id).interpreter.run_code(
                 code, context=context_id
@@ -326,6 +333,8 @@ class ProfileConnection:
                 CellFinished(sandbox_id, context_id, code, None, describe_error(error), label)
             )
             return
+        if result.error is not None and result.error.name == "EngineError" and language:
+            self.ready_engines.discard(language)  # ask again before the next cell
         self.owner.post_message(CellFinished(sandbox_id, context_id, code, result, None, label))
 
     def cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> Worker[None]:

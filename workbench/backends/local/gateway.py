@@ -45,17 +45,10 @@ class LocalGateway:
         self.stateless_runs: set[Cancellation] = set()
         """The cancels of `POST /v1/runtimes/:binding/execute` runs in progress."""
         self.sessions.before_close = self._save_session
-        self._data_version = self.store.data_version()
 
     def sandbox(self, sandbox_id: str) -> SandboxObject:
         """The object of `sandbox_id`, now the most recently used one."""
         self._start_sweeping()
-        version = self.store.data_version()
-        if version != self._data_version:
-            # Another process committed: cached sandbox state may be stale.
-            self._data_version = version
-            for cached in self._sandboxes.values():
-                cached.reload()
         sandbox = self._sandboxes.pop(sandbox_id, None)
         if sandbox is None:
             sandbox = SandboxObject(sandbox_id, self.resources)

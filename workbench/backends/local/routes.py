@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from engines.isolated import Cancellation
+from engines.registry import HOSTS, canonical_language
 from engines.result import ExecutionResult
 from workbench import __version__
 from workbench.backends.local.context_runner import ENGINE_THREADS
@@ -74,12 +75,6 @@ FEATURES = [FILES_BATCH_FEATURE, EXECUTION_TIMEOUT_FEATURE]
 FILES_BATCH_LIMITS = FilesBatchLimits(FILES_BATCH_MAX_ENTRIES, FILES_BATCH_BODY_CAP)
 MAX_TIMEOUT_MS = 86_400_000
 """A day: the longest execution deadline a request may ask for."""
-LANGUAGE_ALIASES = {
-    "python3": "python",
-    "js": "javascript",
-    "node": "javascript",
-    "ts": "typescript",
-}
 
 Params = dict[str, str]
 GatewayHandler = Callable[["LocalGateway", Request, Params], Awaitable[Response]]
@@ -133,10 +128,8 @@ def _check_language(runtime: LocalRuntime, body: dict[str, Any]) -> None:
     language = body["language"]
     if not isinstance(language, str):
         raise validation_error("language must be a string")
-    resolved = LANGUAGE_ALIASES.get(language.lower(), language.lower())
-    if resolved == runtime.language or (
-        resolved == "typescript" and runtime.language == "javascript"
-    ):
+    resolved = canonical_language(language)
+    if runtime.language in (resolved, HOSTS.get(resolved)):
         return
     raise validation_error(
         f"Unsupported language '{language}' on this runtime ({runtime.language})"

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from engines.cache import EngineCache
-from engines.isolated import Cancellation, WorkerPool, run_isolated
-from engines.isolated.process import WorkerDied
+from engines.isolated import Cancellation, WorkerDied, WorkerPool, run_isolated
 from engines.language import LanguageEngine, PrepareError, Progress
 from engines.registry import LANGUAGES, language_engine
 from engines.result import ENGINE_ERROR, HOST_MESSAGE_CHARS, ExecutionError, ExecutionResult

@@ -52,11 +52,6 @@ class SandboxObject:
             self.expire_if_due()
             yield
 
-    def reload(self) -> None:
-        """Re-read the sandbox from the store (another process committed changes); the
-        workspace is re-read only when next used."""
-        self._state.load()
-
     @property
     def exists(self) -> bool:
         return self._state.meta is not None

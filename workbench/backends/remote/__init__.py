@@ -9,7 +9,6 @@ import socket
 import ssl
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -18,17 +17,11 @@ import httpx
 from workbench.api.client import Backend
 from workbench.protocol.errors import SandboxError, error_response
 from workbench.protocol.http import Response
-from workbench.protocol.types import (
-    RuntimeInfo,
-    RuntimeList,
-    mismatch_warning,
-    mismatched_runtimes,
-)
+from workbench.protocol.types import VersionReport
 
 __all__ = [
     "ConnectionFailedError",
     "HttpTransport",
-    "VersionReport",
     "open_remote_backend",
 ]
 
@@ -56,41 +49,6 @@ def _compressed(payload: bytes) -> bytes | None:
         return None
     packed = gzip.compress(payload, compresslevel=1, mtime=0)
     return packed if len(packed) <= len(payload) * GZIP_MAX_RATIO else None
-
-
-@dataclass(frozen=True)
-class VersionReport:
-    """What a `GET /v1/health` or `GET /v1/runtimes` answer of any backend says about
-    versions (docs/gateway-protocol.md, "Versions")."""
-
-    core: str
-    """`<name> <version>` of what runs the sandboxes; "" when the server does not say."""
-    interpreter_protocol: int | None
-    """The one runtime protocol that core accepts; None when the server does not say."""
-    runtimes: list[RuntimeInfo]
-    mismatched: list[RuntimeInfo]
-    """The runtimes speaking another protocol than the core accepts."""
-    warnings: list[str]
-    """One sentence for each of `mismatched`."""
-
-    @classmethod
-    def read(cls, answer: Any) -> VersionReport:
-        """The report of a decoded answer; empty for an answer of another shape."""
-        try:
-            listed = RuntimeList.from_json(answer)
-        except (KeyError, TypeError, ValueError):
-            return cls("", None, [], [], [])
-        core = listed.core
-        if core is None:
-            return cls("", None, listed.runtimes, [], [])
-        mismatched = mismatched_runtimes(core, listed.runtimes)
-        return cls(
-            f"{core.name} {core.version}",
-            core.interpreter_protocol,
-            listed.runtimes,
-            mismatched,
-            [mismatch_warning(core, runtime) for runtime in mismatched],
-        )
 
 
 def _warn_on_stderr(line: str) -> None:

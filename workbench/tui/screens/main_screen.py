@@ -15,8 +15,15 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Footer, TabbedContent, TabPane, Tree
 
-from workbench.api import Backend, Clock, CodeContext, EngineInfo, RuntimeInfo, SandboxInfo
-from workbench.backends.remote import VersionReport
+from workbench.api import (
+    Backend,
+    Clock,
+    CodeContext,
+    EngineInfo,
+    RuntimeInfo,
+    SandboxInfo,
+    VersionReport,
+)
 from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
 from workbench.tui.formatting import short_id

@@ -1,6 +1,6 @@
-"""`python -m workbench.tui.screenshots [DIR]`: SVGs of the main screens for the README.
+"""`python -m tour [DIR]`: SVGs of the main screens for the README.
 
-Each tour state (`workbench.tui.tour`) is reached from a fresh temp data dir and saved
+Each tour state (`tour`) is reached from a fresh temp data dir and saved
 as `DIR/<state>.svg` (default `screenshots/`), at 120x40.
 """
 
@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workbench.tui.tour import TOUR_STATES, fixed_context_ids, settle, tour_app
+from tour import TOUR_STATES, fixed_context_ids, settle, tour_app
 
 SIZE = (120, 40)
 
