@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -320,3 +321,36 @@ async def test_a_snapshot_is_chunks_and_then_small_deltas_and_restores_from_both
     monkeypatch.setattr(snapshots, "MAX_DELTA_BYTES", 0)  # every write rewrites chunks now
     assert await increments(data, context.id, binding, 1) == [0]
     assert await value_after_restart(data, context.id, binding) == "48 150000"
+
+
+async def test_closing_while_a_snapshot_is_being_written_waits_for_it(
+    tmp_path: Path, perl_engine: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write after the answer runs in a thread; a close at that moment (a daemon
+    stopped right after a command) must not close the store under it."""
+    from workbench.backends.local import snapshots
+
+    layout_of = snapshots.SnapshotLayout.of
+    writing = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow_layout(memory: bytes | bytearray) -> snapshots.SnapshotLayout:
+        loop.call_soon_threadsafe(writing.set)
+        time.sleep(0.5)  # the write under way when the close comes
+        return layout_of(memory)
+
+    monkeypatch.setattr(snapshots.SnapshotLayout, "of", staticmethod(slow_layout))
+    data = tmp_path / "data"
+    backend = open_local_backend(data, embedded=True)
+    sandbox = backend.sandbox("closing")
+    assert (await sandbox.interpreter.run_code("our $kept = 42", binding="PERL")).error is None
+    await asyncio.wait_for(writing.wait(), 10)
+    await asyncio.to_thread(backend.transport.gateway.close)  # type: ignore[attr-defined]
+    monkeypatch.setattr(snapshots.SnapshotLayout, "of", staticmethod(layout_of))
+    again = open_local_backend(data, embedded=True)
+    try:
+        result = await again.sandbox("closing").interpreter.run_code("$kept", binding="PERL")
+        assert result.results[0].text == "42"
+        assert result.session is not None and result.session.boot == "restored"
+    finally:
+        await again.aclose()

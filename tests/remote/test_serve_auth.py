@@ -116,8 +116,6 @@ def test_a_generated_token_is_printed_and_accepted(tmp_path: Path) -> None:
         [b"Bearer "],
         [b"Bearer"],
         [b"Bearer \xa0{token}"],
-        [b"Bearer {token} "],
-        [b"Bearer {token}\t"],
         [b"Bearer {token}\xa0"],
         [b"Bearer  {token}"],
         [b"bearer {token}"],
@@ -142,3 +140,13 @@ def test_anything_but_the_exact_header_is_unauthorized(
 
 def test_the_exact_header_is_authorized(server: ServeProcess) -> None:
     assert status_for(server.url, [b"Bearer " + server.token.encode()]) == 200
+
+
+@pytest.mark.parametrize("around", [(b"", b" "), (b"", b"\t"), (b" ", b""), (b"\t", b"  ")])
+def test_whitespace_around_the_value_is_not_part_of_it(
+    server: ServeProcess, around: tuple[bytes, bytes]
+) -> None:
+    """RFC 9110, 5.5: whatever HTTP parser serves (uvicorn's h11 and httptools drop it
+    differently from one release to the next)."""
+    before, after = around
+    assert status_for(server.url, [before + b"Bearer " + server.token.encode() + after]) == 200

@@ -33,6 +33,7 @@ from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
 from workbench.tui.tree_nodes import DirectoryNode, FileNode
 from workbench.tui.widgets.repl_pane import ABANDONED_NOTE
+from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -159,6 +160,40 @@ async def test_cells_ask_for_the_engines_once_not_per_cell(tmp_path: Path) -> No
         for number in range(4):
             await run_cell(pilot, repl, str(number))
         assert len(asked) - before <= 1  # the first cell at most; the next ones never
+
+
+async def test_a_cell_updates_the_info_from_its_result_and_reloads_it_when_shown(
+    tmp_path: Path,
+) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        main = app.main_screen
+        backend = main.connection.backend
+        assert backend is not None
+        requests: list[tuple[str, str]] = []
+        request = backend.transport.request
+
+        async def recorded(method: str, path: str, *args: Any, **options: Any) -> Any:
+            requests.append((method, path))
+            return await request(method, path, *args, **options)
+
+        backend.transport.request = recorded  # type: ignore[method-assign]
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await wait_for(pilot, lambda: bool(main.sandbox_infos[repl.sandbox_id].contexts))
+        requests.clear()
+        for number in range(3):
+            await run_cell(pilot, repl, str(number))
+        info_reads = [
+            item for item in requests if item == ("GET", f"/v1/sandboxes/{repl.sandbox_id}")
+        ]
+        assert info_reads == []  # the REPL is shown: no info read per cell
+        (context,) = main.sandbox_infos[repl.sandbox_id].contexts
+        assert context.executions == 3  # from the results
+        main.show_tab(INFO_TAB)
+        await wait_for(pilot, lambda: repl.sandbox_id not in main.stale_infos)
+        assert ("GET", f"/v1/sandboxes/{repl.sandbox_id}") in requests  # read once shown
 
 
 async def test_history_survives_reopening_the_context(tmp_path: Path) -> None:

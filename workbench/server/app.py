@@ -59,17 +59,19 @@ class GatewayApp:
         self._on_shutdown = on_shutdown
 
     def authorized(self, raw_headers: list[tuple[bytes, bytes]]) -> bool:
-        """Exactly one Authorization header whose raw value is `Bearer <token>`.
+        """Exactly one Authorization header whose value is `Bearer <token>`.
 
-        The whole raw value is compared in constant time: no trimming, no case folding,
-        so a lowercase scheme, a trailing space or a no-break space before the token fail.
+        The value is compared in constant time without case folding, so a lowercase
+        scheme, a second space or a no-break space fail. Spaces and tabs around it are not
+        part of a field value (RFC 9110, 5.5): the HTTP parsers drop them (uvicorn's
+        httptools one from 0.55 on) and so do we, whichever parser serves.
         """
         if self._expected_header is None:
             return True
         values = [value for name, value in raw_headers if name.lower() == b"authorization"]
         if len(values) != 1:
             return False
-        return hmac.compare_digest(values[0], self._expected_header)
+        return hmac.compare_digest(values[0].strip(b" \t"), self._expected_header)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

@@ -11,6 +11,7 @@ closed), so writing stays off the execution path and a crash loses at most that 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from engines.isolated import IsolatedSession
 from engines.snapshot import PAGE_BYTES, MemorySnapshot
@@ -38,6 +39,9 @@ class SnapshotWriter:
         """The sandbox's request queue: a flush waits its turn like a request."""
         self._dirty: set[str] = set()
         """Contexts whose live state is newer than their stored snapshot."""
+        self._writing = threading.Lock()
+        """Held while a snapshot is written: a close waits for a write under way (a flush
+        thread) instead of closing the store under it."""
         self._flush_timer: asyncio.TimerHandle | None = None
 
     def restore_point(self, row: ContextRow) -> MemorySnapshot | None:
@@ -99,6 +103,10 @@ class SnapshotWriter:
         """Store the context's latest snapshot: the 4 KiB blocks the runs since the last
         store changed, appended as a delta; now and then (or when there is no stored base
         to add to) the 1 MiB chunks that changed instead, which replace the deltas."""
+        with self._writing:
+            self._persist(context_id, session)
+
+    def _persist(self, context_id: str, session: IsolatedSession) -> None:
         row = self._state.contexts.get(context_id)
         if row is None or context_id not in self._dirty:
             return

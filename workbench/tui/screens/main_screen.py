@@ -8,6 +8,7 @@ handlers here (and those of the watch and rerun features, inherited from
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from textual import on
@@ -20,9 +21,11 @@ from workbench.api import (
     Clock,
     CodeContext,
     EngineInfo,
+    ExecutionResult,
     RuntimeInfo,
     SandboxInfo,
     VersionReport,
+    iso_from_ms,
 )
 from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
@@ -94,6 +97,8 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         self.version_warnings_shown: set[str] = set()
         """The version mismatches notified for the current profile."""
         self.sandbox_infos: dict[str, SandboxInfo] = {}
+        self.stale_infos: set[str] = set()
+        """Sandboxes a run changed since their info was last loaded."""
         self.highlighted_sandbox_id: str | None = None
         self.sandbox_tree = SandboxTree(id="sidebar")
         self.tabs = WorkbenchTabs(id="tabs", initial=INFO_TAB)
@@ -258,7 +263,10 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
 
     @on_report(SandboxInfoLoaded)
     def sandbox_info_loaded(self, message: SandboxInfoLoaded) -> None:
-        info = message.info
+        self.stale_infos.discard(message.info.id)
+        self.show_sandbox_info(message.info)
+
+    def show_sandbox_info(self, info: SandboxInfo) -> None:
         first_load = info.id not in self.sandbox_infos
         self.sandbox_infos[info.id] = info
         self.sandbox_tree.show_sandbox_info(info)
@@ -293,6 +301,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         cached = self.sandbox_infos.get(sandbox_id)
         if cached is not None:
             self.info_panel.info = cached
+            self.reload_if_stale(sandbox_id)
         self.app.refresh_bindings()
 
     @on(Tree.NodeSelected, "#sidebar")
@@ -310,6 +319,8 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         repl = self.active_repl
         if repl is not None:
             repl.focus_input()
+        elif self.tabs.active == INFO_TAB:
+            self.reload_if_stale(self.info_panel_sandbox)
         self.app.refresh_bindings()
 
     # ----------------------------------------------------------------- contexts
@@ -406,13 +417,37 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         if backend is not None:
             self.connection.cancel_cell(backend, message.sandbox_id, message.context_id)
 
+    def refresh_after_run(
+        self, sandbox_id: str, context_id: str, result: ExecutionResult | None
+    ) -> None:
+        """What a run changed in the sandbox's info: its context's counters come with the
+        result; the rest (files, the snapshot) is read again only when the info shows
+        this sandbox, or else once it is shown next."""
+        cached = self.sandbox_infos.get(sandbox_id)
+        if cached is not None and result is not None and result.context is not None:
+            now = iso_from_ms(self.clock.now_ms())
+            self.show_sandbox_info(with_run(cached, context_id, result, now))
+        if self.tabs.active == INFO_TAB and self.info_panel_sandbox == sandbox_id:
+            self.connection.load_sandbox_info(sandbox_id)
+        else:
+            self.stale_infos.add(sandbox_id)
+
+    @property
+    def info_panel_sandbox(self) -> str | None:
+        info = self.info_panel.info
+        return None if info is None else info.id
+
+    def reload_if_stale(self, sandbox_id: str | None) -> None:
+        if sandbox_id is not None and sandbox_id in self.stale_infos:
+            self.connection.load_sandbox_info(sandbox_id)
+
     @on_report(CellFinished)
     def cell_finished(self, message: CellFinished) -> None:
         pane = self.tabs.repl_for(message.context_id)
         if pane is None:
             return
         pane.finish_cell(message.code, message.result, message.failure, message.label)
-        self.connection.load_sandbox_info(message.sandbox_id)
+        self.refresh_after_run(message.sandbox_id, message.context_id, message.result)
         if message.label is None:
             self.connection.remember_input(message.sandbox_id, message.context_id, message.code)
         result = message.result
@@ -514,3 +549,18 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
     def action_toggle_env_reveal(self) -> None:
         self.info_panel.reveal_env = not self.info_panel.reveal_env
         self.show_tab(INFO_TAB)
+
+
+def with_run(info: SandboxInfo, context_id: str, result: ExecutionResult, now: str) -> SandboxInfo:
+    """`info` as a run in `context_id` left it, from what its result says."""
+    ref = result.context
+    if ref is None:
+        return info
+    contexts = [
+        replace(context, executions=ref.executions, cwd=ref.cwd, last_used=now)
+        if context.id == context_id
+        else context
+        for context in info.contexts
+    ]
+    expires_at = info.expires_at if ref.expires_at is None else ref.expires_at
+    return replace(info, contexts=contexts, last_used=now, expires_at=expires_at)
