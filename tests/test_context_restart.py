@@ -11,7 +11,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -188,8 +187,8 @@ async def test_every_language_comes_back_after_eviction(
 async def test_a_crash_after_the_answer_keeps_that_runs_state(
     tmp_path: Path, all_engines: None
 ) -> None:
-    """The snapshot after a run leaves the engine process on its own, not at the start of
-    the next run: an engine process killed after the answer loses no state."""
+    """The snapshot is taken before the answer: an engine process killed after the
+    answer loses no state."""
     gateway = open_local_gateway(tmp_path / "data")
     backend = Backend(LocalTransport(gateway, "local"), name="local")
     try:
@@ -256,7 +255,6 @@ async def increments(
         for code in ([first] if first else []) + [INCREMENT[binding]] * runs:
             result = await sandbox.interpreter.run_code(code, context=context)
             assert result.error is None, result.error
-            await sandbox.get_info()  # in turn after the run's snapshot write
             rows.append(delta_rows(data))
         gateway = backend.transport.gateway  # type: ignore[attr-defined]
         session = gateway.sessions.get(("deltas", context_id))
@@ -323,34 +321,32 @@ async def test_a_snapshot_is_chunks_and_then_small_deltas_and_restores_from_both
     assert await value_after_restart(data, context.id, binding) == "48 150000"
 
 
-async def test_closing_while_a_snapshot_is_being_written_waits_for_it(
-    tmp_path: Path, perl_engine: None, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("binding", "define", "use"), STATE)
+async def test_an_answered_run_has_its_snapshot_stored_and_timed(
+    tmp_path: Path, all_engines: None, binding: str, define: str, use: str
 ) -> None:
-    """The write after the answer runs in a thread; a close at that moment (a daemon
-    stopped right after a command) must not close the store under it."""
-    from workbench.backends.local import snapshots
-
-    layout_of = snapshots.SnapshotLayout.of
-    writing = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def slow_layout(memory: bytes | bytearray) -> snapshots.SnapshotLayout:
-        loop.call_soon_threadsafe(writing.set)
-        time.sleep(0.5)  # the write under way when the close comes
-        return layout_of(memory)
-
-    monkeypatch.setattr(snapshots.SnapshotLayout, "of", staticmethod(slow_layout))
+    """Spec 7.7: the snapshot is stored before the answer (as the reference does), so the
+    store holds it the moment the run returns, and `snapshotMs` reports its cost; a run
+    that hits a limit is not snapshotted."""
     data = tmp_path / "data"
     backend = open_local_backend(data, embedded=True)
-    sandbox = backend.sandbox("closing")
-    assert (await sandbox.interpreter.run_code("our $kept = 42", binding="PERL")).error is None
-    await asyncio.wait_for(writing.wait(), 10)
-    await asyncio.to_thread(backend.transport.gateway.close)  # type: ignore[attr-defined]
-    monkeypatch.setattr(snapshots.SnapshotLayout, "of", staticmethod(layout_of))
-    again = open_local_backend(data, embedded=True)
     try:
-        result = await again.sandbox("closing").interpreter.run_code("$kept", binding="PERL")
-        assert result.results[0].text == "42"
-        assert result.session is not None and result.session.boot == "restored"
+        sandbox = backend.sandbox("timed")
+        context = await sandbox.interpreter.create_code_context(binding)
+        result = await sandbox.interpreter.run_code(define, context=context)
+        assert result.error is None and result.context is not None
+        with sqlite3.connect(data / DATABASE_NAME) as db:
+            [(stored,)] = db.execute("SELECT value FROM contexts WHERE id = ?", (context.id,))
+        snapshot = json.loads(stored)["snapshot"]
+        assert snapshot is not None and snapshot["memoryPages"] > 0
+        assert result.context.snapshot_ms is not None and result.context.snapshot_ms > 0
+        [row] = (await sandbox.get_info()).contexts
+        assert row.snapshot is not None and row.snapshot.taken_at is not None
+        spin = {"PERL": "1 while 1", "RUBY": "loop {}", "PYTHON": "while True: pass"}
+        looped = await sandbox.interpreter.run_code(
+            spin.get(binding, "while (true) {}"), context=context, timeout=1.0
+        )
+        assert looped.error is not None and looped.context is not None
+        assert looped.context.snapshot_ms is None
     finally:
-        await again.aclose()
+        await backend.aclose()

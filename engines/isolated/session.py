@@ -381,10 +381,8 @@ class IsolatedSession:
             self._snapshot_pending = True
 
     def collect_snapshot(self) -> None:
-        """Receive the snapshot `take_snapshot` asked for and keep it as the restore point.
-
-        Called from a worker thread right after a run, so that the next execution does not
-        begin by receiving and applying it (the snapshot leaves the execution path)."""
+        """Receive the snapshot `take_snapshot` asked for and keep it as the restore point
+        (one not collected is received before the next request instead)."""
         with self._call_lock:
             self._collect_snapshot()
 

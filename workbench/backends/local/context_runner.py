@@ -4,7 +4,8 @@ Each context's engine process keeps its own copy of the sandbox's `/workspace` t
 memory, where the guest's writes are checked against the limits as they happen: a run
 is sent what changed in the tree since that process last saw it, and answers with what
 the run changed (nothing when it failed: the engine took its changes back, spec 6.6).
-Files, the context row and the history entry are then stored in one transaction. The
+Files, the snapshot, the context row and the history entry are then stored in one
+transaction. The
 engine runs in an engine process that a worker thread waits on, so a blocked guest never
 holds up the event loop or another sandbox.
 """
@@ -25,7 +26,7 @@ from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.local.sandbox_state import SandboxState
 from workbench.backends.local.settings import LocalResources
-from workbench.backends.local.snapshots import SnapshotWriter
+from workbench.backends.local.snapshots import ContextSnapshots, TakenSnapshot
 from workbench.core.changes import ChangeSet
 from workbench.core.envvars import layer_env
 from workbench.core.paths import WorkspaceOSError
@@ -46,7 +47,7 @@ class ContextRunner:
     """Executions of one sandbox, one at a time (the sandbox's queue sees to that)."""
 
     def __init__(
-        self, state: SandboxState, snapshots: SnapshotWriter, resources: LocalResources
+        self, state: SandboxState, snapshots: ContextSnapshots, resources: LocalResources
     ) -> None:
         self._state = state
         self._snapshots = snapshots
@@ -109,8 +110,7 @@ class ContextRunner:
         context's counters and where its REPL state came from. `timeout`: this run's
         wall-clock limit instead of the backend's."""
         runtime = self._state.runtime(row.binding)
-        key = (self._state.id, row.id)
-        was_resident = self._sessions.is_resident(key)
+        was_resident = self._sessions.is_resident((self._state.id, row.id))
         limits = self._settings.limits
 
         def create() -> IsolatedSession:
@@ -126,14 +126,14 @@ class ContextRunner:
         started = time.perf_counter()
         try:
             with self._execution(cancellation) as current:
-                outcome, result, changes = await asyncio.get_running_loop().run_in_executor(
+                return await asyncio.get_running_loop().run_in_executor(
                     ENGINE_THREADS,
                     self._run_blocking,
-                    key,
+                    row,
+                    was_resident,
                     create,
                     code,
                     env,
-                    row.cwd,
                     timeout,
                     current,
                 )
@@ -142,32 +142,20 @@ class ContextRunner:
                 code, f"{runtime.language} engine unavailable: {error.__cause__}", started
             )
             return self._finish(row, result, ChangeSet(), Boot.FRESH, [])
-        if self._snapshots.is_dirty(row.id):
-            self._snapshots.schedule_flush()
-        if outcome.restore_point_dropped:
-            row.snapshot = None  # never restored again; the next snapshot rewrites its chunks
-        notes = list(outcome.notes)
-        if outcome.boot is Boot.FRESH and row.executions > 0:
-            notes.append("the context had no snapshot to restore; it started fresh")
-        elif outcome.boot is Boot.RESTORED and not was_resident and row.snapshot is not None:
-            taken = iso_from_ms(int(row.snapshot["takenAt"]))
-            notes.append(
-                f"the context's REPL state was restored from its memory snapshot of {taken}"
-            )
-        return self._finish(row, result, changes, outcome.boot, notes, cwd=outcome.cwd)
 
     def _run_blocking(
         self,
-        key: tuple[str, str],
+        row: ContextRow,
+        was_resident: bool,
         create: Callable[[], IsolatedSession],
         code: str,
         env: dict[str, str],
-        cwd: str,
         timeout: float | None,
         cancellation: Cancellation,
-    ) -> tuple[Outcome, ExecutionResult, ChangeSet]:
+    ) -> ExecutionResult:
         """One worker-thread hop for the whole execution: session, run (with the tree's
-        changes in and the run's out), the run's changes into the tree, snapshot."""
+        changes in and the run's out), snapshot, and the transaction that stores them."""
+        key = (self._state.id, row.id)
         try:
             session = self._sessions.acquire(key, create)
         except Exception as error:  # the engine cannot be prepared or loaded
@@ -177,24 +165,29 @@ class ContextRunner:
             use_files = self._settings.file_api
             workspace = self._state.workspace if use_files else None
             outcome = session.execute(
-                code, env, cwd, workspace=workspace, timeout=timeout, cancellation=cancellation
+                code, env, row.cwd, workspace=workspace, timeout=timeout, cancellation=cancellation
             )
             result = outcome.result
             changes = ChangeSet()
             if workspace is not None:
                 result, changes = self._take_changes(session, outcome)
+            if outcome.restore_point_dropped:
+                row.snapshot = None  # never restored again; the next snapshot rewrites it all
             is_limit = result.error is not None and result.error.name == LIMIT_ERROR
+            taken = None
             if session.spec.snapshots and session.alive and not is_limit:
-                # Spec 7.7: snapshot after every successful run. The engine process takes it
-                # after answering (incremental: only changed 1 MiB chunks) and another
-                # thread receives it, so a later trap resumes from this state and the next
-                # run does not wait for it; the chunks reach SQLite shortly after
-                # (write-behind). Marked dirty before `release`, which may evict the
-                # session and must then save this state.
-                session.take_snapshot()
-                ENGINE_THREADS.submit(session.collect_snapshot)
-                self._snapshots.mark_dirty(key[1])
-            return outcome, result, changes
+                taken = self._snapshots.take(session)  # spec 7.7: after every good run
+            notes = list(outcome.notes)
+            if outcome.boot is Boot.FRESH and row.executions > 0:
+                notes.append("the context had no snapshot to restore; it started fresh")
+            elif outcome.boot is Boot.RESTORED and not was_resident and row.snapshot is not None:
+                taken_at = iso_from_ms(int(row.snapshot["takenAt"]))
+                notes.append(
+                    f"the context's REPL state was restored from its memory snapshot of {taken_at}"
+                )
+            return self._finish(
+                row, result, changes, outcome.boot, notes, cwd=outcome.cwd, snapshot=taken
+            )
         finally:
             self._sessions.release(key)
 
@@ -231,11 +224,13 @@ class ContextRunner:
         notes: list[str],
         *,
         cwd: str | None = None,
+        snapshot: TakenSnapshot | None = None,
     ) -> ExecutionResult:
-        """Persist files, context row, snapshot and history in one transaction.
+        """Persist files, snapshot, context row and history in one transaction.
 
         When the commit fails, memory goes back to what SQLite holds: the row's counters
-        and the workspace (re-read from the store; the next run re-materializes it)."""
+        and snapshot record, and the workspace (re-read from the store; the next run
+        re-materializes it)."""
         now = self._clock.now_ms()
         before = replace(row)
         row.executions += 1
@@ -246,20 +241,26 @@ class ContextRunner:
         try:
             with self._state.stored() as tx:
                 self._state.persist_changes(tx, changes)
+                if snapshot is not None:
+                    self._snapshots.store(tx, row, snapshot)
                 tx.put_context(self._state.id, row.to_stored())
                 self._state.touch(tx)
                 expires_at = meta.expires_at if self._settings.ttl_ms != 0 else None
+                snapshot_ms = None if snapshot is None else round(snapshot.elapsed_ms, 3)
                 final = replace(
                     result,
                     execution_count=row.executions,
-                    context=ContextRef(row.id, row.cwd, row.executions, None, expires_at),
+                    context=ContextRef(row.id, row.cwd, row.executions, snapshot_ms, expires_at),
                     session=SessionState(boot.value, tuple(notes)),
                 )
                 payload = final.to_json()
                 tx.add_history(self._state.id, row.id, row.executions, result.code, now, payload)
         except SandboxError:
             row.executions, row.last_used, row.cwd = before.executions, before.last_used, before.cwd
+            row.snapshot = before.snapshot
             if changes:
                 self._state.forget_workspace()
             raise
+        if snapshot is not None:
+            snapshot.committed()
         return final

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-from engines.isolated import Cancellation, IsolatedSession
+from engines.isolated import Cancellation
 from workbench.backends.local.routes import dispatch
 from workbench.backends.local.sandbox_object import SandboxObject
 from workbench.backends.local.settings import LocalResources, idle_deadline_passed
@@ -44,7 +44,6 @@ class LocalGateway:
         self._sandboxes: dict[str, SandboxObject] = {}
         self.stateless_runs: set[Cancellation] = set()
         """The cancels of `POST /v1/runtimes/:binding/execute` runs in progress."""
-        self.sessions.before_close = self._save_session
 
     def sandbox(self, sandbox_id: str) -> SandboxObject:
         """The object of `sandbox_id`, now the most recently used one."""
@@ -58,16 +57,14 @@ class LocalGateway:
 
     def _evict_idle(self) -> None:
         """Drop the least recently used sandbox objects beyond the bound. One that is busy
-        is kept (two objects for one id would break one-request-at-a-time); the others
-        write their pending snapshots first. The newest (about to be used) always stays."""
+        is kept (two objects for one id would break one-request-at-a-time). The newest
+        (about to be used) always stays."""
         excess = len(self._sandboxes) - self.max_cached_sandboxes
         for sandbox_id, sandbox in list(self._sandboxes.items())[:-1]:
             if excess <= 0:
                 return
             if sandbox.busy:
                 continue
-            sandbox.stop_flush_timer()
-            sandbox.flush_now()
             del self._sandboxes[sandbox_id]
             excess -= 1
 
@@ -127,12 +124,6 @@ class LocalGateway:
             )
         return listed
 
-    def _save_session(self, key: tuple[str, str], session: IsolatedSession) -> None:
-        """An evicted or closing session writes its pending snapshot first."""
-        sandbox = self._sandboxes.get(key[0])
-        if sandbox is not None:
-            sandbox.persist_snapshot(key[1], session)
-
     def cancel(self, sandbox_id: str) -> bool:
         sandbox = self._sandboxes.get(sandbox_id)
         return sandbox is not None and sandbox.cancel()
@@ -145,10 +136,8 @@ class LocalGateway:
             cancellation.cancel()
 
     def close(self) -> None:
-        """Save pending snapshots, stop every session, release the store."""
+        """Stop every session, release the store."""
         self.stop_sweeping()
-        for sandbox in self._sandboxes.values():
-            sandbox.stop_flush_timer()
         self.sessions.close()
         self.store.close()
         if self._owner is not None:

@@ -2,8 +2,8 @@
 
 It takes requests strictly one at a time (spec 1.5, `turn`) and offers them as typed
 domain methods that answer protocol types; the routes turn HTTP into these calls. Its
-state lives in `SandboxState`, executions run through `ContextRunner`, and snapshots are
-written behind by `SnapshotWriter`.
+state lives in `SandboxState`, executions run through `ContextRunner`, and snapshots come
+and go through `ContextSnapshots`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from engines.isolated import Cancellation, IsolatedSession
+from engines.isolated import Cancellation
 from engines.result import ExecutionResult
 from workbench.backends.local.context_runner import ContextRunner
 from workbench.backends.local.files_api import FilesResult, files_request
 from workbench.backends.local.files_batch import files_batch
 from workbench.backends.local.sandbox_state import SandboxState
 from workbench.backends.local.settings import LocalResources
-from workbench.backends.local.snapshots import SnapshotWriter
+from workbench.backends.local.snapshots import ContextSnapshots
 from workbench.core.envvars import apply_env_update, layer_env
 from workbench.protocol.errors import ErrorCode, make_error
 from workbench.protocol.http import validation_error
@@ -40,8 +40,9 @@ class SandboxObject:
         self._settings = resources.settings
         self._queue = asyncio.Lock()
         self._state = SandboxState(sandbox_id, resources)
-        self._snapshots = SnapshotWriter(self._state, resources, queue=self._queue)
-        self._runner = ContextRunner(self._state, self._snapshots, resources)
+        self._runner = ContextRunner(
+            self._state, ContextSnapshots(self._state, resources), resources
+        )
 
     # ----- lifecycle -----------------------------------------------------------------
 
@@ -84,26 +85,12 @@ class SandboxObject:
 
     def destroy(self) -> None:
         """Wipe the sandbox: sessions, stored rows, host directory (spec 2.4 `DELETE /`)."""
-        self._snapshots.forget_all()
         self._sessions.discard_sandbox(self.id)
         self._state.clear()
 
     def cancel(self) -> bool:
         """Interrupt the execution in progress, if any (needs no turn)."""
         return self._runner.cancel()
-
-    # ----- snapshots -----------------------------------------------------------------
-
-    def stop_flush_timer(self) -> None:
-        self._snapshots.stop_flush_timer()
-
-    def flush_now(self) -> None:
-        """Write every pending snapshot now."""
-        self._snapshots.flush_now()
-
-    def persist_snapshot(self, context_id: str, session: IsolatedSession) -> None:
-        """Write the context's pending snapshot from `session` (about to close)."""
-        self._snapshots.persist(context_id, session)
 
     # ----- the sandbox ---------------------------------------------------------------
 
@@ -188,7 +175,6 @@ class SandboxObject:
 
     def delete_context(self, context_id: str) -> None:
         self._state.remove_context(context_id)
-        self._snapshots.forget(context_id)
         self._sessions.discard((self.id, context_id))
 
     def history(self, context_id: str) -> list[HistoryEntry]:

@@ -23,8 +23,6 @@ DEFAULT_MAX_RESIDENT = 6
 class SessionPool:
     def __init__(self, max_resident: int = DEFAULT_MAX_RESIDENT) -> None:
         self.max_resident = max(1, max_resident)
-        self.before_close: Callable[[SessionKey, Session], None] | None = None
-        """Called before an evicted or discarded session closes (to save its state)."""
         self._sessions: OrderedDict[SessionKey, Session] = OrderedDict()
         self._busy: set[SessionKey] = set()
         self._lock = threading.Lock()
@@ -66,9 +64,7 @@ class SessionPool:
         return evicted
 
     def _close(self, sessions: list[tuple[SessionKey, Session]]) -> None:
-        for key, session in sessions:
-            if self.before_close is not None:
-                self.before_close(key, session)
+        for _, session in sessions:
             session.close()
 
     def get(self, key: SessionKey) -> Session | None:
@@ -95,7 +91,7 @@ class SessionPool:
             self.discard(key)
 
     def close(self) -> None:
-        """Close every session (`before_close` runs for each, so state can be saved)."""
+        """Close every session (their state is stored: each run stored its snapshot)."""
         with self._lock:
             sessions = list(self._sessions.items())
             self._sessions.clear()

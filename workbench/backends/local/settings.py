@@ -38,9 +38,6 @@ class SandboxSettings:
     """0 disables idle expiry."""
     file_api: bool = True
     limits: Limits = field(default_factory=Limits)
-    snapshot_delay_seconds: float = 0.0
-    """Time after a run before its memory snapshot is written: at once (after the answer,
-    in turn with the sandbox's requests), so a crash loses at most the last run's state."""
 
 
 @dataclass(frozen=True)
