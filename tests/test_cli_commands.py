@@ -207,9 +207,39 @@ def test_gateway_init_renders_and_adds_a_profile(env: dict[str, str], tmp_path: 
     assert '"PYTHON"' in wrangler and '"PERL"' in wrangler and '"RUBY"' not in wrangler
     assert sorted(p.name for p in (target / "runtime").iterdir()) == ["perl", "python"]
     assert "gateway" in cli(env, "profiles", "list").stdout
-    again = cli(env, "gateway", "init", str(target))
+    again = cli(env, "gateway", "init", str(target), "--profile", "other")
     assert again.returncode == 1
     assert "Refusing to overwrite" in again.stderr
+
+
+def test_gateway_init_never_replaces_a_profile_silently(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """An existing profile keeps its URL and token source (and the keyring its token)
+    unless `--force` says to replace them."""
+    added = cli(env, "profiles", "add", "staging", "--url", "https://a.example", "--token-env", "T")
+    assert added.returncode == 0, added.stderr
+    for url in (None, "https://b.example"):
+        args = ["gateway", "init", str(tmp_path / "d1"), "--profile", "staging"]
+        refused = cli(env, *args, *(["--url", url] if url else []))
+        assert refused.returncode == 2
+        assert "profile 'staging' exists (use --force" in refused.stderr
+        assert not (tmp_path / "d1").exists()  # nothing rendered either
+    listed = cli(env, "profiles", "list").stdout
+    assert "staging\thttps://a.example\ttoken: environment variable T" in listed
+    forced = cli(
+        env,
+        "gateway",
+        "init",
+        str(tmp_path / "d2"),
+        "--profile",
+        "staging",
+        "--url",
+        "https://b.example",
+        "--force",
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert "staging\thttps://b.example" in cli(env, "profiles", "list").stdout
 
 
 def test_locate_and_engines_list(env: dict[str, str], tmp_path: Path) -> None:

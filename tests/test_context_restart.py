@@ -19,7 +19,15 @@ from tests.serve_process import serve_process
 from workbench.api import Backend
 from workbench.backends.local import LocalTransport, open_local_backend, open_local_gateway
 from workbench.backends.remote import open_remote_backend
+from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.paths import DATABASE_NAME
+
+
+@pytest.fixture(autouse=True)
+def ruby_contexts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ruby contexts on (a local extension): this module covers every language's."""
+    monkeypatch.setenv(RUBY_CONTEXTS_ENV, "1")
+
 
 CONSOLE_SCRIPT = str(Path(sys.executable).with_name("sandbox-workbench"))
 

@@ -261,6 +261,27 @@ def run_pytest(project: Path, *args: str, **env: str) -> subprocess.CompletedPro
     )
 
 
+def test_the_pytest_plugin_shows_a_diverging_cells_output_neutralised(tmp_path: Path) -> None:
+    """Guest output in a failure report reaches the terminal through pytest as it is: an
+    OSC sequence in it is shown as visible escapes."""
+    require_engine("perl")
+    project = tmp_path / "project"
+    (project / "transcripts").mkdir(parents=True)
+    cell = {"code": 'print "\\e]0;PWNED\\a"; 1', "outcome": {"results": [{"text": "1"}]}}
+    hostile = {**GOOD, "workspace": None, "sandbox": {}, "cells": [cell]}
+    (project / "transcripts" / "hostile.json").write_text(json.dumps(hostile))
+    env = {
+        "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data"),
+        "SANDBOX_WORKBENCH_CONFIG_DIR": str(tmp_path / "config"),
+    }
+    ran = run_pytest(
+        project, "-p", "no:cacheprovider", "--sandbox-transcripts", "transcripts", **env
+    )
+    assert ran.returncode == 1, ran.stdout
+    assert "+stdout | \\x1b]0;PWNED\\x07" in ran.stdout
+    assert "\x1b]" not in ran.stdout and "\x07" not in ran.stdout
+
+
 def test_the_pytest_plugin_replays_each_file_as_a_test(tmp_path: Path) -> None:
     require_engine("perl")
     project = tmp_path / "project"

@@ -1,9 +1,14 @@
-"""The user's configuration file (TOML): remote profiles, key bindings, theme.
+"""The user's configuration file (TOML): remote profiles, key bindings, theme, and how
+the local backend differs from a default deployment.
 
     [profiles.staging]
     url = "https://sandbox-workbench-gateway.example.workers.dev"
     token_env = "STAGING_WORKBENCH_TOKEN"   # the token is read from this variable
     # or: token_keyring = true              # ... or from the OS keyring
+
+    [local]
+    ruby_contexts = true   # Ruby code contexts, a local extension (default false)
+    file_api = false       # as a deployment with SANDBOX_FILE_API=disabled (default true)
 
 Tokens are never written here unless the user explicitly asks for it (`token = ...`).
 Loading checks every known key's type (a wrong one is a `ConfigError` naming the key and
@@ -46,6 +51,11 @@ _PROFILE_KEYS: dict[str, type] = {
     "allow_insecure": bool,
 }
 _UI_KEYS: dict[str, type] = {"theme": str, "last_remote": str}
+_LOCAL_KEYS: dict[str, type] = {"ruby_contexts": bool, "file_api": bool}
+RUBY_CONTEXTS_ENV = "SANDBOX_WORKBENCH_RUBY_CONTEXTS"
+"""1: Ruby code contexts on the local backend (0: not); wins over the config file."""
+FILE_API_ENV = "SANDBOX_WORKBENCH_FILE_API"
+"""`disabled`: the local sandboxes' File API is off (`enabled`: on); wins over the file."""
 _TOML_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
 
 
@@ -183,6 +193,57 @@ class _Checker:
                 raise self.fail(f"{prefix}{key}", _TOML_TYPE_NAMES[expected], value)
 
 
+@dataclass(frozen=True)
+class LocalSettings:
+    """How the local backend differs from a default deployment. The data dir's daemon
+    holds one set; a client that wants another replaces it (see the daemon client)."""
+
+    ruby_contexts: bool = False
+    """Ruby code contexts: a local extension (the reference runs Ruby statelessly, and
+    answers 400 to creating a Ruby context)."""
+    file_api: bool = True
+    """The File API, which a deployment can disable (`SANDBOX_FILE_API=disabled`)."""
+
+    def to_json(self) -> dict[str, bool]:
+        return {"rubyContexts": self.ruby_contexts, "fileApi": self.file_api}
+
+    @classmethod
+    def from_json(cls, data: Any) -> LocalSettings | None:
+        """The settings a daemon reported (None when it reported none it can give)."""
+        if not isinstance(data, dict):
+            return None
+        ruby, files = data.get("rubyContexts"), data.get("fileApi")
+        if not isinstance(ruby, bool) or not isinstance(files, bool):
+            return None
+        return cls(ruby, files)
+
+
+def local_settings(config: Config | None = None) -> LocalSettings:
+    """The environment's settings (`$SANDBOX_WORKBENCH_RUBY_CONTEXTS`,
+    `$SANDBOX_WORKBENCH_FILE_API`), else the config file's `[local]` table, else the
+    defaults; a bad value is a `ConfigError` naming it."""
+    if config is None:
+        try:
+            config = Config.load()
+        except ConfigError:
+            config = Config()  # the CLI warns about it; the defaults apply
+    ruby = _env_choice(RUBY_CONTEXTS_ENV, {"1": True, "0": False})
+    files = _env_choice(FILE_API_ENV, {"enabled": True, "disabled": False})
+    return LocalSettings(
+        config.local.ruby_contexts if ruby is None else ruby,
+        config.local.file_api if files is None else files,
+    )
+
+
+def _env_choice(name: str, choices: Mapping[str, bool]) -> bool | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    if raw not in choices:
+        raise ConfigError(f"${name} must be {' or '.join(choices)}, not {raw!r}")
+    return choices[raw]
+
+
 @dataclass
 class Config:
     profiles: dict[str, RemoteProfile] = field(default_factory=dict)
@@ -190,6 +251,8 @@ class Config:
     """Key binding overrides: binding id -> keys (e.g. "repl.run" = "ctrl+r")."""
     theme: str | None = None
     last_remote: str | None = None
+    local: LocalSettings = field(default_factory=LocalSettings)
+    """The `[local]` table (read only: the user edits it)."""
     path: Path = field(default_factory=config_file)
     unknown_keys: list[str] = field(default_factory=list)
     """Dotted keys in the file that the workbench does not know (kept on save)."""
@@ -229,9 +292,18 @@ class Config:
                 raise check.fail(f'keys."{key}"', "a string", value)
         ui = check.table(raw, "ui")
         check.known(ui, "ui.", _UI_KEYS)
-        check.unknown[:0] = [key for key in raw if key not in ("profiles", "keys", "ui")]
+        local = check.table(raw, "local")
+        check.known(local, "local.", _LOCAL_KEYS)
+        tables = ("profiles", "keys", "ui", "local")
+        check.unknown[:0] = [key for key in raw if key not in tables]
         return cls(
-            profiles, dict(keys), ui.get("theme"), ui.get("last_remote"), path, check.unknown
+            profiles,
+            dict(keys),
+            ui.get("theme"),
+            ui.get("last_remote"),
+            LocalSettings(local.get("ruby_contexts", False), local.get("file_api", True)),
+            path,
+            check.unknown,
         )
 
     def save(self) -> None:

@@ -7,6 +7,10 @@ HTTP to one real `sandbox-workbench serve` process on loopback for the session; 
 use their own sandbox ids) and `workerd` (the remote backend over HTTP to the gateway
 Worker template running in workerd via `wrangler dev`, in front of its own serve process;
 see tests/workerd/harness.py; skipped only when node/npm are missing).
+
+The local and serve backends run with Ruby code contexts on (the local extension), so
+that Ruby is covered in contexts too; tests/api/test_local_settings.py covers the
+default, which runs Ruby statelessly as the deployed system does.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from tests.workerd.harness import session_gateway
 from workbench.api import Backend, SandboxClient
 from workbench.backends.local import open_local_backend
 from workbench.backends.remote import open_remote_backend
+from workbench.config import RUBY_CONTEXTS_ENV, LocalSettings
 from workbench.protocol.http import parse_json_response
 
 BACKEND_KINDS = ["local", "remote", "workerd"]
@@ -34,12 +39,14 @@ WORKERD_SKIPS = {
 """Tests that depend on a serve-only extension the Worker gateway does not relay."""
 TTL_MS = 86_400_000
 """The default TTL pinned, so a developer's SANDBOX_WORKBENCH_IDLE_TTL_MS cannot leak in."""
+WITH_RUBY_CONTEXTS = LocalSettings(ruby_contexts=True)
 
 
 @pytest.fixture(scope="session")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     with serve_process(
-        tmp_path_factory.mktemp("served"), env={"SANDBOX_WORKBENCH_IDLE_TTL_MS": str(TTL_MS)}
+        tmp_path_factory.mktemp("served"),
+        env={"SANDBOX_WORKBENCH_IDLE_TTL_MS": str(TTL_MS), RUBY_CONTEXTS_ENV: "1"},
     ) as process:
         yield process
 
@@ -48,7 +55,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     kind = request.param
     if kind == "local":
-        opened = open_local_backend(tmp_path / "data", ttl_ms=TTL_MS, embedded=True)
+        opened = open_local_backend(
+            tmp_path / "data", ttl_ms=TTL_MS, settings=WITH_RUBY_CONTEXTS, embedded=True
+        )
     elif kind == "workerd":
         reason = WORKERD_SKIPS.get(request.function.__name__)
         if reason is not None:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from keyring.backend import KeyringBackend
 
+from tests.serve_process import stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "sandbox-workbench"
 """The console script `pip install` made for the project."""
@@ -132,9 +134,4 @@ def serving(env: dict[str, str], *args: str) -> Iterator[tuple[subprocess.Popen[
                 return
         raise AssertionError("serve did not start:\n" + "".join(seen))
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)

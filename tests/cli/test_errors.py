@@ -55,6 +55,18 @@ def test_config_values_of_the_wrong_type_name_key_and_file(tmp_path: Path) -> No
     assert f"cannot read {path}" in one_error_line(run_cli(env, "profiles", "list"))
 
 
+def test_a_broken_config_is_named_once_on_the_local_profile(tmp_path: Path) -> None:
+    """The local profile needs no config, so it goes on, but says the file is broken."""
+    env = cli_env(tmp_path)
+    path = write_config(tmp_path, "profiles = 3\n")
+    listed = run_cli(env, "--no-daemon", "sandboxes", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr == (
+        f"warning: {path}: profiles must be a table, not an integer (3); fix or remove it "
+        "(the local profile goes on without it)\n"
+    )
+
+
 def test_an_unreadable_local_store_is_exit_3_and_debug_shows_why(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     database = tmp_path / "data" / "workbench.sqlite3"

@@ -111,7 +111,7 @@ STATE = [
 def test_a_killed_daemon_is_replaced_and_acknowledged_state_is_intact(
     tmp_path: Path, all_engines: None, binding: str, define: str, use: str, busy: str
 ) -> None:
-    env = cli_env(tmp_path)
+    env = cli_env(tmp_path, SANDBOX_WORKBENCH_RUBY_CONTEXTS="1")  # Ruby's are an extension
     defined = run_cli(env, "run", "-s", "k", "-b", binding, "-c", define)
     assert defined.returncode == 0, defined.stderr
     pid = int(str(status(env)["pid"]))
@@ -126,7 +126,7 @@ def test_a_killed_daemon_is_replaced_and_acknowledged_state_is_intact(
     wait_for_a_request(env)  # the run is under way
     os.kill(pid, signal.SIGKILL)
     _, err = running.communicate(timeout=60)
-    assert running.returncode == 3
+    assert running.returncode == 3, err
     assert "Traceback" not in err and err.startswith("error: the local daemon broke off")
     after = run_cli(env, "run", "-s", "k", "-b", binding, "--json", "-c", use)
     assert after.returncode == 0, after.stderr
@@ -539,7 +539,10 @@ def test_stopping_cancels_runs_and_the_next_command_starts_a_new_daemon(
     stopping = subprocess.Popen(
         [str(SCRIPT), "daemon", "stop"], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True
     )
-    time.sleep(0.2)  # the daemon is stopping now
+    socket = socket_path(Path(env["SANDBOX_WORKBENCH_DATA_DIR"]))
+    deadline = time.monotonic() + 30
+    while socket.exists() and time.monotonic() < deadline:  # it goes first when stopping
+        time.sleep(0.02)
     after = run_cli(env, "run", "-s", "s", "-b", "PYTHON", "-c", "x + 1")
     assert (after.returncode, after.stdout) == (0, "42\n"), after.stderr
     assert stopping.communicate(timeout=60)[0] == f"stopped the local daemon (pid {pid})\n"

@@ -15,6 +15,7 @@ import pytest
 from tests.cli import cli_env, run_cli
 from tests.daemon import wait_for_a_request
 from tour import create_context, create_sandbox, run_cell, until_connected
+from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.tui.app import WorkbenchApp
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("all_engines")]
@@ -42,8 +43,8 @@ the counter lives where both see it)."""
 async def test_three_clients_take_turns_in_one_context_and_lose_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, binding: str
 ) -> None:
-    env = cli_env(tmp_path)
-    for name in ("SANDBOX_WORKBENCH_DATA_DIR", "SANDBOX_WORKBENCH_CONFIG_DIR"):
+    env = cli_env(tmp_path, SANDBOX_WORKBENCH_RUBY_CONTEXTS="1")  # Ruby's is an extension
+    for name in ("SANDBOX_WORKBENCH_DATA_DIR", "SANDBOX_WORKBENCH_CONFIG_DIR", RUBY_CONTEXTS_ENV):
         monkeypatch.setenv(name, env[name])
     monkeypatch.chdir(tmp_path)
     entry, code = COUNTERS[binding]
@@ -108,8 +109,8 @@ async def test_three_clients_take_turns_in_one_context_and_lose_nothing(
 async def test_closing_a_tab_cancels_its_running_cell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = cli_env(tmp_path)
-    for name in ("SANDBOX_WORKBENCH_DATA_DIR", "SANDBOX_WORKBENCH_CONFIG_DIR"):
+    env = cli_env(tmp_path, SANDBOX_WORKBENCH_RUBY_CONTEXTS="1")  # Ruby's is an extension
+    for name in ("SANDBOX_WORKBENCH_DATA_DIR", "SANDBOX_WORKBENCH_CONFIG_DIR", RUBY_CONTEXTS_ENV):
         monkeypatch.setenv(name, env[name])
     app = WorkbenchApp(data_dir=tmp_path / "data")
     async with app.run_test(size=(160, 45)) as pilot:

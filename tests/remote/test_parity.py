@@ -25,6 +25,7 @@ VOLATILE = {
     "expiresAt",
     "expires_at",
     "takenAt",
+    "snapshotMs",
     "fuelConsumed",
     "memoryBytes",
     "timestamp",

@@ -5,26 +5,34 @@ must get an answer that is not an internal error, `serve` must log no exception,
 must still be healthy afterwards. The document as published mostly reaches validation
 (random bindings, ids and paths), so a steered copy also drives the routes' inner
 workings: real bindings, a few sandboxes and file paths that meet each other, and cheap
-code, with fewer examples for the operations that run engines.
+code, with fewer examples for the operations that run engines. Bodies are also sent in
+slow pieces and beyond the routes' limits, with and without the token.
 """
 
 from __future__ import annotations
 
 import copy
+import http.client
+import itertools
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import hypothesis
 import pytest
 import schemathesis
+from hypothesis import strategies
 from schemathesis import Case
 
 from tests.conftest import require_engine
 from tests.serve_process import ServeProcess, serve_process
+from workbench.server.app import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES
 
 OPENAPI = Path(__file__).parents[2] / "docs" / "gateway-openapi.json"
 EXECUTE = r"/execute$"
@@ -233,3 +241,102 @@ def test_edge_requests(edge_served: ServeUnderFuzz, method: str, path: str, body
     nesting shallow) answer a 4xx, not an internal error, and serve stays healthy."""
     edge_served.check_raw(method, path, body)
     assert httpx.get(f"{edge_served.process.url}/v1/health", timeout=30).status_code == 200
+
+
+SLOW_ROUTES = [
+    "/v1/health",
+    "/v1/sandboxes/edge/files",
+    "/v1/sandboxes/edge/files/batch",
+    "/v1/sandboxes/edge/execute",
+    "/v1/runtimes/PYTHON/execute",
+]
+SLOW_BODIES = strategies.one_of(
+    strategies.binary(max_size=512),
+    strategies.sampled_from(
+        [
+            b'{"op": "write", "path": "slow.txt", "content": "' + b"x" * 400 + b'"}',
+            b'{"op": "read", "path": "slow.txt"}',
+            b'{"entries": [{"op": "read", "path": "slow.txt"}]}',
+            b'{"code": "1 + 1", "binding": "PYTHON"}',
+        ]
+    ),
+)
+PADDING = 256 * 1024
+"""The pieces that take a chunked body past its limit (sent without pauses)."""
+EARLY_SECONDS = 5.0
+"""How soon an answer that must not wait for the body comes (the machine may be busy)."""
+
+
+def expected_status(path: str, token: bool, chunked: bool, oversized: bool) -> int | None:
+    """What `serve` answers such a request; None: whatever its route says."""
+    if not token and path != "/v1/health":
+        return 401
+    if oversized and (token or not chunked):  # health without the token reads no body
+        return 413
+    return None
+
+
+@hypothesis.settings(FUZZ_SETTINGS, max_examples=40)
+@hypothesis.given(
+    path=strategies.sampled_from(SLOW_ROUTES),
+    token=strategies.booleans(),
+    body=SLOW_BODIES,
+    chunked=strategies.booleans(),
+    oversized=strategies.booleans(),
+    cuts=strategies.lists(strategies.integers(1, 128), max_size=4),
+    pause=strategies.floats(0, 0.05),
+)
+def test_slow_and_oversized_bodies(
+    edge_served: ServeUnderFuzz,
+    path: str,
+    token: bool,
+    body: bytes,
+    chunked: bool,
+    oversized: bool,
+    cuts: list[int],
+    pause: float,
+) -> None:
+    """A body sent in pieces with pauses, or beyond the route's limit: a client without
+    the token is answered 401 before its body is sent (and its connection closed), a
+    declared length beyond the limit 413 before the body; a body a little past the limit
+    is dropped so the 413 can be read; a slow body within the limits is answered as its
+    route says, without an internal error or a logged exception."""
+    cap = MAX_BATCH_BODY_BYTES if path.endswith("/batch") else MAX_BODY_BYTES
+    bounds = [0, *itertools.accumulate(cuts), len(body)]
+    pieces = [body[start:end] for start, end in itertools.pairwise(bounds) if body[start:end]]
+    if oversized and chunked:
+        pieces += [b"x" * PADDING] * (cap // PADDING + 1)
+    lines = [f"POST {path} HTTP/1.1", "host: 127.0.0.1", "content-type: application/json"]
+    if chunked:
+        lines.append("transfer-encoding: chunked")
+        pieces = [b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces] + [b"0\r\n\r\n"]
+    else:
+        lines.append(f"content-length: {cap + 1 if oversized else len(body)}")
+    if token:
+        lines.append(f"authorization: Bearer {edge_served.process.token}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode()
+    expected = expected_status(path, token, chunked, oversized)
+    early = expected == 401 or (expected == 413 and not chunked)
+    logged_before = len(edge_served.output)
+    address = urlsplit(edge_served.process.url)
+    with socket.create_connection((address.hostname, address.port), timeout=60) as connection:
+        connection.sendall(head + (pieces[0] if early and pieces else b""))
+        for piece in [] if early else pieces:
+            try:
+                connection.sendall(piece)
+            except (BrokenPipeError, ConnectionResetError):
+                break  # refused past the limit: read the answer
+            time.sleep(pause if len(piece) < PADDING else 0)
+        connection.settimeout(EARLY_SECONDS if early else 60)
+        response = http.client.HTTPResponse(connection)
+        response.begin()
+        text = response.read().decode(errors="replace")
+        closes = response.getheader("connection") == "close"
+    request = f"POST {path} token={token} chunked={chunked} oversized={oversized} {body[:100]!r}"
+    if expected is not None:
+        assert response.status == expected, f"{request}\n-> {response.status} {text}"
+    if not token or (expected == 413 and early):  # answered with the body unread
+        assert closes, request
+    edge_served.judge(
+        request, logged_before, response.status, response.getheader("content-type", ""), text
+    )

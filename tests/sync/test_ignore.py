@@ -4,8 +4,10 @@ compared with git itself (`git check-ignore`) for tricky patterns."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -145,36 +147,134 @@ TRICKY_GITIGNORES = [
 SUB_GITIGNORES = [None, "!important.tmp\n/local.txt\n", "*\n!*.tmp\n"]
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def git_repo(root: Path, files: list[str], directories: list[str]) -> None:
+    subprocess.run(["git", "init", "-q", str(root)], check=True, env=GIT_ENV)
+    for name in files:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x")
+    for name in directories:
+        (root / name).mkdir(parents=True, exist_ok=True)
+
+
+def differences_from_git(root: Path) -> list[str]:
+    """The entries of `root` whose verdict differs from `git check-ignore`'s."""
+    entries = [
+        (path.relative_to(root).as_posix(), path.is_dir())
+        for path in root.rglob("*")
+        if ".git" not in path.relative_to(root).parts[:1] and path.name != ".gitignore"
+    ]
+    completed = subprocess.run(
+        ["git", "-C", str(root), "check-ignore", "--stdin", "-z"],
+        input="\0".join(path for path, _ in entries) + "\0",
+        capture_output=True,
+        text=True,
+        env=GIT_ENV,
+    )
+    by_git = {path for path in completed.stdout.split("\0") if path}
+    rules = IgnoreRules(root, use_defaults=False)
+    return [path for path, is_dir in entries if rules.is_ignored(path, is_dir) != (path in by_git)]
+
+
+@needs_git
 @pytest.mark.parametrize("gitignore", TRICKY_GITIGNORES)
 def test_agrees_with_git_check_ignore(tmp_path: Path, gitignore: str) -> None:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    for sub in SUB_GITIGNORES:
-        root = tmp_path / f"repo{SUB_GITIGNORES.index(sub)}"
-        subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
-        for name in GIT_FILES:
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            (root / name).write_text("x")
-        for name in GIT_DIRS:
-            (root / name).mkdir(parents=True, exist_ok=True)
+    for index, sub in enumerate(SUB_GITIGNORES):
+        root = tmp_path / f"repo{index}"
+        git_repo(root, GIT_FILES, GIT_DIRS)
         (root / ".gitignore").write_text(gitignore)
         if sub is not None:
             (root / "sub" / ".gitignore").write_text(sub)
-        entries = [
-            (path.relative_to(root).as_posix(), path.is_dir())
-            for path in root.rglob("*")
-            if ".git" not in path.relative_to(root).parts[:1] and path.name != ".gitignore"
+        assert not differences_from_git(root), (gitignore, sub)
+
+
+WILDMATCH_FILES = [
+    "a", "b", "c", "-", "]", "1x", "X", "a b", "é.txt", "e.txt", "[x", "[x]", "deep",
+    "q/deep", "q/r/deep", "x/y", "x/1/2/y", "a2/b", "a2/x/y/b", "a2x/y/b", "keep.log",
+    "drop.log", "tab\t", "foo", "d/e/f", "A\x0cB", "bom",
+]  # fmt: skip
+WILDMATCH_DIRS = ["emptydir", "q/r/deepdir"]
+WILDMATCH_GITIGNORES = [
+    "[b-a]\n[]-a]\n",  # a reversed range matches its first character; `]` first is literal
+    "[a-]\n",
+    "a2**/b\n",  # after the literal prefix, `**/` spans directories (git's quirk)
+    "a2/**/b\n",
+    "[[:digit:]]*\n[[:upper:]]\n",
+    "*[[:space:]]*\n",
+    "[[:alpha:]\n[[:nope:]]\n[[:]x]\n",
+    "?.txt\n",  # `?` is one byte: not `é`
+    "\\[*\n",
+    "**/**/deep\n",
+    "x/**/**/y\n",
+    "*.log\r\n!keep.log\r\n",
+    "tab\t\n",  # a trailing tab is kept
+    "foo//\n//foo\n",
+    "!\n/\n",
+    "[!]\n[]\n",
+    "d/**/\n",
+    "a\x0cb\nA\x0cB\n",  # a form feed does not end a line
+    "\ufeffbom\n",  # a byte order mark is skipped
+    "*a*a*a*a*a*a*a*a*a*a*a*a*b\n**/**/**/**/x/**/**/y\n",
+]
+
+
+@needs_git
+@pytest.mark.parametrize("gitignore", WILDMATCH_GITIGNORES)
+def test_wildmatch_details_agree_with_git(tmp_path: Path, gitignore: str) -> None:
+    git_repo(tmp_path, WILDMATCH_FILES, WILDMATCH_DIRS)
+    (tmp_path / ".gitignore").write_text(gitignore)
+    assert not differences_from_git(tmp_path), gitignore
+
+
+RANDOM_PIECES = [
+    "a", "b", "/", "*", "**", "?", "[", "]", "!", "-", "\\", ":", " ", "[:alpha:]", "^",
+    "é", "A", "1",
+]  # fmt: skip
+RANDOM_NAMES = ["a", "b", "ab", "ba", "aab", "a b", "[a]", "*", "?", "-", "]", "!a", "#a", "é", "A"]
+
+
+@needs_git
+@pytest.mark.parametrize("seed", range(3))
+def test_random_gitignores_agree_with_git(tmp_path: Path, seed: int) -> None:
+    chooser = random.Random(seed)
+    paths = {
+        "/".join(chooser.choice(RANDOM_NAMES) for _ in range(chooser.randint(1, 3)))
+        for _ in range(40)
+    }
+    directories = {path.rpartition("/")[0] for path in paths} - {""}
+    directories |= {parent.rpartition("/")[0] for parent in directories} - {""}
+    git_repo(tmp_path, sorted(paths - directories), sorted(directories))
+    for _ in range(40):
+        lines = [
+            "".join(chooser.choice(RANDOM_PIECES) for _ in range(chooser.randint(1, 8)))
+            for _ in range(chooser.randint(1, 3))
         ]
-        completed = subprocess.run(
-            ["git", "-C", str(root), "check-ignore", "--stdin", "-z"],
-            input="\0".join(path for path, _ in entries) + "\0",
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        by_git = {path for path in completed.stdout.split("\0") if path}
-        rules = IgnoreRules(root, use_defaults=False)
-        differ = [
-            path for path, is_dir in entries if rules.is_ignored(path, is_dir) != (path in by_git)
-        ]
-        assert not differ, (gitignore, sub, differ)
+        (tmp_path / ".gitignore").write_text("\n".join(lines) + "\n")
+        assert not differences_from_git(tmp_path), lines
+
+
+HOSTILE_PATTERNS = [
+    ("*a*a*a*a*a*a*a*a*a*a*a*a*b", "a" * 60),
+    ("**/" * 40 + "*a*a*a*a*a*a*a*a*b", "/".join(["a" * 30] * 8)),
+    ("a/**/" * 30 + "b", "a/" * 120 + "c"),
+    ("[a-z]*" * 50 + "b", "a" * 250),
+    ("*" + "[!b]*" * 40 + "b", "a" * 250),
+    ("*" + "?*" * 60 + "b", "a" * 250),
+    ("[[:alpha:]]" * 200, "a" * 199 + "1"),
+]
+
+
+@pytest.mark.parametrize(("pattern", "path"), HOSTILE_PATTERNS)
+def test_hostile_patterns_are_matched_without_backtracking(pattern: str, path: str) -> None:
+    rules = compile_ignore_lines([pattern, f"/{pattern}"])  # by name and by whole path
+    started = time.perf_counter()
+    verdicts = [
+        rules_verdict(rules, name, is_dir)
+        for name in (path, f"x/{path}")
+        for is_dir in (False, True)
+    ]
+    assert time.perf_counter() - started < 0.5
+    assert verdicts == [None] * 4

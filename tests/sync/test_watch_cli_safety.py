@@ -1,5 +1,6 @@
 """`sandbox-workbench watch` through the real console script: what it may delete, that it
-says where it deletes, `--prune`, hostile `.gitignore` lines and bad arguments."""
+says where it deletes, `--prune`, hostile `.gitignore` lines, a folder far larger than the
+sandbox, and bad arguments."""
 
 from __future__ import annotations
 
@@ -24,9 +25,11 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def workbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def workbench(
+    env: dict[str, str], *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     completed = subprocess.run(
-        [SCRIPT, *args], capture_output=True, text=True, env=env, timeout=120
+        [SCRIPT, *args], capture_output=True, text=True, env=env, timeout=timeout
     )
     assert "Traceback" not in completed.stderr, completed.stderr
     return completed
@@ -90,6 +93,52 @@ def test_watch_honours_tricky_gitignore_lines_and_secret_defaults(
     completed = workbench(env, "watch", str(folder), "--once")
     assert completed.returncode == 0, completed.stderr
     assert sandbox_files(env, "tricky") == [".gitignore", "keep.txt"]
+
+
+def test_watch_is_not_stalled_by_a_backtracking_gitignore_line(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    folder = tmp_path / "stall"
+    folder.mkdir()
+    (folder / ".gitignore").write_text("*a*a*a*a*a*a*a*a*a*a*a*a*b\n")
+    (folder / ("a" * 60)).write_text("not ignored: no b")
+    completed = workbench(env, "watch", str(folder), "--once", timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert sandbox_files(env, "stall") == [".gitignore", "a" * 60]
+
+
+MEASURED = (
+    "import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)"
+)
+"""Runs a command and prints its peak resident set size (KiB) last."""
+
+
+def test_watch_on_a_folder_of_sparse_files_stays_small_and_names_what_did_not_fit(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    folder = tmp_path / "sparse"
+    folder.mkdir()
+    for index in range(400):
+        with open(folder / f"f{index:03}.bin", "wb") as stream:
+            stream.truncate(1_048_576)  # 400 MiB that take no room on disk
+    completed = subprocess.run(
+        [sys.executable, "-c", MEASURED, SCRIPT, "watch", str(folder), "--once"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert "Traceback" not in completed.stderr, completed.stderr
+    assert completed.returncode == 1  # not everything was synced
+    peak_kib = int(completed.stdout.splitlines()[-1])
+    assert peak_kib < 256 * 1024  # every file's data at once: over 1 GiB
+    (refused,) = [line for line in completed.stderr.splitlines() if "not uploaded" in line]
+    assert refused.startswith(
+        "error: not uploaded for lack of room: 384 files (f016.bin, f017.bin, f018.bin, "
+        "f019.bin, f020.bin and 379 more), 384.0 MiB in all; "
+    )
+    assert sandbox_files(env, "sparse") == [f"f{index:03}.bin" for index in range(16)]
 
 
 @pytest.mark.parametrize(

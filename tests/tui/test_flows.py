@@ -386,6 +386,31 @@ async def test_workspace_tree_lists_files_lazily(tmp_path: Path) -> None:
         assert main.sandbox_infos["demo"].workspace_bytes == len("print 1;") + len("hi")
 
 
+async def test_a_new_context_proposes_the_language_in_use(tmp_path: Path) -> None:
+    """F3 proposes the open REPL's binding, else the last one created, not the first."""
+    from textual.widgets import Select
+
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        await pilot.press("f3")
+        await pilot.pause()
+        assert app.screen.query_one("#binding", Select).value == "JAVASCRIPT"  # the first
+        await pilot.press("escape")
+        await create_context(pilot, "PERL")
+        await pilot.press("f3")
+        await pilot.pause()
+        assert app.screen.query_one("#binding", Select).value == "PERL"  # the open REPL's
+        await pilot.press("escape")
+        await main.action_close_tab()
+        await wait_for(pilot, lambda: main.active_repl is None)
+        await pilot.press("f3")
+        await pilot.pause()
+        assert app.screen.query_one("#binding", Select).value == "PERL"  # the last created
+
+
 async def test_destroy_delete_and_reset(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     main = app.main_screen
@@ -436,6 +461,28 @@ async def test_switch_profiles_and_toggle_local_remote(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: app.profile == "local" and main.status.state == "connected")
         await pilot.press("ctrl+l")
         await wait_for(pilot, lambda: app.profile == "staging")
+
+
+async def test_ctrl_l_comes_back_to_the_remote_profile_it_started_on(tmp_path: Path) -> None:
+    """Started with `--profile staging` on a fresh config, `ctrl+l` goes to local and back
+    (the starting remote counts as the last remote), every time."""
+    config = Config(
+        profiles={"staging": RemoteProfile("staging", "http://127.0.0.1:9", token="t0ken")},
+        path=tmp_path / "config" / "config.toml",
+    )
+    config.save()
+    app = WorkbenchApp(profile="staging", data_dir=tmp_path / "data")
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: main.status.state == "unreachable")
+        assert Config.load().last_remote == "staging"
+        for _ in range(2):
+            await pilot.press("ctrl+l")
+            await wait_for(
+                pilot, lambda: app.profile == "local" and main.status.state == "connected"
+            )
+            await pilot.press("ctrl+l")
+            await wait_for(pilot, lambda: app.profile == "staging")
 
 
 async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:

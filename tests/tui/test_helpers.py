@@ -113,3 +113,26 @@ def test_an_export_never_writes_through_a_symlink(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         write_transcript(link, "demo", cells, "markdown", overwrite=True)
     assert target.read_text() == "not ours"
+
+
+def test_markdown_export_keeps_guest_fences_inside_its_own() -> None:
+    """Output or code holding a fence cannot close the export's: what follows stays text,
+    never a heading, an image or HTML (parsed with CommonMark, as a viewer would)."""
+    from markdown_it import MarkdownIt
+
+    hostile = ["```", "# PWNED", "![x](http://evil.example/x.png)", "<img src=x>", "`````"]
+    result = ExecutionResult("print()", "python", "e", 1.0, stdout=hostile)
+    cells = [TranscriptCell(1, "s = '````'\n# not a heading", "python", result)]
+    tokens = MarkdownIt().parse(transcript_markdown("demo", cells))
+    headings = [
+        tokens[index + 1].content
+        for index, token in enumerate(tokens)
+        if token.type == "heading_open"
+    ]
+    assert headings == ["demo", "In [1]"]
+    assert not [token for token in tokens if token.type in ("html_block", "image")]
+    fences = [token for token in tokens if token.type == "fence"]
+    assert [fence.content.splitlines() for fence in fences] == [
+        ["s = '````'", "# not a heading"],
+        hostile,
+    ]

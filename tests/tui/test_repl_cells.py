@@ -23,11 +23,13 @@ from tour import (
     wait_for,
 )
 from workbench.api import FixedClock
+from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.cell_picker_screen import CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.export_screen import ExportScreen
 from workbench.tui.widgets.repl_pane import ReplPane
+from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -104,12 +106,21 @@ async def test_a_python_error_is_shown_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("ruby_engine")
-async def test_a_ruby_error_is_shown_once(tmp_path: Path) -> None:
+async def test_a_ruby_error_is_shown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RUBY_CONTEXTS_ENV, "1")  # a Ruby context: the local extension
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 50)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
         repl = await create_context(pilot, "RUBY")
+        # Its tab and tree entry say it exists only here.
+        main = app.main_screen
+        tab = main.tabs.get_tab(repl_tab_id(repl.context.id))
+        assert str(tab.label).endswith("(local only)")
+        box = main.sandbox_tree.sandbox_node(repl.sandbox_id)
+        assert box is not None
+        labels = [str(leaf.label) for child in box.children for leaf in child.children]
+        assert any(label.endswith(" local only") for label in labels), labels
         # `abort` writes its message to stderr and raises SystemExit with it.
         aborted = "warn 'loading the config'\nabort 'config missing'"
         assert await run_and_count(pilot, repl, aborted, "config missing") == 1

@@ -44,6 +44,7 @@ import pytest
 
 from engines.locations import cache_root
 from tests.serve_process import ServeProcess, serve_process
+from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.deploy.templates import render
 from workbench.deploy.versions import CORE_PACKAGE, SCOPE, load_versions
 
@@ -391,7 +392,9 @@ def session_gateway(request: pytest.FixtureRequest) -> WorkerdGateway:
         serve = stack.enter_context(
             serve_process(
                 factory.mktemp("workerd-served"),
-                env={"SANDBOX_WORKBENCH_IDLE_TTL_MS": str(TTL_MS)},
+                # Ruby contexts on (a local extension), as the API suite's serve: the
+                # runtime contract checks what the Ruby Worker does with one that exists.
+                env={"SANDBOX_WORKBENCH_IDLE_TTL_MS": str(TTL_MS), RUBY_CONTEXTS_ENV: "1"},
             )
         )
         gateway = stack.enter_context(workerd_gateway(factory.mktemp("workerd-gateway"), serve))

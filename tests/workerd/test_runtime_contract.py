@@ -43,8 +43,9 @@ def sandbox_id(client: httpx.Client) -> Iterator[str]:
 def test_context_runs_reach_the_runtime_workers_rpc_entry_point(
     client: httpx.Client, served: httpx.Client, sandbox_id: str
 ) -> None:
-    """A Ruby context that exists (serve's local engines have them) is run through the
-    rendered Ruby Worker's `executeInContext`, which has no INTERPRETER to give it to."""
+    """A Ruby context that exists (serve's local engines have them, with Ruby contexts on)
+    is run through the rendered Ruby Worker's `executeInContext`, which has no
+    INTERPRETER to give it to."""
     created = served.post(f"/v1/sandboxes/{sandbox_id}/contexts", json={"binding": "RUBY"})
     assert created.status_code == 201, created.text
     context_id = created.json()["id"]

@@ -33,6 +33,7 @@ from workbench.protocol.errors import (
 from workbench.protocol.ids import SANDBOX_ID_PATTERN, sandbox_id_error
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import (
+    LOCAL_ONLY_CONTEXT_LANGUAGES,
     BatchEntry,
     BatchEntryResult,
     CodeContext,
@@ -63,6 +64,7 @@ from workbench.protocol.types import (
 
 __all__ = [
     "ENV_KEY_PATTERN",
+    "LOCAL_ONLY_CONTEXT_LANGUAGES",
     "SANDBOX_ID_PATTERN",
     "SYSTEM_CLOCK",
     "Backend",

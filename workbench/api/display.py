@@ -9,6 +9,7 @@ every control character except newline and tab as a visible `\\xNN` escape: C0
 from __future__ import annotations
 
 import re
+import sys
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """C0 controls except tab (0x09) and newline (0x0a), DEL, and C1 controls."""
@@ -19,7 +20,20 @@ def neutralise(text: str) -> str:
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
+def json_escaped(text: str) -> str:
+    """JSON text with the control characters `json.dumps` leaves raw (DEL and C1, which
+    it may write only inside strings) as `\\u` escapes: the same JSON value, safe to show."""
+    return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 def without_controls(text: str) -> str:
     """`text` with its control characters left out: for what is painted where the text
     itself must stay as it is (an editor), since a terminal gives them no width anyway."""
     return _CONTROL.sub("", text)
+
+
+def warn_untrusted(line: str) -> None:
+    """One warning line on stderr: neutralised on a terminal, exact on a pipe or file.
+    The headless rooms print through this, the CLI through `workbench.cli.terminal`."""
+    sys.stderr.write((neutralise(line) if sys.stderr.isatty() else line) + "\n")
+    sys.stderr.flush()

@@ -7,7 +7,6 @@ or an engine (the API and backends are imported inside the functions that need t
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
@@ -18,11 +17,12 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import click
 
 from workbench.cli.completion import complete_profiles
+from workbench.cli.terminal import echo_untrusted
 from workbench.config import LOCAL_PROFILE
 from workbench.profiles import NO_DAEMON_ENV as NO_DAEMON_ENV
 
 if TYPE_CHECKING:
-    from workbench.api import Backend
+    from workbench.api import Backend, SandboxClient
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -64,7 +64,7 @@ def global_options() -> GlobalOptions:
 def note(message: str) -> None:
     """A note or progress line on stderr, unless `--quiet`."""
     if not global_options().quiet:
-        click.echo(message, err=True)
+        echo_untrusted(message, err=True)
 
 
 def _merge(flag: str, before: Any, after: Any, same: Callable[[Any, Any], bool]) -> Any:
@@ -163,8 +163,42 @@ def open_backend(profile: str, data_dir: Path | None, timeout: float | None = No
     `--no-daemon`)."""
     from workbench.profiles import open_profile_backend
 
+    if profile == LOCAL_PROFILE:
+        warn_about_config()
     embedded = True if global_options().no_daemon else None
     return open_profile_backend(profile, data_dir=data_dir, timeout=timeout, embedded=embedded)
+
+
+def warn_about_config() -> None:
+    """The local profile needs no config file, so one that cannot be read would go
+    unnoticed: say so once on stderr, naming it (a remote profile fails on it instead)."""
+    from workbench.config import Config, ConfigError
+
+    try:
+        Config.load()
+    except ConfigError as error:
+        echo_untrusted(f"warning: {error} (the local profile goes on without it)", err=True)
+
+
+async def full_context_id(sandbox: SandboxClient, given: str) -> str:
+    """The id of the sandbox's context that `given` names: the id itself or a unique
+    prefix of one (as git takes short hashes; the TUI shows 8 characters). An ambiguous
+    prefix is a usage error naming the matches; no match is left to the backend, which
+    reports the context as not found."""
+    contexts = await sandbox.interpreter.list_code_contexts()
+    if any(context.id == given for context in contexts):
+        return given
+    matches = [context for context in contexts if context.id.startswith(given)]
+    if len(matches) == 1:
+        return matches[0].id
+    if matches:
+        from workbench.cli.errors import CommandError  # errors imports this module
+
+        named = ", ".join(f"{context.id} ({context.binding})" for context in matches)
+        raise CommandError(
+            f"--context {given} matches {len(matches)} contexts: {named}", EXIT_USAGE
+        )
+    return given
 
 
 def run_async(
@@ -223,8 +257,4 @@ def describe_backend(backend: Backend) -> str:
 def announce_destructive(action: str, backend: Backend) -> None:
     """Say on stderr, before acting, which backend a destructive command changes (even
     with --quiet: it is what keeps `-p` mistakes from deleting the wrong thing)."""
-    click.echo(f"{action} on {describe_backend(backend)}", err=True)
-
-
-def echo_json(payload: Any) -> None:
-    click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+    echo_untrusted(f"{action} on {describe_backend(backend)}", err=True)

@@ -53,7 +53,7 @@ def status_command(data_dir: Path | None, as_json: bool) -> None:
     directory = _data_dir(data_dir)
     info = probe(socket_path(directory)) if directory.exists() else None
     if as_json:
-        click.echo(json.dumps({"running": info is not None, **(asdict(info) if info else {})}))
+        echo_untrusted(json.dumps({"running": info is not None, **(asdict(info) if info else {})}))
         return
     if info is None:
         holder = current_owner(directory) if directory.exists() else None

@@ -11,13 +11,13 @@ from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     backend_options,
-    echo_json,
+    note,
     run_async,
     with_backend,
 )
 from workbench.cli.completion import complete_bindings, complete_profiles, complete_sandbox_ids
 from workbench.cli.run_command import binding_for_language, parse_env, read_code
-from workbench.cli.terminal import echo_untrusted
+from workbench.cli.terminal import echo_json, echo_untrusted
 
 if TYPE_CHECKING:
     from workbench.api import Backend, RuntimeInfo
@@ -128,10 +128,12 @@ async def diff_command(
     program = read_code(code, source)
     env = parse_env(env_pairs) or None
     descriptions: list[str] = []
+    runtimes: list[RuntimeInfo] = []
 
     async def outcome_on(backend: Backend) -> Outcome:
         descriptions.append(backend.description)
         runtime = await _runtime(backend, binding, language)
+        runtimes.append(runtime)
         result = await run_fresh(
             backend,
             program,
@@ -153,6 +155,16 @@ async def diff_command(
 
     outcomes = await with_backend(profile, data_dir, on_both)
     expected, actual = outcomes
+    if not stateless and runtimes[0].contexts != runtimes[1].contexts:
+        in_context, plain = (profile, against) if runtimes[0].contexts else (against, profile)
+        from workbench.api import LOCAL_ONLY_CONTEXT_LANGUAGES
+
+        local_only = runtimes[0].language in LOCAL_ONLY_CONTEXT_LANGUAGES
+        extension = " (a local extension)" if local_only else ""
+        note(
+            f"note: known difference: {in_context} ran it in a code context{extension}, "
+            f"{plain} statelessly"
+        )
     same = expected == actual
     if as_json:
         echo_json(
@@ -165,8 +177,8 @@ async def diff_command(
     else:
         show_comparison(expected, actual, profile, against)
         if same:
-            click.echo(f"same on {profile} and {against}")
+            echo_untrusted(f"same on {profile} and {against}")
         else:
             parts = ", ".join(differing_fields(expected, actual))
-            click.echo(f"different on {profile} and {against}: {parts}")
+            echo_untrusted(f"different on {profile} and {against}: {parts}")
     return EXIT_OK if same else EXIT_FAILED

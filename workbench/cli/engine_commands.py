@@ -14,6 +14,7 @@ from engines.language import PrepareError
 from engines.registry import LANGUAGES, language_engine, resolve_language
 from engines.status import EngineState, all_statuses
 from workbench.cli.common import global_options
+from workbench.cli.terminal import echo_untrusted
 
 
 def _languages(names: tuple[str, ...]) -> list[str]:
@@ -56,7 +57,7 @@ def list_command(as_json: bool) -> None:
             }
             for status in statuses
         ]
-        click.echo(json.dumps(rows, indent=2))
+        echo_untrusted(json.dumps(rows, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -116,7 +117,7 @@ def install_command(languages: tuple[str, ...], force: bool) -> None:
                     failures[language] = str(error)
                     progress.update(tasks[language], description="[red]failed[/]")
     for language, message in failures.items():
-        click.echo(f"{language}: {message}", err=True)
+        echo_untrusted(f"{language}: {message}", err=True)
     if failures:
         sys.exit(1)
 
@@ -134,7 +135,7 @@ def verify_command(languages: tuple[str, ...]) -> None:
     problems = 0
     for language in _languages(languages):
         found = EngineCache(language_engine(language)).verify()
-        click.echo(f"{language}: {'ok' if not found else '; '.join(found)}")
+        echo_untrusted(f"{language}: {'ok' if not found else '; '.join(found)}")
         problems += bool(found)
     if problems:
         sys.exit(1)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import sys
 import traceback
 
-import click
-
 from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
@@ -21,6 +19,7 @@ from workbench.cli.common import (
     MalformedAnswerError,
     global_options,
 )
+from workbench.cli.terminal import echo_untrusted
 
 EXIT_CODES_EPILOG = """Exit codes:
   0  ok
@@ -116,6 +115,6 @@ def report(error: Exception) -> int:
         for cause in _chain(error):
             tail = getattr(cause, "log_tail", "")
             if tail:  # a failure in the daemon: its own traceback is in its log
-                click.echo(f"the local daemon's log:\n{tail}", err=True)
-    click.echo(f"error: {message}", err=True)
+                echo_untrusted(f"the local daemon's log:\n{tail}", err=True)
+    echo_untrusted(f"error: {message}", err=True)
     return code

@@ -11,12 +11,11 @@ from workbench.api import Backend
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
-    echo_json,
     run_async,
     with_backend,
 )
 from workbench.cli.completion import complete_sandbox_ids
-from workbench.cli.terminal import echo_untrusted, write_untrusted_bytes
+from workbench.cli.terminal import echo_json, echo_untrusted, write_untrusted_bytes
 
 
 @click.group("files")

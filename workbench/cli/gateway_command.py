@@ -9,9 +9,10 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.common import note
+from workbench.cli.common import EXIT_USAGE, note
 from workbench.cli.errors import CommandError
 from workbench.cli.profile_commands import load_config, save_config
+from workbench.cli.terminal import echo_untrusted
 from workbench.config import (
     LOCAL_PROFILE,
     ConfigError,
@@ -73,6 +74,11 @@ Examples:
     help="Name of the profile to add.",
 )
 @click.option("--url", help="The deployed gateway's URL (add the profile now; else later).")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an existing profile of that name (its URL, token source and stored token).",
+)
 def init_command(
     directory: Path,
     bindings: str,
@@ -81,6 +87,7 @@ def init_command(
     stateless: bool,
     profile_name: str,
     url: str | None,
+    force: bool,
 ) -> None:
     """Render the gateway and runtime Workers into DIRECTORY with a fresh token.
 
@@ -97,6 +104,13 @@ def init_command(
         raise click.UsageError("`local` is built in; choose another --profile name")
     if url is not None and (problem := url_problem(url, allow_insecure=False)) is not None:
         raise click.BadParameter(problem, param_hint="--url")
+    if profile_name in load_config().profiles and not force:
+        # Its URL, token source and keyring token would all be replaced.
+        raise CommandError(
+            f"profile {profile_name!r} exists (use --force to replace it, or choose "
+            "another --profile)",
+            EXIT_USAGE,
+        )
     named: dict[str, str] = {}
     for entry in services:
         binding, separator, name = entry.partition("=")
@@ -121,13 +135,13 @@ def init_command(
     descriptor = os.open(dev_vars, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write(f"WORKBENCH_TOKEN={token}\n")
-    click.echo(f"rendered {len(written)} files into {directory}")
+    echo_untrusted(f"rendered {len(written)} files into {directory}")
     languages = sorted({worker.language for worker in workers})
     pinned = [f"{CORE_PACKAGE} {versions.core}"]
     pinned += [
         f"{runtime_package(language)} {versions.runtime(language)}" for language in languages
     ]
-    click.echo(f"pinned: {', '.join(pinned)}")
+    echo_untrusted(f"pinned: {', '.join(pinned)}")
 
     env_name = "WORKBENCH_TOKEN_" + re.sub(r"[^A-Za-z0-9]", "_", profile_name).upper()
     in_keyring = False
@@ -146,7 +160,7 @@ def init_command(
             token_keyring=in_keyring,
         )
         save_config(config)
-        click.echo(f"added profile {profile_name} ({url})")
+        echo_untrusted(f"added profile {profile_name} ({url})")
     gateway_dir = directory / "gateway"
     runtimes = ", ".join(
         f"{worker.directory}/ (Worker {worker.name}"
@@ -169,6 +183,6 @@ def init_command(
         steps.append(
             f"export {env_name}=$(grep WORKBENCH_TOKEN {gateway_dir / DEV_VARS} | cut -d= -f2-)"
         )
-    click.echo("next steps:")
+    echo_untrusted("next steps:")
     for number, step in enumerate(steps, 1):
-        click.echo(f"  {number}. {step}")
+        echo_untrusted(f"  {number}. {step}")

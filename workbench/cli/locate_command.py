@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.common import data_dir_option, echo_json
+from workbench.cli.common import data_dir_option
+from workbench.cli.terminal import echo_json, echo_untrusted
 
 
 @click.command(
@@ -37,4 +38,4 @@ def locate_command(data_dir: Path | None, as_json: bool) -> None:
         echo_json(places)
         return
     for name, place in places.items():
-        click.echo(f"{name:<9}{place}")
+        echo_untrusted(f"{name:<9}{place}")

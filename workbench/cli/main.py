@@ -19,6 +19,7 @@ from workbench.cli.common import (
 from workbench.cli.completion import complete_profiles
 from workbench.cli.errors import EXIT_CODES_EPILOG
 from workbench.cli.lazy_group import LazyCommand, LazyGroup
+from workbench.config import FILE_API_ENV, RUBY_CONTEXTS_ENV
 
 BACKEND_FLAGS = frozenset({"--profile", "--data-dir"})
 DATA_DIR_FLAG = frozenset({"--data-dir"})
@@ -156,6 +157,20 @@ Examples:
     help="Open the local store in this process instead of through the local daemon (it "
     f"must not be running for that data dir; also ${NO_DAEMON_ENV}=1).",
 )
+@click.option(
+    "--ruby-contexts/--no-ruby-contexts",
+    default=None,
+    help="Local backend: offer Ruby code contexts, a local extension (the deployed system "
+    f"runs Ruby statelessly); default: ${RUBY_CONTEXTS_ENV}, else the config's [local] "
+    "ruby_contexts, else off.",
+)
+@click.option(
+    "--file-api/--no-file-api",
+    default=None,
+    help="Local backend: the sandboxes' File API on or off, as a deployment with "
+    f"SANDBOX_FILE_API=disabled; default: ${FILE_API_ENV}, else the config's [local] "
+    "file_api, else on.",
+)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -164,6 +179,8 @@ def main(
     debug: bool,
     quiet: bool,
     no_daemon: bool,
+    ruby_contexts: bool | None,
+    file_api: bool | None,
 ) -> None:
     """A terminal workbench for sandbox-workers.
 
@@ -171,6 +188,11 @@ def main(
     locally on wasmtime engines (the default) or against a deployed gateway Worker.
     Without a subcommand, the interactive workbench starts.
     """
+    # Through the environment: the local daemon this process starts reads them too.
+    if ruby_contexts is not None:
+        os.environ[RUBY_CONTEXTS_ENV] = "1" if ruby_contexts else "0"
+    if file_api is not None:
+        os.environ[FILE_API_ENV] = "enabled" if file_api else "disabled"
     if os.environ.get("NO_COLOR"):
         ctx.color = False  # click.echo and click.secho strip styles (Rich reads NO_COLOR)
     ctx.obj = GlobalOptions(

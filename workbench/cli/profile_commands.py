@@ -6,9 +6,10 @@ import sys
 
 import click
 
-from workbench.cli.common import EXIT_USAGE, echo_json, note
+from workbench.cli.common import EXIT_USAGE, note
 from workbench.cli.completion import complete_profiles
 from workbench.cli.errors import CommandError
+from workbench.cli.terminal import echo_json, echo_untrusted
 from workbench.config import (
     LOCAL_PROFILE,
     Config,
@@ -68,9 +69,9 @@ def list_command(as_json: bool) -> None:
         local = {"name": LOCAL_PROFILE, "kind": "local"}
         echo_json([local, *(_profile_json(profile) for profile in remotes)])
         return
-    click.echo(f"{LOCAL_PROFILE}\tembedded local backend")
+    echo_untrusted(f"{LOCAL_PROFILE}\tembedded local backend")
     for profile in remotes:
-        click.echo(f"{profile.name}\t{profile.url}\ttoken: {profile.token_source}")
+        echo_untrusted(f"{profile.name}\t{profile.url}\ttoken: {profile.token_source}")
 
 
 @profiles_group.command(
@@ -172,7 +173,7 @@ def add_command(
         allow_insecure=allow_insecure,
     )
     save_config(config)
-    click.echo(f"added profile {name} ({url}); token from {config.profiles[name].token_source}")
+    echo_untrusted(f"added profile {name} ({url}); token from {config.profiles[name].token_source}")
 
 
 @profiles_group.command(
@@ -189,7 +190,7 @@ def remove_command(name: str) -> None:
     if profile is None:
         raise CommandError(f"unknown profile {name!r}", EXIT_USAGE)
     save_config(config)
-    click.echo(f"removed profile {name}")
+    echo_untrusted(f"removed profile {name}")
     if profile.token_keyring:
         try:
             deleted = keyring_delete(name)

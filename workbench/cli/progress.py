@@ -7,9 +7,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-import click
-
 from workbench.cli.common import global_options
+from workbench.cli.terminal import echo_untrusted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -57,13 +56,13 @@ async def prepare_engine(backend: Backend, language: str) -> None:
 
             await manager.prepare(language, update)
         return
-    click.echo(f"preparing the {language} engine (its first use; this takes a while)", err=True)
+    echo_untrusted(f"preparing the {language} engine (its first use; this takes a while)", err=True)
     shown = {"ready"}  # said once, at the end (the engine and the cache both report it)
 
     def line(label: str, fraction: float) -> None:
         if label not in shown:  # one line per phase, however often it reports
             shown.add(label)
-            click.echo(f"{language} engine: {label}", err=True)
+            echo_untrusted(f"{language} engine: {label}", err=True)
 
     await manager.prepare(language, line)
-    click.echo(f"{language} engine: ready", err=True)
+    echo_untrusted(f"{language} engine: ready", err=True)

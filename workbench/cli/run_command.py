@@ -13,14 +13,14 @@ from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     backend_options,
-    echo_json,
+    full_context_id,
     global_options,
     run_async,
     timeout_option,
     with_backend,
 )
 from workbench.cli.completion import complete_bindings, complete_sandbox_ids
-from workbench.cli.terminal import echo_untrusted
+from workbench.cli.terminal import echo_json, echo_untrusted
 
 EXAMPLES = """\b
 Examples:
@@ -136,7 +136,11 @@ async def _binding_and_language(
     "--binding", "-b", shell_complete=complete_bindings, help="Runtime binding, e.g. PYTHON."
 )
 @click.option("--language", "-l", help="Language; picks the backend's binding for it.")
-@click.option("--context", "context_id", help="Run in this code context (needs --sandbox).")
+@click.option(
+    "--context",
+    "context_id",
+    help="Run in this code context, by id or a unique prefix of it (needs --sandbox).",
+)
 @click.option("--env", "-e", "env_pairs", multiple=True, metavar="KEY=VALUE", help="Env var.")
 @click.option("--json", "as_json", is_flag=True, help="Print the ExecutionResult JSON.")
 @timeout_option
@@ -180,8 +184,11 @@ async def run_command(
 
     async def body(backend: Backend) -> ExecutionResult:
         sandbox = None if sandbox_id is None else backend.sandbox(sandbox_id)
+        context = None
+        if context_id is not None and sandbox is not None:
+            context = await full_context_id(sandbox, context_id)
         target, engine_language = await _binding_and_language(
-            backend, binding, language, sandbox, context_id
+            backend, binding, language, sandbox, context
         )
         if engine_language is not None:
             await prepare_engine(backend, engine_language)
@@ -190,8 +197,8 @@ async def run_command(
             return await backend.run_code(program, binding=target, env_vars=env or None)
         return await sandbox.interpreter.run_code(
             program,
-            context=context_id,
-            binding=None if context_id else target,
+            context=context,
+            binding=None if context else target,
             env_vars=env or None,
         )
 

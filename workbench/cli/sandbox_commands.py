@@ -10,12 +10,11 @@ from workbench.api import Backend, SandboxInfo, iso_from_ms
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
-    echo_json,
     run_async,
     with_backend,
 )
 from workbench.cli.completion import complete_sandbox_ids
-from workbench.cli.terminal import echo_untrusted
+from workbench.cli.terminal import echo_json, echo_untrusted
 
 
 @click.group("sandboxes")
@@ -42,7 +41,7 @@ async def list_command(as_json: bool, profile: str, data_dir: Path | None) -> No
             echo_json({"sandboxes": [sandbox.to_json() for sandbox in sandboxes]})
             return
         if not sandboxes:
-            click.echo("no sandboxes")
+            echo_untrusted("no sandboxes")
             return
         for sandbox in sandboxes:
             expires = "never" if sandbox.expires_at is None else iso_from_ms(sandbox.expires_at)
@@ -66,9 +65,10 @@ def print_info(info: SandboxInfo) -> None:
     for label, value in rows:
         echo_untrusted(f"{label:<11}{value}")
     for context in info.contexts:
+        local_only = "  (local only)" if context.local_only else ""
         echo_untrusted(
             f"  {context.id}  {context.language}  {context.cwd}  "
-            f"{context.executions} runs, last {context.last_used}"
+            f"{context.executions} runs, last {context.last_used}{local_only}"
         )
 
 
@@ -119,6 +119,6 @@ async def destroy_command(sandbox_id: str, yes: bool, profile: str, data_dir: Pa
         if not yes:
             click.confirm(f"Destroy sandbox {sandbox.id} and everything in it?", abort=True)
         await sandbox.destroy()
-        click.echo(f"destroyed {sandbox.id}")
+        echo_untrusted(f"destroyed {sandbox.id}")
 
     await with_backend(profile, data_dir, body)

@@ -8,7 +8,6 @@ import errno
 import os
 import secrets
 import socket
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import click
 
 from workbench.cli.common import EXIT_USAGE, data_dir_option, note, timeout_option
 from workbench.cli.errors import CommandError
+from workbench.cli.terminal import echo_untrusted
 from workbench.config import is_loopback_host
 from workbench.protocol.errors import SandboxError
 
@@ -98,6 +98,8 @@ def serve_command(
 def _bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound here so that a busy port is one clear error, and
     listening before the address is printed."""
+    from workbench.daemon.server import TCP_BACKLOG
+
     try:
         family, kind, protocol, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM
@@ -116,7 +118,7 @@ def _bind(host: str, port: int) -> socket.socket:
                 "server or choose another --port (0 picks a free one)"
             ) from None
         raise CommandError(f"cannot listen on {host}:{port}: {error.strerror}") from None
-    listener.listen(128)  # clients queue from here on, before the server accepts
+    listener.listen(TCP_BACKLOG)  # clients queue from here on, before the server accepts
     listener.set_inheritable(False)
     return listener
 
@@ -142,10 +144,9 @@ async def _serve(
     token_note = f" (token: {token})" if generated else f" (token from --token or ${TOKEN_ENV})"
     where = f"http://{shown_host}:{bound[1]}"
     if running is not None:
-        print(
+        echo_untrusted(
             f"sandbox-workbench serve: listening on {where}{token_note}, in front of the "
-            f"local daemon (pid {running.pid})",
-            flush=True,
+            f"local daemon (pid {running.pid})"
         )
         if timeout is not None:
             note(
@@ -173,7 +174,7 @@ async def _serve_as_daemon(
     )
 
     def listening() -> None:
-        print(f"sandbox-workbench serve: listening on {shown}", flush=True)
+        echo_untrusted(f"sandbox-workbench serve: listening on {shown}")
         asyncio.get_running_loop().run_in_executor(None, _note_unprepared_engines)
 
     with opening_local_store(directory):
@@ -187,7 +188,7 @@ async def _serve_in_front(
     import uvicorn
 
     from workbench.backends.daemon.transport import SocketTransport
-    from workbench.daemon.server import http_implementation, socket_route
+    from workbench.daemon.server import limit_log_rate, socket_route, tcp_server_config
     from workbench.protocol.http import Request, Response, error_json, not_found
     from workbench.server.app import GatewayApp
 
@@ -201,14 +202,8 @@ async def _serve_in_front(
         except SandboxError as error:
             return error_json(error)
 
-    config = uvicorn.Config(
-        GatewayApp(forward, token),
-        http=http_implementation(),
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-    )
+    config = tcp_server_config(GatewayApp(forward, token))
+    limit_log_rate()
     pinger = asyncio.create_task(transport.keep_alive())  # no idle exit while this is up
     try:
         await uvicorn.Server(config).serve(sockets=[listener])
@@ -238,10 +233,9 @@ def _print_preparation() -> Callable[[str, str, float], None]:
         if (language, step) in shown:
             return
         shown.add((language, step))
-        print(
+        echo_untrusted(
             f"sandbox-workbench serve: preparing the {language} engine: {step} ({fraction:.0%})",
-            file=sys.stderr,
-            flush=True,
+            err=True,
         )
 
     return show

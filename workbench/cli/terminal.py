@@ -1,4 +1,5 @@
-"""Printing untrusted (guest- or sandbox-controlled) text without handing it the terminal.
+"""The CLI's one way to print: text (guest-, sandbox- or server-controlled, or ours, which
+often quotes theirs) never gets the terminal.
 
 A guest that can write escape sequences to the user's terminal can set its clipboard
 (OSC 52), retitle the window or rewrite what was printed before. When the stream is a
@@ -9,25 +10,40 @@ escape instead: C0 (U+0000-U+001F, so also carriage return), DEL (U+007F) and C1
 
 from __future__ import annotations
 
+import json
 import sys
+from typing import Any
 
 import click
 
-from workbench.api import neutralise
+from workbench.api.display import json_escaped, neutralise
 
 
-def echo_untrusted(text: str, *, err: bool = False, fg: str | None = None) -> None:
-    """One line of untrusted text (plus newline) to stdout or stderr, safely.
+def echo_untrusted(
+    text: str, *, err: bool = False, fg: str | None = None, dim: bool = False
+) -> None:
+    """One line of text (plus newline) to stdout or stderr, safely; every other module of
+    the CLI prints through this (a test holds them to it).
 
-    On a terminal the text is neutralised first and our own colour `fg` applied; on a
-    pipe or file it is written exactly, without colour.
+    On a terminal the text is neutralised first and our own style (`fg`, `dim`) applied;
+    on a pipe or file it is written exactly, without style.
     """
     if (sys.stderr if err else sys.stdout).isatty():
         safe = neutralise(text)
-        click.echo(click.style(safe, fg=fg) if fg else safe, err=err)
+        styled = click.style(safe, fg=fg, dim=dim or None) if fg or dim else safe
+        click.echo(styled, err=err)
     else:
         # color=True: click would otherwise strip CSI sequences from non-terminal output.
         click.echo(text, err=err, color=True)
+
+
+def echo_json(payload: Any, *, err: bool = False, indent: int | None = 2) -> None:
+    """`payload` as JSON (indented, or one line with `indent=None`), which stays valid
+    JSON on a terminal (`json_escaped`)."""
+    text = json.dumps(payload, indent=indent, ensure_ascii=False)
+    if (sys.stderr if err else sys.stdout).isatty():
+        text = json_escaped(text)
+    click.echo(text, err=err, color=True)
 
 
 def write_untrusted_bytes(data: bytes) -> None:

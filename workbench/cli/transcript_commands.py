@@ -14,7 +14,7 @@ from workbench.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     backend_options,
-    echo_json,
+    full_context_id,
     note,
     run_async,
     with_backend,
@@ -22,7 +22,7 @@ from workbench.cli.common import (
 from workbench.cli.completion import complete_sandbox_ids
 from workbench.cli.diff_command import show_comparison
 from workbench.cli.errors import CommandError
-from workbench.cli.terminal import echo_untrusted
+from workbench.cli.terminal import echo_json, echo_untrusted
 
 if TYPE_CHECKING:
     from workbench.api import Backend
@@ -50,7 +50,9 @@ does not: export from the workbench there). A context's own env vars are not
 reported by the gateway protocol and are not recorded.""",
 )
 @click.option("--sandbox", "-s", "sandbox_id", required=True, shell_complete=complete_sandbox_ids)
-@click.option("--context", "context_id", required=True, help="The code context's id.")
+@click.option(
+    "--context", "context_id", required=True, help="The code context's id or a unique prefix."
+)
 @click.option(
     "--output",
     "-o",
@@ -77,8 +79,9 @@ async def export_command(
     from workbench.transcripts import ExportError, export_context, write_private_text
 
     async def body(backend: Backend) -> Any:
+        context = await full_context_id(backend.sandbox(sandbox_id), context_id)
         return await export_context(
-            backend, sandbox_id, context_id, with_env=with_env, with_files=with_files
+            backend, sandbox_id, context, with_env=with_env, with_files=with_files
         )
 
     try:
@@ -134,6 +137,7 @@ def report_json(path: str, report: ReplayReport) -> dict[str, Any]:
         "same": not report.divergences,
         "divergences": len(report.divergences),
         "unsetEnvVars": report.unset_env_vars,
+        "knownDifference": report.known_difference,
         "cells": [
             {
                 "number": cell.number,
@@ -195,12 +199,14 @@ async def replay_command(path: str, as_json: bool, profile: str, data_dir: Path 
     if report.unset_env_vars:
         keys = ", ".join(report.unset_env_vars)
         note(f"note: no recorded value for {keys} (exported without --with-env): not set")
+    if report.known_difference is not None and not as_json:
+        note(f"note: {report.known_difference}")
     if as_json:
         echo_json(report_json(path, report))
     else:
         total, diverged = len(report.cells), len(report.divergences)
         if diverged:
-            click.echo(f"{diverged} of {total} cells diverged on {profile}")
-        else:
-            click.echo(f"all {total} cells agree on {profile}")
+            echo_untrusted(f"{diverged} of {total} cells diverged on {profile}")
+        elif report.known_difference is None:
+            echo_untrusted(f"all {total} cells agree on {profile}")
     return EXIT_FAILED if report.divergences else EXIT_OK

@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import signal
-import sys
 from pathlib import Path, PurePosixPath
 
 import click
@@ -15,13 +13,17 @@ import click
 from workbench.api import Backend, ExecutionResult, SandboxClient, sandbox_id_error
 from workbench.cli.common import (
     EXIT_FAILED,
+    EXIT_NOT_FOUND,
     EXIT_OK,
     backend_options,
+    full_context_id,
     run_async,
     timeout_option,
     with_backend,
 )
 from workbench.cli.completion import complete_bindings, complete_sandbox_ids
+from workbench.cli.errors import CommandError
+from workbench.cli.terminal import echo_json, echo_untrusted
 from workbench.sync.events import ConflictPolicy, EventKind, SyncEvent, SyncReport
 
 
@@ -35,8 +37,7 @@ def sandbox_id_for_folder(folder: Path) -> str:
 
 
 def _json_line(payload: object) -> None:
-    click.echo(json.dumps(payload, ensure_ascii=False))
-    sys.stdout.flush()
+    echo_json(payload, indent=None)
 
 
 async def _context_language(
@@ -47,7 +48,7 @@ async def _context_language(
         for context in await sandbox.interpreter.list_code_contexts():
             if context.id == context_id:
                 return context.language
-        raise click.UsageError(f"sandbox {sandbox.id} has no context {context_id}")
+        raise CommandError(f"sandbox {sandbox.id} has no context {context_id}", EXIT_NOT_FOUND)
     for runtime in await backend.runtimes():
         if runtime.binding == binding:
             return runtime.language
@@ -90,7 +91,9 @@ Examples:
     shell_complete=complete_bindings,
     help="Runtime binding for --run (default: by file extension).",
 )
-@click.option("--context", "context_id", help="Run in this existing code context.")
+@click.option(
+    "--context", "context_id", help="Run in this existing code context (id or unique prefix)."
+)
 @click.option(
     "--policy",
     type=click.Choice([policy.value for policy in ConflictPolicy]),
@@ -180,13 +183,13 @@ async def watch_command(
         if event.kind in (EventKind.ERROR, EventKind.CONFLICT, EventKind.RETRYING):
             color = "red" if event.kind is EventKind.ERROR else "yellow"
             if as_json:
-                click.echo(json.dumps(event.to_json(), ensure_ascii=False), err=True)
+                echo_json(event.to_json(), err=True, indent=None)
             else:
-                click.secho(f"{event.kind}: {event.message}", fg=color, err=True)
+                echo_untrusted(f"{event.kind}: {event.message}", fg=color, err=True)
         elif event.kind is EventKind.NOTICE and not as_json:
-            click.secho(f"notice: {event.message}", fg="yellow", err=True)
+            echo_untrusted(f"notice: {event.message}", fg="yellow", err=True)
         elif event.kind is EventKind.WATCHING and not as_json:
-            click.secho(event.message, dim=True, err=True)
+            echo_untrusted(event.message, dim=True, err=True)
 
     def announce_backend(backend: Backend, sandbox: str, target: str) -> None:
         """Say once, on stderr, which backend the sync can delete in."""
@@ -198,9 +201,9 @@ async def watch_command(
                 "sandbox": sandbox,
                 "dest": target,
             }
-            click.echo(json.dumps(payload, ensure_ascii=False), err=True)
+            echo_json(payload, err=True, indent=None)
         else:
-            click.secho(
+            echo_untrusted(
                 f"syncing into sandbox {sandbox} ({target}) on profile {backend.name}: "
                 f"{backend.description}",
                 err=True,
@@ -229,10 +232,13 @@ async def watch_command(
             announce_backend(backend, sandbox.id, sync.dest)
         runner: str | None = None
         target_binding = binding
+        context = None
         if entry is not None:
             if context_id is None and target_binding is None:
                 target_binding = await _binding_for_entry(backend, entry)
-            language = await _context_language(backend, sandbox, context_id, target_binding)
+            if context_id is not None:
+                context = await full_context_id(sandbox, context_id)
+            language = await _context_language(backend, sandbox, context, target_binding)
             await prepare_engine(backend, language)
             runner = entry_runner_code(language, remote_path(sync.dest, entry), sync.dest)
         exit_code = EXIT_OK
@@ -243,14 +249,14 @@ async def watch_command(
                 if as_json:
                     _json_line({"event": "synced", "sync": report.to_json()})
                 else:
-                    click.secho(f"synced: {report.summary()}", dim=True, err=True)
+                    echo_untrusted(f"synced: {report.summary()}", dim=True, err=True)
                 return
             if not as_json:
-                click.secho(f"synced: {report.summary()}; running {entry}", dim=True, err=True)
+                echo_untrusted(f"synced: {report.summary()}; running {entry}", dim=True, err=True)
             result: ExecutionResult = await sandbox.interpreter.run_code(
                 runner,
-                context=context_id,
-                binding=None if context_id else target_binding,
+                context=context,
+                binding=None if context else target_binding,
             )
             exit_code = EXIT_OK if result.error is None else EXIT_FAILED
             if as_json:
@@ -264,7 +270,7 @@ async def watch_command(
             try:
                 report = await sync.initial_sync()
             except SyncConflictError as error:
-                click.secho(f"error: {error} (policy fail)", fg="red", err=True)
+                echo_untrusted(f"error: {error} (policy fail)", fg="red", err=True)
                 return EXIT_FAILED
             await after_sync(report)
             return exit_code if not report.errors else EXIT_FAILED
@@ -278,7 +284,7 @@ async def watch_command(
         try:
             await sync.watch(stop=stop, after_sync=after_sync)
         except SyncConflictError as error:
-            click.secho(f"error: {error} (policy fail)", fg="red", err=True)
+            echo_untrusted(f"error: {error} (policy fail)", fg="red", err=True)
             return EXIT_FAILED
         finally:
             if keeper is not None:
@@ -286,7 +292,7 @@ async def watch_command(
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
         if not as_json:
-            click.secho("stopped", dim=True, err=True)
+            echo_untrusted("stopped", dim=True, err=True)
         return EXIT_OK
 
     return await with_backend(profile, data_dir, body, timeout=timeout)

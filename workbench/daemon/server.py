@@ -12,6 +12,12 @@ TCP listener behind the bearer token. Besides the gateway's routes the socket an
 It exits on its own once no client has been connected and no request has come for the
 idle period (`SANDBOX_WORKBENCH_DAEMON_IDLE_S`, default 15 minutes; 0 never), on
 SIGTERM, SIGINT or SIGHUP, and on `stop`; its live sessions' snapshots are written first.
+
+TCP clients (`serve`) are held to what a client with the token needs, so that clients
+without it cannot starve it (`ConnectionGuard`): a bounded number of connections, below
+the process's file limit; headers within a few seconds and 16 KiB; the oldest connection
+still waiting for headers closed for a new one at the limit. Messages clients can
+provoke (failed accepts, bad requests) are logged a few times a second at most.
 """
 
 from __future__ import annotations
@@ -21,10 +27,13 @@ import contextlib
 import json
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +42,7 @@ from workbench import __version__
 from workbench.backends.daemon.location import log_path, peer_is_this_user, socket_path
 from workbench.backends.local import LocalGateway, open_local_gateway
 from workbench.paths import private_data_dir, private_directory
+from workbench.protocol.errors import error_response
 from workbench.protocol.http import Request, Response
 from workbench.server.app import GatewayApp, Receive, Scope, Send
 
@@ -43,6 +53,27 @@ STOP_GRACE_SECONDS = 10
 LOG_BYTES = 1 << 20
 """A log larger than this at start is moved to `<log>.1` (one old log kept)."""
 LOG = logging.getLogger("sandbox-workbench.daemon")
+SOCKET_BACKLOG = 128
+"""The Unix socket's queue (uvicorn would otherwise widen it, and asyncio's accepts in
+one go, to 2,048)."""
+TCP_BACKLOG = 64
+"""The TCP listener's queue. asyncio also accepts up to this many connections in one go,
+and under a flood takes the next batch before the last one is handled (or its evicted
+connections closed): twice as many file descriptors are kept free for that."""
+FD_HEADROOM = 96
+"""File descriptors kept for all but TCP clients: engine processes (3 each), the store,
+the log, the socket's clients."""
+MIN_TCP_CONNECTIONS = 16
+"""Even under a very low file limit (where accepts may then fail, and are retried)."""
+HEADER_TIMEOUT_S = 5.0
+"""How long a TCP client may take to send a request's headers, from its connection or
+its previous answer (every client sends them at once)."""
+MAX_HEADER_BYTES = 16_384
+"""A TCP request's headers at most (h11's default; httptools has no limit of its own)."""
+LOG_REPEATS_PER_SECOND = 5
+RATE_LIMITED_LOGGERS = ("asyncio", "uvicorn.error", LOG.name)
+"""The loggers clients can make speak: asyncio's failed accepts, uvicorn's bad requests,
+the daemon's refusals."""
 
 
 def idle_seconds_from_env() -> float:
@@ -72,15 +103,21 @@ class Activity:
         self.last = time.monotonic()
 
 
-def _protocol_class(implementation: str, activity: Activity) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol, refusing peers of another user and counting connections."""
+def _uvicorn_protocol(implementation: str) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol class for `implementation` (see `http_implementation`)."""
     import importlib
 
     module, name = {
         "httptools": ("uvicorn.protocols.http.httptools_impl", "HttpToolsProtocol"),
         "h11": ("uvicorn.protocols.http.h11_impl", "H11Protocol"),
     }[implementation]
-    base: type[asyncio.Protocol] = getattr(importlib.import_module(module), name)
+    protocol: type[asyncio.Protocol] = getattr(importlib.import_module(module), name)
+    return protocol
+
+
+def _protocol_class(implementation: str, activity: Activity) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol, refusing peers of another user and counting connections."""
+    base = _uvicorn_protocol(implementation)
 
     class PeerChecked(base):  # type: ignore[valid-type,misc]
         def connection_made(self, transport: asyncio.Transport) -> None:
@@ -97,6 +134,205 @@ def _protocol_class(implementation: str, activity: Activity) -> type[asyncio.Pro
             super().connection_lost(exc)
 
     return PeerChecked
+
+
+def max_tcp_connections() -> int:
+    """How many TCP connections to keep open at once: what the file limit leaves after
+    `FD_HEADROOM` and two batches of accepts, so that accepting does not fail for want
+    of a descriptor (uvicorn's `limit_concurrency` would not do: it counts idle
+    connections too, and answers 503 only once the descriptor is taken)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 16
+    return max(soft - FD_HEADROOM - 2 * TCP_BACKLOG, MIN_TCP_CONNECTIONS)
+
+
+class ConnectionGuard:
+    """The TCP connections of one listener: at most `limit` at once, each waiting for a
+    request's headers at most `header_timeout` seconds and `max_header_bytes` bytes.
+
+    At the limit a new connection closes the one that has waited longest for headers
+    (slow, or idle between requests), so however many connections clients without the
+    token keep open, a client that sends its request at once is answered. A request
+    under way is never cut; when every connection has one, the new one is refused.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        *,
+        header_timeout: float = HEADER_TIMEOUT_S,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+    ) -> None:
+        self.limit = limit
+        self.header_timeout = header_timeout
+        self.max_header_bytes = max_header_bytes
+        self._open: set[asyncio.BaseTransport] = set()
+        self._waiting: OrderedDict[asyncio.BaseTransport, None] = OrderedDict()
+        """Connections waiting for headers, the longest-waiting first."""
+
+    def admit(self, transport: asyncio.BaseTransport) -> bool:
+        """Count a new connection in, closing the longest-waiting one at the limit;
+        False (not counted) when every open connection has a request under way."""
+        if len(self._open) >= self.limit:
+            if not self._waiting:
+                return False
+            oldest, _ = self._waiting.popitem(last=False)
+            self._open.discard(oldest)
+            oldest.close()
+        self._open.add(transport)
+        return True
+
+    def awaiting_headers(self, transport: asyncio.BaseTransport) -> None:
+        """`transport` waits for a request's headers from now on."""
+        self._waiting.pop(transport, None)
+        self._waiting[transport] = None
+
+    def request_began(self, transport: asyncio.BaseTransport) -> None:
+        """`transport` has a request under way: it is not closed for a new connection."""
+        self._waiting.pop(transport, None)
+
+    def forget(self, transport: asyncio.BaseTransport) -> None:
+        self._open.discard(transport)
+        self._waiting.pop(transport, None)
+
+
+def _guarded_protocol_class(implementation: str, guard: ConnectionGuard) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol for TCP clients, held to `guard`."""
+    base = _uvicorn_protocol(implementation)
+    refusal = Response.json(
+        503,
+        error_response("UNAVAILABLE", "Every connection has a request under way", http_status=503),
+    )
+    refused = (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(refusal.body), refusal.body)
+    )
+
+    class Guarded(base):  # type: ignore[valid-type,misc]
+        """Tells `guard` when the connection waits for headers and when a request is
+        under way, and closes it when the headers take too long or grow too large."""
+
+        _header_deadline: asyncio.TimerHandle | None = None
+        _header_bytes = 0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            if not guard.admit(transport):
+                LOG.warning(
+                    "refused a TCP connection: all %d have a request under way", guard.limit
+                )
+                transport.write(refused)
+                transport.close()
+                return
+            self._wait_for_headers()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.transport.is_closing():
+                return
+            if self._request_under_way():
+                self._stop_waiting()
+                guard.request_began(self.transport)
+                return
+            self._header_bytes += len(data)
+            if self._header_bytes > guard.max_header_bytes:
+                self.transport.close()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and not self._request_under_way():
+                self._wait_for_headers()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            guard.forget(self.transport)
+            self._stop_waiting()
+            super().connection_lost(exc)
+
+        def _request_under_way(self) -> bool:
+            return self.cycle is not None and not self.cycle.response_complete
+
+        def _wait_for_headers(self) -> None:
+            self._stop_waiting()
+            self._header_bytes = 0
+            self._header_deadline = self.loop.call_later(guard.header_timeout, self.transport.close)
+            guard.awaiting_headers(self.transport)
+
+        def _stop_waiting(self) -> None:
+            if self._header_deadline is not None:
+                self._header_deadline.cancel()
+                self._header_deadline = None
+
+    return Guarded
+
+
+class RepeatLimit(logging.Filter):
+    """Lets a message (by its first line) through at most `per_second` times a second:
+    a client that provokes the same error in a loop cannot flood the log."""
+
+    def __init__(
+        self,
+        per_second: int = LOG_REPEATS_PER_SECOND,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.per_second = per_second
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._second_ends = 0.0
+        self._counts: dict[tuple[int, str], int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.levelno, str(record.msg).partition("\n")[0][:200])
+        with self._lock:
+            now = self._clock()
+            if now >= self._second_ends:
+                self._second_ends = now + 1.0
+                self._counts.clear()
+            count = self._counts[key] = self._counts.get(key, 0) + 1
+        if count == self.per_second:  # the last one this second says so
+            record.msg = (
+                f"{record.msg} [{count} times within a second: repeats dropped until the next]"
+            )
+        return count <= self.per_second
+
+
+def limit_log_rate() -> None:
+    """Put a `RepeatLimit` on each of `RATE_LIMITED_LOGGERS` (once)."""
+    for name in RATE_LIMITED_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(existing, RepeatLimit) for existing in logger.filters):
+            logger.addFilter(RepeatLimit())
+
+
+def server_config(app: Any, http: Any, **options: Any) -> Any:
+    """A uvicorn configuration for the daemon's apps: no lifespan, no access log, no
+    websockets, warnings and worse logged."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        http=http,
+        ws="none",
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        **options,
+    )
+
+
+def tcp_server_config(app: GatewayApp, **options: Any) -> Any:
+    """`server_config` for a TCP listener (`serve`), its connections held to a
+    `ConnectionGuard` sized by the file limit."""
+    guard = ConnectionGuard(max_tcp_connections())
+    return server_config(
+        app,
+        _guarded_protocol_class(http_implementation(), guard),
+        backlog=TCP_BACKLOG,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        **options,
+    )
 
 
 def http_implementation() -> str:
@@ -135,33 +371,27 @@ class Daemon:
     async def run(self, on_listening: Callable[[], None] = lambda: None) -> None:
         """Own the store, listen, serve until told to stop or idle, then close it all.
         Raises `StoreOwnedError` when another process owns the store."""
-        import uvicorn
-
         gateway = open_local_gateway(
             self.data_dir, owner_kind="daemon", socket=str(self.socket), **self._gateway_options
         )
         self._gateway = gateway
         listener = self._listen_on_socket()
         try:
-            implementation = http_implementation()
-            protocol = _protocol_class(implementation, self.activity)
-            apps: list[tuple[Any, socket.socket, Any]] = [
-                (self._app(), listener, protocol),
-            ]
+            protocol = _protocol_class(http_implementation(), self.activity)
+            grace = STOP_GRACE_SECONDS
+            socket_config = server_config(
+                self._app(), protocol, backlog=SOCKET_BACKLOG, timeout_graceful_shutdown=grace
+            )
+            configs = [(socket_config, listener)]
             if self.tcp is not None:
                 tcp_listener, token = self.tcp
-                apps.append((GatewayApp(gateway.handle, token), tcp_listener, implementation))
-            tasks = []
-            for app, sock, http in apps:
-                config = uvicorn.Config(
-                    app,
-                    http=http,
-                    lifespan="off",
-                    log_level="warning",
-                    access_log=False,
-                    server_header=False,
-                    timeout_graceful_shutdown=STOP_GRACE_SECONDS,
+                app = GatewayApp(gateway.handle, token)
+                configs.append(
+                    (tcp_server_config(app, timeout_graceful_shutdown=grace), tcp_listener)
                 )
+            limit_log_rate()
+            tasks = []
+            for config, sock in configs:
                 server = _quiet_server(config)
                 self._servers.append(server)
                 tasks.append(asyncio.create_task(server.serve(sockets=[sock])))
@@ -220,7 +450,7 @@ class Daemon:
         finally:
             os.umask(old_umask)
         os.chmod(self.socket, 0o600)
-        listener.listen(128)
+        listener.listen(SOCKET_BACKLOG)
         listener.set_inheritable(False)
         return listener
 
@@ -289,6 +519,7 @@ class Daemon:
             "logFile": str(log_path(self.data_dir)),
             "idleSeconds": self.idle_seconds,
             "tcp": tcp,
+            "settings": None if gateway is None else gateway.resources.local.to_json(),
         }
 
 
@@ -337,8 +568,6 @@ def process_tree_rss(pid: int, children: list[int]) -> int:
     """Resident bytes of `pid` and its `children` (the engine processes); on a system
     without `/proc`, the daemon's own peak."""
     if not Path("/proc").is_dir():
-        import resource
-
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return int(peak if sys.platform == "darwin" else peak * 1024)
     total = 0

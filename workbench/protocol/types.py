@@ -244,6 +244,12 @@ class CancelResult(WireType):
     cancelled: bool
 
 
+LOCAL_ONLY_CONTEXT_LANGUAGES = frozenset({"ruby"})
+"""Languages whose code contexts only the local backend offers, and only when asked to:
+the deployed system runs Ruby statelessly (spec 1.4: its initial memory is too large to
+snapshot per context)."""
+
+
 @dataclass(frozen=True)
 class CodeContext(WireType):
     """A code context as `POST /contexts` and `GET /contexts` return it (spec 2.4.2)."""
@@ -254,6 +260,11 @@ class CodeContext(WireType):
     cwd: str
     created_at: str
     last_used: str
+
+    @property
+    def local_only(self) -> bool:
+        """Only the local backend has contexts of this language (`--ruby-contexts`)."""
+        return self.language in LOCAL_ONLY_CONTEXT_LANGUAGES
 
     @property
     def created(self) -> datetime:
@@ -296,6 +307,11 @@ class ContextInfo(WireType):
     last_used: str
     executions: int
     snapshot: SnapshotInfo | None
+
+    @property
+    def local_only(self) -> bool:
+        """Only the local backend has contexts of this language (`--ruby-contexts`)."""
+        return self.language in LOCAL_ONLY_CONTEXT_LANGUAGES
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,14 @@
 """An ASGI application serving the gateway protocol (run by uvicorn).
 
-HTTP parsing is uvicorn's; this layer only reads the body (bounded), checks the bearer
-token in constant time (when there is one: the daemon's own socket has none) and hands
-the request to a handler that owns every route, status and error body: the local
-gateway, or the daemon for a `serve` in front of it. A client that disconnects before
-its answer gives its request up (`Request.given_up`): its execution is cancelled.
+HTTP parsing is uvicorn's; this layer checks the bearer token in constant time (when
+there is one: the daemon's own socket has none), reads the body (bounded in size and
+time) and hands the request to a handler that owns every route, status and error body:
+the local gateway, or the daemon for a `serve` in front of it. A client that disconnects
+before its answer gives its request up (`Request.given_up`): its execution is cancelled.
+
+A client without the token never has its body read: it is answered at once and its
+connection closed, so it cannot hold the connection (and its file descriptor) by sending
+slowly. A body declared larger than the route accepts is refused before it is read.
 """
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ MAX_BODY_BYTES = FILES_BODY_CAP + 4096
 for headers' sake."""
 MAX_BATCH_BODY_BYTES = FILES_BATCH_BODY_CAP + 4096
 """`/files/batch` (8 MiB, also after gzip decoding, which the route checks)."""
+DISCARD_BYTES = 4 << 20
+"""Bytes past the limit read and dropped rather than cut off, so that an authorized
+client reads its 413 (closing with its body unread resets the connection under the
+answer); `DISCARD_IDLE_S`: how long dropping waits for more."""
+DISCARD_IDLE_S = 0.5
+BODY_TIMEOUT_S = 60.0
+"""How long an authorized client may take to send a whole body: the largest (8 MiB) at
+about 1 Mbit/s. One that sends slower is answered 408 and its connection closed."""
 
 
 def unauthorized() -> Response:
@@ -50,13 +62,20 @@ class GatewayApp:
     """ASGI 3 app: bearer auth + body cap in front of a gateway's `handle`."""
 
     def __init__(
-        self, handle: Handler, token: str | None, *, on_shutdown: Callable[[], object] = object
+        self,
+        handle: Handler,
+        token: str | None,
+        *,
+        on_shutdown: Callable[[], object] = object,
+        body_timeout: float = BODY_TIMEOUT_S,
     ) -> None:
         """`token` None: no authorization (a socket only its owner can reach);
-        `on_shutdown` runs at the lifespan's shutdown."""
+        `on_shutdown` runs at the lifespan's shutdown; `body_timeout`: seconds to receive
+        a whole body."""
         self.handle = handle
         self._expected_header = None if token is None else b"Bearer " + token.encode()
         self._on_shutdown = on_shutdown
+        self._body_timeout = body_timeout
 
     def authorized(self, raw_headers: list[tuple[bytes, bytes]]) -> bool:
         """Exactly one Authorization header whose value is `Bearer <token>`.
@@ -87,16 +106,37 @@ class GatewayApp:
         # so an id containing "/" (sent as %2F) stays one segment.
         raw_path = scope.get("raw_path")
         path = raw_path.decode("latin-1") if raw_path else scope.get("path", "/")
-        if path not in PUBLIC_PATHS and not self.authorized(raw_headers):
-            await _drain(receive)
-            await self._send(send, unauthorized())
+        authorized = self.authorized(raw_headers)
+        if not authorized and path not in PUBLIC_PATHS:
+            await self._send(send, unauthorized(), close=True)
             return
         cap = MAX_BATCH_BODY_BYTES if path.endswith("/files/batch") else MAX_BODY_BYTES
-        body = await _read_body(receive, cap)
-        if body is None:
-            await self._send(send, error_json(validation_error("Request too large", 413)))
+        declared = _declared_length(headers)
+        method = scope.get("method", "GET")
+        if not authorized:  # a public route without the token: its body stays unread
+            if declared > cap:
+                await self._refuse(send, 413, "Request too large")
+                return
+            request = Request(method, path, b"", headers)
+            await self._send(send, await self.handle(request), close=True)
             return
-        request = Request(scope.get("method", "GET"), path, body, headers)
+        if declared > cap + DISCARD_BYTES:
+            await self._refuse(send, 413, "Request too large")
+            return
+        try:
+            async with asyncio.timeout(self._body_timeout):
+                body = None if declared > cap else await _read_body(receive, cap)
+                # A body a little too large is read on and dropped (never kept) while it
+                # keeps coming, so the token holder reads its 413 rather than a reset.
+                whole = body is not None or await _discard_body(receive, DISCARD_BYTES)
+        except TimeoutError:
+            await self._refuse(send, 408, "Request body not received in time")
+            return
+        if body is None:
+            too_large = error_json(validation_error("Request too large", 413))
+            await self._send(send, too_large, close=not whole)
+            return
+        request = Request(method, path, body, headers)
         await self._send(send, await self._answer(request, receive))
 
     async def _answer(self, request: Request, receive: Receive) -> Response:
@@ -126,20 +166,33 @@ class GatewayApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
+    @classmethod
+    async def _refuse(cls, send: Send, status: int, message: str) -> None:
+        """Answer a request whose body was not (wholly) read, and close its connection."""
+        await cls._send(send, error_json(validation_error(message, status)), close=True)
+
     @staticmethod
-    async def _send(send: Send, response: Response) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status,
-                "headers": [
-                    (b"content-type", response.content_type.encode()),
-                    (b"cache-control", b"no-store"),
-                    (b"content-length", str(len(response.body)).encode()),
-                ],
-            }
-        )
+    async def _send(send: Send, response: Response, *, close: bool = False) -> None:
+        """Send `response`; `close`: then close the connection (uvicorn does so after a
+        `connection: close` answer), leaving whatever the client still sends unread."""
+        headers = [
+            (b"content-type", response.content_type.encode()),
+            (b"cache-control", b"no-store"),
+            (b"content-length", str(len(response.body)).encode()),
+        ]
+        if close:
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await send({"type": "http.response.body", "body": response.body})
+
+
+def _declared_length(headers: dict[str, str]) -> int:
+    """The body length the request's Content-Length declares (0 without one; the HTTP
+    parser has refused a malformed one already)."""
+    try:
+        return int(headers.get("content-length", "0"))
+    except ValueError:
+        return 0
 
 
 async def _read_body(receive: Receive, cap: int) -> bytes | None:
@@ -160,14 +213,27 @@ async def _read_body(receive: Receive, cap: int) -> bytes | None:
     return b"".join(chunks)
 
 
+async def _discard_body(receive: Receive, limit: int) -> bool:
+    """Read the rest of the body and drop it; False once `limit` bytes were dropped and
+    more is coming, when none came for `DISCARD_IDLE_S` (a client waiting for its answer
+    before it sends), or when the client went away."""
+    dropped = 0
+    while True:
+        try:
+            async with asyncio.timeout(DISCARD_IDLE_S):
+                message = await receive()
+        except TimeoutError:
+            return False
+        if message["type"] == "http.disconnect":
+            return False
+        dropped += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return True
+        if dropped > limit:
+            return False
+
+
 async def _disconnected(receive: Receive) -> None:
     """Return once the client has gone (the body was read already)."""
     while (await receive())["type"] != "http.disconnect":
         pass
-
-
-async def _drain(receive: Receive) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect" or not message.get("more_body", False):
-            return

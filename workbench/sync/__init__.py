@@ -21,7 +21,7 @@ from workbench.sync.events import (
     SyncReport,
     SyncStatus,
 )
-from workbench.sync.file_limit import MAX_FILE_BYTES
+from workbench.sync.file_limit import MAX_FILE_BYTES, MAX_WORKSPACE_BYTES
 from workbench.sync.folder_sync import FolderSync
 from workbench.sync.ignore import DEFAULT_IGNORES, IgnoreRules, compile_ignore_lines
 from workbench.sync.manifest import RemoteEntry, sync_state_file
@@ -31,6 +31,7 @@ from workbench.sync.retries import TransientSyncError
 __all__ = [
     "DEFAULT_IGNORES",
     "MAX_FILE_BYTES",
+    "MAX_WORKSPACE_BYTES",
     "ConflictPolicy",
     "EventKind",
     "FolderSync",

@@ -33,7 +33,9 @@ the manifest, so coalesced, reordered or repeated watcher events cannot drift th
   pass that still fails keeps its paths pending for a later retry.
 - Ignored paths are never touched in the sandbox (neither uploaded nor deleted).
 - Local files are read without following symlinks (`read_regular_file`), at most
-  `MAX_FILE_BYTES` + 1 bytes; every host path goes through `host_path`.
+  `MAX_FILE_BYTES` + 1 bytes each, once, and only as many as fit in the room the
+  sandbox's 16 MiB workspace has left (`workbench.sync.file_limit`; the rest is reported);
+  every host path goes through `host_path`.
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ def scan_folder(root: Path, rules: IgnoreRules, start: str = "") -> LocalScan:
     """
     scan = LocalScan()
     root_real = os.path.realpath(root)
-    visited: set[str] = set()
+    visited: set[tuple[int, int]] = set()  # (device, inode): one stat however deep
     stack: list[tuple[str, str]] = []
     if start:
         start_path = str(host_path(root, start))
@@ -177,11 +177,11 @@ def scan_folder(root: Path, rules: IgnoreRules, start: str = "") -> LocalScan:
         stack.append(("", str(root)))
     while stack:
         relative_dir, full_dir = stack.pop()
-        real_dir = os.path.realpath(full_dir)
-        if real_dir in visited:
-            continue
-        visited.add(real_dir)
         try:
+            info = os.stat(full_dir)
+            if (info.st_dev, info.st_ino) in visited:
+                continue
+            visited.add((info.st_dev, info.st_ino))
             children = sorted(os.listdir(full_dir))
         except OSError:
             continue

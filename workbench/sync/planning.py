@@ -1,5 +1,7 @@
 """Planning a pass: what to upload, rename, make and delete in the sandbox, from the local
-scan, the manifest and what the sync owns (see `workbench.sync.folder_sync`)."""
+scan, the manifest and what the sync owns (see `workbench.sync.folder_sync`). Changed
+files are read here, once, and only as much as the sandbox can hold
+(`workbench.sync.file_limit`)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workbench.sync.events import EmitEvent, EventKind, SyncIssue, SyncReport
-from workbench.sync.file_limit import read_within_limit
+from workbench.sync.file_limit import MAX_WORKSPACE_BYTES, read_what_fits
 from workbench.sync.ignore import IgnoreRules
 from workbench.sync.local import LocalEntry, content_digest
 from workbench.sync.manifest import RemoteEntry
@@ -51,7 +53,8 @@ def plan_pass(
     """The plan that makes the `current` manifest paths and the `local` entries match.
 
     Updates `manifest` for what needs no call (entries that became ignored or are not
-    the sync's, unchanged content) and reports unchanged files and per-path errors."""
+    the sync's, unchanged content) and reports unchanged files and per-path errors,
+    files that do not fit in the sandbox among them."""
     plan = Plan()
     gone: list[str] = []
     blocked: list[str] = []
@@ -72,6 +75,7 @@ def plan_pass(
             continue
         (gone if wanted is None else plan.early_deletes).append(path)
     replaced = set(plan.early_deletes)
+    changed: list[tuple[str, LocalEntry]] = []
     for path, wanted in sorted(local.items()):
         if blocked and any(is_under(path, top) for top in blocked):
             continue
@@ -88,9 +92,20 @@ def plan_pass(
         ):
             report.unchanged += 1
             continue
-        data = read_within_limit(root, path, wanted, report)
+        changed.append((path, wanted))
+    # The room the sandbox has for this pass's files: what the manifest says stays there
+    # (files deleted after the uploads count as gone already: a rename needs no room).
+    freed = {path for path, _ in changed}.union(gone, replaced)
+    staying = sum(
+        entry.size for path, entry in manifest.items() if not entry.is_dir and path not in freed
+    )
+    room = max(0, MAX_WORKSPACE_BYTES - staying)
+    contents = read_what_fits(root, changed, room, report, emit)
+    for path, wanted in changed:
+        data = contents.get(path)
         if data is None:
             continue
+        entry = manifest.get(path)
         digest = content_digest(data)
         if entry is not None and not entry.is_dir and entry.digest == digest:
             manifest[path] = replace(entry, local_stat=wanted.stat_key)

@@ -277,10 +277,16 @@ def read_transcript(path: Path) -> Transcript:
         raise TranscriptError(
             f"{path} is not JSON (line {error.lineno}, column {error.colno}: {error.msg})"
         ) from None
+    except ValueError as error:  # an integer past Python's digit limit
+        raise TranscriptError(f"{path}: {error}") from None
+    except RecursionError:
+        raise TranscriptError(f"{path} nests too deeply") from None
     try:
         return parse_transcript(data)
     except TranscriptError as error:
         raise TranscriptError(f"{path}: {error}") from None
+    except RecursionError:
+        raise TranscriptError(f"{path} nests too deeply") from None
 
 
 def write_private_text(path: Path, text: str, *, overwrite: bool) -> None:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from workbench.api import neutralise
+
 if TYPE_CHECKING:
     from workbench.transcripts.replay import ReplayReport
 
@@ -129,6 +131,8 @@ class TranscriptItem(pytest.Item):
             raise TranscriptFailure(f"cannot replay on {profile}: {error}") from None
         except SandboxError as error:
             raise TranscriptFailure(f"cannot replay on {profile}: {error.message}") from None
+        if report.known_difference is not None:
+            pytest.skip(report.known_difference)
         if report.divergences:
             raise TranscriptFailure(divergence_text(report))
 
@@ -144,7 +148,8 @@ class TranscriptItem(pytest.Item):
 
 
 def divergence_text(report: ReplayReport) -> str:
-    """Each diverged cell with its code and a unified diff (recorded → observed)."""
+    """Each diverged cell with its code and a unified diff (recorded → observed),
+    neutralised: pytest prints it to the terminal as it is."""
     from workbench.transcripts import outcome_lines, unified_lines
 
     lines = [f"{len(report.divergences)} of {len(report.cells)} cells diverged on {report.profile}"]
@@ -158,4 +163,4 @@ def divergence_text(report: ReplayReport) -> str:
     if report.unset_env_vars:
         keys = ", ".join(report.unset_env_vars)
         lines += ["", f"not set (no recorded value): {keys}"]
-    return "\n".join(lines)
+    return neutralise("\n".join(lines))

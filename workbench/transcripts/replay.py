@@ -8,7 +8,13 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from workbench.api import Backend, ExecutionResult, RuntimeInfo, SandboxClient
+from workbench.api import (
+    LOCAL_ONLY_CONTEXT_LANGUAGES,
+    Backend,
+    ExecutionResult,
+    RuntimeInfo,
+    SandboxClient,
+)
 from workbench.transcripts.model import EnvVars, Transcript, Workspace
 from workbench.transcripts.outcomes import Outcome, differing_fields
 
@@ -84,12 +90,17 @@ async def run_fresh(
     prepare: EnginePreparer = prepare_quietly,
 ) -> ExecutionResult:
     """Run `code` once where no earlier state can leak in: statelessly, or in a new
-    context of `sandbox_id` (deleted afterwards), or of a scratch sandbox."""
+    context of `sandbox_id` (deleted afterwards), or of a scratch sandbox. A runtime
+    without code contexts runs it as a sandbox runs it then: statelessly (spec 1.4)."""
     await prepare(backend, runtime.language)
-    if stateless:
+    if stateless or (not runtime.contexts and sandbox_id is None):
         return await backend.run_code(code, binding=runtime.binding, env_vars=env_vars)
     if sandbox_id is not None:
         sandbox = backend.sandbox(sandbox_id)
+        if not runtime.contexts:
+            return await sandbox.interpreter.run_code(
+                code, binding=runtime.binding, env_vars=env_vars
+            )
         async with fresh_context_in(sandbox, runtime.binding) as context_id:
             return await sandbox.interpreter.run_code(code, context=context_id, env_vars=env_vars)
     async with (
@@ -123,6 +134,9 @@ class ReplayReport:
     cells: list[CellReplay]
     unset_env_vars: list[str] = field(default_factory=list)
     """Recorded env var keys without a value (exported without `--with-env`): not set."""
+    known_difference: str | None = None
+    """Why the cells were not replayed although nothing diverged: the backend has no code
+    contexts for the binding (Ruby contexts are a local extension, see `local_only`)."""
 
     @property
     def divergences(self) -> list[CellReplay]:
@@ -151,13 +165,21 @@ async def replay_transcript(
     The scratch sandbox is destroyed afterwards."""
     spec = transcript.context
     runtime = await find_runtime(backend, spec.binding, spec.language)
-    await prepare(backend, runtime.language)
     unset = sorted(
         key
         for env in (transcript.sandbox_env_vars, spec.env_vars)
         for key, value in env.items()
         if value is None
     )
+    if not runtime.contexts:
+        local_only = spec.language in LOCAL_ONLY_CONTEXT_LANGUAGES
+        extension = f" ({spec.language} contexts are a local extension)" if local_only else ""
+        reason = (
+            f"known difference: the transcript ran in a {spec.language} code context, and "
+            f"{backend.name} runs {runtime.binding} statelessly{extension}; not replayed"
+        )
+        return ReplayReport(backend.name, runtime.binding, [], unset, reason)
+    await prepare(backend, runtime.language)
     cells: list[CellReplay] = []
     async with scratch_sandbox(backend, "replay") as sandbox:
         sandbox_env = {k: v for k, v in transcript.sandbox_env_vars.items() if v is not None}

@@ -78,6 +78,11 @@ class WorkbenchApp(App[None]):
                 self.config_problem = str(error)
                 config = Config()
         self.config = config
+        self.started_remote = profile != LOCAL and config.last_remote != profile
+        """Started on a remote profile other than the last one: it becomes the last remote
+        (so `ctrl+l` comes back to it), saved once the app runs."""
+        if self.started_remote:
+            config.last_remote = profile
         self.data_dir = resolve_data_dir(data_dir)
         """The local data dir: history, exports and folder-sync state (whatever the profile)."""
         self.main_screen = MainScreen(
@@ -104,6 +109,8 @@ class WorkbenchApp(App[None]):
         if self.config.theme and self.config.theme in self.available_themes:
             self.theme = self.config.theme
         self.theme_changed_signal.subscribe(self, self.remember_theme)
+        if self.started_remote and not self.config_problem:
+            self.save_config()
         if self.config_problem:
             self.notify(self.config_problem, title="Config", severity="error")
 

@@ -5,6 +5,7 @@ dir, never silently over an existing file)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,11 +27,20 @@ EXPORTS_DIR_NAME: Final = "exports"
 EXTENSIONS: Final = {"markdown": ".md", "json": ".json", "transcript": ".transcript.json"}
 
 
+def fence_for(body: Sequence[str]) -> str:
+    """A code fence longer than any run of backticks in `body`, so guest text can never
+    close it and turn into Markdown or HTML (CommonMark: a fence closes only with one at
+    least as long)."""
+    longest = max((len(run) for line in body for run in re.findall("`+", line)), default=0)
+    return "`" * max(3, longest + 1)
+
+
 def transcript_markdown(title: str, cells: Sequence[TranscriptCell]) -> str:
     lines = [f"# {title}", ""]
     for cell in cells:
-        lines += [f"## In [{cell.number}]", "", f"```{FENCE_LANGUAGES.get(cell.language, '')}"]
-        lines += [cell.code, "```", ""]
+        fence = fence_for([cell.code])
+        language = FENCE_LANGUAGES.get(cell.language, "")
+        lines += [f"## In [{cell.number}]", "", f"{fence}{language}", cell.code, fence, ""]
         result = cell.result
         sections: list[tuple[str, list[str]]] = []
         if result is not None:
@@ -43,7 +53,8 @@ def transcript_markdown(title: str, cells: Sequence[TranscriptCell]) -> str:
             sections.append(("failure", [cell.failure]))
         for name, body in sections:
             if body:
-                lines += [f"**{name}**", "", "```", *body, "```", ""]
+                fence = fence_for(body)
+                lines += [f"**{name}**", "", fence, *body, fence, ""]
     return "\n".join(lines)
 
 

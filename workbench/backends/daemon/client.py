@@ -27,6 +27,7 @@ from typing import Any
 from engines.locations import CACHE_ENV
 from workbench import __version__
 from workbench.api.client import Backend
+from workbench.api.display import warn_untrusted
 from workbench.api.engines import EngineInfo, Progress
 from workbench.backends.daemon.location import (
     RUNTIME_DIR_ENV,
@@ -40,6 +41,7 @@ from workbench.backends.daemon.location import (
 )
 from workbench.backends.daemon.transport import SocketTransport, unreachable
 from workbench.backends.owner import StoreOwnedError, current_owner
+from workbench.config import FILE_API_ENV, RUBY_CONTEXTS_ENV, LocalSettings, local_settings
 from workbench.paths import CONFIG_DIR_ENV, DATA_DIR_ENV, private_data_dir
 from workbench.protocol.http import parse_json_response
 
@@ -81,6 +83,8 @@ class DaemonInfo:
     log_file: str
     idle_seconds: float
     tcp: str | None
+    settings: LocalSettings | None
+    """How its sandboxes differ from a default deployment (None: it did not say)."""
 
     @classmethod
     def from_json(cls, data: Any) -> DaemonInfo:
@@ -98,6 +102,7 @@ class DaemonInfo:
             str(data["logFile"]),
             float(data["idleSeconds"]),
             None if data.get("tcp") is None else str(data["tcp"]),
+            LocalSettings.from_json(data.get("settings")),
         )
 
 
@@ -136,7 +141,9 @@ def stop(path: Path, data_dir: Path) -> int | None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_SECONDS
-    while current_owner(data_dir) is not None:
+    # Until that daemon released the store (one started since by another client may hold
+    # it then: that one is not waited for).
+    while (holder := current_owner(data_dir)) is not None and holder.pid in (pid, 0):
         if time.monotonic() > deadline:
             raise DaemonStartError(f"the local daemon (pid {pid}) did not stop in time")
         time.sleep(0.02)
@@ -174,27 +181,47 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def ensure_daemon(data_dir: Path | None = None) -> DaemonInfo:
-    """The daemon of `data_dir` (default: the user's), started if none runs and replaced
-    (after it wrote its snapshots) if it is of another version."""
+def ensure_daemon(
+    data_dir: Path | None = None, settings: LocalSettings | None = None
+) -> DaemonInfo:
+    """The daemon of `data_dir` (default: the user's), started if none runs, and replaced
+    if it is of another version or holds other `settings` (default: `local_settings()`):
+    one data dir is one deployment, and every answered run is stored, so a replacement
+    loses no state."""
+    wanted = local_settings() if settings is None else settings
     directory = private_data_dir(data_dir).absolute()  # the daemon runs elsewhere
     path = socket_path(directory)
     info = probe(path)
-    if info is not None and info.version == __version__:
+    if info is not None and info.version == __version__ and info.settings == wanted:
         return info
     with _spawn_lock(directory):
         info = probe(path)
         if info is not None and info.version != __version__:
             stop(path, directory)
-            print(
+            warn_untrusted(
                 f"note: replaced the local daemon of sandbox-workbench {info.version} "
-                f"(pid {info.pid}) with one of this version ({__version__})",
-                file=sys.stderr,
+                f"(pid {info.pid}) with one of this version ({__version__})"
+            )
+            info = None
+        elif info is not None and info.settings != wanted:
+            stop(path, directory)
+            warn_untrusted(
+                f"note: restarted the local daemon (pid {info.pid}) with "
+                f"{describe_settings(wanted)} (it had {describe_settings(info.settings)})"
             )
             info = None
         if info is None:
-            info = _start(directory, path)
+            info = _start(directory, path, wanted)
     return info
+
+
+def describe_settings(settings: LocalSettings | None) -> str:
+    """`Ruby contexts on, File API off`: the settings as a note names them."""
+    if settings is None:
+        return "unknown settings"
+    ruby = "on" if settings.ruby_contexts else "off"
+    files = "on" if settings.file_api else "off"
+    return f"Ruby contexts {ruby}, File API {files}"
 
 
 def open_daemon_backend(
@@ -243,7 +270,7 @@ class DaemonEngineManager:
         await LocalEngineManager().prepare(language, progress)
 
 
-def _start(directory: Path, path: Path) -> DaemonInfo:
+def _start(directory: Path, path: Path, settings: LocalSettings) -> DaemonInfo:
     """Start the daemon once the store has no owner (one stopping is waited for; one
     starting elsewhere is used) and wait for its answer."""
     process: subprocess.Popen[bytes] | None = None
@@ -257,7 +284,9 @@ def _start(directory: Path, path: Path) -> DaemonInfo:
         holder = current_owner(directory)
         if holder is None:
             if process is None or process.poll() is not None:
-                process = _spawn(directory)
+                process = _spawn(directory, settings)
+        elif holder.kind == "unknown":
+            pass  # taken a moment ago, its holder not written yet (a busy machine): wait
         elif holder.kind != "daemon":
             raise StoreOwnedError(directory, holder)
         elif holder.socket is not None and Path(holder.socket) != path:
@@ -284,11 +313,14 @@ PATH_VARIABLES = (DATA_DIR_ENV, CONFIG_DIR_ENV, CACHE_ENV, RUNTIME_DIR_ENV, STAT
 """Directories the daemon reads from its environment: absolute for it, which runs in `/`."""
 
 
-def _spawn(directory: Path) -> subprocess.Popen[bytes]:
+def _spawn(directory: Path, settings: LocalSettings) -> subprocess.Popen[bytes]:
     environment = dict(os.environ)
     for name in PATH_VARIABLES:
         if environment.get(name):
             environment[name] = os.path.abspath(os.path.expanduser(environment[name]))
+    # The settings the client resolved, whatever the config file says by the time it reads.
+    environment[RUBY_CONTEXTS_ENV] = "1" if settings.ruby_contexts else "0"
+    environment[FILE_API_ENV] = "enabled" if settings.file_api else "disabled"
     process = subprocess.Popen(
         [sys.executable, "-m", "workbench.daemon", "--data-dir", str(directory.absolute())],
         env=environment,

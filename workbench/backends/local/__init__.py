@@ -19,7 +19,7 @@ from workbench.backends.local.runtimes import EngineProgress, local_runtimes
 from workbench.backends.local.sessions import DEFAULT_MAX_RESIDENT, SessionPool
 from workbench.backends.local.settings import LocalResources, SandboxSettings, parse_ttl
 from workbench.backends.owner import OwnerInfo, OwnerLock
-from workbench.config import TIMEOUT_ENV, parse_timeout
+from workbench.config import TIMEOUT_ENV, LocalSettings, local_settings, parse_timeout
 from workbench.core.clock import SYSTEM_CLOCK, Clock
 from workbench.paths import DATABASE_NAME, private_data_dir
 from workbench.protocol.http import Request, Response
@@ -75,12 +75,14 @@ def open_local_gateway(
     prepare_progress: EngineProgress | None = None,
     owner_kind: str = "embedded",
     socket: str | None = None,
+    settings: LocalSettings | None = None,
 ) -> LocalGateway:
     """The local sandboxes stored under `directory` (default: the user data dir), owned by
     this process until the gateway is closed (`StoreOwnedError` when another process owns
     them: the daemon, or another embedded backend); `prepare_progress` hears about engines
     prepared on their first use. `owner_kind` and `socket` say who owns it (the daemon
-    passes its own)."""
+    passes its own). `settings`: how it differs from a default deployment (default: the
+    environment's and the config file's, `local_settings`)."""
     root = private_data_dir(directory)
     owner = OwnerLock(root)
     owner.acquire(OwnerInfo(os.getpid(), owner_kind, __version__, socket, int(time.time() * 1000)))
@@ -94,6 +96,7 @@ def open_local_gateway(
             clock=clock,
             history_limit=history_limit,
             prepare_progress=prepare_progress,
+            settings=local_settings() if settings is None else settings,
         )
     except BaseException:
         owner.release()
@@ -110,6 +113,7 @@ def _open_gateway(
     clock: Clock,
     history_limit: int | None,
     prepare_progress: EngineProgress | None,
+    settings: LocalSettings,
 ) -> LocalGateway:
     if history_limit is None:
         raw = os.environ.get(HISTORY_LIMIT_ENV, "")
@@ -125,10 +129,13 @@ def _open_gateway(
     engine_pool.prewarm()
     resources = LocalResources(
         store=Store(root / DATABASE_NAME, history_limit=history_limit),
-        runtimes=local_runtimes(engine_pool, limits, prepare_progress),
+        runtimes=local_runtimes(
+            engine_pool, limits, prepare_progress, ruby_contexts=settings.ruby_contexts
+        ),
         sessions=SessionPool(max_resident),
         clock=clock,
-        settings=SandboxSettings(ttl_ms=ttl_ms, limits=limits),
+        settings=SandboxSettings(ttl_ms=ttl_ms, file_api=settings.file_api, limits=limits),
+        local=settings,
         engine_pool=engine_pool,
     )
     return LocalGateway(resources, owner)

@@ -17,7 +17,7 @@ from engines.language import LanguageEngine, PrepareError, Progress
 from engines.registry import LANGUAGES, language_engine
 from engines.result import ENGINE_ERROR, HOST_MESSAGE_CHARS, ExecutionError, ExecutionResult
 from engines.session import Limits
-from workbench.protocol.types import RuntimeInfo
+from workbench.protocol.types import LOCAL_ONLY_CONTEXT_LANGUAGES, RuntimeInfo
 
 EngineProgress = Callable[[str, str, float], None]
 """Hears (language, step, fraction done) while an engine is prepared on first use."""
@@ -33,6 +33,9 @@ class LocalRuntime:
     engine_pool: WorkerPool
     prepare_progress: Progress | None = None
     """Hears about preparing this engine on its first use (e.g. `serve` prints it)."""
+    contexts: bool = True
+    """Code contexts are offered (spec 1.4: a binding that reports `contexts: false` runs
+    statelessly, and creating a context for it is a 400)."""
 
     @property
     def language(self) -> str:
@@ -44,7 +47,7 @@ class LocalRuntime:
         return "" if build is None else build.identity
 
     def info(self) -> RuntimeInfo:
-        return RuntimeInfo(self.binding, self.spec.language, self.spec.engine, self.spec.contexts)
+        return RuntimeInfo(self.binding, self.spec.language, self.spec.engine, self.contexts)
 
     def run_stateless(
         self,
@@ -85,8 +88,11 @@ def local_runtimes(
     engine_pool: WorkerPool,
     limits: Limits | None = None,
     prepare_progress: EngineProgress | None = None,
+    *,
+    ruby_contexts: bool = False,
 ) -> dict[str, LocalRuntime]:
-    """The local bindings: JAVASCRIPT, PYTHON, PERL, RUBY (engines whose package loads)."""
+    """The local bindings: JAVASCRIPT, PYTHON, PERL, RUBY (engines whose package loads);
+    RUBY has code contexts only with `ruby_contexts` (a local extension)."""
     runtimes: dict[str, LocalRuntime] = {}
     for language in LANGUAGES:
         try:
@@ -99,5 +105,6 @@ def local_runtimes(
             limits or Limits(),
             engine_pool,
             None if prepare_progress is None else functools.partial(prepare_progress, language),
+            spec.contexts and (language not in LOCAL_ONLY_CONTEXT_LANGUAGES or ruby_contexts),
         )
     return runtimes

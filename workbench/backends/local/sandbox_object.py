@@ -229,9 +229,15 @@ class SandboxObject:
         meta = self._state.ensure_meta()
         if context_id is not None:
             row = self._state.context(context_id)
+            if not self._state.runtime(row.binding).contexts:
+                raise validation_error(
+                    f"Code contexts are not supported by binding '{row.binding}' "
+                    f"({row.language}); this {row.language} context was made with local "
+                    "Ruby contexts on ([local] ruby_contexts = true, --ruby-contexts)"
+                )
         elif binding is not None:
             runtime = self._state.runtime(binding)
-            if not runtime.spec.contexts:
+            if not runtime.contexts:
                 return await self._runner.run_stateless(
                     runtime, code, env_vars, timeout, cancellation
                 )

@@ -181,7 +181,7 @@ class SandboxState:
         if len(self.contexts) >= MAX_CONTEXTS:
             raise validation_error(f"Cannot create more than {MAX_CONTEXTS} code contexts")
         runtime = self.runtime(binding)
-        if not runtime.spec.contexts:
+        if not runtime.contexts:
             raise validation_error(
                 f"Code contexts are not supported by binding '{binding}' ({runtime.language})"
             )

@@ -9,6 +9,7 @@ from engines.isolated import WorkerPool
 from engines.session import Limits
 from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.local.sessions import SessionPool
+from workbench.config import LocalSettings
 from workbench.core.clock import Clock
 from workbench.store import Store, StoredSandbox
 
@@ -51,3 +52,5 @@ class LocalResources:
     clock: Clock
     settings: SandboxSettings
     engine_pool: WorkerPool
+    local: LocalSettings = field(default_factory=LocalSettings)
+    """The settings it was opened with (the daemon reports them)."""

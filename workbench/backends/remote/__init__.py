@@ -7,7 +7,6 @@ import gzip
 import json
 import socket
 import ssl
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -15,6 +14,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from workbench.api.client import Backend
+from workbench.api.display import warn_untrusted
 from workbench.protocol.errors import SandboxError, error_response
 from workbench.protocol.http import Response
 from workbench.protocol.types import VersionReport
@@ -49,10 +49,6 @@ def _compressed(payload: bytes) -> bytes | None:
         return None
     packed = gzip.compress(payload, compresslevel=1, mtime=0)
     return packed if len(packed) <= len(payload) * GZIP_MAX_RATIO else None
-
-
-def _warn_on_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def _runtime_call_failed(reply: Response) -> bool:
@@ -145,7 +141,7 @@ class HttpTransport:
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         retries: int = 2,
         transport: httpx.AsyncBaseTransport | None = None,
-        warn: Callable[[str], None] = _warn_on_stderr,
+        warn: Callable[[str], None] = warn_untrusted,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.description = self.base_url

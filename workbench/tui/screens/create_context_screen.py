@@ -26,14 +26,20 @@ class ContextRequest:
 class CreateContextScreen(ModalScreen[ContextRequest | None]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
 
-    def __init__(self, sandbox_id: str, runtimes: list[RuntimeInfo]) -> None:
+    def __init__(
+        self, sandbox_id: str, runtimes: list[RuntimeInfo], preferred: str | None = None
+    ) -> None:
+        """`preferred`: the binding proposed first (when it offers contexts)."""
         super().__init__()
         self.sandbox_id = sandbox_id
         self.runtimes = [runtime for runtime in runtimes if runtime.contexts]
+        self.preferred = preferred
 
     def compose(self) -> ComposeResult:
         # The backend names the sandbox and the bindings.
         options = [(neutralise(f"{r.binding} ({r.language})"), r.binding) for r in self.runtimes]
+        bindings = [binding for _, binding in options]
+        proposed = self.preferred if self.preferred in bindings else None
         with Vertical(classes="dialog"):
             yield Label(
                 shown_content(f"New code context in {self.sandbox_id}"), classes="dialog-title"
@@ -43,7 +49,7 @@ class CreateContextScreen(ModalScreen[ContextRequest | None]):
                 options,
                 id="binding",
                 allow_blank=False,
-                value=options[0][1] if options else Select.NULL,
+                value=proposed or (bindings[0] if bindings else Select.NULL),
             )
             yield Label("Working directory")
             yield Input("/workspace", id="cwd")

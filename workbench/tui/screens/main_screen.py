@@ -100,6 +100,8 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         self.stale_infos: set[str] = set()
         """Sandboxes a run changed since their info was last loaded."""
         self.highlighted_sandbox_id: str | None = None
+        self.last_context_binding: str | None = None
+        """The binding of the last context created here (proposed for the next one)."""
         self.sandbox_tree = SandboxTree(id="sidebar")
         self.tabs = WorkbenchTabs(id="tabs", initial=INFO_TAB)
         self.folder_watch = FolderWatch(self, self.connection, data_dir, self.tabs.language_of)
@@ -366,9 +368,22 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
 
         def chosen(request: ContextRequest | None) -> None:
             if request is not None:
+                self.last_context_binding = request.binding
                 self.connection.create_context(sandbox_id, request)
 
-        self.app.push_screen(CreateContextScreen(sandbox_id, self.runtimes), chosen)
+        screen = CreateContextScreen(sandbox_id, self.runtimes, self.proposed_binding())
+        self.app.push_screen(screen, chosen)
+
+    def proposed_binding(self) -> str | None:
+        """The binding a new context most likely wants: the open REPL's, else the
+        highlighted context's, else the one the last new context got."""
+        repl = self.active_repl
+        if repl is not None:
+            return repl.context.binding
+        node = self.sandbox_tree.cursor_node
+        if node is not None and isinstance(node.data, ContextNode):
+            return node.data.context.binding
+        return self.last_context_binding
 
     async def action_close_tab(self) -> None:
         """Close the active REPL; a cell it is running is given up, which cancels it."""

@@ -83,6 +83,7 @@ its REPL; on a sandbox it shows its info.
                 (context.binding, "bold"),
                 f" {short_id(context.id)} ",
                 (f"{context.cwd} runs {context.executions}{snapshot}", "dim"),
+                (" local only" if context.local_only else "", "yellow"),
             )
             contexts.add_leaf(label, ContextNode(info.id, context))
         if not info.contexts:

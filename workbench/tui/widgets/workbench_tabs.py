@@ -46,7 +46,8 @@ class WorkbenchTabs(TabbedContent):
         """Activate the context's tab, adding `pane` as its REPL when none is open."""
         context = pane.context
         if self.repl_for(context.id) is None:
-            title = shown_content(f"{context.binding} {short_id(context.id)}")
+            local_only = " (local only)" if context.local_only else ""
+            title = shown_content(f"{context.binding} {short_id(context.id)}{local_only}")
             await self.add_pane(TabPane(title, pane, id=repl_tab_id(context.id)))
         self.active = repl_tab_id(context.id)
 

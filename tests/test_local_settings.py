@@ -1,0 +1,172 @@
+"""How the local backend differs from a default deployment, and only when asked to: Ruby
+runs statelessly as deployed unless Ruby contexts (a local extension) are on; the File
+API can be switched off as a deployment can (issue 24). Settings come from a flag, the
+environment or the config's `[local]` table; the data dir's daemon holds one set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli import cli_env, one_error_line, run_cli
+from workbench.api import SandboxError
+from workbench.backends.local import open_local_backend
+from workbench.config import (
+    FILE_API_ENV,
+    RUBY_CONTEXTS_ENV,
+    Config,
+    ConfigError,
+    LocalSettings,
+    local_settings,
+)
+
+NOT_SUPPORTED = "Code contexts are not supported by binding 'RUBY' (ruby)"
+
+
+async def test_ruby_runs_statelessly_by_default_as_deployed(
+    tmp_path: Path, ruby_engine: None
+) -> None:
+    backend = open_local_backend(tmp_path / "data", embedded=True, settings=LocalSettings())
+    try:
+        contexts = {runtime.binding: runtime.contexts for runtime in await backend.runtimes()}
+        assert contexts == {"JAVASCRIPT": True, "PYTHON": True, "PERL": True, "RUBY": False}
+        sandbox = backend.sandbox("box")
+        with pytest.raises(SandboxError) as refused:
+            await sandbox.interpreter.create_code_context("RUBY")
+        assert (refused.value.http_status, refused.value.message) == (400, NOT_SUPPORTED)
+        first = await sandbox.interpreter.run_code("$x = 41", binding="RUBY")
+        assert first.error is None and first.context is None  # spec 3.1: a stateless run
+        again = await sandbox.interpreter.run_code("$x.inspect", binding="RUBY")
+        assert [entry.text for entry in again.results] == ['"nil"']
+        assert (await sandbox.get_info()).contexts == []
+    finally:
+        await backend.aclose()
+
+
+async def test_ruby_contexts_are_an_extension_that_stays_labelled(
+    tmp_path: Path, ruby_engine: None
+) -> None:
+    data = tmp_path / "data"
+    extended = open_local_backend(data, embedded=True, settings=LocalSettings(ruby_contexts=True))
+    try:
+        sandbox = extended.sandbox("box")
+        context = await sandbox.interpreter.create_code_context("RUBY")
+        assert context.local_only
+        await sandbox.interpreter.run_code("$x = 41", context=context)
+        kept = await sandbox.interpreter.run_code("$x + 1", context=context)
+        assert [entry.text for entry in kept.results] == ["42"] and kept.context is not None
+    finally:
+        await extended.aclose()
+    default = open_local_backend(data, embedded=True, settings=LocalSettings())
+    try:
+        sandbox = default.sandbox("box")
+        [listed] = (await sandbox.get_info()).contexts
+        assert listed.id == context.id and listed.local_only
+        with pytest.raises(SandboxError) as refused:
+            await sandbox.interpreter.run_code("$x", context=context)
+        assert refused.value.http_status == 400
+        assert refused.value.message.startswith(NOT_SUPPORTED)
+        assert "ruby_contexts = true" in refused.value.message
+        stateless = await sandbox.interpreter.run_code("1 + 1", binding="RUBY")
+        assert stateless.context is None and [e.text for e in stateless.results] == ["2"]
+    finally:
+        await default.aclose()
+
+
+async def test_the_file_api_can_be_off_as_in_a_deployment(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    backend = open_local_backend(
+        tmp_path / "data", embedded=True, settings=LocalSettings(file_api=False)
+    )
+    try:
+        sandbox = backend.sandbox("box")
+        with pytest.raises(SandboxError) as refused:
+            await sandbox.write_file("a.txt", "x")
+        assert refused.value.code == "NOT_SUPPORTED"
+        info = await sandbox.get_info()
+        assert not info.file_api and info.workspace_files == 0
+        ran = await sandbox.interpreter.run_code("1 + 1", binding="PERL")
+        assert [entry.text for entry in ran.results] == ["2"]
+    finally:
+        await backend.aclose()
+
+
+def test_settings_come_from_the_environment_then_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("[local]\nruby_contexts = true\nfile_api = false\nbogus = 1\n")
+    config = Config.load(path)
+    assert config.local == LocalSettings(ruby_contexts=True, file_api=False)
+    assert config.unknown_keys == ["local.bogus"]
+    monkeypatch.delenv(RUBY_CONTEXTS_ENV, raising=False)
+    monkeypatch.delenv(FILE_API_ENV, raising=False)
+    assert local_settings(config) == LocalSettings(ruby_contexts=True, file_api=False)
+    monkeypatch.setenv(RUBY_CONTEXTS_ENV, "0")
+    monkeypatch.setenv(FILE_API_ENV, "enabled")
+    assert local_settings(config) == LocalSettings()
+    monkeypatch.setenv(RUBY_CONTEXTS_ENV, "yes")
+    with pytest.raises(ConfigError, match=rf"\${RUBY_CONTEXTS_ENV} must be 1 or 0, not 'yes'"):
+        local_settings(config)
+    path.write_text('[local]\nfile_api = "no"\n')
+    with pytest.raises(ConfigError, match=r"local\.file_api must be a boolean"):
+        Config.load(path)
+
+
+def test_a_flag_restarts_the_daemon_with_its_settings_and_contexts_say_local_only(
+    tmp_path: Path, ruby_engine: None
+) -> None:
+    env = cli_env(tmp_path)
+    try:
+        plain = run_cli(env, "run", "-s", "box", "-b", "RUBY", "--json", "-c", "$x = 41")
+        assert plain.returncode == 0, plain.stderr
+        assert "context" not in json.loads(plain.stdout)
+        before = json.loads(run_cli(env, "daemon", "status", "--json").stdout)
+        assert before["settings"] == {"ruby_contexts": False, "file_api": True}
+        extended = run_cli(env, "--ruby-contexts", "run", "-s", "box", "-b", "RUBY", "-c", "$x = 7")
+        assert extended.returncode == 0, extended.stderr
+        assert extended.stderr == (
+            f"note: restarted the local daemon (pid {before['pid']}) with Ruby contexts on, "
+            "File API on (it had Ruby contexts off, File API on)\n"
+        )
+        shown = run_cli(env, "--ruby-contexts", "sandboxes", "info", "box")
+        assert shown.returncode == 0 and "(local only)" in shown.stdout, shown.stdout
+        kept = run_cli(env, "--ruby-contexts", "run", "-s", "box", "-b", "RUBY", "-c", "$x * 6")
+        assert (kept.returncode, kept.stdout, kept.stderr) == (0, "42\n", "")
+        bad = run_cli({**env, RUBY_CONTEXTS_ENV: "maybe"}, "run", "-b", "RUBY", "-c", "1")
+        assert bad.returncode == 2 and RUBY_CONTEXTS_ENV in one_error_line(bad)
+    finally:
+        run_cli(env, "daemon", "stop")
+
+
+RUBY_TRANSCRIPT = {
+    "format": "sandbox-workbench-transcript",
+    "version": 1,
+    "context": {"binding": "RUBY", "language": "ruby", "cwd": "/workspace", "envVars": {}},
+    "cells": [
+        {"code": "$x = 41", "outcome": {"results": [{"text": "41"}]}},
+        {"code": "$x + 1", "outcome": {"results": [{"text": "42"}]}},
+    ],
+}
+
+
+def test_replaying_a_ruby_context_where_ruby_is_stateless_is_a_known_difference(
+    tmp_path: Path, ruby_engine: None
+) -> None:
+    env = cli_env(tmp_path)
+    transcript = tmp_path / "ruby.json"
+    transcript.write_text(json.dumps(RUBY_TRANSCRIPT))
+    skipped = run_cli(env, "--no-daemon", "replay", str(transcript))
+    assert skipped.returncode == 0, skipped.stderr
+    assert skipped.stderr == (
+        "note: known difference: the transcript ran in a ruby code context, and local runs "
+        "RUBY statelessly (ruby contexts are a local extension); not replayed\n"
+    )
+    report = json.loads(run_cli(env, "--no-daemon", "replay", str(transcript), "--json").stdout)
+    assert report["same"] and report["cells"] == [] and report["knownDifference"]
+    replayed = run_cli(env, "--no-daemon", "--ruby-contexts", "replay", str(transcript))
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout.endswith("all 2 cells agree on local\n")
