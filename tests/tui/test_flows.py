@@ -27,7 +27,7 @@ from workbench.backends.local import open_local_backend
 from workbench.config import Config, RemoteProfile
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.formatting import MASK
-from workbench.tui.palette_commands import workbench_commands
+from workbench.tui.palette_commands import keys_shown, workbench_commands
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
@@ -494,9 +494,12 @@ async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
         assert "New sandbox" in titles and "Run cell" not in titles
         await create_sandbox(pilot)
         repl = await create_context(pilot, "PERL")
-        titles = [command.title for command in workbench_commands(app)]
-        assert {"Run cell", "Delete context", "Export Markdown"} <= set(titles)
-        assert "Cancel run" not in titles
+        commands = {command.title: command.help for command in workbench_commands(app)}
+        assert {"Run cell", "Delete context", "Export Markdown"} <= set(commands)
+        assert "Cancel run" not in commands
+        assert commands["Run cell"] == "^t · repl.run"  # the keymap's, not the default's
+        several = Binding("ctrl+r,ctrl+enter,f5", "run_cell", "Run", id="test.several")
+        assert keys_shown(app, several) == "^r / ^⏎ / f5"  # not "r,ctrl+enter,f5"
         repl.set_code("3*3")
         await pilot.press("ctrl+t")
         await wait_for(pilot, lambda: bool(repl.transcript.cells))

@@ -6,10 +6,11 @@ Each command runs an app action by name, like its key does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
+from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from workbench.api import neutralise
@@ -37,6 +38,15 @@ def inapplicable_actions(app: WorkbenchApp) -> set[str]:
     return {"quit", "run_cell"} if repl.running else {"quit", "cancel_run"}
 
 
+def keys_shown(app: WorkbenchApp, binding: Binding) -> str:
+    """The binding's keys after the user's keymap, each as the footer writes it
+    (`^r / ^⏎ / ^j`): Textual formats a binding of several keys as one key."""
+    keys = app.config.keys.get(binding.id or "", binding.key)
+    return " / ".join(
+        app.get_key_display(replace(binding, key=key.strip())) for key in keys.split(",")
+    )
+
+
 def workbench_commands(app: WorkbenchApp) -> list[PaletteCommand]:
     """Every binding's action that applies now, plus per-item commands."""
     commands: list[PaletteCommand] = []
@@ -48,7 +58,7 @@ def workbench_commands(app: WorkbenchApp) -> list[PaletteCommand]:
             commands.append(
                 PaletteCommand(
                     PALETTE_TITLES.get(binding.action, binding.description),
-                    f"{app.get_key_display(binding)} · {binding.id}",
+                    f"{keys_shown(app, binding)} · {binding.id}",
                     partial(app.run_action, binding.action),
                 )
             )
