@@ -63,7 +63,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         if reason is not None:
             pytest.skip(f"not through the Worker gateway: {reason}")
         gateway = session_gateway(request)
-        opened = open_remote_backend("workerd", gateway.url, gateway.token)
+        opened = gateway.backend("workerd")
     else:
         server: ServeProcess = request.getfixturevalue("served")
         opened = open_remote_backend("served", server.url, server.token)

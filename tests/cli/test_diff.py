@@ -87,8 +87,7 @@ def open_profile(request: pytest.FixtureRequest, tmp_path: Path, profile: str) -
     if profile == "served":
         served = session_serve(request)
         return open_remote_backend(profile, served.url, served.token)
-    gateway = session_gateway(request)
-    return open_remote_backend(profile, gateway.url, gateway.token)
+    return session_gateway(request).backend(profile)
 
 
 async def sandbox_ids(request: pytest.FixtureRequest, tmp_path: Path, profile: str) -> set[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import ROOT, SCRIPT, cli_env, one_error_line, run_cli
-from tests.daemon import wait_for_a_request
+from tests.daemon import wait_for_a_run
 from workbench.backends.daemon import probe, socket_path, stop_at
 from workbench.backends.local import open_local_backend
 from workbench.backends.owner import OWNER_FILE, StoreOwnedError, current_owner
@@ -123,7 +123,7 @@ def test_a_killed_daemon_is_replaced_and_acknowledged_state_is_intact(
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_for_a_request(env)  # the run is under way
+    wait_for_a_run(env)  # the run is under way
     os.kill(pid, signal.SIGKILL)
     _, err = running.communicate(timeout=60)
     assert running.returncode == 3, err
@@ -415,7 +415,7 @@ def test_ctrl_c_in_run_cancels_the_execution(tmp_path: Path, python_engine: None
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_for_a_request(env)
+    wait_for_a_run(env)
     running.send_signal(signal.SIGINT)
     running.communicate(timeout=30)
     assert running.returncode == 130
@@ -445,13 +445,13 @@ def test_a_stateless_run_given_up_is_cancelled(tmp_path: Path, python_engine: No
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_for_a_request(env)
+    wait_for_a_run(env)
     running.send_signal(signal.SIGINT)
     running.communicate(timeout=30)
     assert running.returncode == 130
     socket = socket_path(tmp_path / "data")
     deadline = time.monotonic() + 10
-    while (info := probe(socket)) is not None and info.requests_in_flight > 0:
+    while (info := probe(socket)) is not None and info.executions_in_flight > 0:
         assert time.monotonic() < deadline, "the abandoned run still holds the daemon"
         time.sleep(0.05)
 
@@ -534,7 +534,7 @@ def test_stopping_cancels_runs_and_the_next_command_starts_a_new_daemon(
          "import time\ntime.sleep(600)"],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    wait_for_a_request(env)
+    wait_for_a_run(env)
     started = time.monotonic()
     stopping = subprocess.Popen(
         [str(SCRIPT), "daemon", "stop"], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import cli_env, run_cli
-from tests.daemon import wait_for_a_request
+from tests.daemon import wait_for_a_run
 from tour import create_context, create_sandbox, run_cell, until_connected
 from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.tui.app import WorkbenchApp
@@ -122,7 +122,7 @@ async def test_closing_a_tab_cancels_its_running_cell(
         repl.code_input.focus()
         repl.set_code("import time\ntime.sleep(600)")
         await pilot.press("ctrl+r")
-        await asyncio.to_thread(wait_for_a_request, env)
+        await asyncio.to_thread(wait_for_a_run, env)
         await app.action_close_tab()
         await pilot.pause()
         started = time.monotonic()

@@ -18,16 +18,12 @@ def gateway(request: pytest.FixtureRequest) -> WorkerdGateway:
 @pytest.fixture
 def client(gateway: WorkerdGateway) -> Iterator[httpx.Client]:
     """An HTTP client of the gateway, with its token."""
-    with httpx.Client(
-        base_url=gateway.url,
-        headers={"authorization": f"Bearer {gateway.token}"},
-        timeout=httpx.Timeout(120.0),
-    ) as opened:
+    with gateway.client() as opened:
         yield opened
 
 
 @pytest.fixture
 def anonymous(gateway: WorkerdGateway) -> Iterator[httpx.Client]:
     """An HTTP client of the gateway, without a token."""
-    with httpx.Client(base_url=gateway.url, timeout=httpx.Timeout(60.0)) as opened:
+    with gateway.client(authorized=False, timeout=60.0) as opened:
         yield opened

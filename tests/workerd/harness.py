@@ -40,10 +40,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from engines.locations import cache_root
 from tests.serve_process import ServeProcess, serve_process
+from workbench.api import Backend
+from workbench.backends.remote import open_remote_backend
 from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.deploy.templates import render
 from workbench.deploy.versions import CORE_PACKAGE, SCOPE, load_versions
@@ -256,6 +259,70 @@ class WorkerdGateway:
 
     def log_tail(self, size: int = 6000) -> str:
         return self.log.read_text(errors="replace")[-size:]
+
+    def client(self, *, authorized: bool = True, timeout: float = 120.0) -> httpx.Client:
+        """An HTTP client of the gateway (with its token when `authorized`)."""
+        headers = {"authorization": f"Bearer {self.token}"} if authorized else {}
+        return httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            transport=DevProxyRetry(),
+        )
+
+    def backend(self, name: str, **options: Any) -> Backend:
+        """The remote backend of the gateway, as `open_remote_backend` opens it."""
+        return open_remote_backend(
+            name, self.url, self.token, transport=AsyncDevProxyRetry(), **options
+        )
+
+
+DEV_PROXY_DROPPED = b"Your worker restarted mid-request."
+"""How `wrangler dev`'s ProxyWorker answers (503) a request it lost on its own pooled
+connection to the Worker: both ends of that hop close an idle keep-alive connection after
+5 s, and a request written as they do is dropped before the Worker sees it
+(cloudflare/workers-sdk#14641, #15252). A fault of the dev tool, not of the Workers."""
+DEV_PROXY_ATTEMPTS = 3
+
+
+def _dropped_by_dev_proxy(request: httpx.Request, response: httpx.Response) -> bool:
+    """Whether `response` is that drop, for a request whose body can be sent again (a
+    streamed body cannot: its test sees the 503)."""
+    return (
+        response.status_code == 503
+        and response.content.startswith(DEV_PROXY_DROPPED)
+        and isinstance(request.stream, httpx.ByteStream)
+    )
+
+
+class DevProxyRetry(httpx.HTTPTransport):
+    """Sends a request `wrangler dev` dropped again (see `DEV_PROXY_DROPPED`)."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for _ in range(DEV_PROXY_ATTEMPTS - 1):
+            response = super().handle_request(request)
+            if response.status_code != 503:
+                return response
+            response.read()
+            if not _dropped_by_dev_proxy(request, response):
+                return response
+            response.close()
+        return super().handle_request(request)
+
+
+class AsyncDevProxyRetry(httpx.AsyncHTTPTransport):
+    """`DevProxyRetry` for the async clients (the remote backend)."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        for _ in range(DEV_PROXY_ATTEMPTS - 1):
+            response = await super().handle_async_request(request)
+            if response.status_code != 503:
+                return response
+            await response.aread()
+            if not _dropped_by_dev_proxy(request, response):
+                return response
+            await response.aclose()
+        return await super().handle_async_request(request)
 
 
 def _healthy(url: str) -> bool:

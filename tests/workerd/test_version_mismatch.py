@@ -30,7 +30,6 @@ from tests.workerd.harness import (
     workerd_gateway,
 )
 from tour import until_connected, wait_for
-from workbench.backends.remote import open_remote_backend
 from workbench.deploy.versions import load_versions
 from workbench.tui.app import WorkbenchApp
 
@@ -74,11 +73,7 @@ def mismatch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerdGatewa
 
 @pytest.fixture
 def client(mismatch: WorkerdGateway) -> Iterator[httpx.Client]:
-    with httpx.Client(
-        base_url=mismatch.url,
-        headers={"authorization": f"Bearer {mismatch.token}"},
-        timeout=httpx.Timeout(120.0),
-    ) as opened:
+    with mismatch.client() as opened:
         yield opened
 
 
@@ -149,7 +144,7 @@ async def test_the_remote_backend_warns_once(
     mismatch: WorkerdGateway, client: httpx.Client
 ) -> None:
     warnings: list[str] = []
-    backend = open_remote_backend("mismatch", mismatch.url, mismatch.token, warn=warnings.append)
+    backend = mismatch.backend("mismatch", warn=warnings.append)
     try:
         await backend.health()
         await backend.runtimes()
@@ -161,7 +156,7 @@ async def test_the_remote_backend_warns_once(
     # A run that fails with the 502 explains itself the same way, to a fresh client.
     sandbox_id, context_id = context_in_serve(mismatch)
     warnings.clear()
-    backend = open_remote_backend("mismatch", mismatch.url, mismatch.token, warn=warnings.append)
+    backend = mismatch.backend("mismatch", warn=warnings.append)
     try:
         with pytest.raises(Exception, match="Binding 'PYTHON' failed"):
             await backend.sandbox(sandbox_id).interpreter.run_code("1", context=context_id)
@@ -207,9 +202,7 @@ async def test_the_tui_shows_it(
     app = WorkbenchApp(
         "mm",
         tmp_path / "data",
-        backend_factory=lambda name: open_remote_backend(
-            name, mismatch.url, mismatch.token, warn=lambda line: None
-        ),
+        backend_factory=lambda name: mismatch.backend(name, warn=lambda line: None),
     )
     async with app.run_test(size=(140, 40)) as pilot:
         await until_connected(pilot)

@@ -70,7 +70,10 @@ def status_command(data_dir: Path | None, as_json: bool) -> None:
         ("socket", info.socket),
         ("tcp", info.tcp or "none (`serve` adds one)"),
         ("sessions", f"{info.live_sessions} live"),
-        ("requests", f"{info.requests_in_flight} being answered"),
+        (
+            "requests",
+            f"{info.requests_in_flight} being answered ({info.executions_in_flight} runs of code)",
+        ),
         (
             "memory",
             f"{info.memory_bytes / (1 << 20):.0f} MiB (the daemon and its engine processes)",

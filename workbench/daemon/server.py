@@ -91,12 +91,13 @@ def idle_seconds_from_env() -> float:
 
 
 class Activity:
-    """Open connections, requests being answered and the last request: for the idle exit
-    and `daemon status`."""
+    """Open connections, requests being answered (executions among them) and the last
+    request: for the idle exit and `daemon status`."""
 
     def __init__(self) -> None:
         self.connections = 0
         self.requests = 0
+        self.executions = 0
         self.last = time.monotonic()
 
     def touch(self) -> None:
@@ -472,12 +473,15 @@ class Daemon:
             if scope["type"] != "http":
                 await gateway_app(scope, receive, send)
                 return
+            executes = scope["method"] == "POST" and str(scope["path"]).endswith("/execute")
             self.activity.touch()
             self.activity.requests += 1
+            self.activity.executions += executes
             try:
                 await gateway_app(scope, receive, send)
             finally:
                 self.activity.requests -= 1
+                self.activity.executions -= executes
                 self.activity.touch()
 
         return app
@@ -515,6 +519,7 @@ class Daemon:
             "startedAt": self.started_at,
             "liveSessions": 0 if gateway is None else len(gateway.sessions),
             "requestsInFlight": self.activity.requests - 1,  # not counting this one
+            "executionsInFlight": self.activity.executions,
             "memoryBytes": process_tree_rss(os.getpid(), self._engine_pids()),
             "logFile": str(log_path(self.data_dir)),
             "idleSeconds": self.idle_seconds,

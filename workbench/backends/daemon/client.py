@@ -79,6 +79,8 @@ class DaemonInfo:
     started_at: int
     live_sessions: int
     requests_in_flight: int
+    executions_in_flight: int
+    """Of those requests, the runs of code (`POST …/execute`)."""
     memory_bytes: int
     log_file: str
     idle_seconds: float
@@ -98,6 +100,7 @@ class DaemonInfo:
             int(data["startedAt"]),
             int(data["liveSessions"]),
             int(data.get("requestsInFlight", 0)),
+            int(data.get("executionsInFlight", 0)),
             int(data["memoryBytes"]),
             str(data["logFile"]),
             float(data["idleSeconds"]),
