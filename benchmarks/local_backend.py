@@ -14,6 +14,7 @@ from engines.isolated import IsolatedSession, worker_pool
 from engines.session import Session
 from engines.vfs import VirtualFS
 from workbench.backends.local import open_local_backend
+from workbench.config import LocalSettings
 from workbench.core.workspace import GUEST_LIMITS
 from workbench.paths import DATABASE_NAME
 
@@ -24,7 +25,10 @@ PAUSE = 0.05
 
 
 async def api_samples(binding: str, data_dir: Path, pause: float) -> list[float]:
-    backend = open_local_backend(data_dir, embedded=True)
+    # Ruby's contexts are a local extension (off by default, as deployed)
+    backend = open_local_backend(
+        data_dir, embedded=True, settings=LocalSettings(ruby_contexts=True)
+    )
     sandbox = backend.sandbox(f"bench-{binding.lower()}-{int(pause * 1000)}")
     context = await sandbox.interpreter.create_code_context(binding)
     for _ in range(3):

@@ -9,8 +9,9 @@ state the adapter keeps (`extra`); restoring copies them into a fresh instance w
 initialisers were not run (spec 7.7, restore recipe).
 
 Taking a snapshot again into the previous one of the same context compares 1 MiB chunks
-in place (memcmp) and copies only those that changed, recording them in `dirty_chunks`
-so storage can rewrite just those: a run typically touches a few chunks of 32-65 MiB.
+in place (memcmp), then the 4 KiB blocks of those that differ, and copies only the
+changed blocks, recording them in `changed_blocks`: a run typically changes a few
+hundred KiB of 32-65 MiB.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ class MemorySnapshot:
     memory: bytes | bytearray
     globals: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
-    dirty_chunks: set[int] = field(default_factory=set)
-    """1 MiB chunks changed since the snapshot was last stored (all, when new)."""
     changed_blocks: set[int] = field(default_factory=set)
     """4 KiB blocks changed since they were last sent elsewhere (all, when new): a run
     typically changes a few hundred KiB spread over many chunks, so copies between
@@ -52,10 +51,6 @@ class MemorySnapshot:
     @property
     def pages(self) -> int:
         return len(self.memory) // PAGE_BYTES
-
-    @property
-    def chunk_count(self) -> int:
-        return (len(self.memory) + CHUNK_BYTES - 1) // CHUNK_BYTES
 
 
 def _address(buffer: bytes | bytearray) -> int:
@@ -92,7 +87,7 @@ def capture(
     """A snapshot of `memory` with the globals' `values`.
 
     With `into` (the previous snapshot of this instance's state), update it in place:
-    only changed chunks are copied and added to its `dirty_chunks`.
+    only changed blocks are copied and added to its `changed_blocks`.
     """
     length = memory.data_len(store)
     source = _memory_address(store, memory)
@@ -100,7 +95,6 @@ def capture(
         buffer = bytearray(length)
         ctypes.memmove(_address(buffer), source, length)
         snapshot = MemorySnapshot(memory=buffer, globals=values)
-        snapshot.dirty_chunks = set(range(snapshot.chunk_count))
         snapshot.changed_blocks = set(range((length + BLOCK_BYTES - 1) // BLOCK_BYTES))
         return snapshot
     buffer = into.memory if isinstance(into.memory, bytearray) else bytearray(into.memory)
@@ -114,7 +108,6 @@ def capture(
         offset = chunk * CHUNK_BYTES
         size = min(CHUNK_BYTES, length - offset)
         if offset + size > old_length or _memcmp(source + offset, target + offset, size) != 0:
-            into.dirty_chunks.add(chunk)
             _copy_changed(source, target, offset, offset + size, old_length, into.changed_blocks)
     into.memory = buffer
     into.globals = values

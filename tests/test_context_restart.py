@@ -236,25 +236,18 @@ INCREMENT = {
 }
 
 
-def delta_rows(data: Path) -> int:
+def stored_blocks(data: Path) -> int:
     with sqlite3.connect(data / DATABASE_NAME) as db:
-        return int(db.execute("SELECT COUNT(*) FROM snapshot_deltas").fetchone()[0])
-
-
-def delta_bytes(data: Path) -> int:
-    with sqlite3.connect(data / DATABASE_NAME) as db:
-        return int(
-            db.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM snapshot_deltas").fetchone()[0]
-        )
+        return int(db.execute("SELECT COUNT(*) FROM snapshot_blocks").fetchone()[0])
 
 
 async def increments(
     data: Path, context_id: str, binding: str, runs: int, first: str | None = None
 ) -> list[int]:
-    """Run the context's increment `runs` times; the delta rows after each run. What the
-    store holds then is, byte for byte, the memory the engine's last snapshot holds."""
+    """Run the context's increment `runs` times; the blocks stored after each run. What
+    the store holds then is, byte for byte, the memory the engine's last snapshot holds."""
     backend = open_local_backend(data, embedded=True)
-    rows = []
+    counts = []
     try:
         sandbox = backend.sandbox("deltas")
         context = next(
@@ -263,17 +256,15 @@ async def increments(
         for code in ([first] if first else []) + [INCREMENT[binding]] * runs:
             result = await sandbox.interpreter.run_code(code, context=context)
             assert result.error is None, result.error
-            rows.append(delta_rows(data))
+            counts.append(stored_blocks(data))
         gateway = backend.transport.gateway  # type: ignore[attr-defined]
         session = gateway.sessions.get(("deltas", context_id))
         snapshot = session.restore_point
-        stored, _ = gateway.store.snapshot_memory(
-            "deltas", context_id, len(snapshot.memory) // 65536
-        )
+        stored = gateway.store.snapshot_memory("deltas", context_id, len(snapshot.memory) // 65536)
         assert stored == bytes(snapshot.memory)
     finally:
         await backend.aclose()
-    return rows
+    return counts
 
 
 async def value_after_restart(data: Path, context_id: str, binding: str) -> str:
@@ -296,37 +287,43 @@ async def value_after_restart(data: Path, context_id: str, binding: str) -> str:
 
 
 @pytest.mark.parametrize(("binding", "define", "use"), STATE)
-async def test_a_snapshot_is_chunks_and_then_small_deltas_and_restores_from_both(
-    tmp_path: Path,
-    all_engines: None,
-    monkeypatch: pytest.MonkeyPatch,
-    binding: str,
-    define: str,
-    use: str,
+async def test_snapshots_share_their_blocks_store_only_changes_and_free_them(
+    tmp_path: Path, all_engines: None, binding: str, define: str, use: str
 ) -> None:
-    """After the first full write, a run stores only the 4 KiB blocks it changed; the
-    deltas are folded into the chunks now and then; a restore reads chunks plus deltas,
-    and a chunk rewrite after a restore keeps what only the deltas held."""
-    from workbench.backends.local import snapshots
-
+    """A snapshot is a map of content-addressed 4 KiB blocks (issue 23): the first one
+    stores the interpreter's image, a second context of the language adds only the blocks
+    it holds that no other does, a run stores only the blocks it changed, a restore reads
+    them back exactly, and deleting the sandboxes frees every block and the file's pages."""
     data = tmp_path / "data"
     backend = open_local_backend(data, embedded=True)
     try:
-        context = await backend.sandbox("deltas").interpreter.create_code_context(binding)
-        first = await backend.sandbox("deltas").interpreter.run_code(define, context=context)
-        assert first.error is None
+        for sandbox_id in ("deltas", "other"):
+            sandbox = backend.sandbox(sandbox_id)
+            context = await sandbox.interpreter.create_code_context(binding)
+            first = await sandbox.interpreter.run_code(define, context=context)
+            assert first.error is None
+            if sandbox_id == "deltas":
+                image = stored_blocks(data)
+                kept = context
+        shared = stored_blocks(data) - image
     finally:
         await backend.aclose()
-    assert delta_rows(data) == 0  # the first snapshot: whole chunks
-    rows = await increments(data, context.id, binding, 6, first=MARK[binding][0])
-    # One delta per run, folded into the chunks when they pass 8 MiB (JavaScript's
-    # collector moves much after the mark)
-    assert rows[0] == 1 and all(b in (a + 1, 0) for a, b in itertools.pairwise(rows))
-    assert rows.count(0) <= 2 and delta_bytes(data) <= snapshots.MAX_DELTA_BYTES
-    assert await value_after_restart(data, context.id, binding) == "47 150000"
-    monkeypatch.setattr(snapshots, "MAX_DELTA_BYTES", 0)  # every write rewrites chunks now
-    assert await increments(data, context.id, binding, 1) == [0]
-    assert await value_after_restart(data, context.id, binding) == "48 150000"
+    assert image > 1000  # megabytes of interpreter state
+    assert shared < image / 5, (shared, image)  # the second context's own blocks only
+    counts = await increments(data, kept.id, binding, 4, first=MARK[binding][0])
+    assert all(later - earlier < 600 for earlier, later in itertools.pairwise(counts))
+    assert await value_after_restart(data, kept.id, binding) == "45 150000"
+    backend = open_local_backend(data, embedded=True)
+    try:
+        full = (data / DATABASE_NAME).stat().st_size
+        for sandbox_id in ("deltas", "other"):
+            await backend.sandbox(sandbox_id).destroy()
+    finally:
+        await backend.aclose()
+    assert stored_blocks(data) == 0
+    with sqlite3.connect(data / DATABASE_NAME) as db:
+        assert db.execute("SELECT COUNT(*) FROM snapshot_maps").fetchone()[0] == 0
+    assert (data / DATABASE_NAME).stat().st_size < full / 10
 
 
 @pytest.mark.parametrize(("binding", "define", "use"), STATE)
@@ -358,3 +355,66 @@ async def test_an_answered_run_has_its_snapshot_stored_and_timed(
         assert looped.context.snapshot_ms is None
     finally:
         await backend.aclose()
+
+
+async def test_a_version_2_store_is_converted_and_its_contexts_come_back(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    """A store written by the previous version (per-context 1 MiB chunks, then 4 KiB
+    deltas) is converted in place on first use: its contexts restore their state."""
+    data = tmp_path / "data"
+    backend = open_local_backend(data, embedded=True)
+    try:
+        sandbox = backend.sandbox("old")
+        context = await sandbox.interpreter.create_code_context("PERL")
+        await sandbox.interpreter.run_code("our $x = 41", context=context)
+        gateway = backend.transport.gateway  # type: ignore[attr-defined]
+        memory = bytes(gateway.sessions.get(("old", context.id)).restore_point.memory)
+    finally:
+        await backend.aclose()
+    chunk, block = 1 << 20, 4096
+    changed = next(
+        i for i in range(len(memory) // block) if any(memory[i * block : (i + 1) * block])
+    )
+    with sqlite3.connect(data / DATABASE_NAME) as db:  # as version 2 wrote it
+        db.executescript(
+            "DROP TABLE snapshot_blocks; DROP TABLE snapshot_maps;"
+            "CREATE TABLE snapshot_chunks (sandbox_id TEXT, context_id TEXT, chunk INTEGER,"
+            " data BLOB, PRIMARY KEY (sandbox_id, context_id, chunk));"
+            "CREATE TABLE snapshot_deltas (sandbox_id TEXT, context_id TEXT, seq INTEGER,"
+            " runs TEXT, data BLOB, PRIMARY KEY (sandbox_id, context_id, seq));"
+            "PRAGMA user_version = 2;"
+        )
+        stale = bytearray(memory)
+        stale[changed * block : (changed + 1) * block] = bytes(block)  # the delta restores it
+        for index in range(0, len(memory), chunk):
+            part = bytes(stale[index : index + chunk])
+            if any(part):
+                db.execute(
+                    "INSERT INTO snapshot_chunks VALUES ('old', ?, ?, ?)",
+                    (context.id, index // chunk, part.ljust(chunk, b"\0")),
+                )
+        db.execute(
+            "INSERT INTO snapshot_deltas VALUES ('old', ?, 1, ?, ?)",
+            (
+                context.id,
+                json.dumps([[changed, 1]]),
+                memory[changed * block : (changed + 1) * block],
+            ),
+        )
+    db.close()
+    backend = open_local_backend(data, embedded=True)
+    try:
+        gateway = backend.transport.gateway  # type: ignore[attr-defined]
+        assert gateway.store.snapshot_memory("old", context.id, len(memory) // 65536) == memory
+        result = await backend.sandbox("old").interpreter.run_code("$x + 1", context=context)
+        assert result.error is None and [r.text for r in result.results] == ["42"]
+        assert result.session is not None and result.session.boot == "restored"
+    finally:
+        await backend.aclose()
+    with sqlite3.connect(data / DATABASE_NAME) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+    db.close()
+    assert not tables & {"snapshot_chunks", "snapshot_deltas"}

@@ -14,7 +14,7 @@ from typing import Any, get_args
 
 from engines.result import LIMIT_ERROR, ExecutionError, ExecutionResult
 from engines.session import Boot, Limits, Outcome, Session
-from engines.snapshot import BLOCK_BYTES, CHUNK_BYTES, MemorySnapshot
+from engines.snapshot import BLOCK_BYTES, MemorySnapshot
 from engines.vfs import Kind, PathState, TreeUpdate, VfsLimits
 
 Blob = bytes | bytearray | memoryview
@@ -167,9 +167,8 @@ def snapshot_delta(snapshot: MemorySnapshot) -> tuple[dict[str, Any], list[memor
 def apply_delta(
     into: MemorySnapshot | None, header: dict[str, Any], blobs: list[memoryview]
 ) -> MemorySnapshot:
-    """Update the host's copy of a snapshot with a delta; its `dirty_chunks` grow by the
-    chunks the blocks fall in and its `unstored_blocks` by the blocks (the store clears
-    them once written)."""
+    """Update the host's copy of a snapshot with a delta; its `unstored_blocks` grow by
+    the blocks (the store clears them once written)."""
     length = int(header["length"])
     memory = bytearray(length) if into is None else into.memory
     if not isinstance(memory, bytearray):
@@ -181,19 +180,16 @@ def apply_delta(
     runs = [(int(first), int(count)) for first, count in header["runs"]]
     if len(runs) != len(blobs):
         raise ValueError("snapshot delta: run list and blobs differ")
-    chunks: set[int] = set()
     blocks: set[int] = set()
     for (first, count), data in zip(runs, blobs, strict=True):
         start = first * BLOCK_BYTES
         if count < 1 or len(data) > count * BLOCK_BYTES or start + len(data) > length:
             raise ValueError("snapshot delta: a run past the end of memory")
         memory[start : start + len(data)] = data
-        chunks.update(range(start // CHUNK_BYTES, (start + len(data) - 1) // CHUNK_BYTES + 1))
         blocks.update(range(first, first + count))
     snapshot = into or MemorySnapshot(memory, {})
     snapshot.memory = memory
     snapshot.globals = dict(header["globals"])
     snapshot.extra = dict(header["extra"])
-    snapshot.dirty_chunks.update(chunks)
     snapshot.unstored_blocks.update(blocks)
     return snapshot

@@ -230,7 +230,6 @@ class Worker:
             return
         header, runs = codec.snapshot_delta(snapshot)
         snapshot.changed_blocks.clear()  # the parent holds them now
-        snapshot.dirty_chunks.clear()
         try:
             self.answer({"ok": True, "snapshot": header}, runs)
         finally:

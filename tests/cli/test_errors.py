@@ -14,7 +14,6 @@ from pathlib import Path
 
 from tests.cli import cli_env, one_error_line, run_cli, serving
 from tests.conftest import require_engine
-from workbench.store.database import SCHEMA_VERSION, Store
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -91,18 +90,6 @@ def test_an_unreadable_local_store_is_exit_3_and_debug_shows_why(tmp_path: Path)
     refused = run_cli(env, "files", "ls", "box")
     assert refused.returncode == 3
     assert "has schema version 99" in one_error_line(refused)
-
-    database.unlink()
-    Store(database).close()
-    with sqlite3.connect(database) as older:  # as version 1 left it: no snapshot deltas
-        older.execute("DROP TABLE snapshot_deltas")
-        older.execute("PRAGMA user_version = 1")
-    older.close()
-    assert run_cli(env, "sandboxes", "list").returncode == 0  # upgraded in place
-    with sqlite3.connect(database) as upgraded:
-        assert upgraded.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        assert upgraded.execute("SELECT COUNT(*) FROM snapshot_deltas").fetchone()[0] == 0
-    upgraded.close()
 
 
 def test_serve_on_a_busy_port_is_one_line(tmp_path: Path) -> None:

@@ -442,10 +442,10 @@ def test_a_component_context_comes_back_from_its_last_snapshot_after_a_trap(
         live.execute(snippets.define)
         first = live.take_snapshot()
         assert first is not None
-        first.dirty_chunks.clear()  # as after storing it
+        first.changed_blocks.clear()  # as after sending it
         live.execute(snippets.value)
         second = live.take_snapshot()
-        assert second is first and second.dirty_chunks, "later snapshots are incremental"
+        assert second is first and second.changed_blocks, "later snapshots are incremental"
         trapped = live.execute(snippets.loop)
         assert trapped.invalidated and trapped.result.error is not None
         assert "the next run restores the last snapshot" in " ".join(trapped.notes)

@@ -14,9 +14,15 @@ vars and history); execution history keeps the newest `history_limit` entries pe
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import sqlite3
+import sys
 import threading
+import zlib
+from array import array
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,9 +33,11 @@ from engines.result import well_formed
 from engines.snapshot import nonzero_pages
 from workbench.paths import private_directory, private_file
 
-SCHEMA_VERSION = 2
-"""2 added `snapshot_deltas` (a version-1 store is upgraded in place; a version-1
-workbench refuses a version-2 store, whose snapshots it would read without their deltas)."""
+SCHEMA_VERSION = 3
+"""3 stores snapshots as content-addressed 4 KiB blocks (`snapshot_blocks`, shared by
+every context, and one `snapshot_maps` row per context) instead of per-context 1 MiB
+chunks and deltas; a version-1 or version-2 store is converted in place, and older
+workbenches refuse a version-3 store."""
 DEFAULT_HISTORY_LIMIT = 1000
 """Execution history entries kept per context."""
 CHUNK_BYTES = 1 << 20
@@ -58,21 +66,18 @@ CREATE TABLE IF NOT EXISTS contexts (
     value TEXT NOT NULL,        -- JSON: binding, language, engine, cwd, envVars, lastUsed, ...
     PRIMARY KEY (sandbox_id, id)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS snapshot_chunks (
-    sandbox_id TEXT NOT NULL,
-    context_id TEXT NOT NULL,
-    chunk INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (sandbox_id, context_id, chunk)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS snapshot_deltas (
-    sandbox_id TEXT NOT NULL,
-    context_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    runs TEXT NOT NULL,         -- JSON [[first 4 KiB block, count], ...], data in that order
-    data BLOB NOT NULL,
-    PRIMARY KEY (sandbox_id, context_id, seq)
+CREATE TABLE IF NOT EXISTS snapshot_blocks (
+    id INTEGER PRIMARY KEY,     -- 0 stands for an all-zero block, which is never stored
+    hash BLOB NOT NULL UNIQUE,  -- BLAKE2b-256 of the block's 4 KiB
+    refs INTEGER NOT NULL,      -- entries of snapshot maps naming it
+    data BLOB NOT NULL          -- zlib-compressed, or the 4 KiB as they are
 );
+CREATE TABLE IF NOT EXISTS snapshot_maps (
+    sandbox_id TEXT NOT NULL,
+    context_id TEXT NOT NULL,
+    blocks BLOB NOT NULL,       -- per 4 KiB of memory, its block id (uint32, little-endian)
+    PRIMARY KEY (sandbox_id, context_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS history (
     sandbox_id TEXT NOT NULL,
     context_id TEXT NOT NULL,
@@ -85,8 +90,18 @@ CREATE TABLE IF NOT EXISTS history (
 """
 
 
-CONTEXT_TABLES = ("contexts", "snapshot_chunks", "snapshot_deltas", "history")
+CONTEXT_TABLES = ("contexts", "history")
 SANDBOX_TABLES = ("sandboxes", "files", *CONTEXT_TABLES)
+"""Tables whose rows a deleted sandbox or context takes along (its snapshot map goes
+through `Transaction.drop_snapshot`, which releases the blocks it names)."""
+ZERO_BLOCK = bytes(BLOCK_BYTES)
+DATABASE_PAGE_BYTES = 16384
+WAL_CHECKPOINT_PAGES = 256
+WAL_KEPT_BYTES = 4 << 20
+"""The write-ahead log is checkpointed every 4 MiB and cut back to 4 MiB after a large
+transaction (a first snapshot writes tens of MiB through it)."""
+LOOKUP_BATCH = 500
+"""Hashes or ids in one `IN (...)` (SQLite allows 999 parameters in older builds)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,8 @@ class Transaction:
     def __init__(self, connection: sqlite3.Connection, history_limit: int) -> None:
         self._db = connection
         self._history_limit = history_limit
+        self.reclaim = False
+        """Snapshots were dropped: the file gives back the pages they freed after commit."""
 
     def put_sandbox(self, sandbox: StoredSandbox) -> None:
         self._db.execute(
@@ -154,6 +171,10 @@ class Transaction:
         )
 
     def delete_sandbox(self, sandbox_id: str) -> None:
+        for (context_id,) in self._db.execute(
+            "SELECT context_id FROM snapshot_maps WHERE sandbox_id = ?", (sandbox_id,)
+        ).fetchall():
+            self.drop_snapshot(sandbox_id, context_id)
         for table in SANDBOX_TABLES:
             column = "id" if table == "sandboxes" else "sandbox_id"
             self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (sandbox_id,))
@@ -182,6 +203,7 @@ class Transaction:
         )
 
     def delete_context(self, sandbox_id: str, context_id: str) -> None:
+        self.drop_snapshot(sandbox_id, context_id)
         for table in CONTEXT_TABLES:
             column = "id" if table == "contexts" else "context_id"
             self._db.execute(
@@ -194,67 +216,110 @@ class Transaction:
         sandbox_id: str,
         context_id: str,
         memory: bytes | bytearray,
-        changed_chunks: Iterable[int],
+        changed_blocks: Iterable[int] | None,
     ) -> SnapshotLayout:
-        """Store linear memory in 1 MiB chunks (spec 7.7): rewrite the chunks that changed
-        since the last store, drop all-zero ones and any past the end of memory, and the
-        deltas (the chunks now hold what they said)."""
+        """Store linear memory as content-addressed 4 KiB blocks: those in `changed_blocks`
+        (None: every one) are entered in the context's map, each block stored once for
+        every context that holds it and all-zero blocks not at all; blocks past the end of
+        memory leave the map. The reference stores whole 1 MiB chunks per context (spec
+        7.7); what it reports, `SnapshotLayout`, is computed as it does."""
+        count = len(memory) // BLOCK_BYTES
+        old = self._snapshot_map(sandbox_id, context_id)
+        new = old[:count]
+        new.extend([0] * (count - len(new)))
+        indices = (
+            range(count)
+            if changed_blocks is None
+            else sorted(
+                {block for block in changed_blocks if block < count}.union(range(len(old), count))
+            )
+        )
+        view = memoryview(memory)
+        digests: dict[int, bytes] = {}
+        for index in indices:
+            block = view[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES]
+            if block == ZERO_BLOCK:
+                new[index] = 0
+            else:
+                digests[index] = hashlib.blake2b(block, digest_size=32).digest()
+        ids = self._block_ids(digests, view, compress=changed_blocks is None)
+        change: Counter[int] = Counter()
+        for index in indices:
+            if index in digests:
+                new[index] = ids[digests[index]]
+            before = old[index] if index < len(old) else 0
+            if before != new[index]:
+                change[before] -= 1
+                change[new[index]] += 1
+        for index in range(count, len(old)):
+            change[old[index]] -= 1
+        self._count_references(change)
         self._db.execute(
-            "DELETE FROM snapshot_deltas WHERE sandbox_id = ? AND context_id = ?",
+            "INSERT OR REPLACE INTO snapshot_maps (sandbox_id, context_id, blocks) "
+            "VALUES (?, ?, ?)",
+            (sandbox_id, context_id, _map_bytes(new)),
+        )
+        return SnapshotLayout.of(memory)
+
+    def drop_snapshot(self, sandbox_id: str, context_id: str) -> None:
+        """Forget the context's snapshot, and the blocks no other snapshot holds."""
+        old = self._snapshot_map(sandbox_id, context_id)
+        self._count_references(Counter({block: -n for block, n in Counter(old).items()}))
+        self._db.execute(
+            "DELETE FROM snapshot_maps WHERE sandbox_id = ? AND context_id = ?",
             (sandbox_id, context_id),
         )
-        layout = SnapshotLayout.of(memory)
-        view = memoryview(memory)
-        for chunk in sorted(changed_chunks):
-            if chunk >= layout.chunk_count:
-                continue
-            if chunk in layout.zero_chunks:
-                self._db.execute(
-                    "DELETE FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ? "
-                    "AND chunk = ?",
-                    (sandbox_id, context_id, chunk),
-                )
-                continue
-            data = bytes(view[chunk * CHUNK_BYTES : (chunk + 1) * CHUNK_BYTES])
-            self._db.execute(
-                "INSERT OR REPLACE INTO snapshot_chunks (sandbox_id, context_id, chunk, data) "
-                "VALUES (?, ?, ?, ?)",
-                (sandbox_id, context_id, chunk, data.ljust(CHUNK_BYTES, b"\0")),
-            )
-        self._db.execute(
-            "DELETE FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ? AND chunk >= ?",
-            (sandbox_id, context_id, layout.chunk_count),
-        )
-        return layout
+        self.reclaim = True
 
-    def add_snapshot_delta(
-        self,
-        sandbox_id: str,
-        context_id: str,
-        memory: bytes | bytearray,
-        blocks: Iterable[int],
-    ) -> int:
-        """Append the 4 KiB `blocks` of `memory` that changed since the snapshot was last
-        stored (a run changes a few hundred KiB spread over many chunks); the bytes
-        written."""
-        runs: list[list[int]] = []
-        for block in sorted(blocks):
-            if runs and runs[-1][0] + runs[-1][1] == block:
-                runs[-1][1] += 1
-            else:
-                runs.append([block, 1])
-        view = memoryview(memory)
-        data = b"".join(
-            bytes(view[first * BLOCK_BYTES : (first + count) * BLOCK_BYTES])
-            for first, count in runs
-        )
-        self._db.execute(
-            "INSERT INTO snapshot_deltas (sandbox_id, context_id, seq, runs, data) VALUES "
-            "(?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM snapshot_deltas "
-            "WHERE sandbox_id = ? AND context_id = ?), ?, ?)",
-            (sandbox_id, context_id, sandbox_id, context_id, json.dumps(runs), data),
-        )
-        return len(data)
+    def _snapshot_map(self, sandbox_id: str, context_id: str) -> array[int]:
+        row = self._db.execute(
+            "SELECT blocks FROM snapshot_maps WHERE sandbox_id = ? AND context_id = ?",
+            (sandbox_id, context_id),
+        ).fetchone()
+        return _map_of(b"" if row is None else row[0])
+
+    def _block_ids(
+        self, digests: dict[int, bytes], view: memoryview, *, compress: bool
+    ) -> dict[bytes, int]:
+        """The id of each block (by hash), stored now if no snapshot held it yet: with
+        `compress` (a whole image, mostly shared and stored once) compressed, else (the
+        few blocks of a run, on the answer's path) as they are."""
+        first_index = {digest: index for index, digest in reversed(digests.items())}
+        wanted = list(first_index)
+        ids: dict[bytes, int] = {}
+        for start in range(0, len(wanted), LOOKUP_BATCH):
+            batch = wanted[start : start + LOOKUP_BATCH]
+            marks = ", ".join("?" * len(batch))
+            ids.update(
+                self._db.execute(
+                    f"SELECT hash, id FROM snapshot_blocks WHERE hash IN ({marks})", batch
+                ).fetchall()
+            )
+        for digest in wanted:
+            if digest not in ids:
+                index = first_index[digest]
+                block = bytes(view[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES])
+                packed = zlib.compress(block, 1) if compress else block
+                cursor = self._db.execute(
+                    "INSERT INTO snapshot_blocks (hash, refs, data) VALUES (?, 0, ?)",
+                    (digest, packed if len(packed) < BLOCK_BYTES else block),
+                )
+                assert cursor.lastrowid is not None
+                ids[digest] = cursor.lastrowid
+        return ids
+
+    def _count_references(self, change: Counter[int]) -> None:
+        """Apply reference count changes; blocks no snapshot names any more are deleted."""
+        change.pop(0, None)
+        moved = [(delta, block) for block, delta in change.items() if delta]
+        self._db.executemany("UPDATE snapshot_blocks SET refs = refs + ? WHERE id = ?", moved)
+        released = [block for delta, block in moved if delta < 0]
+        for start in range(0, len(released), LOOKUP_BATCH):
+            batch = released[start : start + LOOKUP_BATCH]
+            marks = ", ".join("?" * len(batch))
+            self._db.execute(
+                f"DELETE FROM snapshot_blocks WHERE id IN ({marks}) AND refs <= 0", batch
+            )
 
     def add_history(
         self,
@@ -285,6 +350,20 @@ class Transaction:
         )
 
 
+def _map_of(stored: bytes) -> array[int]:
+    block_map = array("I", stored)
+    if sys.byteorder == "big":
+        block_map.byteswap()
+    return block_map
+
+
+def _map_bytes(block_map: array[int]) -> bytes:
+    if sys.byteorder == "big":
+        block_map = array("I", block_map)
+        block_map.byteswap()
+    return block_map.tobytes()
+
+
 class Store:
     """One SQLite database file (created with its schema on first use)."""
 
@@ -302,18 +381,80 @@ class Store:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
         with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=10000")
-            self._db.execute("PRAGMA foreign_keys=OFF")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, SCHEMA_VERSION):  # 1: upgraded by adding a table
+            if version not in (0, 1, 2, SCHEMA_VERSION):  # 1 and 2: converted in place
                 raise RuntimeError(
                     f"{path} has schema version {version}; this workbench understands "
                     f"{SCHEMA_VERSION}. Use another --data-dir or upgrade sandbox-workbench."
                 )
+            if version == 0:  # new, set before anything (the WAL switch too) writes a page:
+                # the file gives back freed pages (`incremental_vacuum`), and 16 KiB pages
+                # hold a few snapshot blocks each, where 4 KiB ones would spill
+                self._db.execute(f"PRAGMA page_size={DATABASE_PAGE_BYTES}")
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+            self._db.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=OFF")
             self._db.executescript(SCHEMA)
+            if version in (1, 2):
+                self._convert_snapshots()
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            if version in (1, 2):  # both take effect on an existing file only with a VACUUM
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                self._db.execute("PRAGMA journal_mode=DELETE")  # the page size changes so
+                self._db.execute(f"PRAGMA page_size={DATABASE_PAGE_BYTES}")
+                self._db.execute("VACUUM")
+                self._db.execute("PRAGMA journal_mode=WAL")
+
+    def _convert_snapshots(self) -> None:
+        """A version-1 or -2 store's snapshots (per-context 1 MiB chunks, then 4 KiB
+        deltas) become maps of blocks, in one transaction."""
+        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master")}
+        if "snapshot_chunks" not in tables:
+            return
+        with self.transaction() as tx:
+            for sandbox_id, context_id, value in self._db.execute(
+                "SELECT sandbox_id, id, value FROM contexts"
+            ).fetchall():
+                snapshot = json.loads(value).get("snapshot")
+                if isinstance(snapshot, dict) and isinstance(snapshot.get("memoryPages"), int):
+                    memory = self._old_snapshot_memory(
+                        sandbox_id, context_id, snapshot["memoryPages"] * PAGE_BYTES, tables
+                    )
+                    tx.put_snapshot(sandbox_id, context_id, memory, None)
+            self._db.execute("DROP TABLE snapshot_chunks")
+            if "snapshot_deltas" in tables:
+                self._db.execute("DROP TABLE snapshot_deltas")
+
+    def _old_snapshot_memory(
+        self, sandbox_id: str, context_id: str, size: int, tables: set[str]
+    ) -> bytearray:
+        memory = bytearray(size)
+        for chunk, data in self._db.execute(
+            "SELECT chunk, data FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ?",
+            (sandbox_id, context_id),
+        ).fetchall():
+            start = chunk * CHUNK_BYTES
+            end = min(start + CHUNK_BYTES, size)
+            memory[start:end] = data[: max(0, end - start)]
+        if "snapshot_deltas" not in tables:
+            return memory
+        for runs, data in self._db.execute(
+            "SELECT runs, data FROM snapshot_deltas WHERE sandbox_id = ? AND context_id = ? "
+            "ORDER BY seq",
+            (sandbox_id, context_id),
+        ).fetchall():
+            offset = 0
+            for first, count in json.loads(runs):
+                start, length = first * BLOCK_BYTES, count * BLOCK_BYTES
+                end = min(start + length, size)
+                if end > start:
+                    memory[start:end] = data[offset : offset + end - start]
+                offset += length
+        return memory
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -321,7 +462,8 @@ class Store:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield Transaction(self._db, self.history_limit)
+                transaction = Transaction(self._db, self.history_limit)
+                yield transaction
                 self._db.execute("COMMIT")
             except BaseException:
                 # A failed COMMIT may leave the transaction open (SQLITE_BUSY) or have
@@ -329,6 +471,17 @@ class Store:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
+            if transaction.reclaim:
+                self._reclaim()
+
+    def _reclaim(self) -> None:
+        """Give the pages of dropped snapshots back to the file system: the free pages
+        (a store of version 3 made here; a converted one after its VACUUM), then the
+        write-ahead log they passed through. Best effort: a reader in the way (shell
+        completion) only defers it."""
+        with contextlib.suppress(sqlite3.OperationalError):
+            self._db.executescript("PRAGMA incremental_vacuum;")  # run to completion
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def sandbox(self, sandbox_id: str) -> StoredSandbox | None:
         with self._lock:
@@ -367,39 +520,34 @@ class Store:
             ).fetchall()
         return [StoredContext(r[0], r[1], json.loads(r[2])) for r in rows]
 
-    def snapshot_memory(
-        self, sandbox_id: str, context_id: str, memory_pages: int
-    ) -> tuple[bytes, set[int]]:
-        """Reassemble a snapshot's linear memory: its chunks (zero ones were not stored),
-        then its deltas in order; and the chunks the deltas changed (stored chunks that
-        are out of date until rewritten)."""
-        size = memory_pages * 65536
+    def snapshot_memory(self, sandbox_id: str, context_id: str, memory_pages: int) -> bytes:
+        """Reassemble a snapshot's linear memory from its map and blocks."""
+        size = memory_pages * PAGE_BYTES
         memory = bytearray(size)
         with self._lock:
-            rows = self._db.execute(
-                "SELECT chunk, data FROM snapshot_chunks WHERE sandbox_id = ? AND context_id = ?",
+            row = self._db.execute(
+                "SELECT blocks FROM snapshot_maps WHERE sandbox_id = ? AND context_id = ?",
                 (sandbox_id, context_id),
-            ).fetchall()
-            deltas = self._db.execute(
-                "SELECT runs, data FROM snapshot_deltas WHERE sandbox_id = ? AND context_id = ? "
-                "ORDER BY seq",
-                (sandbox_id, context_id),
-            ).fetchall()
-        for chunk, data in rows:
-            start = chunk * CHUNK_BYTES
-            end = min(start + CHUNK_BYTES, size)
-            memory[start:end] = data[: end - start]
-        changed: set[int] = set()
-        for runs, data in deltas:
-            offset = 0
-            for first, count in json.loads(runs):
-                start, length = first * BLOCK_BYTES, count * BLOCK_BYTES
-                end = min(start + length, size)
-                if end > start:
-                    memory[start:end] = data[offset : offset + end - start]
-                    changed.update(range(start // CHUNK_BYTES, (end - 1) // CHUNK_BYTES + 1))
-                offset += length
-        return bytes(memory), changed
+            ).fetchone()
+            block_map = _map_of(b"" if row is None else row[0])[: size // BLOCK_BYTES]
+            wanted = sorted(set(block_map) - {0})
+            data: dict[int, bytes] = {}
+            for start in range(0, len(wanted), LOOKUP_BATCH):
+                batch = wanted[start : start + LOOKUP_BATCH]
+                marks = ", ".join("?" * len(batch))
+                data.update(
+                    self._db.execute(
+                        f"SELECT id, data FROM snapshot_blocks WHERE id IN ({marks})", batch
+                    ).fetchall()
+                )
+        blocks = {
+            block: stored if len(stored) == BLOCK_BYTES else zlib.decompress(stored)
+            for block, stored in data.items()
+        }
+        for index, block in enumerate(block_map):
+            if block:
+                memory[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES] = blocks[block]
+        return bytes(memory)
 
     def history(
         self, sandbox_id: str, context_id: str, *, limit: int | None = None

@@ -2,11 +2,11 @@
 stored with the run that made them.
 
 After each successful run the engine process takes a snapshot of what the run changed,
-and the run's transaction stores it with the context row and the history entry (the
-changed 4 KiB blocks as a delta; now and then, or with no stored base, the changed
-1 MiB chunks instead). So an answered run is a stored one: the next request sees its
-snapshot and a killed daemon loses no acknowledged state, as with the reference, which
-snapshots before it answers.
+and the run's transaction stores it with the context row and the history entry: the
+4 KiB blocks the run changed enter the context's map of content-addressed blocks (all
+of them for a first snapshot or another build). So an answered run is a stored one: the
+next request sees its snapshot and a killed daemon loses no acknowledged state, as with
+the reference, which snapshots before it answers.
 """
 
 from __future__ import annotations
@@ -18,11 +18,7 @@ from engines.snapshot import PAGE_BYTES, MemorySnapshot
 from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.sandbox_state import SandboxState
 from workbench.backends.local.settings import LocalResources
-from workbench.store.database import BLOCK_BYTES, CHUNK_BYTES, SnapshotLayout, Transaction
-
-MAX_DELTA_BYTES = 8 << 20
-"""Deltas of one context kept before its changed chunks are rewritten instead (which
-replaces them): bounds what a restore reads on top of the chunks."""
+from workbench.store.database import CHUNK_BYTES, Transaction
 
 
 class TakenSnapshot:
@@ -32,14 +28,11 @@ class TakenSnapshot:
     def __init__(self, memory: MemorySnapshot, elapsed_ms: float) -> None:
         self.memory = memory
         self.elapsed_ms = elapsed_ms
-        self.as_delta = False
 
     def committed(self) -> None:
-        """What is stored now covers the blocks (and chunks) it held unstored; a failed
-        commit keeps them for the next snapshot."""
+        """What is stored now covers the blocks it held unstored; a failed commit keeps
+        them for the next snapshot."""
         self.memory.unstored_blocks.clear()
-        if not self.as_delta:
-            self.memory.dirty_chunks.clear()
 
 
 class ContextSnapshots:
@@ -60,12 +53,8 @@ class ContextSnapshots:
         if snapshot.get("build") != runtime.build_sha256():
             row.snapshot = None  # spec 7.6: a snapshot of another engine build is dropped
             return None
-        memory, outdated_chunks = self._store.snapshot_memory(
-            self._state.id, row.id, int(snapshot["memoryPages"])
-        )
-        restored = MemorySnapshot(memory, dict(snapshot["globals"]), dict(snapshot["extra"]))
-        restored.dirty_chunks = outdated_chunks  # the next chunk rewrite includes them
-        return restored
+        memory = self._store.snapshot_memory(self._state.id, row.id, int(snapshot["memoryPages"]))
+        return MemorySnapshot(memory, dict(snapshot["globals"]), dict(snapshot["extra"]))
 
     @staticmethod
     def take(session: IsolatedSession) -> TakenSnapshot | None:
@@ -81,36 +70,29 @@ class ContextSnapshots:
 
     def store(self, tx: Transaction, row: ContextRow, taken: TakenSnapshot) -> None:
         """Add the snapshot to `tx` and make it the row's record (the caller restores the
-        record if the commit fails): the 4 KiB blocks the run changed, appended as a
-        delta, or when there is no stored base to add to, or deltas have gathered, the
-        1 MiB chunks that changed instead, which replace the deltas."""
+        record if the commit fails): the 4 KiB blocks the run changed, or every block when
+        the stored one is of another build or larger."""
         started = time.perf_counter()
         snapshot = taken.memory
         build = self._runtimes[row.binding].build_sha256()
         base = row.snapshot
-        delta_bytes = len(snapshot.unstored_blocks) * BLOCK_BYTES
-        taken.as_delta = (
+        incremental = (
             base is not None
             and base.get("build") == build
             and len(snapshot.memory) >= int(base["memoryPages"]) * PAGE_BYTES
-            and int(base.get("deltaBytes", 0)) + delta_bytes <= MAX_DELTA_BYTES
         )
-        layout = SnapshotLayout.of(snapshot.memory)
-        if taken.as_delta:
-            assert base is not None
-            deltas = int(base.get("deltaBytes", 0)) + tx.add_snapshot_delta(
-                self._state.id, row.id, snapshot.memory, snapshot.unstored_blocks
-            )
-        else:
-            tx.put_snapshot(self._state.id, row.id, snapshot.memory, snapshot.dirty_chunks)
-            deltas = 0
+        layout = tx.put_snapshot(
+            self._state.id,
+            row.id,
+            snapshot.memory,
+            snapshot.unstored_blocks if incremental else None,
+        )
         row.snapshot = {
             "build": build,
             "memoryPages": layout.memory_pages,
             "pages": layout.nonzero_pages,
             "bytes": layout.nonzero_pages * PAGE_BYTES,
             "storedBytes": layout.stored_chunks * CHUNK_BYTES,  # as spec 7.7 counts
-            "deltaBytes": deltas,
             "takenAt": self._clock.now_ms(),
             "stale": False,
             "globals": snapshot.globals,
