@@ -44,13 +44,22 @@ class MemorySnapshot:
     """4 KiB blocks changed since they were last sent elsewhere (all, when new): a run
     typically changes a few hundred KiB spread over many chunks, so copies between
     processes travel by block."""
-    unstored_blocks: set[int] = field(default_factory=set)
-    """4 KiB blocks changed since the snapshot was last stored, whole or as a delta (the
-    host's copy keeps it: the store appends them after a run instead of whole chunks)."""
 
     @property
     def pages(self) -> int:
         return len(self.memory) // PAGE_BYTES
+
+
+@dataclass
+class SnapshotDelta:
+    """The 4 KiB blocks of a guest's memory changed since the snapshot was last stored
+    (all of them for a first snapshot), by index, with the memory's length, globals and
+    host state: what the host keeps of a guest's memory when it keeps no copy of it."""
+
+    length: int
+    blocks: dict[int, memoryview]
+    globals: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _address(buffer: bytes | bytearray) -> int:

@@ -244,8 +244,7 @@ def stored_blocks(data: Path) -> int:
 async def increments(
     data: Path, context_id: str, binding: str, runs: int, first: str | None = None
 ) -> list[int]:
-    """Run the context's increment `runs` times; the blocks stored after each run. What
-    the store holds then is, byte for byte, the memory the engine's last snapshot holds."""
+    """Run the context's increment `runs` times; the blocks stored after each run."""
     backend = open_local_backend(data, embedded=True)
     counts = []
     try:
@@ -257,11 +256,6 @@ async def increments(
             result = await sandbox.interpreter.run_code(code, context=context)
             assert result.error is None, result.error
             counts.append(stored_blocks(data))
-        gateway = backend.transport.gateway  # type: ignore[attr-defined]
-        session = gateway.sessions.get(("deltas", context_id))
-        snapshot = session.restore_point
-        stored = gateway.store.snapshot_memory("deltas", context_id, len(snapshot.memory) // 65536)
-        assert stored == bytes(snapshot.memory)
     finally:
         await backend.aclose()
     return counts
@@ -369,7 +363,10 @@ async def test_a_version_2_store_is_converted_and_its_contexts_come_back(
         context = await sandbox.interpreter.create_code_context("PERL")
         await sandbox.interpreter.run_code("our $x = 41", context=context)
         gateway = backend.transport.gateway  # type: ignore[attr-defined]
-        memory = bytes(gateway.sessions.get(("old", context.id)).restore_point.memory)
+        [stored] = gateway.store.contexts("old")
+        pages = stored.value["snapshot"]["memoryPages"]
+        memory = gateway.store.snapshot_memory("old", context.id, pages)
+        assert len(memory) == pages * 65536 and any(memory)
     finally:
         await backend.aclose()
     chunk, block = 1 << 20, 4096
@@ -418,3 +415,29 @@ async def test_a_version_2_store_is_converted_and_its_contexts_come_back(
         assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
     db.close()
     assert not tables & {"snapshot_chunks", "snapshot_deltas"}
+
+
+async def test_resident_sessions_are_bounded_by_a_memory_budget(
+    tmp_path: Path, perl_engine: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23: idle sessions are evicted while the backend and its engine processes hold
+    more than the budget (`SANDBOX_WORKBENCH_MEMORY_BUDGET_MIB`); evicted contexts come
+    back from their snapshots. Within the budget, they stay resident."""
+    for budget, resident in (("1", 0), ("4096", 3)):
+        monkeypatch.setenv("SANDBOX_WORKBENCH_MEMORY_BUDGET_MIB", budget)
+        backend = open_local_backend(tmp_path / f"data-{budget}", embedded=True)
+        try:
+            gateway = backend.transport.gateway  # type: ignore[attr-defined]
+            assert gateway.sessions.memory_budget == int(budget) << 20
+            sandbox = backend.sandbox("budget")
+            contexts = [await sandbox.interpreter.create_code_context("PERL") for _ in range(3)]
+            for index, context in enumerate(contexts):
+                await sandbox.interpreter.run_code(f"our $v = {index}", context=context)
+            assert len(gateway.sessions) == resident
+            for index, context in enumerate(contexts):
+                result = await sandbox.interpreter.run_code("$v", context=context)
+                assert [r.text for r in result.results] == [str(index)]
+                assert result.session is not None
+                assert result.session.boot == ("restored" if resident == 0 else "resident")
+        finally:
+            await backend.aclose()

@@ -14,7 +14,7 @@ from typing import Any, get_args
 
 from engines.result import LIMIT_ERROR, ExecutionError, ExecutionResult
 from engines.session import Boot, Limits, Outcome, Session
-from engines.snapshot import BLOCK_BYTES, MemorySnapshot
+from engines.snapshot import BLOCK_BYTES, MemorySnapshot, SnapshotDelta
 from engines.vfs import Kind, PathState, TreeUpdate, VfsLimits
 
 Blob = bytes | bytearray | memoryview
@@ -164,11 +164,31 @@ def snapshot_delta(snapshot: MemorySnapshot) -> tuple[dict[str, Any], list[memor
     return header, blobs
 
 
+def merge_delta(
+    into: SnapshotDelta | None, header: dict[str, Any], blobs: list[memoryview]
+) -> SnapshotDelta:
+    """Add a delta's blocks to those not yet stored (`into`): each run copied once, its
+    blocks views of that copy (a first snapshot's one large buffer goes back to the
+    system when freed, where thousands of 4 KiB ones would stay in the heap)."""
+    length = int(header["length"])
+    runs = [(int(first), int(count)) for first, count in header["runs"]]
+    if len(runs) != len(blobs):
+        raise ValueError("snapshot delta: run list and blobs differ")
+    kept = {} if into is None else into.blocks
+    blocks = {index: block for index, block in kept.items() if index * BLOCK_BYTES < length}
+    for (first, count), data in zip(runs, blobs, strict=True):
+        if count < 1 or len(data) != count * BLOCK_BYTES or (first + count) * BLOCK_BYTES > length:
+            raise ValueError("snapshot delta: a run past the end of memory")
+        copy = memoryview(bytes(data))
+        for index in range(count):
+            blocks[first + index] = copy[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES]
+    return SnapshotDelta(length, blocks, dict(header["globals"]), dict(header["extra"]))
+
+
 def apply_delta(
     into: MemorySnapshot | None, header: dict[str, Any], blobs: list[memoryview]
 ) -> MemorySnapshot:
-    """Update the host's copy of a snapshot with a delta; its `unstored_blocks` grow by
-    the blocks (the store clears them once written)."""
+    """Update the host's copy of a snapshot with a delta."""
     length = int(header["length"])
     memory = bytearray(length) if into is None else into.memory
     if not isinstance(memory, bytearray):
@@ -180,16 +200,13 @@ def apply_delta(
     runs = [(int(first), int(count)) for first, count in header["runs"]]
     if len(runs) != len(blobs):
         raise ValueError("snapshot delta: run list and blobs differ")
-    blocks: set[int] = set()
     for (first, count), data in zip(runs, blobs, strict=True):
         start = first * BLOCK_BYTES
         if count < 1 or len(data) > count * BLOCK_BYTES or start + len(data) > length:
             raise ValueError("snapshot delta: a run past the end of memory")
         memory[start : start + len(data)] = data
-        blocks.update(range(first, first + count))
     snapshot = into or MemorySnapshot(memory, {})
     snapshot.memory = memory
     snapshot.globals = dict(header["globals"])
     snapshot.extra = dict(header["extra"])
-    snapshot.unstored_blocks.update(blocks)
     return snapshot

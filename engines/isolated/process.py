@@ -46,6 +46,20 @@ class WorkerDied(Exception):
     """The engine process ended (or answered garbage); the message says how."""
 
 
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+def private_bytes(pid: int | str = "self") -> int:
+    """A process's resident memory that is its own (anonymous: resident minus file-backed,
+    which processes of one engine share), from `/proc`; 0 where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            fields = statm.read().split()
+    except OSError:
+        return 0
+    return max(0, int(fields[1]) - int(fields[2])) * PAGE_SIZE
+
+
 class WorkerProcess:
     """One engine process (`python -m engines.isolated.worker`) and its frame channel."""
 
@@ -72,6 +86,10 @@ class WorkerProcess:
         self._ready = False
         self._reap_lock = threading.Lock()
         self.dead = False
+
+    def private_bytes(self) -> int:
+        """See `private_bytes` (0 once the process has gone)."""
+        return private_bytes(self.process.pid)
 
     def wait_ready(self) -> None:
         if self._ready:

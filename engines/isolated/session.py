@@ -40,7 +40,7 @@ from engines.result import (
     ExecutionResult,
 )
 from engines.session import CANCELLED, Boot, Limits, Outcome
-from engines.snapshot import MemorySnapshot
+from engines.snapshot import MemorySnapshot, SnapshotDelta
 from engines.vfs import TreeUpdate, VfsLimits
 
 BACKSTOP_SECONDS = 10.0
@@ -108,11 +108,16 @@ class IsolatedSession:
         workspace: VfsLimits | None = None,
         limits: Limits | None = None,
         restore_point: MemorySnapshot | None = None,
+        restore_source: Callable[[], MemorySnapshot | None] | None = None,
         cache: EngineCache | None = None,
         progress: Progress | None = None,
     ) -> None:
         """`workspace`: the limits of the guest's `/workspace` (None: it has none).
-        `progress` hears about preparing the engine, when it is not prepared yet."""
+        `progress` hears about preparing the engine, when it is not prepared yet.
+        `restore_source` (instead of `restore_point`): where the owner keeps the last
+        snapshot it stored, read whenever an engine process is opened. With it the host
+        keeps no copy of the guest's memory, only the blocks of snapshots that the owner
+        has not stored yet (`unstored`); the owner stores each one it takes."""
         self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
         self.workspace = workspace
         self.workspace_version: Hashable | None = None
@@ -121,6 +126,13 @@ class IsolatedSession:
         nothing yet, or something the owner does not know)."""
         self.limits = limits or Limits()
         self._restore_point = restore_point if self.spec.snapshots else None
+        self._restore_source = restore_source if self.spec.snapshots else None
+        self._restorable = False
+        """With a restore source: the engine process holds (or a new one would read) a
+        snapshot, so a lost instance comes back restored rather than fresh."""
+        self.unstored: SnapshotDelta | None = None
+        """With a restore source: the blocks of snapshots taken since the owner last
+        stored one (it sets this to None once they are stored)."""
         self._pool = pool
         self._cache = cache or EngineCache(self.spec)
         self._compiled = self._cache.ready_compiled_path(progress or _no_progress)
@@ -145,10 +157,17 @@ class IsolatedSession:
         return self._alive and self._worker is not None and not self._worker.dead
 
     @property
+    def private_bytes(self) -> int:
+        """The memory its engine process holds of its own (0 without one)."""
+        worker = self._worker
+        return 0 if worker is None or worker.dead else worker.private_bytes()
+
+    @property
     def restore_point(self) -> MemorySnapshot | None:
-        """The host's copy of the last snapshot. One on its way is waited for (also while
-        `collect_snapshot` receives it elsewhere), unless an execution is running or
-        waiting to: then the copy from before that execution."""
+        """The host's copy of the last snapshot (None with a restore source: the host
+        keeps none). One on its way is waited for (also while `collect_snapshot` receives
+        it elsewhere), unless an execution is running or waiting to: then the copy from
+        before that execution."""
         if self._call_lock.acquire(timeout=0 if self._executing else REQUEST_SECONDS):
             try:
                 self._collect_snapshot()
@@ -168,8 +187,13 @@ class IsolatedSession:
             "limits": codec.limits_to_json(self.limits),
         }
         blobs: list[bytes | bytearray] = []
-        if self._restore_point is not None:
-            header["restore"], memory = codec.snapshot_to_json(self._restore_point)
+        restore_point = self._restore_point
+        if self._restore_source is not None:
+            self.unstored = None  # the source holds what is stored; the rest is lost
+            restore_point = self._restore_source()
+            self._restorable = restore_point is not None
+        if restore_point is not None:
+            header["restore"], memory = codec.snapshot_to_json(restore_point)
             blobs.append(memory)
         return header, blobs
 
@@ -228,7 +252,12 @@ class IsolatedSession:
             self._lost()
             return
         delta = answer.get("snapshot")
-        if answer.get("ok") and isinstance(delta, dict):
+        if not (answer.get("ok") and isinstance(delta, dict)):
+            return
+        if self._restore_source is not None:
+            self.unstored = codec.merge_delta(self.unstored, delta, blobs)
+            self._restorable = True
+        else:
             self._restore_point = codec.apply_delta(self._restore_point, delta, blobs)
 
     # -- the Session surface -------------------------------------------------------------
@@ -326,6 +355,7 @@ class IsolatedSession:
             self.workspace_version = version
         if outcome.restore_point_dropped:
             self._restore_point = None
+            self._restorable = False
         return outcome
 
     def _expected_boot(self) -> Boot:
@@ -333,7 +363,10 @@ class IsolatedSession:
         decide it (used when the process cannot tell: it was killed)."""
         if self.alive:
             return Boot.RESIDENT
-        return Boot.RESTORED if self._restore_point is not None else Boot.FRESH
+        return Boot.RESTORED if self._has_restore_point() else Boot.FRESH
+
+    def _has_restore_point(self) -> bool:
+        return self._restore_point is not None or self._restorable
 
     def _failure(
         self, code: str, name: str, message: str, cwd: str, boot: Boot = Boot.FRESH
@@ -346,7 +379,7 @@ class IsolatedSession:
             error=ExecutionError(name, message[:HOST_MESSAGE_CHARS], []),
         )
         notes = ["the interpreter was reset after this error"]
-        if self._restore_point is not None:
+        if self._has_restore_point():
             notes[0] += "; the next run restores the last snapshot"
         return Outcome(result, cwd, boot, invalidated=True, notes=notes)
 
@@ -390,7 +423,8 @@ class IsolatedSession:
         """Forget all state: the next execution starts a fresh interpreter."""
         with self._call_lock:
             self._collect_snapshot()
-            self._restore_point = None
+            self._restore_point = self.unstored = None
+            self._restorable = False
             worker = self._worker
             if worker is None:
                 return

@@ -21,6 +21,7 @@ import pytest
 from engines.isolated import IsolatedSession, WorkerPool, worker_pool
 from engines.isolated.worker import LOG_BYTES
 from engines.session import Limits, Outcome
+from engines.snapshot import MemorySnapshot
 from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.core.workspace import GUEST_LIMITS
@@ -245,6 +246,51 @@ def test_a_killed_engine_process_costs_one_run(engines_ready: None) -> None:
         after = session.execute("$n + 1")
         assert after.result.error is None and after.result.results[0].text == "42"
         assert after.boot.value == "restored"
+    finally:
+        session.close()
+
+
+def test_with_a_restore_source_the_host_keeps_no_copy_of_the_guest_memory(
+    engines_ready: None,
+) -> None:
+    """Issue 23: the host keeps only the blocks of snapshots not stored yet; a new engine
+    process reads the stored snapshot from the source (a run whose snapshot was not
+    stored is lost with the process, as the owner stores every snapshot it takes)."""
+    stored: list[MemorySnapshot] = []
+    session = IsolatedSession(
+        "perl",
+        pool=worker_pool(),
+        workspace=GUEST_LIMITS,
+        limits=Limits(timeout_seconds=30, fuel=10**13),
+        restore_source=lambda: stored[-1] if stored else None,
+    )
+    try:
+        assert session.execute("our $n = 41; 1").result.error is None
+        session.take_snapshot()
+        session.collect_snapshot()
+        first = session.unstored
+        assert session.restore_point is None and first is not None
+        assert len(first.blocks) * 4096 == first.length  # a first snapshot: every block
+        memory = bytearray(first.length)
+        for index, block in first.blocks.items():
+            memory[index * 4096 : (index + 1) * 4096] = block
+        stored.append(MemorySnapshot(bytes(memory), first.globals, first.extra))
+        session.unstored = None  # as the owner does once it stored them
+        assert session.execute("$n = 42; 1").result.error is None
+        session.take_snapshot()
+        session.collect_snapshot()
+        later = session.unstored
+        assert later is not None and 0 < len(later.blocks) < len(first.blocks) / 10
+        worker = session._worker
+        assert worker is not None
+        killer = threading.Timer(0.5, os.kill, (worker.process.pid, signal.SIGKILL))
+        killer.start()
+        crashed = session.execute("1 while 1")
+        killer.join()
+        assert crashed.result.error is not None and crashed.result.error.name == "EngineError"
+        after = session.execute("$n + 1")
+        assert after.result.error is None and after.result.results[0].text == "42"
+        assert after.boot.value == "restored" and session.unstored is None
     finally:
         session.close()
 

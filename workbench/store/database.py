@@ -23,14 +23,13 @@ import threading
 import zlib
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engines.result import well_formed
-from engines.snapshot import nonzero_pages
 from workbench.paths import private_directory, private_file
 
 SCHEMA_VERSION = 3
@@ -95,6 +94,9 @@ SANDBOX_TABLES = ("sandboxes", "files", *CONTEXT_TABLES)
 """Tables whose rows a deleted sandbox or context takes along (its snapshot map goes
 through `Transaction.drop_snapshot`, which releases the blocks it names)."""
 ZERO_BLOCK = bytes(BLOCK_BYTES)
+COMPRESS_FROM_BLOCKS = 1024
+"""Blocks new in one snapshot from which they are stored compressed: a whole image (stored
+once, shared) is worth it; the few blocks of a run, on the answer's path, are not."""
 DATABASE_PAGE_BYTES = 16384
 WAL_CHECKPOINT_PAGES = 256
 WAL_KEPT_BYTES = 4 << 20
@@ -118,8 +120,15 @@ class SnapshotLayout:
         return self.chunk_count - len(self.zero_chunks)
 
     @classmethod
-    def of(cls, memory: bytes | bytearray) -> SnapshotLayout:
-        nonzero = nonzero_pages(memory)
+    def of_map(cls, block_map: array[int]) -> SnapshotLayout:
+        """The layout of the memory a block map describes (id 0: an all-zero block)."""
+        stored = _map_bytes(block_map)
+        page_entries = 4 * PAGE_BYTES // BLOCK_BYTES
+        zero_page = bytes(page_entries)
+        nonzero = [
+            stored[start : start + page_entries] != zero_page
+            for start in range(0, len(stored), page_entries)
+        ]
         pages = len(nonzero)
         per_chunk = CHUNK_BYTES // PAGE_BYTES
         chunk_count = (pages + per_chunk - 1) // per_chunk
@@ -215,34 +224,30 @@ class Transaction:
         self,
         sandbox_id: str,
         context_id: str,
-        memory: bytes | bytearray,
-        changed_blocks: Iterable[int] | None,
+        length: int,
+        blocks: Mapping[int, bytes | memoryview],
     ) -> SnapshotLayout:
-        """Store linear memory as content-addressed 4 KiB blocks: those in `changed_blocks`
-        (None: every one) are entered in the context's map, each block stored once for
-        every context that holds it and all-zero blocks not at all; blocks past the end of
-        memory leave the map. The reference stores whole 1 MiB chunks per context (spec
-        7.7); what it reports, `SnapshotLayout`, is computed as it does."""
-        count = len(memory) // BLOCK_BYTES
+        """Store a snapshot of linear memory of `length` bytes as content-addressed 4 KiB
+        blocks: the `blocks` given (by index: those changed since the last one stored, or
+        all for a first one) enter the context's map, each stored once for every context
+        that holds it and all-zero blocks not at all; the map keeps its other entries, and
+        drops those past the end of memory. The reference stores whole 1 MiB chunks per
+        context (spec 7.7); what it reports, `SnapshotLayout`, is computed as it does."""
+        count = length // BLOCK_BYTES
         old = self._snapshot_map(sandbox_id, context_id)
         new = old[:count]
         new.extend([0] * (count - len(new)))
-        indices = (
-            range(count)
-            if changed_blocks is None
-            else sorted(
-                {block for block in changed_blocks if block < count}.union(range(len(old), count))
-            )
-        )
-        view = memoryview(memory)
+        indices = sorted(index for index in blocks if index < count)
         digests: dict[int, bytes] = {}
         for index in indices:
-            block = view[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES]
+            block = blocks[index]
+            if len(block) != BLOCK_BYTES:
+                raise ValueError(f"snapshot block {index} is not 4 KiB")
             if block == ZERO_BLOCK:
                 new[index] = 0
             else:
                 digests[index] = hashlib.blake2b(block, digest_size=32).digest()
-        ids = self._block_ids(digests, view, compress=changed_blocks is None)
+        ids = self._block_ids(digests, blocks, compress=len(digests) > COMPRESS_FROM_BLOCKS)
         change: Counter[int] = Counter()
         for index in indices:
             if index in digests:
@@ -259,7 +264,7 @@ class Transaction:
             "VALUES (?, ?, ?)",
             (sandbox_id, context_id, _map_bytes(new)),
         )
-        return SnapshotLayout.of(memory)
+        return SnapshotLayout.of_map(new)
 
     def drop_snapshot(self, sandbox_id: str, context_id: str) -> None:
         """Forget the context's snapshot, and the blocks no other snapshot holds."""
@@ -279,7 +284,11 @@ class Transaction:
         return _map_of(b"" if row is None else row[0])
 
     def _block_ids(
-        self, digests: dict[int, bytes], view: memoryview, *, compress: bool
+        self,
+        digests: dict[int, bytes],
+        blocks: Mapping[int, bytes | memoryview],
+        *,
+        compress: bool,
     ) -> dict[bytes, int]:
         """The id of each block (by hash), stored now if no snapshot held it yet: with
         `compress` (a whole image, mostly shared and stored once) compressed, else (the
@@ -298,7 +307,7 @@ class Transaction:
         for digest in wanted:
             if digest not in ids:
                 index = first_index[digest]
-                block = bytes(view[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES])
+                block = bytes(blocks[index])
                 packed = zlib.compress(block, 1) if compress else block
                 cursor = self._db.execute(
                     "INSERT INTO snapshot_blocks (hash, refs, data) VALUES (?, 0, ?)",
@@ -424,7 +433,12 @@ class Store:
                     memory = self._old_snapshot_memory(
                         sandbox_id, context_id, snapshot["memoryPages"] * PAGE_BYTES, tables
                     )
-                    tx.put_snapshot(sandbox_id, context_id, memory, None)
+                    view = memoryview(memory)
+                    blocks = {
+                        index: view[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES]
+                        for index in range(len(memory) // BLOCK_BYTES)
+                    }
+                    tx.put_snapshot(sandbox_id, context_id, len(memory), blocks)
             self._db.execute("DROP TABLE snapshot_chunks")
             if "snapshot_deltas" in tables:
                 self._db.execute("DROP TABLE snapshot_deltas")
@@ -520,8 +534,9 @@ class Store:
             ).fetchall()
         return [StoredContext(r[0], r[1], json.loads(r[2])) for r in rows]
 
-    def snapshot_memory(self, sandbox_id: str, context_id: str, memory_pages: int) -> bytes:
-        """Reassemble a snapshot's linear memory from its map and blocks."""
+    def snapshot_memory(self, sandbox_id: str, context_id: str, memory_pages: int) -> bytearray:
+        """Reassemble a snapshot's linear memory from its map and blocks (each block is
+        put in place as it is read: no second copy of the memory is held)."""
         size = memory_pages * PAGE_BYTES
         memory = bytearray(size)
         with self._lock:
@@ -529,25 +544,21 @@ class Store:
                 "SELECT blocks FROM snapshot_maps WHERE sandbox_id = ? AND context_id = ?",
                 (sandbox_id, context_id),
             ).fetchone()
-            block_map = _map_of(b"" if row is None else row[0])[: size // BLOCK_BYTES]
-            wanted = sorted(set(block_map) - {0})
-            data: dict[int, bytes] = {}
+            places: dict[int, list[int]] = {}
+            for index, block in enumerate(_map_of(b"" if row is None else row[0])):
+                if block and index * BLOCK_BYTES < size:
+                    places.setdefault(block, []).append(index * BLOCK_BYTES)
+            wanted = list(places)
             for start in range(0, len(wanted), LOOKUP_BATCH):
                 batch = wanted[start : start + LOOKUP_BATCH]
                 marks = ", ".join("?" * len(batch))
-                data.update(
-                    self._db.execute(
-                        f"SELECT id, data FROM snapshot_blocks WHERE id IN ({marks})", batch
-                    ).fetchall()
-                )
-        blocks = {
-            block: stored if len(stored) == BLOCK_BYTES else zlib.decompress(stored)
-            for block, stored in data.items()
-        }
-        for index, block in enumerate(block_map):
-            if block:
-                memory[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES] = blocks[block]
-        return bytes(memory)
+                for block, stored in self._db.execute(
+                    f"SELECT id, data FROM snapshot_blocks WHERE id IN ({marks})", batch
+                ):
+                    data = stored if len(stored) == BLOCK_BYTES else zlib.decompress(stored)
+                    for offset in places[block]:
+                        memory[offset : offset + BLOCK_BYTES] = data
+        return memory
 
     def history(
         self, sandbox_id: str, context_id: str, *, limit: int | None = None

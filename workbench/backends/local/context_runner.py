@@ -119,7 +119,7 @@ class ContextRunner:
                 pool=self._engine_pool,
                 workspace=GUEST_LIMITS,
                 limits=limits,
-                restore_point=self._snapshots.restore_point(row),
+                restore_source=lambda: self._snapshots.restore_point(row),
                 progress=runtime.prepare_progress,
             )
 

@@ -1,8 +1,10 @@
-"""Live engine sessions of code contexts, capped with least-recently-used eviction.
+"""Live engine sessions of code contexts, bounded with least-recently-used eviction.
 
-A context's REPL state lives in its session. Only `max_resident` sessions stay in memory
-(the reference keeps one per interpreter object; we keep a configurable number across
-all sandboxes). An evicted context comes back from its memory snapshot where its engine
+A context's REPL state lives in its session, whose engine process holds the guest. The
+sessions that stay resident are bounded by a memory budget for the whole local backend
+(this process and the engine processes, counting what each holds of its own) and by a
+count (the reference keeps one per interpreter object; we bound them across all
+sandboxes). An evicted context comes back from its memory snapshot where its engine
 supports snapshots, otherwise fresh, and its next result says which.
 """
 
@@ -13,16 +15,26 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from engines.isolated import IsolatedSession as Session
+from engines.isolated import private_bytes
 
 SessionKey = tuple[str, str]
 """(sandbox id, context id)"""
 
 DEFAULT_MAX_RESIDENT = 6
+DEFAULT_MEMORY_BUDGET_MIB = 1024
 
 
 class SessionPool:
-    def __init__(self, max_resident: int = DEFAULT_MAX_RESIDENT) -> None:
+    def __init__(
+        self,
+        max_resident: int = DEFAULT_MAX_RESIDENT,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET_MIB << 20,
+    ) -> None:
+        """At most `max_resident` sessions stay resident, and idle ones are evicted
+        while this process and the engine processes hold more than `memory_budget`
+        bytes (the session in use always stays)."""
         self.max_resident = max(1, max_resident)
+        self.memory_budget = memory_budget
         self._sessions: OrderedDict[SessionKey, Session] = OrderedDict()
         self._busy: set[SessionKey] = set()
         self._lock = threading.Lock()
@@ -61,6 +73,14 @@ class SessionPool:
                 break
             if key not in self._busy:
                 evicted.append((key, self._sessions.pop(key)))
+        held = private_bytes() + sum(s.private_bytes for s in self._sessions.values())
+        for key in list(self._sessions):
+            if held <= self.memory_budget:
+                break
+            if key not in self._busy:
+                session = self._sessions.pop(key)
+                held -= session.private_bytes
+                evicted.append((key, session))
         return evicted
 
     def _close(self, sessions: list[tuple[SessionKey, Session]]) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 
 from engines.isolated import IsolatedSession
-from engines.snapshot import PAGE_BYTES, MemorySnapshot
+from engines.snapshot import PAGE_BYTES, MemorySnapshot, SnapshotDelta
 from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.sandbox_state import SandboxState
 from workbench.backends.local.settings import LocalResources
@@ -23,16 +23,19 @@ from workbench.store.database import CHUNK_BYTES, Transaction
 
 class TakenSnapshot:
     """A snapshot the engine process took after a run, on its way into the run's
-    transaction; `elapsed_ms` counts taking it and adding it to the transaction."""
+    transaction: the blocks changed since the last one stored; `elapsed_ms` counts taking
+    it and adding it to the transaction."""
 
-    def __init__(self, memory: MemorySnapshot, elapsed_ms: float) -> None:
-        self.memory = memory
+    def __init__(self, session: IsolatedSession, delta: SnapshotDelta, elapsed_ms: float):
+        self.session = session
+        self.delta = delta
         self.elapsed_ms = elapsed_ms
 
     def committed(self) -> None:
-        """What is stored now covers the blocks it held unstored; a failed commit keeps
-        them for the next snapshot."""
-        self.memory.unstored_blocks.clear()
+        """The store holds these blocks now; a failed commit keeps them for the next
+        snapshot, which adds its own."""
+        if self.session.unstored is self.delta:
+            self.session.unstored = None
 
 
 class ContextSnapshots:
@@ -63,39 +66,27 @@ class ContextSnapshots:
         started = time.perf_counter()
         session.take_snapshot()
         session.collect_snapshot()
-        memory = session.restore_point
-        if memory is None or not session.alive:
+        delta = session.unstored
+        if delta is None or not session.alive:
             return None
-        return TakenSnapshot(memory, (time.perf_counter() - started) * 1000)
+        return TakenSnapshot(session, delta, (time.perf_counter() - started) * 1000)
 
     def store(self, tx: Transaction, row: ContextRow, taken: TakenSnapshot) -> None:
         """Add the snapshot to `tx` and make it the row's record (the caller restores the
-        record if the commit fails): the 4 KiB blocks the run changed, or every block when
-        the stored one is of another build or larger."""
+        record if the commit fails): the 4 KiB blocks changed since the last one stored
+        (every block when the engine process had none to compare with)."""
         started = time.perf_counter()
-        snapshot = taken.memory
-        build = self._runtimes[row.binding].build_sha256()
-        base = row.snapshot
-        incremental = (
-            base is not None
-            and base.get("build") == build
-            and len(snapshot.memory) >= int(base["memoryPages"]) * PAGE_BYTES
-        )
-        layout = tx.put_snapshot(
-            self._state.id,
-            row.id,
-            snapshot.memory,
-            snapshot.unstored_blocks if incremental else None,
-        )
+        delta = taken.delta
+        layout = tx.put_snapshot(self._state.id, row.id, delta.length, delta.blocks)
         row.snapshot = {
-            "build": build,
+            "build": self._runtimes[row.binding].build_sha256(),
             "memoryPages": layout.memory_pages,
             "pages": layout.nonzero_pages,
             "bytes": layout.nonzero_pages * PAGE_BYTES,
             "storedBytes": layout.stored_chunks * CHUNK_BYTES,  # as spec 7.7 counts
             "takenAt": self._clock.now_ms(),
             "stale": False,
-            "globals": snapshot.globals,
-            "extra": snapshot.extra,
+            "globals": delta.globals,
+            "extra": delta.extra,
         }
         taken.elapsed_ms += (time.perf_counter() - started) * 1000
