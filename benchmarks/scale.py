@@ -2,7 +2,7 @@
 Python context each, and a mix of all four languages, the store's size per context, the
 PSS of the whole process tree (this process, which holds the local backend, and its
 engine processes), the time to create them and to visit each again, and the state lost
-(must be 0). Baseline: the same contexts held by the engines alone in one process.
+(must be 0). Baseline: the same contexts held by the engines alone in one new process.
 Run: `python -m benchmarks scale` (or `python -m benchmarks.scale 10` for one size)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -108,7 +109,19 @@ async def backend_figures(
 
 
 def baseline_pss(count: int, bindings: tuple[str, ...]) -> int:
-    """PSS of this process holding the same contexts as in-process engine sessions."""
+    """PSS of a new process holding the same contexts as in-process engine sessions."""
+    mix = "mix" if len(bindings) > 1 else "python"
+    answer = subprocess.run(
+        [sys.executable, "-m", "benchmarks.scale", "--baseline", str(count), mix],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(answer.stdout)
+
+
+def _held_by_engines(count: int, bindings: tuple[str, ...]) -> int:
+    """PSS of this process holding the contexts as in-process engine sessions."""
     sessions = []
     try:
         for index in range(count):
@@ -137,6 +150,9 @@ def report(count: int, bindings: tuple[str, ...]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    if argv and argv[0] == "--baseline":
+        print(_held_by_engines(int(argv[1]), MIX if argv[2] == "mix" else ("PYTHON",)))
+        return
     sizes = tuple(int(size) for size in argv) if argv else SIZES
     for count in sizes:
         report(count, ("PYTHON",))

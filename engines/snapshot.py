@@ -12,12 +12,23 @@ Taking a snapshot again into the previous one of the same context compares 1 MiB
 in place (memcmp), then the 4 KiB blocks of those that differ, and copies only the
 changed blocks, recording them in `changed_blocks`: a run typically changes a few
 hundred KiB of 32-65 MiB.
+
+A fresh instance maps its memory image copy-on-write, and a guest writes to a small part
+of it (Python: about 1 MiB of 28 after a run). Where the kernel tells which pages a
+process wrote (`written_blocks`, from `/proc/self/pagemap`), a snapshot can keep only
+those blocks (`keep_written_only`): the others are what a fresh instance maps there, so
+restoring writes the kept blocks into a fresh instance and comparing looks at written
+blocks only. An engine process keeps its snapshot so, instead of a whole copy.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import mmap
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import wasmtime
@@ -35,15 +46,37 @@ _memcmp.restype = ctypes.c_int
 _ZERO_CHUNK = bytes(CHUNK_BYTES)
 
 
+Buffer = bytes | bytearray | mmap.mmap
+
+
 @dataclass
 class MemorySnapshot:
-    memory: bytes | bytearray
+    memory: Buffer
     globals: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
     changed_blocks: set[int] = field(default_factory=set)
     """4 KiB blocks changed since they were last sent elsewhere (all, when new): a run
     typically changes a few hundred KiB spread over many chunks, so copies between
     processes travel by block."""
+    written: bytes | None = None
+    """Per 4 KiB block, 1 where the instance it was taken from had written it (see
+    `written_blocks`; None: not known)."""
+    sparse: bool = False
+    """`memory` holds only the `written` blocks (the others read as zero here, and are
+    what a fresh instance maps there): see `keep_written_only`."""
+
+    def keep_written_only(self) -> None:
+        """Keep only the written blocks, in memory that costs nothing where it is not
+        written (the rest reads as zero); with `written` unknown, keep everything."""
+        if self.sparse or self.written is None:
+            return
+        kept = _private_memory(max(len(self.memory), 1))
+        target, source = _address(kept), _address(self.memory)
+        for run in _RUNS.finditer(self.written):
+            start, end = run.start() * BLOCK_BYTES, run.end() * BLOCK_BYTES
+            ctypes.memmove(target + start, source + start, end - start)
+        self.memory = kept
+        self.sparse = True
 
     @property
     def pages(self) -> int:
@@ -62,10 +95,77 @@ class SnapshotDelta:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _address(buffer: bytes | bytearray) -> int:
-    if isinstance(buffer, bytearray):
+_RUNS = re.compile(b"\x01+")
+"""Runs of written blocks in a `written` mask."""
+PRESENT, SWAPPED, FILE_OR_SHARED, EXCLUSIVE = 0x80, 0x40, 0x20, 0x01
+"""Flags of a `/proc/self/pagemap` entry, in its top byte (bits 63, 62, 61 and 56)."""
+
+
+def _address(buffer: Buffer) -> int:
+    if isinstance(buffer, (bytearray, mmap.mmap)):
         return ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
     return ctypes.cast(ctypes.c_char_p(buffer), ctypes.c_void_p).value or 0
+
+
+def _private_memory(size: int) -> mmap.mmap:
+    """Zeroed memory that costs nothing where it is not written (private anonymous pages:
+    Python's default anonymous mapping is shared, which the kernel counts as a file's)."""
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+
+@functools.cache
+def _written_flags() -> bytes | None:
+    """For each top byte of a pagemap entry: 1 if its page may hold what a fresh
+    instance does not map there. Such a page was swapped out, or is private anonymous
+    memory: written since the mapping was made. A page read but never written maps the
+    shared zero page (never exclusive) or stays file-backed, and is not counted; while
+    the kernel may merge identical pages (KSM), a merged page is not exclusive either,
+    so then every anonymous page counts. None where pagemap cannot tell (not Linux,
+    pages other than 4 KiB, flags missing): then no snapshot is kept sparse."""
+    if mmap.PAGESIZE != BLOCK_BYTES:
+        return None
+    probe = _private_memory(2 * BLOCK_BYTES)
+    try:
+        probe[0] = 1  # written; the second page is read only
+        _ = probe[BLOCK_BYTES]
+        flags = _page_flags(_address(probe), 2)
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    if flags is None or flags[0] & (PRESENT | FILE_OR_SHARED | EXCLUSIVE) != PRESENT | EXCLUSIVE:
+        return None
+    merging = Path("/sys/kernel/mm/ksm/run")
+    exclusive_only = not merging.exists() or merging.read_text().strip() == "0"
+    table = bytearray(256)
+    for top in range(256):
+        anonymous = top & PRESENT and not top & FILE_OR_SHARED
+        if top & SWAPPED or (anonymous and (top & EXCLUSIVE or not exclusive_only)):
+            table[top] = 1
+    return bytes(table)
+
+
+def _page_flags(address: int, pages: int) -> bytes | None:
+    """The top byte of the pagemap entry of each page from `address`."""
+    with open("/proc/self/pagemap", "rb") as pagemap:
+        pagemap.seek(address // BLOCK_BYTES * 8)
+        entries = pagemap.read(pages * 8)
+    if len(entries) != pages * 8:
+        return None
+    return entries[7::8]  # little-endian: the top byte is the last
+
+
+def written_blocks(address: int, length: int) -> bytes | None:
+    """Per 4 KiB block of the memory at `address`: 1 where it may differ from what a
+    fresh instance maps there (see `_written_flags`); None where that cannot be told."""
+    table = _written_flags()
+    if table is None:
+        return None
+    try:
+        flags = _page_flags(address, length // BLOCK_BYTES)
+    except OSError:
+        return None
+    return None if flags is None else flags.translate(table)
 
 
 def _memory_address(store: wasmtime.Store, memory: wasmtime.Memory) -> int:
@@ -100,12 +200,17 @@ def capture(
     """
     length = memory.data_len(store)
     source = _memory_address(store, memory)
+    written = written_blocks(source, length)
     if into is None:  # a bytearray: the next snapshot updates it in place
         buffer = bytearray(length)
         ctypes.memmove(_address(buffer), source, length)
-        snapshot = MemorySnapshot(memory=buffer, globals=values)
+        snapshot = MemorySnapshot(memory=buffer, globals=values, written=written)
         snapshot.changed_blocks = set(range((length + BLOCK_BYTES - 1) // BLOCK_BYTES))
         return snapshot
+    if into.sparse:
+        _capture_written(source, length, written, into)
+        into.globals = values
+        return into
     buffer = into.memory if isinstance(into.memory, bytearray) else bytearray(into.memory)
     old_length = len(buffer)
     if length > old_length:
@@ -119,8 +224,46 @@ def capture(
         if offset + size > old_length or _memcmp(source + offset, target + offset, size) != 0:
             _copy_changed(source, target, offset, offset + size, old_length, into.changed_blocks)
     into.memory = buffer
+    into.written = written
     into.globals = values
     return into
+
+
+def _capture_written(source: int, length: int, written: bytes | None, into: MemorySnapshot) -> None:
+    """`capture` into a snapshot that keeps only written blocks: the blocks written now
+    or kept before are compared (a block not kept before counts as changed: the copy does
+    not hold what the image had there); the others are the image's, unchanged."""
+    held = into.written
+    if written is None or held is None or length < len(into.memory):
+        # Cannot tell any more (or another state): keep everything again.
+        buffer = bytearray(length)
+        ctypes.memmove(_address(buffer), source, length)
+        into.memory, into.written, into.sparse = buffer, written, False
+        into.changed_blocks.update(range(length // BLOCK_BYTES))
+        return
+    if length > len(into.memory):
+        grown = _private_memory(length)
+        old = _address(into.memory)
+        for run in _RUNS.finditer(held):
+            start, end = run.start() * BLOCK_BYTES, run.end() * BLOCK_BYTES
+            ctypes.memmove(_address(grown) + start, old + start, end - start)
+        into.memory = grown
+    held = held.ljust(len(written), b"\0")
+    candidates = (int.from_bytes(held) | int.from_bytes(written)).to_bytes(len(written))
+    target = _address(into.memory)
+    for run in _RUNS.finditer(candidates):
+        first, end = run.start(), run.end()
+        if 0 not in held[first:end]:
+            start, stop = first * BLOCK_BYTES, end * BLOCK_BYTES
+            _copy_changed(source, target, start, stop, stop, into.changed_blocks)
+            continue
+        for block in range(first, end):
+            offset = block * BLOCK_BYTES
+            if held[block] and _memcmp(source + offset, target + offset, BLOCK_BYTES) == 0:
+                continue
+            ctypes.memmove(target + offset, source + offset, BLOCK_BYTES)
+            into.changed_blocks.add(block)
+    into.written = candidates
 
 
 def _copy_changed(
@@ -158,6 +301,13 @@ def load_memory(store: wasmtime.Store, memory: wasmtime.Memory, snapshot: Memory
         memory.grow(store, missing_pages)
     target = _memory_address(store, memory)
     source = _address(snapshot.memory)
+    if snapshot.sparse:  # the kept blocks; the others are the image's already
+        assert snapshot.written is not None
+        for run in _RUNS.finditer(snapshot.written):
+            for offset in range(run.start() * BLOCK_BYTES, run.end() * BLOCK_BYTES, BLOCK_BYTES):
+                if _memcmp(source + offset, target + offset, BLOCK_BYTES) != 0:
+                    ctypes.memmove(target + offset, source + offset, BLOCK_BYTES)
+        return
     zero = _address(_ZERO_CHUNK)
     for offset in range(0, len(snapshot.memory), PAGE_BYTES):
         current = target + offset if offset < initial else zero

@@ -2,7 +2,7 @@
 call, crashes that end one process, and guest files that live only in its memory."""
 
 from engines.isolated.pool import WorkerPool, worker_pool
-from engines.isolated.process import WorkerDied, private_bytes
+from engines.isolated.process import WorkerDied, private_bytes, return_large_buffers
 from engines.isolated.session import (
     Cancellation,
     IsolatedSession,
@@ -17,6 +17,7 @@ __all__ = [
     "WorkerPool",
     "WorkspaceSource",
     "private_bytes",
+    "return_large_buffers",
     "run_isolated",
     "worker_pool",
 ]

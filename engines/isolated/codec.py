@@ -9,6 +9,7 @@ restore, not only after a restart.
 from __future__ import annotations
 
 import dataclasses
+import mmap
 from collections.abc import Sequence
 from typing import Any, get_args
 
@@ -129,8 +130,12 @@ def abandoned_outcome(session: Session, code: str, message: str) -> dict[str, An
 
 
 def snapshot_to_json(snapshot: MemorySnapshot) -> tuple[dict[str, Any], bytes | bytearray]:
-    """A whole snapshot: its JSON header and its memory."""
-    return {"globals": snapshot.globals, "extra": snapshot.extra}, snapshot.memory
+    """A whole snapshot: its JSON header and its memory (one that keeps only its written
+    blocks is not whole: it never leaves its engine process)."""
+    memory = snapshot.memory
+    if snapshot.sparse or isinstance(memory, mmap.mmap):
+        raise ValueError("a snapshot that keeps only its written blocks is not whole")
+    return {"globals": snapshot.globals, "extra": snapshot.extra}, memory
 
 
 def snapshot_from_json(header: dict[str, Any], memory: bytes | memoryview) -> MemorySnapshot:

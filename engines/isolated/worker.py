@@ -33,6 +33,7 @@ from typing import Any
 
 from engines.isolated import codec
 from engines.isolated.frames import FrameReader, write_frame
+from engines.isolated.process import return_large_buffers
 from engines.session import CANCELLED, Session
 from engines.vfs import VirtualFS
 
@@ -235,6 +236,7 @@ class Worker:
         finally:
             for run in runs:  # the next snapshot may resize the memory they view
                 run.release()
+        snapshot.keep_written_only()  # the parent had every block it needs
 
     # -- backstop ------------------------------------------------------------------------
     def watch_deadlines(self) -> None:
@@ -281,6 +283,7 @@ def _confine() -> None:
 
 def main() -> None:
     _confine()
+    return_large_buffers()  # a first snapshot copies the guest's whole memory, once
     # The frame channel is the original stdout; anything else printing goes to stderr.
     out_fd = os.dup(1)
     os.dup2(2, 1)

@@ -343,6 +343,32 @@ def test_after_a_trap_state_comes_from_the_last_snapshot_or_starts_fresh(
             assert outcome.result.error is not None  # the definition is gone
 
 
+def test_a_snapshot_keeping_only_written_blocks_restores_the_same_memory(
+    language: str, workspace: VirtualFS
+) -> None:
+    """Issue 23: a snapshot that keeps only the blocks the instance wrote (the rest being
+    its image's) restores memory and globals byte for byte, after a trap, and the next
+    snapshot into it sends only what changed."""
+    snippets = SNIPPETS[language]
+    with Session(language, workspace=workspace, limits=Limits(fuel=500_000_000)) as live:
+        live.execute(snippets.define)
+        snapshot = live.take_snapshot()
+        assert snapshot is not None and snapshot.written is not None
+        whole, globals_ = bytes(snapshot.memory), dict(snapshot.globals)
+        snapshot.keep_written_only()
+        assert snapshot.sparse and 0 < sum(snapshot.written) < len(snapshot.written) / 2
+        assert live.execute(snippets.loop).invalidated
+        assert live._boot() is Boot.RESTORED
+        assert live._store is not None and live._instance is not None
+        again = live.spec.take_snapshot(live._store, live._instance)
+        assert bytes(again.memory) == whole and again.globals == globals_
+        snapshot.changed_blocks.clear()
+        outcome = live.execute(snippets.use)
+        assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
+        assert live.take_snapshot() is snapshot and snapshot.sparse
+        assert 0 < len(snapshot.changed_blocks) < sum(snapshot.written)
+
+
 # --- Python and JavaScript: snapshots of decomposed components ------------------------------
 
 

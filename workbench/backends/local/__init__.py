@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from engines.isolated import worker_pool
+from engines.isolated import return_large_buffers, worker_pool
 from engines.session import Limits
 from workbench import __version__
 from workbench.api.client import Backend
@@ -140,7 +138,7 @@ def _open_gateway(
         memory_budget = (int(raw) if raw.isdigit() else DEFAULT_MEMORY_BUDGET_MIB) << 20
     if limits is None:
         limits = Limits(timeout_seconds=parse_timeout(os.environ.get(TIMEOUT_ENV)))
-    _return_large_buffers()
+    return_large_buffers()
     engine_pool = worker_pool()
     engine_pool.prewarm()
     resources = LocalResources(
@@ -155,19 +153,6 @@ def _open_gateway(
         engine_pool=engine_pool,
     )
     return LocalGateway(resources, owner)
-
-
-M_MMAP_THRESHOLD = -3
-"""glibc's `mallopt` parameter: allocations from this size on are mapped, not heap."""
-
-
-def _return_large_buffers() -> None:
-    """Make buffers of 1 MiB or more (a guest's memory being restored, a first snapshot
-    being stored) go back to the system when freed. glibc raises its threshold for that
-    as such buffers are freed, after which they stay in the heap and the owner's memory
-    only grows (measured: 183 → 133 MiB for ten contexts of the four languages)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 1 << 20)
 
 
 def open_local_backend(
