@@ -20,8 +20,10 @@ from engines.isolated import private_bytes
 SessionKey = tuple[str, str]
 """(sandbox id, context id)"""
 
-DEFAULT_MAX_RESIDENT = 6
-DEFAULT_MEMORY_BUDGET_MIB = 1024
+DEFAULT_MAX_RESIDENT = 32
+"""A cap on engine processes (each holds pipes and a pid); the memory budget binds first:
+a Python context's engine process holds about 24 MiB of its own, Ruby's about 80."""
+DEFAULT_MEMORY_BUDGET_MIB = 512
 
 
 class SessionPool:
