@@ -64,6 +64,9 @@ class MemorySnapshot:
     sparse: bool = False
     """`memory` holds only the `written` blocks (the others read as zero here, and are
     what a fresh instance maps there): see `keep_written_only`."""
+    from_image: bool = False
+    """`changed_blocks` say what differs from what a fresh instance maps (its image), not
+    from an earlier snapshot: a new snapshot (its receiver drops what it held)."""
 
     def keep_written_only(self) -> None:
         """Keep only the written blocks, in memory that costs nothing where it is not
@@ -85,14 +88,30 @@ class MemorySnapshot:
 
 @dataclass
 class SnapshotDelta:
-    """The 4 KiB blocks of a guest's memory changed since the snapshot was last stored
-    (all of them for a first snapshot), by index, with the memory's length, globals and
-    host state: what the host keeps of a guest's memory when it keeps no copy of it."""
+    """4 KiB blocks of a guest's memory by index, with the memory's length, globals and
+    host state: those changed since the snapshot was last stored, or, `from_image`, those
+    that differ from what a fresh instance maps (its image; every block where that cannot
+    be told). What the host keeps and stores of a guest's memory, and restores from."""
 
     length: int
     blocks: dict[int, memoryview]
     globals: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
+    from_image: bool = False
+
+
+def sparse_snapshot(delta: SnapshotDelta) -> MemorySnapshot:
+    """A snapshot to restore from a `from_image` delta: its blocks over a fresh instance."""
+    memory = _private_memory(max(delta.length, 1))
+    written = bytearray(delta.length // BLOCK_BYTES)
+    for index, block in delta.blocks.items():
+        if len(block) != BLOCK_BYTES or not 0 <= index < len(written):
+            raise ValueError("snapshot: a block past the end of memory")
+        memory[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES] = block
+        written[index] = 1
+    return MemorySnapshot(
+        memory, dict(delta.globals), dict(delta.extra), written=bytes(written), sparse=True
+    )
 
 
 _RUNS = re.compile(b"\x01+")
@@ -205,7 +224,12 @@ def capture(
         buffer = bytearray(length)
         ctypes.memmove(_address(buffer), source, length)
         snapshot = MemorySnapshot(memory=buffer, globals=values, written=written)
-        snapshot.changed_blocks = set(range((length + BLOCK_BYTES - 1) // BLOCK_BYTES))
+        snapshot.from_image = True
+        snapshot.changed_blocks = (
+            set(range(length // BLOCK_BYTES))
+            if written is None
+            else {run for match in _RUNS.finditer(written) for run in range(*match.span())}
+        )
         return snapshot
     if into.sparse:
         _capture_written(source, length, written, into)
@@ -239,7 +263,8 @@ def _capture_written(source: int, length: int, written: bytes | None, into: Memo
         buffer = bytearray(length)
         ctypes.memmove(_address(buffer), source, length)
         into.memory, into.written, into.sparse = buffer, written, False
-        into.changed_blocks.update(range(length // BLOCK_BYTES))
+        into.changed_blocks = set(range(length // BLOCK_BYTES))
+        into.from_image = True
         return
     if length > len(into.memory):
         grown = _private_memory(length)

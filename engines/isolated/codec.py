@@ -9,13 +9,12 @@ restore, not only after a restart.
 from __future__ import annotations
 
 import dataclasses
-import mmap
 from collections.abc import Sequence
 from typing import Any, get_args
 
 from engines.result import LIMIT_ERROR, ExecutionError, ExecutionResult
 from engines.session import Boot, Limits, Outcome, Session
-from engines.snapshot import BLOCK_BYTES, MemorySnapshot, SnapshotDelta
+from engines.snapshot import BLOCK_BYTES, MemorySnapshot, SnapshotDelta, sparse_snapshot
 from engines.vfs import Kind, PathState, TreeUpdate, VfsLimits
 
 Blob = bytes | bytearray | memoryview
@@ -129,17 +128,26 @@ def abandoned_outcome(session: Session, code: str, message: str) -> dict[str, An
     return outcome_to_json(outcome, [])
 
 
-def snapshot_to_json(snapshot: MemorySnapshot) -> tuple[dict[str, Any], bytes | bytearray]:
-    """A whole snapshot: its JSON header and its memory (one that keeps only its written
-    blocks is not whole: it never leaves its engine process)."""
-    memory = snapshot.memory
-    if snapshot.sparse or isinstance(memory, mmap.mmap):
-        raise ValueError("a snapshot that keeps only its written blocks is not whole")
-    return {"globals": snapshot.globals, "extra": snapshot.extra}, memory
+def restore_from_json(header: dict[str, Any], blobs: list[memoryview]) -> MemorySnapshot:
+    """The restore point `restore_to_json` sent, as a snapshot an instance restores from."""
+    return sparse_snapshot(merge_delta(None, {**header, "fromImage": True}, blobs))
 
 
-def snapshot_from_json(header: dict[str, Any], memory: bytes | memoryview) -> MemorySnapshot:
-    return MemorySnapshot(bytearray(memory), dict(header["globals"]), dict(header["extra"]))
+def restore_to_json(restore: SnapshotDelta) -> tuple[dict[str, Any], list[memoryview]]:
+    """A restore point for a new engine process: its blocks over the image, as runs."""
+    runs = _runs(set(restore.blocks))
+    blobs = [
+        memoryview(b"".join(restore.blocks[index] for index in range(first, first + count)))
+        for first, count in runs
+    ]
+    header = {
+        "length": restore.length,
+        "runs": [list(run) for run in runs],
+        "globals": restore.globals,
+        "extra": restore.extra,
+        "fromImage": True,
+    }
+    return header, blobs
 
 
 def _runs(blocks: set[int]) -> list[tuple[int, int]]:
@@ -165,6 +173,7 @@ def snapshot_delta(snapshot: MemorySnapshot) -> tuple[dict[str, Any], list[memor
         "runs": [list(run) for run in runs],
         "globals": snapshot.globals,
         "extra": snapshot.extra,
+        "fromImage": snapshot.from_image,
     }
     return header, blobs
 
@@ -172,14 +181,15 @@ def snapshot_delta(snapshot: MemorySnapshot) -> tuple[dict[str, Any], list[memor
 def merge_delta(
     into: SnapshotDelta | None, header: dict[str, Any], blobs: list[memoryview]
 ) -> SnapshotDelta:
-    """Add a delta's blocks to those not yet stored (`into`): each run copied once, its
-    blocks views of that copy (a first snapshot's one large buffer goes back to the
-    system when freed, where thousands of 4 KiB ones would stay in the heap)."""
+    """Add a delta's blocks to those held (`into`; a delta `fromImage` replaces them):
+    each run copied once, its blocks views of that copy (one large buffer goes back to
+    the system when freed, where thousands of 4 KiB ones would stay in the heap)."""
     length = int(header["length"])
     runs = [(int(first), int(count)) for first, count in header["runs"]]
     if len(runs) != len(blobs):
         raise ValueError("snapshot delta: run list and blobs differ")
-    kept = {} if into is None else into.blocks
+    from_image = bool(header.get("fromImage")) or (into is not None and into.from_image)
+    kept = {} if into is None or header.get("fromImage") else into.blocks
     blocks = {index: block for index, block in kept.items() if index * BLOCK_BYTES < length}
     for (first, count), data in zip(runs, blobs, strict=True):
         if count < 1 or len(data) != count * BLOCK_BYTES or (first + count) * BLOCK_BYTES > length:
@@ -187,31 +197,4 @@ def merge_delta(
         copy = memoryview(bytes(data))
         for index in range(count):
             blocks[first + index] = copy[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES]
-    return SnapshotDelta(length, blocks, dict(header["globals"]), dict(header["extra"]))
-
-
-def apply_delta(
-    into: MemorySnapshot | None, header: dict[str, Any], blobs: list[memoryview]
-) -> MemorySnapshot:
-    """Update the host's copy of a snapshot with a delta."""
-    length = int(header["length"])
-    memory = bytearray(length) if into is None else into.memory
-    if not isinstance(memory, bytearray):
-        memory = bytearray(memory)
-    if len(memory) < length:
-        memory.extend(bytes(length - len(memory)))
-    elif len(memory) > length:
-        del memory[length:]
-    runs = [(int(first), int(count)) for first, count in header["runs"]]
-    if len(runs) != len(blobs):
-        raise ValueError("snapshot delta: run list and blobs differ")
-    for (first, count), data in zip(runs, blobs, strict=True):
-        start = first * BLOCK_BYTES
-        if count < 1 or len(data) > count * BLOCK_BYTES or start + len(data) > length:
-            raise ValueError("snapshot delta: a run past the end of memory")
-        memory[start : start + len(data)] = data
-    snapshot = into or MemorySnapshot(memory, {})
-    snapshot.memory = memory
-    snapshot.globals = dict(header["globals"])
-    snapshot.extra = dict(header["extra"])
-    return snapshot
+    return SnapshotDelta(length, blocks, dict(header["globals"]), dict(header["extra"]), from_image)

@@ -1,8 +1,9 @@
 """`IsolatedSession`: a `Session` that lives in an engine process of its own.
 
-Same surface as `engines.session.Session` (execute, cancel, take_snapshot,
-restore_point, reset, close, alive), so the sandbox layer does not care where a guest
-runs. What the process boundary adds:
+Much the surface of `engines.session.Session` (execute, cancel, take_snapshot, reset,
+close, alive), so the sandbox layer does not care where a guest runs; its snapshots are
+the blocks that differ from the engine's image (`unstored`, `restore_source`). What the
+process boundary adds:
 - a deadline or cancel holds even while the guest is blocked in a host call: the engine
   process answers for the guest and exits, and the host kills it as a last resort;
 - a crash, an abort or a runaway of the engine ends only that process;
@@ -12,8 +13,8 @@ runs. What the process boundary adds:
   what changed in the owner's tree since the process last saw it, and its answer carries
   what the run changed. `workspace_version` records what the process holds; a new
   process holds nothing (the next execution sends the whole tree).
-After the process ended, the next execution starts a new one from the host's copy of
-the last snapshot (or fresh), exactly as after a trap.
+After the process ended, the next execution starts a new one from the last snapshot
+(the owner's, or the blocks the session kept) or fresh, exactly as after a trap.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from engines.result import (
     ExecutionResult,
 )
 from engines.session import CANCELLED, Boot, Limits, Outcome
-from engines.snapshot import MemorySnapshot, SnapshotDelta
+from engines.snapshot import SnapshotDelta
 from engines.vfs import TreeUpdate, VfsLimits
 
 BACKSTOP_SECONDS = 10.0
@@ -107,17 +108,17 @@ class IsolatedSession:
         pool: WorkerPool,
         workspace: VfsLimits | None = None,
         limits: Limits | None = None,
-        restore_point: MemorySnapshot | None = None,
-        restore_source: Callable[[], MemorySnapshot | None] | None = None,
+        restore_source: Callable[[], SnapshotDelta | None] | None = None,
         cache: EngineCache | None = None,
         progress: Progress | None = None,
     ) -> None:
         """`workspace`: the limits of the guest's `/workspace` (None: it has none).
         `progress` hears about preparing the engine, when it is not prepared yet.
-        `restore_source` (instead of `restore_point`): where the owner keeps the last
-        snapshot it stored, read whenever an engine process is opened. With it the host
-        keeps no copy of the guest's memory, only the blocks of snapshots that the owner
-        has not stored yet (`unstored`); the owner stores each one it takes."""
+        The host never holds a copy of the guest's memory, only snapshots' blocks that
+        differ from the engine's image. `restore_source`: where an owner keeps the last
+        snapshot it stored (`from_image`), read whenever an engine process is opened; the
+        session then keeps only the blocks taken since (`unstored`), which the owner
+        stores. Without a source the session keeps them all, and restores from them."""
         self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
         self.workspace = workspace
         self.workspace_version: Hashable | None = None
@@ -125,14 +126,13 @@ class IsolatedSession:
         owner moves it past the changes of a run it committed; None: the process holds
         nothing yet, or something the owner does not know)."""
         self.limits = limits or Limits()
-        self._restore_point = restore_point if self.spec.snapshots else None
         self._restore_source = restore_source if self.spec.snapshots else None
         self._restorable = False
-        """With a restore source: the engine process holds (or a new one would read) a
-        snapshot, so a lost instance comes back restored rather than fresh."""
+        """The engine process holds (or a new one would read) a snapshot, so a lost
+        instance comes back restored rather than fresh."""
         self.unstored: SnapshotDelta | None = None
-        """With a restore source: the blocks of snapshots taken since the owner last
-        stored one (it sets this to None once they are stored)."""
+        """The blocks of snapshots taken since the owner last stored one (it sets this
+        to None once they are stored); without an owner, all of them."""
         self._pool = pool
         self._cache = cache or EngineCache(self.spec)
         self._compiled = self._cache.ready_compiled_path(progress or _no_progress)
@@ -162,21 +162,8 @@ class IsolatedSession:
         worker = self._worker
         return 0 if worker is None or worker.dead else worker.private_bytes()
 
-    @property
-    def restore_point(self) -> MemorySnapshot | None:
-        """The host's copy of the last snapshot (None with a restore source: the host
-        keeps none). One on its way is waited for (also while `collect_snapshot` receives
-        it elsewhere), unless an execution is running or waiting to: then the copy from
-        before that execution."""
-        if self._call_lock.acquire(timeout=0 if self._executing else REQUEST_SECONDS):
-            try:
-                self._collect_snapshot()
-            finally:
-                self._call_lock.release()
-        return self._restore_point
-
     # -- process -------------------------------------------------------------------------
-    def _open_request(self, op: str) -> tuple[dict[str, Any], list[bytes | bytearray]]:
+    def _open_request(self, op: str) -> tuple[dict[str, Any], list[memoryview]]:
         header: dict[str, Any] = {
             "op": op,
             "language": self.spec.language,
@@ -186,15 +173,14 @@ class IsolatedSession:
             else codec.vfs_limits_to_json(self.workspace),
             "limits": codec.limits_to_json(self.limits),
         }
-        blobs: list[bytes | bytearray] = []
-        restore_point = self._restore_point
+        blobs: list[memoryview] = []
+        restore_point = self.unstored
         if self._restore_source is not None:
             self.unstored = None  # the source holds what is stored; the rest is lost
             restore_point = self._restore_source()
-            self._restorable = restore_point is not None
+        self._restorable = restore_point is not None
         if restore_point is not None:
-            header["restore"], memory = codec.snapshot_to_json(restore_point)
-            blobs.append(memory)
+            header["restore"], blobs = codec.restore_to_json(restore_point)
         return header, blobs
 
     def _open(self) -> WorkerProcess:
@@ -254,11 +240,8 @@ class IsolatedSession:
         delta = answer.get("snapshot")
         if not (answer.get("ok") and isinstance(delta, dict)):
             return
-        if self._restore_source is not None:
-            self.unstored = codec.merge_delta(self.unstored, delta, blobs)
-            self._restorable = True
-        else:
-            self._restore_point = codec.apply_delta(self._restore_point, delta, blobs)
+        self.unstored = codec.merge_delta(self.unstored, delta, blobs)
+        self._restorable = True
 
     # -- the Session surface -------------------------------------------------------------
     def execute(
@@ -354,8 +337,9 @@ class IsolatedSession:
             self._alive = bool(answer.get("alive"))
             self.workspace_version = version
         if outcome.restore_point_dropped:
-            self._restore_point = None
             self._restorable = False
+            if self._restore_source is None:
+                self.unstored = None
         return outcome
 
     def _expected_boot(self) -> Boot:
@@ -366,7 +350,7 @@ class IsolatedSession:
         return Boot.RESTORED if self._has_restore_point() else Boot.FRESH
 
     def _has_restore_point(self) -> bool:
-        return self._restore_point is not None or self._restorable
+        return self._restorable
 
     def _failure(
         self, code: str, name: str, message: str, cwd: str, boot: Boot = Boot.FRESH
@@ -399,7 +383,7 @@ class IsolatedSession:
 
     def take_snapshot(self) -> None:
         """Ask for the snapshot of the state the last run left; it is taken after the
-        answer went out and collected before the next request (`restore_point`)."""
+        answer went out and collected before the next request (`unstored`)."""
         if not self.spec.snapshots or not self.alive:
             return
         with self._call_lock:
@@ -414,8 +398,8 @@ class IsolatedSession:
             self._snapshot_pending = True
 
     def collect_snapshot(self) -> None:
-        """Receive the snapshot `take_snapshot` asked for and keep it as the restore point
-        (one not collected is received before the next request instead)."""
+        """Receive the snapshot `take_snapshot` asked for and add it to `unstored` (one
+        not collected is received before the next request instead)."""
         with self._call_lock:
             self._collect_snapshot()
 
@@ -423,7 +407,7 @@ class IsolatedSession:
         """Forget all state: the next execution starts a fresh interpreter."""
         with self._call_lock:
             self._collect_snapshot()
-            self._restore_point = self.unstored = None
+            self.unstored = None
             self._restorable = False
             worker = self._worker
             if worker is None:

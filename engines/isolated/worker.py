@@ -5,10 +5,12 @@ runaway write can be stopped by ending this process without touching any other.
 Requests (one at a time, answered in order):
 - `open`: create the session (language, compiled entry path: a module file or a decomposed
   component's directory, the workspace's limits when it has one, limits, and an optional
-  restore point whose memory is the frame's blob); its workspace starts empty;
+  restore point: the blocks that differ from the engine's image, as runs in the frame's
+  blobs); its workspace starts empty;
 - `execute`: run code after bringing the workspace up to date (`update`, file bytes as
   blobs); answered with the `Outcome`, whose workspace changes' bytes are blobs;
-- `snapshot`: take the (incremental) snapshot; answered with the changed 1 MiB chunks;
+- `snapshot`: take the (incremental) snapshot; answered with the changed 4 KiB blocks
+  (for a new snapshot, those that differ from the image: `fromImage`);
 - `reset`, `close`: as `Session`;
 - `run`: open + execute + close in one round trip (stateless runs).
 Out of band, `cancel` interrupts the running execution.
@@ -174,7 +176,7 @@ class Worker:
                 language_engine(str(header["language"])),
                 workspace=VirtualFS(codec.vfs_limits_from_json(workspace)) if workspace else None,
                 limits=codec.limits_from_json(header["limits"]),
-                restore_point=codec.snapshot_from_json(restore, blobs[0]) if restore else None,
+                restore_point=codec.restore_from_json(restore, blobs) if restore else None,
                 compiled=Path(str(header["compiled"])),
             )
         except Exception as error:  # wasmtime refused the compiled module, or a bad request
@@ -231,6 +233,7 @@ class Worker:
             return
         header, runs = codec.snapshot_delta(snapshot)
         snapshot.changed_blocks.clear()  # the parent holds them now
+        snapshot.from_image = False
         try:
             self.answer({"ok": True, "snapshot": header}, runs)
         finally:

@@ -21,7 +21,7 @@ import pytest
 from engines.isolated import IsolatedSession, WorkerPool, worker_pool
 from engines.isolated.worker import LOG_BYTES
 from engines.session import Limits, Outcome
-from engines.snapshot import MemorySnapshot
+from engines.snapshot import SnapshotDelta
 from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.core.workspace import GUEST_LIMITS
@@ -233,7 +233,8 @@ def test_a_killed_engine_process_costs_one_run(engines_ready: None) -> None:
     try:
         assert session.execute("our $n = 41; 1").result.error is None
         session.take_snapshot()
-        assert session.restore_point is not None
+        session.collect_snapshot()
+        assert session.unstored is not None
         worker = session._worker
         assert worker is not None
         killer = threading.Timer(0.5, os.kill, (worker.process.pid, signal.SIGKILL))
@@ -253,10 +254,11 @@ def test_a_killed_engine_process_costs_one_run(engines_ready: None) -> None:
 def test_with_a_restore_source_the_host_keeps_no_copy_of_the_guest_memory(
     engines_ready: None,
 ) -> None:
-    """Issue 23: the host keeps only the blocks of snapshots not stored yet; a new engine
-    process reads the stored snapshot from the source (a run whose snapshot was not
-    stored is lost with the process, as the owner stores every snapshot it takes)."""
-    stored: list[MemorySnapshot] = []
+    """Issue 23: the host keeps only blocks that differ from the engine's image, of
+    snapshots not stored yet; a new engine process reads the stored snapshot from the
+    source (a run whose snapshot was not stored is lost with the process, as the owner
+    stores every snapshot it takes)."""
+    stored: list[SnapshotDelta] = []
     session = IsolatedSession(
         "perl",
         pool=worker_pool(),
@@ -269,18 +271,16 @@ def test_with_a_restore_source_the_host_keeps_no_copy_of_the_guest_memory(
         session.take_snapshot()
         session.collect_snapshot()
         first = session.unstored
-        assert session.restore_point is None and first is not None
-        assert len(first.blocks) * 4096 == first.length  # a first snapshot: every block
-        memory = bytearray(first.length)
-        for index, block in first.blocks.items():
-            memory[index * 4096 : (index + 1) * 4096] = block
-        stored.append(MemorySnapshot(bytes(memory), first.globals, first.extra))
+        assert first is not None and first.from_image
+        assert 0 < len(first.blocks) < first.length // 4096 / 4  # not the image
+        stored.append(first)
         session.unstored = None  # as the owner does once it stored them
         assert session.execute("$n = 42; 1").result.error is None
         session.take_snapshot()
         session.collect_snapshot()
         later = session.unstored
-        assert later is not None and 0 < len(later.blocks) < len(first.blocks) / 10
+        assert later is not None and not later.from_image
+        assert 0 < len(later.blocks) < len(first.blocks)
         worker = session._worker
         assert worker is not None
         killer = threading.Timer(0.5, os.kill, (worker.process.pid, signal.SIGKILL))

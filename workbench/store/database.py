@@ -20,7 +20,6 @@ import json
 import sqlite3
 import sys
 import threading
-import zlib
 from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -30,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from engines.result import well_formed
+from engines.snapshot import SnapshotDelta
 from workbench.paths import private_directory, private_file
 
 SCHEMA_VERSION = 3
-"""3 stores snapshots as content-addressed 4 KiB blocks (`snapshot_blocks`, shared by
-every context, and one `snapshot_maps` row per context) instead of per-context 1 MiB
-chunks and deltas; a version-1 or version-2 store is converted in place, and older
-workbenches refuse a version-3 store."""
+"""3 stores snapshots as content-addressed 4 KiB blocks that differ from the engine's
+image (`snapshot_blocks`, shared by every context, and one `snapshot_maps` row per
+context) instead of per-context 1 MiB chunks and deltas; a version-1 or version-2 store
+is converted in place, and older workbenches refuse a version-3 store."""
 DEFAULT_HISTORY_LIMIT = 1000
 """Execution history entries kept per context."""
 CHUNK_BYTES = 1 << 20
@@ -66,10 +66,10 @@ CREATE TABLE IF NOT EXISTS contexts (
     PRIMARY KEY (sandbox_id, id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS snapshot_blocks (
-    id INTEGER PRIMARY KEY,     -- 0 stands for an all-zero block, which is never stored
+    id INTEGER PRIMARY KEY,     -- from 1; 0 in a map: the engine's image there, not stored
     hash BLOB NOT NULL UNIQUE,  -- BLAKE2b-256 of the block's 4 KiB
     refs INTEGER NOT NULL,      -- entries of snapshot maps naming it
-    data BLOB NOT NULL          -- zlib-compressed, or the 4 KiB as they are
+    data BLOB NOT NULL          -- the 4 KiB
 );
 CREATE TABLE IF NOT EXISTS snapshot_maps (
     sandbox_id TEXT NOT NULL,
@@ -93,10 +93,6 @@ CONTEXT_TABLES = ("contexts", "history")
 SANDBOX_TABLES = ("sandboxes", "files", *CONTEXT_TABLES)
 """Tables whose rows a deleted sandbox or context takes along (its snapshot map goes
 through `Transaction.drop_snapshot`, which releases the blocks it names)."""
-ZERO_BLOCK = bytes(BLOCK_BYTES)
-COMPRESS_FROM_BLOCKS = 1024
-"""Blocks new in one snapshot from which they are stored compressed: a whole image (stored
-once, shared) is worth it; the few blocks of a run, on the answer's path, are not."""
 DATABASE_PAGE_BYTES = 16384
 WAL_CHECKPOINT_PAGES = 256
 WAL_KEPT_BYTES = 4 << 20
@@ -121,7 +117,7 @@ class SnapshotLayout:
 
     @classmethod
     def of_map(cls, block_map: array[int]) -> SnapshotLayout:
-        """The layout of the memory a block map describes (id 0: an all-zero block)."""
+        """The pages of memory a block map stores (id 0: the image's, not stored)."""
         stored = _map_bytes(block_map)
         page_entries = 4 * PAGE_BYTES // BLOCK_BYTES
         zero_page = bytes(page_entries)
@@ -224,40 +220,37 @@ class Transaction:
         self,
         sandbox_id: str,
         context_id: str,
-        length: int,
-        blocks: Mapping[int, bytes | memoryview],
+        snapshot: SnapshotDelta,
     ) -> SnapshotLayout:
-        """Store a snapshot of linear memory of `length` bytes as content-addressed 4 KiB
-        blocks: the `blocks` given (by index: those changed since the last one stored, or
-        all for a first one) enter the context's map, each stored once for every context
-        that holds it and all-zero blocks not at all; the map keeps its other entries, and
-        drops those past the end of memory. The reference stores whole 1 MiB chunks per
-        context (spec 7.7); what it reports, `SnapshotLayout`, is computed as it does."""
-        count = length // BLOCK_BYTES
+        """Store a snapshot of linear memory as content-addressed 4 KiB blocks: its blocks
+        enter the context's map, each stored once for every context that holds it. A
+        snapshot `from_image` replaces the map (a block it does not give is what a fresh
+        instance maps there, the engine's image, and not stored); another one changes the
+        entries it gives. Entries past the end of memory leave the map. The reference
+        stores whole 1 MiB chunks per context (spec 7.7); `SnapshotLayout` reports what is
+        stored in its terms."""
+        count = snapshot.length // BLOCK_BYTES
         old = self._snapshot_map(sandbox_id, context_id)
-        new = old[:count]
+        new = array("I", bytes(4 * count)) if snapshot.from_image else old[:count]
         new.extend([0] * (count - len(new)))
-        indices = sorted(index for index in blocks if index < count)
         digests: dict[int, bytes] = {}
-        for index in indices:
-            block = blocks[index]
-            if len(block) != BLOCK_BYTES:
-                raise ValueError(f"snapshot block {index} is not 4 KiB")
-            if block == ZERO_BLOCK:
-                new[index] = 0
-            else:
-                digests[index] = hashlib.blake2b(block, digest_size=32).digest()
-        ids = self._block_ids(digests, blocks, compress=len(digests) > COMPRESS_FROM_BLOCKS)
+        for index, block in snapshot.blocks.items():
+            if len(block) != BLOCK_BYTES or not 0 <= index < count:
+                raise ValueError(f"snapshot block {index} is not 4 KiB of memory")
+            digests[index] = hashlib.blake2b(block, digest_size=32).digest()
+        ids = self._block_ids(digests, snapshot.blocks)
         change: Counter[int] = Counter()
-        for index in indices:
-            if index in digests:
-                new[index] = ids[digests[index]]
-            before = old[index] if index < len(old) else 0
-            if before != new[index]:
-                change[before] -= 1
-                change[new[index]] += 1
-        for index in range(count, len(old)):
-            change[old[index]] -= 1
+        if snapshot.from_image:
+            change.update(new)  # the given blocks are added below
+            change.subtract(old)
+        else:
+            for index in range(count, len(old)):
+                change[old[index]] -= 1
+            for index in digests:
+                change[new[index]] -= 1
+        for index, digest in digests.items():
+            new[index] = ids[digest]
+            change[new[index]] += 1
         self._count_references(change)
         self._db.execute(
             "INSERT OR REPLACE INTO snapshot_maps (sandbox_id, context_id, blocks) "
@@ -284,15 +277,9 @@ class Transaction:
         return _map_of(b"" if row is None else row[0])
 
     def _block_ids(
-        self,
-        digests: dict[int, bytes],
-        blocks: Mapping[int, bytes | memoryview],
-        *,
-        compress: bool,
+        self, digests: dict[int, bytes], blocks: Mapping[int, bytes | memoryview]
     ) -> dict[bytes, int]:
-        """The id of each block (by hash), stored now if no snapshot held it yet: with
-        `compress` (a whole image, mostly shared and stored once) compressed, else (the
-        few blocks of a run, on the answer's path) as they are."""
+        """The id of each block (by hash), stored now if no snapshot holds it yet."""
         first_index = {digest: index for index, digest in reversed(digests.items())}
         wanted = list(first_index)
         ids: dict[bytes, int] = {}
@@ -306,12 +293,9 @@ class Transaction:
             )
         for digest in wanted:
             if digest not in ids:
-                index = first_index[digest]
-                block = bytes(blocks[index])
-                packed = zlib.compress(block, 1) if compress else block
                 cursor = self._db.execute(
                     "INSERT INTO snapshot_blocks (hash, refs, data) VALUES (?, 0, ?)",
-                    (digest, packed if len(packed) < BLOCK_BYTES else block),
+                    (digest, bytes(blocks[first_index[digest]])),
                 )
                 assert cursor.lastrowid is not None
                 ids[digest] = cursor.lastrowid
@@ -437,8 +421,9 @@ class Store:
                     blocks = {
                         index: view[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES]
                         for index in range(len(memory) // BLOCK_BYTES)
-                    }
-                    tx.put_snapshot(sandbox_id, context_id, len(memory), blocks)
+                    }  # all of them: which equal the image is not known here
+                    whole = SnapshotDelta(len(memory), blocks, {}, {}, from_image=True)
+                    tx.put_snapshot(sandbox_id, context_id, whole)
             self._db.execute("DROP TABLE snapshot_chunks")
             if "snapshot_deltas" in tables:
                 self._db.execute("DROP TABLE snapshot_deltas")
@@ -534,11 +519,9 @@ class Store:
             ).fetchall()
         return [StoredContext(r[0], r[1], json.loads(r[2])) for r in rows]
 
-    def snapshot_memory(self, sandbox_id: str, context_id: str, memory_pages: int) -> bytearray:
-        """Reassemble a snapshot's linear memory from its map and blocks (each block is
-        put in place as it is read: no second copy of the memory is held)."""
-        size = memory_pages * PAGE_BYTES
-        memory = bytearray(size)
+    def snapshot_blocks(self, sandbox_id: str, context_id: str) -> dict[int, bytes]:
+        """The blocks a context's snapshot stores, by index (the others are its engine's
+        image); blocks that several entries name are one object."""
         with self._lock:
             row = self._db.execute(
                 "SELECT blocks FROM snapshot_maps WHERE sandbox_id = ? AND context_id = ?",
@@ -546,19 +529,19 @@ class Store:
             ).fetchone()
             places: dict[int, list[int]] = {}
             for index, block in enumerate(_map_of(b"" if row is None else row[0])):
-                if block and index * BLOCK_BYTES < size:
-                    places.setdefault(block, []).append(index * BLOCK_BYTES)
+                if block:
+                    places.setdefault(block, []).append(index)
             wanted = list(places)
+            found: dict[int, bytes] = {}
             for start in range(0, len(wanted), LOOKUP_BATCH):
                 batch = wanted[start : start + LOOKUP_BATCH]
                 marks = ", ".join("?" * len(batch))
-                for block, stored in self._db.execute(
+                for block, data in self._db.execute(
                     f"SELECT id, data FROM snapshot_blocks WHERE id IN ({marks})", batch
                 ):
-                    data = stored if len(stored) == BLOCK_BYTES else zlib.decompress(stored)
-                    for offset in places[block]:
-                        memory[offset : offset + BLOCK_BYTES] = data
-        return memory
+                    for index in places[block]:
+                        found[index] = data
+        return found
 
     def history(
         self, sandbox_id: str, context_id: str, *, limit: int | None = None

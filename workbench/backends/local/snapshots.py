@@ -3,10 +3,11 @@ stored with the run that made them.
 
 After each successful run the engine process takes a snapshot of what the run changed,
 and the run's transaction stores it with the context row and the history entry: the
-4 KiB blocks the run changed enter the context's map of content-addressed blocks (all
-of them for a first snapshot or another build). So an answered run is a stored one: the
-next request sees its snapshot and a killed daemon loses no acknowledged state, as with
-the reference, which snapshots before it answers.
+4 KiB blocks the run changed enter the context's map of content-addressed blocks (for a
+new snapshot, the blocks that differ from the engine's image, which a restore writes into
+a fresh instance, as the reference restores its changed pages). So an answered run is
+a stored one: the next request sees its snapshot and a killed daemon loses no
+acknowledged state, as with the reference, which snapshots before it answers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import time
 
 from engines.isolated import IsolatedSession
-from engines.snapshot import PAGE_BYTES, MemorySnapshot, SnapshotDelta
+from engines.snapshot import PAGE_BYTES, SnapshotDelta
 from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.sandbox_state import SandboxState
 from workbench.backends.local.settings import LocalResources
@@ -47,8 +48,9 @@ class ContextSnapshots:
         self._runtimes = resources.runtimes
         self._clock = resources.clock
 
-    def restore_point(self, row: ContextRow) -> MemorySnapshot | None:
-        """The stored snapshot to start the context's engine from, if it has a usable one."""
+    def restore_point(self, row: ContextRow) -> SnapshotDelta | None:
+        """The stored snapshot to start the context's engine from, if it has a usable one:
+        its blocks that differ from the engine's image."""
         snapshot = row.snapshot
         runtime = self._runtimes[row.binding]
         if snapshot is None or not runtime.spec.snapshots:
@@ -56,8 +58,14 @@ class ContextSnapshots:
         if snapshot.get("build") != runtime.build_sha256():
             row.snapshot = None  # spec 7.6: a snapshot of another engine build is dropped
             return None
-        memory = self._store.snapshot_memory(self._state.id, row.id, int(snapshot["memoryPages"]))
-        return MemorySnapshot(memory, dict(snapshot["globals"]), dict(snapshot["extra"]))
+        blocks = self._store.snapshot_blocks(self._state.id, row.id)
+        return SnapshotDelta(
+            int(snapshot["memoryPages"]) * PAGE_BYTES,
+            {index: memoryview(block) for index, block in blocks.items()},
+            dict(snapshot["globals"]),
+            dict(snapshot["extra"]),
+            from_image=True,
+        )
 
     @staticmethod
     def take(session: IsolatedSession) -> TakenSnapshot | None:
@@ -73,11 +81,11 @@ class ContextSnapshots:
 
     def store(self, tx: Transaction, row: ContextRow, taken: TakenSnapshot) -> None:
         """Add the snapshot to `tx` and make it the row's record (the caller restores the
-        record if the commit fails): the 4 KiB blocks changed since the last one stored
-        (every block when the engine process had none to compare with)."""
+        record if the commit fails): the 4 KiB blocks changed since the last one stored,
+        or for a new snapshot those that differ from the engine's image."""
         started = time.perf_counter()
         delta = taken.delta
-        layout = tx.put_snapshot(self._state.id, row.id, delta.length, delta.blocks)
+        layout = tx.put_snapshot(self._state.id, row.id, delta)
         row.snapshot = {
             "build": self._runtimes[row.binding].build_sha256(),
             "memoryPages": layout.memory_pages,
