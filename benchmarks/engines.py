@@ -9,15 +9,15 @@ import os
 import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from engines.cache import EngineCache
 from engines.proto import envelope_pb2
 from engines.registry import LANGUAGES, language_engine, missing_requirements
 from engines.session import Session
+from engines.vfs import VirtualFS
+from workbench.core.workspace import GUEST_LIMITS
 
 FIB = {
     "javascript": "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2) }\nfib(25)",
@@ -81,20 +81,20 @@ def native_fib_ms(language: str) -> float | None:
     return statistics.median(runs)
 
 
-def bench_language(language: str, workspace: Path) -> None:
+def bench_language(language: str) -> None:
     spec = language_engine(language)
     EngineCache(spec).prepare()
     print(f"\n[{language}] {spec.engine}")
 
     def cold() -> None:
-        with Session(spec, workspace=workspace) as session:
+        with Session(spec, workspace=VirtualFS(GUEST_LIMITS)) as session:
             session.execute("1+1")
 
     cold_ms = statistics.median(timed(cold, 5))
     target = 50 if spec.kind == "component" else 250
     print(f"  cold start (cache -> first result): {cold_ms:8.1f} ms   (target <= {target} ms)")
 
-    with Session(spec, workspace=workspace) as session:
+    with Session(spec, workspace=VirtualFS(GUEST_LIMITS)) as session:
         session.execute("1+1")
         warm = timed(lambda: session.execute("1+1"), 200)
         p50, p95 = statistics.median(warm), percentile(warm, 0.95)
@@ -128,23 +128,28 @@ def bench_language(language: str, workspace: Path) -> None:
             take = timed(session.take_snapshot, 3)
             snapshot = session.take_snapshot()
             assert snapshot is not None
+            whole = len(snapshot.memory)
+            snapshot.keep_written_only()  # as an engine process keeps it, and restores it
+            kept = 0 if snapshot.written is None else sum(snapshot.written) * 4096
 
             def restore() -> None:
-                with Session(spec, workspace=workspace, restore_point=snapshot) as restored:
+                with Session(
+                    spec, workspace=VirtualFS(GUEST_LIMITS), restore_point=snapshot
+                ) as restored:
                     restored.execute("1+1")
 
             restore_ms = statistics.median(timed(restore, 3))
             print(
                 f"  snapshot: take {statistics.median(take):6.1f} ms, restore + first run "
-                f"{restore_ms:6.1f} ms ({len(snapshot.memory) >> 20} MiB linear memory) vs cold "
-                f"{cold_ms:6.1f} ms -> {restore_ms / cold_ms:4.2f}x"
+                f"{restore_ms:6.1f} ms ({kept / (1 << 20):.1f} of {whole >> 20} MiB written) vs "
+                f"cold {cold_ms:6.1f} ms -> {restore_ms / cold_ms:4.2f}x"
             )
         else:
             print("  snapshot: this engine takes none")
 
     gc.collect()
     before = rss_bytes()
-    sessions = [Session(spec, workspace=workspace) for _ in range(3)]
+    sessions = [Session(spec, workspace=VirtualFS(GUEST_LIMITS)) for _ in range(3)]
     for live in sessions:
         live.execute("1+1")
     per_session = (rss_bytes() - before) / len(sessions)
@@ -154,13 +159,12 @@ def bench_language(language: str, workspace: Path) -> None:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as scratch:
-        for language in LANGUAGES:
-            missing = missing_requirements(language_engine(language))
-            if missing:
-                print(f"\n[{language}] skipped: {missing[0].program} not found")
-                continue
-            bench_language(language, Path(scratch))
+    for language in LANGUAGES:
+        missing = missing_requirements(language_engine(language))
+        if missing:
+            print(f"\n[{language}] skipped: {missing[0].program} not found")
+            continue
+        bench_language(language)
 
 
 if __name__ == "__main__":
