@@ -191,16 +191,6 @@ def _memory_address(store: wasmtime.Store, memory: wasmtime.Memory) -> int:
     return ctypes.addressof(memory.data_ptr(store).contents)
 
 
-def nonzero_pages(memory: bytes | bytearray) -> list[bool]:
-    """For each 64 KiB page: whether it holds any non-zero byte."""
-    source = _address(memory)
-    zero = _address(_ZERO_CHUNK)
-    return [
-        _memcmp(source + page * PAGE_BYTES, zero, PAGE_BYTES) != 0
-        for page in range(len(memory) // PAGE_BYTES)
-    ]
-
-
 def export_globals(module: bytes) -> bytes:
     """Return `module` with every defined global exported as `__g<index>`."""
     return export_definitions(module)

@@ -347,10 +347,7 @@ class IsolatedSession:
         decide it (used when the process cannot tell: it was killed)."""
         if self.alive:
             return Boot.RESIDENT
-        return Boot.RESTORED if self._has_restore_point() else Boot.FRESH
-
-    def _has_restore_point(self) -> bool:
-        return self._restorable
+        return Boot.RESTORED if self._restorable else Boot.FRESH
 
     def _failure(
         self, code: str, name: str, message: str, cwd: str, boot: Boot = Boot.FRESH
@@ -363,7 +360,7 @@ class IsolatedSession:
             error=ExecutionError(name, message[:HOST_MESSAGE_CHARS], []),
         )
         notes = ["the interpreter was reset after this error"]
-        if self._has_restore_point():
+        if self._restorable:
             notes[0] += "; the next run restores the last snapshot"
         return Outcome(result, cwd, boot, invalidated=True, notes=notes)
 

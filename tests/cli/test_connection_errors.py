@@ -5,14 +5,14 @@ timeout) and exit 3. Every server here is on loopback; the unresolvable name is 
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from tests.cli import cli_env, one_error_line, run_cli
+from tests.loopback import loopback_server
 
 TOKEN = "t" * 20
 
@@ -69,13 +69,8 @@ def plain_http_server() -> Iterator[int]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_server(Handler) as url:
+        yield int(url.rsplit(":", 1)[1])
 
 
 def test_tls_to_a_plain_http_server_is_a_tls_failure(tmp_path: Path) -> None:

@@ -17,14 +17,14 @@ import pty
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from tests.cli import SCRIPT, cli_env, one_error_line, run_cli
+from tests.loopback import loopback_server
 
 PERL_MEMBER = "package/dist/esm/zeroperl.wasm"
 PERL_METADATA = "/@6over3%2Fzeroperl-ts/1.0.10"
@@ -73,13 +73,8 @@ def npm_registry(
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/", requested
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_server(Handler) as url:
+        yield f"{url}/", requested
 
 
 def fresh_env(tmp_path: Path, registry: str) -> dict[str, str]:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import socket
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from tests.cli import cli_env, one_error_line, run_cli, serving
 from tests.conftest import require_engine
+from tests.loopback import loopback_server
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
@@ -123,14 +123,8 @@ def gateway_answering(body: bytes, status: int = 200) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_server(Handler) as url:
+        yield url
 
 
 def test_malformed_gateway_answers_are_exit_3(tmp_path: Path) -> None:

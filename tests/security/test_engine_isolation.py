@@ -221,6 +221,18 @@ def test_a_cancel_while_the_run_waits_for_its_turn_is_kept(
         session.close()
 
 
+def killed_during_a_loop(session: IsolatedSession) -> Outcome:
+    """A Perl busy loop whose engine process is killed (SIGKILL) half a second in."""
+    worker = session._worker
+    assert worker is not None
+    killer = threading.Timer(0.5, os.kill, (worker.process.pid, signal.SIGKILL))
+    killer.start()
+    try:
+        return session.execute("1 while 1")
+    finally:
+        killer.join()
+
+
 def test_a_killed_engine_process_costs_one_run(engines_ready: None) -> None:
     pool = worker_pool()
     session = IsolatedSession(
@@ -235,12 +247,7 @@ def test_a_killed_engine_process_costs_one_run(engines_ready: None) -> None:
         session.take_snapshot()
         session.collect_snapshot()
         assert session.unstored is not None
-        worker = session._worker
-        assert worker is not None
-        killer = threading.Timer(0.5, os.kill, (worker.process.pid, signal.SIGKILL))
-        killer.start()
-        crashed = session.execute("1 while 1")
-        killer.join()
+        crashed = killed_during_a_loop(session)
         assert crashed.result.error is not None
         assert crashed.result.error.name == "EngineError", crashed.result.error
         assert "signal 9" in crashed.result.error.message
@@ -281,12 +288,7 @@ def test_with_a_restore_source_the_host_keeps_no_copy_of_the_guest_memory(
         later = session.unstored
         assert later is not None and not later.from_image
         assert 0 < len(later.blocks) < len(first.blocks)
-        worker = session._worker
-        assert worker is not None
-        killer = threading.Timer(0.5, os.kill, (worker.process.pid, signal.SIGKILL))
-        killer.start()
-        crashed = session.execute("1 while 1")
-        killer.join()
+        crashed = killed_during_a_loop(session)
         assert crashed.result.error is not None and crashed.result.error.name == "EngineError"
         after = session.execute("$n + 1")
         assert after.result.error is None and after.result.results[0].text == "42"

@@ -5,12 +5,12 @@ again: every other answer reaches the test as it came."""
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from tests.loopback import loopback_server
 from tests.workerd.harness import DEV_PROXY_DROPPED, AsyncDevProxyRetry, DevProxyRetry
 
 
@@ -54,15 +54,8 @@ class Flaky(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def flaky() -> Iterator[str]:
     Flaky.bodies = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with loopback_server(Flaky) as url:
+        yield url
 
 
 def test_a_dropped_request_is_sent_again(flaky: str) -> None:

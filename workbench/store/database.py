@@ -104,36 +104,31 @@ LOOKUP_BATCH = 500
 
 @dataclass(frozen=True)
 class SnapshotLayout:
-    """Which parts of a snapshot's memory hold data (spec 7.7 `SnapshotInfo` fields)."""
+    """What a snapshot stores, in spec 7.7's units (`SnapshotInfo` fields): its memory's
+    64 KiB pages, the pages holding a stored block, and the 1 MiB chunks holding those."""
 
     memory_pages: int
-    nonzero_pages: int
-    zero_chunks: frozenset[int]
-    chunk_count: int
-
-    @property
-    def stored_chunks(self) -> int:
-        return self.chunk_count - len(self.zero_chunks)
+    stored_pages: int
+    stored_chunks: int
 
     @classmethod
     def of_map(cls, block_map: array[int]) -> SnapshotLayout:
-        """The pages of memory a block map stores (id 0: the image's, not stored)."""
-        stored = _map_bytes(block_map)
-        page_entries = 4 * PAGE_BYTES // BLOCK_BYTES
-        zero_page = bytes(page_entries)
-        nonzero = [
-            stored[start : start + page_entries] != zero_page
-            for start in range(0, len(stored), page_entries)
-        ]
-        pages = len(nonzero)
-        per_chunk = CHUNK_BYTES // PAGE_BYTES
-        chunk_count = (pages + per_chunk - 1) // per_chunk
-        zero_chunks = frozenset(
-            chunk
-            for chunk in range(chunk_count)
-            if not any(nonzero[chunk * per_chunk : (chunk + 1) * per_chunk])
+        """The layout of a block map (id 0: the image's block, not stored)."""
+        entries = _map_bytes(block_map)
+
+        def holding(blocks: int) -> int:
+            width = 4 * blocks  # bytes of map per span
+            return sum(
+                1
+                for start in range(0, len(entries), width)
+                if entries[start : start + width].strip(b"\0")
+            )
+
+        return cls(
+            len(entries) * BLOCK_BYTES // 4 // PAGE_BYTES,
+            holding(PAGE_BYTES // BLOCK_BYTES),
+            holding(CHUNK_BYTES // BLOCK_BYTES),
         )
-        return cls(pages, sum(nonzero), zero_chunks, chunk_count)
 
 
 @dataclass

@@ -63,30 +63,53 @@ def read_what_fits(
         else:
             used += len(data)
             contents[relative] = data
-    if too_large:
-        for relative, size_text in too_large:
-            message = (
-                f"{relative} is {size_text}; the sandbox allows at most {MAX_FILE_BYTES} per file"
+    _refuse(
+        report,
+        emit,
+        errors.ErrorCode.FILE_TOO_LARGE,
+        [
+            (
+                relative,
+                f"{relative} is {size_text}; the sandbox allows at most {MAX_FILE_BYTES} per file",
             )
-            report.errors.append(SyncIssue(relative, errors.ErrorCode.FILE_TOO_LARGE, message))
-        emit(
-            EventKind.ERROR,
-            f"not uploaded: {_names([relative for relative, _ in too_large])}, over the "
-            f"sandbox's limit of {_mib(MAX_FILE_BYTES)} per file",
-        )
-    if no_room:
-        for relative, size in no_room:
-            message = (
-                f"{relative} is {size} bytes; no room is left for it in the sandbox's workspace"
+            for relative, size_text in too_large
+        ],
+        f"over the sandbox's limit of {_mib(MAX_FILE_BYTES)} per file",
+    )
+    _refuse(
+        report,
+        emit,
+        errors.ErrorCode.NO_SPACE,
+        [
+            (
+                relative,
+                f"{relative} is {size} bytes; no room is left for it in the sandbox's workspace",
             )
-            report.errors.append(SyncIssue(relative, errors.ErrorCode.NO_SPACE, message))
-        emit(
-            EventKind.ERROR,
-            f"not uploaded for lack of room: {_names([relative for relative, _ in no_room])}, "
-            f"{_mib(sum(size for _, size in no_room))} in all; the sandbox's workspace holds "
-            f"{_mib(MAX_WORKSPACE_BYTES)}, {_mib(room)} of it left for this pass",
-        )
+            for relative, size in no_room
+        ],
+        f"{_mib(sum(size for _, size in no_room))} in all; the sandbox's workspace holds "
+        f"{_mib(MAX_WORKSPACE_BYTES)}, {_mib(room)} of it left for this pass",
+        lead="not uploaded for lack of room",
+    )
     return contents
+
+
+def _refuse(
+    report: SyncReport,
+    emit: EmitEvent,
+    code: str,
+    refused: list[tuple[str, str]],
+    detail: str,
+    *,
+    lead: str = "not uploaded",
+) -> None:
+    """Report each refused path (path, message) with `code`, and emit one event naming
+    them all: `lead: names, detail`."""
+    if not refused:
+        return
+    for relative, message in refused:
+        report.errors.append(SyncIssue(relative, code, message))
+    emit(EventKind.ERROR, f"{lead}: {_names([relative for relative, _ in refused])}, {detail}")
 
 
 def _mib(size: int) -> str:

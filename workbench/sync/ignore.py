@@ -143,6 +143,15 @@ _DIRECTORIES: Final = (
 """`**/`: nothing, or anything that ends with a `/`."""
 
 
+def _escaped(pattern: bytes, backslash: int) -> tuple[int, int]:
+    """The index and value of the byte the `\\` at `backslash` escapes (a pattern that
+    ends in one matches nothing, as in git)."""
+    index = backslash + 1
+    if index >= len(pattern):
+        raise _Unmatchable
+    return index, pattern[index]
+
+
 def _class_at(pattern: bytes, start: int) -> tuple[int, int]:
     """The byte set of the `[...]` class opening at `start` and the index after it,
     parsed as git's wildmatch does (`]` first is a member, `\\` escapes, `a-z` ranges,
@@ -157,10 +166,7 @@ def _class_at(pattern: bytes, start: int) -> tuple[int, int]:
             raise _Unmatchable
         byte = pattern[index]
         if byte == _BACKSLASH:
-            index += 1
-            if index >= len(pattern):
-                raise _Unmatchable
-            byte = pattern[index]
+            index, byte = _escaped(pattern, index)
             members |= 1 << byte
         elif (
             byte == ord("-")
@@ -171,10 +177,7 @@ def _class_at(pattern: bytes, start: int) -> tuple[int, int]:
             index += 1
             high = pattern[index]
             if high == _BACKSLASH:
-                index += 1
-                if index >= len(pattern):
-                    raise _Unmatchable
-                high = pattern[index]
+                index, high = _escaped(pattern, index)
             members |= _byte_set(range(previous, high + 1))
             byte = 0
         elif byte == ord("[") and pattern[index + 1 : index + 2] == b":":
@@ -239,10 +242,7 @@ def _steps_of(pattern: bytes) -> list[_Step]:
             continue
         else:
             if byte == _BACKSLASH:
-                index += 1
-                if index >= len(pattern):
-                    raise _Unmatchable
-                byte = pattern[index]
+                index, byte = _escaped(pattern, index)
             steps.append(_Step(1 << byte))
         index += 1
     return steps

@@ -89,8 +89,8 @@ class ContextSnapshots:
         row.snapshot = {
             "build": self._runtimes[row.binding].build_sha256(),
             "memoryPages": layout.memory_pages,
-            "pages": layout.nonzero_pages,
-            "bytes": layout.nonzero_pages * PAGE_BYTES,
+            "pages": layout.stored_pages,
+            "bytes": layout.stored_pages * PAGE_BYTES,
             "storedBytes": layout.stored_chunks * CHUNK_BYTES,  # as spec 7.7 counts
             "takenAt": self._clock.now_ms(),
             "stale": False,
