@@ -2,7 +2,7 @@
 call, crashes that end one process, and guest files that live only in its memory."""
 
 from engines.isolated.pool import WorkerPool, worker_pool
-from engines.isolated.process import WorkerDied, private_bytes, return_large_buffers
+from engines.isolated.process import WorkerDied, return_large_buffers
 from engines.isolated.session import (
     Cancellation,
     IsolatedSession,
@@ -16,7 +16,6 @@ __all__ = [
     "WorkerDied",
     "WorkerPool",
     "WorkspaceSource",
-    "private_bytes",
     "return_large_buffers",
     "run_isolated",
     "worker_pool",

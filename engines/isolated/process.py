@@ -63,7 +63,7 @@ def return_large_buffers() -> None:
         ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 1 << 20)
 
 
-def private_bytes(pid: int | str = "self") -> int:
+def private_bytes(pid: int) -> int:
     """A process's resident memory that is its own (anonymous: resident minus file-backed,
     which processes of one engine share), from `/proc`; 0 where that cannot be read."""
     try:

@@ -90,7 +90,7 @@ def open_local_gateway(
     passes its own). `settings`: how it differs from a default deployment (default: the
     environment's and the config file's, `local_settings`). `max_resident` and
     `memory_budget` (bytes) bound the live sessions (default: their environment
-    variables, else 32 and 512 MiB)."""
+    variables, else 32 and 448 MiB)."""
     root = private_data_dir(directory)
     owner = OwnerLock(root)
     owner.acquire(OwnerInfo(os.getpid(), owner_kind, __version__, socket, int(time.time() * 1000)))

@@ -1,11 +1,12 @@
 """Live engine sessions of code contexts, bounded with least-recently-used eviction.
 
 A context's REPL state lives in its session, whose engine process holds the guest. The
-sessions that stay resident are bounded by a memory budget for the whole local backend
-(this process and the engine processes, counting what each holds of its own) and by a
-count (the reference keeps one per interpreter object; we bound them across all
-sandboxes). An evicted context comes back from its memory snapshot where its engine
-supports snapshots, otherwise fresh, and its next result says which.
+sessions that stay resident are bounded by a memory budget for their engine processes
+(counting what each holds of its own; the owner's process holds no guest memory, and an
+embedded backend may live in a large one, as a test run) and by a count (the reference
+keeps one per interpreter object; we bound them across all sandboxes). An evicted
+context comes back from its memory snapshot where its engine supports snapshots,
+otherwise fresh, and its next result says which.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from engines.isolated import IsolatedSession as Session
-from engines.isolated import private_bytes
 
 SessionKey = tuple[str, str]
 """(sandbox id, context id)"""
@@ -23,7 +23,7 @@ SessionKey = tuple[str, str]
 DEFAULT_MAX_RESIDENT = 32
 """A cap on engine processes (each holds pipes and a pid); the memory budget binds first:
 a Python context's engine process holds about 24 MiB of its own, Ruby's about 80."""
-DEFAULT_MEMORY_BUDGET_MIB = 512
+DEFAULT_MEMORY_BUDGET_MIB = 448
 
 
 class SessionPool:
@@ -33,8 +33,8 @@ class SessionPool:
         memory_budget: int = DEFAULT_MEMORY_BUDGET_MIB << 20,
     ) -> None:
         """At most `max_resident` sessions stay resident, and idle ones are evicted
-        while this process and the engine processes hold more than `memory_budget`
-        bytes (the session in use always stays)."""
+        while their engine processes hold more than `memory_budget` bytes (the session
+        in use always stays)."""
         self.max_resident = max(1, max_resident)
         self.memory_budget = memory_budget
         self._sessions: OrderedDict[SessionKey, Session] = OrderedDict()
@@ -75,7 +75,7 @@ class SessionPool:
                 break
             if key not in self._busy:
                 evicted.append((key, self._sessions.pop(key)))
-        held = private_bytes() + sum(s.private_bytes for s in self._sessions.values())
+        held = sum(session.private_bytes for session in self._sessions.values())
         for key in list(self._sessions):
             if held <= self.memory_budget:
                 break
