@@ -16,6 +16,7 @@ from engines.cache import EngineCache
 from engines.proto import envelope_pb2
 from engines.registry import LANGUAGES, language_engine, missing_requirements
 from engines.session import Session
+from engines.snapshot import MemorySnapshot
 from engines.vfs import VirtualFS
 from workbench.core.workspace import GUEST_LIMITS
 
@@ -60,6 +61,10 @@ def timed(action: Callable[[], object], repeat: int) -> list[float]:
     return samples
 
 
+RESTORE_PAIRS = 21
+"""Restores and cold starts timed in turns for their ratio."""
+
+
 def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -86,11 +91,18 @@ def bench_language(language: str) -> None:
     EngineCache(spec).prepare()
     print(f"\n[{language}] {spec.engine}")
 
-    def cold() -> None:
-        with Session(spec, workspace=VirtualFS(GUEST_LIMITS)) as session:
+    def first_result_ms(restore_point: MemorySnapshot | None = None) -> float:
+        """From a new session (restoring `restore_point` if given) to its first result;
+        closing it is not part of either figure."""
+        started = time.perf_counter()
+        session = Session(spec, workspace=VirtualFS(GUEST_LIMITS), restore_point=restore_point)
+        try:
             session.execute("1+1")
+            return (time.perf_counter() - started) * 1000
+        finally:
+            session.close()
 
-    cold_ms = statistics.median(timed(cold, 5))
+    cold_ms = statistics.median(first_result_ms() for _ in range(5))
     target = 50 if spec.kind == "component" else 250
     print(f"  cold start (cache -> first result): {cold_ms:8.1f} ms   (target <= {target} ms)")
 
@@ -132,17 +144,18 @@ def bench_language(language: str) -> None:
             snapshot.keep_written_only()  # as an engine process keeps it, and restores it
             kept = 0 if snapshot.written is None else sum(snapshot.written) * 4096
 
-            def restore() -> None:
-                with Session(
-                    spec, workspace=VirtualFS(GUEST_LIMITS), restore_point=snapshot
-                ) as restored:
-                    restored.execute("1+1")
-
-            restore_ms = statistics.median(timed(restore, 3))
+            # Taken in turns, so that both see the same machine (a drift between two
+            # series of a few samples each moved this ratio by 0.3 from run to run).
+            restores, colds = [], []
+            for _ in range(RESTORE_PAIRS):
+                restores.append(first_result_ms(snapshot))
+                colds.append(first_result_ms())
+            restore_ms, paired_cold_ms = statistics.median(restores), statistics.median(colds)
             print(
                 f"  snapshot: take {statistics.median(take):6.1f} ms, restore + first run "
                 f"{restore_ms:6.1f} ms ({kept / (1 << 20):.1f} of {whole >> 20} MiB written) vs "
-                f"cold {cold_ms:6.1f} ms -> {restore_ms / cold_ms:4.2f}x"
+                f"cold {paired_cold_ms:6.1f} ms -> {restore_ms / paired_cold_ms:4.2f}x "
+                f"(medians of {RESTORE_PAIRS} in turns; target <= 1.0x)"
             )
         else:
             print("  snapshot: this engine takes none")

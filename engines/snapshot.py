@@ -302,9 +302,10 @@ def _copy_changed(
 def load_memory(store: wasmtime.Store, memory: wasmtime.Memory, snapshot: MemorySnapshot) -> None:
     """Copy a snapshot's bytes into the memory of a fresh instance.
 
-    Only 64 KiB pages that differ are written: the fresh image is mapped copy-on-write
-    from the compiled module, so pages left alone cost neither a copy nor memory, and
-    memory grown past the initial size is already zero.
+    A sparse snapshot's blocks are written as they are; of a whole one, only the 64 KiB
+    pages that differ. The fresh image is mapped copy-on-write from the compiled module, so
+    pages left alone cost neither a copy nor memory, and memory grown past the initial size
+    is already zero.
     """
     if len(snapshot.memory) % PAGE_BYTES:
         raise ValueError("snapshot memory is not a whole number of pages")
@@ -317,11 +318,13 @@ def load_memory(store: wasmtime.Store, memory: wasmtime.Memory, snapshot: Memory
     target = _memory_address(store, memory)
     source = _address(snapshot.memory)
     if snapshot.sparse:  # the kept blocks; the others are the image's already
+        # Written whole, one copy per run: the guest wrote each of them, so comparing first
+        # would only add a read fault per block (restore + first run 1.04 -> 0.96x of a
+        # cold start for JavaScript).
         assert snapshot.written is not None
         for run in _RUNS.finditer(snapshot.written):
-            for offset in range(run.start() * BLOCK_BYTES, run.end() * BLOCK_BYTES, BLOCK_BYTES):
-                if _memcmp(source + offset, target + offset, BLOCK_BYTES) != 0:
-                    ctypes.memmove(target + offset, source + offset, BLOCK_BYTES)
+            start, end = run.start() * BLOCK_BYTES, run.end() * BLOCK_BYTES
+            ctypes.memmove(target + start, source + start, end - start)
         return
     zero = _address(_ZERO_CHUNK)
     for offset in range(0, len(snapshot.memory), PAGE_BYTES):

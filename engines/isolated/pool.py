@@ -1,6 +1,7 @@
 """Engine processes kept ready: a spare is started in the background so that opening a
-session or a stateless run does not wait for Python and wasmtime to import, and a
-process whose session closed cleanly is reused."""
+session or a stateless run does not wait for one, and a process whose session closed
+cleanly is reused. Where the platform allows, processes are forks of the pool's fork
+server (see `ForkServer`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import atexit
 import threading
 import weakref
 
-from engines.isolated.process import WorkerDied, WorkerProcess
+from engines.isolated.process import FORK_SERVER, ForkServer, WorkerDied, WorkerProcess
 
 DEFAULT_SPARES = 1
 DEFAULT_MAX_IDLE = 2
@@ -25,9 +26,22 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._spawning = 0
         self._closed = False
+        self._fork_server: ForkServer | None = None
+        self._fork_server_lock = threading.Lock()
+
+    def _live_fork_server(self) -> ForkServer | None:
+        """The fork server, started on first use and again if it ended."""
+        if not FORK_SERVER:
+            return None
+        with self._fork_server_lock:
+            if self._closed:
+                raise WorkerDied("the engine pool is closed")
+            if self._fork_server is None or self._fork_server.closed:
+                self._fork_server = ForkServer()
+            return self._fork_server
 
     def _spawn(self) -> WorkerProcess:
-        worker = WorkerProcess()
+        worker = WorkerProcess(self._live_fork_server())
         with self._lock:
             self._all.add(worker)
         return worker
@@ -96,6 +110,10 @@ class WorkerPool:
             self._idle.clear()
         for worker in workers:
             worker.kill()
+        with self._fork_server_lock:
+            fork_server, self._fork_server = self._fork_server, None
+        if fork_server is not None:
+            fork_server.close()
 
 
 _POOL: WorkerPool | None = None

@@ -23,12 +23,18 @@ files live in this process's memory only (`engines.vfs`): its end leaves nothing
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import queue
 import resource
+import selectors
 import signal
+import socket
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -296,6 +302,69 @@ def main() -> None:
     threading.Thread(target=worker.watch_deadlines, daemon=True).start()
     worker.send({"ready": True, "pid": os.getpid()})
     worker.serve()
+
+
+def serve_forks(control_fd: int) -> None:
+    """The fork server (the host's end is `process.ForkServer`): it has imported all an
+    engine process needs and never runs guest code. Each `fork` request brings the new
+    process's stdin, stdout and stderr; the child becomes an engine process on them and the
+    host gets its pid, then its exit code when it ends. End of the control channel (the
+    host is gone) ends the server; its children end as their own channels close."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    control = socket.socket(fileno=control_fd)
+    gc.collect()
+    gc.freeze()  # the collector then leaves the shared pages of these objects alone
+    children: dict[int, int] = {}
+    """pidfd -> pid of each child not yet reaped."""
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ)
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is control:
+                try:
+                    message, fds, _, _ = socket.recv_fds(control, 64, 3)
+                except OSError:
+                    return
+                if not message:
+                    return
+                if message != b"fork" or len(fds) != 3:
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    _become_engine_process(*fds)
+                for fd in fds:
+                    os.close(fd)
+                pidfd = os.pidfd_open(pid)
+                children[pidfd] = pid
+                selector.register(pidfd, selectors.EVENT_READ)
+                control.sendall(b"forked %d" % pid)
+            else:
+                pid = children.pop(key.fd)
+                selector.unregister(key.fd)
+                os.close(key.fd)
+                _, status = os.waitpid(pid, 0)
+                control.sendall(b"exited %d %d" % (pid, os.waitstatus_to_exitcode(status)))
+
+
+def _become_engine_process(stdin: int, stdout: int, stderr: int) -> None:
+    """In a child of the fork server: take the given channels, drop every descriptor of
+    the server, and serve as an engine process until the host is done (never returns)."""
+    status = 1
+    try:
+        os.setsid()  # the terminal's Ctrl+C is the host's to handle
+        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+            os.dup2(fd, target)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        main()
+        status = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(status)
 
 
 if __name__ == "__main__":

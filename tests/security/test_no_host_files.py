@@ -60,17 +60,18 @@ def _rss_kib(pid: int) -> int:
 
 
 def _wait_until_the_guest_sleeps(cli: subprocess.Popen[bytes], daemon: int) -> list[int]:
-    """The daemon's engine processes once the one running the guest (it loaded an engine:
-    a spare is far smaller) has stopped using CPU."""
+    """The daemon's engine processes and their fork server once the one running the guest
+    (it loaded an engine: a spare is far smaller) has stopped using CPU."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert cli.poll() is None, cli.stderr.read() if cli.stderr else ""
-        engines = [
-            pid
-            for pid in _children(daemon)
-            if b"engines.isolated.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
-        ]
         try:
+            engines = [
+                pid
+                for child in _children(daemon)
+                for pid in (child, *_children(child))
+                if b"engines.isolated.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            ]
             running = [pid for pid in engines if _rss_kib(pid) > 60 << 10]
             if running:
                 before = _cpu_ticks(running[0])

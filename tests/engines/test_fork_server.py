@@ -1,0 +1,131 @@
+"""Engine processes are forks of one fork server per pool (issue 23): they share its
+imported pages, hold none of its descriptors, report how they ended, and a fork server
+that dies is replaced without touching the engine processes already running."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engines.isolated import IsolatedSession, WorkerPool, process
+from engines.isolated.process import WorkerDied
+
+pytestmark = pytest.mark.skipif(not process.FORK_SERVER, reason="needs pidfd and SCM_RIGHTS")
+
+MIB = 1 << 20
+
+
+def _parent_pid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _rollup(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} in smaps_rollup")
+
+
+@pytest.fixture
+def pool(all_engines: None) -> Iterator[WorkerPool]:
+    pool = WorkerPool(spares=0)
+    yield pool
+    pool.close()
+
+
+def test_engine_processes_are_forks_that_share_the_servers_pages(pool: WorkerPool) -> None:
+    sessions = [IsolatedSession("python", pool=pool) for _ in range(2)]
+    try:
+        for index, session in enumerate(sessions):
+            assert session.execute(f"v = {index}\nv").result.results[0].text == str(index)
+        pids = [session._worker.process.pid for session in sessions]  # type: ignore[union-attr]
+        server = pool._fork_server
+        assert server is not None
+        assert {_parent_pid(pid) for pid in pids} == {server.process.pid}
+        assert _parent_pid(server.process.pid) == os.getpid()
+        for pid in pids:
+            # The interpreter's and wasmtime's imported objects stay shared copy-on-write:
+            # a process started on its own shares none of its anonymous memory.
+            assert _rollup(pid, "Shared_Dirty") > 4 * MIB
+    finally:
+        for session in sessions:
+            session.close()
+
+
+def test_an_engine_process_holds_no_descriptor_of_the_fork_server(pool: WorkerPool) -> None:
+    first, second = pool.acquire(), pool.acquire()
+    try:
+        for worker in (first, second):
+            targets = [
+                os.readlink(entry) for entry in Path(f"/proc/{worker.process.pid}/fd").iterdir()
+            ]
+            # Its frame pipes and log only: no control socket, no pidfd of a sibling.
+            assert not [target for target in targets if target.startswith(("socket:", "anon"))]
+            assert sum(target.startswith("pipe:") for target in targets) == 2
+    finally:
+        pool.release(first)
+        pool.release(second)
+
+
+def test_a_forked_process_reports_how_it_ended(pool: WorkerPool) -> None:
+    worker = pool.acquire()
+    os.kill(worker.process.pid, signal.SIGKILL)
+    assert worker.process.wait(timeout=10) == -signal.SIGKILL
+    with pytest.raises(WorkerDied, match="signal 9"):
+        worker.send({"op": "close"})
+        worker.receive(None)
+
+
+def test_a_fork_server_that_died_is_replaced_and_running_processes_go_on(
+    pool: WorkerPool,
+) -> None:
+    running = IsolatedSession("python", pool=pool)
+    try:
+        assert running.execute("v = 41").result.error is None
+        server = pool._fork_server
+        assert server is not None
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=10)
+        assert running.execute("v + 1").result.results[0].text == "42"
+        fresh = IsolatedSession("python", pool=pool)
+        try:
+            assert fresh.execute("1 + 1").result.results[0].text == "2"
+            assert pool._fork_server is not server and pool._fork_server is not None
+        finally:
+            fresh.close()
+    finally:
+        running.close()
+
+
+def test_without_a_fork_server_processes_start_as_new_interpreters(
+    all_engines: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(process, "FORK_SERVER", False)
+    monkeypatch.setattr("engines.isolated.pool.FORK_SERVER", False)
+    pool = WorkerPool(spares=0)
+    try:
+        session = IsolatedSession("python", pool=pool)
+        try:
+            assert session.execute("6 * 7").result.results[0].text == "42"
+            pid = session._worker.process.pid  # type: ignore[union-attr]
+            assert _parent_pid(pid) == os.getpid() and pool._fork_server is None
+        finally:
+            session.close()
+    finally:
+        pool.close()
+
+
+def test_closing_the_pool_ends_the_fork_server_and_its_processes(pool: WorkerPool) -> None:
+    worker = pool.acquire()
+    server = pool._fork_server
+    assert server is not None
+    pool.close()
+    assert server.process.wait(timeout=10) is not None
+    # Killed; the server may have ended before it could report how.
+    assert worker.process.wait(timeout=10) in (-signal.SIGKILL, process.EXIT_UNKNOWN)
+    with pytest.raises(WorkerDied):
+        pool.acquire()
