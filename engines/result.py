@@ -14,6 +14,13 @@ ENGINE_ERROR = "EngineError"
 """`error.name` of a host-side failure (the engine could not run or answer)."""
 HOST_MESSAGE_CHARS = 2048
 """Longest host-side error message put in a result."""
+RESET_NOTE = "the interpreter was reset after this error"
+"""The note of a run whose error ended its interpreter (`reset_note`)."""
+
+
+def reset_note(restorable: bool) -> str:
+    """The note that explains what an error that ended the interpreter means for the next run."""
+    return RESET_NOTE + ("; the next run restores the last snapshot" if restorable else "")
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,16 @@ class SessionState:
     @property
     def state_lost(self) -> bool:
         return self.boot == "fresh"
+
+    @property
+    def boot_notes(self) -> tuple[str, ...]:
+        """Notes on how this run got its interpreter: shown before its output."""
+        return tuple(note for note in self.notes if not note.startswith(RESET_NOTE))
+
+    @property
+    def reset_notes(self) -> tuple[str, ...]:
+        """Notes on what the run's error did to the interpreter: shown after the error."""
+        return tuple(note for note in self.notes if note.startswith(RESET_NOTE))
 
     def to_json(self) -> dict[str, JsonValue]:
         return {"boot": self.boot, "notes": list(self.notes)}

@@ -34,6 +34,7 @@ from engines.result import (
     ExecutionResult,
     ResultEntry,
     Usage,
+    reset_note,
     well_formed,
 )
 from engines.snapshot import MemorySnapshot
@@ -381,9 +382,7 @@ class Session:
             error=ExecutionError(name, text, []),
             usage=usage if session else None,
         )
-        note = "the interpreter was reset after this error"
-        if self.restore_point is not None:
-            note += "; the next run restores the last snapshot"
+        note = reset_note(restorable=self.restore_point is not None)
         return Outcome(result, cwd, boot, invalidated=True, notes=[note])
 
     def captured_logs(self) -> tuple[list[str], list[str]]:

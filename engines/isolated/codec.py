@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, get_args
 
-from engines.result import LIMIT_ERROR, ExecutionError, ExecutionResult
+from engines.result import LIMIT_ERROR, ExecutionError, ExecutionResult, reset_note
 from engines.session import Boot, Limits, Outcome, Session
 from engines.snapshot import BLOCK_BYTES, MemorySnapshot, SnapshotDelta, sparse_snapshot
 from engines.vfs import Kind, PathState, TreeUpdate, VfsLimits
@@ -120,9 +120,7 @@ def abandoned_outcome(session: Session, code: str, message: str) -> dict[str, An
         stderr=stderr,
         error=ExecutionError(LIMIT_ERROR, message, []),
     )
-    note = "the interpreter was reset after this error"
-    if session.restore_point is not None:
-        note += "; the next run restores the last snapshot"
+    note = reset_note(restorable=session.restore_point is not None)
     # The host knows the call's cwd and where its instance came from; it fills them in.
     outcome = Outcome(result, "", Boot.RESIDENT, invalidated=True, notes=[note])
     return outcome_to_json(outcome, [])

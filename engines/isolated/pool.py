@@ -41,7 +41,12 @@ class WorkerPool:
             return self._fork_server
 
     def _spawn(self) -> WorkerProcess:
-        worker = WorkerProcess(self._live_fork_server())
+        try:
+            worker = WorkerProcess(self._live_fork_server())
+        except WorkerDied:
+            # The fork server ended since its last fork (killed, crashed) and the fork
+            # found out: once more, with a new one.
+            worker = WorkerProcess(self._live_fork_server())
         with self._lock:
             self._all.add(worker)
         return worker

@@ -39,6 +39,7 @@ from engines.result import (
     LIMIT_ERROR,
     ExecutionError,
     ExecutionResult,
+    reset_note,
 )
 from engines.session import CANCELLED, Boot, Limits, Outcome
 from engines.snapshot import SnapshotDelta
@@ -359,9 +360,7 @@ class IsolatedSession:
             duration_ms=0.0,
             error=ExecutionError(name, message[:HOST_MESSAGE_CHARS], []),
         )
-        notes = ["the interpreter was reset after this error"]
-        if self._restorable:
-            notes[0] += "; the next run restores the last snapshot"
+        notes = [reset_note(restorable=self._restorable)]
         return Outcome(result, cwd, boot, invalidated=True, notes=notes)
 
     def cancel(self) -> None:

@@ -22,6 +22,16 @@ def test_run_timeout_stops_the_guest_on_the_local_backend(tmp_path: Path) -> Non
     assert elapsed < 10  # process start + 1 s, far from the 30 s default and the 45 s sleep
 
 
+def test_the_reset_note_follows_the_error_it_explains(tmp_path: Path) -> None:
+    require_engine("python")
+    env = cli_env(tmp_path)
+    timed_out = run_cli(env, "run", "-s", "kept", "--timeout", "1", "-l", "python", "-c", SLEEPER)
+    assert timed_out.returncode == 1, timed_out.stderr
+    lines = timed_out.stderr.splitlines()
+    error = lines.index("ExecutionLimitError: Execution timed out after 1 s")
+    assert lines[error + 1 :] == ["note: the interpreter was reset after this error"]
+
+
 def test_bad_timeouts_are_one_line_usage_errors(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     for value in ("0", "-3", "abc", "nan", "inf"):

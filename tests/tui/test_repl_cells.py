@@ -58,6 +58,21 @@ async def run_and_count(pilot: WorkbenchPilot, repl: ReplPane, code: str, text: 
 
 
 @pytest.mark.usefixtures("python_engine")
+async def test_the_reset_note_follows_the_error_it_explains(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PYTHON")
+        await run_cell(pilot, repl, "print('before the loop')\nwhile True: pass")
+        lines = cell_lines(repl, -1)
+        printed = next(i for i, line in enumerate(lines) if "before the loop" in line)
+        error = next(i for i, line in enumerate(lines) if "Execution fuel exhausted" in line)
+        note = next(i for i, line in enumerate(lines) if "interpreter was reset" in line)
+        assert printed < error < note
+
+
+@pytest.mark.usefixtures("python_engine")
 async def test_a_python_error_is_shown_once(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 50)) as pilot:

@@ -203,10 +203,14 @@ async def run_command(
         )
 
     result = await with_backend(profile, data_dir, body, timeout=timeout)
-    if result.session is not None and result.session.state_lost and not global_options().quiet:
-        for note in result.session.notes:
+    session_state = result.session if not global_options().quiet else None
+    if session_state is not None and session_state.state_lost:
+        for note in session_state.boot_notes:
             echo_untrusted(f"warning: {note}", err=True, fg="yellow")
     if as_json:
         echo_json(result.to_json())
         return EXIT_OK if result.error is None else EXIT_FAILED
-    return print_result(result)
+    status = print_result(result)
+    for note in session_state.reset_notes if session_state is not None else ():
+        echo_untrusted(f"note: {note}", err=True, fg="yellow")
+    return status

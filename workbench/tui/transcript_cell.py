@@ -148,7 +148,7 @@ def render_cell(cell: TranscriptCell, *, show_measurements: bool) -> RenderableT
     result = cell.result
     if result is not None:
         if result.session is not None:
-            for note in result.session.notes:
+            for note in result.session.boot_notes:
                 parts.append(shown(f"ⓘ {note}", "bold yellow"))
         if result.stdout:
             parts.append(shown("\n".join(result.stdout)))
@@ -165,6 +165,9 @@ def render_cell(cell: TranscriptCell, *, show_measurements: bool) -> RenderableT
             traceback = error_traceback(result.error)
             if traceback:
                 parts.append(shown("\n".join(traceback), "red"))
+        if result.session is not None:
+            for note in result.session.reset_notes:  # what the error above did
+                parts.append(shown(f"ⓘ {note}", "bold yellow"))
         parts.append(
             Text(execution_footer(result, show_measurements=show_measurements), style="dim")
         )
