@@ -121,6 +121,8 @@ async def create_sandbox(pilot: WorkbenchPilot, sandbox_id: str = TOUR_SANDBOX) 
 async def create_context(pilot: WorkbenchPilot, binding: str, env_line: str = "") -> ReplPane:
     """F3, choose `binding`, optionally type one env line, create; the new REPL."""
     app = workbench(pilot)
+    main = app.main_screen
+    open_before = set(main.tabs.repls)
     await pilot.press("f3")
     await pilot.pause()
     dialog = app.screen
@@ -129,8 +131,7 @@ async def create_context(pilot: WorkbenchPilot, binding: str, env_line: str = ""
         dialog.query_one("#context-env TextArea").focus()
         await pilot.press(*env_line)
     dialog.query_one("#create", Button).press()
-    main = app.main_screen
-    await wait_for(pilot, lambda: main.active_repl is not None)
+    await wait_for(pilot, lambda: main.active_repl not in (None, *open_before))
     repl = main.active_repl
     assert repl is not None
     await wait_for(pilot, lambda: repl.code_input.has_focus)

@@ -18,6 +18,7 @@ from tour import (
     wait_for,
 )
 from workbench.tui.key_bindings import WORKBENCH_BINDINGS
+from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import CreateContextScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
@@ -113,3 +114,31 @@ async def test_function_keys_work_while_the_editor_has_focus(
         assert set(checks) == function_keys  # a new function key needs its check here
         for check in checks.values():
             await in_the_editor(check)
+
+
+async def test_tab_keys_cycle_the_tabs_and_ctrl_t_focuses_the_tree(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        first = await create_context(pilot, "PERL")
+        second = await create_context(pilot, "PERL")
+        order = [INFO_TAB, RUNTIMES_TAB, repl_tab_id(first.context.id)]
+        order.append(repl_tab_id(second.context.id))
+        second.code_input.focus()
+        await wait_for(pilot, lambda: main.tabs.active == order[3] and second.code_input.has_focus)
+        focus_after = [main.sandbox_tree, main.runtimes_table, first.code_input, second.code_input]
+        for step in range(len(order)):  # from the last tab on: wraps around to the first
+            await pilot.press("ctrl+pagedown")
+            await pilot.pause(0.1)
+            assert main.tabs.active == order[step], (step, order, main.tabs.active)
+            assert focus_after[step].has_focus, (step, app.focused)
+        await pilot.press("ctrl+pageup")
+        await pilot.pause(0.1)
+        assert main.tabs.active == order[2] and first.code_input.has_focus
+        await pilot.press("ctrl+t")
+        await pilot.pause(0.1)
+        assert main.sandbox_tree.has_focus
+        titles = {command.title for command in workbench_commands(app)}
+        assert {"Show the next tab", "Show the previous tab", "Focus the sandbox tree"} <= titles

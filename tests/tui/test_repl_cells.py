@@ -57,6 +57,22 @@ async def run_and_count(pilot: WorkbenchPilot, repl: ReplPane, code: str, text: 
     return shown_count(repl, text)
 
 
+async def test_ctrl_j_never_runs_a_cell(tmp_path: Path) -> None:
+    """Many terminals send ctrl+j for a newline (a paste, ssh): it must not run the cell."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        repl.code_input.focus()
+        await pilot.press("6", "*", "7", "ctrl+j")
+        await pilot.pause(0.3)
+        assert repl.transcript.cells == [] and "6*7" in repl.code_input.text
+        await pilot.press("ctrl+r")  # the run key proper runs what was typed
+        await wait_for(pilot, lambda: len(repl.transcript.cells) == 1)
+        assert repl.transcript.cells[0].code.strip() == "6*7"
+
+
 @pytest.mark.usefixtures("python_engine")
 async def test_the_reset_note_follows_the_error_it_explains(tmp_path: Path) -> None:
     app = make_app(tmp_path)

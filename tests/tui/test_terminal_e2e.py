@@ -71,7 +71,8 @@ def send(name: str, *keys: str) -> None:
     tmux(name, "send-keys", "-t", name, *keys)
 
 
-def test_create_sandbox_context_and_run_a_cell(session: str) -> None:
+def open_perl_repl(session: str) -> None:
+    """Create a sandbox and a Perl context in it; the REPL's editor has the focus."""
     wait_for_text(session, "connected")
     send(session, "F2")
     wait_for_text(session, "New sandbox")
@@ -86,6 +87,10 @@ def test_create_sandbox_context_and_run_a_cell(session: str) -> None:
     send(session, "Enter")
     send(session, "Tab", "Tab", "Tab", "Enter")
     wait_for_text(session, "code… (Enter: newline")
+
+
+def test_create_sandbox_context_and_run_a_cell(session: str) -> None:
+    open_perl_repl(session)
     send(session, "-l", 'print "from tmux\\n"; 6*7')
     time.sleep(0.5)
     send(session, "C-r")
@@ -93,4 +98,24 @@ def test_create_sandbox_context_and_run_a_cell(session: str) -> None:
     wait_for_text(session, "In [1]")
     shown = wait_for_text(session, "from tmux")
     assert "42" in shown.split("In [1]", 1)[1]
+    send(session, "C-q")
+
+
+def test_the_run_key_runs_all_the_code_typed_before_it(session: str) -> None:
+    """Code and ctrl+r in one write (a paste without bracketed paste, ssh): the cell runs
+    with every character that came before the key, none left behind in the editor."""
+    open_perl_repl(session)
+    code = "print qq(head-marker);" + " 1;" * 150 + " print qq(\\ntail-end-marker-xyz)"
+    send(session, code, "C-r")  # not `-l`: one send-keys, so the bytes arrive together
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ran = screen(session).partition("In [1]")[2]
+        output = [line.strip(" │▏▕┃") for line in ran.splitlines()]
+        if "tail-end-marker-xyz" in output:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"the whole cell never ran; the screen shows:\n{screen(session)}")
+    assert "head-marker" in ran and "In [2]" not in ran
+    assert "code… (Enter: newline" in screen(session)  # the editor is empty again
     send(session, "C-q")

@@ -261,6 +261,15 @@ class WorkbenchApp(App[None]):
     async def action_close_tab(self) -> None:
         await self.main_screen.action_close_tab()
 
+    def action_next_tab(self) -> None:
+        self.main_screen.switch_tab(+1)
+
+    def action_previous_tab(self) -> None:
+        self.main_screen.switch_tab(-1)
+
+    def action_focus_tree(self) -> None:
+        self.main_screen.sandbox_tree.focus()
+
     def action_delete_context(self) -> None:
         self.main_screen.action_delete_context()
 

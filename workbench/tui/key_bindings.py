@@ -21,7 +21,8 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("f12", "show_runtimes", "Runtimes", id="app.runtimes", show=False),
     Binding("f7", "prepare_engine", "Prepare engine", id="runtimes.prepare", show=False),
     Binding("alt+s", "toggle_env_reveal", "Reveal env vars", id="sandbox.reveal_env", show=False),
-    Binding("ctrl+r,ctrl+enter,ctrl+j", "run_cell", "Run cell", id="repl.run", priority=True),
+    # Not ctrl+j: many terminals send it for a newline, and a paste must never run half a cell.
+    Binding("ctrl+r,ctrl+enter", "run_cell", "Run cell", id="repl.run", priority=True),
     Binding("ctrl+g", "cancel_run", "Cancel run", id="repl.cancel", priority=True),
     Binding("alt+h", "search_history", "History", id="repl.history_search"),
     Binding("ctrl+f", "find_in_transcript", "Find", id="repl.find"),
@@ -32,6 +33,12 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("alt+j", "export_json", "Export JSON", id="repl.export_json", show=False),
     Binding("alt+v", "diff_cell", "Rerun on a profile", id="repl.diff", show=False),
     Binding("alt+w", "close_tab", "Close tab", id="repl.close_tab", show=False),
+    # Priority: every scrolling widget (the editor, the tree) takes these keys to page sideways.
+    Binding("ctrl+pagedown", "next_tab", "Next tab", id="tabs.next", show=False, priority=True),
+    Binding(
+        "ctrl+pageup", "previous_tab", "Previous tab", id="tabs.previous", show=False, priority=True
+    ),
+    Binding("ctrl+t", "focus_tree", "Sandbox tree", id="sidebar.focus", show=False),
     Binding("alt+d", "delete_context", "Delete context", id="context.delete", show=False),
     Binding("alt+r", "reset_context", "Reset context", id="context.reset", show=False),
 ]
@@ -64,5 +71,8 @@ PALETTE_TITLES = {
     "prepare_engine": "Prepare the selected runtime's local engine",
     "pick_cell": "Copy the code, output or result of any cell…",
     "diff_cell": "Rerun the current cell on another profile and compare…",
+    "next_tab": "Show the next tab",
+    "previous_tab": "Show the previous tab",
+    "focus_tree": "Focus the sandbox tree",
 }
 """Palette titles longer than the binding's (short, footer/help-sized) description."""

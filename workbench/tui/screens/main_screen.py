@@ -151,6 +151,23 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         target = self.runtimes_table if tab_id == RUNTIMES_TAB else self.sandbox_tree
         self.tabs.show_fixed_tab(tab_id, target)
 
+    def switch_tab(self, step: int) -> None:
+        """Show the tab `step` places after the active one (wrapping around); focus goes
+        to a REPL's editor, or to what drives a fixed tab."""
+        tab_ids = self.tabs.tab_ids()
+        if not tab_ids:
+            return
+        current = tab_ids.index(self.tabs.active) if self.tabs.active in tab_ids else 0
+        target = tab_ids[(current + step) % len(tab_ids)]
+        if target in (INFO_TAB, RUNTIMES_TAB):
+            self.show_tab(target)
+            (self.runtimes_table if target == RUNTIMES_TAB else self.sandbox_tree).focus()
+            return
+        self.tabs.active = target
+        repl = self.tabs.active_repl
+        if repl is not None:
+            repl.code_input.focus()
+
     # ----------------------------------------------------------------- backend
 
     def switch_profile(self, profile: str) -> None:

@@ -108,6 +108,12 @@ class ReplPane(Vertical):
     # ----------------------------------------------------------------- running
 
     def run_cell(self) -> None:
+        """Run the typed code once the editor has taken every key that came before the
+        run key: that key is a priority binding, so it overtakes keys (a fast typist, a
+        paste without bracketed paste, ssh) still queued for the editor."""
+        self.code_input.call_later(self._run_typed_code)
+
+    def _run_typed_code(self) -> None:
         """Ask for the typed code to run (nothing while a cell runs or for blank code)."""
         if self.running:
             return

@@ -33,6 +33,10 @@ class WorkbenchTabs(TabbedContent):
     def repls(self) -> list[ReplPane]:
         return list(self.query(ReplPane))
 
+    def tab_ids(self) -> list[str]:
+        """Every tab's id, in the order the tab bar shows them."""
+        return [pane.id for pane in self.query(TabPane) if pane.id]
+
     def repl_for(self, context_id: str) -> ReplPane | None:
         found = self.query(f"#{repl_tab_id(context_id)} ReplPane")
         return found.first(ReplPane) if found else None
