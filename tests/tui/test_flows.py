@@ -214,6 +214,37 @@ async def test_history_survives_reopening_the_context(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: main.tabs.repl_for(context_id) is not None)
         reopened = main.tabs.repl_for(context_id)
         assert reopened is not None and reopened.history == ["40 + 2"]
+        # Its transcript comes back too: the cell and its result, as it ran.
+        await wait_for(pilot, lambda: len(reopened.transcript.cells) == 1)
+        cell = reopened.transcript.cells[0]
+        assert cell.code == "40 + 2" and cell.result is not None
+        assert [entry.text for entry in cell.result.results] == ["42"]
+        assert any("42" in line.text for line in reopened.transcript.lines)
+
+
+async def test_a_long_history_reopens_with_its_newest_cells(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("workbench.tui.profile_connection.PAST_CELLS", 2)
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        for value in range(1, 5):
+            await run_cell(pilot, repl, f"{value} * 10")
+        context = repl.context
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: main.tabs.repl_for(context.id) is None)
+        main.open_context("demo", context)
+        await wait_for(pilot, lambda: main.tabs.repl_for(context.id) is not None)
+        reopened = main.tabs.repl_for(context.id)
+        assert reopened is not None
+        await wait_for(pilot, lambda: len(reopened.transcript.cells) == 2)
+        assert [cell.code for cell in reopened.transcript.cells] == ["3 * 10", "4 * 10"]
+        assert reopened.history == ["1 * 10", "2 * 10", "3 * 10", "4 * 10"]
+        assert "2 earlier runs" in reopened.transcript.lines[0].text
 
 
 async def test_cancel_a_running_loop(tmp_path: Path) -> None:

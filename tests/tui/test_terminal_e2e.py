@@ -119,3 +119,21 @@ def test_the_run_key_runs_all_the_code_typed_before_it(session: str) -> None:
     assert "head-marker" in ran and "In [2]" not in ran
     assert "code… (Enter: newline" in screen(session)  # the editor is empty again
     send(session, "C-q")
+
+
+def test_alt_keys_work_from_the_editor_and_type_nothing(session: str) -> None:
+    """tmux, like most terminals, sends alt+h as ESC h: it opens the history search and
+    leaves the code alone."""
+    open_perl_repl(session)
+    send(session, "-l", "abc")
+    wait_for_text(session, "1  abc")
+    send(session, "M-h")
+    wait_for_text(session, "Search history")
+    send(session, "Escape")
+    deadline = time.monotonic() + 10
+    while "Search history" in screen(session):
+        assert time.monotonic() < deadline, "the history search never closed"
+        time.sleep(0.2)
+    shown = screen(session)
+    assert "1  abc " in shown and "abch" not in shown
+    send(session, "C-q")

@@ -20,7 +20,7 @@ from workbench.api import SandboxError
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.palette_commands import workbench_commands
-from workbench.tui.screens.watch_screen import WatchScreen
+from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -81,7 +81,7 @@ async def test_watch_a_folder_and_run_on_change(tmp_path: Path) -> None:
         assert "project → demo:/workspace" in status_text(app)
         await wait_for(pilot, lambda: bool(repl.transcript.cells))
         first = repl.transcript.cells[-1]
-        assert first.label == "watch run: main.pl"
+        assert first.label == "watch run: main.pl · watch started"
         assert first.result is not None and first.result.stdout == ["first"]
         assert repl.history == []  # the generated runner stays out of the input history
 
@@ -91,13 +91,26 @@ async def test_watch_a_folder_and_run_on_change(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: len(repl.transcript.cells) >= 2, timeout=20)
         second = repl.transcript.cells[-1]
         assert second.result is not None and second.result.stdout == ["second"]
+        assert second.label is not None and "main.pl" in second.label.split("·")[1]
         rendered = "\n".join(line.text for line in repl.transcript.lines)
-        assert "watch run: main.pl" in rendered
+        assert "watch run: main.pl · " in rendered
+        # The generated runner stays out of sight: the label says what ran, and why.
+        runner_lines = [line.strip() for line in first.code.splitlines() if len(line.strip()) > 10]
+        assert runner_lines and not [line for line in runner_lines if line in rendered]
         assert "uploaded" in status_text(app)
 
         await pilot.press("shift+f6")
         await wait_for(pilot, lambda: main.folder_watch.active is None)
         assert "watching" not in status_text(app)
+        await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
+
+        # Watching again with nothing changed still runs the entry once, at the start.
+        main.start_watch("demo", repl.context, WatchRequest(folder, "/workspace", "main.pl"))
+        await wait_for(pilot, lambda: len(repl.transcript.cells) >= 3, timeout=20)
+        third = repl.transcript.cells[-1]
+        assert third.label == "watch run: main.pl · watch started"
+        assert third.result is not None and third.result.stdout == ["second"]
+        await pilot.press("shift+f6")
         await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
 
 

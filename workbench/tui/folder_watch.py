@@ -78,6 +78,16 @@ def issues_text(issues: list[str]) -> str:
     return shown + (f"\n… and {more} more" if more > 0 else "")
 
 
+def changes(report: SyncReport, shown: int = 3) -> str:
+    """What a sync pass changed, for a watch run's label: `main.py, lib.py changed`."""
+    paths = [*report.uploaded, *report.deleted, *(new for _, new in report.renamed)]
+    paths += report.created_dirs
+    if not paths:
+        return "changed"
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return f"{', '.join(paths[:shown])}{more} changed"
+
+
 class FolderWatch:
     """`active` is the running watch (None when nothing is watched).
 
@@ -201,12 +211,17 @@ class FolderWatch:
         unsubscribe = watch.sync.subscribe(report_event)
         poll = self.owner.set_interval(WATCH_POLL_SECONDS, partial(self._poll, watch))
 
+        first_pass = True
+
         async def after_sync(report: SyncReport) -> None:
+            nonlocal first_pass
+            started, first_pass = first_pass, False
             post(WatchSynced(watch_id, watch.sandbox_id, watch.sync.dest, report))
-            if watch.runner is None or watch.context_id is None or not report.changed:
+            if watch.runner is None or watch.context_id is None or watch.stop.is_set():
                 return
-            if watch.stop.is_set():
+            if not (started or report.changed):  # the entry runs once as the watch starts
                 return
+            reason = "watch started" if started else changes(report)
             post(WatchRunStarted(watch_id, watch.context_id, watch.runner))
             await self.connection.run_cell_request(
                 backend,
@@ -214,7 +229,7 @@ class FolderWatch:
                 watch.context_id,
                 self.language_of(watch.context_id),
                 watch.runner,
-                label=f"watch run: {watch.entry}",
+                label=f"watch run: {watch.entry} · {reason}",
             )
 
         failure: str | None = None

@@ -5,7 +5,7 @@ says `bubble=False` itself because Textual resets `bubble` for every subclass.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from textual.message import Message
 
@@ -15,6 +15,7 @@ from workbench.api import (
     EngineInfo,
     ExecutionResult,
     FileInfo,
+    HistoryEntry,
     RuntimeInfo,
     SandboxInfo,
     SandboxSummary,
@@ -89,6 +90,10 @@ class ContextOpened(Message, bubble=False):
     sandbox_id: str
     context: CodeContext
     history: list[str]
+    past: list[HistoryEntry] = field(default_factory=list)
+    """The newest past runs with their results (where the server keeps them), oldest first."""
+    earlier: int = 0
+    """How many runs are older than `past`."""
 
 
 @dataclass

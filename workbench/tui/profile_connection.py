@@ -40,6 +40,10 @@ from workbench.tui.screens.create_context_screen import ContextRequest
 BackendFactory = Callable[[str], Backend]
 BackendCall = Callable[[Backend], Awaitable[None]]
 
+PAST_CELLS = 100
+"""A reopened context's transcript shows its newest runs up to this many (older ones stay
+in its input history, which the history search finds)."""
+
 
 def connection_detail(backend: Backend) -> str:
     """What the status bar says about a connected backend: `local (DIR) · daemon pid N`."""
@@ -229,7 +233,9 @@ class ProfileConnection:
             codes = [entry.code for entry in server]
             if not codes and profile != LOCAL:
                 codes = self.history_store.entries(profile, sandbox_id, context.id)
-            self.owner.post_message(ContextOpened(sandbox_id, context, codes))
+            past = server[-PAST_CELLS:]
+            earlier = len(server) - len(past)
+            self.owner.post_message(ContextOpened(sandbox_id, context, codes, past, earlier))
 
         self.call("Loading the context's history failed", load_history)
 

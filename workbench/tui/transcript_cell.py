@@ -136,15 +136,16 @@ def render_cell(cell: TranscriptCell, *, show_measurements: bool) -> RenderableT
     prompt = Text.assemble((f"In [{cell.number}] ", "bold cyan"), shown(cell.language, "dim"))
     if cell.label:
         prompt.append_text(shown(f"  ⟳ {cell.label}", "bold magenta"))
-    parts: list[RenderableType] = [
-        prompt,
-        Syntax(
-            neutralise(cell.code),  # may be history recalled from a shared `serve`
-            PYGMENTS_LEXERS.get(cell.language, "text"),
-            background_color="default",
-            word_wrap=True,
-        ),
-    ]
+    parts: list[RenderableType] = [prompt]
+    if not cell.label:  # a labelled cell's code is generated (a watch's runner): the label says it
+        parts.append(
+            Syntax(
+                neutralise(cell.code),  # may be history recalled from a shared `serve`
+                PYGMENTS_LEXERS.get(cell.language, "text"),
+                background_color="default",
+                word_wrap=True,
+            )
+        )
     result = cell.result
     if result is not None:
         if result.session is not None:

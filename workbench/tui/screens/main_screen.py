@@ -368,6 +368,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
             now_ms=self.clock.now_ms,
         )
         await self.tabs.show_repl(pane)
+        pane.show_past(message.past, message.earlier)
 
     @on_report(ContextRemoved)
     async def context_removed(self, message: ContextRemoved) -> None:

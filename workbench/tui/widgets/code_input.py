@@ -8,6 +8,7 @@ from pygments.lexer import Lexer  # type: ignore[import-untyped]
 from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
 from pygments.token import Token, _TokenType  # type: ignore[import-untyped]
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+from textual import events
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
@@ -99,6 +100,13 @@ last line walk this context's history; *Search history* finds older cells.
         if action in TEXT_AREA_FUNCTION_KEY_ACTIONS:
             return False
         return super().check_action(action, parameters)
+
+    async def _on_key(self, event: events.Key) -> None:
+        """An alt chord is a binding, never text: terminals send it as ESC + the letter,
+        which TextArea's own key handler (run after this one, unless prevented) would
+        insert (`alt+h` typed an `h`). It goes on to the app's bindings."""
+        if "alt" in event.key.split("+")[:-1]:
+            event.prevent_default()
 
     def _build_highlight_map(self) -> None:
         """Highlight with Pygments (tree-sitter grammars are optional in Textual)."""

@@ -11,13 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input
 
-from workbench.api import CodeContext, ExecutionResult
+from workbench.api import CodeContext, ExecutionResult, HistoryEntry
 from workbench.tui.formatting import short_id
 from workbench.tui.screens.cell_picker_screen import CellCopyRequest, CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
@@ -152,6 +153,22 @@ class ReplPane(Vertical):
         self.run_status.stop()
         cell = TranscriptCell(number, code, self.context.language, result, failure, label)
         self.add_cell(code, cell, remember=label is None)
+
+    def show_past(self, past: list[HistoryEntry], earlier: int) -> None:
+        """Fill the transcript with the context's past runs (a reopened context: its REPL
+        state is still there, so its transcript should be too)."""
+        if earlier:
+            self.transcript.write(
+                Text(f"… {earlier} earlier runs: the history search finds them", style="dim")
+            )
+        for entry in past:
+            result = entry.result
+            number = entry.seq
+            if result is not None and result.execution_count is not None:
+                number = result.execution_count
+            self.transcript.add_cell(
+                TranscriptCell(number, entry.code, self.context.language, result)
+            )
 
     def abandon_run(self) -> None:
         """The running cell's request was dropped: say so in the transcript."""
