@@ -247,6 +247,41 @@ async def test_a_long_history_reopens_with_its_newest_cells(
         assert "2 earlier runs" in reopened.transcript.lines[0].text
 
 
+async def test_tabs_open_at_exit_reopen_with_their_transcripts(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        kept = await create_context(pilot, "PERL")
+        await run_cell(pilot, kept, "40 + 2")
+        deleted = await create_context(pilot, "PERL")
+        closed = await create_context(pilot, "PERL")
+        await pilot.press("alt+w")  # closed by the user: not reopened
+        await wait_for(pilot, lambda: app.main_screen.tabs.repl_for(closed.context.id) is None)
+    backend = open_local_backend(tmp_path / "data", embedded=True)
+    try:  # meanwhile, another client deletes one of the open contexts
+        await backend.sandbox("demo").interpreter.delete_code_context(deleted.context.id)
+    finally:
+        await backend.aclose()
+
+    again = make_app(tmp_path)
+    main = again.main_screen
+    async with again.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+
+        def reopened_cells() -> int:
+            pane = main.tabs.repl_for(kept.context.id)
+            if pane is None or not pane.query("#transcript"):  # not composed yet
+                return 0
+            return len(pane.transcript.cells)
+
+        await wait_for(pilot, lambda: reopened_cells() == 1)
+        reopened = main.tabs.repl_for(kept.context.id)
+        assert reopened is not None and reopened.history == ["40 + 2"]
+        await wait_for(pilot, lambda: len(main.open_tabs.tabs("local")) == 1)
+        assert [repl.context.id for repl in main.tabs.repls] == [kept.context.id]
+
+
 async def test_cancel_a_running_loop(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:

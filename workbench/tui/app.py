@@ -19,7 +19,12 @@ from workbench.api import SYSTEM_CLOCK, Backend, Clock, neutralise
 from workbench.config import Config, ConfigError
 from workbench.paths import data_dir as resolve_data_dir
 from workbench.profiles import LOCAL, open_profile_backend, profile_names
-from workbench.tui.history_store import HISTORY_FILE_NAME, LocalHistoryStore
+from workbench.tui.history_store import (
+    HISTORY_FILE_NAME,
+    OPEN_TABS_FILE_NAME,
+    LocalHistoryStore,
+    OpenTabs,
+)
 from workbench.tui.key_bindings import (
     BACKEND_ACTIONS,
     REPL_ACTIONS,
@@ -95,6 +100,7 @@ class WorkbenchApp(App[None]):
             ),
             data_dir=self.data_dir,
             history_store=LocalHistoryStore(self.data_dir / HISTORY_FILE_NAME),
+            open_tabs=OpenTabs(self.data_dir / OPEN_TABS_FILE_NAME),
             clock=clock,
             show_measurements=show_measurements,
             health_interval=health_interval,

@@ -1,4 +1,5 @@
-"""Per-context input history kept on this machine, for backends that keep none."""
+"""What the workbench keeps on this machine between sessions: per-context input history
+for backends that keep none, and each profile's open REPL tabs."""
 
 from __future__ import annotations
 
@@ -6,8 +7,28 @@ import json
 import os
 from pathlib import Path
 
+from workbench.api import CodeContext
+
 HISTORY_FILE_NAME = "tui-history.json"
+OPEN_TABS_FILE_NAME = "tui-tabs.json"
 MAX_ENTRIES_PER_CONTEXT = 1000
+
+
+def _read_json_object(path: Path) -> dict[str, object]:
+    """The JSON object in `path`; empty when it is missing or not such an object."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _write_json(path: Path, data: object) -> None:
+    """Replace `path` with `data` as JSON (atomically: a crash leaves the old file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(temporary, path)
 
 
 class LocalHistoryStore:
@@ -21,15 +42,9 @@ class LocalHistoryStore:
         return f"{profile}/{sandbox_id}/{context_id}"
 
     def _load(self) -> dict[str, list[str]]:
-        try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(raw, dict):
-            return {}
         return {
             str(key): [str(code) for code in codes]
-            for key, codes in raw.items()
+            for key, codes in _read_json_object(self.path).items()
             if isinstance(codes, list)
         }
 
@@ -40,7 +55,39 @@ class LocalHistoryStore:
         everything = self._load()
         key = self._key(profile, sandbox_id, context_id)
         everything[key] = [*everything.get(key, []), code][-MAX_ENTRIES_PER_CONTEXT:]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(everything), encoding="utf-8")
-        os.replace(temporary, self.path)
+        _write_json(self.path, everything)
+
+
+class OpenTabs:
+    """`{profile: [{"sandbox": id, "context": CodeContext JSON}, ...]}` in one JSON file:
+    the REPL tabs open in each profile, reopened when the workbench starts again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def tabs(self, profile: str) -> list[tuple[str, CodeContext]]:
+        """The profile's open tabs, in the order they were opened (unreadable ones left out)."""
+        entries = _read_json_object(self.path).get(profile)
+        found = []
+        for entry in entries if isinstance(entries, list) else []:
+            try:
+                found.append((str(entry["sandbox"]), CodeContext.from_json(entry["context"])))
+            except (KeyError, TypeError, ValueError):
+                continue
+        return found
+
+    def _save(self, profile: str, tabs: list[tuple[str, CodeContext]]) -> None:
+        everything = _read_json_object(self.path)
+        everything[profile] = [
+            {"sandbox": sandbox_id, "context": context.to_json()} for sandbox_id, context in tabs
+        ]
+        _write_json(self.path, everything)
+
+    def opened(self, profile: str, sandbox_id: str, context: CodeContext) -> None:
+        tabs = [tab for tab in self.tabs(profile) if tab[1].id != context.id]
+        self._save(profile, [*tabs, (sandbox_id, context)])
+
+    def closed(self, profile: str, context_id: str) -> None:
+        tabs = self.tabs(profile)
+        if any(context.id == context_id for _, context in tabs):
+            self._save(profile, [tab for tab in tabs if tab[1].id != context_id])

@@ -226,18 +226,35 @@ class ProfileConnection:
     def open_context(self, sandbox_id: str, context: CodeContext) -> None:
         """Load the context's history (the server's, else the one kept here for a remote
         profile); `ContextOpened` follows."""
-        profile = self.profile
 
         async def load_history(backend: Backend) -> None:
-            server = await backend.sandbox(sandbox_id).interpreter.history(context.id)
-            codes = [entry.code for entry in server]
-            if not codes and profile != LOCAL:
-                codes = self.history_store.entries(profile, sandbox_id, context.id)
-            past = server[-PAST_CELLS:]
-            earlier = len(server) - len(past)
-            self.owner.post_message(ContextOpened(sandbox_id, context, codes, past, earlier))
+            await self._load_history(backend, sandbox_id, context)
 
         self.call("Loading the context's history failed", load_history)
+
+    async def _load_history(self, backend: Backend, sandbox_id: str, context: CodeContext) -> None:
+        profile = self.profile
+        server = await backend.sandbox(sandbox_id).interpreter.history(context.id)
+        codes = [entry.code for entry in server]
+        if not codes and profile != LOCAL:
+            codes = self.history_store.entries(profile, sandbox_id, context.id)
+        past = server[-PAST_CELLS:]
+        earlier = len(server) - len(past)
+        self.owner.post_message(ContextOpened(sandbox_id, context, codes, past, earlier))
+
+    def reopen_context(self, sandbox_id: str, context: CodeContext) -> None:
+        """Open a context that was open last session, if it still exists (`ContextOpened`),
+        else report it gone (`ContextRemoved`)."""
+
+        async def reopen(backend: Backend) -> None:
+            listed = await backend.sandbox(sandbox_id).interpreter.list_code_contexts()
+            current = next((item for item in listed if item.id == context.id), None)
+            if current is None:
+                self.owner.post_message(ContextRemoved(sandbox_id, context.id))
+                return
+            await self._load_history(backend, sandbox_id, current)
+
+        self.call("Reopening a tab of the last session failed", reopen)
 
     def remember_input(self, sandbox_id: str, context_id: str, code: str) -> None:
         """Keep a run's input here when the profile is remote."""

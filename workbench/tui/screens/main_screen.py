@@ -30,7 +30,7 @@ from workbench.api import (
 from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
 from workbench.tui.formatting import short_id
-from workbench.tui.history_store import LocalHistoryStore
+from workbench.tui.history_store import LocalHistoryStore, OpenTabs
 from workbench.tui.messages import (
     BackendFailed,
     BackendOpened,
@@ -81,6 +81,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         backend_factory: BackendFactory,
         data_dir: Path,
         history_store: LocalHistoryStore,
+        open_tabs: OpenTabs,
         clock: Clock,
         show_measurements: bool,
         health_interval: float,
@@ -91,6 +92,9 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         self.show_measurements = show_measurements
         self.health_interval = health_interval
         self.connection = ProfileConnection(self, backend_factory, history_store, profile)
+        self.open_tabs = open_tabs
+        self.tabs_reopened = False
+        """Whether the current profile's tabs of the last session were reopened."""
         self.runtimes: list[RuntimeInfo] = []
         self.engine_states: dict[str, EngineInfo] = {}
         self.engine_progress_labels: dict[str, str] = {}
@@ -187,6 +191,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         self.status.versions = ""
         self.status.version_warning = ""
         self.version_warnings_shown.clear()
+        self.tabs_reopened = False
         self.connection.open(profile)
 
     @on_report(BackendOpened)
@@ -240,6 +245,9 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
     def sandboxes_loaded(self, message: SandboxesLoaded) -> None:
         self.sandbox_tree.show_sandboxes(message.sandboxes)
         known = {summary.id for summary in message.sandboxes}
+        if not self.tabs_reopened:
+            self.tabs_reopened = True
+            self.reopen_tabs(known)
         for sandbox_id in list(self.sandbox_infos):
             if sandbox_id not in known:
                 del self.sandbox_infos[sandbox_id]
@@ -247,6 +255,16 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
             node = self.sandbox_tree.sandbox_node(summary.id)
             if node is not None and node.is_expanded:
                 self.connection.load_sandbox_info(summary.id)
+
+    def reopen_tabs(self, sandbox_ids: set[str]) -> None:
+        """Reopen the REPL tabs the profile had open last time, of sandboxes that still
+        exist (a context that went meanwhile is forgotten)."""
+        profile = self.connection.profile
+        for sandbox_id, context in self.open_tabs.tabs(profile):
+            if sandbox_id in sandbox_ids:
+                self.connection.reopen_context(sandbox_id, context)
+            else:
+                self.open_tabs.closed(profile, context.id)
 
     @on_report(RuntimesLoaded)
     def runtimes_loaded(self, message: RuntimesLoaded) -> None:
@@ -369,9 +387,11 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         )
         await self.tabs.show_repl(pane)
         pane.show_past(message.past, message.earlier)
+        self.open_tabs.opened(self.connection.profile, message.sandbox_id, message.context)
 
     @on_report(ContextRemoved)
     async def context_removed(self, message: ContextRemoved) -> None:
+        self.open_tabs.closed(self.connection.profile, message.context_id)
         if self.tabs.repl_for(message.context_id) is not None:
             await self.tabs.close_repl(message.context_id)
         self.connection.load_sandbox_info(message.sandbox_id)
@@ -408,6 +428,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         repl = self.active_repl
         if repl is not None:
             self.connection.abandon_run(repl.context.id)
+            self.open_tabs.closed(self.connection.profile, repl.context.id)
             await self.tabs.close_repl(repl.context.id)
 
     def action_delete_context(self) -> None:
