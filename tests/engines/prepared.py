@@ -17,10 +17,9 @@ from engines.host import IDLE_EPOCH_DEADLINE, OutputCapture, make_engine
 from engines.language import GuestInstance, LanguageEngine
 from engines.module import ModuleGuest
 from engines.proto import envelope_pb2
+from engines.session import INIT_FUEL
 from engines.snapshot import MemorySnapshot
 from engines.vfs import PathState, TreeUpdate, VirtualFS
-
-INIT_FUEL = 10**11
 
 
 def put_files(fs: VirtualFS, files: Mapping[str, bytes | str]) -> None:
