@@ -14,6 +14,7 @@ from rich.console import Console
 from textual import events
 from textual.binding import Binding
 from textual.dom import DOMNode
+from textual.widgets import RichLog, Static
 
 from tour import (
     create_context,
@@ -450,6 +451,49 @@ async def test_workspace_tree_lists_files_lazily(tmp_path: Path) -> None:
         names = [str(child.label) for child in workspace.children]
         assert names[0].startswith("src/") and names[1].startswith("README")
         assert main.sandbox_infos["demo"].workspace_bytes == len("print 1;") + len("hi")
+
+
+async def test_enter_on_a_file_opens_it_in_a_tab(tmp_path: Path) -> None:
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        sandbox = backend.sandbox("demo")
+        code = "def greet():\n    return '\x1b]52;c;x\x07hi'\n"
+        await sandbox.write_file("/workspace/hello.py", code)
+        await sandbox.write_file("/workspace/blob.bin", "AAEC/w==", encoding="base64")
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        node = main.sandbox_tree.sandbox_node("demo")
+        assert node is not None
+        node.expand()
+        await wait_for(pilot, lambda: any(isinstance(c.data, DirectoryNode) for c in node.children))
+        workspace = next(c for c in node.children if isinstance(c.data, DirectoryNode))
+        workspace.expand()
+        await wait_for(pilot, lambda: len(workspace.children) == 2)
+        files = {str(c.label).split()[0]: c for c in workspace.children}
+
+        def shown() -> str:
+            view = main.tabs.active_file
+            if view is None or not view.query("#file-body"):
+                return ""
+            header = str(view.query_one("#file-header", Static).render())
+            body = view.query_one("#file-body", RichLog)
+            return header + "\n" + "\n".join(line.text for line in body.lines)
+
+        main.sandbox_tree.focus()
+        main.sandbox_tree.move_cursor(files["hello.py"])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "def greet" in shown())
+        text = shown()
+        assert "/workspace/hello.py" in text and "B" in text.splitlines()[0]
+        assert "\x1b" not in text and "\\x1b]52" in text  # the guest's escape, made visible
+        main.sandbox_tree.move_cursor(files["blob.bin"])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "binary" in shown())
+        assert "00000000  00 01 02 ff" in shown()
+        assert len(main.tabs.tab_ids()) == 4  # sandbox, runtimes and the two files
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: len(main.tabs.tab_ids()) == 3)
 
 
 async def test_a_new_context_proposes_the_language_in_use(tmp_path: Path) -> None:

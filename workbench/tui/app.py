@@ -161,6 +161,8 @@ class WorkbenchApp(App[None]):
             return screen.backend is not None
         if action in SANDBOX_ACTIONS:
             return screen.backend is not None and screen.selected_sandbox_id is not None
+        if action == "close_tab":
+            return screen.active_repl is not None or screen.tabs.active_file is not None
         if action in REPL_ACTIONS:
             return screen.active_repl is not None
         if action == "unwatch":

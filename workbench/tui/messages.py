@@ -16,6 +16,7 @@ from workbench.api import (
     ExecutionResult,
     FileInfo,
     HistoryEntry,
+    ReadFileResult,
     RuntimeInfo,
     SandboxInfo,
     SandboxSummary,
@@ -83,6 +84,12 @@ class DirectoryListed(Message, bubble=False):
     sandbox_id: str
     path: str
     files: list[FileInfo]
+
+
+@dataclass
+class FileOpened(Message, bubble=False):
+    sandbox_id: str
+    read: ReadFileResult
 
 
 @dataclass

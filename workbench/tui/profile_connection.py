@@ -27,6 +27,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     EnginePrepared,
     EngineProgress,
     EngineStatesLoaded,
+    FileOpened,
     HealthChecked,
     OperationFailed,
     RunAbandoned,
@@ -196,6 +197,16 @@ class ProfileConnection:
             self.owner.post_message(DirectoryListed(sandbox_id, path, listing.files))
 
         self.call(f"Listing {path} failed", load)
+
+    def open_file(self, sandbox_id: str, path: str) -> None:
+        """Read a `/workspace` file for its view (`FileOpened`)."""
+
+        async def read(backend: Backend) -> None:
+            # As bytes: a text read replaces what is not UTF-8 (a binary file's bytes).
+            content = await backend.sandbox(sandbox_id).read_file(path, encoding="base64")
+            self.owner.post_message(FileOpened(sandbox_id, content))
+
+        self.call(f"Opening {path} failed", read)
 
     def create_sandbox(self, sandbox_id: str) -> None:
         async def create(backend: Backend) -> None:

@@ -41,6 +41,7 @@ from workbench.tui.messages import (
     EnginePrepared,
     EngineProgress,
     EngineStatesLoaded,
+    FileOpened,
     HealthChecked,
     OperationFailed,
     RunAbandoned,
@@ -57,16 +58,24 @@ from workbench.tui.screens.env_vars_screen import EnvVarsScreen
 from workbench.tui.tree_nodes import (
     ContextNode,
     DirectoryNode,
+    FileNode,
     SandboxNode,
     TreeNodeData,
     context_from_info,
 )
+from workbench.tui.widgets.file_view import FileView
 from workbench.tui.widgets.info_panel import InfoPanel
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.runtimes_table import RuntimesTable
 from workbench.tui.widgets.sandbox_tree import SandboxTree
 from workbench.tui.widgets.status_bar import StatusBar
-from workbench.tui.widgets.workbench_tabs import INFO_TAB, RUNTIMES_TAB, WorkbenchTabs, repl_tab_id
+from workbench.tui.widgets.workbench_tabs import (
+    INFO_TAB,
+    RUNTIMES_TAB,
+    WorkbenchTabs,
+    file_tab_id,
+    repl_tab_id,
+)
 from workbench.tui.worker_reports import on_report
 
 
@@ -346,6 +355,8 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         data = event.node.data
         if isinstance(data, ContextNode):
             self.open_context(data.sandbox_id, context_from_info(data.context))
+        elif isinstance(data, FileNode):
+            self.connection.open_file(data.sandbox_id, data.path)
         elif isinstance(data, SandboxNode):
             self.highlighted_sandbox_id = data.sandbox_id
             self.tabs.active = INFO_TAB
@@ -389,6 +400,10 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         pane.show_past(message.past, message.earlier)
         self.open_tabs.opened(self.connection.profile, message.sandbox_id, message.context)
 
+    @on_report(FileOpened)
+    async def file_opened(self, message: FileOpened) -> None:
+        await self.tabs.show_file(FileView(message.sandbox_id, message.read))
+
     @on_report(ContextRemoved)
     async def context_removed(self, message: ContextRemoved) -> None:
         self.open_tabs.closed(self.connection.profile, message.context_id)
@@ -424,7 +439,12 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         return self.last_context_binding
 
     async def action_close_tab(self) -> None:
-        """Close the active REPL; a cell it is running is given up, which cancels it."""
+        """Close the active REPL or file; a cell the REPL is running is given up, which
+        cancels it."""
+        file_view = self.tabs.active_file
+        if file_view is not None:
+            await self.tabs.remove_pane(file_tab_id(file_view.sandbox_id, file_view.path))
+            return
         repl = self.active_repl
         if repl is not None:
             self.connection.abandon_run(repl.context.id)

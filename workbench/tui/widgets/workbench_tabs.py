@@ -1,6 +1,10 @@
-"""The tabs of the main screen: the sandbox info, the runtimes and a REPL per open context."""
+"""The tabs of the main screen: the sandbox info, the runtimes, a REPL per open context and
+a view per open file."""
 
 from __future__ import annotations
+
+import hashlib
+from pathlib import PurePosixPath
 
 from textual.await_complete import AwaitComplete
 from textual.widget import Widget
@@ -8,6 +12,7 @@ from textual.widgets import TabbedContent, TabPane
 
 from workbench.tui.formatting import short_id
 from workbench.tui.untrusted import shown_content
+from workbench.tui.widgets.file_view import FileView
 from workbench.tui.widgets.repl_pane import ReplPane
 
 INFO_TAB = "info-tab"
@@ -55,6 +60,24 @@ class WorkbenchTabs(TabbedContent):
             await self.add_pane(TabPane(title, pane, id=repl_tab_id(context.id)))
         self.active = repl_tab_id(context.id)
 
+    @property
+    def active_file(self) -> FileView | None:
+        pane = self.active_pane
+        found = pane.query(FileView) if pane is not None else None
+        return found.first() if found else None
+
+    async def show_file(self, view: FileView) -> None:
+        """Activate the file's tab, adding `view` when the file is not open (else the open
+        view shows what `view` read)."""
+        tab_id = file_tab_id(view.sandbox_id, view.path)
+        found = self.query(f"#{tab_id} FileView")
+        if found:
+            found.first(FileView).show(view.read)
+        else:
+            title = shown_content(PurePosixPath(view.path).name or view.path)
+            await self.add_pane(TabPane(title, view, id=tab_id))
+        self.active = tab_id
+
     def close_repl(self, context_id: str) -> AwaitComplete:
         return self.remove_pane(repl_tab_id(context_id))
 
@@ -66,3 +89,8 @@ class WorkbenchTabs(TabbedContent):
         if repl is not None and focused is not None and repl in focused.ancestors_with_self:
             focus_target.screen.set_focus(focus_target)
         self.active = tab_id
+
+
+def file_tab_id(sandbox_id: str, path: str) -> str:
+    """A tab id for a sandbox's file (ids allow only some characters: a digest of both)."""
+    return "file-" + hashlib.blake2b(f"{sandbox_id}\0{path}".encode(), digest_size=8).hexdigest()
