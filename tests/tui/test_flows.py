@@ -15,8 +15,10 @@ from textual import events
 from textual.binding import Binding
 from textual.dom import DOMNode
 from textual.widgets import RichLog, Static
+from textual.widgets.tree import TreeNode
 
 from tour import (
+    WorkbenchPilot,
     create_context,
     create_sandbox,
     run_cell,
@@ -32,7 +34,7 @@ from workbench.tui.palette_commands import keys_shown, workbench_commands
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
-from workbench.tui.tree_nodes import DirectoryNode, FileNode
+from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
 from workbench.tui.widgets.repl_pane import ABANDONED_NOTE
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
@@ -431,6 +433,20 @@ async def test_env_var_editor_validates_keys_and_masks_values(tmp_path: Path) ->
         assert "BAD" in panel_text(app) and MASK not in panel_text(app)
 
 
+async def expanded_workspace(
+    pilot: WorkbenchPilot, app: WorkbenchApp, sandbox_id: str
+) -> TreeNode[TreeNodeData]:
+    """Expand the sandbox's node and its `/workspace` in the tree; that node, listed."""
+    node = app.main_screen.sandbox_tree.sandbox_node(sandbox_id)
+    assert node is not None
+    node.expand()
+    await wait_for(pilot, lambda: any(isinstance(c.data, DirectoryNode) for c in node.children))
+    workspace = next(c for c in node.children if isinstance(c.data, DirectoryNode))
+    workspace.expand()
+    await wait_for(pilot, lambda: any(isinstance(c.data, FileNode) for c in workspace.children))
+    return workspace
+
+
 async def test_workspace_tree_lists_files_lazily(tmp_path: Path) -> None:
     async with open_local_backend(tmp_path / "data", embedded=True) as backend:
         sandbox = backend.sandbox("demo")
@@ -441,13 +457,7 @@ async def test_workspace_tree_lists_files_lazily(tmp_path: Path) -> None:
     main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
-        node = main.sandbox_tree.sandbox_node("demo")
-        assert node is not None
-        node.expand()
-        await wait_for(pilot, lambda: any(isinstance(c.data, DirectoryNode) for c in node.children))
-        workspace = next(c for c in node.children if isinstance(c.data, DirectoryNode))
-        workspace.expand()
-        await wait_for(pilot, lambda: any(isinstance(c.data, FileNode) for c in workspace.children))
+        workspace = await expanded_workspace(pilot, app, "demo")
         names = [str(child.label) for child in workspace.children]
         assert names[0].startswith("src/") and names[1].startswith("README")
         assert main.sandbox_infos["demo"].workspace_bytes == len("print 1;") + len("hi")
@@ -463,13 +473,7 @@ async def test_enter_on_a_file_opens_it_in_a_tab(tmp_path: Path) -> None:
     main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
-        node = main.sandbox_tree.sandbox_node("demo")
-        assert node is not None
-        node.expand()
-        await wait_for(pilot, lambda: any(isinstance(c.data, DirectoryNode) for c in node.children))
-        workspace = next(c for c in node.children if isinstance(c.data, DirectoryNode))
-        workspace.expand()
-        await wait_for(pilot, lambda: len(workspace.children) == 2)
+        workspace = await expanded_workspace(pilot, app, "demo")
         files = {str(c.label).split()[0]: c for c in workspace.children}
 
         def shown() -> str:
