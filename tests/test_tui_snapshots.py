@@ -26,13 +26,14 @@ WIDE_STATES = [
     "start",
     "sandbox-info",
     "repl",
+    "file-view",
     "create-context",
     "create-sandbox",
     "help",
     "runtimes",
     "history-search",
 ]
-NARROW_STATES = ["start", "sandbox-info", "repl", "create-context"]
+NARROW_STATES = ["start", "sandbox-info", "repl", "file-view", "create-context"]
 
 
 def check(snap_compare: Any, tmp_path: Path, state: str, size: tuple[int, int]) -> bool:

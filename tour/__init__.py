@@ -15,12 +15,14 @@ from unittest import mock
 
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, TextArea
+from textual.widgets.tree import TreeNode
 
 from workbench.api import Backend, FixedClock
 from workbench.backends.local import open_local_backend
 from workbench.profiles import open_profile_backend
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.main_screen import MainScreen
+from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
@@ -32,6 +34,21 @@ TOUR_CELLS = [
     "my $config = { name => 'demo', sizes => [1, 2, 3] };\n$config",
     'die "something went wrong"',
 ]
+TOUR_FILE = """\
+\"\"\"Summarise the orders in orders.json.\"\"\"
+
+import json
+from collections import Counter
+
+
+def summary(path: str = "orders.json") -> dict[str, int]:
+    with open(path) as orders:
+        return dict(Counter(order["status"] for order in json.load(orders)))
+
+
+if __name__ == "__main__":
+    print(summary())
+"""
 
 WorkbenchPilot = Pilot[None]
 
@@ -151,6 +168,20 @@ async def run_cell(pilot: WorkbenchPilot, repl: ReplPane, code: str) -> None:
     await pilot.pause()
 
 
+async def expanded_workspace(
+    pilot: WorkbenchPilot, app: WorkbenchApp, sandbox_id: str
+) -> TreeNode[TreeNodeData]:
+    """Expand the sandbox's node and its `/workspace` in the tree; that node, listed."""
+    node = app.main_screen.sandbox_tree.sandbox_node(sandbox_id)
+    assert node is not None
+    node.expand()
+    await wait_for(pilot, lambda: any(isinstance(c.data, DirectoryNode) for c in node.children))
+    workspace = next(c for c in node.children if isinstance(c.data, DirectoryNode))
+    workspace.expand()
+    await wait_for(pilot, lambda: any(isinstance(c.data, FileNode) for c in workspace.children))
+    return workspace
+
+
 async def state_start(pilot: WorkbenchPilot) -> None:
     """Connected, no sandboxes yet."""
     await until_connected(pilot)
@@ -181,6 +212,23 @@ async def state_repl(pilot: WorkbenchPilot) -> None:
     for code in TOUR_CELLS:
         await run_cell(pilot, repl, code)
     repl.set_code("# Up walks history; alt+h searches it")
+    await pilot.pause()
+
+
+async def state_file_view(pilot: WorkbenchPilot) -> None:
+    """A Python file of the sandbox's `/workspace`, opened from the tree."""
+    app = workbench(pilot)
+    await until_connected(pilot)
+    assert app.backend is not None
+    await app.backend.sandbox(TOUR_SANDBOX).write_file("/workspace/report.py", TOUR_FILE)
+    await pilot.press("f5")  # the sidebar learns of the sandbox the write created
+    await wait_for(pilot, lambda: app.main_screen.sandbox_tree.sandbox_node(TOUR_SANDBOX))
+    workspace = await expanded_workspace(pilot, app, TOUR_SANDBOX)
+    tree = app.main_screen.sandbox_tree
+    tree.focus()
+    tree.move_cursor(workspace.children[0])
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app.main_screen.tabs.active_file is not None)
     await pilot.pause()
 
 
@@ -239,6 +287,7 @@ TOUR_STATES: dict[str, Callable[[WorkbenchPilot], Awaitable[None]]] = {
     "start": state_start,
     "sandbox-info": state_sandbox_info,
     "repl": state_repl,
+    "file-view": state_file_view,
     "create-sandbox": state_create_sandbox_dialog,
     "create-context": state_create_context_dialog,
     "history-search": state_history_search,

@@ -15,12 +15,11 @@ from textual import events
 from textual.binding import Binding
 from textual.dom import DOMNode
 from textual.widgets import RichLog, Static
-from textual.widgets.tree import TreeNode
 
 from tour import (
-    WorkbenchPilot,
     create_context,
     create_sandbox,
+    expanded_workspace,
     run_cell,
     until_connected,
     wait_for,
@@ -34,7 +33,6 @@ from workbench.tui.palette_commands import keys_shown, workbench_commands
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
-from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
 from workbench.tui.widgets.repl_pane import ABANDONED_NOTE
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
@@ -431,20 +429,6 @@ async def test_env_var_editor_validates_keys_and_masks_values(tmp_path: Path) ->
         assert MASK in panel_text(app)
         await pilot.press("alt+s")
         assert "BAD" in panel_text(app) and MASK not in panel_text(app)
-
-
-async def expanded_workspace(
-    pilot: WorkbenchPilot, app: WorkbenchApp, sandbox_id: str
-) -> TreeNode[TreeNodeData]:
-    """Expand the sandbox's node and its `/workspace` in the tree; that node, listed."""
-    node = app.main_screen.sandbox_tree.sandbox_node(sandbox_id)
-    assert node is not None
-    node.expand()
-    await wait_for(pilot, lambda: any(isinstance(c.data, DirectoryNode) for c in node.children))
-    workspace = next(c for c in node.children if isinstance(c.data, DirectoryNode))
-    workspace.expand()
-    await wait_for(pilot, lambda: any(isinstance(c.data, FileNode) for c in workspace.children))
-    return workspace
 
 
 async def test_workspace_tree_lists_files_lazily(tmp_path: Path) -> None:
