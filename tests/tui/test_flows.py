@@ -484,6 +484,31 @@ async def test_enter_on_a_file_opens_it_in_a_tab(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: len(main.tabs.tab_ids()) == 3)
 
 
+async def test_an_open_file_is_read_again_after_a_run_changes_it(tmp_path: Path) -> None:
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        await backend.sandbox("demo").write_file("/workspace/out.txt", "before")
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        workspace = await expanded_workspace(pilot, app, "demo")
+        main.sandbox_tree.focus()
+        main.sandbox_tree.move_cursor(workspace.children[0])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: main.tabs.active_file is not None)
+        view = main.tabs.active_file
+        assert view is not None
+        await wait_for(pilot, lambda: view.read.data == b"before")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, 'open my $f, ">", "out.txt"; print $f "after"; close $f; 1')
+        await wait_for(pilot, lambda: view.read.data == b"after")
+        assert main.tabs.active_repl is repl  # read again in the background: the REPL stays
+        await run_cell(pilot, repl, 'unlink "out.txt"')
+        await wait_for(pilot, lambda: view.has_class("-gone"))
+        header = str(view.query_one("#file-header", Static).render())
+        assert "gone" in header
+
+
 async def test_a_new_context_proposes_the_language_in_use(tmp_path: Path) -> None:
     """F3 proposes the open REPL's binding, else the last one created, not the first."""
     from textual.widgets import Select

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.screen import Screen
 from textual.widget import Widget
@@ -266,6 +267,10 @@ class FolderWatchHandlers(Screen[None]):
     tabs: WorkbenchTabs
     status: StatusBar
 
+    if TYPE_CHECKING:
+
+        def reread_open_files(self, sandbox_id: str) -> None: ...
+
     @property
     @abstractmethod
     def selected_sandbox_id(self) -> str | None:
@@ -321,6 +326,7 @@ class FolderWatchHandlers(Screen[None]):
     def watch_synced(self, message: WatchSynced) -> None:
         if not message.report.changed:
             return
+        self.reread_open_files(message.sandbox_id)
         directory = message.dest
         if not self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
             directory = WORKSPACE

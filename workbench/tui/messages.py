@@ -90,6 +90,16 @@ class DirectoryListed(Message, bubble=False):
 class FileOpened(Message, bubble=False):
     sandbox_id: str
     read: ReadFileResult
+    activate: bool = True
+    """False for an open view read again (after a run or a sync): its tab stays where it is."""
+
+
+@dataclass
+class FileGone(Message, bubble=False):
+    """An open file view's file is no longer there."""
+
+    sandbox_id: str
+    path: str
 
 
 @dataclass

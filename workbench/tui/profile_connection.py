@@ -12,7 +12,14 @@ from functools import partial
 from textual.widget import Widget
 from textual.worker import Worker
 
-from workbench.api import Backend, CodeContext, EnginePrepareError, SandboxError, VersionReport
+from workbench.api import (
+    Backend,
+    CodeContext,
+    EnginePrepareError,
+    SandboxError,
+    SandboxFileNotFoundError,
+    VersionReport,
+)
 from workbench.config import ConfigError
 from workbench.profiles import LOCAL, UnknownProfileError
 from workbench.tui.error_messages import describe_error
@@ -27,6 +34,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     EnginePrepared,
     EngineProgress,
     EngineStatesLoaded,
+    FileGone,
     FileOpened,
     HealthChecked,
     OperationFailed,
@@ -198,13 +206,20 @@ class ProfileConnection:
 
         self.call(f"Listing {path} failed", load)
 
-    def open_file(self, sandbox_id: str, path: str) -> None:
-        """Read a `/workspace` file for its view (`FileOpened`)."""
+    def open_file(self, sandbox_id: str, path: str, *, activate: bool = True) -> None:
+        """Read a `/workspace` file for its view (`FileOpened`; `FileGone` when a view
+        read again finds it gone)."""
 
         async def read(backend: Backend) -> None:
             # As bytes: a text read replaces what is not UTF-8 (a binary file's bytes).
-            content = await backend.sandbox(sandbox_id).read_file(path, encoding="base64")
-            self.owner.post_message(FileOpened(sandbox_id, content))
+            try:
+                content = await backend.sandbox(sandbox_id).read_file(path, encoding="base64")
+            except SandboxFileNotFoundError:
+                if activate:
+                    raise
+                self.owner.post_message(FileGone(sandbox_id, path))
+                return
+            self.owner.post_message(FileOpened(sandbox_id, content, activate))
 
         self.call(f"Opening {path} failed", read)
 

@@ -41,6 +41,7 @@ from workbench.tui.messages import (
     EnginePrepared,
     EngineProgress,
     EngineStatesLoaded,
+    FileGone,
     FileOpened,
     HealthChecked,
     OperationFailed,
@@ -402,7 +403,19 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
 
     @on_report(FileOpened)
     async def file_opened(self, message: FileOpened) -> None:
-        await self.tabs.show_file(FileView(message.sandbox_id, message.read))
+        view = FileView(message.sandbox_id, message.read)
+        await self.tabs.show_file(view, activate=message.activate)
+
+    @on_report(FileGone)
+    def file_gone(self, message: FileGone) -> None:
+        view = self.tabs.file_view(message.sandbox_id, message.path)
+        if view is not None:
+            view.show_gone()
+
+    def reread_open_files(self, sandbox_id: str) -> None:
+        """Read the sandbox's open files again (a run or a sync may have changed them)."""
+        for view in self.tabs.file_views(sandbox_id):
+            self.connection.open_file(sandbox_id, view.path, activate=False)
 
     @on_report(ContextRemoved)
     async def context_removed(self, message: ContextRemoved) -> None:
@@ -497,6 +510,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         """What a run changed in the sandbox's info: its context's counters come with the
         result; the rest (files, the snapshot) is read again only when the info shows
         this sandbox, or else once it is shown next."""
+        self.reread_open_files(sandbox_id)
         cached = self.sandbox_infos.get(sandbox_id)
         if cached is not None and result is not None and result.context is not None:
             now = iso_from_ms(self.clock.now_ms())

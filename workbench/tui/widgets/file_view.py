@@ -31,15 +31,15 @@ def hex_summary(data: bytes, limit: int = HEX_BYTES) -> Text:
 
 
 class FileView(Vertical):
-    """One file of a sandbox's `/workspace`, read once when opened (`refresh_from` reads
-    it again). Its text comes from the guest: control characters are made visible."""
+    """One file of a sandbox's `/workspace`, read when opened and again after each run and
+    sync of its sandbox. Its text comes from the guest: control characters are made visible."""
 
     HELP = """\
 ## File
 
-A file of the sandbox's `/workspace`, as it was when opened: text highlighted by its
-extension, a binary file as a hex summary. Long files scroll; only what is visible is
-painted.
+A file of the sandbox's `/workspace`, read again after each run and sync: text
+highlighted by its extension, a binary file as a hex summary. Long files scroll; only what
+is visible is painted.
 """
 
     def __init__(self, sandbox_id: str, read: ReadFileResult, *, id: str | None = None) -> None:
@@ -63,6 +63,7 @@ painted.
         kind = "binary" if read.is_binary else read.mime_type
         header = f"{read.path} · {human_bytes(read.size)} · {kind} · {read.timestamp}"
         self.query_one("#file-header", Static).update(shown_content(header))
+        self.remove_class("-gone")
         body = self.query_one("#file-body", RichLog)
         body.clear()
         if read.is_binary:
@@ -72,4 +73,11 @@ painted.
         lexer = Syntax.guess_lexer(read.path, text)
         body.write(
             Syntax(text, lexer, line_numbers=True, background_color="default", word_wrap=False)
+        )
+
+    def show_gone(self) -> None:
+        """The file went (a run or a sync removed it): say so above what it held."""
+        self.add_class("-gone")
+        self.query_one("#file-header", Static).update(
+            shown_content(f"{self.read.path} · gone (what it held when last read)")
         )

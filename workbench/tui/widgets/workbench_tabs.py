@@ -66,17 +66,26 @@ class WorkbenchTabs(TabbedContent):
         found = pane.query(FileView) if pane is not None else None
         return found.first() if found else None
 
-    async def show_file(self, view: FileView) -> None:
-        """Activate the file's tab, adding `view` when the file is not open (else the open
-        view shows what `view` read)."""
+    def file_views(self, sandbox_id: str) -> list[FileView]:
+        """The open views of the sandbox's files."""
+        return [view for view in self.query(FileView) if view.sandbox_id == sandbox_id]
+
+    def file_view(self, sandbox_id: str, path: str) -> FileView | None:
+        found = self.query(f"#{file_tab_id(sandbox_id, path)} FileView")
+        return found.first(FileView) if found else None
+
+    async def show_file(self, view: FileView, *, activate: bool = True) -> None:
+        """Show what `view` read: in the file's open view, else in `view` as a new tab
+        (the tab is activated when `activate`)."""
         tab_id = file_tab_id(view.sandbox_id, view.path)
-        found = self.query(f"#{tab_id} FileView")
-        if found:
-            found.first(FileView).show(view.read)
-        else:
+        open_view = self.file_view(view.sandbox_id, view.path)
+        if open_view is not None:
+            open_view.show(view.read)
+        elif activate:
             title = shown_content(PurePosixPath(view.path).name or view.path)
             await self.add_pane(TabPane(title, view, id=tab_id))
-        self.active = tab_id
+        if activate:
+            self.active = tab_id
 
     def close_repl(self, context_id: str) -> AwaitComplete:
         return self.remove_pane(repl_tab_id(context_id))
