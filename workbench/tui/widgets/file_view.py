@@ -1,5 +1,5 @@
 """A `/workspace` file opened from the tree: its text highlighted by extension, or a hex
-summary of a binary file, under a line with its path, size, type and time."""
+summary of a binary file, under a line with its path, size, type and when it was read."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ is visible is painted.
     def show(self, read: ReadFileResult) -> None:
         self.read = read
         kind = "binary" if read.is_binary else read.mime_type
-        header = f"{read.path} · {human_bytes(read.size)} · {kind} · {read.timestamp}"
+        header = f"{read.path} · {human_bytes(read.size)} · {kind} · read {read.timestamp}"
         self.query_one("#file-header", Static).update(shown_content(header))
         self.remove_class("-gone")
         body = self.query_one("#file-body", RichLog)
