@@ -51,8 +51,11 @@ class OutputCapture:
     writes: int = 0
     total_bytes: int = 0
     overflowed: bool = False
+    listener: Callable[[str, bytes], None] | None = None
+    """Told of each write as it is captured ("stdout" or "stderr", the bytes kept), for
+    output that streams while the guest runs; None when nobody listens."""
 
-    def _write(self, target: bytearray, data: bytes) -> None:
+    def _write(self, stream: str, target: bytearray, data: bytes) -> None:
         # wasmtime requires the callback to return None (or the byte count).
         self.writes += 1
         self.total_bytes += len(data)
@@ -61,12 +64,14 @@ class OutputCapture:
             self.overflowed = True
             data = data[: max(room, 0)]
         target.extend(data)
+        if self.listener is not None and data:
+            self.listener(stream, bytes(data))
 
     def on_stdout(self, data: bytes) -> None:
-        self._write(self.stdout, data)
+        self._write("stdout", self.stdout, data)
 
     def on_stderr(self, data: bytes) -> None:
-        self._write(self.stderr, data)
+        self._write("stderr", self.stderr, data)
 
     def reset(self) -> None:
         self.stdout.clear()

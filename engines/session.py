@@ -91,6 +91,26 @@ def _host_message(error: BaseException) -> str:
     return str(error).strip()[:HOST_MESSAGE_CHARS]
 
 
+STREAMS = ("stdout", "stderr")
+OutputListener = Callable[[str, bytes], None]
+"""Told of guest output as it is written: the stream ("stdout" or "stderr") and bytes."""
+
+
+def _up_to(budget: int, listener: OutputListener) -> OutputListener:
+    """`listener`, told of at most `budget` bytes in all: output past the limit would only
+    be dropped from the result, so it is not streamed either."""
+    told = 0
+
+    def limited(stream: str, data: bytes) -> None:
+        nonlocal told
+        room = budget - told
+        if room > 0:
+            told += min(len(data), room)
+            listener(stream, data[:room])
+
+    return limited
+
+
 def _split_lines(data: bytes) -> list[str]:
     """Spec 3.4: concatenated writes split on newline, a trailing empty piece dropped."""
     if not data:
@@ -229,9 +249,14 @@ class Session:
         pending_interrupt: Callable[[], str | None] | None = None,
         update: TreeUpdate | None = None,
         timeout: float | None = None,
+        on_output: OutputListener | None = None,
     ) -> Outcome:
         """Run `code` with exactly `env` as the guest's environment (`timeout`: this run's
         wall-clock limit instead of the session's).
+
+        `on_output` is told of the guest's stdout and stderr writes as they happen (up to
+        the output limit; only what the host captures: JavaScript's console travels in
+        the answer), on the thread that runs the guest. The result holds them all anyway.
 
         `pending_interrupt`: asked once the guest call is armed, for a reason to stop it
         that arrived before the guest started (a cancel while the instance booted); an
@@ -248,7 +273,9 @@ class Session:
                     workspace.update(update)
                 workspace.begin()
             try:
-                outcome = self._execute(code, dict(env or {}), cwd, session, pending_interrupt)
+                outcome = self._execute(
+                    code, dict(env or {}), cwd, session, pending_interrupt, on_output
+                )
             except BaseException:
                 if workspace is not None:
                     workspace.finish(keep=False)
@@ -279,6 +306,7 @@ class Session:
         cwd: str,
         session: bool,
         pending_interrupt: Callable[[], str | None] | None,
+        on_output: OutputListener | None,
     ) -> Outcome:
         started = time.perf_counter()
         self._interrupted = None
@@ -291,6 +319,8 @@ class Session:
         assert store is not None and instance is not None
         fuel_limit = self.fuel_limit
         self._output.reset()
+        if on_output is not None:
+            self._output.listener = _up_to(self.limits.output_bytes, on_output)
         store.set_fuel(fuel_limit)
         request = envelope_pb2.ExecuteRequest(
             code=well_formed(code),
@@ -319,6 +349,7 @@ class Session:
             trap = error
         finally:
             self.in_call_since = None
+            self._output.listener = None
             if token is not None:
                 WATCHDOG.disarm(token)
             store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)

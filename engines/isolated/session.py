@@ -41,7 +41,7 @@ from engines.result import (
     ExecutionResult,
     reset_note,
 )
-from engines.session import CANCELLED, Boot, Limits, Outcome
+from engines.session import CANCELLED, STREAMS, Boot, Limits, Outcome, OutputListener
 from engines.snapshot import SnapshotDelta
 from engines.vfs import TreeUpdate, VfsLimits
 
@@ -255,11 +255,13 @@ class IsolatedSession:
         workspace: WorkspaceSource | None = None,
         timeout: float | None = None,
         cancellation: Cancellation | None = None,
+        on_output: OutputListener | None = None,
     ) -> Outcome:
         """Run `code` (see `engines.session.Session.execute`), first bringing the engine
         process's workspace up to date from `workspace`; `timeout` is this run's
         wall-clock limit instead of the session's; `cancellation` cancels it, even when
-        it was cancelled before this call."""
+        it was cancelled before this call; `on_output` is told of the guest's output as
+        the engine process forwards it (on the calling thread)."""
         if self._closed:
             raise RuntimeError("session is closed")
         # Executing from before the wait for the call lock (a snapshot may be on its way
@@ -269,7 +271,7 @@ class IsolatedSession:
         undo = None if cancellation is None else cancellation.on_cancel(self.cancel)
         try:
             with self._call_lock:
-                return self._execute_locked(code, env, cwd, session, workspace, timeout)
+                return self._execute_locked(code, env, cwd, session, workspace, timeout, on_output)
         finally:
             if undo is not None:
                 undo()
@@ -284,6 +286,7 @@ class IsolatedSession:
         session: bool,
         workspace: WorkspaceSource | None,
         timeout: float | None,
+        on_output: OutputListener | None,
     ) -> Outcome:
         self._collect_snapshot()
         try:
@@ -311,12 +314,17 @@ class IsolatedSession:
                 "session": session,
                 "timeout": timeout,
                 "cancelled": self._cancel_pending,  # cancelled before it was even sent
+                "stream": on_output is not None,
             }
             if update is not None:
                 request["update"] = codec.update_to_json(update, blobs)
         try:
             worker.send(request, blobs)
             answer, answer_blobs = worker.receive(deadline)
+            while "output" in answer:  # streamed output comes before the answer
+                if on_output is not None and answer["output"] in STREAMS and answer_blobs:
+                    on_output(answer["output"], bytes(answer_blobs[0]))
+                answer, answer_blobs = worker.receive(deadline)
         except FrameTimeout:
             self._lost()
             return self._failure(code, LIMIT_ERROR, _timeout_message(timeout), cwd, boot)

@@ -87,6 +87,13 @@ class Worker:
         with self._write_lock:
             write_frame(self._out_fd, header, blobs or [])
 
+    def send_output(self, stream: str, data: bytes) -> None:
+        """A piece of the running execution's output, as the guest writes it (never after
+        the execution was answered: the parent would take it for the next answer)."""
+        with self._write_lock:
+            if not self._answered:
+                write_frame(self._out_fd, {"output": stream}, [data])
+
     # -- requests ------------------------------------------------------------------------
     def read_requests(self, reader: FrameReader) -> None:
         """Reader thread: out-of-band cancels act at once; the rest queue up."""
@@ -221,6 +228,7 @@ class Worker:
                 pending_interrupt=self._pending_interrupt,
                 update=codec.update_from_json(update, blobs) if update else None,
                 timeout=_seconds(header.get("timeout")),
+                on_output=self.send_output if header.get("stream") else None,
             )
         finally:
             with self._backstop:

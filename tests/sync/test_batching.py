@@ -64,7 +64,13 @@ class Gateway:
         return [call for call in self.calls if call.path == path]
 
     async def request(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: Any = None,
     ) -> Response:
         _, _, below = path.partition("/v1/sandboxes/")
         self.calls.append(Call(method, below[below.find("/") :] if below else path, body))
@@ -78,7 +84,7 @@ class Gateway:
                 return error_json(validation_error("Request too large", self.refuse))
         if path.endswith("/files/batch") and self.failing_entry is not None:
             return await self._failing(method, path, body)
-        reply = await self.inner.request(method, path, body, timeout=timeout)
+        reply = await self.inner.request(method, path, body, timeout=timeout, on_event=on_event)
         if path != "/v1/health" or (self.advertise and self.limits is None):
             return reply
         health = json.loads(reply.body)

@@ -311,9 +311,15 @@ class AbandoningTransport:
         self.description = "abandoning"
 
     async def request(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: Any = None,
     ) -> Any:
-        return await self.inner.request(method, path, body, timeout=timeout)
+        return await self.inner.request(method, path, body, timeout=timeout, on_event=on_event)
 
     async def cancel(self, sandbox_id: str) -> bool:
         return False

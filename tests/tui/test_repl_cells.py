@@ -28,6 +28,7 @@ from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.cell_picker_screen import CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.export_screen import ExportScreen
+from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
@@ -314,3 +315,22 @@ async def test_export_defaults_to_the_data_dir_and_asks_before_overwriting(
         assert isinstance(app.screen, ExportScreen)
         await pilot.press("escape")
         assert not notes.errors()
+
+
+@pytest.mark.usefixtures("python_engine")
+async def test_output_shows_while_the_cell_runs_and_the_cell_replaces_it(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PYTHON")
+        live = repl.query_one(LiveOutput)
+        repl.code_input.focus()
+        repl.set_code("import sys, time\nprint('tick 1')\ntime.sleep(3)\nprint('tick 2')")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: any("tick 1" in line.text for line in live.lines))
+        assert repl.running and repl.transcript.cells == []
+        assert live.display and not any("tick 2" in line.text for line in live.lines)
+        await wait_for(pilot, lambda: len(repl.transcript.cells) == 1)
+        assert not live.display and live.lines == []
+        assert shown_count(repl, "tick 1") == 1 and shown_count(repl, "tick 2") == 1

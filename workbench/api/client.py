@@ -15,7 +15,7 @@ from urllib.parse import quote
 from workbench.api.engines import EngineManager
 from workbench.api.transport import Transport
 from workbench.protocol.errors import SandboxError
-from workbench.protocol.http import invalid_response, parse_json_response
+from workbench.protocol.http import EventSink, invalid_response, parse_json_response
 from workbench.protocol.ids import validate_sandbox_id
 from workbench.protocol.types import (
     BatchEntry,
@@ -122,7 +122,11 @@ class Interpreter:
         if env_vars is not None:
             body["envVars"] = {key: value for key, value in env_vars.items()}
         wait = self._sandbox._deadline(body, timeout)
-        data = await self._sandbox._call("POST", "/execute", body, timeout=wait)
+        lines = StreamedLines(on_stdout, on_stderr)
+        streaming = on_stdout is not None or on_stderr is not None
+        data = await self._sandbox._call(
+            "POST", "/execute", body, timeout=wait, on_event=lines if streaming else None
+        )
         if not (
             isinstance(data, dict)
             and isinstance(data.get("results"), list)
@@ -130,13 +134,40 @@ class Interpreter:
         ):
             raise invalid_response()
         result = ExecutionResult.from_json(data)
-        for callback, lines in ((on_stdout, result.stdout), (on_stderr, result.stderr)):
-            if callback is not None:
-                for line in lines:
-                    outcome = callback(line)
-                    if asyncio.iscoroutine(outcome):
-                        await outcome
+        await lines.finish(result)
         return result
+
+
+class StreamedLines:
+    """`run_code`'s line callbacks: told of each line as the server streams it, then of
+    the lines the answer holds beyond those (all of them when nothing streamed: a Worker
+    gateway, or a guest whose output arrives at the end), so each line is told once."""
+
+    def __init__(self, on_stdout: LineCallback | None, on_stderr: LineCallback | None) -> None:
+        self._callbacks = {"stdout": on_stdout, "stderr": on_stderr}
+        self.told = {"stdout": 0, "stderr": 0}
+        self._pending: list[asyncio.Future[object]] = []
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        stream, line = event.get("stream"), event.get("line")
+        if stream not in self.told or not isinstance(line, str):
+            return
+        self.told[stream] += 1
+        self._tell(stream, line)
+
+    def _tell(self, stream: str, line: str) -> None:
+        callback = self._callbacks[stream]
+        if callback is not None:
+            outcome = callback(line)
+            if asyncio.iscoroutine(outcome):  # started now, awaited by `finish`
+                self._pending.append(asyncio.ensure_future(outcome))
+
+    async def finish(self, result: ExecutionResult) -> None:
+        for stream, lines in (("stdout", result.stdout), ("stderr", result.stderr)):
+            for line in lines[self.told[stream] :]:
+                self._tell(stream, line)
+        for outcome in self._pending:
+            await outcome
 
 
 def execution_deadline(
@@ -180,11 +211,17 @@ class SandboxClient:
         return f"/v1/sandboxes/{quote(self.id, safe='')}"
 
     async def _call(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: EventSink | None = None,
     ) -> Any:
         suffix = "" if path == "/" else path
         response = await self._transport.request(
-            method, self._prefix + suffix, body, timeout=timeout
+            method, self._prefix + suffix, body, timeout=timeout, on_event=on_event
         )
         return parse_json_response(response)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from workbench.protocol.http import Response
+from workbench.protocol.http import EventSink, Response
 
 
 class Transport(Protocol):
@@ -22,9 +22,17 @@ class Transport(Protocol):
     request is given up), so a client waits a little longer than that for its answer."""
 
     async def request(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: EventSink | None = None,
     ) -> Response:
-        """Send one request; `body` is JSON-encoded when not None."""
+        """Send one request; `body` is JSON-encoded when not None. With `on_event`, an
+        execution's output events go to it as they arrive, on the event loop's thread,
+        where the server streams them (`docs/gateway-protocol.md`)."""
         ...
 
     async def cancel(self, sandbox_id: str) -> bool:

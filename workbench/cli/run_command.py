@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 import click
@@ -75,15 +76,17 @@ async def binding_for_language(backend: Backend, language: str) -> str:
     raise click.UsageError(f"{backend.name} offers no {wanted} runtime")
 
 
-def print_result(result: ExecutionResult) -> int:
-    """Logs to stdout/stderr, then the value or the error; returns the exit code.
+def print_result(result: ExecutionResult, *, logs: bool = True) -> int:
+    """Logs to stdout/stderr (unless they were printed as they came), then the value or
+    the error; returns the exit code.
 
     All of it is guest-controlled, so a terminal gets it neutralised (`echo_untrusted`).
     """
-    for line in result.stdout:
-        echo_untrusted(line)
-    for line in result.stderr:
-        echo_untrusted(line, err=True)
+    if logs:
+        for line in result.stdout:
+            echo_untrusted(line)
+        for line in result.stderr:
+            echo_untrusted(line, err=True)
     for entry in result.results:
         if entry.is_json:
             echo_untrusted(json.dumps(entry.json, indent=2, ensure_ascii=False))
@@ -200,6 +203,8 @@ async def run_command(
             context=context,
             binding=None if context else target,
             env_vars=env or None,
+            on_stdout=None if as_json else echo_untrusted,
+            on_stderr=None if as_json else partial(echo_untrusted, err=True),
         )
 
     result = await with_backend(profile, data_dir, body, timeout=timeout)
@@ -210,7 +215,7 @@ async def run_command(
     if as_json:
         echo_json(result.to_json())
         return EXIT_OK if result.error is None else EXIT_FAILED
-    status = print_result(result)
+    status = print_result(result, logs=sandbox_id is None)  # a context's logs streamed
     for note in session_state.reset_notes if session_state is not None else ():
         echo_untrusted(f"note: {note}", err=True, fg="yellow")
     return status

@@ -5,8 +5,10 @@ side (spec 4.5 `parseJsonResponse`)."""
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import zlib
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -24,18 +26,25 @@ __all__ = [
     "FILES_BATCH_BODY_CAP",
     "FILES_BATCH_MAX_ENTRIES",
     "FILES_BODY_CAP",
+    "NDJSON",
     "REASONS",
+    "EventSink",
+    "OutputLines",
     "Request",
     "Response",
+    "answer_event",
     "error_json",
     "internal_error",
     "invalid_response",
     "method_not_allowed",
     "not_found",
+    "output_event",
     "parse_json_response",
     "parse_object",
+    "read_event_stream",
     "validate_code",
     "validation_error",
+    "wants_stream",
 ]
 
 EXECUTE_BODY_CAP = 98_304
@@ -68,6 +77,80 @@ REASONS = {
 }
 
 
+NDJSON = "application/x-ndjson"
+"""An `/execute` answer that streams (a workbench extension: docs/gateway-protocol.md):
+output events, one JSON object a line, then the answer event."""
+EventSink = Callable[[dict[str, Any]], None]
+STREAMS = ("stdout", "stderr")
+
+
+def output_event(stream: str, line: str) -> dict[str, Any]:
+    """One line of an execution's output, as the guest wrote it."""
+    return {"type": "output", "stream": stream, "line": line}
+
+
+def answer_event(response: Response) -> bytes:
+    """The last line of a streamed answer: what the plain answer would have been."""
+    body = json.loads(response.body) if response.body else None
+    return json.dumps({"type": "answer", "status": response.status, "body": body}).encode()
+
+
+def wants_stream(headers: Mapping[str, str]) -> bool:
+    """The client takes a streamed answer (it asked with `Accept`)."""
+    return NDJSON in headers.get("accept", "")
+
+
+MAX_EVENT_BYTES = 4 << 20
+"""The longest line of a streamed answer (its last holds the whole result)."""
+
+
+async def read_event_stream(chunks: AsyncIterator[bytes], on_event: EventSink) -> Response:
+    """Read a streamed answer: each output event goes to `on_event` as it arrives; the
+    answer event becomes the `Response` the plain answer would have been. `ValueError`
+    for what is not such a stream, `EOFError` if it ends before its answer."""
+    pending = b""
+    async for chunk in chunks:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        if len(pending) > MAX_EVENT_BYTES:
+            raise ValueError("a line of the streamed answer is too long")
+        for line in lines:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if not isinstance(event, dict):
+                raise ValueError("a line of the streamed answer is not an object")
+            if event.get("type") == "answer":
+                status = event.get("status")
+                if not isinstance(status, int) or isinstance(status, bool):
+                    raise ValueError("the streamed answer has no status")
+                return Response(status, json.dumps(event.get("body")).encode())
+            if event.get("type") == "output":
+                on_event(event)
+    raise EOFError("the streamed answer was cut off")
+
+
+class OutputLines:
+    """Turns an execution's output bytes, as they come, into lines for `sink`: decoded as
+    UTF-8 (a character split between writes waits for its end), one event per completed
+    line. A last line without its newline is not sent: the answer holds it."""
+
+    def __init__(self, sink: EventSink) -> None:
+        self._sink = sink
+        self._decoders = {
+            stream: codecs.getincrementaldecoder("utf-8")("replace") for stream in STREAMS
+        }
+        self._partial = dict.fromkeys(STREAMS, "")
+
+    def __call__(self, stream: str, data: bytes) -> None:
+        if stream not in self._partial:
+            return
+        text = self._partial[stream] + self._decoders[stream].decode(data)
+        *lines, self._partial[stream] = text.split("\n")
+        for line in lines:
+            self._sink(output_event(stream, line))
+
+
 @dataclass(frozen=True)
 class Request:
     method: str
@@ -79,6 +162,9 @@ class Request:
     """Set when the client stops waiting for the answer (it disconnected, or its call was
     cancelled): an execution still running for it is cancelled, one not yet begun never
     runs."""
+    events: EventSink | None = None
+    """Where an execution streams its output lines as they are written, when the client
+    asked for a stream (`Accept: application/x-ndjson`); callable from any thread."""
 
 
 @dataclass(frozen=True)

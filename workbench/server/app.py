@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
+import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -23,10 +25,13 @@ from workbench.protocol.errors import error_response
 from workbench.protocol.http import (
     FILES_BATCH_BODY_CAP,
     FILES_BODY_CAP,
+    NDJSON,
     Request,
     Response,
+    answer_event,
     error_json,
     validation_error,
+    wants_stream,
 )
 
 Scope = MutableMapping[str, Any]
@@ -136,6 +141,9 @@ class GatewayApp:
             too_large = error_json(validation_error("Request too large", 413))
             await self._send(send, too_large, close=not whole)
             return
+        if method == "POST" and path.endswith("/execute") and wants_stream(headers):
+            await self._stream_answer(Request(method, path, body, headers), receive, send)
+            return
         request = Request(method, path, body, headers)
         await self._send(send, await self._answer(request, receive))
 
@@ -151,6 +159,55 @@ class GatewayApp:
             if disconnect in done:
                 request.given_up.set()
             return await answering
+        finally:
+            disconnect.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await disconnect
+
+    async def _stream_answer(self, plain: Request, receive: Receive, send: Send) -> None:
+        """An execution whose client takes a stream: its output lines as NDJSON while it
+        runs, then the answer as the last line. One that printed nothing before it ended
+        is answered plainly, status and all."""
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        def sink(event: dict[str, Any]) -> None:  # called on an engine thread
+            loop.call_soon_threadsafe(events.put_nowait, event)
+
+        request = dataclasses.replace(plain, events=sink)
+        answering = asyncio.ensure_future(self.handle(request))
+        disconnect = asyncio.ensure_future(_disconnected(receive))
+        streaming = False
+
+        async def emit(line: bytes) -> None:
+            nonlocal streaming
+            if not streaming:
+                streaming = True
+                headers = [(b"content-type", NDJSON.encode()), (b"cache-control", b"no-store")]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": line + b"\n", "more_body": True})
+
+        try:
+            while not answering.done():
+                getting = asyncio.ensure_future(events.get())
+                done, _ = await asyncio.wait(
+                    {answering, disconnect, getting}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if getting in done:
+                    await emit(json.dumps(getting.result()).encode())
+                else:
+                    getting.cancel()
+                if disconnect in done:  # nobody reads what follows
+                    request.given_up.set()
+                    await answering
+                    return
+            response = answering.result()
+            if not streaming:
+                await self._send(send, response)
+                return
+            while not events.empty():  # lines written just before the answer
+                await emit(json.dumps(events.get_nowait()).encode())
+            await send({"type": "http.response.body", "body": answer_event(response) + b"\n"})
         finally:
             disconnect.cancel()
             with contextlib.suppress(asyncio.CancelledError):

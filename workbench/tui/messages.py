@@ -125,6 +125,15 @@ class SandboxDestroyed(Message, bubble=False):
 
 
 @dataclass
+class CellOutput(Message, bubble=False):
+    """A line a running cell wrote, as the backend streams it."""
+
+    context_id: str
+    stream: str
+    line: str
+
+
+@dataclass
 class CellFinished(Message, bubble=False):
     sandbox_id: str
     context_id: str

@@ -28,6 +28,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     BackendFailed,
     BackendOpened,
     CellFinished,
+    CellOutput,
     ContextOpened,
     ContextRemoved,
     DirectoryListed,
@@ -375,7 +376,10 @@ class ProfileConnection:
                 self.ready_engines.add(language)
         try:
             result = await backend.sandbox(sandbox_id).interpreter.run_code(
-                code, context=context_id
+                code,
+                context=context_id,
+                on_stdout=partial(self._post_output, context_id, "stdout"),
+                on_stderr=partial(self._post_output, context_id, "stderr"),
             )
         except Exception as error:
             self.owner.post_message(
@@ -385,6 +389,9 @@ class ProfileConnection:
         if result.error is not None and result.error.name == "EngineError" and language:
             self.ready_engines.discard(language)  # ask again before the next cell
         self.owner.post_message(CellFinished(sandbox_id, context_id, code, result, None, label))
+
+    def _post_output(self, context_id: str, stream: str, line: str) -> None:
+        self.owner.post_message(CellOutput(context_id, stream, line))
 
     def cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> Worker[None]:
         return self.owner.run_worker(

@@ -18,6 +18,7 @@ import json
 import os
 import random
 import sys
+import time
 import types
 
 import wit_world
@@ -158,6 +159,31 @@ def _patch_asyncio():
 
 
 _REPLACED_STDIO = []
+_STREAM_SECONDS = 0.25
+"""While a run lasts, completed lines reach the host at least this often."""
+
+
+class _StreamingText(io.TextIOWrapper):
+    """Buffered text that hands completed lines to the host while a run lasts: at a
+    newline once `_STREAM_SECONDS` passed since it last did (and before a sleep), so a
+    cell that prints as it goes is seen as it goes, in a few writes (spec 9.2 counts them)."""
+
+    flushed_at = 0.0
+
+    def write(self, text):
+        written = super().write(text)
+        if "\n" in text:
+            now = time.monotonic()
+            if now - self.flushed_at >= _STREAM_SECONDS:
+                self.flushed_at = now
+                self.flush()
+        return written
+
+
+def _flushing_sleep(seconds, _sleep=time.sleep):
+    """`time.sleep` after handing what was printed to the host."""
+    _flush()
+    _sleep(seconds)
 
 
 def _buffered_stdio():
@@ -167,7 +193,7 @@ def _buffered_stdio():
     `print` costs one or two WASI writes, and a partial write (the WASI stdout stream takes
     at most 8 KiB per call) silently drops the rest of a long line. BufferedWriter retries
     partial writes and coalesces output into few writes (the host counts writes, spec 9.2);
-    the driver flushes at the end of every run.
+    the driver flushes at the end of every run (and `_StreamingText` while it lasts).
     """
     for name in ("stdout", "stderr"):
         old = getattr(sys, name)
@@ -176,7 +202,7 @@ def _buffered_stdio():
         old.flush()
         _REPLACED_STDIO.append(old)  # if collected, it would close the fd
         raw = io.FileIO(old.fileno(), "wb", closefd=False)
-        stream = io.TextIOWrapper(
+        stream = _StreamingText(
             io.BufferedWriter(raw, buffer_size=1 << 16),
             encoding=old.encoding,
             errors=old.errors,
@@ -190,6 +216,7 @@ def _buffered_stdio():
 PRELOADED = _preload_stdlib()
 _patch_asyncio()
 _buffered_stdio()
+time.sleep = _flushing_sleep
 # Some imports above may have written to stdout (none should); start clean.
 sys.stdout.flush()
 sys.stderr.flush()

@@ -3,7 +3,8 @@
 HTTP/1.1, one connection per request (a Unix connect costs microseconds), spoken by
 hand rather than through httpx: importing httpx alone takes longer than a whole `run`
 may (benchmarks/README.md, cli). The daemon is ours, so the subset is small: a
-Content-Length body each way. A request given up (its timeout, a cancelled task, Ctrl+C)
+Content-Length body each way, and a chunked NDJSON answer for an execution whose output
+streams. A request given up (its timeout, a cancelled task, Ctrl+C)
 closes its connection, and the daemon cancels the execution it was waiting for.
 """
 
@@ -12,13 +13,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from workbench.backends.daemon.location import peer_is_this_user
 from workbench.protocol.errors import SandboxError, error_response
-from workbench.protocol.http import Request, Response, validation_error
+from workbench.protocol.http import (
+    NDJSON,
+    EventSink,
+    Request,
+    Response,
+    read_event_stream,
+    validation_error,
+)
 
 CONNECT_SECONDS = 5.0
 KEEPALIVE_SECONDS = 60.0
@@ -48,17 +57,25 @@ class SocketTransport:
         self.data_dir = data_dir
 
     async def request(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: EventSink | None = None,
     ) -> Response:
         payload = b"" if body is None else json.dumps(body).encode()
-        return await self._exchange(method, path, payload, {}, timeout)
+        return await self._exchange(method, path, payload, {}, timeout, on_event)
 
     async def forward(self, request: Request) -> Response:
         """Pass a request on as it came (`serve` in front of the daemon): its body and
         encoding untouched; given up, its connection closes and the daemon gives it up."""
         extra = {"content-encoding": request.headers.get("content-encoding", "")}
+        if request.events is not None:
+            extra["accept"] = NDJSON
         exchange = asyncio.ensure_future(
-            self._exchange(request.method, request.path, request.body, extra, None)
+            self._exchange(request.method, request.path, request.body, extra, None, request.events)
         )
         given_up = asyncio.ensure_future(request.given_up.wait())
         await asyncio.wait({exchange, given_up}, return_when=asyncio.FIRST_COMPLETED)
@@ -77,7 +94,10 @@ class SocketTransport:
         payload: bytes,
         extra_headers: dict[str, str],
         timeout: float | None,
+        on_event: EventSink | None = None,
     ) -> Response:
+        if on_event is not None:
+            extra_headers = {**extra_headers, "accept": NDJSON}
         if any("\r" in part or "\n" in part for part in (method, path, *extra_headers.values())):
             raise validation_error("A request line or header holds a line break")
         extra = "".join(f"{name}: {value}\r\n" for name, value in extra_headers.items() if value)
@@ -90,7 +110,7 @@ class SocketTransport:
         try:
             writer.write(head + payload)
             await writer.drain()
-            return await asyncio.wait_for(_read_response(reader), timeout)
+            return await asyncio.wait_for(_read_response(reader, on_event), timeout)
         except TimeoutError:
             raise unreachable(
                 f"the local daemon did not answer in time (waited {timeout:g} s)", self.socket
@@ -159,7 +179,9 @@ class SocketTransport:
         """Nothing is kept open between requests."""
 
 
-async def _read_response(reader: asyncio.StreamReader) -> Response:
+async def _read_response(
+    reader: asyncio.StreamReader, on_event: EventSink | None = None
+) -> Response:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.LimitOverrunError:
@@ -178,8 +200,29 @@ async def _read_response(reader: asyncio.StreamReader) -> Response:
         if name:
             headers[name.strip().lower()] = value.strip()
     length = headers.get("content-length")
+    content_type = headers.get("content-type", "")
     try:
+        if content_type.startswith(NDJSON) and on_event is not None:
+            chunked = "chunked" in headers.get("transfer-encoding", "")
+            return await read_event_stream(_chunks(reader) if chunked else _rest(reader), on_event)
         body = await reader.readexactly(int(length)) if length else await reader.read()
     except asyncio.IncompleteReadError as error:
         raise EOFError("the answer was cut off") from error
-    return Response(int(parts[1]), body, headers.get("content-type", ""))
+    return Response(int(parts[1]), body, content_type)
+
+
+async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """A chunked body's data, chunk by chunk (RFC 9112, 7.1)."""
+    while True:
+        size_line = await reader.readuntil(b"\r\n")
+        size = int(size_line.split(b";", 1)[0].strip(), 16)  # ValueError: not a chunk
+        if size == 0:
+            return
+        data = await reader.readexactly(size + 2)
+        yield data[:-2]
+
+
+async def _rest(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """A body without a length: what comes until the connection closes."""
+    while data := await reader.read(1 << 16):
+        yield data

@@ -26,7 +26,7 @@ from workbench.backends.owner import OwnerInfo, OwnerLock
 from workbench.config import TIMEOUT_ENV, LocalSettings, local_settings, parse_timeout
 from workbench.core.clock import SYSTEM_CLOCK, Clock
 from workbench.paths import DATABASE_NAME, private_data_dir
-from workbench.protocol.http import Request, Response
+from workbench.protocol.http import EventSink, Request, Response
 from workbench.store import Store
 from workbench.store.database import DEFAULT_HISTORY_LIMIT
 
@@ -48,13 +48,20 @@ class LocalTransport:
         self.description = description
 
     async def request(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: EventSink | None = None,
     ) -> Response:
         """One request; given up (its timeout, its task cancelled), it cancels the
         sandbox's execution, which still ends and is stored as any other."""
         payload = b"" if body is None else json.dumps(body).encode()
         headers = {"content-type": "application/json", "content-length": str(len(payload))}
-        request = Request(method, path, payload, headers)
+        events = None if on_event is None else _on_this_loop(on_event)
+        request = Request(method, path, payload, headers, events=events)
         call = asyncio.ensure_future(self.gateway.handle(request))
         try:
             return await asyncio.wait_for(asyncio.shield(call), timeout)
@@ -67,6 +74,17 @@ class LocalTransport:
 
     async def aclose(self) -> None:
         self.gateway.close()
+
+
+def _on_this_loop(sink: EventSink) -> EventSink:
+    """`sink`, called on the running event loop's thread whichever thread the event
+    comes from (an execution's output comes from an engine thread)."""
+    loop = asyncio.get_running_loop()
+
+    def forward(event: dict[str, Any]) -> None:
+        loop.call_soon_threadsafe(sink, event)
+
+    return forward
 
 
 def open_local_gateway(

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from engines.isolated import Cancellation, IsolatedSession
 from engines.result import LIMIT_ERROR, ContextRef, ExecutionError, ExecutionResult, SessionState
-from engines.session import Boot, Outcome
+from engines.session import Boot, Outcome, OutputListener
 from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.local.sandbox_state import SandboxState
@@ -105,10 +105,12 @@ class ContextRunner:
         env: dict[str, str],
         timeout: float | None = None,
         cancellation: Cancellation | None = None,
+        on_output: OutputListener | None = None,
     ) -> ExecutionResult:
         """Run `code` in the context of `row` and store the outcome; the result carries the
         context's counters and where its REPL state came from. `timeout`: this run's
-        wall-clock limit instead of the backend's."""
+        wall-clock limit instead of the backend's; `on_output`: told of the guest's output
+        as it is written (on the engine thread)."""
         runtime = self._state.runtime(row.binding)
         was_resident = self._sessions.is_resident((self._state.id, row.id))
         limits = self._settings.limits
@@ -136,6 +138,7 @@ class ContextRunner:
                     env,
                     timeout,
                     current,
+                    on_output,
                 )
         except EngineUnavailableError as error:
             result = runtime.engine_error(
@@ -152,6 +155,7 @@ class ContextRunner:
         env: dict[str, str],
         timeout: float | None,
         cancellation: Cancellation,
+        on_output: OutputListener | None,
     ) -> ExecutionResult:
         """One worker-thread hop for the whole execution: session, run (with the tree's
         changes in and the run's out), snapshot, and the transaction that stores them."""
@@ -165,7 +169,13 @@ class ContextRunner:
             use_files = self._settings.file_api
             workspace = self._state.workspace if use_files else None
             outcome = session.execute(
-                code, env, row.cwd, workspace=workspace, timeout=timeout, cancellation=cancellation
+                code,
+                env,
+                row.cwd,
+                workspace=workspace,
+                timeout=timeout,
+                cancellation=cancellation,
+                on_output=on_output,
             )
             result = outcome.result
             changes = ChangeSet()

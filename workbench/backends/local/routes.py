@@ -36,6 +36,7 @@ from workbench.protocol.http import (
     FILES_BATCH_BODY_CAP,
     FILES_BATCH_MAX_ENTRIES,
     FILES_BODY_CAP,
+    OutputLines,
     Request,
     Response,
     error_json,
@@ -257,6 +258,7 @@ async def execute(sandbox: SandboxObject, request: Request, params: Params) -> R
         env_vars=call_env,
         timeout=execution_timeout(body),
         given_up=request.given_up,
+        on_output=None if request.events is None else OutputLines(request.events),
     )
     return answer(result)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from engines.isolated import Cancellation
 from engines.result import ExecutionResult
+from engines.session import OutputListener
 from workbench.backends.local.context_runner import ContextRunner
 from workbench.backends.local.files_api import FilesResult, files_request
 from workbench.backends.local.files_batch import files_batch
@@ -196,12 +197,14 @@ class SandboxObject:
         env_vars: dict[str, str | None],
         timeout: float | None = None,
         given_up: asyncio.Event | None = None,
+        on_output: OutputListener | None = None,
     ) -> ExecutionResult:
         """Spec 2.4.1: run in the given context, or the binding's default context (a
         binding without contexts runs statelessly); env layered sandbox, context, call.
         `timeout`: this execution's wall-clock limit instead of the backend's. Once
         `given_up` is set (the caller stopped waiting), the execution is cancelled; one
-        whose turn comes after that does not run at all."""
+        whose turn comes after that does not run at all. `on_output` is told of a
+        context's output as the guest writes it (on an engine thread)."""
         if given_up is not None and given_up.is_set():
             raise make_error(
                 ErrorCode.CODE_EXECUTION_ERROR,
@@ -212,7 +215,9 @@ class SandboxObject:
         if given_up is not None:
             watcher = asyncio.create_task(cancel_on(given_up, cancellation))
         try:
-            return await self._execute(code, context_id, binding, env_vars, timeout, cancellation)
+            return await self._execute(
+                code, context_id, binding, env_vars, timeout, cancellation, on_output
+            )
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -225,6 +230,7 @@ class SandboxObject:
         env_vars: dict[str, str | None],
         timeout: float | None,
         cancellation: Cancellation,
+        on_output: OutputListener | None,
     ) -> ExecutionResult:
         meta = self._state.ensure_meta()
         if context_id is not None:
@@ -245,7 +251,7 @@ class SandboxObject:
         else:
             raise validation_error("Pass a context or a binding")
         env = layer_env(meta.env_vars, row.env_vars, env_vars)
-        return await self._runner.run(row, code, env, timeout, cancellation)
+        return await self._runner.run(row, code, env, timeout, cancellation, on_output)
 
 
 async def cancel_on(given_up: asyncio.Event, cancellation: Cancellation) -> None:

@@ -16,7 +16,13 @@ import httpx
 from workbench.api.client import Backend
 from workbench.api.display import warn_untrusted
 from workbench.protocol.errors import SandboxError, error_response
-from workbench.protocol.http import Response
+from workbench.protocol.http import (
+    NDJSON,
+    EventSink,
+    Response,
+    invalid_response,
+    read_event_stream,
+)
 from workbench.protocol.types import VersionReport
 
 __all__ = [
@@ -158,11 +164,19 @@ class HttpTransport:
         )
 
     async def request(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: EventSink | None = None,
     ) -> Response:
         """One gateway request. Every versions report that passes by is checked (see
-        `VersionReport`), and a runtime call that failed is explained by one more."""
-        reply = await self._send(method, path, body, timeout)
+        `VersionReport`), and a runtime call that failed is explained by one more.
+        `on_event`: take a streamed answer (`serve` streams an execution's output; a Worker
+        gateway answers plainly)."""
+        reply = await self._send(method, path, body, timeout, on_event)
         if method == "GET" and path in VERSION_PATHS and reply.status == 200:
             self._check_versions(reply.body)
         elif method == "POST" and _runtime_call_failed(reply):
@@ -201,12 +215,21 @@ class HttpTransport:
             return {"content": payload, "headers": headers}
         return {"content": packed, "headers": {**headers, "content-encoding": "gzip"}}
 
-    async def _send(self, method: str, path: str, body: Any, timeout: float | None) -> Response:
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        timeout: float | None,
+        on_event: EventSink | None = None,
+    ) -> Response:
         attempts = 1 + (self.retries if method in IDEMPOTENT else 0)
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         extra.update(await self._encoded(path, body))
         for attempt in range(attempts):
             try:
+                if on_event is not None:
+                    return await self._streamed(method, path, extra, on_event)
                 reply = await self._client.request(method, path, **extra)
             except httpx.HTTPError as error:
                 if attempt + 1 < attempts and not isinstance(error, httpx.ReadTimeout):
@@ -220,6 +243,20 @@ class HttpTransport:
                 continue
             return Response(reply.status_code, reply.content, reply.headers.get("content-type", ""))
         raise AssertionError("unreachable")
+
+    async def _streamed(
+        self, method: str, path: str, extra: dict[str, Any], on_event: EventSink
+    ) -> Response:
+        """A request whose answer may stream: events go to `on_event` as they arrive."""
+        headers = {**extra.pop("headers", {}), "accept": f"{NDJSON}, application/json"}
+        async with self._client.stream(method, path, headers=headers, **extra) as reply:
+            content_type = reply.headers.get("content-type", "")
+            if not content_type.startswith(NDJSON):
+                return Response(reply.status_code, await reply.aread(), content_type)
+            try:
+                return await read_event_stream(reply.aiter_bytes(), on_event)
+            except (ValueError, EOFError) as error:
+                raise invalid_response() from error
 
     async def cancel(self, sandbox_id: str) -> bool:
         """Ask the gateway to interrupt the sandbox's execution (a `serve` extension); a

@@ -35,6 +35,7 @@ from workbench.tui.messages import (
     BackendFailed,
     BackendOpened,
     CellFinished,
+    CellOutput,
     ContextOpened,
     ContextRemoved,
     DirectoryListed,
@@ -528,6 +529,12 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
     def reload_if_stale(self, sandbox_id: str | None) -> None:
         if sandbox_id is not None and sandbox_id in self.stale_infos:
             self.connection.load_sandbox_info(sandbox_id)
+
+    @on_report(CellOutput)
+    def cell_output(self, message: CellOutput) -> None:
+        pane = self.tabs.repl_for(message.context_id)
+        if pane is not None and pane.running:
+            pane.show_output(message.stream, message.line)
 
     @on_report(CellFinished)
     def cell_finished(self, message: CellFinished) -> None:

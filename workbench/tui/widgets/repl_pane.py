@@ -27,6 +27,7 @@ from workbench.tui.screens.history_search_screen import HistorySearchScreen
 from workbench.tui.transcript_cell import CellPart, TranscriptCell
 from workbench.tui.transcript_export import default_export_path, write_transcript
 from workbench.tui.widgets.code_input import CodeInput
+from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.run_status import RunStatus
 from workbench.tui.widgets.transcript import Transcript
 
@@ -77,6 +78,7 @@ class ReplPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Transcript(show_measurements=self.show_measurements, id="transcript")
+        yield LiveOutput(id="live-output")
         yield Input(placeholder="find in transcript (Enter: next match)", id="find-input")
         yield RunStatus(show_measurements=self.show_measurements, id="run-status")
         yield CodeInput(self.context.language, id="code-input")
@@ -151,6 +153,7 @@ class ReplPane(Vertical):
         if result is not None and result.execution_count is not None:
             number = result.execution_count
         self.run_status.stop()
+        self.query_one(LiveOutput).clear_lines()
         cell = TranscriptCell(number, code, self.context.language, result, failure, label)
         self.add_cell(code, cell, remember=label is None)
 
@@ -170,12 +173,17 @@ class ReplPane(Vertical):
                 TranscriptCell(number, entry.code, self.context.language, result)
             )
 
+    def show_output(self, stream: str, line: str) -> None:
+        """A line the running cell just wrote (the finished cell replaces them)."""
+        self.query_one(LiveOutput).add_line(stream, line)
+
     def abandon_run(self) -> None:
         """The running cell's request was dropped: say so in the transcript."""
         if not self.running:
             return
         code = self.pending_code
         self.run_status.stop()
+        self.query_one(LiveOutput).clear_lines()
         number = len(self.transcript.cells) + 1
         self.add_cell(
             code, TranscriptCell(number, code, self.context.language, None, ABANDONED_NOTE)

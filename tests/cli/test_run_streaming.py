@@ -1,0 +1,41 @@
+"""`run` in a context prints the guest's output as it is written (through the daemon's
+streamed answer), each line once; `--json` keeps the one JSON document."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from tests.cli import SCRIPT, cli_env, run_cli
+from tests.conftest import require_engine
+
+CODE = "import time\nprint('first')\ntime.sleep(2)\nprint('second')"
+
+
+def test_run_prints_a_contexts_output_as_it_comes(tmp_path: Path) -> None:
+    require_engine("python")
+    env = cli_env(tmp_path)
+    assert run_cli(env, "run", "-s", "box", "-l", "python", "-c", "1").returncode == 0
+    process = subprocess.Popen(
+        [str(SCRIPT), "run", "-s", "box", "-l", "python", "-c", CODE],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        started = time.monotonic()
+        first = process.stdout.readline()
+        waited = time.monotonic() - started
+        rest, errors = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+    assert (first, rest, errors) == ("first\n", "second\n", "")
+    assert waited < 1.8, "the first line waited for the end of the run"
+    assert process.returncode == 0
+    as_json = run_cli(env, "run", "-s", "box", "-l", "python", "-c", CODE, "--json")
+    assert json.loads(as_json.stdout)["logs"]["stdout"] == ["first", "second"]

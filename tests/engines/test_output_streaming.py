@@ -1,0 +1,90 @@
+"""Guest output streams out of the engine process while the guest runs: a line printed
+before a sleep arrives before the run ends (Python, Ruby; zeroperl's `sleep` does not wait,
+and JavaScript's console travels in the answer), and the result still holds every line."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from engines.isolated import IsolatedSession, WorkerPool
+
+PRINT_THEN_SLEEP = {
+    "python": "import time\nprint('first')\ntime.sleep(1)\nprint('second')",
+    "ruby": "puts 'first'\nsleep 1\nputs 'second'",
+}
+
+
+@pytest.fixture
+def pool(all_engines: None) -> Iterator[WorkerPool]:
+    pool = WorkerPool(spares=0)
+    yield pool
+    pool.close()
+
+
+@pytest.mark.parametrize("language", sorted(PRINT_THEN_SLEEP))
+def test_a_line_printed_before_a_sleep_arrives_before_the_run_ends(
+    pool: WorkerPool, language: str
+) -> None:
+    arrivals: list[tuple[str, bytes, float]] = []
+    with IsolatedSession(language, pool=pool) as session:
+        session.execute("1")  # the engine process is up and the guest booted
+        started = time.monotonic()
+        outcome = session.execute(
+            PRINT_THEN_SLEEP[language],
+            on_output=lambda stream, data: arrivals.append((stream, data, time.monotonic())),
+        )
+        ended = time.monotonic()
+    assert outcome.result.error is None
+    assert outcome.result.stdout == ["first", "second"]
+    assert b"".join(data for _, data, _ in arrivals) == b"first\nsecond\n"
+    first = next(at for _, data, at in arrivals if data.startswith(b"first"))
+    assert first - started < 0.8, "the first line waited for the sleep"
+    assert ended - first > 0.8
+    assert {stream for stream, _, _ in arrivals} == {"stdout"}
+
+
+def test_python_hands_lines_over_as_it_goes_in_few_writes(pool: WorkerPool) -> None:
+    """A loop that prints while it computes streams without a sleep, yet not a write per
+    line (spec 9.2 counts writes)."""
+    arrivals: list[float] = []
+    code = (
+        "import time\n"
+        "end = time.monotonic() + 1.2\n"
+        "last = 0\n"
+        "while (now := time.monotonic()) < end:\n"
+        "    if now - last >= 0.005: print('tick'); last = now\n"
+    )
+    with IsolatedSession("python", pool=pool) as session:
+        started = time.monotonic()
+        outcome = session.execute(
+            code, on_output=lambda stream, data: arrivals.append(time.monotonic())
+        )
+    assert outcome.result.error is None, outcome.result.error
+    assert len(outcome.result.stdout) > 100
+    assert 3 <= len(arrivals) <= 10
+    assert arrivals[0] - started < 0.9
+
+
+def test_streamed_output_stops_at_the_output_limit(pool: WorkerPool) -> None:
+    told: list[bytes] = []
+    with IsolatedSession("python", pool=pool) as session:
+        outcome = session.execute(
+            "for i in range(20000): print('x' * 60)",
+            on_output=lambda stream, data: told.append(data),
+        )
+        limit = session.limits.output_bytes
+    assert outcome.result.error is not None
+    assert outcome.result.error.message == "Output limit exceeded"
+    assert sum(len(data) for data in told) == limit
+
+
+def test_without_a_listener_nothing_is_streamed_and_the_next_answer_is_intact(
+    pool: WorkerPool,
+) -> None:
+    with IsolatedSession("python", pool=pool) as session:
+        first = session.execute("print('a'); 1")
+        second = session.execute("print('b'); 2")
+    assert first.result.stdout == ["a"] and second.result.stdout == ["b"]
