@@ -1,6 +1,6 @@
 """Guest output streams out of the engine process while the guest runs: a line printed
-before a sleep arrives before the run ends (Python, Ruby; zeroperl's `sleep` does not wait,
-and JavaScript's console travels in the answer), and the result still holds every line."""
+before a wait arrives before the run ends (Python, Ruby, JavaScript; zeroperl's `sleep` does
+not wait), and the result still holds every line."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ from engines.isolated import IsolatedSession, WorkerPool
 PRINT_THEN_SLEEP = {
     "python": "import time\nprint('first')\ntime.sleep(1)\nprint('second')",
     "ruby": "puts 'first'\nsleep 1\nputs 'second'",
+    # No timers in the JavaScript engine: a cell waits by working.
+    "javascript": (
+        "console.log('first'); const t0 = Date.now(); while (Date.now() - t0 < 1000) {}"
+        "; console.log('second')"
+    ),
 }
 
 
@@ -88,3 +93,23 @@ def test_without_a_listener_nothing_is_streamed_and_the_next_answer_is_intact(
         first = session.execute("print('a'); 1")
         second = session.execute("print('b'); 2")
     assert first.result.stdout == ["a"] and second.result.stdout == ["b"]
+
+
+def test_javascript_console_entries_stream_and_the_answer_keeps_them_as_entries(
+    pool: WorkerPool,
+) -> None:
+    """An entry is rendered once (no `%s` substitution) and the answer's console stays
+    the record: one entry per call, even one that holds a newline."""
+    told: list[tuple[str, bytes]] = []
+    with IsolatedSession("javascript", pool=pool) as session:
+        outcome = session.execute(
+            'console.log("a %s b", 1); console.error("oops"); console.log("x\\ny")',
+            on_output=lambda stream, data: told.append((stream, data)),
+        )
+    assert outcome.result.stdout == ["a %s b 1", "x\ny"]
+    assert outcome.result.stderr == ["oops"]
+    streamed = {
+        name: b"".join(data for stream, data in told if stream == name)
+        for name in ("stdout", "stderr")
+    }
+    assert streamed == {"stdout": b"a %s b 1\nx\ny\n", "stderr": b"oops\n"}

@@ -126,11 +126,10 @@ class SandboxDestroyed(Message, bubble=False):
 
 @dataclass
 class CellOutput(Message, bubble=False):
-    """A line a running cell wrote, as the backend streams it."""
+    """Lines a running cell wrote, as the backend streams them: (stream, line) pairs."""
 
     context_id: str
-    stream: str
-    line: str
+    lines: list[tuple[str, str]]
 
 
 @dataclass

@@ -6,6 +6,7 @@ as a message (`workbench.tui.messages`); widgets are changed only by the owner's
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from functools import partial
 
@@ -53,12 +54,43 @@ BackendCall = Callable[[Backend], Awaitable[None]]
 PAST_CELLS = 100
 """A reopened context's transcript shows its newest runs up to this many (older ones stay
 in its input history, which the history search finds)."""
+OUTPUT_BATCH_SECONDS = 0.1
+"""How long the first line of a batch of streamed output waits for more."""
 
 
 def connection_detail(backend: Backend) -> str:
     """What the status bar says about a connected backend: `local (DIR) · daemon pid N`."""
     served = f" · {backend.served_by}" if backend.served_by else ""
     return f"{backend.description}{served}"
+
+
+class OutputBatch:
+    """A running cell's output lines, posted together at most every
+    `OUTPUT_BATCH_SECONDS`: a guest that prints thousands of lines costs the app a few
+    messages, not thousands."""
+
+    def __init__(self, owner: Widget, context_id: str) -> None:
+        self._owner = owner
+        self._context_id = context_id
+        self._lines: list[tuple[str, str]] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, stream: str, line: str) -> None:
+        self._lines.append((stream, line))
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(OUTPUT_BATCH_SECONDS, self._post)
+
+    def _post(self) -> None:
+        self._timer = None
+        lines, self._lines = self._lines, []
+        if lines:
+            self._owner.post_message(CellOutput(self._context_id, lines))
+
+    def drop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._lines = []
 
 
 def run_group(context_id: str) -> str:
@@ -374,24 +406,24 @@ class ProfileConnection:
                     )
                     return
                 self.ready_engines.add(language)
+        output = OutputBatch(self.owner, context_id)
         try:
             result = await backend.sandbox(sandbox_id).interpreter.run_code(
                 code,
                 context=context_id,
-                on_stdout=partial(self._post_output, context_id, "stdout"),
-                on_stderr=partial(self._post_output, context_id, "stderr"),
+                on_stdout=partial(output.add, "stdout"),
+                on_stderr=partial(output.add, "stderr"),
             )
         except Exception as error:
             self.owner.post_message(
                 CellFinished(sandbox_id, context_id, code, None, describe_error(error), label)
             )
             return
+        finally:
+            output.drop()  # the finished cell shows them all
         if result.error is not None and result.error.name == "EngineError" and language:
             self.ready_engines.discard(language)  # ask again before the next cell
         self.owner.post_message(CellFinished(sandbox_id, context_id, code, result, None, label))
-
-    def _post_output(self, context_id: str, stream: str, line: str) -> None:
-        self.owner.post_message(CellOutput(context_id, stream, line))
 
     def cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> Worker[None]:
         return self.owner.run_worker(

@@ -74,8 +74,12 @@ function writeConsole(stream, args) {
   }
   logs.push({ stream, text });
   logUnits += text.length;
+  // The entry also goes out through the runtime's own console (WASI stdout/stderr), so
+  // the host can stream it while the run lasts; the answer's `console` stays the record.
+  (stream === STDOUT ? hostConsole.log : hostConsole.error).call(hostConsole, text);
 }
 
+const hostConsole = globalThis.console;
 const consoleObject = {};
 for (const [name, stream] of [
   ['log', STDOUT],

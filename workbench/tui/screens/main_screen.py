@@ -534,7 +534,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
     def cell_output(self, message: CellOutput) -> None:
         pane = self.tabs.repl_for(message.context_id)
         if pane is not None and pane.running:
-            pane.show_output(message.stream, message.line)
+            pane.show_output(message.lines)
 
     @on_report(CellFinished)
     def cell_finished(self, message: CellFinished) -> None:

@@ -173,9 +173,9 @@ class ReplPane(Vertical):
                 TranscriptCell(number, entry.code, self.context.language, result)
             )
 
-    def show_output(self, stream: str, line: str) -> None:
-        """A line the running cell just wrote (the finished cell replaces them)."""
-        self.query_one(LiveOutput).add_line(stream, line)
+    def show_output(self, lines: list[tuple[str, str]]) -> None:
+        """Lines the running cell just wrote (the finished cell replaces them)."""
+        self.query_one(LiveOutput).add_lines(lines)
 
     def abandon_run(self) -> None:
         """The running cell's request was dropped: say so in the transcript."""
