@@ -27,6 +27,9 @@ from workbench.tui.history_store import (
 )
 from workbench.tui.key_bindings import (
     BACKEND_ACTIONS,
+    FILE_ACTIONS,
+    NEW_PATH_ACTIONS,
+    PATH_ACTIONS,
     REPL_ACTIONS,
     SANDBOX_ACTIONS,
     WORKBENCH_BINDINGS,
@@ -161,6 +164,13 @@ class WorkbenchApp(App[None]):
             return screen.backend is not None
         if action in SANDBOX_ACTIONS:
             return screen.backend is not None and screen.selected_sandbox_id is not None
+        if action in FILE_ACTIONS:
+            file_view = screen.tabs.active_file
+            return file_view is not None and file_view.is_editable
+        if action in NEW_PATH_ACTIONS:
+            return screen.backend is not None and screen.target_directory() is not None
+        if action in PATH_ACTIONS:
+            return screen.backend is not None and screen.renamable_selection() is not None
         if action == "close_tab":
             return screen.active_repl is not None or screen.tabs.active_file is not None
         if action in REPL_ACTIONS:
@@ -280,6 +290,24 @@ class WorkbenchApp(App[None]):
 
     def action_delete_context(self) -> None:
         self.main_screen.action_delete_context()
+
+    def action_save_file(self) -> None:
+        self.main_screen.action_save_file()
+
+    def action_reload_file(self) -> None:
+        self.main_screen.action_reload_file()
+
+    def action_new_file(self) -> None:
+        self.main_screen.action_new_file()
+
+    def action_new_folder(self) -> None:
+        self.main_screen.action_new_folder()
+
+    def action_rename_path(self) -> None:
+        self.main_screen.action_rename_path()
+
+    def action_delete_path(self) -> None:
+        self.main_screen.action_delete_path()
 
     def action_reset_context(self) -> None:
         self.main_screen.action_reset_context()
