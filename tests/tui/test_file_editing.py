@@ -184,7 +184,9 @@ async def test_bad_input_opens_read_only_and_a_failed_save_keeps_the_text(
         assert await sandbox_file(app, "big.txt") == b"x" * (1024 * 1024 - 1)
 
 
-async def test_closing_a_tab_with_unsaved_edits_asks_first(tmp_path: Path) -> None:
+async def test_closing_a_tab_quitting_or_switching_with_unsaved_edits_asks_first(
+    tmp_path: Path,
+) -> None:
     await write_files(tmp_path, {"draft.txt": b"draft"})
     app = make_app(tmp_path)
     main = app.main_screen
@@ -192,6 +194,19 @@ async def test_closing_a_tab_with_unsaved_edits_asks_first(tmp_path: Path) -> No
         view = await open_file(pilot, app, "draft.txt")
         await type_at_the_end(pilot, view, "!")
         tabs_before = len(main.tabs.tab_ids())
+        # Quitting and switching profiles (which closes the files) ask first too.
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "/workspace/draft.txt" in str(app.screen.query_one(".dialog-question").render())
+        await pilot.click("#cancel")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        app.action_use_profile("local")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: app.screen.query("#cancel"))
+        await pilot.click("#cancel")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert app.is_running and view.is_attached and view.editor.text == "draft!"
+        view.editor.focus()
         await pilot.press("alt+w")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.click("#cancel")

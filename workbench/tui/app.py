@@ -36,6 +36,7 @@ from workbench.tui.key_bindings import (
 )
 from workbench.tui.palette_commands import WorkbenchCommands
 from workbench.tui.profile_connection import BackendFactory
+from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.main_screen import MainScreen
 from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
@@ -220,12 +221,37 @@ class WorkbenchApp(App[None]):
             self.action_use_profile(self.config.last_remote)
 
     def action_use_profile(self, profile: str) -> None:
-        """Switch to `profile` (the palette's *Switch to profile …*)."""
-        if profile != LOCAL and self.config.last_remote != profile:
-            self.config.last_remote = profile
-            self.save_config()
-        self.main_screen.switch_profile(profile)
-        self.notify(f"Switched to profile {profile}", timeout=2)
+        """Switch to `profile` (the palette's *Switch to profile …*); open files with
+        unsaved edits are closed once the user says so."""
+
+        def switch() -> None:
+            if profile != LOCAL and self.config.last_remote != profile:
+                self.config.last_remote = profile
+                self.save_config()
+            self.main_screen.switch_profile(profile)
+            self.notify(f"Switched to profile {profile}", timeout=2)
+
+        self.unless_edits_kept(f"Switch to profile {profile}", "Switch", switch)
+
+    async def action_quit(self) -> None:
+        """Quit; with unsaved edits in open files, once the user says to lose them."""
+        self.unless_edits_kept("Quit", "Quit", self.exit)
+
+    def unless_edits_kept(self, act: str, confirm_label: str, then: Callable[[], None]) -> None:
+        """`then()` now, or, when open files have unsaved edits, once the user confirms
+        that `act` loses them."""
+        unsaved = self.main_screen.tabs.unsaved_files()
+        if not unsaved:
+            then()
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        listed = "\n".join(unsaved)
+        question = f"{act}? These files have unsaved edits, which are lost:\n{listed}"
+        self.push_screen(ConfirmScreen(question, confirm_label), confirmed)
 
     def remember_theme(self, theme: object) -> None:
         if self.config.theme != self.theme:

@@ -188,6 +188,8 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         self.connection.cancel_requests()
         for pane in self.tabs.repls:
             self.tabs.close_repl(pane.context.id)
+        for view in self.tabs.file_views_of_all():
+            self.tabs.close_file(view)  # they read and save through the old backend
         if self.folder_watch.active is not None:
             self.stop_watch("the profile changed")
         self.sandbox_infos.clear()

@@ -74,6 +74,14 @@ class WorkbenchTabs(TabbedContent):
         """The open views of the sandbox's files."""
         return [view for view in self.query(FileView) if view.sandbox_id == sandbox_id]
 
+    def file_views_of_all(self) -> list[FileView]:
+        """Every open file view, of any sandbox."""
+        return list(self.query(FileView))
+
+    def unsaved_files(self) -> list[str]:
+        """The paths of the open files with unsaved edits."""
+        return [view.path for view in self.query(FileView) if view.is_dirty]
+
     def file_view(self, sandbox_id: str, path: str) -> FileView | None:
         """The open view of the file (its tab id stays when it is renamed: it is not
         derived from the path)."""
