@@ -136,3 +136,24 @@ def test_markdown_export_keeps_guest_fences_inside_its_own() -> None:
         ["s = '````'", "# not a heading"],
         hostile,
     ]
+
+
+def test_a_typed_name_stays_one_segment_under_its_directory() -> None:
+    from workbench.tui.workspace_paths import child_path, moved_path, name_problem
+
+    assert name_problem("report.py") is None and name_problem("ünï cödé") is None
+    assert name_problem("") == "type a name"
+    assert name_problem("a/b") == "a name, not a path: no /"
+    assert name_problem("..") is not None and name_problem(".") is not None
+    assert name_problem("evil\x1b[2J") == "no control characters"
+    assert name_problem("tab\there") == "no control characters"
+    assert name_problem("\ud800") == "not valid text"
+    assert name_problem("é" * 128) == "at most 255 bytes (this one has 256)"
+    assert child_path("/workspace/src", "main.py") == "/workspace/src/main.py"
+    assert child_path("/workspace", "x") == "/workspace/x"
+    with pytest.raises(ValueError):
+        child_path("/workspace", "../etc")
+    with pytest.raises(ValueError):
+        child_path("/etc", "passwd")
+    assert moved_path("/workspace/a/b.py", "/workspace/a", "/workspace/c") == "/workspace/c/b.py"
+    assert moved_path("/workspace/ab.py", "/workspace/a", "/workspace/c") == "/workspace/ab.py"

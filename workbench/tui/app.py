@@ -27,12 +27,16 @@ from workbench.tui.history_store import (
 )
 from workbench.tui.key_bindings import (
     BACKEND_ACTIONS,
+    FILE_ACTIONS,
+    NEW_PATH_ACTIONS,
+    PATH_ACTIONS,
     REPL_ACTIONS,
     SANDBOX_ACTIONS,
     WORKBENCH_BINDINGS,
 )
 from workbench.tui.palette_commands import WorkbenchCommands
 from workbench.tui.profile_connection import BackendFactory
+from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.main_screen import MainScreen
 from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
@@ -161,6 +165,13 @@ class WorkbenchApp(App[None]):
             return screen.backend is not None
         if action in SANDBOX_ACTIONS:
             return screen.backend is not None and screen.selected_sandbox_id is not None
+        if action in FILE_ACTIONS:
+            file_view = screen.tabs.active_file
+            return file_view is not None and file_view.is_editable
+        if action in NEW_PATH_ACTIONS:
+            return screen.backend is not None and screen.target_directory() is not None
+        if action in PATH_ACTIONS:
+            return screen.backend is not None and screen.renamable_selection() is not None
         if action == "close_tab":
             return screen.active_repl is not None or screen.tabs.active_file is not None
         if action in REPL_ACTIONS:
@@ -210,12 +221,37 @@ class WorkbenchApp(App[None]):
             self.action_use_profile(self.config.last_remote)
 
     def action_use_profile(self, profile: str) -> None:
-        """Switch to `profile` (the palette's *Switch to profile …*)."""
-        if profile != LOCAL and self.config.last_remote != profile:
-            self.config.last_remote = profile
-            self.save_config()
-        self.main_screen.switch_profile(profile)
-        self.notify(f"Switched to profile {profile}", timeout=2)
+        """Switch to `profile` (the palette's *Switch to profile …*); open files with
+        unsaved edits are closed once the user says so."""
+
+        def switch() -> None:
+            if profile != LOCAL and self.config.last_remote != profile:
+                self.config.last_remote = profile
+                self.save_config()
+            self.main_screen.switch_profile(profile)
+            self.notify(f"Switched to profile {profile}", timeout=2)
+
+        self.unless_edits_kept(f"Switch to profile {profile}", "Switch", switch)
+
+    async def action_quit(self) -> None:
+        """Quit; with unsaved edits in open files, once the user says to lose them."""
+        self.unless_edits_kept("Quit", "Quit", self.exit)
+
+    def unless_edits_kept(self, act: str, confirm_label: str, then: Callable[[], None]) -> None:
+        """`then()` now, or, when open files have unsaved edits, once the user confirms
+        that `act` loses them."""
+        unsaved = self.main_screen.tabs.unsaved_files()
+        if not unsaved:
+            then()
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        listed = "\n".join(unsaved)
+        question = f"{act}? These files have unsaved edits, which are lost:\n{listed}"
+        self.push_screen(ConfirmScreen(question, confirm_label), confirmed)
 
     def remember_theme(self, theme: object) -> None:
         if self.config.theme != self.theme:
@@ -280,6 +316,24 @@ class WorkbenchApp(App[None]):
 
     def action_delete_context(self) -> None:
         self.main_screen.action_delete_context()
+
+    def action_save_file(self) -> None:
+        self.main_screen.action_save_file()
+
+    def action_reload_file(self) -> None:
+        self.main_screen.action_reload_file()
+
+    def action_new_file(self) -> None:
+        self.main_screen.action_new_file()
+
+    def action_new_folder(self) -> None:
+        self.main_screen.action_new_folder()
+
+    def action_rename_path(self) -> None:
+        self.main_screen.action_rename_path()
+
+    def action_delete_path(self) -> None:
+        self.main_screen.action_delete_path()
 
     def action_reset_context(self) -> None:
         self.main_screen.action_reset_context()

@@ -41,7 +41,6 @@ from workbench.tui.messages import (
 )
 from workbench.tui.profile_connection import ProfileConnection
 from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
-from workbench.tui.widgets.sandbox_tree import WORKSPACE, SandboxTree
 from workbench.tui.widgets.status_bar import StatusBar
 from workbench.tui.widgets.workbench_tabs import WorkbenchTabs
 from workbench.tui.worker_reports import on_report
@@ -263,13 +262,12 @@ class FolderWatchHandlers(Screen[None]):
 
     folder_watch: FolderWatch
     connection: ProfileConnection
-    sandbox_tree: SandboxTree
     tabs: WorkbenchTabs
     status: StatusBar
 
     if TYPE_CHECKING:
 
-        def reread_open_files(self, sandbox_id: str) -> None: ...
+        def refresh_workspace(self, sandbox_id: str) -> None: ...
 
     @property
     @abstractmethod
@@ -326,12 +324,7 @@ class FolderWatchHandlers(Screen[None]):
     def watch_synced(self, message: WatchSynced) -> None:
         if not message.report.changed:
             return
-        self.reread_open_files(message.sandbox_id)
-        directory = message.dest
-        if not self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
-            directory = WORKSPACE
-        if self.sandbox_tree.is_directory_expanded(message.sandbox_id, directory):
-            self.connection.list_directory(message.sandbox_id, directory)
+        self.refresh_workspace(message.sandbox_id)
 
     @on_report(WatchRunStarted)
     def watch_run_started(self, message: WatchRunStarted) -> None:

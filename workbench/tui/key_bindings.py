@@ -9,6 +9,7 @@ from textual.binding import Binding
 WORKBENCH_BINDINGS: list[Binding] = [
     Binding("ctrl+q", "quit", "Quit", id="app.quit"),
     Binding("f1", "help", "Help", id="app.help"),
+    Binding("ctrl+s", "save_file", "Save", id="file.save"),
     Binding("f2", "create_sandbox", "New sandbox", id="sandbox.create"),
     Binding("f3", "create_context", "New context", id="context.create"),
     Binding("f4", "edit_env_vars", "Env vars", id="sandbox.env_vars"),
@@ -41,6 +42,11 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("ctrl+t", "focus_tree", "Sandbox tree", id="sidebar.focus", show=False),
     Binding("alt+d", "delete_context", "Delete context", id="context.delete", show=False),
     Binding("alt+r", "reset_context", "Reset context", id="context.reset", show=False),
+    Binding("alt+l", "reload_file", "Reload file", id="file.reload", show=False),
+    Binding("alt+n", "new_file", "New file", id="workspace.new_file", show=False),
+    Binding("alt+f", "new_folder", "New folder", id="workspace.new_folder", show=False),
+    Binding("alt+e", "rename_path", "Rename", id="workspace.rename", show=False),
+    Binding("alt+x", "delete_path", "Delete file/folder", id="workspace.delete", show=False),
 ]
 
 REPL_ACTIONS = frozenset(
@@ -64,6 +70,12 @@ SANDBOX_ACTIONS = frozenset(
     {"destroy_sandbox", "edit_env_vars", "toggle_env_reveal", "create_context", "watch_folder"}
 )
 BACKEND_ACTIONS = frozenset({"create_sandbox", "refresh"})
+FILE_ACTIONS = frozenset({"save_file", "reload_file"})
+"""Actions on the active file view."""
+NEW_PATH_ACTIONS = frozenset({"new_file", "new_folder"})
+"""Actions in the selected workspace directory (or the selected sandbox's `/workspace`)."""
+PATH_ACTIONS = frozenset({"rename_path", "delete_path"})
+"""Actions on the tree's selected workspace file or directory."""
 
 PALETTE_TITLES = {
     "watch_folder": "Watch a folder into the selected sandbox…",
@@ -74,5 +86,11 @@ PALETTE_TITLES = {
     "next_tab": "Show the next tab",
     "previous_tab": "Show the previous tab",
     "focus_tree": "Focus the sandbox tree",
+    "save_file": "Save the file to the sandbox",
+    "reload_file": "Reload the file from the sandbox (discarding unsaved edits)",
+    "new_file": "New file in the selected folder…",
+    "new_folder": "New folder in the selected folder…",
+    "rename_path": "Rename the selected file or folder…",
+    "delete_path": "Delete the selected file or folder…",
 }
 """Palette titles longer than the binding's (short, footer/help-sized) description."""

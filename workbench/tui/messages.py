@@ -15,6 +15,8 @@ from workbench.api import (
     EngineInfo,
     ExecutionResult,
     FileInfo,
+    FileState,
+    FileVersion,
     HistoryEntry,
     ReadFileResult,
     RuntimeInfo,
@@ -90,8 +92,12 @@ class DirectoryListed(Message, bubble=False):
 class FileOpened(Message, bubble=False):
     sandbox_id: str
     read: ReadFileResult
+    version: FileVersion
+    """The file's size and modification time as listed before the read (what a save expects)."""
     activate: bool = True
     """False for an open view read again (after a run or a sync): its tab stays where it is."""
+    discard_edits: bool = False
+    """True for a reload the user asked for: it replaces unsaved edits."""
 
 
 @dataclass
@@ -100,6 +106,49 @@ class FileGone(Message, bubble=False):
 
     sandbox_id: str
     path: str
+
+
+@dataclass
+class FileSaved(Message, bubble=False):
+    sandbox_id: str
+    path: str
+    text: str
+    version: FileVersion
+    """The file's version now (its size and the write's time, its `modifiedAt`)."""
+
+
+@dataclass
+class FileSaveConflict(Message, bubble=False):
+    """A save's precondition failed: the file changed (or went) since it was read, and
+    nothing was written."""
+
+    sandbox_id: str
+    path: str
+    current: FileState | None
+    """What is at the path now (None: nothing)."""
+
+
+@dataclass
+class FileSaveFailed(Message, bubble=False):
+    sandbox_id: str
+    path: str
+    reason: str
+
+
+@dataclass
+class WorkspaceChanged(Message, bubble=False):
+    """The tree changed the sandbox's `/workspace` (new file or folder, delete)."""
+
+    sandbox_id: str
+    select: str | None = None
+    """A path the tree's cursor goes to once it is listed."""
+
+
+@dataclass
+class PathRenamed(Message, bubble=False):
+    sandbox_id: str
+    old_path: str
+    new_path: str
 
 
 @dataclass

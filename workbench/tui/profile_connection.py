@@ -18,7 +18,6 @@ from workbench.api import (
     CodeContext,
     EnginePrepareError,
     SandboxError,
-    SandboxFileNotFoundError,
     VersionReport,
 )
 from workbench.config import ConfigError
@@ -36,8 +35,6 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     EnginePrepared,
     EngineProgress,
     EngineStatesLoaded,
-    FileGone,
-    FileOpened,
     HealthChecked,
     OperationFailed,
     RunAbandoned,
@@ -238,23 +235,6 @@ class ProfileConnection:
             self.owner.post_message(DirectoryListed(sandbox_id, path, listing.files))
 
         self.call(f"Listing {path} failed", load)
-
-    def open_file(self, sandbox_id: str, path: str, *, activate: bool = True) -> None:
-        """Read a `/workspace` file for its view (`FileOpened`; `FileGone` when a view
-        read again finds it gone)."""
-
-        async def read(backend: Backend) -> None:
-            # As bytes: a text read replaces what is not UTF-8 (a binary file's bytes).
-            try:
-                content = await backend.sandbox(sandbox_id).read_file(path, encoding="base64")
-            except SandboxFileNotFoundError:
-                if activate:
-                    raise
-                self.owner.post_message(FileGone(sandbox_id, path))
-                return
-            self.owner.post_message(FileOpened(sandbox_id, content, activate))
-
-        self.call(f"Opening {path} failed", read)
 
     def create_sandbox(self, sandbox_id: str) -> None:
         async def create(backend: Backend) -> None:

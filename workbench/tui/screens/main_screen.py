@@ -1,9 +1,10 @@
 """The workbench's main screen: the sidebar tree, the tabs (sandbox info, runtimes, a REPL
 per open context) and the status bar.
 
-API calls run in workers (`ProfileConnection`, `FolderWatch`) that post messages; the
-handlers here (and those of the watch and rerun features, inherited from
-`FolderWatchHandlers` and `CellRerunHandlers`) are what changes the widgets.
+API calls run in workers (`ProfileConnection`, `FolderWatch`, `WorkspaceFiles`) that post
+messages; the handlers here (and those of the watch, rerun and workspace-editing features,
+inherited from `FolderWatchHandlers`, `CellRerunHandlers` and `WorkspaceFileHandlers`) are
+what changes the widgets.
 """
 
 from __future__ import annotations
@@ -42,8 +43,6 @@ from workbench.tui.messages import (
     EnginePrepared,
     EngineProgress,
     EngineStatesLoaded,
-    FileGone,
-    FileOpened,
     HealthChecked,
     OperationFailed,
     RunAbandoned,
@@ -65,7 +64,6 @@ from workbench.tui.tree_nodes import (
     TreeNodeData,
     context_from_info,
 )
-from workbench.tui.widgets.file_view import FileView
 from workbench.tui.widgets.info_panel import InfoPanel
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.runtimes_table import RuntimesTable
@@ -75,13 +73,13 @@ from workbench.tui.widgets.workbench_tabs import (
     INFO_TAB,
     RUNTIMES_TAB,
     WorkbenchTabs,
-    file_tab_id,
     repl_tab_id,
 )
 from workbench.tui.worker_reports import on_report
+from workbench.tui.workspace_files import WorkspaceFileHandlers, WorkspaceFiles
 
 
-class MainScreen(FolderWatchHandlers, CellRerunHandlers):
+class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
     """One profile at a time: its sandboxes, runtimes and open contexts. The app's global
     bindings call the `action_*` methods here (and the active REPL's)."""
 
@@ -120,6 +118,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         self.sandbox_tree = SandboxTree(id="sidebar")
         self.tabs = WorkbenchTabs(id="tabs", initial=INFO_TAB)
         self.folder_watch = FolderWatch(self, self.connection, data_dir, self.tabs.language_of)
+        self.workspace_files = WorkspaceFiles(self, self.connection)
         self.info_panel = InfoPanel(self.clock.now_ms, id="info")
         self.runtimes_table = RuntimesTable(id="runtimes")
         self.status = StatusBar(id="status")
@@ -190,6 +189,8 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         self.connection.cancel_requests()
         for pane in self.tabs.repls:
             self.tabs.close_repl(pane.context.id)
+        for view in self.tabs.file_views_of_all():
+            self.tabs.close_file(view)  # they read and save through the old backend
         if self.folder_watch.active is not None:
             self.stop_watch("the profile changed")
         self.sandbox_infos.clear()
@@ -321,7 +322,8 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         if self.selected_sandbox_id == info.id or self.info_panel.info is None:
             self.info_panel.info = info
         node = self.sandbox_tree.sandbox_node(info.id)
-        if node is not None and info.id == self.highlighted_sandbox_id:
+        tree_elsewhere = self.sandbox_tree.selected_sandbox_id != info.id
+        if node is not None and info.id == self.highlighted_sandbox_id and tree_elsewhere:
             self.sandbox_tree.move_cursor(node)
         if first_load:
             self.app.refresh_bindings()
@@ -358,7 +360,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         if isinstance(data, ContextNode):
             self.open_context(data.sandbox_id, context_from_info(data.context))
         elif isinstance(data, FileNode):
-            self.connection.open_file(data.sandbox_id, data.path)
+            self.workspace_files.open(data.sandbox_id, data.path)
         elif isinstance(data, SandboxNode):
             self.highlighted_sandbox_id = data.sandbox_id
             self.tabs.active = INFO_TAB
@@ -402,22 +404,6 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         pane.show_past(message.past, message.earlier)
         self.open_tabs.opened(self.connection.profile, message.sandbox_id, message.context)
 
-    @on_report(FileOpened)
-    async def file_opened(self, message: FileOpened) -> None:
-        view = FileView(message.sandbox_id, message.read)
-        await self.tabs.show_file(view, activate=message.activate)
-
-    @on_report(FileGone)
-    def file_gone(self, message: FileGone) -> None:
-        view = self.tabs.file_view(message.sandbox_id, message.path)
-        if view is not None:
-            view.show_gone()
-
-    def reread_open_files(self, sandbox_id: str) -> None:
-        """Read the sandbox's open files again (a run or a sync may have changed them)."""
-        for view in self.tabs.file_views(sandbox_id):
-            self.connection.open_file(sandbox_id, view.path, activate=False)
-
     @on_report(ContextRemoved)
     async def context_removed(self, message: ContextRemoved) -> None:
         self.open_tabs.closed(self.connection.profile, message.context_id)
@@ -453,11 +439,11 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
         return self.last_context_binding
 
     async def action_close_tab(self) -> None:
-        """Close the active REPL or file; a cell the REPL is running is given up, which
-        cancels it."""
+        """Close the active REPL or file (with unsaved edits, once the user says so); a
+        cell the REPL is running is given up, which cancels it."""
         file_view = self.tabs.active_file
         if file_view is not None:
-            await self.tabs.remove_pane(file_tab_id(file_view.sandbox_id, file_view.path))
+            await self.close_file(file_view)
             return
         repl = self.active_repl
         if repl is not None:
@@ -510,8 +496,9 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers):
     ) -> None:
         """What a run changed in the sandbox's info: its context's counters come with the
         result; the rest (files, the snapshot) is read again only when the info shows
-        this sandbox, or else once it is shown next."""
-        self.reread_open_files(sandbox_id)
+        this sandbox, or else once it is shown next. The tree's expanded directories and
+        the open files are read again."""
+        self.refresh_workspace(sandbox_id)
         cached = self.sandbox_infos.get(sandbox_id)
         if cached is not None and result is not None and result.context is not None:
             now = iso_from_ms(self.clock.now_ms())

@@ -54,6 +54,27 @@ def highlight_name(token_type: _TokenType) -> str | None:
     return None
 
 
+def highlight_with_pygments(area: TextArea, lexer: Lexer | None) -> None:
+    """Rebuild `area`'s highlights with Pygments (tree-sitter grammars are optional in
+    Textual); none without a lexer."""
+    area._line_cache.clear()
+    highlights = area._highlights
+    highlights.clear()
+    if lexer is None:
+        return
+    row, column = 0, 0
+    for token_type, value in lexer.get_tokens(area.text):
+        name = highlight_name(token_type)
+        pieces = value.split("\n")
+        for index, piece in enumerate(pieces):
+            if index:
+                row, column = row + 1, 0
+            width = len(piece.encode())
+            if name is not None and width:
+                highlights[row].append((column, column + width, name))
+            column += width
+
+
 class CodeInput(ControlFreeTextArea):
     """A code cell editor. Enter inserts a newline; Up on the first line and Down on
     the last line ask for the previous/next history entry (which may come from a shared
@@ -109,23 +130,7 @@ last line walk this context's history; *Search history* finds older cells.
             event.prevent_default()
 
     def _build_highlight_map(self) -> None:
-        """Highlight with Pygments (tree-sitter grammars are optional in Textual)."""
-        self._line_cache.clear()
-        highlights = self._highlights
-        highlights.clear()
-        if self._lexer is None:
-            return
-        row, column = 0, 0
-        for token_type, value in self._lexer.get_tokens(self.text):
-            name = highlight_name(token_type)
-            pieces = value.split("\n")
-            for index, piece in enumerate(pieces):
-                if index:
-                    row, column = row + 1, 0
-                width = len(piece.encode())
-                if name is not None and width:
-                    highlights[row].append((column, column + width, name))
-                column += width
+        highlight_with_pygments(self, self._lexer)
 
     def action_cursor_up(self, select: bool = False) -> None:
         if not select and self.cursor_location[0] == 0:

@@ -1,17 +1,25 @@
-"""A `/workspace` file opened from the tree: its text highlighted by extension, or a hex
-summary of a binary file, under a line with its path, size, type and when it was read."""
+"""A `/workspace` file opened from the tree: its text in an editor (highlighted by
+extension) that saves back, or, read-only, a hex summary of a binary file or the text of
+one that cannot be saved unchanged; under a line with its path, size, type, modification
+time and state (modified, changed in the sandbox, gone)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.syntax import Syntax
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import RichLog, Static
+from textual.message import Message
+from textual.widgets import RichLog, Static, TextArea
+from textual.widgets.text_area import Document
 
-from workbench.api import ReadFileResult, neutralise
+from workbench.api import FileVersion, ReadFileResult, neutralise, without_controls
 from workbench.tui.formatting import human_bytes
 from workbench.tui.untrusted import shown_content
+from workbench.tui.widgets.file_editor import FileEditor
 
 HEX_BYTES = 512
 """How much of a binary file its summary shows."""
@@ -30,43 +38,110 @@ def hex_summary(data: bytes, limit: int = HEX_BYTES) -> Text:
     return Text("\n".join(rows))
 
 
+@dataclass(frozen=True)
+class EditableText:
+    """What a read gives the editor: `text`, or None and why the file is read-only (then
+    shown as a hex summary when `binary`, else as text)."""
+
+    text: str | None
+    read_only_reason: str | None = None
+    binary: bool = False
+
+
+def editable_text(read: ReadFileResult) -> EditableText:
+    """The read file's text when saving it unedited gives back the same bytes."""
+    data = read.data
+    if b"\0" in data:
+        return EditableText(None, "binary", binary=True)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return EditableText(None, "not UTF-8 text, which the editor would change")
+    if Document(text).text != text:
+        return EditableText(None, "mixed or unusual line breaks, which the editor would change")
+    return EditableText(text)
+
+
 class FileView(Vertical):
     """One file of a sandbox's `/workspace`, read when opened and again after each run and
-    sync of its sandbox. Its text comes from the guest: control characters are made visible."""
+    sync of its sandbox. `version` is the file's size and modification time (as listed)
+    that the shown text was read at: a save expects it, so that it never overwrites a
+    change it did not see. Unsaved edits are never replaced by a read."""
 
-    HELP = """\
-## File
+    HELP = FileEditor.HELP
 
-A file of the sandbox's `/workspace`, read again after each run and sync: text
-highlighted by its extension, a binary file as a hex summary. Long files scroll; only what
-is visible is painted.
-"""
+    @dataclass
+    class DirtyChanged(Message):
+        """The view's edits became saved or unsaved (its tab's title says which)."""
 
-    def __init__(self, sandbox_id: str, read: ReadFileResult, *, id: str | None = None) -> None:
+        view: FileView
+
+    def __init__(
+        self,
+        sandbox_id: str,
+        read: ReadFileResult,
+        version: FileVersion,
+        *,
+        id: str | None = None,
+    ) -> None:
         super().__init__(id=id, classes="file-view")
         self.sandbox_id = sandbox_id
+        self.path = read.path
         self.read = read
-
-    @property
-    def path(self) -> str:
-        return self.read.path
+        self.version = version
+        self.saved_text: str | None = None
+        """The file's text at `version` (None: read-only)."""
+        self.read_only_reason: str | None = None
+        self.changed_underneath = False
+        """A read while there were unsaved edits found another version."""
+        self.gone = False
+        self.saving = False
+        self.shown_dirty = False
+        self.hides_controls = False
+        """The text holds control characters, which the editor keeps but does not paint."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="file-header")
+        yield FileEditor(self.path, "", id="file-editor")
         yield RichLog(id="file-body", wrap=False, highlight=False, markup=False)
 
     def on_mount(self) -> None:
-        self.show(self.read)
+        self.show(self.read, self.version)
 
-    def show(self, read: ReadFileResult) -> None:
-        self.read = read
-        kind = "binary" if read.is_binary else read.mime_type
-        header = f"{read.path} · {human_bytes(read.size)} · {kind} · read {read.timestamp}"
-        self.query_one("#file-header", Static).update(shown_content(header))
+    @property
+    def editor(self) -> FileEditor:
+        return self.query_one("#file-editor", FileEditor)
+
+    @property
+    def is_editable(self) -> bool:
+        return self.saved_text is not None
+
+    @property
+    def is_dirty(self) -> bool:
+        """The editor holds text that is not saved."""
+        return self.saved_text is not None and self.editor.text != self.saved_text
+
+    def show(self, read: ReadFileResult, version: FileVersion) -> None:
+        """Show what `read` holds (at `version`), edits there were included."""
+        self.read, self.version = read, version
+        editable = editable_text(read)
+        self.saved_text, self.read_only_reason = editable.text, editable.read_only_reason
+        self.changed_underneath = self.gone = False
         self.remove_class("-gone")
+        self.set_class(editable.text is None, "-read-only")
+        if editable.text is not None:
+            if self.editor.text != editable.text:
+                self.editor.replace_text(editable.text)
+            lines = self.editor.document.lines
+            self.hides_controls = any(without_controls(line) != line for line in lines)
+        else:
+            self.show_read_only(read, binary=editable.binary)
+        self.show_header()
+
+    def show_read_only(self, read: ReadFileResult, *, binary: bool) -> None:
         body = self.query_one("#file-body", RichLog)
         body.clear()
-        if read.is_binary:
+        if binary:
             body.write(hex_summary(read.data))
             return
         text = neutralise(read.data.decode("utf-8", "replace"))
@@ -75,9 +150,82 @@ is visible is painted.
             Syntax(text, lexer, line_numbers=True, background_color="default", word_wrap=False)
         )
 
+    def offer(self, read: ReadFileResult, version: FileVersion, *, discard_edits: bool) -> None:
+        """A new read of the file: shown, unless it would replace unsaved edits (kept, and
+        the header says that the file changed in the sandbox) and `discard_edits` is False."""
+        if self.is_dirty and not discard_edits:
+            self.changed_underneath = self.changed_underneath or version != self.version
+            self.gone = False
+            self.remove_class("-gone")
+            self.show_header()
+            return
+        self.show(read, version)
+
     def show_gone(self) -> None:
         """The file went (a run or a sync removed it): say so above what it held."""
+        self.gone = True
         self.add_class("-gone")
-        self.query_one("#file-header", Static).update(
-            shown_content(f"{self.read.path} · gone (what it held when last read)")
-        )
+        self.show_header()
+
+    def show_changed(self) -> None:
+        """A save found the file changed in the sandbox since it was read."""
+        self.changed_underneath = True
+        self.show_header()
+
+    def show_saving(self, saving: bool) -> None:
+        self.saving = saving
+        self.show_header()
+
+    def saved(self, text: str, version: FileVersion) -> None:
+        """`text` is now the file's, at `version`."""
+        self.saved_text, self.version = text, version
+        self.changed_underneath = self.gone = self.saving = False
+        self.remove_class("-gone")
+        self.show_header()
+
+    def moved_to(self, path: str) -> None:
+        """The file was renamed (or a folder holding it)."""
+        self.path = path
+        self.editor.highlight_as(path)
+        self.show_header()
+
+    @on(TextArea.Changed, "#file-editor")
+    def edited(self, event: TextArea.Changed) -> None:
+        event.stop()
+        self.show_header()
+
+    def state_note(self) -> str:
+        """The header's last part: what the view's text is to the sandbox's file."""
+        dirty = self.is_dirty
+        if self.gone:
+            edits = ": your edits are kept, saving asks first" if dirty else ""
+            return f"gone (what it held when last read){edits}"
+        if self.changed_underneath:
+            return (
+                "changed in the sandbox since you opened it: saving asks whether to "
+                "overwrite it or reload it (discarding your edits)"
+            )
+        if self.saving:
+            return "saving…"
+        if self.read_only_reason is not None:
+            return f"read-only: {self.read_only_reason}"
+        hidden = "control characters not shown" if self.hides_controls else ""
+        return " · ".join(note for note in ("● modified" if dirty else "", hidden) if note)
+
+    def show_header(self) -> None:
+        kind = "binary" if self.read.is_binary else self.read.mime_type
+        parts = [
+            self.path,
+            human_bytes(self.version.size),
+            kind,
+            f"modified {self.version.modified_at}",
+        ]
+        note = self.state_note()
+        header = " · ".join([*parts, note] if note else parts)
+        self.query_one("#file-header", Static).update(shown_content(header))
+        warn = self.gone or self.changed_underneath
+        self.set_class(warn, "-warning")
+        dirty = self.is_dirty
+        if dirty != self.shown_dirty:
+            self.shown_dirty = dirty
+            self.post_message(self.DirtyChanged(self))

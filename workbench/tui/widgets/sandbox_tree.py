@@ -16,8 +16,19 @@ from workbench.tui.tree_nodes import (
     TreeNodeData,
 )
 from workbench.tui.untrusted import shown_text
+from workbench.tui.workspace_paths import WORKSPACE, parent_path
 
-WORKSPACE = "/workspace"
+
+def entry_data(sandbox_id: str, entry: FileInfo) -> DirectoryNode | FileNode:
+    if entry.is_directory:
+        return DirectoryNode(sandbox_id, entry.absolute_path)
+    return FileNode(sandbox_id, entry.absolute_path)
+
+
+def entry_label(entry: FileInfo) -> Text:
+    if entry.is_directory:
+        return Text(entry.name + "/", style="yellow")
+    return Text.assemble(entry.name, (f"  {human_bytes(entry.size)}", "dim"))
 
 
 class SandboxTree(Tree[TreeNodeData]):
@@ -29,11 +40,18 @@ class SandboxTree(Tree[TreeNodeData]):
 
 The current profile's sandboxes. Expand a sandbox to see its code contexts
 (binding, cwd, runs, snapshot) and its `/workspace`. **Enter** on a context opens
-its REPL; on a sandbox it shows its info.
+its REPL; on a file, its editor; on a sandbox, its info.
+
+In `/workspace`: **alt+n** new file, **alt+f** new folder (in the selected folder),
+**alt+e** rename, **alt+x** delete (asks first; a folder goes with everything in it).
+Expanded folders are listed again after each run, sync and change.
 """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("local", id=id)
+        self.cursor_wanted: tuple[str, str] | None = None
+        """The sandbox and path of a node the cursor goes to once a listing adds it (a
+        file or folder just made or renamed)."""
         self.show_root = True
         self.guide_depth = 3
 
@@ -69,11 +87,17 @@ its REPL; on a sandbox it shows its info.
         return None
 
     def show_sandbox_info(self, info: SandboxInfo) -> None:
+        """The sandbox's contexts, and its `/workspace` (kept as it is, expanded
+        directories and all, once it is there)."""
         node = self.sandbox_node(info.id)
         if node is None:
             return
-        node.remove_children()
-        contexts = node.add(Text(f"contexts ({len(info.contexts)})", style="bold"), None)
+        workspace = next((c for c in node.children if isinstance(c.data, DirectoryNode)), None)
+        for child in list(node.children):
+            if child is not workspace:
+                child.remove()
+        label = Text(f"contexts ({len(info.contexts)})", style="bold")
+        contexts = node.add(label, None, before=workspace)
         for context in info.contexts:
             snapshot = ""
             if context.snapshot is not None:
@@ -89,45 +113,75 @@ its REPL; on a sandbox it shows its info.
         if not info.contexts:
             contexts.add_leaf(Text("none (F3 creates one)", style="dim"))
         contexts.expand()
-        workspace = node.add(
-            Text(WORKSPACE + "/", style="yellow"), DirectoryNode(info.id, WORKSPACE)
-        )
-        workspace.add_leaf(Text("loading…", style="dim"))
+        if workspace is None:
+            workspace = node.add(
+                Text(WORKSPACE + "/", style="yellow"), DirectoryNode(info.id, WORKSPACE)
+            )
+            workspace.add_leaf(Text("loading…", style="dim"))
         if not node.is_expanded:
             node.expand()
 
     def show_directory(self, sandbox_id: str, path: str, files: list[FileInfo]) -> None:
+        """The directory's entries, merged into its node: the nodes of entries still there
+        stay (expanded, with their children and the cursor), new ones are added in order."""
         directory = self._directory_node(self.root, sandbox_id, path)
         if directory is None:
             return
-        # A refresh (e.g. after a folder-watch sync) keeps open subdirectories open:
-        # expanding them again lists them again.
-        reopen = {
-            child.data.path
-            for child in directory.children
-            if isinstance(child.data, DirectoryNode) and child.is_expanded
-        }
-        directory.remove_children()
-        for entry in sorted(files, key=lambda item: (not item.is_directory, item.name)):
-            if entry.is_directory:
-                child = directory.add(
-                    Text(entry.name + "/", style="yellow"),
-                    DirectoryNode(sandbox_id, entry.absolute_path),
-                )
-                child.add_leaf(Text("loading…", style="dim"))
-                if entry.absolute_path in reopen:
-                    child.expand()
+        kept: dict[TreeNodeData, TreeNode[TreeNodeData]] = {}
+        for child in list(directory.children):
+            if isinstance(child.data, DirectoryNode | FileNode):
+                kept[child.data] = child
             else:
-                directory.add_leaf(
-                    Text.assemble(entry.name, (f"  {human_bytes(entry.size)}", "dim")),
-                    FileNode(sandbox_id, entry.absolute_path),
-                )
+                child.remove()  # "loading…" or "empty"
+        listed = sorted(files, key=lambda item: (not item.is_directory, item.name))
+        wanted = [entry_data(sandbox_id, entry) for entry in listed]
+        for data in set(kept) - set(wanted):
+            kept.pop(data).remove()
+        for index, (entry, data) in enumerate(zip(listed, wanted, strict=True)):
+            label = entry_label(entry)
+            node = kept.get(data)
+            if node is not None:
+                node.set_label(label)
+                continue
+            if isinstance(data, DirectoryNode):
+                node = directory.add(label, data, before=index)
+                node.add_leaf(Text("loading…", style="dim"))
+            else:
+                node = directory.add_leaf(label, data, before=index)
+            if (data.sandbox_id, data.path) == self.cursor_wanted:
+                self.cursor_wanted = None
+                self.call_after_refresh(self.move_cursor, node)
         if not files:
             directory.add_leaf(Text("empty", style="dim"))
 
-    def is_directory_expanded(self, sandbox_id: str, path: str) -> bool:
-        node = self._directory_node(self.root, sandbox_id, path)
-        return node is not None and node.is_expanded
+    def select_when_listed(self, sandbox_id: str, path: str) -> None:
+        """Move the cursor to the node of the sandbox's `path` once a listing adds it, its
+        directory expanded (which lists it)."""
+        self.cursor_wanted = (sandbox_id, path)
+        directory = self._directory_node(self.root, sandbox_id, parent_path(path))
+        while directory is not None and isinstance(directory.data, DirectoryNode):
+            if not directory.is_expanded:
+                directory.expand()
+            directory = directory.parent
+
+    def expanded_directories(self, sandbox_id: str) -> list[str]:
+        """The sandbox's workspace directories the tree shows expanded, parents first."""
+        sandbox = self.sandbox_node(sandbox_id)
+        found: list[str] = []
+        pending = list(sandbox.children) if sandbox is not None and sandbox.is_expanded else []
+        while pending:
+            node = pending.pop(0)
+            if isinstance(node.data, DirectoryNode) and node.is_expanded:
+                found.append(node.data.path)
+                pending.extend(node.children)
+        return found
+
+    @property
+    def workspace_selection(self) -> DirectoryNode | FileNode | None:
+        """The workspace directory or file the cursor is on."""
+        node = self.cursor_node
+        data = node.data if node is not None else None
+        return data if isinstance(data, DirectoryNode | FileNode) else None
 
     def _directory_node(
         self, node: TreeNode[TreeNodeData], sandbox_id: str, path: str

@@ -3,10 +3,10 @@ a view per open file."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import PurePosixPath
 
 from textual.await_complete import AwaitComplete
+from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
@@ -24,7 +24,11 @@ def repl_tab_id(context_id: str) -> str:
 
 
 class WorkbenchTabs(TabbedContent):
-    """Fixed tabs plus one `repl-<context id>` tab per open context."""
+    """Fixed tabs plus one `repl-<context id>` tab per open context and one `file-<n>`
+    tab per open file."""
+
+    files_opened = 0
+    """How many file tabs were added (their ids count them)."""
 
     @property
     def active_repl(self) -> ReplPane | None:
@@ -70,22 +74,41 @@ class WorkbenchTabs(TabbedContent):
         """The open views of the sandbox's files."""
         return [view for view in self.query(FileView) if view.sandbox_id == sandbox_id]
 
-    def file_view(self, sandbox_id: str, path: str) -> FileView | None:
-        found = self.query(f"#{file_tab_id(sandbox_id, path)} FileView")
-        return found.first(FileView) if found else None
+    def file_views_of_all(self) -> list[FileView]:
+        """Every open file view, of any sandbox."""
+        return list(self.query(FileView))
 
-    async def show_file(self, view: FileView, *, activate: bool = True) -> None:
-        """Show what `view` read: in the file's open view, else in `view` as a new tab
-        (the tab is activated when `activate`)."""
-        tab_id = file_tab_id(view.sandbox_id, view.path)
-        open_view = self.file_view(view.sandbox_id, view.path)
-        if open_view is not None:
-            open_view.show(view.read)
-        elif activate:
-            title = shown_content(PurePosixPath(view.path).name or view.path)
-            await self.add_pane(TabPane(title, view, id=tab_id))
-        if activate:
-            self.active = tab_id
+    def unsaved_files(self) -> list[str]:
+        """The paths of the open files with unsaved edits."""
+        return [view.path for view in self.query(FileView) if view.is_dirty]
+
+    def file_view(self, sandbox_id: str, path: str) -> FileView | None:
+        """The open view of the file (its tab id stays when it is renamed: it is not
+        derived from the path)."""
+        found = [view for view in self.file_views(sandbox_id) if view.path == path]
+        return found[0] if found else None
+
+    async def add_file(self, view: FileView) -> None:
+        """Add `view` (of a file with no open view) as a new tab and activate it."""
+        self.files_opened += 1
+        tab_id = f"file-{self.files_opened}"
+        await self.add_pane(TabPane(file_title(view), view, id=tab_id))
+        self.active = tab_id
+
+    def activate_file(self, view: FileView) -> None:
+        pane = file_pane(view)
+        if pane is not None and pane.id:
+            self.active = pane.id
+
+    def show_file_title(self, view: FileView) -> None:
+        """The file's name in its tab, marked while it has unsaved edits."""
+        pane = file_pane(view)
+        if pane is not None and pane.id:
+            self.get_tab(pane.id).label = file_title(view)
+
+    def close_file(self, view: FileView) -> AwaitComplete | None:
+        pane = file_pane(view)
+        return self.remove_pane(pane.id) if pane is not None and pane.id else None
 
     def close_repl(self, context_id: str) -> AwaitComplete:
         return self.remove_pane(repl_tab_id(context_id))
@@ -100,6 +123,15 @@ class WorkbenchTabs(TabbedContent):
         self.active = tab_id
 
 
-def file_tab_id(sandbox_id: str, path: str) -> str:
-    """A tab id for a sandbox's file (ids allow only some characters: a digest of both)."""
-    return "file-" + hashlib.blake2b(f"{sandbox_id}\0{path}".encode(), digest_size=8).hexdigest()
+def file_pane(view: FileView) -> TabPane | None:
+    """The tab pane holding `view`."""
+    for ancestor in view.ancestors:
+        if isinstance(ancestor, TabPane):
+            return ancestor
+    return None
+
+
+def file_title(view: FileView) -> Content:
+    """The file's name (from the sandbox: neutralised), with `●` while it has unsaved edits."""
+    name = PurePosixPath(view.path).name or view.path
+    return shown_content(f"{name} ●" if view.shown_dirty else name)

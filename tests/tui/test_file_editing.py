@@ -1,0 +1,219 @@
+"""Editing `/workspace` files in their views and saving them back with a precondition, on
+real local engines: a file changed in the sandbox meanwhile is a conflict, never a silent
+overwrite; unsaved edits survive a run's re-read and a closing tab asks first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import RichLog, Static
+
+from tests.tui.test_flows import Notifications, make_app
+from tour import (
+    WorkbenchPilot,
+    create_context,
+    expanded_workspace,
+    run_cell,
+    until_connected,
+    wait_for,
+)
+from workbench.backends.local import open_local_backend
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.confirm_screen import ConfirmScreen
+from workbench.tui.screens.save_conflict_screen import SaveConflictScreen
+from workbench.tui.tree_nodes import FileNode
+from workbench.tui.widgets.file_view import FileView
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+async def write_files(tmp_path: Path, files: dict[str, bytes]) -> None:
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        for path, content in files.items():
+            await backend.sandbox("demo").write_file(f"/workspace/{path}", content)
+
+
+async def sandbox_file(app: WorkbenchApp, path: str) -> bytes:
+    assert app.backend is not None
+    return await app.backend.sandbox("demo").read_bytes(f"/workspace/{path}")
+
+
+async def open_file(pilot: WorkbenchPilot, app: WorkbenchApp, name: str) -> FileView:
+    """Enter on the file's node in the expanded `/workspace`; its view, once shown."""
+    await until_connected(pilot)
+    workspace = await expanded_workspace(pilot, app, "demo")
+    node = next(
+        child
+        for child in workspace.children
+        if isinstance(child.data, FileNode) and child.data.path == f"/workspace/{name}"
+    )
+    tree = app.main_screen.sandbox_tree
+    tree.focus()
+    tree.move_cursor(node)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: app.main_screen.tabs.file_view("demo", f"/workspace/{name}"))
+    view = app.main_screen.tabs.file_view("demo", f"/workspace/{name}")
+    assert view is not None
+    await wait_for(pilot, lambda: view.read.path == f"/workspace/{name}" and view.is_mounted)
+    await pilot.pause()
+    return view
+
+
+def header(view: FileView) -> str:
+    return str(view.query_one("#file-header", Static).render())
+
+
+async def type_at_the_end(pilot: WorkbenchPilot, view: FileView, text: str) -> None:
+    view.editor.focus()
+    view.editor.move_cursor(view.editor.document.end)
+    await pilot.press(*text)
+
+
+async def test_a_saved_file_is_written_back(tmp_path: Path) -> None:
+    await write_files(tmp_path, {"notes.txt": b"first line\n"})
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = await open_file(pilot, app, "notes.txt")
+        assert view.is_editable and "●" not in header(view)
+        await type_at_the_end(pilot, view, "second")
+        assert view.is_dirty and "● modified" in header(view)
+        await wait_for(pilot, lambda: "●" in str(app.main_screen.tabs.get_tab("file-1").label))
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not view.is_dirty and not view.saving)
+        assert await sandbox_file(app, "notes.txt") == b"first line\nsecond"
+        assert "●" not in header(view)
+        # The version came with the write's answer: a second save is no conflict.
+        await type_at_the_end(pilot, view, "!")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not view.is_dirty and not view.saving)
+        assert await sandbox_file(app, "notes.txt") == b"first line\nsecond!"
+        assert not isinstance(app.screen, SaveConflictScreen)
+
+
+async def test_a_run_changing_the_file_keeps_the_edits_and_saving_asks(tmp_path: Path) -> None:
+    await write_files(tmp_path, {"out.txt": b"before"})
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = await open_file(pilot, app, "out.txt")
+        await type_at_the_end(pilot, view, " mine")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, 'open my $f, ">", "out.txt"; print $f "guest"; close $f; 1')
+        # The run's re-read keeps the edits and says the file changed underneath.
+        await wait_for(pilot, lambda: view.changed_underneath)
+        assert view.editor.text == "before mine" and view.is_dirty
+        assert "changed in the sandbox since you opened it" in header(view)
+        main.tabs.activate_file(view)
+        view.editor.focus()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SaveConflictScreen))
+        assert await sandbox_file(app, "out.txt") == b"guest"  # not overwritten
+        question = str(app.screen.query_one(".dialog-question", Static).render())
+        assert "/workspace/out.txt changed in the sandbox" in question
+        await pilot.click("#overwrite")
+        await wait_for(pilot, lambda: not view.is_dirty and not view.saving)
+        assert await sandbox_file(app, "out.txt") == b"before mine"
+        assert not view.changed_underneath
+
+
+async def test_another_writer_is_a_conflict_until_reloaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await write_files(tmp_path, {"shared.txt": b"v1"})
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = await open_file(pilot, app, "shared.txt")
+        await type_at_the_end(pilot, view, "+edit")
+        assert app.backend is not None
+        await app.backend.sandbox("demo").write_file("/workspace/shared.txt", "v2 by another")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SaveConflictScreen))
+        await pilot.press("escape")  # keep editing: nothing is written
+        await wait_for(pilot, lambda: not isinstance(app.screen, SaveConflictScreen))
+        assert await sandbox_file(app, "shared.txt") == b"v2 by another"
+        assert view.editor.text == "v1+edit" and view.changed_underneath
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SaveConflictScreen))
+        await pilot.click("#reload")
+        await wait_for(pilot, lambda: view.editor.text == "v2 by another")
+        assert not view.is_dirty and not view.changed_underneath
+        assert await sandbox_file(app, "shared.txt") == b"v2 by another"
+
+        # Deleted meanwhile: a conflict too; overwriting writes it again.
+        await type_at_the_end(pilot, view, "!")
+        await app.backend.sandbox("demo").delete_file("/workspace/shared.txt")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SaveConflictScreen))
+        assert "was deleted in the sandbox" in str(
+            app.screen.query_one(".dialog-question", Static).render()
+        )
+        await pilot.click("#overwrite")
+        await wait_for(pilot, lambda: not view.is_dirty and not view.saving)
+        assert await sandbox_file(app, "shared.txt") == b"v2 by another!"
+        assert not notes.errors()
+
+
+async def test_bad_input_opens_read_only_and_a_failed_save_keeps_the_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await write_files(
+        tmp_path, {"latin1.txt": "café".encode("latin-1"), "blob.bin": b"\x00\x01\x02\xff"}
+    )
+    await write_files(tmp_path, {"big.txt": b"x" * (1024 * 1024 - 1)})
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        latin = await open_file(pilot, app, "latin1.txt")
+        assert not latin.is_editable and "read-only: not UTF-8" in header(latin)
+        body = latin.query_one("#file-body", RichLog)
+        assert "caf" in "".join(line.text for line in body.lines)  # its text, not hex
+        await pilot.press("ctrl+s")  # not bound here: the binding is off for read-only views
+        binary = await open_file(pilot, app, "blob.bin")
+        assert not binary.is_editable and "read-only: binary" in header(binary)
+
+        big = await open_file(pilot, app, "big.txt")
+        await type_at_the_end(pilot, big, "yz")  # one byte over the files API's limit
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: notes.errors())
+        await wait_for(pilot, lambda: not big.saving)
+        assert "File exceeds 1048576 bytes" in notes.errors()[0]
+        assert "Your edits are still in the editor" in notes.errors()[0]
+        assert big.is_dirty and big.editor.text.endswith("xyz")
+        assert await sandbox_file(app, "big.txt") == b"x" * (1024 * 1024 - 1)
+
+
+async def test_closing_a_tab_quitting_or_switching_with_unsaved_edits_asks_first(
+    tmp_path: Path,
+) -> None:
+    await write_files(tmp_path, {"draft.txt": b"draft"})
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = await open_file(pilot, app, "draft.txt")
+        await type_at_the_end(pilot, view, "!")
+        tabs_before = len(main.tabs.tab_ids())
+        # Quitting and switching profiles (which closes the files) ask first too.
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "/workspace/draft.txt" in str(app.screen.query_one(".dialog-question").render())
+        await pilot.click("#cancel")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        app.action_use_profile("local")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: app.screen.query("#cancel"))
+        await pilot.click("#cancel")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert app.is_running and view.is_attached and view.editor.text == "draft!"
+        view.editor.focus()
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.click("#cancel")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert len(main.tabs.tab_ids()) == tabs_before and view.editor.text == "draft!"
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: len(main.tabs.tab_ids()) == tabs_before - 1)
+        assert await sandbox_file(app, "draft.txt") == b"draft"

@@ -1,0 +1,164 @@
+"""New file, new folder, rename and delete from the sandbox tree, and the tree listed again
+after a run, on real local engines (asserted through the API)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input, Static
+from textual.widgets.tree import TreeNode
+
+from tests.tui.test_file_editing import write_files
+from tests.tui.test_flows import make_app
+from tour import (
+    WorkbenchPilot,
+    create_context,
+    expanded_workspace,
+    run_cell,
+    until_connected,
+    wait_for,
+)
+from workbench.backends.local import open_local_backend
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.confirm_screen import ConfirmScreen
+from workbench.tui.screens.path_name_screen import PathNameScreen
+from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+def child(node: TreeNode[TreeNodeData], path: str) -> TreeNode[TreeNodeData] | None:
+    for item in node.children:
+        if isinstance(item.data, DirectoryNode | FileNode) and item.data.path == path:
+            return item
+    return None
+
+
+async def workspace_paths(app: WorkbenchApp) -> set[str]:
+    assert app.backend is not None
+    listing = await app.backend.sandbox("demo").list_files("/workspace", recursive=True)
+    return {entry.absolute_path for entry in listing.files}
+
+
+async def name_it(pilot: WorkbenchPilot, key: str, name: str, *, clear: bool = False) -> None:
+    """`key` opens the name dialog; type `name` (after clearing the proposed one) and Enter."""
+    app = pilot.app
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(app.screen, PathNameScreen))
+    field = app.screen.query_one("#path-name", Input)
+    if clear:
+        field.value = ""
+    await pilot.press(*name, "enter")
+    await wait_for(pilot, lambda: not isinstance(app.screen, PathNameScreen))
+
+
+async def test_new_file_folder_rename_and_delete_from_the_tree(tmp_path: Path) -> None:
+    await write_files(tmp_path, {"keep.txt": b"keep"})
+    app = make_app(tmp_path)
+    main = app.main_screen
+    tree = main.sandbox_tree
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        workspace = await expanded_workspace(pilot, app, "demo")
+        tree.focus()
+        tree.move_cursor(workspace)
+
+        # A name with a slash or `..` is refused as typed.
+        await pilot.press("alt+n")
+        await wait_for(pilot, lambda: isinstance(app.screen, PathNameScreen))
+        dialog = app.screen
+        await pilot.press(*"../x")
+        assert "no /" in str(dialog.query_one("#path-name-problem", Static).render())
+        assert dialog.query_one("#accept").disabled
+        dialog.query_one("#path-name", Input).value = ".."
+        await pilot.pause()
+        assert dialog.query_one("#accept").disabled
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, PathNameScreen))
+
+        # New file: created, opened in a view, selected in the tree.
+        await name_it(pilot, "alt+n", "new.py")
+        await wait_for(pilot, lambda: main.tabs.file_view("demo", "/workspace/new.py"))
+        assert "/workspace/new.py" in await workspace_paths(app)
+        await wait_for(pilot, lambda: child(workspace, "/workspace/new.py") is not None)
+        # An existing name is refused by the API, and nothing is overwritten.
+        tree.focus()
+        tree.move_cursor(workspace)
+        await name_it(pilot, "alt+n", "keep.txt")
+        await pilot.pause(0.5)
+        assert app.backend is not None
+        assert await app.backend.sandbox("demo").read_bytes("/workspace/keep.txt") == b"keep"
+
+        # New folder, then rename the open file: its tab follows.
+        await name_it(pilot, "alt+f", "src")
+        await wait_for(pilot, lambda: child(workspace, "/workspace/src") is not None)
+        assert "/workspace/src" in await workspace_paths(app)
+        node = child(workspace, "/workspace/new.py")
+        assert node is not None
+        tree.move_cursor(node)
+        await name_it(pilot, "alt+e", "renamed.py", clear=True)
+        await wait_for(pilot, lambda: child(workspace, "/workspace/renamed.py") is not None)
+        assert "/workspace/renamed.py" in (paths := await workspace_paths(app))
+        assert "/workspace/new.py" not in paths
+        view = main.tabs.file_view("demo", "/workspace/renamed.py")
+        assert view is not None and main.tabs.file_view("demo", "/workspace/new.py") is None
+        tab_titles = [str(tab.label) for tab in main.tabs.query("ContentTab")]
+        assert "renamed.py" in tab_titles and "new.py" not in tab_titles
+
+        # Delete asks first: cancelling changes nothing.
+        await wait_for(pilot, lambda: tree.cursor_node is not None)
+        node = child(workspace, "/workspace/renamed.py")
+        assert node is not None
+        tree.focus()
+        tree.move_cursor(node)
+        await pilot.press("alt+x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.click("#cancel")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert "/workspace/renamed.py" in await workspace_paths(app)
+        await pilot.press("alt+x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: child(workspace, "/workspace/renamed.py") is None)
+        assert "/workspace/renamed.py" not in await workspace_paths(app)
+        await wait_for(pilot, lambda: view.gone)  # its open view says so
+
+        # A folder's delete says it is recursive.
+        await app.backend.sandbox("demo").write_file("/workspace/src/inner.txt", "in")
+        folder = child(workspace, "/workspace/src")
+        assert folder is not None
+        tree.move_cursor(folder)
+        await pilot.press("alt+x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        question = str(app.screen.query_one(".dialog-question", Static).render())
+        assert "recursively" in question and "/workspace/src" in question
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: child(workspace, "/workspace/src") is None)
+        assert not {"/workspace/src", "/workspace/src/inner.txt"} & await workspace_paths(app)
+
+
+async def test_the_tree_is_listed_again_after_a_run(tmp_path: Path) -> None:
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        await backend.sandbox("demo").mkdir("/workspace/lib")
+    await write_files(tmp_path, {"lib/util.pl": b"1;", "main.pl": b"1;"})
+    app = make_app(tmp_path)
+    main = app.main_screen
+    tree = main.sandbox_tree
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        workspace = await expanded_workspace(pilot, app, "demo")
+        lib = child(workspace, "/workspace/lib")
+        assert lib is not None
+        lib.expand()
+        await wait_for(pilot, lambda: child(lib, "/workspace/lib/util.pl") is not None)
+        selected = child(workspace, "/workspace/main.pl")
+        assert selected is not None
+        tree.move_cursor(selected)
+        repl = await create_context(pilot, "PERL")
+        code = 'for my $f ("made.txt", "lib/new.pl") { open my $h, ">", $f; close $h } 1'
+        await run_cell(pilot, repl, code)
+        await wait_for(pilot, lambda: child(workspace, "/workspace/made.txt") is not None)
+        await wait_for(pilot, lambda: child(lib, "/workspace/lib/new.pl") is not None)
+        assert lib.is_expanded and child(workspace, "/workspace/lib") is lib
+        assert tree.cursor_node is selected

@@ -1,0 +1,60 @@
+"""Ask for the name of a new file or folder, or a new name for one, checking it as typed."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+from workbench.tui.untrusted import shown_content
+from workbench.tui.workspace_paths import name_problem
+
+
+class PathNameScreen(ModalScreen[str | None]):
+    """Dismissed with a name `name_problem` accepts (one path segment), or None."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
+
+    def __init__(self, title: str, action_label: str, name: str = "") -> None:
+        super().__init__(classes="dialog-screen")
+        self.title_text = title
+        self.action_label = action_label
+        self.initial_name = name
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            # The title names a directory or file the backend listed.
+            yield Label(shown_content(self.title_text), classes="dialog-title")
+            yield Input(self.initial_name, placeholder="name", id="path-name")
+            yield Static("", id="path-name-problem", classes="field-problem", markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(self.action_label, variant="primary", id="accept")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.check(self.initial_name)
+
+    @on(Input.Changed, "#path-name")
+    def name_changed(self, event: Input.Changed) -> None:
+        self.check(event.value)
+
+    def check(self, name: str) -> None:
+        problem = name_problem(name)
+        shown = problem if name else ""
+        self.query_one("#path-name-problem", Static).update(shown or "")
+        unchanged = bool(self.initial_name) and name == self.initial_name
+        self.query_one("#accept", Button).disabled = problem is not None or unchanged
+
+    @on(Input.Submitted, "#path-name")
+    @on(Button.Pressed, "#accept")
+    def accept(self) -> None:
+        name = self.query_one("#path-name", Input).value
+        if name_problem(name) is None and name != self.initial_name:
+            self.dismiss(name)
+
+    @on(Button.Pressed, "#cancel")
+    def cancel(self) -> None:
+        self.dismiss(None)

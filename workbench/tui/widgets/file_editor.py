@@ -1,0 +1,78 @@
+"""The editor of a `/workspace` text file: Pygments highlighting by the file's name."""
+
+from __future__ import annotations
+
+from pygments.lexer import Lexer  # type: ignore[import-untyped]
+from pygments.lexers import get_lexer_for_filename  # type: ignore[import-untyped]
+from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+from textual import events
+
+from workbench.tui.untrusted import ControlFreeTextArea
+from workbench.tui.widgets.code_input import (
+    TEXT_AREA_FUNCTION_KEY_ACTIONS,
+    highlight_with_pygments,
+)
+
+HIGHLIGHT_LIMIT = 32 * 1024
+"""Larger texts stay plain: Pygments lexes the whole text again at every edit (about 80 ms
+for 32 KiB of Python), and a file may hold up to 1 MiB."""
+
+
+def lexer_for(path: str) -> Lexer | None:
+    """The Pygments lexer of `path`'s name (`report.py`: Python), None when none knows it."""
+    try:
+        return get_lexer_for_filename(path, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return None
+
+
+class FileEditor(ControlFreeTextArea):
+    """The text of a file as it will be saved. Its text may come from a guest: control
+    characters are kept exactly but not painted."""
+
+    HELP = """\
+## File
+
+A text file of the sandbox's `/workspace`: edit it and save it with **ctrl+s**. The
+save fails, changing nothing, when the file changed in the sandbox since it was read
+(a run, the folder watch, another client): you then choose to overwrite it with your
+text or to reload it. Unsaved edits (marked `●`) are kept when a run or a sync reads
+the file again; **alt+l** reloads it and **alt+w** closes it, both asking first.
+"""
+
+    def __init__(self, path: str, text: str, *, id: str | None = None) -> None:
+        self._lexer = lexer_for(path)
+        super().__init__(
+            text, tab_behavior="indent", show_line_numbers=True, soft_wrap=False, id=id
+        )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Function keys belong to the workbench: TextArea's own function-key actions give
+        way, so the key goes on to the app's binding."""
+        if action in TEXT_AREA_FUNCTION_KEY_ACTIONS:
+            return False
+        return super().check_action(action, parameters)
+
+    async def _on_key(self, event: events.Key) -> None:
+        """An alt chord is a binding, never text (terminals send it as ESC + the letter,
+        which TextArea would insert)."""
+        if "alt" in event.key.split("+")[:-1]:
+            event.prevent_default()
+
+    def _build_highlight_map(self) -> None:
+        small = len(self.text.encode()) <= HIGHLIGHT_LIMIT
+        highlight_with_pygments(self, self._lexer if small else None)
+
+    def replace_text(self, text: str) -> None:
+        """Show `text` (read again), the cursor staying where it was as far as it can."""
+        row, column = self.cursor_location
+        self.load_text(text)
+        last_row = self.document.line_count - 1
+        row = min(row, last_row)
+        self.move_cursor((row, min(column, len(self.document.get_line(row)))))
+
+    def highlight_as(self, path: str) -> None:
+        """Highlight as `path`'s name says (the file was renamed)."""
+        self._lexer = lexer_for(path)
+        self._build_highlight_map()
+        self.refresh()
