@@ -27,7 +27,6 @@ async def test_output_lines_are_told_as_the_guest_writes_them(
     streams = request.node.callspec.params["backend"] != "workerd"
     context = await sandbox.interpreter.create_code_context("PYTHON")
     told: list[tuple[str, str, float]] = []
-    started = time.monotonic()
     result = await sandbox.interpreter.run_code(
         CODE,
         context=context,
@@ -40,8 +39,7 @@ async def test_output_lines_are_told_as_the_guest_writes_them(
     lines = [(stream, text) for stream, text, _ in told]
     if streams:
         assert lines == [("stdout", "first"), ("stderr", "second"), ("stdout", "third")]
-        assert told[0][2] - started < 1.2, "the first line waited for the end of the run"
-        assert ended - told[0][2] > 1.0
+        assert ended - told[0][2] > 1.0, "the first line waited for the end of the run"
     else:
         assert lines == [("stdout", "first"), ("stdout", "third"), ("stderr", "second")]
 

@@ -36,7 +36,6 @@ def test_a_line_printed_before_a_sleep_arrives_before_the_run_ends(
     arrivals: list[tuple[str, bytes, float]] = []
     with IsolatedSession(language, pool=pool) as session:
         session.execute("1")  # the engine process is up and the guest booted
-        started = time.monotonic()
         outcome = session.execute(
             PRINT_THEN_SLEEP[language],
             on_output=lambda stream, data: arrivals.append((stream, data, time.monotonic())),
@@ -46,8 +45,7 @@ def test_a_line_printed_before_a_sleep_arrives_before_the_run_ends(
     assert outcome.result.stdout == ["first", "second"]
     assert b"".join(data for _, data, _ in arrivals) == b"first\nsecond\n"
     first = next(at for _, data, at in arrivals if data.startswith(b"first"))
-    assert first - started < 0.8, "the first line waited for the sleep"
-    assert ended - first > 0.8
+    assert ended - first > 0.6, "the first line waited for the end of the run"
     assert {stream for stream, _, _ in arrivals} == {"stdout"}
 
 
@@ -63,14 +61,14 @@ def test_python_hands_lines_over_as_it_goes_in_few_writes(pool: WorkerPool) -> N
         "    if now - last >= 0.005: print('tick'); last = now\n"
     )
     with IsolatedSession("python", pool=pool) as session:
-        started = time.monotonic()
         outcome = session.execute(
             code, on_output=lambda stream, data: arrivals.append(time.monotonic())
         )
+        ended = time.monotonic()
     assert outcome.result.error is None, outcome.result.error
     assert len(outcome.result.stdout) > 100
     assert 3 <= len(arrivals) <= 10
-    assert arrivals[0] - started < 0.9
+    assert ended - arrivals[0] > 0.5
 
 
 def test_streamed_output_stops_at_the_output_limit(pool: WorkerPool) -> None:
