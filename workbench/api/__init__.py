@@ -34,6 +34,7 @@ from workbench.protocol.ids import SANDBOX_ID_PATTERN, sandbox_id_error
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import (
     LOCAL_ONLY_CONTEXT_LANGUAGES,
+    OUTPUT_STREAM_FEATURE,
     BatchEntry,
     BatchEntryResult,
     CodeContext,
@@ -65,6 +66,7 @@ from workbench.protocol.types import (
 __all__ = [
     "ENV_KEY_PATTERN",
     "LOCAL_ONLY_CONTEXT_LANGUAGES",
+    "OUTPUT_STREAM_FEATURE",
     "SANDBOX_ID_PATTERN",
     "SYSTEM_CLOCK",
     "Backend",

@@ -106,10 +106,13 @@ class UnavailableRuntime(WireType):
 
 
 FILES_BATCH_FEATURE = "files-batch"
+"""The `Health.features` name of `POST /v1/sandboxes/:id/files/batch`."""
 EXECUTION_TIMEOUT_FEATURE = "execution-timeout"
 """`timeoutMs` in an execute body is the execution's own deadline, and an execution whose
 request is given up is cancelled."""
-"""The `Health.features` name of `POST /v1/sandboxes/:id/files/batch`."""
+OUTPUT_STREAM_FEATURE = "output-stream"
+"""An execute request that accepts `application/x-ndjson` gets the guest's output lines
+as they are written (docs/gateway-protocol.md); a gateway without it answers at the end."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from textual.widget import Widget
 from textual.worker import Worker
 
 from workbench.api import (
+    OUTPUT_STREAM_FEATURE,
     Backend,
     CodeContext,
     EnginePrepareError,
@@ -113,6 +114,9 @@ class ProfileConnection:
         self.backend: Backend | None = None
         self.versions = VersionReport.read(None)
         """What the last health check said about versions (read on `HealthChecked`)."""
+        self.streams_output = True
+        """The backend streams a running cell's output (a Worker gateway answers at the
+        end: its health lacks the feature)."""
         self.ready_engines: set[str] = set()
         """Languages whose local engine the current backend reported prepared: a cell in
         one of them runs without asking again."""
@@ -180,6 +184,8 @@ class ProfileConnection:
             return
         if profile == self.profile:
             self.versions = VersionReport.read(health)
+            features = health.get("features")
+            self.streams_output = isinstance(features, list) and OUTPUT_STREAM_FEATURE in features
         self.owner.post_message(HealthChecked(profile, True, connection_detail(backend)))
 
     # ----------------------------------------------------------------- calls

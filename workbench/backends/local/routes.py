@@ -52,6 +52,7 @@ from workbench.protocol.routing import ANY_METHOD, Found, Route, RouteTable
 from workbench.protocol.types import (
     EXECUTION_TIMEOUT_FEATURE,
     FILES_BATCH_FEATURE,
+    OUTPUT_STREAM_FEATURE,
     CancelResult,
     ContextList,
     CoreInfo,
@@ -71,7 +72,7 @@ INTERPRETER_PROTOCOL = 1
 """The runtime protocol (spec 2.2.2) the local runtimes speak and the local core accepts."""
 CORE = CoreInfo("sandbox-workbench", __version__, INTERPRETER_PROTOCOL)
 """What runs the sandboxes here: the workbench's own emulation of `@sandbox-workers/core`."""
-FEATURES = [FILES_BATCH_FEATURE, EXECUTION_TIMEOUT_FEATURE]
+FEATURES = [FILES_BATCH_FEATURE, EXECUTION_TIMEOUT_FEATURE, OUTPUT_STREAM_FEATURE]
 """The extensions this gateway serves (`GET /v1/health`)."""
 FILES_BATCH_LIMITS = FilesBatchLimits(FILES_BATCH_MAX_ENTRIES, FILES_BATCH_BODY_CAP)
 MAX_TIMEOUT_MS = 86_400_000

@@ -483,6 +483,9 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         backend = self.backend
         if backend is not None:
             self.connection.run_cell(backend, message.sandbox_id, message.context, message.code)
+            pane = self.tabs.repl_for(message.context.id)
+            if pane is not None and not self.connection.streams_output:
+                pane.note_output_at_end()
 
     @on(ReplPane.CancelRequested)
     def cancel_requested(self, message: ReplPane.CancelRequested) -> None:

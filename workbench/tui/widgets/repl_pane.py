@@ -32,6 +32,7 @@ from workbench.tui.widgets.run_status import RunStatus
 from workbench.tui.widgets.transcript import Transcript
 
 ABANDONED_NOTE = "abandoned request (the remote guest runs until its fuel runs out)"
+OUTPUT_AT_END = "running (this gateway sends the output when the run ends)"
 
 
 class ReplPane(Vertical):
@@ -127,6 +128,10 @@ class ReplPane(Vertical):
         self.pending_code = code
         self.code_input.text = ""
         self.run_status.start("running")
+
+    def note_output_at_end(self) -> None:
+        """The backend answers at the end (a Worker gateway): say so while the cell runs."""
+        self.run_status.relabel(OUTPUT_AT_END)
 
     def cancel_run(self) -> None:
         if not self.running:

@@ -29,6 +29,11 @@ class RunStatus(Static):
             self._timer = self.set_interval(0.1, self._tick)
         self._tick()
 
+    def relabel(self, label: str) -> None:
+        """Say something else about the run in progress."""
+        self._label = label
+        self._tick()
+
     def stop(self, text: str = "") -> None:
         self._started = None
         if self._timer is not None:
