@@ -13,10 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.tui.conftest import perl_engine, stable_ids, tui_dirs
+from tests.tui.conftest import perl_engine, python_engine, stable_ids, tui_dirs
 from tour import TOUR_STATES, WorkbenchPilot, settle, tour_app
 
-__all__ = ["perl_engine", "stable_ids", "tui_dirs"]  # fixtures shared with tests/tui
+__all__ = [
+    "perl_engine",
+    "python_engine",
+    "stable_ids",
+    "tui_dirs",
+]  # fixtures shared with tests/tui
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine", "stable_ids")]
 
@@ -52,3 +57,11 @@ def test_wide(snap_compare: Any, tmp_path: Path, state: str) -> None:
 @pytest.mark.parametrize("state", NARROW_STATES)
 def test_narrow(snap_compare: Any, tmp_path: Path, state: str) -> None:
     assert check(snap_compare, tmp_path, state, NARROW)
+
+
+@pytest.mark.usefixtures("python_engine")
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["wide", "narrow"])
+def test_streaming(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    """A cell still running (its code sleeps for minutes), its output so far under the
+    transcript; leaving the app cancels it."""
+    assert check(snap_compare, tmp_path, "streaming", size)

@@ -23,6 +23,7 @@ from workbench.profiles import open_profile_backend
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.main_screen import MainScreen
 from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
+from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
@@ -232,6 +233,28 @@ async def state_file_view(pilot: WorkbenchPilot) -> None:
     await pilot.pause()
 
 
+TOUR_TRAINING = """\
+import time
+for epoch in range(1, 4):
+    print(f"epoch {epoch}: loss {1 / epoch:.3f}")
+    time.sleep(0.2)
+print("saving the model…")
+time.sleep(600)
+"""
+
+
+async def state_streaming(pilot: WorkbenchPilot) -> None:
+    """A Python cell still running, its output shown under the transcript as it comes."""
+    await until_connected(pilot)
+    await create_sandbox(pilot)
+    repl = await create_context(pilot, "PYTHON")
+    live = repl.query_one(LiveOutput)
+    repl.set_code(TOUR_TRAINING)
+    await pilot.press("ctrl+r")
+    await wait_for(pilot, lambda: any("saving" in line.text for line in live.lines))
+    await pilot.pause()
+
+
 async def state_create_context_dialog(pilot: WorkbenchPilot) -> None:
     """The new-context dialog with an invalid env key flagged as typed."""
     await until_connected(pilot)
@@ -288,6 +311,7 @@ TOUR_STATES: dict[str, Callable[[WorkbenchPilot], Awaitable[None]]] = {
     "sandbox-info": state_sandbox_info,
     "repl": state_repl,
     "file-view": state_file_view,
+    "streaming": state_streaming,
     "create-sandbox": state_create_sandbox_dialog,
     "create-context": state_create_context_dialog,
     "history-search": state_history_search,
