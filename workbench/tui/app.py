@@ -59,6 +59,9 @@ class WorkbenchApp(App[None]):
 
     TITLE = "sandbox-workbench"
     CSS_PATH = "app.tcss"
+    # A screen class for short terminals (80x24 must stay usable): app.tcss compacts
+    # dialogs on `-short` screens so that they fit whole.
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (32, "-tall")]
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     HELP = APP_HELP
 
