@@ -61,7 +61,7 @@ class WorkbenchApp(App[None]):
     CSS_PATH = "app.tcss"
     # A screen class for short terminals (80x24 must stay usable): app.tcss compacts
     # dialogs on `-short` screens so that they fit whole.
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (32, "-tall")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     HELP = APP_HELP
 
