@@ -102,11 +102,13 @@ Expanded folders are listed again after each run, sync and change.
             snapshot = ""
             if context.snapshot is not None:
                 snapshot = f" ◆{human_bytes(context.snapshot.stored_bytes)}"
+            # The id first: a narrow sidebar (80 columns) cuts what follows, and the id
+            # is what `--context` takes.
             label = Text.assemble(
                 ("λ ", "magenta"),
+                f"{short_id(context.id)} ",
                 (context.binding, "bold"),
-                f" {short_id(context.id)} ",
-                (f"{context.cwd} runs {context.executions}{snapshot}", "dim"),
+                (f" {context.cwd} runs {context.executions}{snapshot}", "dim"),
                 (" local only" if context.local_only else "", "yellow"),
             )
             contexts.add_leaf(label, ContextNode(info.id, context))
