@@ -85,6 +85,10 @@ def open_perl_repl(session: str) -> None:
     wait_for_text(session, "PERL (perl)")
     send(session, "-l", "PERL")
     send(session, "Enter")
+    # The list closes and hands the focus back to its Select a few messages later; a Tab
+    # that arrives before that moves the focus from the list instead.
+    wait_for_text(session, "PERL (perl)")
+    time.sleep(0.5)
     send(session, "Tab", "Tab", "Tab", "Enter")
     wait_for_text(session, "code… (Enter: newline")
 
