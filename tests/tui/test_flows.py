@@ -17,6 +17,7 @@ from textual.dom import DOMNode
 from textual.widgets import RichLog, Static
 
 from tour import (
+    FOCUS_NOTICE_HOPS,
     create_context,
     create_sandbox,
     expanded_workspace,
@@ -281,6 +282,37 @@ async def test_tabs_open_at_exit_reopen_with_their_transcripts(tmp_path: Path) -
         assert reopened is not None and reopened.history == ["40 + 2"]
         await wait_for(pilot, lambda: len(main.open_tabs.tabs("local")) == 1)
         assert [repl.context.id for repl in main.tabs.repls] == [kept.context.id]
+
+
+async def test_a_tab_shown_keeps_the_focus_leaving_the_hidden_one(tmp_path: Path) -> None:
+    # Focus in the pane being hidden used to move (Textual's doing) to a sibling there,
+    # whose focus switched straight back to that pane's tab, now and then.
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "demo")
+        first = await create_context(pilot, "PERL")
+        await run_cell(pilot, first, 'open my $f, ">", "notes.txt"; print $f "text"; close $f')
+        second = await create_context(pilot, "PERL")
+        workspace = await expanded_workspace(pilot, app, "demo")
+        main.sandbox_tree.focus()
+        main.sandbox_tree.move_cursor(workspace.children[0])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: main.tabs.active_file is not None)
+        file_tab = main.tabs.active
+        for repl in [first, second] * 3:  # from a REPL (or the file) to the other REPL
+            main.open_context("demo", repl.context)  # already open: its tab is shown
+            await wait_for(pilot, lambda shown=repl: shown.code_input.has_focus, timeout=5)
+            for _ in range(FOCUS_NOTICE_HOPS * 2):
+                await pilot.pause()
+            assert main.active_repl is repl and repl.code_input.has_focus
+        await pilot.press("ctrl+pagedown")  # from the second REPL on to the file
+        await wait_for(pilot, lambda: main.tabs.active_file is not None, timeout=5)
+        for _ in range(FOCUS_NOTICE_HOPS * 2):
+            await pilot.pause()
+        view = main.tabs.active_file
+        assert main.tabs.active == file_tab and view is not None and view.editor.has_focus
 
 
 async def test_cancel_a_running_loop(tmp_path: Path) -> None:

@@ -163,11 +163,11 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
     def show_tab(self, tab_id: str) -> None:
         """Activate the sandbox or the runtimes tab; focus goes to what drives it."""
         target = self.runtimes_table if tab_id == RUNTIMES_TAB else self.sandbox_tree
-        self.tabs.show_fixed_tab(tab_id, target)
+        self.tabs.activate(tab_id, target)
 
     def switch_tab(self, step: int) -> None:
         """Show the tab `step` places after the active one (wrapping around); focus goes
-        to a REPL's editor, or to what drives a fixed tab."""
+        to a REPL's or a file's editor, or to what drives a fixed tab."""
         tab_ids = self.tabs.tab_ids()
         if not tab_ids:
             return
@@ -177,10 +177,12 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             self.show_tab(target)
             (self.runtimes_table if target == RUNTIMES_TAB else self.sandbox_tree).focus()
             return
-        self.tabs.active = target
-        repl = self.tabs.active_repl
+        self.tabs.activate(target)
+        repl, file_view = self.tabs.active_repl, self.tabs.active_file
         if repl is not None:
             repl.code_input.focus()
+        elif file_view is not None:
+            file_view.focus_content()
 
     # ----------------------------------------------------------------- backend
 
@@ -363,7 +365,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             self.workspace_files.open(data.sandbox_id, data.path)
         elif isinstance(data, SandboxNode):
             self.highlighted_sandbox_id = data.sandbox_id
-            self.tabs.active = INFO_TAB
+            self.tabs.activate(INFO_TAB, self.sandbox_tree)
             self.connection.load_sandbox_info(data.sandbox_id)
 
     @on(TabbedContent.TabActivated)
@@ -379,7 +381,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
 
     def open_context(self, sandbox_id: str, context: CodeContext) -> None:
         if self.tabs.repl_for(context.id) is not None:
-            self.tabs.active = repl_tab_id(context.id)
+            self.tabs.activate(repl_tab_id(context.id))
             return
         self.connection.open_context(sandbox_id, context)
 

@@ -112,6 +112,11 @@ class FileView(Vertical):
     def editor(self) -> FileEditor:
         return self.query_one("#file-editor", FileEditor)
 
+    def focus_content(self) -> None:
+        """Focus the editor, or the read-only body when the file cannot be edited."""
+        body = self.editor if self.is_editable else self.query_one("#file-body", RichLog)
+        body.focus()
+
     @property
     def is_editable(self) -> bool:
         return self.saved_text is not None

@@ -62,7 +62,7 @@ class WorkbenchTabs(TabbedContent):
             local_only = " (local only)" if context.local_only else ""
             title = shown_content(f"{context.binding} {short_id(context.id)}{local_only}")
             await self.add_pane(TabPane(title, pane, id=repl_tab_id(context.id)))
-        self.active = repl_tab_id(context.id)
+        self.activate(repl_tab_id(context.id))
 
     @property
     def active_file(self) -> FileView | None:
@@ -93,12 +93,12 @@ class WorkbenchTabs(TabbedContent):
         self.files_opened += 1
         tab_id = f"file-{self.files_opened}"
         await self.add_pane(TabPane(file_title(view), view, id=tab_id))
-        self.active = tab_id
+        self.activate(tab_id)
 
     def activate_file(self, view: FileView) -> None:
         pane = file_pane(view)
         if pane is not None and pane.id:
-            self.active = pane.id
+            self.activate(pane.id)
 
     def show_file_title(self, view: FileView) -> None:
         """The file's name in its tab, marked while it has unsaved edits."""
@@ -113,13 +113,15 @@ class WorkbenchTabs(TabbedContent):
     def close_repl(self, context_id: str) -> AwaitComplete:
         return self.remove_pane(repl_tab_id(context_id))
 
-    def show_fixed_tab(self, tab_id: str, focus_target: Widget) -> None:
-        """Activate the sandbox or the runtimes tab. Focus inside the REPL being hidden
-        moves first to `focus_target`, what drives that tab: Textual would move it to a
-        sibling in the hidden pane, which switches straight back."""
-        repl, focused = self.active_repl, self.app.focused
-        if repl is not None and focused is not None and repl in focused.ancestors_with_self:
-            focus_target.screen.set_focus(focus_target)
+    def activate(self, tab_id: str, focus_target: Widget | None = None) -> None:
+        """Activate the tab. Focus inside the pane being hidden moves first, to
+        `focus_target` (what drives the tab shown) or nowhere until that tab takes it:
+        Textual would move it to a sibling in the hidden pane, whose focus switches
+        straight back to that pane's tab."""
+        pane, focused = self.active_pane, self.app.focused
+        hiding_focus = focused is not None and pane is not None and pane in focused.ancestors
+        if pane is not None and pane.id != tab_id and hiding_focus:
+            self.screen.set_focus(focus_target)
         self.active = tab_id
 
 
