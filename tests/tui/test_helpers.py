@@ -8,15 +8,12 @@ from pathlib import Path
 import pytest
 
 from workbench.api import ExecutionError, ExecutionResult, ResultEntry, Usage
+from workbench.transcripts.documents import transcript_json, transcript_markdown
 from workbench.tui.env_vars_text import env_vars_update, parse_env_vars_text
 from workbench.tui.formatting import countdown, execution_footer, human_bytes
 from workbench.tui.history_store import LocalHistoryStore
 from workbench.tui.transcript_cell import TranscriptCell
-from workbench.tui.transcript_export import (
-    transcript_json,
-    transcript_markdown,
-    write_transcript,
-)
+from workbench.tui.transcript_export import write_transcript
 
 
 def test_env_vars_text_checks_each_key() -> None:

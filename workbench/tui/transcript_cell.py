@@ -1,10 +1,6 @@
 """One REPL cell (input and outcome) and its Rich rendering for the transcript.
 
-A guest error is shown once: as `Name: message` and its traceback. Lines that only
-restate it are left out: a traceback line repeating `Name: message` (the Python driver
-starts its traceback with it), and stderr's last lines when they are exactly the error
-written out by the guest before failing (Ruby's `abort`, a log-and-re-raise, Python's
-`traceback.print_exc()`). Every other stderr line is always shown.
+A guest error is shown once, as documents write it (`workbench.transcripts.documents`).
 
 Everything the guest or the backend wrote is rendered through `shown` (control
 characters as `\\xNN`); the plain text for copying and exporting stays exact.
@@ -21,12 +17,17 @@ from rich.highlighter import JSONHighlighter
 from rich.syntax import Syntax
 from rich.text import Text
 
-from workbench.api import ExecutionError, ExecutionResult, neutralise
+from workbench.api import ExecutionResult, neutralise
+from workbench.transcripts.documents import (
+    error_header,
+    error_traceback,
+    result_text,
+    shown_stderr,
+)
 from workbench.tui.formatting import execution_footer
 from workbench.tui.untrusted import shown
 
 PYGMENTS_LEXERS = {"python": "python", "javascript": "javascript", "ruby": "ruby", "perl": "perl"}
-PYTHON_TRACEBACK_TITLE = "Traceback (most recent call last):"
 
 CellPart = Literal["cell", "code", "output", "result"]
 """What can be copied from a cell: all of it, its code, everything below the code, or
@@ -73,53 +74,6 @@ class TranscriptCell:
         if part == "output":
             return self.output_text
         return "\n".join(result_text(self.result)) if self.result is not None else ""
-
-
-def result_text(result: ExecutionResult) -> list[str]:
-    """Each result entry as text: JSON pretty-printed, text as is."""
-    return [
-        json.dumps(entry.json, indent=2, ensure_ascii=False) if entry.is_json else entry.text or ""
-        for entry in result.results
-    ]
-
-
-def error_header(error: ExecutionError) -> list[str]:
-    """`Name: message` as lines (a Ruby syntax error's message spans several)."""
-    return f"{error.name}: {error.message.rstrip()}".splitlines()
-
-
-def error_traceback(error: ExecutionError) -> list[str]:
-    """The traceback without leading lines that repeat `error_header`."""
-    header = error_header(error)
-    if _same_lines(error.traceback[: len(header)], header):
-        return list(error.traceback[len(header) :])
-    return list(error.traceback)
-
-
-def shown_stderr(result: ExecutionResult) -> list[str]:
-    """stderr without a last block of lines that is exactly the error written out: its
-    header and traceback, its header, its message, or Python's traceback format."""
-    stderr, error = result.stderr, result.error
-    if error is None or not stderr:
-        return list(stderr)
-    header, frames = error_header(error), error_traceback(error)
-    restatements = [
-        header + frames,
-        [PYTHON_TRACEBACK_TITLE, *frames, *header],
-        header,
-        error.message.rstrip().splitlines(),
-    ]
-    for block in sorted(restatements, key=len, reverse=True):
-        if block and len(block) <= len(stderr) and _same_lines(stderr[-len(block) :], block):
-            return list(stderr[: -len(block)])
-    return list(stderr)
-
-
-def _same_lines(first: list[str], second: list[str]) -> bool:
-    """Equal line by line, ignoring trailing whitespace."""
-    return len(first) == len(second) and all(
-        a.rstrip() == b.rstrip() for a, b in zip(first, second, strict=True)
-    )
 
 
 def json_text(value: object) -> Text:

@@ -4,8 +4,6 @@ dir, never silently over an existing file)."""
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,65 +12,11 @@ from typing import Final
 from workbench.api import CodeContext
 from workbench.paths import private_directory
 from workbench.transcripts import ContextSpec, Outcome, RecordedCell, Transcript, write_private_text
-from workbench.tui.transcript_cell import (
-    TranscriptCell,
-    error_header,
-    error_traceback,
-    result_text,
-    shown_stderr,
-)
+from workbench.transcripts.documents import transcript_json, transcript_markdown
+from workbench.tui.transcript_cell import TranscriptCell
 
-FENCE_LANGUAGES = {"python": "python", "javascript": "js", "ruby": "ruby", "perl": "perl"}
 EXPORTS_DIR_NAME: Final = "exports"
 EXTENSIONS: Final = {"markdown": ".md", "json": ".json", "transcript": ".transcript.json"}
-
-
-def fence_for(body: Sequence[str]) -> str:
-    """A code fence longer than any run of backticks in `body`, so guest text can never
-    close it and turn into Markdown or HTML (CommonMark: a fence closes only with one at
-    least as long)."""
-    longest = max((len(run) for line in body for run in re.findall("`+", line)), default=0)
-    return "`" * max(3, longest + 1)
-
-
-def transcript_markdown(title: str, cells: Sequence[TranscriptCell]) -> str:
-    lines = [f"# {title}", ""]
-    for cell in cells:
-        fence = fence_for([cell.code])
-        language = FENCE_LANGUAGES.get(cell.language, "")
-        lines += [f"## In [{cell.number}]", "", f"{fence}{language}", cell.code, fence, ""]
-        result = cell.result
-        sections: list[tuple[str, list[str]]] = []
-        if result is not None:
-            sections += [("stdout", result.stdout), ("stderr", shown_stderr(result))]
-            sections.append(("result", result_text(result)))
-            if result.error is not None:
-                error_lines = error_header(result.error) + error_traceback(result.error)
-                sections.append(("error", error_lines))
-        if cell.failure is not None:
-            sections.append(("failure", [cell.failure]))
-        for name, body in sections:
-            if body:
-                fence = fence_for(body)
-                lines += [f"**{name}**", "", fence, *body, fence, ""]
-    return "\n".join(lines)
-
-
-def transcript_json(title: str, cells: Sequence[TranscriptCell]) -> str:
-    payload = {
-        "title": title,
-        "cells": [
-            {
-                "number": cell.number,
-                "language": cell.language,
-                "code": cell.code,
-                "result": None if cell.result is None else cell.result.to_json(),
-                "failure": cell.failure,
-            }
-            for cell in cells
-        ],
-    }
-    return json.dumps(payload, indent=2, ensure_ascii=False)
 
 
 def replayable_transcript(
