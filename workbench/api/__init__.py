@@ -10,7 +10,7 @@ shadow the builtins, so they are offered as `SandboxFileNotFoundError` and
 """
 
 from workbench.api.client import Backend, Interpreter, LineCallback, SandboxClient
-from workbench.api.display import neutralise, without_controls
+from workbench.api.display import neutralise, short_id, without_controls
 from workbench.api.engines import EngineInfo, EngineManager, EnginePrepareError, Progress
 from workbench.api.transport import Transport
 from workbench.core.clock import SYSTEM_CLOCK, Clock, FixedClock
@@ -123,5 +123,6 @@ __all__ = [
     "neutralise",
     "parse_iso",
     "sandbox_id_error",
+    "short_id",
     "without_controls",
 ]

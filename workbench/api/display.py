@@ -37,3 +37,8 @@ def warn_untrusted(line: str) -> None:
     The headless rooms print through this, the CLI through `workbench.cli.terminal`."""
     sys.stderr.write((neutralise(line) if sys.stderr.isatty() else line) + "\n")
     sys.stderr.flush()
+
+
+def short_id(identifier: str) -> str:
+    """The first block of a UUID-style context id."""
+    return identifier.split("-", 1)[0][:8]

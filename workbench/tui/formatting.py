@@ -57,8 +57,3 @@ def execution_footer(result: ExecutionResult, *, show_measurements: bool) -> str
     if result.execution_count is not None:
         parts.append(f"[{result.execution_count}]")
     return " · ".join(parts)
-
-
-def short_id(identifier: str) -> str:
-    """The first block of a UUID-style context id."""
-    return identifier.split("-", 1)[0][:8]

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any, cast
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from workbench.api import neutralise
+from workbench.api import neutralise, short_id
 from workbench.profiles import profile_names
-from workbench.tui.formatting import short_id
 from workbench.tui.key_bindings import PALETTE_TITLES, WORKBENCH_BINDINGS
 
 if TYPE_CHECKING:

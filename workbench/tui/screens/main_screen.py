@@ -27,10 +27,10 @@ from workbench.api import (
     SandboxInfo,
     VersionReport,
     iso_from_ms,
+    short_id,
 )
 from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
-from workbench.tui.formatting import short_id
 from workbench.tui.history_store import LocalHistoryStore, OpenTabs
 from workbench.tui.messages import (
     BackendFailed,

@@ -13,8 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
-from workbench.api import CodeContext
-from workbench.tui.formatting import short_id
+from workbench.api import CodeContext, short_id
 from workbench.tui.untrusted import shown_content
 
 DEFAULT_DEST = "/workspace"

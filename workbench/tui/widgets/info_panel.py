@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from workbench.api import SandboxInfo, iso_from_ms
-from workbench.tui.formatting import MASK, countdown, human_bytes, short_id
+from workbench.api import SandboxInfo, iso_from_ms, short_id
+from workbench.tui.formatting import MASK, countdown, human_bytes
 from workbench.tui.untrusted import shown
 
 

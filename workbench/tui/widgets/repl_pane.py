@@ -18,8 +18,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input
 
-from workbench.api import CodeContext, ExecutionResult, HistoryEntry
-from workbench.tui.formatting import short_id
+from workbench.api import CodeContext, ExecutionResult, HistoryEntry, short_id
 from workbench.tui.screens.cell_picker_screen import CellCopyRequest, CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.export_screen import ExportRequest, ExportScreen

@@ -6,8 +6,8 @@ from rich.text import Text, TextType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from workbench.api import FileInfo, SandboxInfo, SandboxSummary
-from workbench.tui.formatting import human_bytes, short_id
+from workbench.api import FileInfo, SandboxInfo, SandboxSummary, short_id
+from workbench.tui.formatting import human_bytes
 from workbench.tui.tree_nodes import (
     ContextNode,
     DirectoryNode,

@@ -10,7 +10,7 @@ from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
-from workbench.tui.formatting import short_id
+from workbench.api import short_id
 from workbench.tui.untrusted import shown_content
 from workbench.tui.widgets.file_view import FileView
 from workbench.tui.widgets.repl_pane import ReplPane
