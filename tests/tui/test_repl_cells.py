@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 from rich.console import Console
 from textual.widgets import Input, Static
@@ -309,6 +310,16 @@ async def test_export_defaults_to_the_data_dir_and_asks_before_overwriting(
         assert json_path.parent == exports and json_path.suffix == ".json"
         await wait_for(pilot, lambda: json_path.is_file())
         assert len(json.loads(json_path.read_text())["cells"]) == 2
+
+        exported = await export_with_prompt(pilot, "alt+i")
+        notebook_path = Path(exported.default_path)
+        assert notebook_path.parent == exports and notebook_path.suffix == ".ipynb"
+        await wait_for(pilot, lambda: notebook_path.is_file())
+        notebook = nbformat.read(str(notebook_path), as_version=4)
+        nbformat.validate(notebook)
+        assert notebook.metadata.kernelspec.language == "perl"
+        assert [cell.source for cell in notebook.cells] == ["{answer => 42}", "7 * 6"]
+        assert notebook.cells[1].outputs[0].data["text/plain"] == "42"
 
         # Any other path: missing folders are created; a folder is refused as typed.
         custom = tmp_path / "notes" / "session.md"

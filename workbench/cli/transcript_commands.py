@@ -26,7 +26,10 @@ from workbench.cli.terminal import echo_json, echo_untrusted
 
 if TYPE_CHECKING:
     from workbench.api import Backend
-    from workbench.transcripts import CellReplay, ReplayReport, Transcript
+    from workbench.transcripts import CellReplay, Export, ReplayReport, Transcript
+
+
+EXPORT_FORMATS = ("transcript", "json", "md", "ipynb")
 
 
 @click.group("transcript")
@@ -40,12 +43,19 @@ def transcript_group() -> None:
 Examples:
   sandbox-workbench transcript export -s demo --context 3f2a… -o demo.json
   sandbox-workbench transcript export -s demo --context 3f2a… -o - --with-files
+  sandbox-workbench transcript export -s demo --context 3f2a… -o demo.ipynb
   sandbox-workbench replay demo.json --profile staging
 
 \b
-The file holds the context's binding and cwd, the sandbox's env var names (values
-with --with-env), optionally the workspace files, and each cell's code with its
-outcome, from the backend's history (local and serve keep one; the Worker gateway
+Formats (default: from FILE's extension, .ipynb and .md, else transcript):
+  transcript  what `replay` runs again: the context's binding and cwd, the
+              sandbox's env var names (values with --with-env), optionally the
+              workspace files, and each cell's code with its outcome
+  json        each cell's code and its whole result, as the workbench exports it
+  md          Markdown: each cell's code and output in fences
+  ipynb       a Jupyter notebook (nbformat 4.5) of the context's language: a code
+              cell per run, with its stdout, stderr, results and error as outputs
+All come from the backend's history (local and serve keep one; the Worker gateway
 does not: export from the workbench there). A context's own env vars are not
 reported by the gateway protocol and are not recorded.""",
 )
@@ -60,8 +70,18 @@ reported by the gateway protocol and are not recorded.""",
     metavar="FILE",
     help="Where to write the transcript (- for stdout); an existing file needs --force.",
 )
-@click.option("--with-env", is_flag=True, help="Include env var values (secrets too).")
-@click.option("--with-files", is_flag=True, help="Include the workspace files (base64).")
+@click.option(
+    "--format",
+    "file_format",
+    type=click.Choice(EXPORT_FORMATS),
+    help="What to write (default: from FILE's extension, .ipynb and .md, else transcript).",
+)
+@click.option(
+    "--with-env", is_flag=True, help="Include env var values (secrets too; transcript only)."
+)
+@click.option(
+    "--with-files", is_flag=True, help="Include the workspace files (base64; transcript only)."
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing FILE.")
 @backend_options
 @run_async
@@ -69,14 +89,25 @@ async def export_command(
     sandbox_id: str,
     context_id: str,
     output: str,
+    file_format: str | None,
     with_env: bool,
     with_files: bool,
     force: bool,
     profile: str,
     data_dir: Path | None,
 ) -> int:
-    """Write a context's cells and their outcomes to a versioned JSON file."""
+    """Write a context's cells and their outcomes: a replayable transcript, JSON,
+    Markdown or a Jupyter notebook."""
     from workbench.transcripts import ExportError, export_context, write_private_text
+
+    file_format = file_format or export_format_for(output)
+    transcript_only = [
+        flag for flag, given in (("--with-env", with_env), ("--with-files", with_files)) if given
+    ]
+    if transcript_only and file_format != "transcript":
+        raise CommandError(
+            f"{' and '.join(transcript_only)}: only with --format transcript", EXIT_USAGE
+        )
 
     async def body(backend: Backend) -> Any:
         context = await full_context_id(backend.sandbox(sandbox_id), context_id)
@@ -90,7 +121,7 @@ async def export_command(
         raise CommandError(str(error), EXIT_NOT_FOUND if error.not_found else EXIT_USAGE) from None
     for line in exported.notes:
         note(f"note: {line}")
-    text = exported.transcript.dumps()
+    text = export_text(exported, file_format)
     if output == "-":
         echo_untrusted(text.removesuffix("\n"))
         return EXIT_OK
@@ -101,6 +132,26 @@ async def export_command(
     cells = len(exported.transcript.cells)
     note(f"wrote {cells} cell{'s' if cells != 1 else ''} to {output}")
     return EXIT_OK
+
+
+def export_format_for(output: str) -> str:
+    """The format FILE's extension names (`.ipynb`, `.md`), else a replayable transcript."""
+    suffix = Path(output).suffix.lower()
+    return {".ipynb": "ipynb", ".md": "md"}.get(suffix, "transcript")
+
+
+def export_text(exported: Export, file_format: str) -> str:
+    from workbench.transcripts.documents import notebook_text, transcript_json, transcript_markdown
+
+    title, cells = exported.title, exported.cells
+    if file_format == "json":
+        return transcript_json(title, cells) + "\n"
+    if file_format == "md":
+        return transcript_markdown(title, cells) + "\n"
+    if file_format == "ipynb":
+        context = exported.transcript.context
+        return notebook_text(title, context.language, cells, exported.transcript.source)
+    return exported.transcript.dumps()
 
 
 def load(path: str) -> Transcript:

@@ -1,5 +1,5 @@
-"""A context's cells as documents: Markdown and JSON, and the plain text of their
-outcomes those are made of (and the TUI shows).
+"""A context's cells as documents: Markdown, JSON and a Jupyter notebook, and the plain
+text of their outcomes those are made of (and the TUI shows).
 
 A guest error is written once: as `Name: message` and its traceback. Lines that only
 restate it are left out: a traceback line repeating `Name: message` (the Python driver
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
 
-from workbench.api import ExecutionError, ExecutionResult
+from workbench.api import ExecutionError, ExecutionResult, HistoryEntry
 
 FENCE_LANGUAGES = {"python": "python", "javascript": "js", "ruby": "ruby", "perl": "perl"}
 PYTHON_TRACEBACK_TITLE = "Traceback (most recent call last):"
@@ -38,6 +39,29 @@ class DocumentCell(Protocol):
 
     @property
     def failure(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class HistoryCell:
+    """A run from a backend's history (`GET …/history`), as a document shows it."""
+
+    number: int
+    code: str
+    language: str
+    result: ExecutionResult | None = None
+    failure: str | None = None
+
+    @classmethod
+    def of(cls, entry: HistoryEntry, language: str) -> HistoryCell:
+        return cls(history_number(entry), entry.code, language, entry.result)
+
+
+def history_number(entry: HistoryEntry) -> int:
+    """The run's `executionCount` (what the REPL showed), else its place in the history."""
+    result = entry.result
+    if result is not None and result.execution_count is not None:
+        return result.execution_count
+    return entry.seq
 
 
 def result_text(result: ExecutionResult) -> list[str]:
@@ -133,3 +157,130 @@ def transcript_json(title: str, cells: Sequence[DocumentCell]) -> str:
         ],
     }
     return json.dumps(payload, indent=2, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class NotebookLanguage:
+    """What a notebook says of its cells' language: Jupyter picks a kernel by
+    `kernel` and highlights by `name`."""
+
+    name: str
+    kernel: str
+    display_name: str
+    file_extension: str
+    mimetype: str
+
+
+NOTEBOOK_LANGUAGES: Final = {
+    "python": NotebookLanguage("python", "python3", "Python 3", ".py", "text/x-python"),
+    "javascript": NotebookLanguage(
+        "javascript", "javascript", "JavaScript", ".js", "application/javascript"
+    ),
+    "ruby": NotebookLanguage("ruby", "ruby", "Ruby", ".rb", "text/x-ruby"),
+    "perl": NotebookLanguage("perl", "perl", "Perl", ".pl", "text/x-perl"),
+}
+NOTEBOOK_METADATA_KEY: Final = "sandbox_workbench"
+"""Where a notebook and its cells keep what only the workbench knows (title, source,
+engine, duration)."""
+
+
+def notebook_outputs(cell: DocumentCell) -> list[dict[str, Any]]:
+    """The cell's stdout and stderr as streams, each result as an `execute_result`, the
+    guest's error as an `error`, and why there is no result (a request that failed) on
+    stderr. Guest text goes only into streams, `text/plain` and `application/json`:
+    never HTML or JavaScript, so opening the notebook runs nothing the guest wrote."""
+    outputs: list[dict[str, Any]] = []
+    result = cell.result
+
+    def stream(name: str, lines: Sequence[str]) -> None:
+        if lines:
+            outputs.append({"output_type": "stream", "name": name, "text": "\n".join(lines) + "\n"})
+
+    if result is not None:
+        stream("stdout", result.stdout)
+        stream("stderr", shown_stderr(result))
+        for entry, text in zip(result.results, result_text(result), strict=True):
+            data: dict[str, Any] = {"text/plain": text}
+            if entry.is_json:
+                data["application/json"] = entry.json
+            outputs.append(
+                {
+                    "output_type": "execute_result",
+                    "execution_count": cell.number,
+                    "data": data,
+                    "metadata": {},
+                }
+            )
+        if result.error is not None:
+            outputs.append(
+                {
+                    "output_type": "error",
+                    "ename": result.error.name,
+                    "evalue": result.error.message,
+                    "traceback": error_header(result.error) + error_traceback(result.error),
+                }
+            )
+    if cell.failure is not None:
+        stream("stderr", [cell.failure])
+    return outputs
+
+
+def transcript_notebook(
+    title: str,
+    language: str,
+    cells: Sequence[DocumentCell],
+    source: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The cells as an nbformat 4.5 notebook of `language` (one code cell per run, with
+    its outputs), as Jupyter and VS Code open it."""
+    described = NOTEBOOK_LANGUAGES.get(language)
+    if described is None:
+        raise ValueError(f"no notebook language for {language!r}")
+    notebook_cells = []
+    for index, cell in enumerate(cells, start=1):
+        cell_metadata: dict[str, Any] = {}
+        if cell.result is not None:
+            cell_metadata[NOTEBOOK_METADATA_KEY] = {
+                "engine": cell.result.engine,
+                "durationMs": cell.result.duration_ms,
+            }
+        notebook_cells.append(
+            {
+                "cell_type": "code",
+                "id": f"cell-{index}",
+                "metadata": cell_metadata,
+                "execution_count": cell.number,
+                "source": cell.code,
+                "outputs": notebook_outputs(cell),
+            }
+        )
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {
+                "name": described.kernel,
+                "display_name": described.display_name,
+                "language": described.name,
+            },
+            "language_info": {
+                "name": described.name,
+                "file_extension": described.file_extension,
+                "mimetype": described.mimetype,
+            },
+            NOTEBOOK_METADATA_KEY: {"title": title, **(source or {})},
+        },
+        "cells": notebook_cells,
+    }
+
+
+def notebook_text(
+    title: str,
+    language: str,
+    cells: Sequence[DocumentCell],
+    source: Mapping[str, str] | None = None,
+) -> str:
+    """`transcript_notebook` as the `.ipynb` file's text (one-space indent, as Jupyter
+    writes it)."""
+    notebook = transcript_notebook(title, language, cells, source)
+    return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"

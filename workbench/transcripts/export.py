@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workbench.api import Backend, ContextInfo, SandboxClient
+from workbench.api import Backend, ContextInfo, SandboxClient, short_id
+from workbench.transcripts.documents import HistoryCell
 from workbench.transcripts.model import (
     MAX_WORKSPACE_BYTES,
     ContextSpec,
@@ -28,6 +29,10 @@ class ExportError(Exception):
 @dataclass(frozen=True)
 class Export:
     transcript: Transcript
+    cells: tuple[HistoryCell, ...]
+    """The runs with their whole results, for the documents (`workbench.transcripts.documents`)."""
+    title: str
+    """`<sandbox>-<binding>-<short context id>`, as the workbench names its exports."""
     notes: list[str] = field(default_factory=list)
     """What the transcript leaves out, for the user."""
 
@@ -108,4 +113,6 @@ async def export_context(
         workspace=await _workspace(sandbox) if with_files else None,
         source={"profile": backend.name, "sandbox": sandbox_id, "context": context_id},
     )
-    return Export(transcript, notes)
+    cells = tuple(HistoryCell.of(entry, context.language) for entry in history)
+    title = f"{sandbox_id}-{context.binding}-{short_id(context_id)}"
+    return Export(transcript, cells, title, notes)

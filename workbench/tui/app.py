@@ -383,6 +383,9 @@ class WorkbenchApp(App[None]):
     def action_export_json(self) -> None:
         self.in_active_repl(lambda repl: repl.export_transcript("json"))
 
+    def action_export_notebook(self) -> None:
+        self.in_active_repl(lambda repl: repl.export_transcript("ipynb"))
+
     def action_diff_cell(self, profile: str | None = None) -> None:
         """Rerun the current cell on `profile` (picked when None) and compare."""
         others = [name for name in profile_names(self.config) if name != self.profile]

@@ -32,6 +32,7 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("alt+y", "pick_cell", "Copy from a cell…", id="repl.copy_from_cell", show=False),
     Binding("alt+m", "export_markdown", "Export Markdown", id="repl.export_markdown", show=False),
     Binding("alt+j", "export_json", "Export JSON", id="repl.export_json", show=False),
+    Binding("alt+i", "export_notebook", "Export notebook", id="repl.export_notebook", show=False),
     Binding("alt+v", "diff_cell", "Rerun on a profile", id="repl.diff", show=False),
     Binding("alt+w", "close_tab", "Close tab", id="repl.close_tab", show=False),
     # Priority: every scrolling widget (the editor, the tree) takes these keys to page sideways.
@@ -60,6 +61,7 @@ REPL_ACTIONS = frozenset(
         "pick_cell",
         "export_markdown",
         "export_json",
+        "export_notebook",
         "diff_cell",
         "close_tab",
         "delete_context",
@@ -82,6 +84,7 @@ PALETTE_TITLES = {
     "unwatch": "Stop watching the folder",
     "prepare_engine": "Prepare the selected runtime's local engine",
     "pick_cell": "Copy the code, output or result of any cell…",
+    "export_notebook": "Export the transcript as a Jupyter notebook…",
     "diff_cell": "Rerun the current cell on another profile and compare…",
     "next_tab": "Show the next tab",
     "previous_tab": "Show the previous tab",

@@ -1,4 +1,4 @@
-"""A context's transcript as Markdown, JSON or a replayable transcript
+"""A context's transcript as Markdown, JSON, a Jupyter notebook or a replayable transcript
 (`workbench.transcripts`), and the file it is exported to (by default under the data
 dir, never silently over an existing file)."""
 
@@ -12,11 +12,16 @@ from typing import Final
 from workbench.api import CodeContext
 from workbench.paths import private_directory
 from workbench.transcripts import ContextSpec, Outcome, RecordedCell, Transcript, write_private_text
-from workbench.transcripts.documents import transcript_json, transcript_markdown
+from workbench.transcripts.documents import notebook_text, transcript_json, transcript_markdown
 from workbench.tui.transcript_cell import TranscriptCell
 
 EXPORTS_DIR_NAME: Final = "exports"
-EXTENSIONS: Final = {"markdown": ".md", "json": ".json", "transcript": ".transcript.json"}
+EXTENSIONS: Final = {
+    "markdown": ".md",
+    "json": ".json",
+    "ipynb": ".ipynb",
+    "transcript": ".transcript.json",
+}
 
 
 def replayable_transcript(
@@ -55,14 +60,17 @@ def write_transcript(
 ) -> None:
     """Write the transcript to `path`, creating missing folders (0700) and the file (0600:
     it may hold printed secrets). Without `overwrite` an existing file raises
-    FileExistsError; a symlink is never followed (OSError). The `transcript` format needs
-    the `context` the cells ran in."""
+    FileExistsError; a symlink is never followed (OSError). The `transcript` and `ipynb`
+    formats need the `context` the cells ran in."""
     if file_format == "markdown":
         text = transcript_markdown(title, cells) + "\n"
-    elif file_format == "transcript":
+    elif file_format in ("transcript", "ipynb"):
         if context is None:
-            raise ValueError("a replayable transcript needs the context")
-        text = replayable_transcript(context, cells, {"title": title}).dumps()
+            raise ValueError(f"a {file_format} export needs the context")
+        if file_format == "ipynb":
+            text = notebook_text(title, context.language, cells, {"context": context.id})
+        else:
+            text = replayable_transcript(context, cells, {"title": title}).dumps()
     else:
         text = transcript_json(title, cells) + "\n"
     private_directory(path.parent)

@@ -1,5 +1,5 @@
-"""Ask where and how to export a transcript (Markdown, JSON or a replayable transcript),
-starting from a default path."""
+"""Ask where and how to export a transcript (Markdown, JSON, a Jupyter notebook or a
+replayable transcript), starting from a default path."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from workbench.tui.transcript_export import EXTENSIONS
 FORMAT_NAMES = {
     "markdown": "Markdown",
     "json": "JSON",
+    "ipynb": "Jupyter notebook",
     "transcript": "Replayable transcript",
 }
 

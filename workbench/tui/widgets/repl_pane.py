@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.widgets import Input
 
 from workbench.api import CodeContext, ExecutionResult, HistoryEntry, short_id
+from workbench.transcripts.documents import history_number
 from workbench.tui.screens.cell_picker_screen import CellCopyRequest, CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.export_screen import ExportRequest, ExportScreen
@@ -169,12 +170,9 @@ class ReplPane(Vertical):
                 Text(f"… {earlier} earlier runs: the history search finds them", style="dim")
             )
         for entry in past:
-            result = entry.result
-            number = entry.seq
-            if result is not None and result.execution_count is not None:
-                number = result.execution_count
+            number = history_number(entry)
             self.transcript.add_cell(
-                TranscriptCell(number, entry.code, self.context.language, result)
+                TranscriptCell(number, entry.code, self.context.language, entry.result)
             )
 
     def show_output(self, lines: list[tuple[str, str]]) -> None:
