@@ -33,6 +33,7 @@ from workbench.protocol.errors import (
 from workbench.protocol.ids import SANDBOX_ID_PATTERN, sandbox_id_error
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import (
+    CONTEXT_FORK_FEATURE,
     LOCAL_ONLY_CONTEXT_LANGUAGES,
     OUTPUT_STREAM_FEATURE,
     BatchEntry,
@@ -64,6 +65,7 @@ from workbench.protocol.types import (
 )
 
 __all__ = [
+    "CONTEXT_FORK_FEATURE",
     "ENV_KEY_PATTERN",
     "LOCAL_ONLY_CONTEXT_LANGUAGES",
     "OUTPUT_STREAM_FEATURE",

@@ -14,10 +14,11 @@ from urllib.parse import quote
 
 from workbench.api.engines import EngineManager
 from workbench.api.transport import Transport
-from workbench.protocol.errors import SandboxError
+from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.http import EventSink, invalid_response, parse_json_response
 from workbench.protocol.ids import validate_sandbox_id
 from workbench.protocol.types import (
+    CONTEXT_FORK_FEATURE,
     BatchEntry,
     CodeContext,
     ContextList,
@@ -80,6 +81,24 @@ class Interpreter:
     async def delete_code_context(self, context_id: str | CodeContext) -> None:
         identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
         await self._sandbox._call("DELETE", f"/contexts/{quote(identifier, safe='')}")
+
+    async def fork_code_context(self, context_id: str | CodeContext) -> CodeContext:
+        """A new context that starts from a copy of the context's state (REPL state,
+        execution count and history), an extension of serve and the local backend. A
+        gateway without it is NOT_SUPPORTED; an unknown context is CONTEXT_NOT_FOUND."""
+        identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
+        try:
+            data = await self._sandbox._call("POST", f"/contexts/{quote(identifier, safe='')}/fork")
+        except SandboxError as error:
+            if error.http_status != 404 or error.code == ErrorCode.CONTEXT_NOT_FOUND:
+                raise
+            raise make_error(
+                ErrorCode.NOT_SUPPORTED,
+                "This gateway cannot fork a context (an extension of serve and the local "
+                "backend; a deployed gateway keeps one snapshot per context)",
+                {"feature": CONTEXT_FORK_FEATURE},
+            ) from None
+        return CodeContext.from_json(data)
 
     async def history(self, context_id: str | CodeContext) -> list[HistoryEntry]:
         """The context's past executions, oldest first; empty when the server keeps no

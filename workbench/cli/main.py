@@ -55,6 +55,12 @@ COMMANDS: dict[str, LazyCommand] = {
         "List, inspect and destroy sandboxes.",
         BACKEND_FLAGS,
     ),
+    "contexts": LazyCommand(
+        "workbench.cli.context_commands:contexts_group",
+        "Sandboxes",
+        "List and fork a sandbox's code contexts.",
+        BACKEND_FLAGS,
+    ),
     "files": LazyCommand(
         "workbench.cli.file_commands:files_group",
         "Sandboxes",

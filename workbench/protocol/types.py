@@ -113,6 +113,8 @@ request is given up is cancelled."""
 OUTPUT_STREAM_FEATURE = "output-stream"
 """An execute request that accepts `application/x-ndjson` gets the guest's output lines
 as they are written (docs/gateway-protocol.md); a gateway without it answers at the end."""
+CONTEXT_FORK_FEATURE = "context-fork"
+"""`POST /contexts/:id/fork` makes a new context from a copy of the context's state."""
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,23 @@ class Transaction:
         )
         return SnapshotLayout.of_map(new)
 
+    def copy_context_state(self, sandbox_id: str, origin_id: str, copy_id: str) -> None:
+        """Give context `copy_id` (which has neither) the snapshot and the history of
+        `origin_id`: the same blocks, each referenced once more, and copies of the rows."""
+        blocks = self._snapshot_map(sandbox_id, origin_id)
+        if blocks:
+            self._count_references(Counter(blocks))
+            self._db.execute(
+                "INSERT INTO snapshot_maps (sandbox_id, context_id, blocks) VALUES (?, ?, ?)",
+                (sandbox_id, copy_id, _map_bytes(blocks)),
+            )
+        self._db.execute(
+            "INSERT INTO history (sandbox_id, context_id, seq, code, started_at, result) "
+            "SELECT sandbox_id, ?, seq, code, started_at, result FROM history "
+            "WHERE sandbox_id = ? AND context_id = ?",
+            (copy_id, sandbox_id, origin_id),
+        )
+
     def drop_snapshot(self, sandbox_id: str, context_id: str) -> None:
         """Forget the context's snapshot, and the blocks no other snapshot holds."""
         old = self._snapshot_map(sandbox_id, context_id)

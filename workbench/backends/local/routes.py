@@ -50,6 +50,7 @@ from workbench.protocol.http import (
 from workbench.protocol.ids import validate_sandbox_id
 from workbench.protocol.routing import ANY_METHOD, Found, Route, RouteTable
 from workbench.protocol.types import (
+    CONTEXT_FORK_FEATURE,
     EXECUTION_TIMEOUT_FEATURE,
     FILES_BATCH_FEATURE,
     OUTPUT_STREAM_FEATURE,
@@ -72,7 +73,12 @@ INTERPRETER_PROTOCOL = 1
 """The runtime protocol (spec 2.2.2) the local runtimes speak and the local core accepts."""
 CORE = CoreInfo("sandbox-workbench", __version__, INTERPRETER_PROTOCOL)
 """What runs the sandboxes here: the workbench's own emulation of `@sandbox-workers/core`."""
-FEATURES = [FILES_BATCH_FEATURE, EXECUTION_TIMEOUT_FEATURE, OUTPUT_STREAM_FEATURE]
+FEATURES = [
+    FILES_BATCH_FEATURE,
+    EXECUTION_TIMEOUT_FEATURE,
+    OUTPUT_STREAM_FEATURE,
+    CONTEXT_FORK_FEATURE,
+]
 """The extensions this gateway serves (`GET /v1/health`)."""
 FILES_BATCH_LIMITS = FilesBatchLimits(FILES_BATCH_MAX_ENTRIES, FILES_BATCH_BODY_CAP)
 MAX_TIMEOUT_MS = 86_400_000
@@ -292,6 +298,11 @@ async def delete_context(sandbox: SandboxObject, request: Request, params: Param
     return answer(Success())
 
 
+async def fork_context(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """An extension: a new context from a copy of the context's state."""
+    return answer(sandbox.fork_context(unquote(params["context_id"])), 201)
+
+
 async def history(sandbox: SandboxObject, request: Request, params: Params) -> Response:
     return answer(HistoryList(sandbox.history(unquote(params["context_id"]))))
 
@@ -339,6 +350,7 @@ SANDBOX_ROUTES: RouteTable[SandboxEndpoint] = RouteTable(
         Route("GET", "/contexts", SandboxEndpoint(list_contexts)),
         Route("DELETE", "/contexts/{context_id}", SandboxEndpoint(delete_context)),
         Route("GET", "/contexts/{context_id...}/history", SandboxEndpoint(history)),
+        Route("POST", "/contexts/{context_id...}/fork", SandboxEndpoint(fork_context)),
         Route("POST", "/env", SandboxEndpoint(set_env)),
         Route("POST", "/files", SandboxEndpoint(files)),
         Route("POST", "/files/batch", SandboxEndpoint(files_batch)),

@@ -170,6 +170,10 @@ class SandboxObject:
     def create_context(self, binding: str, cwd: str, env_vars: dict[str, str]) -> CodeContext:
         return self._state.register_context(binding, cwd, env_vars).code_context()
 
+    def fork_context(self, context_id: str) -> CodeContext:
+        """A new context starting from a copy of the context's state (an extension)."""
+        return self._state.fork_context(context_id).code_context()
+
     def list_contexts(self) -> list[CodeContext]:
         self._state.touch()
         return [row.code_context() for row in self._state.sorted_contexts()]

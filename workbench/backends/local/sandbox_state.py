@@ -8,6 +8,7 @@ Every change is stored in one transaction first and kept in memory once it commi
 
 from __future__ import annotations
 
+import copy
 import re
 import sqlite3
 import uuid
@@ -204,6 +205,22 @@ class SandboxState:
         """Create a context: stored first, in memory once the commit succeeded."""
         with self.stored() as tx:
             row = self._new_context(binding, cwd, env_vars, tx)
+            self.touch(tx)
+        self.contexts[row.id] = row
+        return row
+
+    def fork_context(self, origin_id: str) -> ContextRow:
+        """A new context of the origin's binding, cwd and env vars that starts from the
+        origin's stored state: its snapshot (the blocks shared, not copied), execution
+        count and history. The store holds every answered run, so that is the state of
+        the origin's last run; from here the two evolve apart."""
+        origin = self.context(origin_id)
+        with self.stored() as tx:
+            row = self._new_context(origin.binding, origin.cwd, dict(origin.env_vars), tx)
+            row.executions = origin.executions
+            row.snapshot = copy.deepcopy(origin.snapshot)
+            tx.put_context(self.id, row.to_stored())
+            tx.copy_context_state(self.id, origin.id, row.id)
             self.touch(tx)
         self.contexts[row.id] = row
         return row
