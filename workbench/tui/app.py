@@ -317,6 +317,9 @@ class WorkbenchApp(App[None]):
     def action_focus_tree(self) -> None:
         self.main_screen.sandbox_tree.focus()
 
+    def action_fork_context(self) -> None:
+        self.main_screen.action_fork_context()
+
     def action_delete_context(self) -> None:
         self.main_screen.action_delete_context()
 

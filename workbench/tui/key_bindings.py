@@ -41,6 +41,7 @@ WORKBENCH_BINDINGS: list[Binding] = [
         "ctrl+pageup", "previous_tab", "Previous tab", id="tabs.previous", show=False, priority=True
     ),
     Binding("ctrl+t", "focus_tree", "Sandbox tree", id="sidebar.focus", show=False),
+    Binding("alt+k", "fork_context", "Fork context", id="context.fork", show=False),
     Binding("alt+d", "delete_context", "Delete context", id="context.delete", show=False),
     Binding("alt+r", "reset_context", "Reset context", id="context.reset", show=False),
     Binding("alt+l", "reload_file", "Reload file", id="file.reload", show=False),
@@ -64,6 +65,7 @@ REPL_ACTIONS = frozenset(
         "export_notebook",
         "diff_cell",
         "close_tab",
+        "fork_context",
         "delete_context",
         "reset_context",
     }
@@ -85,6 +87,7 @@ PALETTE_TITLES = {
     "prepare_engine": "Prepare the selected runtime's local engine",
     "pick_cell": "Copy the code, output or result of any cell…",
     "export_notebook": "Export the transcript as a Jupyter notebook…",
+    "fork_context": "Fork the context: a new one from a copy of its state",
     "diff_cell": "Rerun the current cell on another profile and compare…",
     "next_tab": "Show the next tab",
     "previous_tab": "Show the previous tab",

@@ -316,6 +316,17 @@ class ProfileConnection:
 
         self.call("Creating the context failed", create)
 
+    def fork_context(self, sandbox_id: str, context: CodeContext) -> None:
+        """Fork the context; the fork opens with the history it copied (`ContextOpened`)."""
+
+        async def fork(backend: Backend) -> None:
+            sandbox = backend.sandbox(sandbox_id)
+            forked = await sandbox.interpreter.fork_code_context(context.id)
+            await self._load_history(backend, sandbox_id, forked)
+            self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
+
+        self.call("Forking the context failed", fork)
+
     def change_context(self, sandbox_id: str, context: CodeContext, *, recreate: bool) -> None:
         """Delete the context; with `recreate`, create a fresh one like it."""
 

@@ -453,6 +453,12 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             self.open_tabs.closed(self.connection.profile, repl.context.id)
             await self.tabs.close_repl(repl.context.id)
 
+    def action_fork_context(self) -> None:
+        """A new context from a copy of the open REPL's state, opened beside it."""
+        repl = self.active_repl
+        if repl is not None:
+            self.connection.fork_context(repl.sandbox_id, repl.context)
+
     def action_delete_context(self) -> None:
         self.confirm_context_change(recreate=False)
 
