@@ -24,6 +24,7 @@ from workbench.backends.remote import open_remote_backend
 from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.core.workspace import GUEST_LIMITS
 from workbench.paths import DATABASE_NAME
+from workbench.store.database import SCHEMA_VERSION
 
 
 @pytest.fixture(autouse=True)
@@ -433,10 +434,11 @@ async def test_a_version_2_store_is_converted_and_its_contexts_come_back(
         await backend.aclose()
     with sqlite3.connect(data / DATABASE_NAME) as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
     db.close()
     assert not tables & {"snapshot_chunks", "snapshot_deltas"}
+    assert "checkpoints" in tables
 
 
 async def test_resident_sessions_are_bounded_by_a_memory_budget(

@@ -44,3 +44,43 @@ def test_list_and_fork_contexts(tmp_path: Path, perl_engine: None) -> None:
         assert one_error_line(unknown).startswith("error: Code context 'zz' not found")
     finally:
         run_cli(env, "daemon", "stop")
+
+
+def test_checkpoints_survive_the_daemon_and_put_the_context_back(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    env = cli_env(tmp_path)
+    try:
+        defined = run_cli(env, "run", "-s", "demo", "-l", "perl", "--json", "-c", "our $n = 41")
+        context = json.loads(defined.stdout)["context"]["id"]
+        where = ("-s", "demo", "--context", context[:8])
+        saved = run_cli(env, "contexts", "checkpoint", "save", "answer", *where)
+        assert saved.returncode == 0, saved.stderr
+        assert saved.stdout.startswith("answer  saved ") and "after run 1" in saved.stdout
+        changed = run_cli(env, "run", "-s", "demo", "--context", context, "-c", "$n = 7")
+        assert changed.returncode == 0, changed.stderr
+        assert run_cli(env, "daemon", "stop").returncode == 0  # a new daemon process next
+
+        listed = run_cli(env, "contexts", "checkpoint", "list", *where, "--json")
+        (checkpoint,) = json.loads(listed.stdout)["checkpoints"]
+        assert (checkpoint["name"], checkpoint["executions"]) == ("answer", 1)
+        restored = run_cli(env, "contexts", "checkpoint", "restore", "answer", *where)
+        assert restored.returncode == 0, restored.stderr
+        assert f"restored {context} to answer" in restored.stderr
+        read = run_cli(env, "run", "-s", "demo", "--context", context, "-c", "$n + 1")
+        assert (read.returncode, read.stdout) == (0, "42\n"), read.stderr
+
+        deleted = run_cli(env, "contexts", "checkpoint", "delete", "answer", *where)
+        assert deleted.returncode == 0, deleted.stderr
+        empty = run_cli(env, "contexts", "checkpoint", "list", *where)
+        assert empty.stdout == "no checkpoints\n"
+        missing = run_cli(env, "contexts", "checkpoint", "restore", "answer", *where)
+        assert missing.returncode == 4
+        assert one_error_line(missing).startswith(
+            f"error: Code context '{context}' has no checkpoint 'answer'"
+        )
+        bad = run_cli(env, "contexts", "checkpoint", "save", "../x", *where)
+        assert bad.returncode == 2
+        assert "A checkpoint name is 1-64 letters" in one_error_line(bad)
+    finally:
+        run_cli(env, "daemon", "stop")

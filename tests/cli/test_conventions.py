@@ -21,14 +21,15 @@ from workbench.cli.main import COMMANDS, main
 def all_command_paths() -> list[list[str]]:
     """Every leaf command, as the words that invoke it (`["files", "ls"]`)."""
     context = click.Context(main)
-    paths = []
-    for name in COMMANDS:
-        command = main.get_command(context, name)
-        if isinstance(command, click.Group):
-            paths += [[name, sub] for sub in command.commands]
-        else:
-            paths.append([name])
-    return paths
+
+    def leaves(words: list[str], command: click.Command | None) -> list[list[str]]:
+        if not isinstance(command, click.Group):
+            return [words]
+        return [
+            path for name, sub in command.commands.items() for path in leaves([*words, name], sub)
+        ]
+
+    return [path for name in COMMANDS for path in leaves([name], main.get_command(context, name))]
 
 
 def test_every_command_help_has_examples(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from engines.session import Limits
+from engines.snapshot import SnapshotDelta
 from workbench.api import Backend, ExecutionResult
 from workbench.backends.local import LocalGateway, LocalTransport, open_local_gateway
 from workbench.backends.local.gateway import MAX_CACHED_SANDBOXES
@@ -146,6 +147,44 @@ def test_history_is_pruned_to_the_newest_entries_on_insert(tmp_path: Path) -> No
     with sqlite3.connect(tmp_path / "db.sqlite3") as other:  # pruned, not just hidden
         [(rows,)] = other.execute("SELECT count(*) FROM history").fetchall()
     assert rows == 3 + 2
+
+
+def test_checkpoint_blocks_are_shared_and_freed_with_their_last_holder(tmp_path: Path) -> None:
+    """A checkpoint names the snapshot's blocks (no copy); a block goes when no snapshot
+    or checkpoint names it any more, so checkpoints never leave memory behind."""
+
+    def block(byte: int) -> memoryview:
+        return memoryview(bytes([byte]) * 4096)
+
+    def stored_blocks() -> int:
+        with sqlite3.connect(tmp_path / "db.sqlite3") as other:
+            [(count,)] = other.execute("SELECT count(*) FROM snapshot_blocks").fetchall()
+        return int(count)
+
+    store = Store(tmp_path / "db.sqlite3")
+    value = {"snapshot": None, "executions": 1, "cwd": "/workspace"}
+    try:
+        with store.transaction() as tx:
+            first = SnapshotDelta(8192, {0: block(1), 1: block(2)}, {}, from_image=True)
+            tx.put_snapshot("s", "c", first)
+            tx.save_checkpoint("s", "c", "one", 1, value)
+            tx.put_snapshot("s", "c", SnapshotDelta(8192, {0: block(3)}, {}))
+        assert stored_blocks() == 3
+        assert [saved.bytes for saved in store.checkpoints("s", "c")] == [8192]
+        with store.transaction() as tx:
+            assert tx.restore_checkpoint("s", "c", "one")
+            assert not tx.restore_checkpoint("s", "c", "none")
+        assert store.snapshot_blocks("s", "c") == {0: bytes(block(1)), 1: bytes(block(2))}
+        assert stored_blocks() == 2  # block 3: nothing names it now
+        with store.transaction() as tx:
+            tx.save_checkpoint("s", "c", "two", 2, value)
+            assert tx.delete_checkpoint("s", "c", "one")
+        assert stored_blocks() == 2  # the snapshot and "two" still name them
+        with store.transaction() as tx:
+            tx.delete_context("s", "c")
+        assert stored_blocks() == 0 and store.checkpoints("s", "c") == []
+    finally:
+        store.close()
 
 
 async def test_history_limit_comes_from_the_environment(

@@ -33,11 +33,13 @@ from workbench.protocol.errors import (
 from workbench.protocol.ids import SANDBOX_ID_PATTERN, sandbox_id_error
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import (
+    CHECKPOINTS_FEATURE,
     CONTEXT_FORK_FEATURE,
     LOCAL_ONLY_CONTEXT_LANGUAGES,
     OUTPUT_STREAM_FEATURE,
     BatchEntry,
     BatchEntryResult,
+    Checkpoint,
     CodeContext,
     ContextInfo,
     ContextRef,
@@ -65,6 +67,7 @@ from workbench.protocol.types import (
 )
 
 __all__ = [
+    "CHECKPOINTS_FEATURE",
     "CONTEXT_FORK_FEATURE",
     "ENV_KEY_PATTERN",
     "LOCAL_ONLY_CONTEXT_LANGUAGES",
@@ -74,6 +77,7 @@ __all__ = [
     "Backend",
     "BatchEntry",
     "BatchEntryResult",
+    "Checkpoint",
     "Clock",
     "CodeContext",
     "CodeExecutionError",

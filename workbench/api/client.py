@@ -18,8 +18,11 @@ from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.http import EventSink, invalid_response, parse_json_response
 from workbench.protocol.ids import validate_sandbox_id
 from workbench.protocol.types import (
+    CHECKPOINTS_FEATURE,
     CONTEXT_FORK_FEATURE,
     BatchEntry,
+    Checkpoint,
+    CheckpointList,
     CodeContext,
     ContextList,
     ExecutionResult,
@@ -54,6 +57,11 @@ def _encoding(encoding: str | None) -> str | None:
     return "utf-8" if encoding == "utf8" else encoding
 
 
+def _context_path(context_id: str | CodeContext) -> str:
+    identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
+    return f"/contexts/{quote(identifier, safe='')}"
+
+
 def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
@@ -86,19 +94,63 @@ class Interpreter:
         """A new context that starts from a copy of the context's state (REPL state,
         execution count and history), an extension of serve and the local backend. A
         gateway without it is NOT_SUPPORTED; an unknown context is CONTEXT_NOT_FOUND."""
-        identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
+        data = await self._extension(
+            "POST",
+            f"{_context_path(context_id)}/fork",
+            None,
+            CONTEXT_FORK_FEATURE,
+            "fork a context",
+        )
+        return CodeContext.from_json(data)
+
+    async def save_checkpoint(self, context_id: str | CodeContext, name: str) -> Checkpoint:
+        """Keep the context's state (the snapshot of its last run) under `name`, replacing
+        a checkpoint of that name; an extension of serve and the local backend."""
+        data = await self._extension(
+            "POST",
+            f"{_context_path(context_id)}/checkpoints",
+            {"name": name},
+            CHECKPOINTS_FEATURE,
+            "keep checkpoints",
+        )
+        return Checkpoint.from_json(data)
+
+    async def list_checkpoints(self, context_id: str | CodeContext) -> list[Checkpoint]:
+        """The context's checkpoints, oldest first."""
+        data = await self._extension(
+            "GET",
+            f"{_context_path(context_id)}/checkpoints",
+            None,
+            CHECKPOINTS_FEATURE,
+            "keep checkpoints",
+        )
+        return CheckpointList.from_json(data).checkpoints
+
+    async def restore_checkpoint(self, context_id: str | CodeContext, name: str) -> Checkpoint:
+        """Put the context back to the checkpoint; its history records the restore."""
+        path = f"{_context_path(context_id)}/checkpoints/{quote(name, safe='')}/restore"
+        data = await self._extension("POST", path, None, CHECKPOINTS_FEATURE, "keep checkpoints")
+        return Checkpoint.from_json(data)
+
+    async def delete_checkpoint(self, context_id: str | CodeContext, name: str) -> None:
+        path = f"{_context_path(context_id)}/checkpoints/{quote(name, safe='')}"
+        await self._extension("DELETE", path, None, CHECKPOINTS_FEATURE, "keep checkpoints")
+
+    async def _extension(self, method: str, path: str, body: Any, feature: str, what: str) -> Any:
+        """Call a route of a serve and local-backend extension: a gateway that does not
+        know the route (404 `Not found`) is NOT_SUPPORTED, naming `feature`."""
         try:
-            data = await self._sandbox._call("POST", f"/contexts/{quote(identifier, safe='')}/fork")
+            return await self._sandbox._call(method, path, body)
         except SandboxError as error:
-            if error.http_status != 404 or error.code == ErrorCode.CONTEXT_NOT_FOUND:
+            unknown_route = error.http_status == 404 and error.message == "Not found"
+            if not unknown_route:
                 raise
             raise make_error(
                 ErrorCode.NOT_SUPPORTED,
-                "This gateway cannot fork a context (an extension of serve and the local "
-                "backend; a deployed gateway keeps one snapshot per context)",
-                {"feature": CONTEXT_FORK_FEATURE},
+                f"This gateway cannot {what} (an extension of serve and the local backend; "
+                "a deployed gateway keeps one snapshot per context)",
+                {"feature": feature},
             ) from None
-        return CodeContext.from_json(data)
 
     async def history(self, context_id: str | CodeContext) -> list[HistoryEntry]:
         """The context's past executions, oldest first; empty when the server keeps no

@@ -1,20 +1,35 @@
-"""`sandbox-workbench contexts list | fork`: a sandbox's code contexts."""
+"""`sandbox-workbench contexts list | fork | checkpoint save|list|restore|delete`: a
+sandbox's code contexts and their checkpoints."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-from workbench.api import Backend, ContextInfo
+from workbench.api import Backend, Checkpoint, ContextInfo
 from workbench.cli.common import backend_options, full_context_id, note, run_async, with_backend
 from workbench.cli.completion import complete_sandbox_ids
 from workbench.cli.terminal import echo_json, echo_untrusted
 
+Command = TypeVar("Command", bound=Callable[..., Any])
+
 
 @click.group("contexts")
 def contexts_group() -> None:
-    """List and fork a sandbox's code contexts."""
+    """List, fork and checkpoint a sandbox's code contexts."""
+
+
+def context_options(function: Command) -> Command:
+    """`-s/--sandbox` and `--context`, as `run` takes them."""
+    function = click.option(
+        "--context", "context_id", required=True, help="The code context's id or a unique prefix."
+    )(function)
+    return click.option(
+        "--sandbox", "-s", "sandbox_id", required=True, shell_complete=complete_sandbox_ids
+    )(function)
 
 
 def context_line(context: ContextInfo) -> str:
@@ -69,10 +84,7 @@ snapshot of its last run), execution count, history, cwd and env vars. From then
 the two evolve apart. An extension of the local backend and serve; a Worker gateway
 cannot fork (exit 1, NOT_SUPPORTED).""",
 )
-@click.option("--sandbox", "-s", "sandbox_id", required=True, shell_complete=complete_sandbox_ids)
-@click.option(
-    "--context", "context_id", required=True, help="The code context's id or a unique prefix."
-)
+@context_options
 @click.option("--json", "as_json", is_flag=True, help="Print the new CodeContext JSON.")
 @backend_options
 @run_async
@@ -90,5 +102,129 @@ async def fork_command(
             return
         note(f"forked {origin} into a new {fork.binding} context")
         echo_untrusted(fork.id)
+
+    await with_backend(profile, data_dir, body)
+
+
+@contexts_group.group("checkpoint")
+def checkpoint_group() -> None:
+    """Keep a context's state under a name, and go back to it (local and serve)."""
+
+
+def checkpoint_line(checkpoint: Checkpoint) -> str:
+    return (
+        f"{checkpoint.name}  saved {checkpoint.created_at}  after run {checkpoint.executions}  "
+        f"{checkpoint.bytes} bytes"
+    )
+
+
+@checkpoint_group.command(
+    "save",
+    epilog="""\b
+Examples:
+  sandbox-workbench contexts checkpoint save -s demo --context 3f2a before-refactor
+
+\b
+Keeps the state of the context's last run (its memory snapshot, execution count and
+cwd); a checkpoint of the same name is replaced. Up to 16 per context; names are
+1-64 letters, digits, '.', '_' or '-'. They last until deleted, with the context.""",
+)
+@click.argument("name")
+@context_options
+@backend_options
+@run_async
+async def save_command(
+    name: str, sandbox_id: str, context_id: str, profile: str, data_dir: Path | None
+) -> None:
+    """Keep the context's state under NAME."""
+
+    async def body(backend: Backend) -> None:
+        sandbox = backend.sandbox(sandbox_id)
+        context = await full_context_id(sandbox, context_id)
+        echo_untrusted(checkpoint_line(await sandbox.interpreter.save_checkpoint(context, name)))
+
+    await with_backend(profile, data_dir, body)
+
+
+@checkpoint_group.command(
+    "list",
+    epilog="""\b
+Examples:
+  sandbox-workbench contexts checkpoint list -s demo --context 3f2a
+  sandbox-workbench contexts checkpoint list -s demo --context 3f2a --json""",
+)
+@context_options
+@click.option("--json", "as_json", is_flag=True, help="Print the checkpoints as JSON.")
+@backend_options
+@run_async
+async def checkpoint_list_command(
+    sandbox_id: str, context_id: str, as_json: bool, profile: str, data_dir: Path | None
+) -> None:
+    """List the context's checkpoints, oldest first: name, time, run and size."""
+
+    async def body(backend: Backend) -> None:
+        sandbox = backend.sandbox(sandbox_id)
+        context = await full_context_id(sandbox, context_id)
+        checkpoints = await sandbox.interpreter.list_checkpoints(context)
+        if as_json:
+            echo_json({"checkpoints": [checkpoint.to_json() for checkpoint in checkpoints]})
+            return
+        for checkpoint in checkpoints:
+            echo_untrusted(checkpoint_line(checkpoint))
+        if not checkpoints:
+            echo_untrusted("no checkpoints")
+
+    await with_backend(profile, data_dir, body)
+
+
+@checkpoint_group.command(
+    "restore",
+    epilog="""\b
+Examples:
+  sandbox-workbench contexts checkpoint restore -s demo --context 3f2a before-refactor
+
+\b
+The context's REPL state and cwd go back to the checkpoint; its history records the
+restore (as a comment), so the execution count goes on.""",
+)
+@click.argument("name")
+@context_options
+@backend_options
+@run_async
+async def restore_command(
+    name: str, sandbox_id: str, context_id: str, profile: str, data_dir: Path | None
+) -> None:
+    """Put the context back to checkpoint NAME."""
+
+    async def body(backend: Backend) -> None:
+        sandbox = backend.sandbox(sandbox_id)
+        context = await full_context_id(sandbox, context_id)
+        restored = await sandbox.interpreter.restore_checkpoint(context, name)
+        note(f"restored {context} to {checkpoint_line(restored)}")
+
+    await with_backend(profile, data_dir, body)
+
+
+@checkpoint_group.command(
+    "delete",
+    epilog="""\b
+Examples:
+  sandbox-workbench contexts checkpoint delete -s demo --context 3f2a before-refactor""",
+)
+@click.argument("name")
+@context_options
+@backend_options
+@run_async
+async def delete_command(
+    name: str, sandbox_id: str, context_id: str, profile: str, data_dir: Path | None
+) -> None:
+    """Delete checkpoint NAME (its memory goes unless another checkpoint or snapshot
+    holds the same blocks)."""
+
+    async def body(backend: Backend) -> None:
+        sandbox = backend.sandbox(sandbox_id)
+        context = await full_context_id(sandbox, context_id)
+        await sandbox.interpreter.delete_checkpoint(context, name)
+        note(f"deleted checkpoint {name} of {context}")
 
     await with_backend(profile, data_dir, body)

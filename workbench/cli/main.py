@@ -58,7 +58,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "contexts": LazyCommand(
         "workbench.cli.context_commands:contexts_group",
         "Sandboxes",
-        "List and fork a sandbox's code contexts.",
+        "List, fork and checkpoint a sandbox's code contexts.",
         BACKEND_FLAGS,
     ),
     "files": LazyCommand(

@@ -25,11 +25,15 @@ from workbench.protocol.codec import WireType, wire
 from workbench.protocol.errors import SandboxError, create_error_from_response
 
 __all__ = [
+    "CHECKPOINTS_FEATURE",
+    "CONTEXT_FORK_FEATURE",
     "EXECUTION_TIMEOUT_FEATURE",
     "FILES_BATCH_FEATURE",
     "BatchEntry",
     "BatchEntryResult",
     "CancelResult",
+    "Checkpoint",
+    "CheckpointList",
     "CodeContext",
     "ContextInfo",
     "ContextList",
@@ -115,6 +119,8 @@ OUTPUT_STREAM_FEATURE = "output-stream"
 as they are written (docs/gateway-protocol.md); a gateway without it answers at the end."""
 CONTEXT_FORK_FEATURE = "context-fork"
 """`POST /contexts/:id/fork` makes a new context from a copy of the context's state."""
+CHECKPOINTS_FEATURE = "checkpoints"
+"""`…/contexts/:id/checkpoints` saves, lists, restores and deletes named states."""
 
 
 @dataclass(frozen=True)
@@ -349,6 +355,28 @@ class HistoryList(WireType):
     """`GET /contexts/:id/history`."""
 
     history: list[HistoryEntry]
+
+
+@dataclass(frozen=True)
+class Checkpoint(WireType):
+    """A context's state saved under a name (`…/contexts/:id/checkpoints`, an extension
+    of serve and the local backend)."""
+
+    name: str
+    context_id: str
+    created_at: str
+    executions: int
+    """The context's execution count when it was saved."""
+    bytes: int
+    """Memory the checkpoint holds apart from the engine's image (4 KiB blocks, shared
+    with the snapshots and checkpoints that hold the same ones)."""
+
+
+@dataclass(frozen=True)
+class CheckpointList(WireType):
+    """`GET /contexts/:id/checkpoints`, oldest first."""
+
+    checkpoints: list[Checkpoint]
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,22 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from workbench.store.database import Store, StoredContext, StoredSandbox, Transaction
+from workbench.store.database import (
+    Store,
+    StoredCheckpoint,
+    StoredContext,
+    StoredSandbox,
+    Transaction,
+)
 
-__all__ = ["Store", "StoredContext", "StoredSandbox", "Transaction", "open_failure"]
+__all__ = [
+    "Store",
+    "StoredCheckpoint",
+    "StoredContext",
+    "StoredSandbox",
+    "Transaction",
+    "open_failure",
+]
 
 
 def open_failure(error: BaseException, database: Path) -> str | None:

@@ -32,11 +32,12 @@ from engines.result import well_formed
 from engines.snapshot import SnapshotDelta
 from workbench.paths import private_directory, private_file
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """3 stores snapshots as content-addressed 4 KiB blocks that differ from the engine's
 image (`snapshot_blocks`, shared by every context, and one `snapshot_maps` row per
 context) instead of per-context 1 MiB chunks and deltas; a version-1 or version-2 store
-is converted in place, and older workbenches refuse a version-3 store."""
+is converted in place. 4 adds `checkpoints` (a version-3 store gains the empty table).
+Older workbenches refuse a newer store."""
 DEFAULT_HISTORY_LIMIT = 1000
 """Execution history entries kept per context."""
 CHUNK_BYTES = 1 << 20
@@ -77,6 +78,15 @@ CREATE TABLE IF NOT EXISTS snapshot_maps (
     blocks BLOB NOT NULL,       -- per 4 KiB of memory, its block id (uint32, little-endian)
     PRIMARY KEY (sandbox_id, context_id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS checkpoints (
+    sandbox_id TEXT NOT NULL,
+    context_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    value TEXT NOT NULL,        -- JSON: the context's snapshot record, executions and cwd
+    blocks BLOB NOT NULL,       -- the context's snapshot map when saved (its blocks' refs count it)
+    PRIMARY KEY (sandbox_id, context_id, name)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS history (
     sandbox_id TEXT NOT NULL,
     context_id TEXT NOT NULL,
@@ -89,7 +99,7 @@ CREATE TABLE IF NOT EXISTS history (
 """
 
 
-CONTEXT_TABLES = ("contexts", "history")
+CONTEXT_TABLES = ("contexts", "history", "checkpoints")
 SANDBOX_TABLES = ("sandboxes", "files", *CONTEXT_TABLES)
 """Tables whose rows a deleted sandbox or context takes along (its snapshot map goes
 through `Transaction.drop_snapshot`, which releases the blocks it names)."""
@@ -147,6 +157,16 @@ class StoredContext:
     value: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    name: str
+    created_at: int
+    value: dict[str, Any]
+    """The context's snapshot record, executions and cwd when it was saved."""
+    bytes: int
+    """Memory held apart from the engine's image (its stored 4 KiB blocks)."""
+
+
 class Transaction:
     """Writes of one change; committed together when the `with` block ends."""
 
@@ -172,9 +192,12 @@ class Transaction:
 
     def delete_sandbox(self, sandbox_id: str) -> None:
         for (context_id,) in self._db.execute(
-            "SELECT context_id FROM snapshot_maps WHERE sandbox_id = ?", (sandbox_id,)
+            "SELECT context_id FROM snapshot_maps WHERE sandbox_id = ? UNION "
+            "SELECT context_id FROM checkpoints WHERE sandbox_id = ?",
+            (sandbox_id, sandbox_id),
         ).fetchall():
             self.drop_snapshot(sandbox_id, context_id)
+            self._drop_checkpoints(sandbox_id, context_id)
         for table in SANDBOX_TABLES:
             column = "id" if table == "sandboxes" else "sandbox_id"
             self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (sandbox_id,))
@@ -204,6 +227,7 @@ class Transaction:
 
     def delete_context(self, sandbox_id: str, context_id: str) -> None:
         self.drop_snapshot(sandbox_id, context_id)
+        self._drop_checkpoints(sandbox_id, context_id)
         for table in CONTEXT_TABLES:
             column = "id" if table == "contexts" else "context_id"
             self._db.execute(
@@ -271,14 +295,75 @@ class Transaction:
             (copy_id, sandbox_id, origin_id),
         )
 
+    def save_checkpoint(
+        self, sandbox_id: str, context_id: str, name: str, created_at: int, value: dict[str, Any]
+    ) -> None:
+        """Keep the context's current snapshot map under `name` (replacing a checkpoint of
+        that name): its blocks are referenced once more, none is copied."""
+        self.delete_checkpoint(sandbox_id, context_id, name)
+        blocks = self._snapshot_map(sandbox_id, context_id)
+        self._count_references(Counter(blocks))
+        self._db.execute(
+            "INSERT INTO checkpoints (sandbox_id, context_id, name, created_at, value, blocks) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (sandbox_id, context_id, name, created_at, json.dumps(value), _map_bytes(blocks)),
+        )
+
+    def restore_checkpoint(self, sandbox_id: str, context_id: str, name: str) -> bool:
+        """Make the checkpoint's map the context's snapshot map; False when there is no
+        checkpoint of that name (nothing changes then)."""
+        row = self._db.execute(
+            "SELECT blocks FROM checkpoints WHERE sandbox_id = ? AND context_id = ? AND name = ?",
+            (sandbox_id, context_id, name),
+        ).fetchone()
+        if row is None:
+            return False
+        saved = _map_of(row[0])
+        change: Counter[int] = Counter(saved)
+        change.subtract(self._snapshot_map(sandbox_id, context_id))
+        self._count_references(change)
+        self._db.execute(
+            "INSERT OR REPLACE INTO snapshot_maps (sandbox_id, context_id, blocks) "
+            "VALUES (?, ?, ?)",
+            (sandbox_id, context_id, _map_bytes(saved)),
+        )
+        self.reclaim = True
+        return True
+
+    def delete_checkpoint(self, sandbox_id: str, context_id: str, name: str) -> bool:
+        """Forget the checkpoint and the blocks nothing else holds; False if there was none."""
+        key = (sandbox_id, context_id, name)
+        row = self._db.execute(
+            "SELECT blocks FROM checkpoints WHERE sandbox_id = ? AND context_id = ? AND name = ?",
+            key,
+        ).fetchone()
+        if row is None:
+            return False
+        self._db.execute(
+            "DELETE FROM checkpoints WHERE sandbox_id = ? AND context_id = ? AND name = ?", key
+        )
+        self._release(_map_of(row[0]))
+        return True
+
+    def _drop_checkpoints(self, sandbox_id: str, context_id: str) -> None:
+        for (name,) in self._db.execute(
+            "SELECT name FROM checkpoints WHERE sandbox_id = ? AND context_id = ?",
+            (sandbox_id, context_id),
+        ).fetchall():
+            self.delete_checkpoint(sandbox_id, context_id, name)
+
     def drop_snapshot(self, sandbox_id: str, context_id: str) -> None:
         """Forget the context's snapshot, and the blocks no other snapshot holds."""
-        old = self._snapshot_map(sandbox_id, context_id)
-        self._count_references(Counter({block: -n for block, n in Counter(old).items()}))
+        self._release(self._snapshot_map(sandbox_id, context_id))
         self._db.execute(
             "DELETE FROM snapshot_maps WHERE sandbox_id = ? AND context_id = ?",
             (sandbox_id, context_id),
         )
+
+    def _release(self, blocks: array[int]) -> None:
+        """A map that named `blocks` is gone: each loses a reference, and those no other
+        map names are deleted (the file gives back their pages after commit)."""
+        self._count_references(Counter({block: -n for block, n in Counter(blocks).items()}))
         self.reclaim = True
 
     def _snapshot_map(self, sandbox_id: str, context_id: str) -> array[int]:
@@ -362,6 +447,11 @@ def _map_of(stored: bytes) -> array[int]:
     return block_map
 
 
+def count_stored(block_map: array[int]) -> int:
+    """The entries of a map that name a stored block (0: the engine's image there)."""
+    return len(block_map) - block_map.count(0)
+
+
 def _map_bytes(block_map: array[int]) -> bytes:
     if sys.byteorder == "big":
         block_map = array("I", block_map)
@@ -388,7 +478,7 @@ class Store:
         with self._lock:
             self._db.execute("PRAGMA busy_timeout=10000")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, 2, SCHEMA_VERSION):  # 1 and 2: converted in place
+            if version not in (0, 1, 2, 3, SCHEMA_VERSION):  # 1 to 3: converted in place
                 raise RuntimeError(
                     f"{path} has schema version {version}; this workbench understands "
                     f"{SCHEMA_VERSION}. Use another --data-dir or upgrade sandbox-workbench."
@@ -554,6 +644,21 @@ class Store:
                     for index in places[block]:
                         found[index] = data
         return found
+
+    def checkpoints(self, sandbox_id: str, context_id: str) -> list[StoredCheckpoint]:
+        """The context's checkpoints, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, created_at, value, blocks FROM checkpoints "
+                "WHERE sandbox_id = ? AND context_id = ? ORDER BY created_at, name",
+                (sandbox_id, context_id),
+            ).fetchall()
+        return [
+            StoredCheckpoint(
+                name, created_at, json.loads(value), BLOCK_BYTES * count_stored(_map_of(blocks))
+            )
+            for name, created_at, value, blocks in rows
+        ]
 
     def history(
         self, sandbox_id: str, context_id: str, *, limit: int | None = None

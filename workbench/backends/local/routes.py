@@ -50,11 +50,13 @@ from workbench.protocol.http import (
 from workbench.protocol.ids import validate_sandbox_id
 from workbench.protocol.routing import ANY_METHOD, Found, Route, RouteTable
 from workbench.protocol.types import (
+    CHECKPOINTS_FEATURE,
     CONTEXT_FORK_FEATURE,
     EXECUTION_TIMEOUT_FEATURE,
     FILES_BATCH_FEATURE,
     OUTPUT_STREAM_FEATURE,
     CancelResult,
+    CheckpointList,
     ContextList,
     CoreInfo,
     FilesBatchLimits,
@@ -78,6 +80,7 @@ FEATURES = [
     EXECUTION_TIMEOUT_FEATURE,
     OUTPUT_STREAM_FEATURE,
     CONTEXT_FORK_FEATURE,
+    CHECKPOINTS_FEATURE,
 ]
 """The extensions this gateway serves (`GET /v1/health`)."""
 FILES_BATCH_LIMITS = FilesBatchLimits(FILES_BATCH_MAX_ENTRIES, FILES_BATCH_BODY_CAP)
@@ -303,6 +306,31 @@ async def fork_context(sandbox: SandboxObject, request: Request, params: Params)
     return answer(sandbox.fork_context(unquote(params["context_id"])), 201)
 
 
+async def list_checkpoints(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """An extension: the context's checkpoints, oldest first."""
+    return answer(CheckpointList(sandbox.checkpoints(unquote(params["context_id"]))))
+
+
+async def save_checkpoint(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """An extension: keep the context's state under `name`."""
+    body = parse_object(request, EXECUTE_BODY_CAP)
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise validation_error("name is required")
+    return answer(sandbox.save_checkpoint(unquote(params["context_id"]), name), 201)
+
+
+async def restore_checkpoint(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """An extension: put the context back to a checkpoint."""
+    context_id, name = unquote(params["context_id"]), unquote(params["name"])
+    return answer(sandbox.restore_checkpoint(context_id, name))
+
+
+async def delete_checkpoint(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    sandbox.delete_checkpoint(unquote(params["context_id"]), unquote(params["name"]))
+    return answer(Success())
+
+
 async def history(sandbox: SandboxObject, request: Request, params: Params) -> Response:
     return answer(HistoryList(sandbox.history(unquote(params["context_id"]))))
 
@@ -351,6 +379,18 @@ SANDBOX_ROUTES: RouteTable[SandboxEndpoint] = RouteTable(
         Route("DELETE", "/contexts/{context_id}", SandboxEndpoint(delete_context)),
         Route("GET", "/contexts/{context_id...}/history", SandboxEndpoint(history)),
         Route("POST", "/contexts/{context_id...}/fork", SandboxEndpoint(fork_context)),
+        Route("GET", "/contexts/{context_id}/checkpoints", SandboxEndpoint(list_checkpoints)),
+        Route("POST", "/contexts/{context_id}/checkpoints", SandboxEndpoint(save_checkpoint)),
+        Route(
+            "POST",
+            "/contexts/{context_id}/checkpoints/{name}/restore",
+            SandboxEndpoint(restore_checkpoint),
+        ),
+        Route(
+            "DELETE",
+            "/contexts/{context_id}/checkpoints/{name}",
+            SandboxEndpoint(delete_checkpoint),
+        ),
         Route("POST", "/env", SandboxEndpoint(set_env)),
         Route("POST", "/files", SandboxEndpoint(files)),
         Route("POST", "/files/batch", SandboxEndpoint(files_batch)),

@@ -26,8 +26,14 @@ from workbench.core.envvars import apply_env_update, layer_env
 from workbench.protocol.errors import ErrorCode, make_error
 from workbench.protocol.http import validation_error
 from workbench.protocol.timestamps import iso_from_ms
-from workbench.protocol.types import CodeContext, FilesBatchResult, HistoryEntry, SandboxInfo
-from workbench.store import StoredSandbox
+from workbench.protocol.types import (
+    Checkpoint,
+    CodeContext,
+    FilesBatchResult,
+    HistoryEntry,
+    SandboxInfo,
+)
+from workbench.store import StoredCheckpoint, StoredSandbox
 
 
 class SandboxObject:
@@ -173,6 +179,32 @@ class SandboxObject:
     def fork_context(self, context_id: str) -> CodeContext:
         """A new context starting from a copy of the context's state (an extension)."""
         return self._state.fork_context(context_id).code_context()
+
+    def checkpoints(self, context_id: str) -> list[Checkpoint]:
+        return [
+            self._checkpoint(context_id, saved) for saved in self._state.checkpoints(context_id)
+        ]
+
+    def save_checkpoint(self, context_id: str, name: str) -> Checkpoint:
+        """Keep the context's state under `name` (an extension)."""
+        return self._checkpoint(context_id, self._state.save_checkpoint(context_id, name))
+
+    def restore_checkpoint(self, context_id: str, name: str) -> Checkpoint:
+        """Put the context back to the checkpoint: its live session goes, so the next run
+        starts from the checkpoint's snapshot."""
+        saved = self._state.restore_checkpoint(context_id, name)
+        self._sessions.discard((self.id, context_id))
+        return self._checkpoint(context_id, saved)
+
+    def delete_checkpoint(self, context_id: str, name: str) -> None:
+        self._state.delete_checkpoint(context_id, name)
+
+    @staticmethod
+    def _checkpoint(context_id: str, saved: StoredCheckpoint) -> Checkpoint:
+        executions = int(saved.value["executions"])
+        return Checkpoint(
+            saved.name, context_id, iso_from_ms(saved.created_at), executions, saved.bytes
+        )
 
     def list_contexts(self) -> list[CodeContext]:
         self._state.touch()

@@ -23,10 +23,16 @@ from workbench.core.changes import ChangeSet
 from workbench.core.workspace import Workspace
 from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.http import validation_error
-from workbench.store import StoredSandbox, Transaction
+from workbench.store import StoredCheckpoint, StoredSandbox, Transaction
 
 MAX_CONTEXTS = 8
 BINDING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_CHECKPOINTS = 16
+"""Checkpoints kept per context."""
+CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+RESTORE_NOTES = {"javascript": "// restored checkpoint {name}"}
+"""What a restore writes into the context's history, as a comment of its language (the
+default: `#`), so a replayed transcript runs it harmlessly."""
 
 
 def context_not_found(context_id: str) -> SandboxError:
@@ -224,6 +230,73 @@ class SandboxState:
             self.touch(tx)
         self.contexts[row.id] = row
         return row
+
+    # ----- checkpoints ----------------------------------------------------------------
+
+    def checkpoints(self, context_id: str) -> list[StoredCheckpoint]:
+        self.context(context_id)
+        return self._store.checkpoints(self.id, context_id)
+
+    def checkpoint(self, context_id: str, name: str) -> StoredCheckpoint:
+        found = [saved for saved in self.checkpoints(context_id) if saved.name == name]
+        if not found:
+            raise validation_error(
+                f"Code context '{context_id}' has no checkpoint '{name}'", status=404
+            )
+        return found[0]
+
+    def save_checkpoint(self, context_id: str, name: str) -> StoredCheckpoint:
+        """Keep the context's stored state (the snapshot of its last run, execution count
+        and cwd) under `name`, replacing a checkpoint of that name."""
+        row = self.context(context_id)
+        if not CHECKPOINT_NAME.fullmatch(name):
+            raise validation_error(
+                "A checkpoint name is 1-64 letters, digits, '.', '_' or '-', starting with a "
+                "letter or digit"
+            )
+        if row.snapshot is None:
+            raise validation_error(
+                f"Code context '{context_id}' has no snapshot to keep yet: run a cell first"
+            )
+        names = [saved.name for saved in self.checkpoints(context_id)]
+        if name not in names and len(names) >= MAX_CHECKPOINTS:
+            raise validation_error(
+                f"Cannot keep more than {MAX_CHECKPOINTS} checkpoints of a context; delete one"
+            )
+        value = {"snapshot": row.snapshot, "executions": row.executions, "cwd": row.cwd}
+        with self.stored() as tx:
+            tx.save_checkpoint(self.id, row.id, name, self._clock.now_ms(), value)
+            self.touch(tx)
+        return self.checkpoint(context_id, name)
+
+    def restore_checkpoint(self, context_id: str, name: str) -> StoredCheckpoint:
+        """Put the context back to the checkpoint (its snapshot and cwd); the history
+        records the restore as a comment, which counts as a run."""
+        row = self.context(context_id)
+        saved = self.checkpoint(context_id, name)
+        before = (row.snapshot, row.cwd, row.executions, row.last_used)
+        note = RESTORE_NOTES.get(row.language, "# restored checkpoint {name}").format(name=name)
+        try:
+            with self.stored() as tx:
+                tx.restore_checkpoint(self.id, row.id, name)
+                now = self._clock.now_ms()
+                row.snapshot = copy.deepcopy(saved.value["snapshot"])
+                row.cwd = str(saved.value["cwd"])
+                row.executions += 1
+                row.last_used = now
+                tx.add_history(self.id, row.id, row.executions, note, now, None)
+                tx.put_context(self.id, row.to_stored())
+                self.touch(tx)
+        except BaseException:
+            row.snapshot, row.cwd, row.executions, row.last_used = before
+            raise
+        return saved
+
+    def delete_checkpoint(self, context_id: str, name: str) -> None:
+        self.checkpoint(context_id, name)
+        with self.stored() as tx:
+            tx.delete_checkpoint(self.id, context_id, name)
+            self.touch(tx)
 
     def default_context(self, binding: str) -> ContextRow:
         """Spec 7.3: the oldest context of the binding, or a new one at /workspace."""
