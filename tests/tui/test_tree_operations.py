@@ -22,7 +22,7 @@ from tour import (
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.confirm_screen import ConfirmScreen
-from workbench.tui.screens.path_name_screen import PathNameScreen
+from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
@@ -45,12 +45,12 @@ async def name_it(pilot: WorkbenchPilot, key: str, name: str, *, clear: bool = F
     """`key` opens the name dialog; type `name` (after clearing the proposed one) and Enter."""
     app = pilot.app
     await pilot.press(key)
-    await wait_for(pilot, lambda: isinstance(app.screen, PathNameScreen))
-    field = app.screen.query_one("#path-name", Input)
+    await wait_for(pilot, lambda: isinstance(app.screen, NameScreen))
+    field = app.screen.query_one("#name-input", Input)
     if clear:
         field.value = ""
     await pilot.press(*name, "enter")
-    await wait_for(pilot, lambda: not isinstance(app.screen, PathNameScreen))
+    await wait_for(pilot, lambda: not isinstance(app.screen, NameScreen))
 
 
 async def test_new_file_folder_rename_and_delete_from_the_tree(tmp_path: Path) -> None:
@@ -66,16 +66,16 @@ async def test_new_file_folder_rename_and_delete_from_the_tree(tmp_path: Path) -
 
         # A name with a slash or `..` is refused as typed.
         await pilot.press("alt+n")
-        await wait_for(pilot, lambda: isinstance(app.screen, PathNameScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, NameScreen))
         dialog = app.screen
         await pilot.press(*"../x")
-        assert "no /" in str(dialog.query_one("#path-name-problem", Static).render())
+        assert "no /" in str(dialog.query_one("#name-problem", Static).render())
         assert dialog.query_one("#accept").disabled
-        dialog.query_one("#path-name", Input).value = ".."
+        dialog.query_one("#name-input", Input).value = ".."
         await pilot.pause()
         assert dialog.query_one("#accept").disabled
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not isinstance(app.screen, PathNameScreen))
+        await wait_for(pilot, lambda: not isinstance(app.screen, NameScreen))
 
         # New file: created, opened in a view, selected in the tree.
         await name_it(pilot, "alt+n", "new.py")

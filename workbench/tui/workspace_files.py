@@ -43,7 +43,7 @@ from workbench.tui.messages import (
 )
 from workbench.tui.profile_connection import ProfileConnection
 from workbench.tui.screens.confirm_screen import ConfirmScreen
-from workbench.tui.screens.path_name_screen import PathNameScreen
+from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.screens.save_conflict_screen import ConflictChoice, SaveConflictScreen
 from workbench.tui.tree_nodes import DirectoryNode, FileNode
 from workbench.tui.widgets.file_view import FileView
@@ -408,7 +408,7 @@ class WorkspaceFileHandlers(Screen[None]):
                 self.workspace_files.create_file(sandbox_id, path)
 
         kind = "folder" if folder else "file"
-        self.app.push_screen(PathNameScreen(f"New {kind} in {directory}/", "Create"), named)
+        self.app.push_screen(NameScreen(f"New {kind} in {directory}/", "Create"), named)
 
     def renamable_selection(self) -> DirectoryNode | FileNode | None:
         """The selected workspace file or directory, other than `/workspace` itself."""
@@ -429,7 +429,7 @@ class WorkspaceFileHandlers(Screen[None]):
                 self.workspace_files.rename(sandbox_id, path, new_path)
 
         title = f"Rename {path} to"
-        self.app.push_screen(PathNameScreen(title, "Rename", base_name(path)), named)
+        self.app.push_screen(NameScreen(title, "Rename", base_name(path)), named)
 
     def action_delete_path(self) -> None:
         selected = self.renamable_selection()

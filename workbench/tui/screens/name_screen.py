@@ -1,4 +1,4 @@
-"""Ask for the name of a new file or folder, or a new name for one, checking it as typed."""
+"""Ask for a name (of a new file or folder, or a new one for it), checking it as typed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from workbench.tui.untrusted import shown_content
 from workbench.tui.workspace_paths import name_problem
 
 
-class PathNameScreen(ModalScreen[str | None]):
+class NameScreen(ModalScreen[str | None]):
     """Dismissed with a name `name_problem` accepts (one path segment), or None."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
@@ -28,8 +28,8 @@ class PathNameScreen(ModalScreen[str | None]):
         with Vertical(classes="dialog"):
             # The title names a directory or file the backend listed.
             yield Label(shown_content(self.title_text), classes="dialog-title")
-            yield Input(self.initial_name, placeholder="name", id="path-name")
-            yield Static("", id="path-name-problem", classes="field-problem", markup=False)
+            yield Input(self.initial_name, placeholder="name", id="name-input")
+            yield Static("", id="name-problem", classes="field-problem", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.action_label, variant="primary", id="accept")
                 yield Button("Cancel", id="cancel")
@@ -37,21 +37,21 @@ class PathNameScreen(ModalScreen[str | None]):
     def on_mount(self) -> None:
         self.check(self.initial_name)
 
-    @on(Input.Changed, "#path-name")
+    @on(Input.Changed, "#name-input")
     def name_changed(self, event: Input.Changed) -> None:
         self.check(event.value)
 
     def check(self, name: str) -> None:
         problem = name_problem(name)
         shown = problem if name else ""
-        self.query_one("#path-name-problem", Static).update(shown or "")
+        self.query_one("#name-problem", Static).update(shown or "")
         unchanged = bool(self.initial_name) and name == self.initial_name
         self.query_one("#accept", Button).disabled = problem is not None or unchanged
 
-    @on(Input.Submitted, "#path-name")
+    @on(Input.Submitted, "#name-input")
     @on(Button.Pressed, "#accept")
     def accept(self) -> None:
-        name = self.query_one("#path-name", Input).value
+        name = self.query_one("#name-input", Input).value
         if name_problem(name) is None and name != self.initial_name:
             self.dismiss(name)
 
