@@ -30,7 +30,7 @@ from workbench.protocol.errors import (
     SandboxFileNotFoundError,
     ValidationFailedError,
 )
-from workbench.protocol.ids import SANDBOX_ID_PATTERN, sandbox_id_error
+from workbench.protocol.ids import SANDBOX_ID_PATTERN, checkpoint_name_problem, sandbox_id_error
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import (
     CHECKPOINTS_FEATURE,
@@ -124,6 +124,7 @@ __all__ = [
     "Usage",
     "ValidationFailedError",
     "VersionReport",
+    "checkpoint_name_problem",
     "is_valid_env_key",
     "iso_from_ms",
     "neutralise",

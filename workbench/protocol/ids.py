@@ -1,4 +1,5 @@
-"""Sandbox id rules (spec 8.1), with the exact validator messages."""
+"""Sandbox id rules (spec 8.1), with the exact validator messages, and the rule of a
+checkpoint's name (an extension)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import Final
 from workbench.protocol.errors import ErrorCode, ValidationFailedError, error_response
 
 __all__ = [
+    "CHECKPOINT_NAME_RULE",
     "RESERVED_SANDBOX_IDS",
     "SANDBOX_ID_PATTERN",
+    "checkpoint_name_problem",
     "normalize_id",
     "sandbox_id_error",
     "validate_sandbox_id",
@@ -20,6 +23,17 @@ _ID_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,63}")
 RESERVED_SANDBOX_IDS: Final = frozenset(
     {"www", "api", "admin", "root", "system", "cloudflare", "workers"}
 )
+
+
+_CHECKPOINT_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+CHECKPOINT_NAME_RULE: Final = (
+    "A checkpoint name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+)
+
+
+def checkpoint_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a checkpoint (`CHECKPOINT_NAME_RULE`), or None."""
+    return None if _CHECKPOINT_NAME.fullmatch(name) else CHECKPOINT_NAME_RULE
 
 
 def sandbox_id_error(id: object) -> str | None:

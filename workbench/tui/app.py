@@ -317,6 +317,12 @@ class WorkbenchApp(App[None]):
     def action_focus_tree(self) -> None:
         self.main_screen.sandbox_tree.focus()
 
+    def action_save_checkpoint(self) -> None:
+        self.main_screen.action_save_checkpoint()
+
+    def action_restore_checkpoint(self) -> None:
+        self.main_screen.action_restore_checkpoint()
+
     def action_fork_context(self) -> None:
         self.main_screen.action_fork_context()
 

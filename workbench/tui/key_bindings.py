@@ -42,6 +42,16 @@ WORKBENCH_BINDINGS: list[Binding] = [
     ),
     Binding("ctrl+t", "focus_tree", "Sandbox tree", id="sidebar.focus", show=False),
     Binding("alt+k", "fork_context", "Fork context", id="context.fork", show=False),
+    Binding(
+        "alt+b", "save_checkpoint", "Save checkpoint", id="context.save_checkpoint", show=False
+    ),
+    Binding(
+        "alt+z",
+        "restore_checkpoint",
+        "Restore checkpoint",
+        id="context.restore_checkpoint",
+        show=False,
+    ),
     Binding("alt+d", "delete_context", "Delete context", id="context.delete", show=False),
     Binding("alt+r", "reset_context", "Reset context", id="context.reset", show=False),
     Binding("alt+l", "reload_file", "Reload file", id="file.reload", show=False),
@@ -66,6 +76,8 @@ REPL_ACTIONS = frozenset(
         "diff_cell",
         "close_tab",
         "fork_context",
+        "save_checkpoint",
+        "restore_checkpoint",
         "delete_context",
         "reset_context",
     }
@@ -88,6 +100,8 @@ PALETTE_TITLES = {
     "pick_cell": "Copy the code, output or result of any cell…",
     "export_notebook": "Export the transcript as a Jupyter notebook…",
     "fork_context": "Fork the context: a new one from a copy of its state",
+    "save_checkpoint": "Save a checkpoint of the context's state…",
+    "restore_checkpoint": "Restore one of the context's checkpoints…",
     "diff_cell": "Rerun the current cell on another profile and compare…",
     "next_tab": "Show the next tab",
     "previous_tab": "Show the previous tab",

@@ -11,6 +11,7 @@ from textual.message import Message
 
 from workbench.api import (
     Backend,
+    Checkpoint,
     CodeContext,
     EngineInfo,
     ExecutionResult,
@@ -166,6 +167,27 @@ class ContextOpened(Message, bubble=False):
 class ContextRemoved(Message, bubble=False):
     sandbox_id: str
     context_id: str
+
+
+@dataclass
+class CheckpointSaved(Message, bubble=False):
+    context_id: str
+    checkpoint: Checkpoint
+
+
+@dataclass
+class CheckpointsLoaded(Message, bubble=False):
+    """The context's checkpoints, to pick the one to restore."""
+
+    sandbox_id: str
+    context_id: str
+    checkpoints: list[Checkpoint]
+
+
+@dataclass
+class CheckpointRestored(Message, bubble=False):
+    context_id: str
+    checkpoint: Checkpoint
 
 
 @dataclass

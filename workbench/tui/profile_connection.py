@@ -30,6 +30,9 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     BackendOpened,
     CellFinished,
     CellOutput,
+    CheckpointRestored,
+    CheckpointSaved,
+    CheckpointsLoaded,
     ContextOpened,
     ContextRemoved,
     DirectoryListed,
@@ -326,6 +329,30 @@ class ProfileConnection:
             self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
 
         self.call("Forking the context failed", fork)
+
+    def save_checkpoint(self, sandbox_id: str, context: CodeContext, name: str) -> None:
+        async def save(backend: Backend) -> None:
+            interpreter = backend.sandbox(sandbox_id).interpreter
+            saved = await interpreter.save_checkpoint(context.id, name)
+            self.owner.post_message(CheckpointSaved(context.id, saved))
+
+        self.call("Saving the checkpoint failed", save)
+
+    def load_checkpoints(self, sandbox_id: str, context: CodeContext) -> None:
+        async def load(backend: Backend) -> None:
+            listed = await backend.sandbox(sandbox_id).interpreter.list_checkpoints(context.id)
+            self.owner.post_message(CheckpointsLoaded(sandbox_id, context.id, listed))
+
+        self.call("Listing the checkpoints failed", load)
+
+    def restore_checkpoint(self, sandbox_id: str, context: CodeContext, name: str) -> None:
+        async def restore(backend: Backend) -> None:
+            sandbox = backend.sandbox(sandbox_id)
+            restored = await sandbox.interpreter.restore_checkpoint(context.id, name)
+            self.owner.post_message(CheckpointRestored(context.id, restored))
+            self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
+
+        self.call("Restoring the checkpoint failed", restore)
 
     def change_context(self, sandbox_id: str, context: CodeContext, *, recreate: bool) -> None:
         """Delete the context; with `recreate`, create a fresh one like it."""

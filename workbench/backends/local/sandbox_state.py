@@ -23,13 +23,13 @@ from workbench.core.changes import ChangeSet
 from workbench.core.workspace import Workspace
 from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.http import validation_error
+from workbench.protocol.ids import checkpoint_name_problem
 from workbench.store import StoredCheckpoint, StoredSandbox, Transaction
 
 MAX_CONTEXTS = 8
 BINDING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_CHECKPOINTS = 16
 """Checkpoints kept per context."""
-CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 RESTORE_NOTES = {"javascript": "// restored checkpoint {name}"}
 """What a restore writes into the context's history, as a comment of its language (the
 default: `#`), so a replayed transcript runs it harmlessly."""
@@ -249,11 +249,9 @@ class SandboxState:
         """Keep the context's stored state (the snapshot of its last run, execution count
         and cwd) under `name`, replacing a checkpoint of that name."""
         row = self.context(context_id)
-        if not CHECKPOINT_NAME.fullmatch(name):
-            raise validation_error(
-                "A checkpoint name is 1-64 letters, digits, '.', '_' or '-', starting with a "
-                "letter or digit"
-            )
+        problem = checkpoint_name_problem(name)
+        if problem is not None:
+            raise validation_error(problem)
         if row.snapshot is None:
             raise validation_error(
                 f"Code context '{context_id}' has no snapshot to keep yet: run a cell first"

@@ -26,6 +26,7 @@ from workbench.api import (
     RuntimeInfo,
     SandboxInfo,
     VersionReport,
+    checkpoint_name_problem,
     iso_from_ms,
     short_id,
 )
@@ -37,6 +38,9 @@ from workbench.tui.messages import (
     BackendOpened,
     CellFinished,
     CellOutput,
+    CheckpointRestored,
+    CheckpointSaved,
+    CheckpointsLoaded,
     ContextOpened,
     ContextRemoved,
     DirectoryListed,
@@ -52,10 +56,15 @@ from workbench.tui.messages import (
     SandboxInfoLoaded,
 )
 from workbench.tui.profile_connection import BackendFactory, ProfileConnection, connection_detail
+from workbench.tui.screens.checkpoint_picker_screen import (
+    CheckpointPickerScreen,
+    checkpoint_summary,
+)
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import ContextRequest, CreateContextScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.env_vars_screen import EnvVarsScreen
+from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.tree_nodes import (
     ContextNode,
     DirectoryNode,
@@ -458,6 +467,52 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         repl = self.active_repl
         if repl is not None:
             self.connection.fork_context(repl.sandbox_id, repl.context)
+
+    def action_save_checkpoint(self) -> None:
+        """Keep the open REPL's context state under a name the user gives."""
+        repl = self.active_repl
+        if repl is None:
+            return
+        context = repl.context
+
+        def named(name: str | None) -> None:
+            if name is not None:
+                self.connection.save_checkpoint(repl.sandbox_id, context, name)
+
+        title = f"Save a checkpoint of {context.binding} {short_id(context.id)}"
+        screen = NameScreen(title, "Save", problem=checkpoint_name_problem)
+        self.app.push_screen(screen, named)
+
+    def action_restore_checkpoint(self) -> None:
+        """List the open REPL's checkpoints to pick one (`checkpoints_loaded`)."""
+        repl = self.active_repl
+        if repl is not None:
+            self.connection.load_checkpoints(repl.sandbox_id, repl.context)
+
+    @on_report(CheckpointsLoaded)
+    def checkpoints_loaded(self, message: CheckpointsLoaded) -> None:
+        repl = self.tabs.repl_for(message.context_id)
+        if repl is None:
+            return
+        if not message.checkpoints:
+            self.notify("Save one first (alt+b).", title="No checkpoints of this context")
+            return
+
+        def chosen(name: str | None) -> None:
+            if name is not None:
+                self.connection.restore_checkpoint(message.sandbox_id, repl.context, name)
+
+        self.app.push_screen(CheckpointPickerScreen(message.checkpoints), chosen)
+
+    @on_report(CheckpointSaved)
+    def checkpoint_saved(self, message: CheckpointSaved) -> None:
+        self.notify(checkpoint_summary(message.checkpoint), title="Checkpoint saved")
+
+    @on_report(CheckpointRestored)
+    def checkpoint_restored(self, message: CheckpointRestored) -> None:
+        repl = self.tabs.repl_for(message.context_id)
+        if repl is not None:
+            repl.note_restored(checkpoint_summary(message.checkpoint))
 
     def action_delete_context(self) -> None:
         self.confirm_context_change(recreate=False)

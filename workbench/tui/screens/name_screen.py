@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,12 +16,19 @@ from workbench.tui.workspace_paths import name_problem
 
 
 class NameScreen(ModalScreen[str | None]):
-    """Dismissed with a name `name_problem` accepts (one path segment), or None."""
+    """Dismissed with a name `problem` accepts (by default one path segment), or None."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
 
-    def __init__(self, title: str, action_label: str, name: str = "") -> None:
+    def __init__(
+        self,
+        title: str,
+        action_label: str,
+        name: str = "",
+        problem: Callable[[str], str | None] = name_problem,
+    ) -> None:
         super().__init__(classes="dialog-screen")
+        self.problem = problem
         self.title_text = title
         self.action_label = action_label
         self.initial_name = name
@@ -42,7 +51,7 @@ class NameScreen(ModalScreen[str | None]):
         self.check(event.value)
 
     def check(self, name: str) -> None:
-        problem = name_problem(name)
+        problem = self.problem(name)
         shown = problem if name else ""
         self.query_one("#name-problem", Static).update(shown or "")
         unchanged = bool(self.initial_name) and name == self.initial_name
@@ -52,7 +61,7 @@ class NameScreen(ModalScreen[str | None]):
     @on(Button.Pressed, "#accept")
     def accept(self) -> None:
         name = self.query_one("#name-input", Input).value
-        if name_problem(name) is None and name != self.initial_name:
+        if self.problem(name) is None and name != self.initial_name:
             self.dismiss(name)
 
     @on(Button.Pressed, "#cancel")

@@ -26,6 +26,7 @@ from workbench.tui.screens.export_screen import ExportRequest, ExportScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
 from workbench.tui.transcript_cell import CellPart, TranscriptCell
 from workbench.tui.transcript_export import default_export_path, write_transcript
+from workbench.tui.untrusted import shown
 from workbench.tui.widgets.code_input import CodeInput
 from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.run_status import RunStatus
@@ -174,6 +175,10 @@ class ReplPane(Vertical):
             self.transcript.add_cell(
                 TranscriptCell(number, entry.code, self.context.language, entry.result)
             )
+
+    def note_restored(self, checkpoint: str) -> None:
+        """The context went back to a checkpoint (described by `checkpoint`)."""
+        self.transcript.write(shown(f"↺ restored checkpoint {checkpoint}", "bold magenta"))
 
     def show_output(self, lines: list[tuple[str, str]]) -> None:
         """Lines the running cell just wrote (the finished cell replaces them)."""

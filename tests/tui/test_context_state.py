@@ -1,0 +1,96 @@
+"""Forking the open REPL's context (`alt+k`) and saving and restoring its checkpoints
+(`alt+b`, `alt+z`) from the TUI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tui.test_flows import Notifications, make_app
+from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
+from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScreen
+from workbench.tui.screens.main_screen import MainScreen
+from workbench.tui.screens.name_screen import NameScreen
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+async def test_alt_k_forks_the_open_context_beside_it(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        origin = await create_context(pilot, "PERL")
+        await run_cell(pilot, origin, "our $n = 41")
+        await pilot.press("alt+k")
+        await wait_for(pilot, lambda: main.active_repl not in (None, origin))
+        fork = main.active_repl
+        assert fork is not None and fork.context.id != origin.context.id
+        assert fork.context.binding == "PERL"
+        await wait_for(pilot, lambda: len(fork.transcript.cells) == 1)
+        assert fork.history == ["our $n = 41"]  # its history came along
+        both = {origin.context.id, fork.context.id}
+        await wait_for(pilot, lambda: listed_context_ids(main, origin.sandbox_id) == both)
+
+        await run_cell(pilot, fork, "$n += 1")
+        result = fork.transcript.cells[-1].result
+        assert result is not None and result.results[0].text == "42"
+        assert result.execution_count == 2
+        main.open_context(origin.sandbox_id, origin.context)
+        await wait_for(pilot, lambda: main.active_repl is origin)
+        await run_cell(pilot, origin, "$n")
+        kept = origin.transcript.cells[-1].result
+        assert kept is not None and kept.results[0].text == "41"
+
+
+def listed_context_ids(main: MainScreen, sandbox_id: str) -> set[str]:
+    """The ids of the contexts the sandbox's loaded info lists."""
+    info = main.sandbox_infos.get(sandbox_id)
+    return set() if info is None else {context.id for context in info.contexts}
+
+
+async def test_alt_b_saves_a_checkpoint_and_alt_z_goes_back_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await pilot.press("alt+z")
+        await wait_for(pilot, lambda: any("No checkpoints" in title for _, title, _ in notes.calls))
+        await run_cell(pilot, repl, "our $n = 41")
+
+        await pilot.press("alt+b")
+        await wait_for(pilot, lambda: isinstance(app.screen, NameScreen))
+        await pilot.press(*"../x")
+        accept = app.screen.query_one("#accept")
+        assert accept.disabled  # checked as typed: not a checkpoint name
+        app.screen.query_one("#name-input").value = ""  # type: ignore[attr-defined]
+        await pilot.press(*"before", "enter")
+        await wait_for(
+            pilot, lambda: any(title == "Checkpoint saved" for _, title, _ in notes.calls)
+        )
+        saved = [message for message, title, _ in notes.calls if title == "Checkpoint saved"]
+        assert saved[0].startswith("before · saved ") and "after run 1" in saved[0]
+
+        repl.code_input.focus()
+        await run_cell(pilot, repl, "$n = 7")
+        await pilot.press("alt+z")
+        await wait_for(pilot, lambda: isinstance(app.screen, CheckpointPickerScreen))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, CheckpointPickerScreen))
+        await wait_for(
+            pilot,
+            lambda: any(
+                "restored checkpoint before" in line.text for line in repl.transcript.lines
+            ),
+        )
+        repl.code_input.focus()
+        await run_cell(pilot, repl, "$n")
+        result = repl.transcript.cells[-1].result
+        assert result is not None and result.results[0].text == "41"
+        assert not notes.errors()

@@ -1,0 +1,52 @@
+"""Pick the checkpoint a context goes back to."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList
+from textual.widgets.option_list import Option
+
+from workbench.api import Checkpoint
+from workbench.tui.formatting import human_bytes
+from workbench.tui.untrusted import shown_content
+
+
+def checkpoint_summary(checkpoint: Checkpoint) -> str:
+    return (
+        f"{checkpoint.name} · saved {checkpoint.created_at} · after run "
+        f"{checkpoint.executions} · {human_bytes(checkpoint.bytes)}"
+    )
+
+
+class CheckpointPickerScreen(ModalScreen[str | None]):
+    """The context's checkpoints, newest first; dismissed with the chosen one's name."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
+
+    def __init__(self, checkpoints: list[Checkpoint]) -> None:
+        super().__init__(classes="dialog-screen")
+        self.checkpoints = checkpoints
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog dialog-wide"):
+            yield Label(
+                "Restore a checkpoint (the context goes back to it)", classes="dialog-title"
+            )
+            yield OptionList(
+                *[
+                    Option(shown_content(checkpoint_summary(checkpoint)), id=checkpoint.name)
+                    for checkpoint in reversed(self.checkpoints)
+                ],
+                id="checkpoint-list",
+            )
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    @on(OptionList.OptionSelected, "#checkpoint-list")
+    def chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
