@@ -577,6 +577,13 @@ async def test_a_new_context_proposes_the_language_in_use(tmp_path: Path) -> Non
         await pilot.press("f3")
         await pilot.pause()
         assert app.screen.query_one("#binding", Select).value == "PERL"  # the last created
+        # Enter in the working directory creates the context, as ctrl+s does anywhere.
+        app.screen.query_one("#cwd").focus()
+        await pilot.pause()
+        await pilot.press("ctrl+a", "ctrl+k", *"/workspace/sub", "enter")
+        await wait_for(pilot, lambda: main.active_repl is not None)
+        repl = main.active_repl
+        assert repl is not None and repl.context.cwd == "/workspace/sub"
 
 
 async def test_destroy_delete_and_reset(tmp_path: Path) -> None:

@@ -67,6 +67,14 @@ def wait_for_text(name: str, text: str, timeout: float = 30) -> str:
     raise AssertionError(f"{text!r} never appeared; the screen shows:\n{screen(name)}")
 
 
+def wait_for_absence(name: str, text: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while text in screen(name):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} stayed; the screen shows:\n{screen(name)}")
+        time.sleep(0.2)
+
+
 def send(name: str, *keys: str) -> None:
     tmux(name, "send-keys", "-t", name, *keys)
 
@@ -84,12 +92,9 @@ def open_perl_repl(session: str) -> None:
     send(session, "Enter")  # open the binding list
     wait_for_text(session, "PERL (perl)")
     send(session, "-l", "PERL")
-    send(session, "Enter")
-    # The list closes and hands the focus back to its Select a few messages later; a Tab
-    # that arrives before that moves the focus from the list instead.
-    wait_for_text(session, "PERL (perl)")
-    time.sleep(0.5)
-    send(session, "Tab", "Tab", "Tab", "Enter")
+    send(session, "Enter")  # chosen: the list closes
+    wait_for_absence(session, "JAVASCRIPT (javascript)")
+    send(session, "C-s")  # create, wherever the focus is (Tabs raced the closing list)
     wait_for_text(session, "code… (Enter: newline")
 
 

@@ -24,7 +24,11 @@ class ContextRequest:
 
 
 class CreateContextScreen(ModalScreen[ContextRequest | None]):
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel"),
+        # From any field (the env editor takes Enter for its lines).
+        Binding("ctrl+s", "create", "Create", id="dialog.create", priority=True),
+    ]
 
     def __init__(
         self, sandbox_id: str, runtimes: list[RuntimeInfo], preferred: str | None = None
@@ -69,7 +73,11 @@ class CreateContextScreen(ModalScreen[ContextRequest | None]):
         env_input.show_problems(parsed)
         self.query_one("#create", Button).disabled = not parsed.valid
 
+    def action_create(self) -> None:
+        self.create()
+
     @on(Button.Pressed, "#create")
+    @on(Input.Submitted, "#cwd")
     def create(self) -> None:
         binding = self.query_one("#binding", Select).value
         parsed = self.query_one(EnvVarsInput).parsed
