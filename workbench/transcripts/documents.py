@@ -1,5 +1,6 @@
-"""A context's cells as documents: Markdown, JSON and a Jupyter notebook, and the plain
-text of their outcomes those are made of (and the TUI shows).
+"""A context's cells as documents: Markdown, JSON, a Jupyter notebook and a cell's request
+as a `curl` command line, and the plain text of their outcomes those are made of (and the
+TUI shows).
 
 A guest error is written once: as `Name: message` and its traceback. Lines that only
 restate it are left out: a traceback line repeating `Name: message` (the Python driver
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
+from urllib.parse import quote
 
 from workbench.api import ExecutionError, ExecutionResult, HistoryEntry
 
@@ -284,3 +287,32 @@ def notebook_text(
     writes it)."""
     notebook = transcript_notebook(title, language, cells, source)
     return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+
+
+SHELL_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DEFAULT_TOKEN_VARIABLE: Final = "SANDBOX_WORKBENCH_TOKEN"
+
+
+def token_variable(name: str | None) -> str:
+    """The shell variable a `curl` command reads the token from: `name` (a profile's
+    `token_env`) when it is a valid one, else `DEFAULT_TOKEN_VARIABLE`."""
+    return name if name and SHELL_VARIABLE.fullmatch(name) else DEFAULT_TOKEN_VARIABLE
+
+
+def curl_command(gateway_url: str, sandbox_id: str, body: Mapping[str, Any], variable: str) -> str:
+    """The `curl` command line that sends `body` to the sandbox's execute route on the
+    gateway at `gateway_url`. The token is the shell variable `variable` (see
+    `token_variable`), never its value; the URL and the body are quoted for a POSIX shell,
+    and the body is ASCII JSON, so no control character reaches the terminal it is pasted
+    into."""
+    variable = token_variable(variable)
+    url = f"{gateway_url.rstrip('/')}/v1/sandboxes/{quote(sandbox_id, safe='')}/execute"
+    payload = json.dumps(body, ensure_ascii=True, separators=(",", ":"))
+    return " \\\n  ".join(
+        [
+            f"curl -sS -X POST {shlex.quote(url)}",
+            f'-H "Authorization: Bearer ${{{variable}}}"',
+            "-H 'Content-Type: application/json'",
+            f"--data-binary {shlex.quote(payload)}",
+        ]
+    )

@@ -19,6 +19,7 @@ from workbench.api import SYSTEM_CLOCK, Backend, Clock, neutralise
 from workbench.config import Config, ConfigError
 from workbench.paths import data_dir as resolve_data_dir
 from workbench.profiles import LOCAL, open_profile_backend, profile_names
+from workbench.transcripts.documents import token_variable
 from workbench.tui.history_store import (
     HISTORY_FILE_NAME,
     OPEN_TABS_FILE_NAME,
@@ -377,6 +378,20 @@ class WorkbenchApp(App[None]):
 
     def action_copy_result(self) -> None:
         self.copy_current_cell("result")
+
+    def action_copy_curl(self) -> None:
+        """The current cell as a `curl` command for the remote profile's gateway, the token
+        as an env var reference (the profile's `token_env`, else SANDBOX_WORKBENCH_TOKEN)."""
+        profile = self.config.profiles.get(self.profile)
+        if profile is None:
+            self.notify(
+                "Copy as curl needs a remote profile: the local backend answers on its "
+                "daemon's socket, not over HTTP (`sandbox-workbench serve` puts it there).",
+                severity="warning",
+            )
+            return
+        variable = token_variable(profile.token_env)
+        self.in_active_repl(lambda repl: repl.copy_as_curl(profile.url, variable))
 
     def copy_current_cell(self, part: CellPart) -> None:
         if self.main_screen.active_repl is None:

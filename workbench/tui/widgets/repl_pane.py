@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.widgets import Input
 
 from workbench.api import CodeContext, ExecutionResult, HistoryEntry, short_id
-from workbench.transcripts.documents import history_number
+from workbench.transcripts.documents import curl_command, history_number
 from workbench.tui.screens.cell_picker_screen import CellCopyRequest, CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.export_screen import ExportRequest, ExportScreen
@@ -270,6 +270,17 @@ class ReplPane(Vertical):
             self.notify("No cell to copy yet.", severity="warning")
             return
         self.copy_cell_part(cell, part)
+
+    def copy_as_curl(self, gateway_url: str, variable: str) -> None:
+        """Copy the current cell's execute request as a `curl` command line that reads the
+        token from the shell variable `variable`."""
+        cell = self.transcript.current_cell
+        if cell is None:
+            self.notify("No cell to copy yet.", severity="warning")
+            return
+        body = {"code": cell.code, "contextId": self.context.id}
+        self.app.copy_to_clipboard(curl_command(gateway_url, self.sandbox_id, body, variable))
+        self.notify(f"Copied cell [{cell.number}] as curl (the token: ${variable})", timeout=4)
 
     def pick_cell(self) -> None:
         """Copy a part of any cell, picked with a preview."""
