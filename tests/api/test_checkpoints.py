@@ -11,7 +11,7 @@ from tests.api.conftest import TTL_MS, WITH_RUBY_CONTEXTS, fresh_id
 from tests.api.test_context_fork import STATE, value_of
 from tests.api.test_contexts import raises
 from workbench.api import CHECKPOINTS_FEATURE, Backend, SandboxClient
-from workbench.backends.local import open_local_backend
+from workbench.backends.local import open_local_backend, sandbox_state
 
 RESTORE_NOTE = {"JAVASCRIPT": "// restored checkpoint one"}
 
@@ -43,7 +43,10 @@ async def test_save_list_restore_and_delete(
     await interpreter.run_code(change, context=context)
     assert await value_of(sandbox, context.id, read) == "100"
     await interpreter.save_checkpoint(context, "two")
-    assert [item.name for item in await interpreter.list_checkpoints(context)] == ["one", "two"]
+    listed = await interpreter.list_checkpoints(context)
+    assert [item.name for item in listed.checkpoints] == ["one", "two"]
+    assert listed.sandbox_bytes == sum(item.bytes for item in listed.checkpoints)
+    assert listed.budget_bytes == 256 << 20
 
     restored = await interpreter.restore_checkpoint(context, "one")
     assert restored.name == "one"
@@ -54,7 +57,9 @@ async def test_save_list_restore_and_delete(
     assert await value_of(sandbox, context.id, read) == "100"
 
     await interpreter.delete_checkpoint(context, "one")
-    assert [item.name for item in await interpreter.list_checkpoints(context)] == ["two"]
+    assert [item.name for item in (await interpreter.list_checkpoints(context)).checkpoints] == [
+        "two"
+    ]
     missing = await raises(interpreter.restore_checkpoint(context, "one"))
     assert (missing.http_status, missing.message) == (
         404,
@@ -114,3 +119,24 @@ async def test_a_checkpoint_restores_the_saved_state_after_a_restart(
         sandbox = backend.sandbox("kept")
         assert await value_of(sandbox, context.id, read) == "41"
         await sandbox.destroy()
+
+
+async def test_a_save_past_the_sandbox_budget_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, perl_engine: None
+) -> None:
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        interpreter = backend.sandbox("budget").interpreter
+        context = await interpreter.create_code_context("PERL")
+        await interpreter.run_code("our $n = 1", context=context)
+        first = await interpreter.save_checkpoint(context, "first")
+        monkeypatch.setattr(sandbox_state, "CHECKPOINT_BUDGET_BYTES", first.bytes * 3 // 2)
+        await interpreter.save_checkpoint(context, "first")  # replacing it: still within
+        refused = await raises(interpreter.save_checkpoint(context, "second"))
+        assert refused.code == "VALIDATION_FAILED"
+        assert refused.message == (
+            f"The sandbox's checkpoints would hold {2 * first.bytes} bytes, past their "
+            f"budget of {first.bytes * 3 // 2}; delete some"
+        )
+        listed = await interpreter.list_checkpoints(context)
+        assert [item.name for item in listed.checkpoints] == ["first"]  # nothing kept
+        assert listed.sandbox_bytes == first.bytes

@@ -64,6 +64,8 @@ def test_checkpoints_survive_the_daemon_and_put_the_context_back(
         listed = run_cli(env, "contexts", "checkpoint", "list", *where, "--json")
         (checkpoint,) = json.loads(listed.stdout)["checkpoints"]
         assert (checkpoint["name"], checkpoint["executions"]) == ("answer", 1)
+        info = run_cli(env, "sandboxes", "info", "demo")
+        assert f"  checkpoints: 1, {checkpoint['bytes']} of a 268435456-byte budget" in info.stdout
         restored = run_cli(env, "contexts", "checkpoint", "restore", "answer", *where)
         assert restored.returncode == 0, restored.stderr
         assert f"restored {context} to answer" in restored.stderr

@@ -115,8 +115,8 @@ class Interpreter:
         )
         return Checkpoint.from_json(data)
 
-    async def list_checkpoints(self, context_id: str | CodeContext) -> list[Checkpoint]:
-        """The context's checkpoints, oldest first."""
+    async def list_checkpoints(self, context_id: str | CodeContext) -> CheckpointList:
+        """The context's checkpoints, oldest first, and the sandbox's checkpoint budget."""
         data = await self._extension(
             "GET",
             f"{_context_path(context_id)}/checkpoints",
@@ -124,7 +124,7 @@ class Interpreter:
             CHECKPOINTS_FEATURE,
             "keep checkpoints",
         )
-        return CheckpointList.from_json(data).checkpoints
+        return CheckpointList.from_json(data)
 
     async def restore_checkpoint(self, context_id: str | CodeContext, name: str) -> Checkpoint:
         """Put the context back to the checkpoint; its history records the restore."""

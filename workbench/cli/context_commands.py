@@ -165,14 +165,18 @@ async def checkpoint_list_command(
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
         context = await full_context_id(sandbox, context_id)
-        checkpoints = await sandbox.interpreter.list_checkpoints(context)
+        listed = await sandbox.interpreter.list_checkpoints(context)
         if as_json:
-            echo_json({"checkpoints": [checkpoint.to_json() for checkpoint in checkpoints]})
+            echo_json(listed.to_json())
             return
-        for checkpoint in checkpoints:
+        for checkpoint in listed.checkpoints:
             echo_untrusted(checkpoint_line(checkpoint))
-        if not checkpoints:
+        if not listed.checkpoints:
             echo_untrusted("no checkpoints")
+        note(
+            f"the sandbox's checkpoints hold {listed.sandbox_bytes} of their "
+            f"{listed.budget_bytes}-byte budget"
+        )
 
     await with_backend(profile, data_dir, body)
 

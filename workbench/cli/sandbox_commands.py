@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from workbench.api import Backend, SandboxInfo, iso_from_ms
+from workbench.api import Backend, NotSupportedError, SandboxClient, SandboxInfo, iso_from_ms
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
@@ -72,6 +72,21 @@ def print_info(info: SandboxInfo) -> None:
         )
 
 
+async def checkpoint_usage(sandbox: SandboxClient, info: SandboxInfo) -> str | None:
+    """How many checkpoints the sandbox's contexts keep and what they hold of their budget;
+    None where the backend keeps none (a Worker gateway) or there is no context."""
+    count, listed = 0, None
+    for context in info.contexts:
+        try:
+            listed = await sandbox.interpreter.list_checkpoints(context.id)
+        except NotSupportedError:
+            return None
+        count += len(listed.checkpoints)
+    if listed is None:
+        return None
+    return f"{count}, {listed.sandbox_bytes} of a {listed.budget_bytes}-byte budget"
+
+
 @sandboxes_group.command(
     "info",
     epilog="""\b
@@ -87,11 +102,15 @@ async def info_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
     """Show a sandbox: times, workspace size, env var names and contexts."""
 
     async def body(backend: Backend) -> None:
-        info = await backend.sandbox(sandbox_id).get_info()
+        sandbox = backend.sandbox(sandbox_id)
+        info = await sandbox.get_info()
         if as_json:
             echo_json(info.to_json())
-        else:
-            print_info(info)
+            return
+        print_info(info)
+        usage = await checkpoint_usage(sandbox, info)
+        if usage is not None:
+            echo_untrusted(f"  checkpoints: {usage}")
 
     await with_backend(profile, data_dir, body)
 

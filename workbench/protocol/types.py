@@ -374,9 +374,14 @@ class Checkpoint(WireType):
 
 @dataclass(frozen=True)
 class CheckpointList(WireType):
-    """`GET /contexts/:id/checkpoints`, oldest first."""
+    """`GET /contexts/:id/checkpoints`: the context's, oldest first, and what the
+    sandbox's checkpoints hold against its budget."""
 
     checkpoints: list[Checkpoint]
+    sandbox_bytes: int
+    """The `bytes` of every checkpoint of the sandbox, summed."""
+    budget_bytes: int
+    """The most `sandbox_bytes` may reach; a save past it is refused."""
 
 
 @dataclass(frozen=True)

@@ -645,6 +645,15 @@ class Store:
                         found[index] = data
         return found
 
+    def checkpoint_bytes(self, sandbox_id: str) -> int:
+        """The memory every checkpoint of the sandbox holds apart from the engine's image,
+        summed (a block two of them hold counts twice)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT blocks FROM checkpoints WHERE sandbox_id = ?", (sandbox_id,)
+            ).fetchall()
+        return sum(BLOCK_BYTES * count_stored(_map_of(blocks)) for (blocks,) in rows)
+
     def checkpoints(self, sandbox_id: str, context_id: str) -> list[StoredCheckpoint]:
         """The context's checkpoints, oldest first."""
         with self._lock:

@@ -341,7 +341,7 @@ class ProfileConnection:
     def load_checkpoints(self, sandbox_id: str, context: CodeContext) -> None:
         async def load(backend: Backend) -> None:
             listed = await backend.sandbox(sandbox_id).interpreter.list_checkpoints(context.id)
-            self.owner.post_message(CheckpointsLoaded(sandbox_id, context.id, listed))
+            self.owner.post_message(CheckpointsLoaded(sandbox_id, context.id, listed.checkpoints))
 
         self.call("Listing the checkpoints failed", load)
 

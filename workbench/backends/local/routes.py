@@ -56,7 +56,6 @@ from workbench.protocol.types import (
     FILES_BATCH_FEATURE,
     OUTPUT_STREAM_FEATURE,
     CancelResult,
-    CheckpointList,
     ContextList,
     CoreInfo,
     FilesBatchLimits,
@@ -308,7 +307,7 @@ async def fork_context(sandbox: SandboxObject, request: Request, params: Params)
 
 async def list_checkpoints(sandbox: SandboxObject, request: Request, params: Params) -> Response:
     """An extension: the context's checkpoints, oldest first."""
-    return answer(CheckpointList(sandbox.checkpoints(unquote(params["context_id"]))))
+    return answer(sandbox.checkpoints(unquote(params["context_id"])))
 
 
 async def save_checkpoint(sandbox: SandboxObject, request: Request, params: Params) -> Response:

@@ -19,7 +19,7 @@ from engines.session import OutputListener
 from workbench.backends.local.context_runner import ContextRunner
 from workbench.backends.local.files_api import FilesResult, files_request
 from workbench.backends.local.files_batch import files_batch
-from workbench.backends.local.sandbox_state import SandboxState
+from workbench.backends.local.sandbox_state import CHECKPOINT_BUDGET_BYTES, SandboxState
 from workbench.backends.local.settings import LocalResources
 from workbench.backends.local.snapshots import ContextSnapshots
 from workbench.core.envvars import apply_env_update, layer_env
@@ -28,6 +28,7 @@ from workbench.protocol.http import validation_error
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import (
     Checkpoint,
+    CheckpointList,
     CodeContext,
     FilesBatchResult,
     HistoryEntry,
@@ -180,10 +181,12 @@ class SandboxObject:
         """A new context starting from a copy of the context's state (an extension)."""
         return self._state.fork_context(context_id).code_context()
 
-    def checkpoints(self, context_id: str) -> list[Checkpoint]:
-        return [
-            self._checkpoint(context_id, saved) for saved in self._state.checkpoints(context_id)
-        ]
+    def checkpoints(self, context_id: str) -> CheckpointList:
+        return CheckpointList(
+            [self._checkpoint(context_id, saved) for saved in self._state.checkpoints(context_id)],
+            self._store.checkpoint_bytes(self.id),
+            CHECKPOINT_BUDGET_BYTES,
+        )
 
     def save_checkpoint(self, context_id: str, name: str) -> Checkpoint:
         """Keep the context's state under `name` (an extension)."""

@@ -30,6 +30,9 @@ MAX_CONTEXTS = 8
 BINDING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_CHECKPOINTS = 16
 """Checkpoints kept per context."""
+CHECKPOINT_BUDGET_BYTES = 256 << 20
+"""The most memory a sandbox's checkpoints may hold, their `bytes` summed (blocks they
+share with each other or with snapshots count for each)."""
 RESTORE_NOTES = {"javascript": "// restored checkpoint {name}"}
 """What a restore writes into the context's history, as a comment of its language (the
 default: `#`), so a replayed transcript runs it harmlessly."""
@@ -264,6 +267,12 @@ class SandboxState:
         value = {"snapshot": row.snapshot, "executions": row.executions, "cwd": row.cwd}
         with self.stored() as tx:
             tx.save_checkpoint(self.id, row.id, name, self._clock.now_ms(), value)
+            held = self._store.checkpoint_bytes(self.id)  # this one included: same connection
+            if held > CHECKPOINT_BUDGET_BYTES:
+                raise validation_error(
+                    f"The sandbox's checkpoints would hold {held} bytes, past their budget of "
+                    f"{CHECKPOINT_BUDGET_BYTES}; delete some"
+                )
             self.touch(tx)
         return self.checkpoint(context_id, name)
 
