@@ -37,8 +37,9 @@ WIDE_STATES = [
     "help",
     "runtimes",
     "history-search",
+    "checkpoints",
 ]
-NARROW_STATES = ["start", "sandbox-info", "repl", "file-view", "create-context"]
+NARROW_STATES = ["start", "sandbox-info", "repl", "file-view", "create-context", "checkpoints"]
 
 
 def check(snap_compare: Any, tmp_path: Path, state: str, size: tuple[int, int]) -> bool:

@@ -21,7 +21,9 @@ from workbench.api import Backend, FixedClock
 from workbench.backends.local import open_local_backend
 from workbench.profiles import open_profile_backend
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScreen
 from workbench.tui.screens.main_screen import MainScreen
+from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
 from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.repl_pane import ReplPane
@@ -251,7 +253,45 @@ async def state_streaming(pilot: WorkbenchPilot) -> None:
     live = repl.query_one(LiveOutput)
     repl.set_code(TOUR_TRAINING)
     await pilot.press("ctrl+r")
-    await wait_for(pilot, lambda: any("saving" in line.text for line in live.lines))
+    # The first Python run starts an engine process: seconds, more on a loaded machine
+    # (a full suite run once took longer than 30 s here).
+    await wait_for(pilot, lambda: any("saving" in line.text for line in live.lines), 90)
+    await pilot.pause()
+
+
+async def state_checkpoints(pilot: WorkbenchPilot) -> None:
+    """A Perl context with two checkpoints, and a fork of it; the context's checkpoint
+    picker open."""
+    app = workbench(pilot)
+    main = app.main_screen
+    await until_connected(pilot)
+    await create_sandbox(pilot)
+    origin = await create_context(pilot, "PERL")
+    for code, name in [
+        ("our @weights = (0.5, 0.25)", "baseline"),
+        ("push @weights, 0.125", "tuned"),
+    ]:
+        await run_cell(pilot, origin, code)
+        await pilot.press("alt+b")
+        await wait_for(pilot, lambda: isinstance(app.screen, NameScreen))
+        await pilot.press(*name, "enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, NameScreen))
+    # Saved once the backend lists both (and their toasts posted).
+    assert app.backend is not None
+    interpreter = app.backend.sandbox(TOUR_SANDBOX).interpreter
+    while len((await interpreter.list_checkpoints(origin.context.id)).checkpoints) < 2:
+        await pilot.pause(0.05)
+    await pilot.press("alt+k")
+    await wait_for(pilot, lambda: main.active_repl not in (None, origin))
+    fork = main.active_repl
+    assert fork is not None
+    await wait_for(pilot, lambda: len(fork.transcript.cells) == 2)
+    main.open_context(origin.sandbox_id, origin.context)  # checkpoints are the origin's
+    await wait_for(pilot, lambda: main.active_repl is origin and origin.code_input.has_focus)
+    app.clear_notifications()  # now: the dialog below would leave them painted behind it
+    await pilot.pause()
+    await pilot.press("alt+z")
+    await wait_for(pilot, lambda: isinstance(app.screen, CheckpointPickerScreen))
     await pilot.pause()
 
 
@@ -312,6 +352,7 @@ TOUR_STATES: dict[str, Callable[[WorkbenchPilot], Awaitable[None]]] = {
     "repl": state_repl,
     "file-view": state_file_view,
     "streaming": state_streaming,
+    "checkpoints": state_checkpoints,
     "create-sandbox": state_create_sandbox_dialog,
     "create-context": state_create_context_dialog,
     "history-search": state_history_search,

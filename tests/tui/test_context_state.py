@@ -75,7 +75,7 @@ async def test_alt_b_saves_a_checkpoint_and_alt_z_goes_back_to_it(
             pilot, lambda: any(title == "Checkpoint saved" for _, title, _ in notes.calls)
         )
         saved = [message for message, title, _ in notes.calls if title == "Checkpoint saved"]
-        assert saved[0].startswith("before · saved ") and "after run 1" in saved[0]
+        assert saved[0].startswith("before · saved ") and " UTC · run 1 · " in saved[0]
 
         repl.code_input.focus()
         await run_cell(pilot, repl, "$n = 7")

@@ -16,9 +16,12 @@ from workbench.tui.untrusted import shown_content
 
 
 def checkpoint_summary(checkpoint: Checkpoint) -> str:
+    """`name · saved 2026-01-02 03:04 UTC · run 5 · 1.8 MiB` (to the minute: it fits 80
+    columns)."""
+    saved = checkpoint.created_at[:16].replace("T", " ")
     return (
-        f"{checkpoint.name} · saved {checkpoint.created_at} · after run "
-        f"{checkpoint.executions} · {human_bytes(checkpoint.bytes)}"
+        f"{checkpoint.name} · saved {saved} UTC · run {checkpoint.executions} · "
+        f"{human_bytes(checkpoint.bytes)}"
     )
 
 
