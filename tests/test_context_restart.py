@@ -24,6 +24,7 @@ from workbench.backends.remote import open_remote_backend
 from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.core.workspace import GUEST_LIMITS
 from workbench.paths import DATABASE_NAME
+from workbench.store import Store
 from workbench.store.database import SCHEMA_VERSION
 
 
@@ -439,6 +440,27 @@ async def test_a_version_2_store_is_converted_and_its_contexts_come_back(
     db.close()
     assert not tables & {"snapshot_chunks", "snapshot_deltas"}
     assert "checkpoints" in tables
+
+
+def test_a_version_3_store_gains_the_checkpoints_table(tmp_path: Path) -> None:
+    path = tmp_path / DATABASE_NAME
+    Store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE checkpoints")
+        db.execute("PRAGMA user_version = 3")
+        db.execute("INSERT INTO history VALUES ('s', 'c', 1, 'kept', 1, NULL)")
+    db.close()
+    store = Store(path)
+    try:
+        assert store.history("s", "c") == [(1, "kept", 1, None)]
+        with store.transaction() as tx:
+            tx.save_checkpoint("s", "c", "one", 1, {"executions": 1})
+        assert [saved.name for saved in store.checkpoints("s", "c")] == ["one"]
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    db.close()
 
 
 async def test_resident_sessions_are_bounded_by_a_memory_budget(

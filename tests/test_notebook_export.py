@@ -160,5 +160,6 @@ def test_guest_text_is_never_markup_in_a_notebook() -> None:
     ]
     assert cell.outputs[0].text == f"{hostile}\n\x1b[31mred\x1b[0m\n"
     assert cell.outputs[3].data["application/json"] == {"text/html": "<b>x</b>"}
-    with pytest.raises(ValueError, match="no notebook language"):
-        transcript_notebook("t", "cobol", [])
+    unknown = nbformat.from_dict(transcript_notebook("t", "cobol", []))
+    nbformat.validate(unknown)
+    assert unknown.metadata.kernelspec.language == "cobol"

@@ -279,7 +279,10 @@ async def state_checkpoints(pilot: WorkbenchPilot) -> None:
     # Saved once the backend lists both (and their toasts posted).
     assert app.backend is not None
     interpreter = app.backend.sandbox(TOUR_SANDBOX).interpreter
+    deadline = time.monotonic() + 30
     while len((await interpreter.list_checkpoints(origin.context.id)).checkpoints) < 2:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the two checkpoints were not saved in 30 s")
         await pilot.pause(0.05)
     await pilot.press("alt+k")
     await wait_for(pilot, lambda: main.active_repl not in (None, origin))

@@ -140,3 +140,18 @@ async def test_a_save_past_the_sandbox_budget_is_refused(
         listed = await interpreter.list_checkpoints(context)
         assert [item.name for item in listed.checkpoints] == ["first"]  # nothing kept
         assert listed.sandbox_bytes == first.bytes
+
+
+async def test_a_checkpoint_names_the_run_its_memory_is_of(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    """A run that stored no snapshot (here: one past its time limit) counts in the context,
+    not in a checkpoint saved after it: that holds the memory of the run before."""
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        interpreter = backend.sandbox("labels").interpreter
+        context = await interpreter.create_code_context("PERL")
+        await interpreter.run_code("our $n = 1", context=context)
+        stopped = await interpreter.run_code("1 while 1;", context=context, timeout=0.5)
+        assert stopped.error is not None and stopped.execution_count == 2
+        saved = await interpreter.save_checkpoint(context, "after-the-limit")
+        assert saved.executions == 1

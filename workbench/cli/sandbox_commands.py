@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from workbench.api import Backend, NotSupportedError, SandboxClient, SandboxInfo, iso_from_ms
+from workbench.api import (
+    Backend,
+    NotSupportedError,
+    SandboxClient,
+    SandboxError,
+    SandboxInfo,
+    iso_from_ms,
+)
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
@@ -81,6 +88,8 @@ async def checkpoint_usage(sandbox: SandboxClient, info: SandboxInfo) -> str | N
             listed = await sandbox.interpreter.list_checkpoints(context.id)
         except NotSupportedError:
             return None
+        except SandboxError:  # the context went since the info was read
+            continue
         count += len(listed.checkpoints)
     if listed is None:
         return None

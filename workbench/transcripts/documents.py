@@ -235,10 +235,11 @@ def transcript_notebook(
     source: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The cells as an nbformat 4.5 notebook of `language` (one code cell per run, with
-    its outputs), as Jupyter and VS Code open it."""
-    described = NOTEBOOK_LANGUAGES.get(language)
-    if described is None:
-        raise ValueError(f"no notebook language for {language!r}")
+    its outputs), as Jupyter and VS Code open it; a language not in `NOTEBOOK_LANGUAGES`
+    is named as it is, with no kernel Jupyter knows."""
+    described = NOTEBOOK_LANGUAGES.get(language) or NotebookLanguage(
+        language, language, language, "", "text/plain"
+    )  # a language a gateway named that the workbench does not know
     notebook_cells = []
     for index, cell in enumerate(cells, start=1):
         cell_metadata: dict[str, Any] = {}

@@ -264,7 +264,11 @@ class SandboxState:
             raise validation_error(
                 f"Cannot keep more than {MAX_CHECKPOINTS} checkpoints of a context; delete one"
             )
-        value = {"snapshot": row.snapshot, "executions": row.executions, "cwd": row.cwd}
+        # The run and cwd of the snapshot's memory: later runs that stored none (a limit,
+        # an engine gone) count in the row but are not in the checkpoint.
+        snapshot = row.snapshot
+        run, cwd = snapshot.get("run", row.executions), snapshot.get("cwd", row.cwd)
+        value = {"snapshot": snapshot, "executions": run, "cwd": cwd}
         with self.stored() as tx:
             tx.save_checkpoint(self.id, row.id, name, self._clock.now_ms(), value)
             held = self._store.checkpoint_bytes(self.id)  # this one included: same connection
@@ -285,7 +289,10 @@ class SandboxState:
         note = RESTORE_NOTES.get(row.language, "# restored checkpoint {name}").format(name=name)
         try:
             with self.stored() as tx:
-                tx.restore_checkpoint(self.id, row.id, name)
+                if not tx.restore_checkpoint(self.id, row.id, name):
+                    raise validation_error(
+                        f"Code context '{context_id}' has no checkpoint '{name}'", status=404
+                    )
                 now = self._clock.now_ms()
                 row.snapshot = copy.deepcopy(saved.value["snapshot"])
                 row.cwd = str(saved.value["cwd"])

@@ -96,5 +96,7 @@ class ContextSnapshots:
             "stale": False,
             "globals": delta.globals,
             "extra": delta.extra,
+            "run": row.executions,  # the run and cwd this memory is of (for checkpoints)
+            "cwd": row.cwd,
         }
         taken.elapsed_ms += (time.perf_counter() - started) * 1000

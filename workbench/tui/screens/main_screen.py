@@ -379,9 +379,11 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
 
     @on(TabbedContent.TabActivated)
     def tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        repl = self.active_repl
+        repl, file_view = self.active_repl, self.tabs.active_file
         if repl is not None:
             repl.focus_input()
+        elif file_view is not None and self.app.focused is None:
+            file_view.focus_content()  # the focus left the pane this tab replaced
         elif self.tabs.active == INFO_TAB:
             self.reload_if_stale(self.info_panel_sandbox)
         self.app.refresh_bindings()
