@@ -13,7 +13,7 @@ import pytest
 from tests.cli import cli_env, one_error_line, run_cli
 from tests.cli.test_diff import open_profile, profiles_env
 from workbench.api import ExecutionError, ExecutionResult, ResultEntry
-from workbench.transcripts.documents import HistoryCell, transcript_notebook
+from workbench.transcripts.documents import DocumentCell, transcript_notebook
 
 pytestmark = pytest.mark.slow
 
@@ -145,7 +145,7 @@ def test_guest_text_is_never_markup_in_a_notebook() -> None:
         error=ExecutionError("<b>Name</b>", hostile, ["<i>frame</i>"]),
     )
     notebook = nbformat.from_dict(
-        transcript_notebook("t", "python", [HistoryCell(1, "x", "python", result)])
+        transcript_notebook("t", "python", [DocumentCell(1, "x", "python", result)])
     )
     nbformat.validate(notebook)
     (cell,) = notebook.cells

@@ -16,7 +16,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 from urllib.parse import quote
 
 from workbench.api import ExecutionError, ExecutionResult, HistoryEntry
@@ -25,28 +25,10 @@ FENCE_LANGUAGES = {"python": "python", "javascript": "js", "ruby": "ruby", "perl
 PYTHON_TRACEBACK_TITLE = "Traceback (most recent call last):"
 
 
-class DocumentCell(Protocol):
-    """One run as a document shows it: a result, or why there is none."""
-
-    @property
-    def number(self) -> int: ...
-
-    @property
-    def code(self) -> str: ...
-
-    @property
-    def language(self) -> str: ...
-
-    @property
-    def result(self) -> ExecutionResult | None: ...
-
-    @property
-    def failure(self) -> str | None: ...
-
-
 @dataclass(frozen=True)
-class HistoryCell:
-    """A run from a backend's history (`GET …/history`), as a document shows it."""
+class DocumentCell:
+    """One run as a document shows it: a result, or why there is none (a request that
+    failed, a cancel)."""
 
     number: int
     code: str
@@ -55,7 +37,8 @@ class HistoryCell:
     failure: str | None = None
 
     @classmethod
-    def of(cls, entry: HistoryEntry, language: str) -> HistoryCell:
+    def from_history(cls, entry: HistoryEntry, language: str) -> DocumentCell:
+        """A run from a backend's history (`GET …/history`)."""
         return cls(history_number(entry), entry.code, language, entry.result)
 
 

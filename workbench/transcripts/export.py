@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workbench.api import Backend, ContextInfo, SandboxClient, short_id
-from workbench.transcripts.documents import HistoryCell
+from workbench.transcripts.documents import DocumentCell
 from workbench.transcripts.model import (
     MAX_WORKSPACE_BYTES,
     ContextSpec,
@@ -29,7 +29,7 @@ class ExportError(Exception):
 @dataclass(frozen=True)
 class Export:
     transcript: Transcript
-    cells: tuple[HistoryCell, ...]
+    cells: tuple[DocumentCell, ...]
     """The runs with their whole results, for the documents (`workbench.transcripts.documents`)."""
     title: str
     """`<sandbox>-<binding>-<short context id>`, as the workbench names its exports."""
@@ -113,6 +113,6 @@ async def export_context(
         workspace=await _workspace(sandbox) if with_files else None,
         source={"profile": backend.name, "sandbox": sandbox_id, "context": context_id},
     )
-    cells = tuple(HistoryCell.of(entry, context.language) for entry in history)
+    cells = tuple(DocumentCell.from_history(entry, context.language) for entry in history)
     title = f"{sandbox_id}-{context.binding}-{short_id(context_id)}"
     return Export(transcript, cells, title, notes)

@@ -17,8 +17,9 @@ from rich.highlighter import JSONHighlighter
 from rich.syntax import Syntax
 from rich.text import Text
 
-from workbench.api import ExecutionResult, neutralise
+from workbench.api import neutralise
 from workbench.transcripts.documents import (
+    DocumentCell,
     error_header,
     error_traceback,
     result_text,
@@ -35,14 +36,9 @@ its result values."""
 
 
 @dataclass(frozen=True)
-class TranscriptCell:
-    """What one run produced: a result, or why there is none (request error, cancel)."""
+class TranscriptCell(DocumentCell):
+    """A run in the REPL's transcript."""
 
-    number: int
-    code: str
-    language: str
-    result: ExecutionResult | None = None
-    failure: str | None = None
     label: str | None = None
     """Shown next to the prompt when the cell ran by itself (e.g. a watch run)."""
 
