@@ -62,6 +62,13 @@ def test_narrow(snap_compare: Any, tmp_path: Path, state: str) -> None:
 
 @pytest.mark.usefixtures("python_engine")
 @pytest.mark.parametrize("size", [WIDE, NARROW], ids=["wide", "narrow"])
+def test_inspector(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    """A Python context's names beside its REPL, read from a copy of the context."""
+    assert check(snap_compare, tmp_path, "inspector", size)
+
+
+@pytest.mark.usefixtures("python_engine")
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["wide", "narrow"])
 def test_streaming(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
     """A cell still running (its code sleeps for minutes), its output so far under the
     transcript; leaving the app cancels it."""

@@ -343,6 +343,32 @@ async def state_command_palette(pilot: WorkbenchPilot) -> None:
     await pilot.pause(0.5)
 
 
+TOUR_INSPECTED = [
+    'orders = [{"id": n, "total": round(n * 7.5, 2)} for n in range(1, 41)]',
+    'totals = [order["total"] for order in orders]\nmean = sum(totals) / len(totals)\nmean',
+    "import dataclasses\n\n"
+    "@dataclasses.dataclass\n"
+    "class Basket:\n"
+    "    owner: str\n"
+    "    items: list\n\n"
+    'basket = Basket("ada", ["tea", "scones"])\nnote = "shipped\\ntoday"',
+]
+
+
+async def state_inspector(pilot: WorkbenchPilot) -> None:
+    """A Python context's names in the inspector beside its REPL (`alt+g`)."""
+    await until_connected(pilot)
+    await create_sandbox(pilot)
+    repl = await create_context(pilot, "PYTHON")
+    for code in TOUR_INSPECTED:
+        await run_cell(pilot, repl, code)
+    await pilot.press("alt+g")
+    table = repl.inspector.table
+    await wait_for(pilot, lambda: table.row_count == 7, 60)
+    table.move_cursor(row=1)
+    await pilot.pause()
+
+
 async def settle(pilot: WorkbenchPilot) -> None:
     """Drop the toasts (they expire on the wall clock) and let the screen settle."""
     workbench(pilot).clear_notifications()
@@ -356,6 +382,7 @@ TOUR_STATES: dict[str, Callable[[WorkbenchPilot], Awaitable[None]]] = {
     "file-view": state_file_view,
     "streaming": state_streaming,
     "checkpoints": state_checkpoints,
+    "inspector": state_inspector,
     "create-sandbox": state_create_sandbox_dialog,
     "create-context": state_create_context_dialog,
     "history-search": state_history_search,

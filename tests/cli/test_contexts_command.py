@@ -1,5 +1,5 @@
-"""`sandbox-workbench contexts list | fork` through the console script and the local
-daemon."""
+"""`sandbox-workbench contexts list | inspect | fork | checkpoint` through the console
+script and the local daemon."""
 
 from __future__ import annotations
 
@@ -84,5 +84,59 @@ def test_checkpoints_survive_the_daemon_and_put_the_context_back(
         bad = run_cli(env, "contexts", "checkpoint", "save", "../x", *where)
         assert bad.returncode == 2
         assert "A checkpoint name is 1-64 letters" in one_error_line(bad)
+    finally:
+        run_cli(env, "daemon", "stop")
+
+
+def test_inspect_lists_names_and_writes_one_out(tmp_path: Path, perl_engine: None) -> None:
+    env = cli_env(tmp_path)
+    try:
+        code = 'our $n = 41; our @list = (1, 2, 3); our $long = "ab" x 5000; 1'
+        defined = run_cli(env, "run", "-s", "demo", "-l", "perl", "--json", "-c", code)
+        context = json.loads(defined.stdout)["context"]["id"]
+        where = ("-s", "demo", "--context", context[:8])
+
+        listed = run_cli(env, "contexts", "inspect", *where)
+        assert listed.returncode == 0, listed.stderr
+        lines = listed.stdout.splitlines()
+        assert [line.split()[:2] for line in lines] == [
+            ["@list", "array"],
+            ["$long", "string"],
+            ["$n", "number"],
+        ]
+        assert lines[0].rstrip().endswith("[1,2,3]") and "len 3" in lines[0]
+        assert "the state of run 1, read from a copy (the context did not run)" in listed.stderr
+
+        as_json = json.loads(run_cli(env, "contexts", "inspect", *where, "--json").stdout)
+        assert (as_json["contextId"], as_json["executionCount"], as_json["ranCode"]) == (
+            context,
+            1,
+            False,
+        )
+        assert as_json["names"][2] == {
+            "name": "$n",
+            "type": "number",
+            "repr": "41",
+            "length": None,
+            "bytes": None,
+        }
+
+        first = run_cli(env, "contexts", "inspect", *where, "--name", "$long")
+        assert first.returncode == 0, first.stderr
+        assert first.stdout == '"' + "ab" * 4095 + "a\n"
+        assert "$long: string, characters 0-8192 of 10002" in first.stderr
+        assert "more: --offset 8192" in first.stderr
+        rest = run_cli(env, "contexts", "inspect", *where, "--name", "$long", "--offset", "8192")
+        assert rest.stdout == "b" + "ab" * 904 + '"\n'
+        assert "more:" not in rest.stderr
+
+        unknown_name = run_cli(env, "contexts", "inspect", *where, "--name", "$nope")
+        assert unknown_name.returncode == 2
+        assert "no name '$nope' to inspect" in one_error_line(unknown_name)
+        unknown = run_cli(env, "contexts", "inspect", "-s", "demo", "--context", "zz")
+        assert unknown.returncode == 4
+        assert one_error_line(unknown) == "error: Code context 'zz' not found in sandbox demo"
+        after = run_cli(env, "run", "-s", "demo", "--context", context, "--json", "-c", "$n")
+        assert json.loads(after.stdout)["executionCount"] == 2  # the inspections did not count
     finally:
         run_cli(env, "daemon", "stop")

@@ -10,7 +10,7 @@ shadow the builtins, so they are offered as `SandboxFileNotFoundError` and
 """
 
 from workbench.api.client import Backend, Interpreter, LineCallback, SandboxClient
-from workbench.api.display import neutralise, short_id, without_controls
+from workbench.api.display import inspected_size, neutralise, short_id, without_controls
 from workbench.api.engines import EngineInfo, EngineManager, EnginePrepareError, Progress
 from workbench.api.transport import Transport
 from workbench.core.clock import SYSTEM_CLOCK, Clock, FixedClock
@@ -35,6 +35,7 @@ from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import (
     CHECKPOINTS_FEATURE,
     CONTEXT_FORK_FEATURE,
+    CONTEXT_INSPECT_FEATURE,
     LOCAL_ONLY_CONTEXT_LANGUAGES,
     OUTPUT_STREAM_FEATURE,
     BatchEntry,
@@ -42,6 +43,7 @@ from workbench.protocol.types import (
     Checkpoint,
     CodeContext,
     ContextInfo,
+    ContextInspection,
     ContextRef,
     ExecutionError,
     ExecutionResult,
@@ -53,6 +55,8 @@ from workbench.protocol.types import (
     FileState,
     FileVersion,
     HistoryEntry,
+    InspectedName,
+    InspectedValue,
     ListFilesResult,
     MkdirResult,
     ReadFileResult,
@@ -69,6 +73,7 @@ from workbench.protocol.types import (
 __all__ = [
     "CHECKPOINTS_FEATURE",
     "CONTEXT_FORK_FEATURE",
+    "CONTEXT_INSPECT_FEATURE",
     "ENV_KEY_PATTERN",
     "LOCAL_ONLY_CONTEXT_LANGUAGES",
     "OUTPUT_STREAM_FEATURE",
@@ -82,6 +87,7 @@ __all__ = [
     "CodeContext",
     "CodeExecutionError",
     "ContextInfo",
+    "ContextInspection",
     "ContextNotFoundError",
     "ContextRef",
     "EngineInfo",
@@ -101,6 +107,8 @@ __all__ = [
     "FilesBatchResult",
     "FixedClock",
     "HistoryEntry",
+    "InspectedName",
+    "InspectedValue",
     "Interpreter",
     "LineCallback",
     "ListFilesResult",
@@ -125,6 +133,7 @@ __all__ = [
     "ValidationFailedError",
     "VersionReport",
     "checkpoint_name_problem",
+    "inspected_size",
     "is_valid_env_key",
     "iso_from_ms",
     "neutralise",

@@ -13,6 +13,8 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from workbench.api.engines import EngineManager
+from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS
+from workbench.api.inspector import inspector_code, read_inspection, read_value
 from workbench.api.transport import Transport
 from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.http import EventSink, invalid_response, parse_json_response
@@ -20,10 +22,12 @@ from workbench.protocol.ids import validate_sandbox_id
 from workbench.protocol.types import (
     CHECKPOINTS_FEATURE,
     CONTEXT_FORK_FEATURE,
+    CONTEXT_INSPECT_FEATURE,
     BatchEntry,
     Checkpoint,
     CheckpointList,
     CodeContext,
+    ContextInspection,
     ContextList,
     ExecutionResult,
     ExistsResult,
@@ -33,6 +37,7 @@ from workbench.protocol.types import (
     Health,
     HistoryEntry,
     HistoryList,
+    InspectedValue,
     ListFilesResult,
     MkdirResult,
     ReadFileResult,
@@ -136,7 +141,65 @@ class Interpreter:
         path = f"{_context_path(context_id)}/checkpoints/{quote(name, safe='')}"
         await self._extension("DELETE", path, None, CHECKPOINTS_FEATURE, "keep checkpoints")
 
-    async def _extension(self, method: str, path: str, body: Any, feature: str, what: str) -> Any:
+    async def inspect_context(
+        self, context: CodeContext, *, run_code: bool = False
+    ) -> ContextInspection:
+        """The names the user made in the context, with their types and short reprs.
+
+        Serve and the local backend inspect a copy of the context's stored state, so
+        nothing about the context changes. A gateway without that is NOT_SUPPORTED,
+        unless `run_code`: then the inspector runs in the context as an execution, which
+        counts and stays in its history (`ran_code` says so)."""
+        try:
+            data = await self._inspect_route(context, "inspect", {})
+        except SandboxError as error:
+            if not (run_code and error.code == ErrorCode.NOT_SUPPORTED):
+                raise
+        else:
+            return ContextInspection.from_json(data)
+        result = await self.run_code(
+            inspector_code(context.language), context=context, timeout=INSPECT_SECONDS
+        )
+        return read_inspection(result, context.id, result.execution_count or 0, ran_code=True)
+
+    async def inspect_value(
+        self, context: CodeContext, name: str, offset: int = 0, *, run_code: bool = False
+    ) -> InspectedValue:
+        """One of the context's names written out in full, a page from character `offset`
+        (`InspectedValue.total` says how far it goes); `run_code` as for
+        `inspect_context`."""
+        body = {"name": name, "offset": offset}
+        try:
+            data = await self._inspect_route(context, "inspect/value", body)
+        except SandboxError as error:
+            if not (run_code and error.code == ErrorCode.NOT_SUPPORTED):
+                raise
+        else:
+            return InspectedValue.from_json(data)
+        code = inspector_code(context.language, name, offset)
+        result = await self.run_code(code, context=context, timeout=INSPECT_SECONDS)
+        return read_value(result, context.id, name, offset, ran_code=True)
+
+    async def _inspect_route(self, context: CodeContext, route: str, body: Any) -> Any:
+        return await self._extension(
+            "POST",
+            f"{_context_path(context)}/{route}",
+            body,
+            CONTEXT_INSPECT_FEATURE,
+            "inspect a context without running code in it",
+            why="there the inspector can only run in the context, as an execution",
+        )
+
+    async def _extension(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        feature: str,
+        what: str,
+        *,
+        why: str = "a deployed gateway keeps one snapshot per context",
+    ) -> Any:
         """Call a route of a serve and local-backend extension: a gateway that does not
         know the route (404 `Not found`) is NOT_SUPPORTED, naming `feature`."""
         try:
@@ -147,8 +210,7 @@ class Interpreter:
                 raise
             raise make_error(
                 ErrorCode.NOT_SUPPORTED,
-                f"This gateway cannot {what} (an extension of serve and the local backend; "
-                "a deployed gateway keeps one snapshot per context)",
+                f"This gateway cannot {what} (an extension of serve and the local backend; {why})",
                 {"feature": feature},
             ) from None
 

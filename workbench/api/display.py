@@ -42,3 +42,13 @@ def warn_untrusted(line: str) -> None:
 def short_id(identifier: str) -> str:
     """The first block of a UUID-style context id."""
     return identifier.split("-", 1)[0][:8]
+
+
+def inspected_size(length: int | None, size_bytes: int | None) -> str:
+    """An inspected value's size in a few characters: its length, its bytes, or both."""
+    parts = []
+    if length is not None:
+        parts.append(f"len {length}")
+    if size_bytes is not None:
+        parts.append(f"{size_bytes} B")
+    return ", ".join(parts)

@@ -22,7 +22,7 @@ from workbench.config import LOCAL_PROFILE
 from workbench.profiles import NO_DAEMON_ENV as NO_DAEMON_ENV
 
 if TYPE_CHECKING:
-    from workbench.api import Backend, SandboxClient
+    from workbench.api import Backend, CodeContext, SandboxClient
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -185,12 +185,20 @@ async def full_context_id(sandbox: SandboxClient, given: str) -> str:
     prefix of one (as git takes short hashes; the TUI shows 8 characters). An ambiguous
     prefix is a usage error naming the matches; no match is left to the backend, which
     reports the context as not found."""
+    found = await find_context(sandbox, given)
+    return given if found is None else found.id
+
+
+async def find_context(sandbox: SandboxClient, given: str) -> CodeContext | None:
+    """The sandbox's context that `given` names, as `full_context_id` takes it (None: no
+    context is named so)."""
     contexts = await sandbox.interpreter.list_code_contexts()
-    if any(context.id == given for context in contexts):
-        return given
+    for context in contexts:
+        if context.id == given:
+            return context
     matches = [context for context in contexts if context.id.startswith(given)]
     if len(matches) == 1:
-        return matches[0].id
+        return matches[0]
     if matches:
         from workbench.cli.errors import CommandError  # errors imports this module
 
@@ -198,7 +206,7 @@ async def full_context_id(sandbox: SandboxClient, given: str) -> str:
         raise CommandError(
             f"--context {given} matches {len(matches)} contexts: {named}", EXIT_USAGE
         )
-    return given
+    return None
 
 
 def run_async(

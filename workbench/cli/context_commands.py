@@ -1,5 +1,5 @@
-"""`sandbox-workbench contexts list | fork | checkpoint save|list|restore|delete`: a
-sandbox's code contexts and their checkpoints."""
+"""`sandbox-workbench contexts list | inspect | fork | checkpoint save|list|restore|delete`:
+a sandbox's code contexts, their names and their checkpoints."""
 
 from __future__ import annotations
 
@@ -9,9 +9,18 @@ from typing import Any, TypeVar
 
 import click
 
-from workbench.api import Backend, Checkpoint, ContextInfo
-from workbench.cli.common import backend_options, full_context_id, note, run_async, with_backend
+from workbench.api import Backend, Checkpoint, ContextInfo, InspectedName, inspected_size
+from workbench.cli.common import (
+    EXIT_NOT_FOUND,
+    backend_options,
+    find_context,
+    full_context_id,
+    note,
+    run_async,
+    with_backend,
+)
 from workbench.cli.completion import complete_sandbox_ids
+from workbench.cli.errors import CommandError
 from workbench.cli.terminal import echo_json, echo_untrusted
 
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -19,7 +28,7 @@ Command = TypeVar("Command", bound=Callable[..., Any])
 
 @click.group("contexts")
 def contexts_group() -> None:
-    """List, fork and checkpoint a sandbox's code contexts."""
+    """List, inspect, fork and checkpoint a sandbox's code contexts."""
 
 
 def context_options(function: Command) -> Command:
@@ -66,6 +75,99 @@ async def list_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
             echo_untrusted(context_line(context))
         if not contexts:
             echo_untrusted("no contexts")
+
+    await with_backend(profile, data_dir, body)
+
+
+def name_lines(names: list[InspectedName]) -> list[str]:
+    """The listed names as aligned columns: name, type, size, repr."""
+    rows = [(name.name, name.type, inspected_size(name.length, name.bytes)) for name in names]
+    widths = [max((len(row[column]) for row in rows), default=0) for column in range(3)]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        + "  "
+        + name.repr
+        for row, name in zip(rows, names, strict=True)
+    ]
+
+
+@contexts_group.command(
+    "inspect",
+    epilog="""\b
+Examples:
+  sandbox-workbench contexts inspect -s demo --context 3f2a
+  sandbox-workbench contexts inspect -s demo --context 3f2a --json
+  sandbox-workbench contexts inspect -s demo --context 3f2a --name xs
+  sandbox-workbench contexts inspect -s demo --context 3f2a --name '%config' --offset 8192
+
+\b
+Lists the names the user made: Python globals, JavaScript global bindings, Perl
+package variables and subs ($x, @x, %x, &x), Ruby top-level locals, globals and
+constants; with their type, size and a short repr. The local backend and serve
+inspect a copy of the context's stored state, so nothing about the context changes
+(no run is counted). A Worker gateway can only run the inspector in the context
+itself: pass --run-code to allow that (it counts as a run and stays in the history).
+--name writes one value out in full, 8,192 characters a page (--offset for more).""",
+)
+@context_options
+@click.option("--name", help="Write out this name's value in full (as listed: x, $x, @x...).")
+@click.option(
+    "--offset", type=click.IntRange(min=0), default=0, help="With --name: from this character."
+)
+@click.option(
+    "--run-code",
+    is_flag=True,
+    help="On a gateway that cannot inspect a copy: run the inspector in the context.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the inspection as JSON.")
+@backend_options
+@run_async
+async def inspect_command(
+    sandbox_id: str,
+    context_id: str,
+    name: str | None,
+    offset: int,
+    run_code: bool,
+    as_json: bool,
+    profile: str,
+    data_dir: Path | None,
+) -> None:
+    """List the names in a context's REPL state, or write one out in full."""
+
+    async def body(backend: Backend) -> None:
+        sandbox = backend.sandbox(sandbox_id)
+        context = await find_context(sandbox, context_id)
+        if context is None:
+            raise CommandError(
+                f"Code context '{context_id}' not found in sandbox {sandbox_id}", EXIT_NOT_FOUND
+            )
+        interpreter = sandbox.interpreter
+        if name is not None:
+            value = await interpreter.inspect_value(context, name, offset, run_code=run_code)
+            if as_json:
+                echo_json(value.to_json())
+                return
+            echo_untrusted(value.repr)
+            end = value.offset + len(value.repr)
+            note(f"{value.name}: {value.type}, characters {value.offset}-{end} of {value.total}")
+            if end < value.total:
+                note(f"more: --offset {end}")
+            return
+        inspection = await interpreter.inspect_context(context, run_code=run_code)
+        if as_json:
+            echo_json(inspection.to_json())
+            return
+        for line in name_lines(inspection.names):
+            echo_untrusted(line)
+        if not inspection.names:
+            echo_untrusted("no names")
+        if inspection.more:
+            note(f"{inspection.more} more names not listed")
+        state = f"the state of run {inspection.execution_count}"
+        if inspection.ran_code:
+            note(f"{state}, read by running the inspector in the context (it counted as a run)")
+        else:
+            note(f"{state}, read from a copy (the context did not run)")
 
     await with_backend(profile, data_dir, body)
 

@@ -121,6 +121,9 @@ CONTEXT_FORK_FEATURE = "context-fork"
 """`POST /contexts/:id/fork` makes a new context from a copy of the context's state."""
 CHECKPOINTS_FEATURE = "checkpoints"
 """`…/contexts/:id/checkpoints` saves, lists, restores and deletes named states."""
+CONTEXT_INSPECT_FEATURE = "context-inspect"
+"""`POST /contexts/:id/inspect` (and `…/inspect/value`) lists a context's names without
+running code in it."""
 
 
 @dataclass(frozen=True)
@@ -382,6 +385,51 @@ class CheckpointList(WireType):
     """The `bytes` of every checkpoint of the sandbox, summed."""
     budget_bytes: int
     """The most `sandbox_bytes` may reach; a save past it is refused."""
+
+
+@dataclass(frozen=True)
+class InspectedName(WireType):
+    """One name the user made in a context, as the context inspector lists it."""
+
+    name: str
+    """As the language writes it: `x` (Python, JavaScript, a Ruby local), `$x`, `@x`, `%x`,
+    `&x` (Perl), `$x` or `X` (a Ruby global or constant)."""
+    type: str
+    repr: str
+    """Cut to one short line; `InspectedValue` has it whole."""
+    length: int | None = None
+    """Items or characters, where the value has a length."""
+    bytes: int | None = None
+    """Memory the value holds, where the language can tell."""
+
+
+@dataclass(frozen=True)
+class ContextInspection(WireType):
+    """`POST /contexts/:id/inspect`: the user's names in a context's REPL state."""
+
+    context_id: str
+    execution_count: int
+    """The run whose state this is."""
+    names: list[InspectedName]
+    more: int = 0
+    """Names left out past the inspector's limit."""
+    ran_code: bool = False
+    """The inspection ran as an execution of the context (a gateway without
+    `context-inspect`): it counted, and its history has it."""
+
+
+@dataclass(frozen=True)
+class InspectedValue(WireType):
+    """`POST /contexts/:id/inspect/value`: one name's value written out in full, a page
+    at a time (`offset` and `total` count characters)."""
+
+    context_id: str
+    name: str
+    type: str
+    repr: str
+    offset: int
+    total: int
+    ran_code: bool = False
 
 
 @dataclass(frozen=True)

@@ -327,6 +327,12 @@ class WorkbenchApp(App[None]):
     def action_fork_context(self) -> None:
         self.main_screen.action_fork_context()
 
+    def action_toggle_inspector(self) -> None:
+        self.main_screen.action_toggle_inspector()
+
+    def action_inspect_by_running(self) -> None:
+        self.main_screen.action_inspect_by_running()
+
     def action_delete_context(self) -> None:
         self.main_screen.action_delete_context()
 

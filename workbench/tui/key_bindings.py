@@ -42,6 +42,14 @@ WORKBENCH_BINDINGS: list[Binding] = [
         "ctrl+pageup", "previous_tab", "Previous tab", id="tabs.previous", show=False, priority=True
     ),
     Binding("ctrl+t", "focus_tree", "Sandbox tree", id="sidebar.focus", show=False),
+    Binding("alt+g", "toggle_inspector", "Inspector", id="context.inspector", show=False),
+    Binding(
+        "alt+a",
+        "inspect_by_running",
+        "Inspect by running code",
+        id="context.inspect_by_running",
+        show=False,
+    ),
     Binding("alt+k", "fork_context", "Fork context", id="context.fork", show=False),
     Binding(
         "alt+b", "save_checkpoint", "Save checkpoint", id="context.save_checkpoint", show=False
@@ -77,6 +85,8 @@ REPL_ACTIONS = frozenset(
         "export_notebook",
         "diff_cell",
         "close_tab",
+        "toggle_inspector",
+        "inspect_by_running",
         "fork_context",
         "save_checkpoint",
         "restore_checkpoint",
@@ -102,6 +112,8 @@ PALETTE_TITLES = {
     "pick_cell": "Copy the code, output or result of any cell…",
     "copy_curl": "Copy the current cell's request as a curl command (remote profiles)",
     "export_notebook": "Export the transcript as a Jupyter notebook…",
+    "toggle_inspector": "Show or hide the context inspector (the names in the REPL state)",
+    "inspect_by_running": "Inspect the context by running code in it (remote gateways)",
     "fork_context": "Fork the context: a new one from a copy of its state",
     "save_checkpoint": "Save a checkpoint of the context's state…",
     "restore_checkpoint": "Restore one of the context's checkpoints…",

@@ -13,12 +13,14 @@ from workbench.api import (
     Backend,
     Checkpoint,
     CodeContext,
+    ContextInspection,
     EngineInfo,
     ExecutionResult,
     FileInfo,
     FileState,
     FileVersion,
     HistoryEntry,
+    InspectedValue,
     ReadFileResult,
     RuntimeInfo,
     SandboxInfo,
@@ -182,6 +184,26 @@ class CheckpointsLoaded(Message, bubble=False):
     sandbox_id: str
     context_id: str
     checkpoints: list[Checkpoint]
+
+
+@dataclass
+class ContextInspected(Message, bubble=False):
+    """The context's names (`inspection`), or why there are none (`failure`)."""
+
+    context_id: str
+    inspection: ContextInspection | None
+    failure: str | None = None
+
+
+@dataclass
+class ValueInspected(Message, bubble=False):
+    """A page of one name's value (`value`), or why there is none (`failure`)."""
+
+    context_id: str
+    name: str
+    offset: int
+    value: InspectedValue | None
+    failure: str | None = None
 
 
 @dataclass

@@ -14,6 +14,7 @@ from textual.widget import Widget
 from textual.worker import Worker
 
 from workbench.api import (
+    CONTEXT_INSPECT_FEATURE,
     OUTPUT_STREAM_FEATURE,
     Backend,
     CodeContext,
@@ -33,6 +34,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     CheckpointRestored,
     CheckpointSaved,
     CheckpointsLoaded,
+    ContextInspected,
     ContextOpened,
     ContextRemoved,
     DirectoryListed,
@@ -46,6 +48,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     SandboxDestroyed,
     SandboxesLoaded,
     SandboxInfoLoaded,
+    ValueInspected,
 )
 from workbench.tui.screens.create_context_screen import ContextRequest
 
@@ -120,6 +123,10 @@ class ProfileConnection:
         self.streams_output = True
         """The backend streams a running cell's output (a Worker gateway answers at the
         end: its health lacks the feature)."""
+        self.inspects_copies = True
+        """The backend inspects a copy of a context (a Worker gateway can only run the
+        inspector in the context: its health lacks the feature). Until health says, an
+        inspection asks for a copy, which never runs code."""
         self.ready_engines: set[str] = set()
         """Languages whose local engine the current backend reported prepared: a cell in
         one of them runs without asking again."""
@@ -187,8 +194,10 @@ class ProfileConnection:
             return
         if profile == self.profile:
             self.versions = VersionReport.read(health)
-            features = health.get("features")
-            self.streams_output = isinstance(features, list) and OUTPUT_STREAM_FEATURE in features
+            listed = health.get("features")
+            features = set(listed) if isinstance(listed, list) else set()
+            self.streams_output = OUTPUT_STREAM_FEATURE in features
+            self.inspects_copies = CONTEXT_INSPECT_FEATURE in features
         self.owner.post_message(HealthChecked(profile, True, connection_detail(backend)))
 
     # ----------------------------------------------------------------- calls
@@ -329,6 +338,51 @@ class ProfileConnection:
             self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
 
         self.call("Forking the context failed", fork)
+
+    def inspect_context(self, sandbox_id: str, context: CodeContext, *, run_code: bool) -> None:
+        """List the context's names (`ContextInspected`); `run_code`: by running the
+        inspector in the context, where the backend cannot inspect a copy. A newer
+        request for the same context replaces one still running."""
+        backend = self.backend_or_warn()
+        if backend is None:
+            return
+
+        async def inspect() -> None:
+            interpreter = backend.sandbox(sandbox_id).interpreter
+            try:
+                inspection = await interpreter.inspect_context(context, run_code=run_code)
+            except Exception as error:
+                self.owner.post_message(ContextInspected(context.id, None, describe_error(error)))
+                return
+            self.owner.post_message(ContextInspected(context.id, inspection))
+
+        self.owner.run_worker(
+            inspect(),
+            name="inspect_context",
+            group=f"inspect-{context.id}",
+            exclusive=True,
+            exit_on_error=False,
+        )
+
+    def inspect_value(
+        self, sandbox_id: str, context: CodeContext, name: str, offset: int, *, run_code: bool
+    ) -> None:
+        """A page of one name's value (`ValueInspected`), as `inspect_context` reads."""
+        backend = self.backend_or_warn()
+        if backend is None:
+            return
+
+        async def inspect() -> None:
+            interpreter = backend.sandbox(sandbox_id).interpreter
+            try:
+                value = await interpreter.inspect_value(context, name, offset, run_code=run_code)
+            except Exception as error:
+                failure = describe_error(error)
+                self.owner.post_message(ValueInspected(context.id, name, offset, None, failure))
+                return
+            self.owner.post_message(ValueInspected(context.id, name, offset, value))
+
+        self.owner.run_worker(inspect(), name="inspect_value", exit_on_error=False)
 
     def save_checkpoint(self, sandbox_id: str, context: CodeContext, name: str) -> None:
         async def save(backend: Backend) -> None:

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from engines.isolated import Cancellation, IsolatedSession
 from engines.result import LIMIT_ERROR, ContextRef, ExecutionError, ExecutionResult, SessionState
 from engines.session import Boot, Outcome, OutputListener
+from engines.snapshot import SnapshotDelta
+from engines.vfs import TreeUpdate
 from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.local.sandbox_state import SandboxState
@@ -31,7 +34,7 @@ from workbench.core.changes import ChangeSet
 from workbench.core.envvars import layer_env
 from workbench.core.paths import WorkspaceOSError
 from workbench.core.workspace import GUEST_LIMITS
-from workbench.protocol.errors import SandboxError
+from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.timestamps import iso_from_ms
 
 ENGINE_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox-engine")
@@ -39,8 +42,34 @@ ENGINE_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox-
 never holds up another sandbox's run (the default executor has only a few threads)."""
 
 
+INSPECTIONS = threading.BoundedSemaphore(2)
+"""Inspections that run at once, each in an engine process of its own."""
+
+
 class EngineUnavailableError(Exception):
     """The context's engine could not be prepared or loaded (the cause says why)."""
+
+
+class FixedTree:
+    """A `WorkspaceSource` that always gives one state of the tree (read in a turn)."""
+
+    def __init__(self, update: TreeUpdate) -> None:
+        self._update = update
+
+    def update_since(self, version: Hashable | None) -> tuple[TreeUpdate, Hashable]:
+        return self._update, "copy"
+
+
+@dataclass(frozen=True)
+class StateCopy:
+    """What a throwaway copy of a context starts from, read in the sandbox's turn: the
+    stored snapshot, the files and the env a run of the context would see."""
+
+    runtime: LocalRuntime
+    cwd: str
+    env: dict[str, str]
+    restore_point: SnapshotDelta | None
+    tree: FixedTree | None
 
 
 class ContextRunner:
@@ -97,6 +126,57 @@ class ContextRunner:
             )
         self._state.touch()
         return result
+
+    def copy_state(self, row: ContextRow) -> StateCopy:
+        """What a copy of the context would start from now (call in the sandbox's turn:
+        no run changes the row, its snapshot or the tree meanwhile)."""
+        restore_point = self._snapshots.restore_point(row)
+        if restore_point is None and row.executions > 0:
+            raise make_error(
+                ErrorCode.CODE_EXECUTION_ERROR,
+                "The context's state has no stored snapshot (its last run could not take "
+                "one), so there is no copy of it to inspect; run a cell first",
+            )
+        meta = self._state.ensure_meta()
+        tree = None
+        if self._settings.file_api:
+            tree = FixedTree(self._state.workspace.update_since(None)[0])
+        return StateCopy(
+            self._state.runtime(row.binding),
+            row.cwd,
+            layer_env(meta.env_vars, row.env_vars, {}),
+            restore_point,
+            tree,
+        )
+
+    async def run_copy(self, copy: StateCopy, code: str, timeout: float) -> ExecutionResult:
+        """Run `code` in a throwaway engine restored from `copy`: nothing it does reaches
+        the context, its files or its history (the engine goes with its state)."""
+
+        def run() -> ExecutionResult:
+            with INSPECTIONS:
+                try:
+                    session = IsolatedSession(
+                        copy.runtime.spec,
+                        pool=self._engine_pool,
+                        workspace=GUEST_LIMITS,
+                        limits=self._settings.limits,
+                        restore_source=lambda: copy.restore_point,
+                        progress=copy.runtime.prepare_progress,
+                    )
+                except Exception as error:  # the engine cannot be prepared or loaded
+                    raise make_error(
+                        ErrorCode.INTERNAL_ERROR,
+                        f"{copy.runtime.language} engine unavailable: {error}",
+                    ) from None
+                try:
+                    return session.execute(
+                        code, copy.env, copy.cwd, workspace=copy.tree, timeout=timeout
+                    ).result
+                finally:
+                    session.close()
+
+        return await asyncio.get_running_loop().run_in_executor(ENGINE_THREADS, run)
 
     async def run(
         self,

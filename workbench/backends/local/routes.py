@@ -52,6 +52,7 @@ from workbench.protocol.routing import ANY_METHOD, Found, Route, RouteTable
 from workbench.protocol.types import (
     CHECKPOINTS_FEATURE,
     CONTEXT_FORK_FEATURE,
+    CONTEXT_INSPECT_FEATURE,
     EXECUTION_TIMEOUT_FEATURE,
     FILES_BATCH_FEATURE,
     OUTPUT_STREAM_FEATURE,
@@ -80,6 +81,7 @@ FEATURES = [
     OUTPUT_STREAM_FEATURE,
     CONTEXT_FORK_FEATURE,
     CHECKPOINTS_FEATURE,
+    CONTEXT_INSPECT_FEATURE,
 ]
 """The extensions this gateway serves (`GET /v1/health`)."""
 FILES_BATCH_LIMITS = FilesBatchLimits(FILES_BATCH_MAX_ENTRIES, FILES_BATCH_BODY_CAP)
@@ -305,6 +307,25 @@ async def fork_context(sandbox: SandboxObject, request: Request, params: Params)
     return answer(sandbox.fork_context(unquote(params["context_id"])), 201)
 
 
+async def inspect_context(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """An extension: the user's names in the context, from a copy of its state (it takes
+    the sandbox's turn only to read that state)."""
+    parse_object(request, EXECUTE_BODY_CAP)
+    return answer(await sandbox.inspect(unquote(params["context_id"])))
+
+
+async def inspect_value(sandbox: SandboxObject, request: Request, params: Params) -> Response:
+    """An extension: a page of one name's value, in full."""
+    body = parse_object(request, EXECUTE_BODY_CAP)
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise validation_error("name is required")
+    offset = body.get("offset", 0)
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise validation_error("offset must be a count of characters from 0")
+    return answer(await sandbox.inspect_value(unquote(params["context_id"]), name, offset))
+
+
 async def list_checkpoints(sandbox: SandboxObject, request: Request, params: Params) -> Response:
     """An extension: the context's checkpoints, oldest first."""
     return answer(sandbox.checkpoints(unquote(params["context_id"])))
@@ -378,6 +399,16 @@ SANDBOX_ROUTES: RouteTable[SandboxEndpoint] = RouteTable(
         Route("DELETE", "/contexts/{context_id}", SandboxEndpoint(delete_context)),
         Route("GET", "/contexts/{context_id...}/history", SandboxEndpoint(history)),
         Route("POST", "/contexts/{context_id...}/fork", SandboxEndpoint(fork_context)),
+        Route(
+            "POST",
+            "/contexts/{context_id}/inspect",
+            SandboxEndpoint(inspect_context, in_turn=False),
+        ),
+        Route(
+            "POST",
+            "/contexts/{context_id}/inspect/value",
+            SandboxEndpoint(inspect_value, in_turn=False),
+        ),
         Route("GET", "/contexts/{context_id}/checkpoints", SandboxEndpoint(list_checkpoints)),
         Route("POST", "/contexts/{context_id}/checkpoints", SandboxEndpoint(save_checkpoint)),
         Route(

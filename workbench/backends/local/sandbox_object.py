@@ -16,6 +16,8 @@ from typing import Any
 from engines.isolated import Cancellation
 from engines.result import ExecutionResult
 from engines.session import OutputListener
+from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS
+from workbench.api.inspector import inspector_code, read_inspection, read_value
 from workbench.backends.local.context_runner import ContextRunner
 from workbench.backends.local.files_api import FilesResult, files_request
 from workbench.backends.local.files_batch import files_batch
@@ -30,8 +32,10 @@ from workbench.protocol.types import (
     Checkpoint,
     CheckpointList,
     CodeContext,
+    ContextInspection,
     FilesBatchResult,
     HistoryEntry,
+    InspectedValue,
     SandboxInfo,
 )
 from workbench.store import StoredCheckpoint, StoredSandbox
@@ -208,6 +212,29 @@ class SandboxObject:
         return Checkpoint(
             saved.name, context_id, iso_from_ms(saved.created_at), executions, saved.bytes
         )
+
+    async def inspect(self, context_id: str) -> ContextInspection:
+        """The user's names in the context (an extension), read from a copy of its stored
+        state, so the context stays exactly as it was."""
+        async with self.turn():
+            row = self._state.context(context_id)
+            executions = row.executions
+            copy = self._runner.copy_state(row) if executions else None
+        if copy is None:  # a context that never ran has no names of the user's
+            return ContextInspection(context_id, 0, [])
+        result = await self._runner.run_copy(copy, inspector_code(row.language), INSPECT_SECONDS)
+        return read_inspection(result, context_id, executions, ran_code=False)
+
+    async def inspect_value(self, context_id: str, name: str, offset: int) -> InspectedValue:
+        """A page of one name's value written out in full, from a copy as `inspect`."""
+        async with self.turn():
+            row = self._state.context(context_id)
+            if row.executions == 0:
+                raise validation_error(f"The context has no name {name!r} to inspect")
+            copy = self._runner.copy_state(row)
+        code = inspector_code(row.language, name, offset)
+        result = await self._runner.run_copy(copy, code, INSPECT_SECONDS)
+        return read_value(result, context_id, name, offset, ran_code=False)
 
     def list_contexts(self) -> list[CodeContext]:
         self._state.touch()

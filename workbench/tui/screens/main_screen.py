@@ -41,6 +41,7 @@ from workbench.tui.messages import (
     CheckpointRestored,
     CheckpointSaved,
     CheckpointsLoaded,
+    ContextInspected,
     ContextOpened,
     ContextRemoved,
     DirectoryListed,
@@ -54,6 +55,7 @@ from workbench.tui.messages import (
     SandboxDestroyed,
     SandboxesLoaded,
     SandboxInfoLoaded,
+    ValueInspected,
 )
 from workbench.tui.profile_connection import BackendFactory, ProfileConnection, connection_detail
 from workbench.tui.screens.checkpoint_picker_screen import (
@@ -65,6 +67,7 @@ from workbench.tui.screens.create_context_screen import ContextRequest, CreateCo
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.env_vars_screen import EnvVarsScreen
 from workbench.tui.screens.name_screen import NameScreen
+from workbench.tui.screens.value_screen import ValueScreen
 from workbench.tui.tree_nodes import (
     ContextNode,
     DirectoryNode,
@@ -74,6 +77,7 @@ from workbench.tui.tree_nodes import (
     context_from_info,
 )
 from workbench.tui.widgets.info_panel import InfoPanel
+from workbench.tui.widgets.inspector_panel import InspectorPanel
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.runtimes_table import RuntimesTable
 from workbench.tui.widgets.sandbox_tree import SandboxTree
@@ -470,6 +474,90 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         if repl is not None:
             self.connection.fork_context(repl.sandbox_id, repl.context)
 
+    def action_toggle_inspector(self) -> None:
+        """Show or hide the open REPL's inspector; shown, it reads the names at once where
+        that runs no code, and otherwise says how to ask."""
+        repl = self.active_repl
+        if repl is None:
+            return
+        if repl.toggle_inspector():
+            self.inspect(repl)
+            repl.inspector.table.focus()
+
+    def inspect(self, repl: ReplPane) -> None:
+        """Read the names for a shown inspector: from a copy of the context where the
+        backend can, otherwise wait for the user to ask (`action_inspect_by_running`)."""
+        runs_code = not self.connection.inspects_copies
+        repl.inspector.expect(runs_code=runs_code)
+        if not runs_code:
+            self.connection.inspect_context(repl.sandbox_id, repl.context, run_code=False)
+
+    def action_inspect_by_running(self) -> None:
+        """Inspect the open REPL's context by running the inspector in it (a gateway that
+        cannot inspect a copy; elsewhere a copy is read, as always)."""
+        repl = self.active_repl
+        if repl is None:
+            return
+        if not repl.inspector_shown:
+            repl.toggle_inspector()
+        repl.inspector.set_state("running the inspector in the context…")
+        self.connection.inspect_context(repl.sandbox_id, repl.context, run_code=True)
+
+    @on(InspectorPanel.RunRequested)
+    def inspector_run_requested(self, message: InspectorPanel.RunRequested) -> None:
+        message.stop()
+        self.action_inspect_by_running()
+
+    @on_report(ContextInspected)
+    def context_inspected(self, message: ContextInspected) -> None:
+        repl = self.tabs.repl_for(message.context_id)
+        if repl is None:
+            return
+        if message.inspection is not None:
+            repl.inspector.show_inspection(message.inspection)
+            if message.inspection.ran_code:  # a run of the context: the transcript says so
+                repl.note_inspector_run(message.inspection.execution_count)
+                self.refresh_after_run(repl.sandbox_id, repl.context.id, None)
+        elif message.failure is not None:
+            repl.inspector.show_failure(message.failure)
+
+    @on(InspectorPanel.ValueRequested)
+    def value_requested(self, message: InspectorPanel.ValueRequested) -> None:
+        message.stop()
+        repl = self.active_repl
+        if repl is not None:
+            self.connection.inspect_value(
+                repl.sandbox_id,
+                repl.context,
+                message.name,
+                0,
+                run_code=not self.connection.inspects_copies,
+            )
+
+    @on_report(ValueInspected)
+    def value_inspected(self, message: ValueInspected) -> None:
+        repl = self.tabs.repl_for(message.context_id)
+        if repl is None:
+            return
+        screen = self.app.screen
+        if message.offset > 0:  # a next page, for the value screen that asked for it
+            if isinstance(screen, ValueScreen) and screen.value_name == message.name:
+                if message.value is not None:
+                    screen.add_page(message.value)
+                else:
+                    screen.page_failed(message.failure or "unknown")
+            return
+        if message.value is None:
+            self.notify(message.failure or "", title="Inspecting failed", severity="error")
+            return
+        sandbox_id, context, name = repl.sandbox_id, repl.context, message.name
+        run_code = message.value.ran_code
+
+        def load_page(offset: int) -> None:
+            self.connection.inspect_value(sandbox_id, context, name, offset, run_code=run_code)
+
+        self.app.push_screen(ValueScreen(message.value, load_page))
+
     def action_save_checkpoint(self) -> None:
         """Keep the open REPL's context state under a name the user gives."""
         repl = self.active_repl
@@ -598,6 +686,8 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             return
         pane.finish_cell(message.code, message.result, message.failure, message.label)
         self.refresh_after_run(message.sandbox_id, message.context_id, message.result)
+        if pane.inspector_shown:
+            self.inspect(pane)
         if message.label is None:
             self.connection.remember_input(message.sandbox_id, message.context_id, message.code)
         result = message.result

@@ -1,4 +1,5 @@
-"""One open code context: its transcript, run status, find bar and code input.
+"""One open code context: its transcript, run status, find bar, code input and the
+context inspector beside them (hidden until asked for).
 
 The pane owns what a user does in a REPL: run and cancel (it posts `RunRequested` and
 `CancelRequested`; the screen calls the API and hands the outcome back to `finish_cell`),
@@ -14,7 +15,7 @@ from pathlib import Path
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Input
 
@@ -28,6 +29,7 @@ from workbench.tui.transcript_cell import CellPart, TranscriptCell
 from workbench.tui.transcript_export import default_export_path, write_transcript
 from workbench.tui.untrusted import shown
 from workbench.tui.widgets.code_input import CodeInput
+from workbench.tui.widgets.inspector_panel import InspectorPanel
 from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.run_status import RunStatus
 from workbench.tui.widgets.transcript import Transcript
@@ -79,11 +81,14 @@ class ReplPane(Vertical):
         self.now_ms = now_ms
 
     def compose(self) -> ComposeResult:
-        yield Transcript(show_measurements=self.show_measurements, id="transcript")
-        yield LiveOutput(id="live-output")
-        yield Input(placeholder="find in transcript (Enter: next match)", id="find-input")
-        yield RunStatus(show_measurements=self.show_measurements, id="run-status")
-        yield CodeInput(self.context.language, id="code-input")
+        with Horizontal(id="repl-body"):
+            with Vertical(id="repl-main"):
+                yield Transcript(show_measurements=self.show_measurements, id="transcript")
+                yield LiveOutput(id="live-output")
+                yield Input(placeholder="find in transcript (Enter: next match)", id="find-input")
+                yield RunStatus(show_measurements=self.show_measurements, id="run-status")
+                yield CodeInput(self.context.language, id="code-input")
+            yield InspectorPanel(id="inspector")
 
     @property
     def transcript(self) -> Transcript:
@@ -100,6 +105,22 @@ class ReplPane(Vertical):
     @property
     def find_input(self) -> Input:
         return self.query_one("#find-input", Input)
+
+    @property
+    def inspector(self) -> InspectorPanel:
+        return self.query_one(InspectorPanel)
+
+    @property
+    def inspector_shown(self) -> bool:
+        return self.inspector.has_class("-visible")
+
+    def toggle_inspector(self) -> bool:
+        """Show or hide the inspector; True when it is shown now."""
+        inspector = self.inspector
+        inspector.toggle_class("-visible")
+        if not inspector.has_class("-visible"):
+            self.focus_input()
+        return inspector.has_class("-visible")
 
     @property
     def running(self) -> bool:
@@ -179,6 +200,12 @@ class ReplPane(Vertical):
     def note_restored(self, checkpoint: str) -> None:
         """The context went back to a checkpoint (described by `checkpoint`)."""
         self.transcript.write(shown(f"↺ restored checkpoint {checkpoint}", "bold magenta"))
+
+    def note_inspector_run(self, execution_count: int) -> None:
+        """The inspector ran in the context as run `execution_count` (a remote gateway)."""
+        self.transcript.write(
+            shown(f"◇ run {execution_count} was the context inspector (alt+a)", "dim")
+        )
 
     def show_output(self, lines: list[tuple[str, str]]) -> None:
         """Lines the running cell just wrote (the finished cell replaces them)."""

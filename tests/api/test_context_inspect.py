@@ -1,0 +1,241 @@
+"""The context inspector (`…/contexts/:id/inspect`, an extension of serve and the local
+backend): the names a user made, read from a copy of the context so that inspecting
+changes nothing; and, where a gateway lacks it, by running the inspector in the context
+when the caller allows that."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.api.conftest import fresh_id
+from tests.api.test_contexts import assert_context_not_found, raises
+from workbench.api import CONTEXT_INSPECT_FEATURE, Backend, CodeContext, SandboxClient
+from workbench.api.inspector import MAX_NAMES, PAGE_CHARS
+
+DEFINE = {  # binding: (code, the names listed as (name, type, repr, length))
+    "PYTHON": (
+        "import json\n"
+        "class Point:\n"
+        "    def __repr__(self):\n"
+        "        return 'Point(1, 2)'\n"
+        "p = Point()\n"
+        "xs = list(range(1000))\n"
+        "_hidden = 'a\\nb'\n",
+        [
+            ("_hidden", "str", "'a\\nb'", 3),
+            ("json", "module", None, None),
+            ("p", "Point", "Point(1, 2)", None),
+            ("Point", "type", "<class '__main__.Point'>", None),
+            ("xs", "list", None, 1000),
+        ],
+    ),
+    "JAVASCRIPT": (
+        "var a = 1; let b = 'two'; const c = [1, 2, 3]; class K { constructor() { this.q = 1 } }\n"
+        "function f() {}\nconst k = new K(); const m = new Map([[1, 'x']])",
+        [
+            ("a", "number", "1", None),
+            ("b", "string", '"two"', 3),
+            ("c", "Array", "[1, 2, 3]", 3),
+            ("f", "function", "[Function: f]", None),
+            ("K", "class", "[class K]", None),
+            ("k", "K", "K { q: 1 }", None),
+            ("m", "Map", 'Map(1) { 1 => "x" }', 1),
+        ],
+    ),
+    "PERL": (
+        'our $n = 41; our @list = (1, 2, 3); our %h = (a => 1); our $s = "text";'
+        "sub greet { 1 } my $lexical = 5; 1",
+        [
+            ("&greet", "sub", "sub main::greet", None),
+            ("%h", "hash", '{"a" => 1}', 1),
+            ("@list", "array", "[1,2,3]", 3),
+            ("$n", "number", "41", None),
+            ("$s", "string", '"text"', 4),
+        ],
+    ),
+    "RUBY": (
+        "x = 1; words = %w[a b]; $counter = 5; Pair = Struct.new(:l, :r); pair = Pair.new(1, 2)",
+        [
+            ("$counter", "Integer", "5", None),
+            ("Pair", "Class", "Pair", None),
+            ("pair", "Pair", "#<struct Pair l=1, r=2>", 2),
+            ("words", "Array", '["a", "b"]', 2),
+            ("x", "Integer", "1", None),
+        ],
+    ),
+}
+
+
+async def context_state(sandbox: SandboxClient, context: CodeContext) -> tuple[object, ...]:
+    """What a client can observe of a context: its info (counters, snapshot record) and
+    its history."""
+    info = await sandbox.get_info()
+    (listed,) = [item for item in info.contexts if item.id == context.id]
+    history = await sandbox.interpreter.history(context)
+    return listed.to_json(), [(entry.code, entry.started_at) for entry in history]
+
+
+@pytest.mark.usefixtures("all_engines")
+@pytest.mark.parametrize("binding", DEFINE)
+async def test_the_inspector_lists_the_users_names(
+    backend: Backend, sandbox: SandboxClient, binding: str
+) -> None:
+    code, expected = DEFINE[binding]
+    interpreter = sandbox.interpreter
+    if backend.name == "workerd" and binding in ("PYTHON", "RUBY"):
+        pytest.skip("the Worker gateway: checked with JAVASCRIPT and PERL")
+    context = await interpreter.create_code_context(binding)
+    empty = await interpreter.inspect_context(context, run_code=backend.name == "workerd")
+    assert empty.names == []
+    ran = await interpreter.run_code(code, context=context)
+    assert ran.error is None, ran.error
+    if backend.name == "workerd":
+        refused = await raises(interpreter.inspect_context(context))
+        assert (refused.code, refused.context) == (
+            "NOT_SUPPORTED",
+            {"feature": CONTEXT_INSPECT_FEATURE},
+        )
+        assert "only run in the context, as an execution" in refused.message
+        before = ran.execution_count or 0
+        inspection = await interpreter.inspect_context(context, run_code=True)
+        assert inspection.ran_code and inspection.execution_count == before + 1
+        counted = await interpreter.run_code("1", context=context)
+        assert counted.execution_count == before + 2  # the inspection was a run
+    else:
+        assert CONTEXT_INSPECT_FEATURE in (await backend.health())["features"]
+        inspection = await interpreter.inspect_context(context)
+        assert not inspection.ran_code and inspection.execution_count == 1
+    listed = [(name.name, name.type, name.repr, name.length) for name in inspection.names]
+    assert [row[:2] for row in listed] == [row[:2] for row in expected]
+    for (name, _, shown, length), (_, _, want_shown, want_length) in zip(
+        listed, expected, strict=True
+    ):
+        if want_shown is not None:
+            assert shown == want_shown, name
+        if want_length is not None:
+            assert length == want_length, name
+    assert inspection.more == 0
+    if backend.name != "workerd":  # the inspection left no name of its own behind
+        again = await interpreter.inspect_context(context)
+        assert again.names == inspection.names
+
+
+@pytest.mark.usefixtures("python_engine")
+async def test_inspecting_a_hundred_times_changes_nothing(
+    backend: Backend, sandbox: SandboxClient
+) -> None:
+    """Even a `__repr__` that changes state and writes a file: it runs in the copy."""
+    if backend.name == "workerd":
+        pytest.skip("the Worker gateway can only inspect by running code (see above)")
+    interpreter = sandbox.interpreter
+    context = await interpreter.create_code_context("PYTHON")
+    code = (
+        "class Sneaky:\n"
+        "    def __repr__(self):\n"
+        "        global hits\n"
+        "        hits += 1\n"
+        "        open('/workspace/sneaky.txt', 'a').write('x')\n"
+        "        return f'Sneaky({hits})'\n"
+        "    def __len__(self):\n"
+        "        global hits\n"
+        "        hits += 10\n"
+        "        return 3\n"
+        "hits = 0\n"
+        "sneaky = Sneaky()"
+    )
+    assert (await interpreter.run_code(code, context=context)).error is None
+    before = await context_state(sandbox, context)
+    for _ in range(100):
+        inspection = await interpreter.inspect_context(context)
+        (shown,) = [name for name in inspection.names if name.name == "sneaky"]
+        assert (shown.repr, shown.length) == ("Sneaky(1)", 3)  # a fresh copy every time
+        assert inspection.execution_count == 1
+    value = await interpreter.inspect_value(context, "sneaky")
+    assert (value.repr, value.total, value.ran_code) == ("Sneaky(1)", 9, False)
+    assert await context_state(sandbox, context) == before
+    assert not (await sandbox.exists("/workspace/sneaky.txt")).exists
+    after = await interpreter.run_code("hits", context=context)
+    assert after.results[-1].text == "0" and after.execution_count == 2
+
+
+@pytest.mark.usefixtures("perl_engine")
+async def test_a_value_comes_whole_in_pages(backend: Backend, sandbox: SandboxClient) -> None:
+    interpreter = sandbox.interpreter
+    context = await interpreter.create_code_context("PERL")
+    await interpreter.run_code('our $long = "ab" x 10000; 1', context=context)
+    run_code = backend.name == "workerd"
+    pages, offset = [], 0
+    while True:
+        page = await interpreter.inspect_value(context, "$long", offset, run_code=run_code)
+        assert page.offset == offset and page.total == 20002 and page.type == "string"
+        assert len(page.repr) <= PAGE_CHARS
+        pages.append(page.repr)
+        offset += len(page.repr)
+        if offset >= page.total:
+            break
+    assert "".join(pages) == '"' + "ab" * 10000 + '"'
+    assert len(pages) == 3
+    missing = await raises(interpreter.inspect_value(context, "$nope", run_code=run_code))
+    assert (missing.code, missing.http_status) == ("VALIDATION_FAILED", 400)
+    assert missing.message == "The context has no name '$nope' to inspect"
+    ghost = dataclasses.replace(context, id="nope")
+    gone = await raises(interpreter.inspect_context(ghost, run_code=run_code))
+    assert_context_not_found(gone, "nope")
+
+
+@pytest.mark.usefixtures("python_engine")
+async def test_a_broken_inspection_is_a_clear_error(
+    backend: Backend, sandbox: SandboxClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """User code that replaced what the inspector calls, or a `__repr__` that never
+    returns: an error that says so, and the context is untouched."""
+    if backend.name != "local":
+        pytest.skip("the limit is shortened in this process: the embedded backend")
+    monkeypatch.setattr("workbench.backends.local.sandbox_object.INSPECT_SECONDS", 2.0)
+    interpreter = sandbox.interpreter
+    context = await interpreter.create_code_context("PYTHON")
+    await interpreter.run_code("sorted = len", context=context)
+    broken = await raises(interpreter.inspect_context(context))
+    assert broken.code == "CODE_EXECUTION_ERROR"
+    assert broken.message.startswith("The inspector failed: TypeError")
+
+    await interpreter.run_code(
+        "del sorted\nimport time\n"
+        "class Slow:\n    def __repr__(self):\n        time.sleep(100)\n"
+        "slow = Slow()",
+        context=context,
+    )
+    stuck = await raises(interpreter.inspect_value(context, "slow"))
+    assert stuck.code == "CODE_EXECUTION_ERROR"
+    assert "timed out after 2 s" in stuck.message
+    result = await interpreter.run_code("type(slow).__name__", context=context)
+    assert result.results[-1].text == "'Slow'" and result.execution_count == 3
+
+
+async def test_many_names_are_counted_past_the_limit(
+    backend: Backend, sandbox: SandboxClient
+) -> None:
+    if backend.name == "workerd":
+        pytest.skip("the same inspector code runs there; checked on local and serve")
+    interpreter = sandbox.interpreter
+    context = await interpreter.create_code_context("PERL")
+    many = MAX_NAMES + 5
+    code = f"no strict 'refs'; ${{\"main::v$_\"}} = $_ for 1 .. {many}; 1"
+    assert (await interpreter.run_code(code, context=context)).error is None
+    inspection = await interpreter.inspect_context(context)
+    assert len(inspection.names) == MAX_NAMES and inspection.more == 5
+
+
+async def test_inspecting_an_unknown_context(backend: Backend) -> None:
+    sandbox = backend.sandbox(fresh_id())
+    try:
+        ghost = CodeContext("nope", "PERL", "perl", "/workspace", "", "")
+        error = await raises(sandbox.interpreter.inspect_context(ghost))
+        if backend.name == "workerd":
+            assert error.code == "NOT_SUPPORTED"
+        else:
+            assert_context_not_found(error, "nope")
+    finally:
+        await sandbox.destroy()

@@ -1,0 +1,156 @@
+"""The context inspector: the code that lists the names a user made in a context, one
+script per language beside this module, and how its answer is read.
+
+The same code serves both backends. The local backend runs it in a copy of the context
+restored from its stored snapshot and then drops the copy, so an inspection changes
+nothing about the context. A gateway without `context-inspect` can only run it in the
+context itself, as an execution that counts, and only when the user asks for that.
+The guest's answer is untrusted (user code may have replaced what the script calls), so
+it is checked field by field.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Any, Final
+
+from workbench.protocol.errors import ErrorCode, SandboxError, make_error
+from workbench.protocol.types import (
+    ContextInspection,
+    ExecutionResult,
+    InspectedName,
+    InspectedValue,
+)
+
+SHORT_CHARS: Final = 120
+"""A listed value's repr is cut to this many characters, on one line."""
+PAGE_CHARS: Final = 8192
+"""Characters of a full repr per page (a page stays under the 64 KiB result limit even
+when every character is escaped)."""
+MAX_NAMES: Final = 200
+"""Names listed at most; `ContextInspection.more` counts the rest."""
+MAX_NAME_CHARS: Final = 256
+"""A longer name (only `globals()[...]` and the like make one) is counted, not listed."""
+TIMEOUT_SECONDS: Final = 10.0
+"""Wall-clock limit of one inspection (a user's `__repr__` may loop)."""
+_SCRIPTS: Final = {
+    "python": "python.py.guest",
+    "javascript": "javascript.js",
+    "perl": "perl.pl",
+    "ruby": "ruby.rb",
+}
+
+
+def inspects(language: str) -> bool:
+    """The inspector has a script for `language`."""
+    return language in _SCRIPTS
+
+
+def inspector_code(language: str, name: str | None = None, offset: int = 0) -> str:
+    """The code that lists the context's names, or (given `name`) writes out that name's
+    value from character `offset`. The name travels as hex digits, so no value of it can
+    break out of the string it is put in."""
+    script = _SCRIPTS.get(language)
+    if script is None:
+        raise make_error(
+            ErrorCode.NOT_SUPPORTED, f"The context inspector does not know {language} yet"
+        )
+    source = files(__package__).joinpath(script).read_text(encoding="utf-8")
+    values = {
+        "target_hex": (name or "").encode("utf-8", "surrogatepass").hex(),
+        "offset": str(max(0, int(offset))),
+        "short_chars": str(SHORT_CHARS),
+        "page_chars": str(PAGE_CHARS),
+        "max_names": str(MAX_NAMES),
+    }
+    for key, value in values.items():
+        source = source.replace("{{" + key + "}}", value)
+    return source
+
+
+def _answer(result: ExecutionResult) -> dict[str, Any]:
+    """The JSON object the script returned, or the error that says why there is none."""
+    if result.error is not None:
+        raise make_error(
+            ErrorCode.CODE_EXECUTION_ERROR,
+            f"The inspector failed: {result.error.name}: {result.error.message}",
+        )
+    entries = [entry.json for entry in result.results if entry.is_json]
+    if not entries or not isinstance(entries[-1], dict):
+        raise _unexpected("it returned no JSON object")
+    return entries[-1]
+
+
+def _unexpected(why: str) -> SandboxError:
+    return make_error(
+        ErrorCode.INTERNAL_ERROR,
+        f"The inspector's answer is not what it writes ({why}); code in the context may "
+        "have replaced something it uses",
+    )
+
+
+def _text(data: dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise _unexpected(f"{key} is not text")
+    return value
+
+
+def _count(data: dict[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _unexpected(f"{key} is not a count")
+    return value
+
+
+def read_inspection(
+    result: ExecutionResult, context_id: str, execution_count: int, *, ran_code: bool
+) -> ContextInspection:
+    """The names the script listed in `result`."""
+    answer = _answer(result)
+    listed = answer.get("names")
+    if not isinstance(listed, list):
+        raise _unexpected("names is not a list")
+    names: list[InspectedName] = []
+    more = _count(answer, "more") or 0
+    for item in listed[:MAX_NAMES]:
+        if not isinstance(item, dict):
+            raise _unexpected("a name is not an object")
+        name = _text(item, "name")
+        if len(name) > MAX_NAME_CHARS:
+            more += 1
+            continue
+        names.append(
+            InspectedName(
+                name,
+                _text(item, "type")[:SHORT_CHARS],
+                _text(item, "repr")[:SHORT_CHARS],
+                _count(item, "length"),
+                _count(item, "bytes"),
+            )
+        )
+    more += max(0, len(listed) - MAX_NAMES)
+    return ContextInspection(context_id, execution_count, names, more, ran_code)
+
+
+def read_value(
+    result: ExecutionResult, context_id: str, name: str, offset: int, *, ran_code: bool
+) -> InspectedValue:
+    """The page of `name`'s value that the script wrote out in `result`."""
+    answer = _answer(result)
+    if answer.get("found") is not True:
+        raise make_error(
+            ErrorCode.VALIDATION_FAILED, f"The context has no name {name!r} to inspect"
+        )
+    total = _count(answer, "total") or 0
+    return InspectedValue(
+        context_id,
+        name,
+        _text(answer, "type")[:SHORT_CHARS],
+        _text(answer, "repr")[:PAGE_CHARS],
+        max(0, int(offset)),
+        total,
+        ran_code,
+    )

@@ -1,0 +1,94 @@
+# The context inspector for Perl (workbench.api.inspector): lists the package variables
+# and subs of `main` that the user made, or shows one of them in full. Its lexicals live
+# in a do block, so it leaves no name behind.
+do {
+    my ($target_hex, $offset, $short_chars, $page_chars, $max_names) =
+        ('{{target_hex}}', {{offset}}, {{short_chars}}, {{page_chars}}, {{max_names}});
+    require Data::Dumper;
+    require Scalar::Util;
+    # Globs every interpreter has, and the subs the driver imports into main.
+    my %built_in = map { $_ => 1 } qw(
+        ARGV ARGVOUT ENV INC SIG STDERR STDIN STDOUT stderr stdin stdout BEGIN END INIT
+        CHECK UNITCHECK DESTROY AUTOLOAD a b _ encode_json decode_json from_json to_json
+    );
+    my $dump = sub {
+        my ($value, $indent) = @_;
+        local $Data::Dumper::Indent = $indent;
+        local $Data::Dumper::Terse = 1;
+        local $Data::Dumper::Sortkeys = 1;
+        local $Data::Dumper::Useqq = 1;
+        local $Data::Dumper::Deparse = 0;
+        my $text = eval { Data::Dumper::Dumper($value) };
+        return defined $text ? ($text =~ s/\n\z//r) : '<repr failed>';
+    };
+    my $scalar_type = sub {
+        my ($value) = @_;
+        return 'undef' unless defined $value;
+        my $blessed = Scalar::Util::blessed($value);
+        return $blessed if defined $blessed;
+        my $ref = ref $value;
+        return $ref if $ref;
+        return Scalar::Util::looks_like_number($value) ? 'number' : 'string';
+    };
+    my $describe = sub {
+        my ($sigil, $name, $indent) = @_;
+        no strict 'refs';
+        my $glob = \*{"main::$name"};
+        if ($sigil eq '$') {
+            my $value = ${ *{$glob}{SCALAR} };
+            my $type = $scalar_type->($value);
+            my $length = $type eq 'string' ? length $value : undef;
+            return ($type, $dump->($value, $indent), $length);
+        }
+        if ($sigil eq '@') {
+            my $array = *{$glob}{ARRAY};
+            return ('array', $dump->($array, $indent), scalar @$array);
+        }
+        if ($sigil eq '%') {
+            my $hash = *{$glob}{HASH};
+            return ('hash', $dump->($hash, $indent), scalar keys %$hash);
+        }
+        my $full = eval { require Sub::Util; Sub::Util::subname(\&{"main::$name"}) };
+        return ('sub', 'sub ' . ($full // "main::$name"), undef);
+    };
+    my @names;
+    {
+        no strict 'refs';
+        for my $name (sort { lc $a cmp lc $b or $a cmp $b } keys %main::) {
+            next if $name !~ /\A[A-Za-z_][A-Za-z0-9_]*\z/ || $built_in{$name};
+            my $glob = \*{"main::$name"};
+            next unless ref $glob eq 'GLOB';
+            my $scalar = *{$glob}{SCALAR};
+            push @names, "\$$name" if $scalar && defined $$scalar;
+            push @names, "\@$name" if *{$glob}{ARRAY};
+            push @names, "%$name" if *{$glob}{HASH};
+            push @names, "&$name" if defined &{"main::$name"};
+        }
+    }
+    if (length $target_hex) {
+        my $wanted = pack 'H*', $target_hex;
+        utf8::decode($wanted);
+        my ($found) = grep { $_ eq $wanted } @names;
+        if (!defined $found) {
+            +{ found => JSON::PP::false(), name => $wanted };
+        } else {
+            my ($type, $text) = $describe->(substr($found, 0, 1), substr($found, 1), 1);
+            +{
+                found => JSON::PP::true(),
+                name  => $found,
+                type  => $type,
+                repr  => $offset < length $text ? substr($text, $offset, $page_chars) : '',
+                total => length $text,
+            };
+        }
+    } else {
+        my @shown = @names > $max_names ? @names[0 .. $max_names - 1] : @names;
+        my @entries = map {
+            my ($type, $text, $length) = $describe->(substr($_, 0, 1), substr($_, 1), 0);
+            $text =~ s/\s+/ /g;
+            $text = substr($text, 0, $short_chars - 1) . "\x{2026}" if length $text > $short_chars;
+            +{ name => $_, type => $type, repr => $text, length => $length, bytes => undef };
+        } @shown;
+        +{ names => \@entries, more => @names - @shown };
+    }
+};
