@@ -122,7 +122,8 @@ class ContextRef:
 
 @dataclass(frozen=True)
 class SessionState:
-    """How a context run got its interpreter (our extension, JSON key `workbench`).
+    """How a context run got its interpreter, and what it took (our extension, JSON key
+    `workbench`).
 
     `boot` is `resident` (the live REPL state), `restored` (from the context's memory
     snapshot) or `fresh` (a new interpreter: earlier REPL state is gone); `notes` say why.
@@ -130,6 +131,13 @@ class SessionState:
 
     boot: str
     notes: tuple[str, ...] = ()
+    cpu_ms: float | None = None
+    """CPU time the engine took for the run, where measured."""
+    snapshot_chunks: int | None = None
+    """1 MiB chunks the run's snapshot wrote, counted as the reference stores them (spec
+    7.7: every chunk holding a changed page); None when no snapshot was stored."""
+    files_changed: int = 0
+    """Paths of `/workspace` the run created, changed or deleted."""
 
     @property
     def state_lost(self) -> bool:
@@ -146,11 +154,31 @@ class SessionState:
         return tuple(note for note in self.notes if note.startswith(RESET_NOTE))
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {"boot": self.boot, "notes": list(self.notes)}
+        data: dict[str, JsonValue] = {"boot": self.boot, "notes": list(self.notes)}
+        if self.cpu_ms is not None:
+            data["cpuMs"] = round(self.cpu_ms, 3)
+        if self.snapshot_chunks is not None:
+            data["snapshotChunks"] = self.snapshot_chunks
+        if self.files_changed:
+            data["filesChanged"] = self.files_changed
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, JsonValue]) -> SessionState:
-        return cls(str(data.get("boot", "")), tuple(str(n) for n in data.get("notes") or []))
+        cpu_ms, chunks, files = (
+            data.get("cpuMs"),
+            data.get("snapshotChunks"),
+            data.get("filesChanged"),
+        )
+        return cls(
+            str(data.get("boot", "")),
+            tuple(str(n) for n in data.get("notes") or []),
+            float(cpu_ms)
+            if isinstance(cpu_ms, int | float) and not isinstance(cpu_ms, bool)
+            else None,
+            chunks if isinstance(chunks, int) and not isinstance(chunks, bool) else None,
+            files if isinstance(files, int) and not isinstance(files, bool) else 0,
+        )
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,9 @@ class Outcome:
     changes: list[PathState] = field(default_factory=list)
     """What the run changed in `/workspace` (`VirtualFS.finish`); empty after an error,
     whose changes were taken back."""
+    cpu_ms: float | None = None
+    """CPU time the execution took on the engine's thread (booting the instance, the
+    guest, reading its answer); None where it was not measured."""
 
 
 def _host_message(error: BaseException) -> str:
@@ -309,6 +312,7 @@ class Session:
         on_output: OutputListener | None,
     ) -> Outcome:
         started = time.perf_counter()
+        cpu_started = time.thread_time()
         self._interrupted = None
         self._wake.clear()
         try:
@@ -360,8 +364,11 @@ class Session:
             memory_bytes=self._memory_bytes(instance),
         )
         if trap is not None:
-            return self._trapped(code, trap, duration_ms, usage, cwd, boot, session)
-        return self._completed(code, raw, duration_ms, usage, cwd, boot, session)
+            outcome = self._trapped(code, trap, duration_ms, usage, cwd, boot, session)
+        else:
+            outcome = self._completed(code, raw, duration_ms, usage, cwd, boot, session)
+        outcome.cpu_ms = (time.thread_time() - cpu_started) * 1000
+        return outcome
 
     def _memory_bytes(self, instance: GuestInstance) -> int:
         size = getattr(instance, "memory_size", None)

@@ -10,6 +10,10 @@ the local backend differs from a default deployment.
     ruby_contexts = true   # Ruby code contexts, a local extension (default false)
     file_api = false       # as a deployment with SANDBOX_FILE_API=disabled (default true)
 
+    [prices]               # what the cost estimate charges, in US dollars (`Prices`)
+    rows_written_per_million = 1.00
+    source = "my contract"
+
 Tokens are never written here unless the user explicitly asks for it (`token = ...`).
 Loading checks every known key's type (a wrong one is a `ConfigError` naming the key and
 the file) and lists unknown keys in `Config.unknown_keys`; saving edits the file in place
@@ -52,6 +56,18 @@ _PROFILE_KEYS: dict[str, type] = {
 }
 _UI_KEYS: dict[str, type] = {"theme": str, "last_remote": str}
 _LOCAL_KEYS: dict[str, type] = {"ruby_contexts": bool, "file_api": bool}
+_PRICE_KEYS = (
+    "workers_requests_per_million",
+    "workers_cpu_ms_per_million",
+    "durable_object_requests_per_million",
+    "durable_object_gb_s_per_million",
+    "rows_written_per_million",
+)
+DEFAULT_PRICES_SOURCE = (
+    "https://developers.cloudflare.com/workers/platform/pricing/ and "
+    "https://developers.cloudflare.com/durable-objects/platform/pricing/ (Workers Paid "
+    "plan, past its included usage)"
+)
 RUBY_CONTEXTS_ENV = "SANDBOX_WORKBENCH_RUBY_CONTEXTS"
 """1: Ruby code contexts on the local backend (0: not); wins over the config file."""
 FILE_API_ENV = "SANDBOX_WORKBENCH_FILE_API"
@@ -218,6 +234,22 @@ class LocalSettings:
         return cls(ruby, files)
 
 
+@dataclass(frozen=True)
+class Prices:
+    """What the cost estimate charges, in US dollars (the `[prices]` table), and where the
+    figures come from. The defaults are Cloudflare's list prices past the included usage
+    of the Workers Paid plan, as read on `date`; prices a user sets have the file as their
+    source and no date, unless the table gives them."""
+
+    workers_requests_per_million: float = 0.30
+    workers_cpu_ms_per_million: float = 0.02
+    durable_object_requests_per_million: float = 0.15
+    durable_object_gb_s_per_million: float = 12.50
+    rows_written_per_million: float = 1.00
+    source: str = DEFAULT_PRICES_SOURCE
+    date: str = "2026-12-03"
+
+
 def local_settings(config: Config | None = None) -> LocalSettings:
     """The environment's settings (`$SANDBOX_WORKBENCH_RUBY_CONTEXTS`,
     `$SANDBOX_WORKBENCH_FILE_API`), else the config file's `[local]` table, else the
@@ -244,6 +276,27 @@ def _env_choice(name: str, choices: Mapping[str, bool]) -> bool | None:
     return choices[raw]
 
 
+def _prices(check: _Checker, table: Mapping[str, Any]) -> Prices:
+    """The `[prices]` table over the defaults: each price a number from 0, `source` and
+    `date` text."""
+    labels = {key: value for key, value in table.items() if key not in _PRICE_KEYS}
+    check.known(labels, "prices.", {"source": str, "date": str})
+    values: dict[str, Any] = {}
+    for key in _PRICE_KEYS:
+        if key not in table:
+            continue
+        value = table[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise check.fail(f"prices.{key}", "a number from 0 (US dollars)", value)
+        values[key] = float(value)
+    if values:  # prices of the user's own: the defaults' source and date are not theirs
+        values["source"], values["date"] = f"{check.path} [prices]", ""
+    for key in ("source", "date"):
+        if key in table:
+            values[key] = table[key]
+    return Prices(**values)
+
+
 @dataclass
 class Config:
     profiles: dict[str, RemoteProfile] = field(default_factory=dict)
@@ -253,6 +306,8 @@ class Config:
     last_remote: str | None = None
     local: LocalSettings = field(default_factory=LocalSettings)
     """The `[local]` table (read only: the user edits it)."""
+    prices: Prices = field(default_factory=Prices)
+    """The `[prices]` table (read only: the user edits it)."""
     path: Path = field(default_factory=config_file)
     unknown_keys: list[str] = field(default_factory=list)
     """Dotted keys in the file that the workbench does not know (kept on save)."""
@@ -294,7 +349,8 @@ class Config:
         check.known(ui, "ui.", _UI_KEYS)
         local = check.table(raw, "local")
         check.known(local, "local.", _LOCAL_KEYS)
-        tables = ("profiles", "keys", "ui", "local")
+        tables = ("profiles", "keys", "ui", "local", "prices")
+        prices = _prices(check, check.table(raw, "prices"))
         check.unknown[:0] = [key for key in raw if key not in tables]
         return cls(
             profiles,
@@ -302,6 +358,7 @@ class Config:
             ui.get("theme"),
             ui.get("last_remote"),
             LocalSettings(local.get("ruby_contexts", False), local.get("file_api", True)),
+            prices,
             path,
             check.unknown,
         )

@@ -93,6 +93,7 @@ def outcome_to_json(outcome: Outcome, blobs: list[Blob]) -> dict[str, Any]:
         "notes": list(outcome.notes),
         "restorePointDropped": outcome.restore_point_dropped,
         "changes": states_to_json(outcome.changes, blobs),
+        "cpuMs": outcome.cpu_ms,
     }
 
 
@@ -105,6 +106,7 @@ def outcome_from_json(data: dict[str, Any], blobs: Sequence[Blob] = ()) -> Outco
         notes=[str(note) for note in data.get("notes") or []],
         restore_point_dropped=bool(data.get("restorePointDropped")),
         changes=list(states_from_json(data.get("changes") or [], blobs)),
+        cpu_ms=float(cpu_ms) if isinstance(cpu_ms := data.get("cpuMs"), int | float) else None,
     )
 
 

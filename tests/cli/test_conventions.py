@@ -53,6 +53,30 @@ def test_sandboxes_info_reads_as_text_and_as_json(tmp_path: Path) -> None:
     assert info["id"] == "box" and info["workspace"] == {"files": 1, "bytes": 5}
 
 
+def test_sandboxes_info_estimates_what_the_kept_runs_would_cost(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    env = cli_env(tmp_path)
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[prices]\nrows_written_per_million = 1000000\nsource = "a test"\n')
+    try:
+        for code in ("our $n = 1", "$n + 1"):
+            assert run_cli(env, "run", "-s", "box", "-l", "perl", "-c", code).returncode == 0
+        shown = run_cli(env, "sandboxes", "info", "box")
+        assert shown.returncode == 0, shown.stderr
+        (line,) = [line for line in shown.stdout.splitlines() if line.startswith("cost ")]
+        assert line.startswith("cost       ≈ $")
+        assert line.endswith(
+            " on Workers for the 2 runs kept (an estimate, not a bill; "
+            "prices of unknown date from a test)"
+        )
+        # A row written costs a dollar here: at least the 4 context and meta rows a run.
+        assert float(line.split("$", 1)[1].split(" ", 1)[0]) >= 8
+    finally:
+        run_cli(env, "daemon", "stop")
+
+
 def complete(env: dict[str, str], words: str) -> list[str]:
     """What bash completion offers for the last (possibly empty) word of `words`."""
     parts = words.split(" ")

@@ -64,7 +64,9 @@ async def test_the_inspector_follows_each_cell_and_pages_a_value(
         panel.table.focus()
         panel.table.move_cursor(row=1)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, ValueScreen))
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, ValueScreen) and bool(app.screen.query(TextArea))
+        )
         screen = app.screen
         assert isinstance(screen, ValueScreen)
         text = screen.query_one(TextArea)

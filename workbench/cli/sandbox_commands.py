@@ -14,6 +14,7 @@ from workbench.api import (
     SandboxInfo,
     iso_from_ms,
 )
+from workbench.api.costs import ESTIMATE_NOTE, dollars_text, sandbox_cost
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
@@ -22,6 +23,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.completion import complete_sandbox_ids
 from workbench.cli.terminal import echo_json, echo_untrusted
+from workbench.config import Config, ConfigError, Prices
 
 
 @click.group("sandboxes")
@@ -79,6 +81,15 @@ def print_info(info: SandboxInfo) -> None:
         )
 
 
+def configured_prices() -> Prices:
+    """The config file's `[prices]` (the defaults when it cannot be read: a warning
+    said so already)."""
+    try:
+        return Config.load().prices
+    except ConfigError:
+        return Prices()
+
+
 async def checkpoint_usage(sandbox: SandboxClient, info: SandboxInfo) -> str | None:
     """How many checkpoints the sandbox's contexts keep and what they hold of their budget;
     None where the backend keeps none (a Worker gateway) or there is no context."""
@@ -108,7 +119,8 @@ Examples:
 @backend_options
 @run_async
 async def info_command(sandbox_id: str, as_json: bool, profile: str, data_dir: Path | None) -> None:
-    """Show a sandbox: times, workspace size, env var names and contexts."""
+    """Show a sandbox: times, workspace size, env var names, contexts, checkpoints and
+    what its kept runs would cost on Workers (an estimate at the config's [prices])."""
 
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
@@ -120,6 +132,14 @@ async def info_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
         usage = await checkpoint_usage(sandbox, info)
         if usage is not None:
             echo_untrusted(f"  checkpoints: {usage}")
+        prices = configured_prices()
+        cost = await sandbox_cost(sandbox, info, prices)
+        if cost is not None:
+            echo_untrusted(
+                f"cost       ≈ {dollars_text(cost.usd)} on Workers for the {cost.runs} runs "
+                f"kept ({ESTIMATE_NOTE}; prices of {prices.date or 'unknown date'} from "
+                f"{prices.source})"
+            )
 
     await with_backend(profile, data_dir, body)
 

@@ -112,6 +112,7 @@ class WorkbenchApp(App[None]):
             clock=clock,
             show_measurements=show_measurements,
             health_interval=health_interval,
+            prices=self.config.prices,
         )
 
     def get_default_screen(self) -> MainScreen:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from workbench.api import ExecutionResult
+from workbench.api.costs import per_million_text, run_cost
+from workbench.config import Prices
 
 MASK = "••••••"
 
@@ -43,9 +45,12 @@ def compact_count(value: int) -> str:
     return str(value)
 
 
-def execution_footer(result: ExecutionResult, *, show_measurements: bool) -> str:
-    """`2.0 ms · fuel 733.6k/6.0G · memory 32.0 MiB · [2]`; without measurements (which vary
-    from run to run) the duration and fuel used are left out."""
+def execution_footer(
+    result: ExecutionResult, *, show_measurements: bool, prices: Prices | None = None
+) -> str:
+    """`2.0 ms · fuel 733.6k/6.0G · memory 32.0 MiB · [2]`, with `prices` what a million
+    such runs would cost on Workers (an estimate); without measurements (which vary from
+    run to run) the duration, fuel used and cost are left out."""
     parts = []
     if show_measurements:
         parts.append(human_duration_ms(result.duration_ms))
@@ -56,4 +61,6 @@ def execution_footer(result: ExecutionResult, *, show_measurements: bool) -> str
             parts.append(f"memory {human_bytes(result.usage.memory_bytes)}")
     if result.execution_count is not None:
         parts.append(f"[{result.execution_count}]")
+    if show_measurements and prices is not None:
+        parts.append(f"≈ {per_million_text(run_cost(result, prices).usd)} on Workers")
     return " · ".join(parts)

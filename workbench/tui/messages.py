@@ -26,6 +26,7 @@ from workbench.api import (
     SandboxInfo,
     SandboxSummary,
 )
+from workbench.api.costs import CostTotal
 from workbench.sync.events import SyncEvent, SyncReport
 from workbench.transcripts import Outcome
 
@@ -184,6 +185,15 @@ class CheckpointsLoaded(Message, bubble=False):
     sandbox_id: str
     context_id: str
     checkpoints: list[Checkpoint]
+
+
+@dataclass
+class SandboxCostLoaded(Message, bubble=False):
+    """The estimated Workers cost of the runs a sandbox keeps (None: the backend keeps
+    no history to estimate from)."""
+
+    sandbox_id: str
+    cost: CostTotal | None
 
 
 @dataclass

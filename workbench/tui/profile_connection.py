@@ -22,7 +22,8 @@ from workbench.api import (
     SandboxError,
     VersionReport,
 )
-from workbench.config import ConfigError
+from workbench.api.costs import sandbox_cost
+from workbench.config import ConfigError, Prices
 from workbench.profiles import LOCAL, UnknownProfileError
 from workbench.tui.error_messages import describe_error
 from workbench.tui.history_store import LocalHistoryStore
@@ -45,6 +46,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     OperationFailed,
     RunAbandoned,
     RuntimesLoaded,
+    SandboxCostLoaded,
     SandboxDestroyed,
     SandboxesLoaded,
     SandboxInfoLoaded,
@@ -123,6 +125,8 @@ class ProfileConnection:
         self.streams_output = True
         """The backend streams a running cell's output (a Worker gateway answers at the
         end: its health lacks the feature)."""
+        self.prices: Prices | None = None
+        """What the sandbox info's cost estimate charges (None: no estimate)."""
         self.inspects_copies = True
         """The backend inspects a copy of a context (a Worker gateway can only run the
         inspector in the context: its health lacks the feature). Until health says, an
@@ -241,9 +245,15 @@ class ProfileConnection:
         self.call("Listing runtimes failed", load)
 
     def load_sandbox_info(self, sandbox_id: str) -> None:
+        """The sandbox's info, then (with `prices`) the estimated cost of its kept runs."""
+
         async def load(backend: Backend) -> None:
-            info = await backend.sandbox(sandbox_id).get_info()
+            sandbox = backend.sandbox(sandbox_id)
+            info = await sandbox.get_info()
             self.owner.post_message(SandboxInfoLoaded(info))
+            if self.prices is not None:
+                cost = await sandbox_cost(sandbox, info, self.prices)
+                self.owner.post_message(SandboxCostLoaded(sandbox_id, cost))
 
         self.call(f"Loading {sandbox_id} failed", load)
 

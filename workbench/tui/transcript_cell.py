@@ -18,6 +18,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from workbench.api import neutralise
+from workbench.config import Prices
 from workbench.transcripts.documents import (
     DocumentCell,
     error_header,
@@ -81,7 +82,9 @@ def json_text(value: object) -> Text:
     return text
 
 
-def render_cell(cell: TranscriptCell, *, show_measurements: bool) -> RenderableType:
+def render_cell(
+    cell: TranscriptCell, *, show_measurements: bool, prices: Prices | None = None
+) -> RenderableType:
     """The cell as the transcript shows it: prompt and code, then each kind of output."""
     prompt = Text.assemble((f"In [{cell.number}] ", "bold cyan"), shown(cell.language, "dim"))
     if cell.label:
@@ -119,9 +122,8 @@ def render_cell(cell: TranscriptCell, *, show_measurements: bool) -> RenderableT
         if result.session is not None:
             for note in result.session.reset_notes:  # what the error above did
                 parts.append(shown(f"ⓘ {note}", "bold yellow"))
-        parts.append(
-            Text(execution_footer(result, show_measurements=show_measurements), style="dim")
-        )
+        footer = execution_footer(result, show_measurements=show_measurements, prices=prices)
+        parts.append(Text(footer, style="dim"))
     if cell.failure is not None:
         parts.append(shown(cell.failure, "bold red"))
     parts.append(Text(""))

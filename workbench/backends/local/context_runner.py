@@ -276,7 +276,14 @@ class ContextRunner:
                     f"the context's REPL state was restored from its memory snapshot of {taken_at}"
                 )
             return self._finish(
-                row, result, changes, outcome.boot, notes, cwd=outcome.cwd, snapshot=taken
+                row,
+                result,
+                changes,
+                outcome.boot,
+                notes,
+                cwd=outcome.cwd,
+                snapshot=taken,
+                cpu_ms=outcome.cpu_ms,
             )
         finally:
             self._sessions.release(key)
@@ -315,6 +322,7 @@ class ContextRunner:
         *,
         cwd: str | None = None,
         snapshot: TakenSnapshot | None = None,
+        cpu_ms: float | None = None,
     ) -> ExecutionResult:
         """Persist files, snapshot, context row and history in one transaction.
 
@@ -341,7 +349,13 @@ class ContextRunner:
                     result,
                     execution_count=row.executions,
                     context=ContextRef(row.id, row.cwd, row.executions, snapshot_ms, expires_at),
-                    session=SessionState(boot.value, tuple(notes)),
+                    session=SessionState(
+                        boot.value,
+                        tuple(notes),
+                        cpu_ms,
+                        None if snapshot is None else snapshot.chunks_written,
+                        len(changes),
+                    ),
                 )
                 payload = final.to_json()
                 tx.add_history(self._state.id, row.id, row.executions, result.code, now, payload)

@@ -19,7 +19,7 @@ from engines.snapshot import PAGE_BYTES, SnapshotDelta
 from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.sandbox_state import SandboxState
 from workbench.backends.local.settings import LocalResources
-from workbench.store.database import CHUNK_BYTES, Transaction
+from workbench.store.database import BLOCK_BYTES, CHUNK_BYTES, Transaction
 
 
 class TakenSnapshot:
@@ -31,6 +31,8 @@ class TakenSnapshot:
         self.session = session
         self.delta = delta
         self.elapsed_ms = elapsed_ms
+        self.chunks_written: int | None = None
+        """1 MiB chunks the reference would write for it (set once stored)."""
 
     def committed(self) -> None:
         """The store holds these blocks now; a failed commit keeps them for the next
@@ -99,4 +101,11 @@ class ContextSnapshots:
             "run": row.executions,  # the run and cwd this memory is of (for checkpoints)
             "cwd": row.cwd,
         }
+        # As spec 7.7 counts what a snapshot writes: a first one every chunk it holds, a
+        # later one every chunk holding a changed block.
+        taken.chunks_written = (
+            layout.stored_chunks
+            if delta.from_image
+            else len({index * BLOCK_BYTES // CHUNK_BYTES for index in delta.blocks})
+        )
         taken.elapsed_ms += (time.perf_counter() - started) * 1000

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from workbench.config import Prices
 from workbench.tui.transcript_cell import CellPart, TranscriptCell, render_cell
 from workbench.tui.untrusted import shown_content
 
@@ -52,12 +53,18 @@ class CellPickerScreen(ModalScreen[CellCopyRequest | None]):
     ]
 
     def __init__(
-        self, cells: list[TranscriptCell], current: int | None, *, show_measurements: bool
+        self,
+        cells: list[TranscriptCell],
+        current: int | None,
+        *,
+        show_measurements: bool,
+        prices: Prices | None = None,
     ) -> None:
         super().__init__()
         self.cells = cells
         self.current = current if current is not None else len(cells) - 1
         self.show_measurements = show_measurements
+        self.prices = prices
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog dialog-wide", id="cell-picker"):
@@ -87,7 +94,7 @@ class CellPickerScreen(ModalScreen[CellCopyRequest | None]):
     @on(OptionList.OptionHighlighted, "#cell-list")
     def show_preview(self, event: OptionList.OptionHighlighted) -> None:
         cell = self.cells[event.option_index]
-        preview = render_cell(cell, show_measurements=self.show_measurements)
+        preview = render_cell(cell, show_measurements=self.show_measurements, prices=self.prices)
         self.query_one("#cell-preview", Static).update(preview)
         self.query_one("#cell-preview-scroll", VerticalScroll).scroll_home(animate=False)
 

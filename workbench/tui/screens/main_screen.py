@@ -30,6 +30,8 @@ from workbench.api import (
     iso_from_ms,
     short_id,
 )
+from workbench.api.costs import ESTIMATE_NOTE, CostTotal, dollars_text
+from workbench.config import Prices
 from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
 from workbench.tui.history_store import LocalHistoryStore, OpenTabs
@@ -52,6 +54,7 @@ from workbench.tui.messages import (
     OperationFailed,
     RunAbandoned,
     RuntimesLoaded,
+    SandboxCostLoaded,
     SandboxDestroyed,
     SandboxesLoaded,
     SandboxInfoLoaded,
@@ -107,13 +110,18 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         clock: Clock,
         show_measurements: bool,
         health_interval: float,
+        prices: Prices | None = None,
     ) -> None:
         super().__init__()
         self.data_dir = data_dir
         self.clock = clock
         self.show_measurements = show_measurements
+        self.prices = prices
+        """What the cost estimates charge (None: no estimates; and none without
+        measurements, which vary from run to run)."""
         self.health_interval = health_interval
         self.connection = ProfileConnection(self, backend_factory, history_store, profile)
+        self.connection.prices = prices if show_measurements else None
         self.open_tabs = open_tabs
         self.tabs_reopened = False
         """Whether the current profile's tabs of the last session were reopened."""
@@ -325,6 +333,12 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             self.notify(f"The {message.language} engine is ready.", title="Engine prepared")
         self.connection.load_runtimes()
 
+    @on_report(SandboxCostLoaded)
+    def sandbox_cost_loaded(self, message: SandboxCostLoaded) -> None:
+        if message.cost is not None and self.prices is not None:
+            self.info_panel.costs[message.sandbox_id] = cost_line(message.cost, self.prices)
+            self.info_panel.refresh(layout=True)
+
     @on_report(SandboxInfoLoaded)
     def sandbox_info_loaded(self, message: SandboxInfoLoaded) -> None:
         self.stale_infos.discard(message.info.id)
@@ -416,6 +430,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             show_measurements=self.show_measurements,
             data_dir=self.data_dir,
             now_ms=self.clock.now_ms,
+            prices=self.prices,
         )
         await self.tabs.show_repl(pane)
         pane.show_past(message.past, message.earlier)
@@ -804,3 +819,11 @@ def with_run(info: SandboxInfo, context_id: str, result: ExecutionResult, now: s
     ]
     expires_at = info.expires_at if ref.expires_at is None else ref.expires_at
     return replace(info, contexts=contexts, last_used=now, expires_at=expires_at)
+
+
+def cost_line(cost: CostTotal, prices: Prices) -> str:
+    """`≈ $0.0000123 on Workers for the 25 runs kept (an estimate, not a bill; prices of …)`."""
+    return (
+        f"≈ {dollars_text(cost.usd)} on Workers for the {cost.runs} runs kept "
+        f"({ESTIMATE_NOTE}; prices of {prices.date or 'unknown date'})"
+    )

@@ -28,8 +28,9 @@ class InfoPanel(Widget):
 ## Sandbox info
 
 Created and last-used times, a live countdown to expiry, the size of
-`/workspace`, the sandbox's env vars (masked until revealed) and its code
-contexts with their snapshot sizes.
+`/workspace`, what the runs it keeps would cost on Workers (an estimate, at the
+prices of the config file's `[prices]`), the sandbox's env vars (masked until
+revealed) and its code contexts with their snapshot sizes.
 """
 
     info: reactive[SandboxInfo | None] = reactive(None, layout=True)
@@ -38,6 +39,8 @@ contexts with their snapshot sizes.
     def __init__(self, now_ms: Callable[[], int], *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.now_ms = now_ms
+        self.costs: dict[str, str] = {}
+        """Sandbox id -> the estimated cost of its kept runs, as the panel says it."""
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self.refresh)
@@ -59,6 +62,9 @@ contexts with their snapshot sizes.
             add_row(facts, "Expires", f"{iso_from_ms(info.expires_at)}  (in {remaining})")
         workspace = f"{info.workspace_files} files, {human_bytes(info.workspace_bytes)}"
         add_row(facts, "Workspace", workspace if info.file_api else f"{workspace} (File API off)")
+        cost = self.costs.get(info.id)
+        if cost is not None:
+            add_row(facts, "Cost", cost)
 
         env = Table(title="Env vars", title_justify="left", expand=True, show_edge=False)
         env.add_column("Key")

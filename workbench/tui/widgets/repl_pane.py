@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.widgets import Input
 
 from workbench.api import CodeContext, ExecutionResult, HistoryEntry, short_id
+from workbench.config import Prices
 from workbench.transcripts.documents import curl_command, history_number
 from workbench.tui.screens.cell_picker_screen import CellCopyRequest, CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
@@ -66,6 +67,7 @@ class ReplPane(Vertical):
         show_measurements: bool,
         data_dir: Path,
         now_ms: Callable[[], int],
+        prices: Prices | None = None,
         id: str | None = None,
     ) -> None:
         super().__init__(id=id, classes="repl-pane")
@@ -77,13 +79,16 @@ class ReplPane(Vertical):
         self.pending_code = ""
         """The code of the running cell (for the transcript if the run is abandoned)."""
         self.show_measurements = show_measurements
+        self.prices = prices
         self.data_dir = data_dir
         self.now_ms = now_ms
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="repl-body"):
             with Vertical(id="repl-main"):
-                yield Transcript(show_measurements=self.show_measurements, id="transcript")
+                yield Transcript(
+                    show_measurements=self.show_measurements, prices=self.prices, id="transcript"
+                )
                 yield LiveOutput(id="live-output")
                 yield Input(placeholder="find in transcript (Enter: next match)", id="find-input")
                 yield RunStatus(show_measurements=self.show_measurements, id="run-status")
@@ -323,6 +328,7 @@ class ReplPane(Vertical):
             list(self.transcript.cells),
             self.transcript.current_cell_index,
             show_measurements=self.show_measurements,
+            prices=self.prices,
         )
         self.app.push_screen(picker, chosen)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import RichLog
 
+from workbench.config import Prices
 from workbench.tui.transcript_cell import TranscriptCell, render_cell
 
 
@@ -20,12 +21,16 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
 *Copy from a cell* picks any cell, with a preview, and copies its code, output or result.
 """
 
-    def __init__(self, *, show_measurements: bool, id: str | None = None) -> None:
+    def __init__(
+        self, *, show_measurements: bool, prices: Prices | None = None, id: str | None = None
+    ) -> None:
         super().__init__(
             wrap=True, min_width=20, markup=False, highlight=False, auto_scroll=True, id=id
         )
         self.can_focus = True
         self.show_measurements = show_measurements
+        self.prices = prices
+        """What a cell's footer estimates its cost on Workers with (None: no estimate)."""
         self.cells: list[TranscriptCell] = []
         self.cell_start_lines: list[int] = []
         self.current_cell_index: int | None = None
@@ -35,7 +40,7 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         self.cell_start_lines.append(len(self.lines))
         self.cells.append(cell)
         self.current_cell_index = len(self.cells) - 1
-        self.write(render_cell(cell, show_measurements=self.show_measurements))
+        self.write(render_cell(cell, show_measurements=self.show_measurements, prices=self.prices))
 
     @property
     def current_cell(self) -> TranscriptCell | None:
