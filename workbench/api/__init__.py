@@ -9,7 +9,13 @@ shadow the builtins, so they are offered as `SandboxFileNotFoundError` and
 `SandboxFileExistsError` (or `workbench.protocol.errors.FileNotFoundError`).
 """
 
-from workbench.api.client import Backend, Interpreter, LineCallback, SandboxClient
+from workbench.api.client import (
+    Backend,
+    CheckpointUsage,
+    Interpreter,
+    LineCallback,
+    SandboxClient,
+)
 from workbench.api.display import inspected_size, neutralise, short_id, without_controls
 from workbench.api.engines import EngineInfo, EngineManager, EnginePrepareError, Progress
 from workbench.api.transport import Transport
@@ -83,6 +89,7 @@ __all__ = [
     "BatchEntry",
     "BatchEntryResult",
     "Checkpoint",
+    "CheckpointUsage",
     "Clock",
     "CodeContext",
     "CodeExecutionError",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -65,6 +66,16 @@ def _encoding(encoding: str | None) -> str | None:
 def _context_path(context_id: str | CodeContext) -> str:
     identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
     return f"/contexts/{quote(identifier, safe='')}"
+
+
+@dataclass(frozen=True)
+class CheckpointUsage:
+    """A sandbox's checkpoints: how many its contexts keep, and the bytes they hold of
+    their budget."""
+
+    count: int
+    sandbox_bytes: int
+    budget_bytes: int
 
 
 def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,6 +141,23 @@ class Interpreter:
             "keep checkpoints",
         )
         return CheckpointList.from_json(data)
+
+    async def checkpoint_usage(self, context_ids: Sequence[str]) -> CheckpointUsage | None:
+        """How many checkpoints the contexts keep and what the sandbox's hold of their
+        budget; None where the backend keeps none (a Worker gateway) or there is no
+        context."""
+        count, listed = 0, None
+        for context_id in context_ids:
+            try:
+                listed = await self.list_checkpoints(context_id)
+            except SandboxError as error:
+                if error.code == ErrorCode.NOT_SUPPORTED:
+                    return None
+                continue  # the context went since it was listed
+            count += len(listed.checkpoints)
+        if listed is None:
+            return None
+        return CheckpointUsage(count, listed.sandbox_bytes, listed.budget_bytes)
 
     async def restore_checkpoint(self, context_id: str | CodeContext, name: str) -> Checkpoint:
         """Put the context back to the checkpoint; its history records the restore."""

@@ -8,9 +8,6 @@ import click
 
 from workbench.api import (
     Backend,
-    NotSupportedError,
-    SandboxClient,
-    SandboxError,
     SandboxInfo,
     iso_from_ms,
 )
@@ -90,23 +87,6 @@ def configured_prices() -> Prices:
         return Prices()
 
 
-async def checkpoint_usage(sandbox: SandboxClient, info: SandboxInfo) -> str | None:
-    """How many checkpoints the sandbox's contexts keep and what they hold of their budget;
-    None where the backend keeps none (a Worker gateway) or there is no context."""
-    count, listed = 0, None
-    for context in info.contexts:
-        try:
-            listed = await sandbox.interpreter.list_checkpoints(context.id)
-        except NotSupportedError:
-            return None
-        except SandboxError:  # the context went since the info was read
-            continue
-        count += len(listed.checkpoints)
-    if listed is None:
-        return None
-    return f"{count}, {listed.sandbox_bytes} of a {listed.budget_bytes}-byte budget"
-
-
 @sandboxes_group.command(
     "info",
     epilog="""\b
@@ -129,9 +109,13 @@ async def info_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
             echo_json(info.to_json())
             return
         print_info(info)
-        usage = await checkpoint_usage(sandbox, info)
+        contexts = [context.id for context in info.contexts]
+        usage = await sandbox.interpreter.checkpoint_usage(contexts)
         if usage is not None:
-            echo_untrusted(f"  checkpoints: {usage}")
+            echo_untrusted(
+                f"  checkpoints: {usage.count}, {usage.sandbox_bytes} of a "
+                f"{usage.budget_bytes}-byte budget"
+            )
         prices = configured_prices()
         cost = await sandbox_cost(sandbox, info, prices)
         if cost is not None:
