@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.test_flows import Notifications, make_app
+from tests.tui.test_flows import Notifications, make_app, panel_text
 from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
 from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScreen
 from workbench.tui.screens.main_screen import MainScreen
 from workbench.tui.screens.name_screen import NameScreen
+from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -76,6 +77,17 @@ async def test_alt_b_saves_a_checkpoint_and_alt_z_goes_back_to_it(
         )
         saved = [message for message, title, _ in notes.calls if title == "Checkpoint saved"]
         assert saved[0].startswith("before · saved ") and " UTC · run 1 · " in saved[0]
+
+        # The sandbox info says what the checkpoints hold of their budget.
+        main = app.main_screen
+        main.show_tab(INFO_TAB)
+        main.connection.load_sandbox_info(repl.sandbox_id)
+        usage = main.info_panel.checkpoints
+        await wait_for(pilot, lambda: usage.get(repl.sandbox_id, "").startswith("1, "))
+        assert usage[repl.sandbox_id].endswith(" of a 256.0 MiB budget (local and serve only)")
+        assert "Checkpoints  1, " in panel_text(app)
+        main.open_context(repl.sandbox_id, repl.context)
+        await wait_for(pilot, lambda: main.active_repl is repl)
 
         repl.code_input.focus()
         await run_cell(pilot, repl, "$n = 7")

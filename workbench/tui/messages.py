@@ -12,6 +12,7 @@ from textual.message import Message
 from workbench.api import (
     Backend,
     Checkpoint,
+    CheckpointUsage,
     CodeContext,
     ContextInspection,
     EngineInfo,
@@ -188,11 +189,13 @@ class CheckpointsLoaded(Message, bubble=False):
 
 
 @dataclass
-class SandboxCostLoaded(Message, bubble=False):
-    """The estimated Workers cost of the runs a sandbox keeps (None: the backend keeps
+class SandboxUsageLoaded(Message, bubble=False):
+    """What a sandbox's checkpoints hold of their budget (None: the backend keeps none),
+    and the estimated Workers cost of the runs it keeps (None: no estimate asked for, or
     no history to estimate from)."""
 
     sandbox_id: str
+    checkpoints: CheckpointUsage | None
     cost: CostTotal | None
 
 

@@ -46,10 +46,10 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     OperationFailed,
     RunAbandoned,
     RuntimesLoaded,
-    SandboxCostLoaded,
     SandboxDestroyed,
     SandboxesLoaded,
     SandboxInfoLoaded,
+    SandboxUsageLoaded,
     ValueInspected,
 )
 from workbench.tui.screens.create_context_screen import ContextRequest
@@ -245,15 +245,19 @@ class ProfileConnection:
         self.call("Listing runtimes failed", load)
 
     def load_sandbox_info(self, sandbox_id: str) -> None:
-        """The sandbox's info, then (with `prices`) the estimated cost of its kept runs."""
+        """The sandbox's info, then its checkpoints' usage and (with `prices`) the
+        estimated cost of its kept runs."""
 
         async def load(backend: Backend) -> None:
             sandbox = backend.sandbox(sandbox_id)
             info = await sandbox.get_info()
             self.owner.post_message(SandboxInfoLoaded(info))
+            contexts = [context.id for context in info.contexts]
+            checkpoints = await sandbox.interpreter.checkpoint_usage(contexts)
+            cost = None
             if self.prices is not None:
                 cost = await sandbox_cost(sandbox, info, self.prices)
-                self.owner.post_message(SandboxCostLoaded(sandbox_id, cost))
+            self.owner.post_message(SandboxUsageLoaded(sandbox_id, checkpoints, cost))
 
         self.call(f"Loading {sandbox_id} failed", load)
 

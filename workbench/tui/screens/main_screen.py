@@ -19,6 +19,7 @@ from textual.widgets import Footer, TabbedContent, TabPane, Tree
 
 from workbench.api import (
     Backend,
+    CheckpointUsage,
     Clock,
     CodeContext,
     EngineInfo,
@@ -34,6 +35,7 @@ from workbench.api.costs import ESTIMATE_NOTE, CostTotal, dollars_text
 from workbench.config import Prices
 from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
+from workbench.tui.formatting import human_bytes
 from workbench.tui.history_store import LocalHistoryStore, OpenTabs
 from workbench.tui.messages import (
     BackendFailed,
@@ -54,10 +56,10 @@ from workbench.tui.messages import (
     OperationFailed,
     RunAbandoned,
     RuntimesLoaded,
-    SandboxCostLoaded,
     SandboxDestroyed,
     SandboxesLoaded,
     SandboxInfoLoaded,
+    SandboxUsageLoaded,
     ValueInspected,
 )
 from workbench.tui.profile_connection import BackendFactory, ProfileConnection, connection_detail
@@ -333,11 +335,16 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             self.notify(f"The {message.language} engine is ready.", title="Engine prepared")
         self.connection.load_runtimes()
 
-    @on_report(SandboxCostLoaded)
-    def sandbox_cost_loaded(self, message: SandboxCostLoaded) -> None:
+    @on_report(SandboxUsageLoaded)
+    def sandbox_usage_loaded(self, message: SandboxUsageLoaded) -> None:
+        panel = self.info_panel
+        if message.checkpoints is not None:
+            panel.checkpoints[message.sandbox_id] = checkpoints_line(message.checkpoints)
+        else:
+            panel.checkpoints.pop(message.sandbox_id, None)
         if message.cost is not None and self.prices is not None:
-            self.info_panel.costs[message.sandbox_id] = cost_line(message.cost, self.prices)
-            self.info_panel.refresh(layout=True)
+            panel.costs[message.sandbox_id] = cost_line(message.cost, self.prices)
+        panel.refresh(layout=True)
 
     @on_report(SandboxInfoLoaded)
     def sandbox_info_loaded(self, message: SandboxInfoLoaded) -> None:
@@ -819,6 +826,14 @@ def with_run(info: SandboxInfo, context_id: str, result: ExecutionResult, now: s
     ]
     expires_at = info.expires_at if ref.expires_at is None else ref.expires_at
     return replace(info, contexts=contexts, last_used=now, expires_at=expires_at)
+
+
+def checkpoints_line(usage: CheckpointUsage) -> str:
+    """`2, 1.8 MiB of a 256.0 MiB budget (local and serve only)`."""
+    return (
+        f"{usage.count}, {human_bytes(usage.sandbox_bytes)} of a "
+        f"{human_bytes(usage.budget_bytes)} budget (local and serve only)"
+    )
 
 
 def cost_line(cost: CostTotal, prices: Prices) -> str:

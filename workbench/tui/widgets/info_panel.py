@@ -28,7 +28,8 @@ class InfoPanel(Widget):
 ## Sandbox info
 
 Created and last-used times, a live countdown to expiry, the size of
-`/workspace`, what the runs it keeps would cost on Workers (an estimate, at the
+`/workspace`, what its checkpoints hold of their budget (local and `serve`
+only), what the runs it keeps would cost on Workers (an estimate, at the
 prices of the config file's `[prices]`), the sandbox's env vars (masked until
 revealed) and its code contexts with their snapshot sizes.
 """
@@ -39,6 +40,8 @@ revealed) and its code contexts with their snapshot sizes.
     def __init__(self, now_ms: Callable[[], int], *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.now_ms = now_ms
+        self.checkpoints: dict[str, str] = {}
+        """Sandbox id -> what its checkpoints hold of their budget, as the panel says it."""
         self.costs: dict[str, str] = {}
         """Sandbox id -> the estimated cost of its kept runs, as the panel says it."""
 
@@ -62,6 +65,9 @@ revealed) and its code contexts with their snapshot sizes.
             add_row(facts, "Expires", f"{iso_from_ms(info.expires_at)}  (in {remaining})")
         workspace = f"{info.workspace_files} files, {human_bytes(info.workspace_bytes)}"
         add_row(facts, "Workspace", workspace if info.file_api else f"{workspace} (File API off)")
+        checkpoints = self.checkpoints.get(info.id)
+        if checkpoints is not None:
+            add_row(facts, "Checkpoints", checkpoints)
         cost = self.costs.get(info.id)
         if cost is not None:
             add_row(facts, "Cost", cost)
