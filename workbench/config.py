@@ -30,6 +30,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from math import inf
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -286,10 +287,10 @@ def _prices(check: _Checker, table: Mapping[str, Any]) -> Prices:
         if key not in table:
             continue
         value = table[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < inf:
             raise check.fail(f"prices.{key}", "a number from 0 (US dollars)", value)
         values[key] = float(value)
-    if values:  # prices of the user's own: the defaults' source and date are not theirs
+    if values or "source" in table:  # the user's own: the defaults' source and date are not
         values["source"], values["date"] = f"{check.path} [prices]", ""
     for key in ("source", "date"):
         if key in table:

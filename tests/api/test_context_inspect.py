@@ -11,8 +11,15 @@ import pytest
 
 from tests.api.conftest import fresh_id
 from tests.api.test_contexts import assert_context_not_found, raises
-from workbench.api import CONTEXT_INSPECT_FEATURE, Backend, CodeContext, SandboxClient
-from workbench.api.inspector import MAX_NAMES, PAGE_CHARS
+from workbench.api import (
+    CONTEXT_INSPECT_FEATURE,
+    Backend,
+    CodeContext,
+    ExecutionResult,
+    ResultEntry,
+    SandboxClient,
+)
+from workbench.api.inspector import MAX_NAMES, PAGE_CHARS, read_inspection
 
 DEFINE = {  # binding: (code, the names listed as (name, type, repr, length))
     "PYTHON": (
@@ -176,7 +183,7 @@ async def test_a_value_comes_whole_in_pages(backend: Backend, sandbox: SandboxCl
         if offset >= page.total:
             break
     assert "".join(pages) == '"' + "ab" * 10000 + '"'
-    assert len(pages) == 3
+    assert len(pages) == -(-20002 // PAGE_CHARS)
     missing = await raises(interpreter.inspect_value(context, "$nope", run_code=run_code))
     assert (missing.code, missing.http_status) == ("VALIDATION_FAILED", 400)
     assert missing.message == "The context has no name '$nope' to inspect"
@@ -196,13 +203,13 @@ async def test_a_broken_inspection_is_a_clear_error(
     monkeypatch.setattr("workbench.backends.local.sandbox_object.INSPECT_SECONDS", 2.0)
     interpreter = sandbox.interpreter
     context = await interpreter.create_code_context("PYTHON")
-    await interpreter.run_code("sorted = len", context=context)
+    await interpreter.run_code("import json\nkept = json.dumps\njson.dumps = None", context=context)
     broken = await raises(interpreter.inspect_context(context))
     assert broken.code == "CODE_EXECUTION_ERROR"
     assert broken.message.startswith("The inspector failed: TypeError")
 
     await interpreter.run_code(
-        "del sorted\nimport time\n"
+        "json.dumps = kept\nimport time\n"
         "class Slow:\n    def __repr__(self):\n        time.sleep(100)\n"
         "slow = Slow()",
         context=context,
@@ -239,3 +246,105 @@ async def test_inspecting_an_unknown_context(backend: Backend) -> None:
             assert_context_not_found(error, "nope")
     finally:
         await sandbox.destroy()
+
+
+ODD = {  # binding: (code that makes names the inspector must survive, names it lists)
+    "PYTHON": (
+        "max = 3\ntype = 'circle'\nsorted = len\nlen = 2\nglobals()[1] = 2\n"
+        "class Bad:\n    def __len__(self):\n        return -1\nbad = Bad()\nfine = 1",
+        {"bad": ("Bad", None), "fine": ("int", "1"), "max": ("int", "3"), "type": ("str", None)},
+    ),
+    "JAVASCRIPT": (
+        "Object.defineProperty(globalThis, 'trap', "
+        "{ enumerable: true, get() { throw new Error('no'); } });\n"
+        "globalThis.proxy = new Proxy({}, { getPrototypeOf() { throw 1; } });\n"
+        "class K { static name() {} }\nvar k = new K();\nglobalThis['a\\ud800'] = 1;\nvar fine = 1",
+        {
+            "fine": ("number", "1"),
+            "proxy": ("?", None),
+            "k": ("?", None),
+            "a\ufffd": ("number", "1"),
+        },
+    ),
+    "PERL": (
+        "package Boom { sub TIESCALAR { bless {} } sub FETCH { die 'no' } }\n"
+        "tie our $tied, 'Boom'; our $fine = 1; our @a = (1); 1",
+        {"$fine": ("number", "1"), "@a": ("array", "[1]")},
+    ),
+    "RUBY": (
+        "Äpfel = 3; class Weird < String; def size = -1; end; weird = Weird.new('x'); fine = 1",
+        {"Äpfel": ("Integer", "3"), "weird": ("Weird", '"x"'), "fine": ("Integer", "1")},
+    ),
+}
+
+
+@pytest.mark.usefixtures("all_engines")
+@pytest.mark.parametrize("binding", ODD)
+async def test_odd_values_spoil_only_themselves(
+    backend: Backend, sandbox: SandboxClient, binding: str
+) -> None:
+    """Builtins shadowed by the user's names, getters and Proxies that throw, a tied
+    variable that dies, lengths of -1, names that are not text: the listing goes on."""
+    if backend.name != "local":
+        pytest.skip("the same inspector code runs everywhere; checked on the local backend")
+    code, expected = ODD[binding]
+    context = await sandbox.interpreter.create_code_context(binding)
+    ran = await sandbox.interpreter.run_code(code, context=context)
+    assert ran.error is None, ran.error
+    inspection = await sandbox.interpreter.inspect_context(context)
+    listed = {name.name: name for name in inspection.names}
+    for name, (kind, shown) in expected.items():
+        assert name in listed, (name, sorted(listed))
+        assert listed[name].type == kind, name
+        if shown is not None:
+            assert listed[name].repr == shown, name
+        assert listed[name].length is None or listed[name].length >= 0
+    value = await sandbox.interpreter.inspect_value(context, next(iter(expected)))
+    assert value.total >= len(value.repr)
+
+
+@pytest.mark.usefixtures("all_engines")
+@pytest.mark.parametrize("binding", ["PYTHON", "JAVASCRIPT"])
+async def test_wide_characters_page_whole_and_listings_fit_the_result_limit(
+    backend: Backend, sandbox: SandboxClient, binding: str
+) -> None:
+    if backend.name != "local":
+        pytest.skip("checked on the local backend")
+    make = {
+        "PYTHON": (
+            "big = '\\U0001F600' * 5000\n"
+            "for n in range(200): globals()[f'w{n}'] = '\\U0001F600' * 200"
+        ),
+        "JAVASCRIPT": (
+            "var big = '\\u{1F600}'.repeat(5000);\n"
+            "for (let n = 0; n < 200; n++) globalThis['w' + n] = '\\u{1F600}'.repeat(200)"
+        ),
+    }[binding]
+    context = await sandbox.interpreter.create_code_context(binding)
+    assert (await sandbox.interpreter.run_code(make, context=context)).error is None
+    inspection = await sandbox.interpreter.inspect_context(context)
+    made = {"PYTHON": 202, "JAVASCRIPT": 201}[binding]  # Python's loop leaves `n` too
+    assert 0 < len(inspection.names) < made and len(inspection.names) + inspection.more == made
+    pages, offset = [], 0
+    while True:
+        page = await sandbox.interpreter.inspect_value(context, "big", offset)
+        assert page.total == 5002  # code points, the quotes included
+        pages.append(page.repr)
+        offset += len(page.repr)
+        if offset >= page.total:
+            break
+    text = "".join(pages)
+    assert text[1:-1] == "\U0001f600" * 5000 and len(pages) == 2
+
+
+def test_a_name_listed_twice_is_counted_once() -> None:
+    """User code can make the inspector list a name twice (a replaced builtin): the
+    host keeps the first, so no UI meets two rows of one name."""
+    twice = {"name": "x", "type": "int", "repr": "1", "length": None, "bytes": None}
+    bad = {"name": 7, "type": None, "repr": "?", "length": -1, "bytes": True}
+    answer = {"names": [twice, dict(twice, repr="2"), bad], "more": 0}
+    entry = ResultEntry(json=answer, is_json=True)
+    result = ExecutionResult("", "python", "e", 1.0, results=[entry])
+    inspection = read_inspection(result, "c", 1, ran_code=False)
+    assert [(name.name, name.repr) for name in inspection.names] == [("x", "1")]
+    assert inspection.more == 2

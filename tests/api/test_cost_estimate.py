@@ -80,7 +80,7 @@ def test_the_prices_table(tmp_path: Path) -> None:
     path.write_text('[prices]\nrows_written_per_million = 2.5\nsource = "contract"\n')
     assert Config.load(path).prices.source == "contract"
 
-    for bad in ("-1", '"cheap"', "true"):
+    for bad in ("-1", '"cheap"', "true", "inf"):
         path.write_text(f"[prices]\nworkers_cpu_ms_per_million = {bad}\n")
         with pytest.raises(ConfigError, match=r"prices\.workers_cpu_ms_per_million must be a"):
             Config.load(path)

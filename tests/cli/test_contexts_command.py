@@ -123,9 +123,9 @@ def test_inspect_lists_names_and_writes_one_out(tmp_path: Path, perl_engine: Non
 
         first = run_cli(env, "contexts", "inspect", *where, "--name", "$long")
         assert first.returncode == 0, first.stderr
-        assert first.stdout == '"' + "ab" * 4095 + "a\n"
-        assert "$long: string, characters 0-8192 of 10002" in first.stderr
-        assert "more: --offset 8192" in first.stderr
+        assert first.stdout == '"' + "ab" * 2047 + "a\n"
+        assert "$long: string, characters 0-4096 of 10002" in first.stderr
+        assert "more: --offset 4096" in first.stderr
         rest = run_cli(env, "contexts", "inspect", *where, "--name", "$long", "--offset", "8192")
         assert rest.stdout == "b" + "ab" * 904 + '"\n'
         assert "more:" not in rest.stderr

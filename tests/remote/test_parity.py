@@ -28,6 +28,7 @@ VOLATILE = {
     "snapshotMs",
     "fuelConsumed",
     "memoryBytes",
+    "cpuMs",
     "timestamp",
     "modifiedAt",
     "modified_at",

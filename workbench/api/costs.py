@@ -7,9 +7,12 @@ A run of a context is one request to the gateway Worker (the runtime Worker behi
 reached over a service binding, which bills no request) and two Durable Object requests
 (the sandbox's object and its interpreter's). It writes the 1 MiB chunks of its snapshot
 (spec 7.7), a row per changed file, and the context and meta rows of both objects (spec
-2.6). The guest runs inside the interpreter's Durable Object, which is billed for its
-128 MB for the run's wall time. Included usage and the plan's monthly fee are left out,
-as are storage and rows read: this is the marginal cost of one more such run.
+2.6). Its CPU time is charged at the Workers price (the reference's cost design names it,
+and its engines run under a CPU limit) and so is the interpreter's Durable Object, for
+its 128 MB over the run's wall time and its snapshot's: which of the two Cloudflare bills
+for the guest's work depends on where the engine runs, so the estimate errs high.
+Included usage and the plan's monthly fee are left out, as are storage and rows read:
+this is the marginal cost of one more such run.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from typing import Final
 
 from workbench.api.client import SandboxClient
 from workbench.config import Prices
-from workbench.protocol.errors import SandboxError
 from workbench.protocol.types import ExecutionResult, SandboxInfo
 
 WORKER_REQUESTS_PER_RUN: Final = 1
@@ -55,8 +57,9 @@ def run_cost(result: ExecutionResult, prices: Prices) -> RunCost:
     chunks = state.snapshot_chunks if state is not None else None
     files = state.files_changed if state is not None else 0
     rows = ROWS_PER_RUN + (chunks or 0) + files
-    duration_ms = max(0.0, result.duration_ms)
-    cpu = duration_ms if cpu_ms is None else cpu_ms
+    snapshot_ms = result.context.snapshot_ms if result.context is not None else None
+    duration_ms = max(0.0, result.duration_ms) + max(0.0, snapshot_ms or 0.0)
+    cpu = max(0.0, result.duration_ms) if cpu_ms is None else cpu_ms
     usd = (
         WORKER_REQUESTS_PER_RUN * prices.workers_requests_per_million
         + DURABLE_OBJECT_REQUESTS_PER_RUN * prices.durable_object_requests_per_million
@@ -93,16 +96,17 @@ async def sandbox_cost(
     sandbox: SandboxClient, info: SandboxInfo, prices: Prices
 ) -> CostTotal | None:
     """The estimate for the runs the sandbox's contexts keep in their history; None when
-    the backend keeps no history of runs it had (a Worker gateway)."""
+    the backend keeps no history of the runs it had (a Worker gateway). A context whose
+    history is gone (deleted since the info was read) adds nothing."""
     results: list[ExecutionResult | None] = []
+    kept = missing = False
     for context in info.contexts:
-        try:
-            history = await sandbox.interpreter.history(context.id)
-        except SandboxError:  # the context went since the info was read
-            continue
-        if context.executions and not history:
-            return None
+        history = await sandbox.interpreter.history(context.id)
+        kept = kept or bool(history)
+        missing = missing or (context.executions > 0 and not history)
         results.extend(entry.result for entry in history)
+    if missing and not kept:
+        return None
     return total_cost(results, prices)
 
 

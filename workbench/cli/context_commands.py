@@ -98,7 +98,7 @@ Examples:
   sandbox-workbench contexts inspect -s demo --context 3f2a
   sandbox-workbench contexts inspect -s demo --context 3f2a --json
   sandbox-workbench contexts inspect -s demo --context 3f2a --name xs
-  sandbox-workbench contexts inspect -s demo --context 3f2a --name '%config' --offset 8192
+  sandbox-workbench contexts inspect -s demo --context 3f2a --name '%config' --offset 4096
 
 \b
 Lists the names the user made: Python globals, JavaScript global bindings, Perl
@@ -107,7 +107,7 @@ constants; with their type, size and a short repr. The local backend and serve
 inspect a copy of the context's stored state, so nothing about the context changes
 (no run is counted). A Worker gateway can only run the inspector in the context
 itself: pass --run-code to allow that (it counts as a run and stays in the history).
---name writes one value out in full, 8,192 characters a page (--offset for more).""",
+--name writes one value out in full, 4,096 characters a page (--offset for more).""",
 )
 @context_options
 @click.option("--name", help="Write out this name's value in full (as listed: x, $x, @x...).")

@@ -62,5 +62,7 @@ def execution_footer(
     if result.execution_count is not None:
         parts.append(f"[{result.execution_count}]")
     if show_measurements and prices is not None:
-        parts.append(f"≈ {per_million_text(run_cost(result, prices).usd)} on Workers")
+        cost = run_cost(result, prices)
+        unmeasured = "" if cost.measured else " (its duration as CPU time)"
+        parts.append(f"≈ {per_million_text(cost.usd)} on Workers{unmeasured}")
     return " · ".join(parts)

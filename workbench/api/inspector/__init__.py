@@ -14,6 +14,7 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Any, Final
 
+from engines.result import well_formed
 from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.types import (
     ContextInspection,
@@ -24,13 +25,17 @@ from workbench.protocol.types import (
 
 SHORT_CHARS: Final = 120
 """A listed value's repr is cut to this many characters, on one line."""
-PAGE_CHARS: Final = 8192
-"""Characters of a full repr per page (a page stays under the 64 KiB result limit even
-when every character is escaped)."""
+PAGE_CHARS: Final = 4096
+"""Characters of a full repr per page: a page stays under the 64 KiB result limit even
+when each character is written as two `\\u` escapes (a surrogate pair)."""
 MAX_NAMES: Final = 200
 """Names listed at most; `ContextInspection.more` counts the rest."""
-MAX_NAME_CHARS: Final = 256
+MAX_NAME_CHARS: Final = 2 * SHORT_CHARS
 """A longer name (only `globals()[...]` and the like make one) is counted, not listed."""
+LIST_BUDGET: Final = 40_000
+"""The most a listing's names may take as JSON (in the language's own units: bytes, or
+UTF-16 units in JavaScript), so that it stays under the 64 KiB result limit; the names
+past it are counted in `more`."""
 TIMEOUT_SECONDS: Final = 10.0
 """Wall-clock limit of one inspection (a user's `__repr__` may loop)."""
 _SCRIPTS: Final = {
@@ -55,6 +60,10 @@ def inspector_code(language: str, name: str | None = None, offset: int = 0) -> s
         raise make_error(
             ErrorCode.NOT_SUPPORTED, f"The context inspector does not know {language} yet"
         )
+    if name is not None and well_formed(name) != name:
+        raise make_error(
+            ErrorCode.VALIDATION_FAILED, "name must be text (it holds a lone surrogate)"
+        )
     source = files(__package__).joinpath(script).read_text(encoding="utf-8")
     values = {
         "target_hex": (name or "").encode("utf-8", "surrogatepass").hex(),
@@ -62,6 +71,7 @@ def inspector_code(language: str, name: str | None = None, offset: int = 0) -> s
         "short_chars": str(SHORT_CHARS),
         "page_chars": str(PAGE_CHARS),
         "max_names": str(MAX_NAMES),
+        "budget": str(LIST_BUDGET),
     }
     for key, value in values.items():
         source = source.replace("{{" + key + "}}", value)
@@ -83,25 +93,28 @@ def _answer(result: ExecutionResult) -> dict[str, Any]:
 
 def _unexpected(why: str) -> SandboxError:
     return make_error(
-        ErrorCode.INTERNAL_ERROR,
+        ErrorCode.CODE_EXECUTION_ERROR,
         f"The inspector's answer is not what it writes ({why}); code in the context may "
         "have replaced something it uses",
     )
 
 
-def _text(data: dict[str, Any], key: str) -> str:
+def _text(data: dict[str, Any], key: str, fallback: str | None = None) -> str:
+    """The field as well-formed text (a guest string may hold lone surrogates); without a
+    `fallback`, a field that is not text spoils the answer."""
     value = data.get(key)
-    if not isinstance(value, str):
+    if isinstance(value, str):
+        return well_formed(value)
+    if fallback is None:
         raise _unexpected(f"{key} is not text")
-    return value
+    return fallback
 
 
 def _count(data: dict[str, Any], key: str) -> int | None:
+    """The field as a count; anything else (a user's `__len__` may answer -1) is None."""
     value = data.get(key)
-    if value is None:
-        return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _unexpected(f"{key} is not a count")
+        return None
     return value
 
 
@@ -114,19 +127,21 @@ def read_inspection(
     if not isinstance(listed, list):
         raise _unexpected("names is not a list")
     names: list[InspectedName] = []
+    seen: set[str] = set()
     more = _count(answer, "more") or 0
     for item in listed[:MAX_NAMES]:
-        if not isinstance(item, dict):
-            raise _unexpected("a name is not an object")
-        name = _text(item, "name")
-        if len(name) > MAX_NAME_CHARS:
+        name = item.get("name") if isinstance(item, dict) else None
+        # Not a name, too long to ask for, or listed twice (by code the user replaced
+        # something of): counted, not listed.
+        if not isinstance(name, str) or len(name) > MAX_NAME_CHARS or name in seen:
             more += 1
             continue
+        seen.add(name)
         names.append(
             InspectedName(
-                name,
-                _text(item, "type")[:SHORT_CHARS],
-                _text(item, "repr")[:SHORT_CHARS],
+                well_formed(name),
+                _text(item, "type", "?")[:SHORT_CHARS],
+                _text(item, "repr", "?")[:SHORT_CHARS],
                 _count(item, "length"),
                 _count(item, "bytes"),
             )
@@ -148,7 +163,7 @@ def read_value(
     return InspectedValue(
         context_id,
         name,
-        _text(answer, "type")[:SHORT_CHARS],
+        _text(answer, "type", "?")[:SHORT_CHARS],
         _text(answer, "repr")[:PAGE_CHARS],
         max(0, int(offset)),
         total,

@@ -7,6 +7,7 @@
   const OFFSET = {{offset}};
   const PAGE_CHARS = {{page_chars}};
   const MAX_NAMES = {{max_names}};
+  const BUDGET = {{budget}}; // UTF-16 units of the names' JSON, to stay under the result limit
   const FULL_LIMIT = 1 << 22; // a value shown in full stops at 4 Mi chars
   // Enumerable globals that every session has: the runtime's and the driver's.
   const BUILT_IN = new Set([
@@ -14,7 +15,17 @@
     'fs', 'process', 'navigator', 'performance', 'scheduler',
   ]);
 
+  // What a value is, as text: anything a getter or a Proxy does wrong gives '?'.
   const typeName = (value) => {
+    try {
+      const name = constructorName(value);
+      return typeof name === 'string' ? name.slice(0, SHORT_CHARS) : '?';
+    } catch {
+      return '?';
+    }
+  };
+
+  const constructorName = (value) => {
     if (value === null) return 'null';
     if (typeof value === 'function') {
       return /^class[\s{]/.test(Function.prototype.toString.call(value)) ? 'class' : 'function';
@@ -116,7 +127,13 @@
     try {
       return thunk();
     } catch (error) {
-      return `<repr failed: ${error && error.name ? error.name : typeof error}>`;
+      let kind = typeof error;
+      try {
+        if (error && typeof error.name === 'string') kind = error.name;
+      } catch {
+        // a throwing `name` getter: the typeof above stays
+      }
+      return `<repr failed: ${kind}>`;
     }
   };
 
@@ -125,17 +142,36 @@
     return flat.length <= SHORT_CHARS ? flat : flat.slice(0, SHORT_CHARS - 1) + '\u2026';
   };
 
-  const lengthOf = (value) => {
-    if (typeof value === 'string' || Array.isArray(value) || ArrayBuffer.isView(value)) {
-      return value.length;
+  // A count, or null: a Proxy or a subclass may answer anything.
+  const count = (measure) => {
+    try {
+      const value = measure();
+      return Number.isSafeInteger(value) && value >= 0 ? value : null;
+    } catch {
+      return null;
     }
-    if (value instanceof Map || value instanceof Set) return value.size;
-    return null;
   };
 
-  const bytesOf = (value) => {
-    if (value instanceof ArrayBuffer || ArrayBuffer.isView(value)) return value.byteLength;
-    return null;
+  const lengthOf = (value) =>
+    count(() => {
+      if (typeof value === 'string' || Array.isArray(value) || ArrayBuffer.isView(value)) {
+        return value.length;
+      }
+      if (value instanceof Map || value instanceof Set) return value.size;
+      return null;
+    });
+
+  const bytesOf = (value) =>
+    count(() =>
+      value instanceof ArrayBuffer || ArrayBuffer.isView(value) ? value.byteLength : null,
+    );
+
+  const valueOf = (name) => {
+    try {
+      return globalThis[name];
+    } catch {
+      return '<getter failed>';
+    }
   };
 
   const userNames = Object.keys(globalThis).filter((name) => !BUILT_IN.has(name));
@@ -143,29 +179,33 @@
   if (targetHex) {
     const name = decodeURIComponent(targetHex.replace(/../g, '%$&'));
     if (!userNames.includes(name)) return { found: false, name };
-    const value = globalThis[name];
-    const text = safely(() => render(value, 8, { left: FULL_LIMIT }, true));
+    const value = valueOf(name);
+    // Pages count code points, as the host does (a UTF-16 slice could split a pair).
+    const text = Array.from(safely(() => render(value, 8, { left: FULL_LIMIT }, true)));
     return {
       found: true,
       name,
       type: typeName(value),
-      repr: text.slice(OFFSET, OFFSET + PAGE_CHARS),
+      repr: text.slice(OFFSET, OFFSET + PAGE_CHARS).join(''),
       total: text.length,
     };
   }
   const order = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
   userNames.sort((a, b) => order(a.toLowerCase(), b.toLowerCase()) || order(a, b));
-  return {
-    names: userNames.slice(0, MAX_NAMES).map((name) => {
-      const value = globalThis[name];
-      return {
-        name,
-        type: typeName(value),
-        repr: oneLine(safely(() => render(value, 2, { left: SHORT_CHARS * 2 }, false))),
-        length: lengthOf(value),
-        bytes: bytesOf(value),
-      };
-    }),
-    more: Math.max(0, userNames.length - MAX_NAMES),
-  };
+  const names = [];
+  let used = 0;
+  for (const name of userNames.slice(0, MAX_NAMES)) {
+    const value = valueOf(name);
+    const entry = {
+      name: name.slice(0, SHORT_CHARS * 2),
+      type: typeName(value),
+      repr: oneLine(safely(() => render(value, 2, { left: SHORT_CHARS * 2 }, false))),
+      length: lengthOf(value),
+      bytes: bytesOf(value),
+    };
+    used += JSON.stringify(entry).length;
+    if (used > BUDGET) break;
+    names.push(entry);
+  }
+  return { names, more: userNames.length - names.length };
 })()

@@ -2,15 +2,18 @@
 # and subs of `main` that the user made, or shows one of them in full. Its lexicals live
 # in a do block, so it leaves no name behind.
 do {
-    my ($target_hex, $offset, $short_chars, $page_chars, $max_names) =
-        ('{{target_hex}}', {{offset}}, {{short_chars}}, {{page_chars}}, {{max_names}});
+    my ($target_hex, $offset, $short_chars, $page_chars, $max_names, $budget) = (
+        '{{target_hex}}', {{offset}}, {{short_chars}}, {{page_chars}}, {{max_names}},
+        {{budget}},
+    );
     require Data::Dumper;
     require Scalar::Util;
     # Globs every interpreter has, and the subs the driver imports into main.
     my %built_in = map { $_ => 1 } qw(
         ARGV ARGVOUT ENV INC SIG STDERR STDIN STDOUT stderr stdin stdout BEGIN END INIT
-        CHECK UNITCHECK DESTROY AUTOLOAD a b _ encode_json decode_json from_json to_json
+        CHECK UNITCHECK DESTROY AUTOLOAD _ encode_json decode_json from_json to_json
     );
+    my %sort_scalars = (a => 1, b => 1);    # $a and $b: every `sort` sets them
     my $dump = sub {
         my ($value, $indent) = @_;
         local $Data::Dumper::Indent = $indent;
@@ -59,7 +62,8 @@ do {
             my $glob = \*{"main::$name"};
             next unless ref $glob eq 'GLOB';
             my $scalar = *{$glob}{SCALAR};
-            push @names, "\$$name" if $scalar && defined $$scalar;
+            push @names, "\$$name"
+                if !$sort_scalars{$name} && $scalar && eval { defined $$scalar };
             push @names, "\@$name" if *{$glob}{ARRAY};
             push @names, "%$name" if *{$glob}{HASH};
             push @names, "&$name" if defined &{"main::$name"};
@@ -72,7 +76,8 @@ do {
         if (!defined $found) {
             +{ found => JSON::PP::false(), name => $wanted };
         } else {
-            my ($type, $text) = $describe->(substr($found, 0, 1), substr($found, 1), 1);
+            my ($type, $text) = eval { $describe->(substr($found, 0, 1), substr($found, 1), 1) };
+            ($type, $text) = ('?', '<repr failed>') unless defined $type;
             +{
                 found => JSON::PP::true(),
                 name  => $found,
@@ -83,12 +88,25 @@ do {
         }
     } else {
         my @shown = @names > $max_names ? @names[0 .. $max_names - 1] : @names;
-        my @entries = map {
-            my ($type, $text, $length) = $describe->(substr($_, 0, 1), substr($_, 1), 0);
+        my ($used, @entries) = (0);
+        for my $name (@shown) {
+            # A tied variable's FETCH (or anything else) that dies spoils only its entry.
+            my ($type, $text, $length) =
+                eval { $describe->(substr($name, 0, 1), substr($name, 1), 0) };
+            ($type, $text, $length) = ('?', '<repr failed>', undef) unless defined $type;
             $text =~ s/\s+/ /g;
             $text = substr($text, 0, $short_chars - 1) . "\x{2026}" if length $text > $short_chars;
-            +{ name => $_, type => $type, repr => $text, length => $length, bytes => undef };
-        } @shown;
-        +{ names => \@entries, more => @names - @shown };
+            my $entry = {
+                name   => substr($name, 0, 2 * $short_chars),
+                type   => substr($type, 0, $short_chars),
+                repr   => $text,
+                length => $length,
+                bytes  => undef,
+            };
+            $used += length JSON::PP->new->encode($entry);
+            last if $used > $budget;
+            push @entries, $entry;
+        }
+        +{ names => \@entries, more => @names - @entries };
     }
 };

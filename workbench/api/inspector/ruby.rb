@@ -1,7 +1,7 @@
 # The context inspector for Ruby (workbench.api.inspector): lists the top-level locals,
 # globals and constants the user made, or shows one of them in full. Its code is a method
 # of an anonymous module (a method is a scope of its own), so it leaves no name behind.
-Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_hex}}', {{offset}}, {{short_chars}}, {{page_chars}}, {{max_names}})
+Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_hex}}', {{offset}}, {{short_chars}}, {{page_chars}}, {{max_names}}, {{budget}})
   # Globals every interpreter has.
   BUILT_IN_GLOBALS = %i[
     $! $" $$ $& $' $* $+ $, $-0 $-F $-I $-W $-a $-d $-i $-l $-p $-v $-w $. $/ $0 $: $;
@@ -11,9 +11,10 @@ Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_
   SIZED = [String, Symbol, Array, Hash, Struct].freeze
 
   def self.type_name(value)
-    value.class.name || value.class.inspect
+    name = value.class.name || value.class.inspect
+    name.is_a?(String) ? name : '?'
   rescue Exception
-    'Object'
+    '?'
   end
 
   def self.safely
@@ -23,7 +24,8 @@ Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_
   end
 
   def self.length_of(value)
-    SIZED.any? { |kind| kind === value } ? value.size : nil
+    size = SIZED.any? { |kind| kind === value } ? value.size : nil
+    size.is_a?(Integer) && size >= 0 ? size : nil
   rescue Exception
     nil
   end
@@ -48,18 +50,22 @@ Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_
 
   def self.value_of(scope, name)
     return eval(name) if name.start_with?("$") # a name from global_variables
-    return Object.const_get(name) if name.match?(/\A[A-Z]/)
+    return Object.const_get(name) if name.match?(/\A\p{Upper}/)
 
     scope.local_variable_get(name)
   end
 
-  def self.run(scope, target_hex, offset, short_chars, page_chars, max_names)
+  def self.run(scope, target_hex, offset, short_chars, page_chars, max_names, budget)
     names = self.names(scope)
     unless target_hex.empty?
       name = [target_hex].pack('H*').force_encoding(Encoding::UTF_8)
       return { 'found' => false, 'name' => name } unless names.include?(name)
 
-      value = value_of(scope, name)
+      value = begin
+        value_of(scope, name)
+      rescue Exception => error
+        "<value failed: #{error.class}>"
+      end
       text = safely do
         require 'pp'
         value.pretty_inspect.chomp
@@ -67,14 +73,27 @@ Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_
       return { 'found' => true, 'name' => name, 'type' => type_name(value),
                'repr' => text[offset, page_chars] || '', 'total' => text.length }
     end
-    entries = names.first(max_names).map do |name|
-      value = value_of(scope, name)
-      text = safely { value.inspect }.gsub(/\s+/, ' ')
-      text = "#{text[0, short_chars - 1]}\u2026" if text.length > short_chars
-      { 'name' => name, 'type' => type_name(value), 'repr' => text,
-        'length' => length_of(value), 'bytes' => bytes_of(value) }
+    entries = []
+    used = 0
+    names.first(max_names).each do |name|
+      entry = entry(scope, name, short_chars)
+      used += JSON.generate(entry).bytesize
+      break if used > budget
+
+      entries << entry
     end
-    { 'names' => entries, 'more' => [names.length - max_names, 0].max }
+    { 'names' => entries, 'more' => names.length - entries.length }
+  end
+
+  def self.entry(scope, name, short_chars)
+    value = value_of(scope, name)
+    text = safely { value.inspect }.gsub(/\s+/, ' ')
+    text = "#{text[0, short_chars - 1]}\u2026" if text.length > short_chars
+    { 'name' => name[0, 2 * short_chars], 'type' => type_name(value)[0, short_chars],
+      'repr' => text, 'length' => length_of(value), 'bytes' => bytes_of(value) }
+  rescue Exception => error
+    { 'name' => name[0, 2 * short_chars], 'type' => '?', 'repr' => "<repr failed: #{error.class}>",
+      'length' => nil, 'bytes' => nil }
   end
   self
 SBW_INSPECTOR

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -40,10 +39,6 @@ from workbench.protocol.timestamps import iso_from_ms
 ENGINE_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="sandbox-engine")
 """Threads that wait on engine processes: a run blocked up to its deadline in one sandbox
 never holds up another sandbox's run (the default executor has only a few threads)."""
-
-
-INSPECTIONS = threading.BoundedSemaphore(2)
-"""Inspections that run at once, each in an engine process of its own."""
 
 
 class EngineUnavailableError(Exception):
@@ -149,32 +144,46 @@ class ContextRunner:
             tree,
         )
 
-    async def run_copy(self, copy: StateCopy, code: str, timeout: float) -> ExecutionResult:
+    async def run_copy(
+        self, copy: StateCopy, code: str, timeout: float, cancellation: Cancellation
+    ) -> ExecutionResult:
         """Run `code` in a throwaway engine restored from `copy`: nothing it does reaches
-        the context, its files or its history (the engine goes with its state)."""
+        the context, its files or its history (the engine goes with its state). A copy
+        that could not be restored is an error, never a fresh interpreter's answer."""
 
         def run() -> ExecutionResult:
-            with INSPECTIONS:
-                try:
-                    session = IsolatedSession(
-                        copy.runtime.spec,
-                        pool=self._engine_pool,
-                        workspace=GUEST_LIMITS,
-                        limits=self._settings.limits,
-                        restore_source=lambda: copy.restore_point,
-                        progress=copy.runtime.prepare_progress,
-                    )
-                except Exception as error:  # the engine cannot be prepared or loaded
-                    raise make_error(
-                        ErrorCode.INTERNAL_ERROR,
-                        f"{copy.runtime.language} engine unavailable: {error}",
-                    ) from None
-                try:
-                    return session.execute(
-                        code, copy.env, copy.cwd, workspace=copy.tree, timeout=timeout
-                    ).result
-                finally:
-                    session.close()
+            try:
+                session = IsolatedSession(
+                    copy.runtime.spec,
+                    pool=self._engine_pool,
+                    workspace=GUEST_LIMITS,
+                    limits=self._settings.limits,
+                    restore_source=lambda: copy.restore_point,
+                    progress=copy.runtime.prepare_progress,
+                )
+            except Exception as error:  # the engine cannot be prepared or loaded
+                raise make_error(
+                    ErrorCode.INTERNAL_ERROR,
+                    f"{copy.runtime.language} engine unavailable: {error}",
+                ) from None
+            try:
+                outcome = session.execute(
+                    code,
+                    copy.env,
+                    copy.cwd,
+                    workspace=copy.tree,
+                    timeout=timeout,
+                    cancellation=cancellation,
+                )
+            finally:
+                session.close()
+            if copy.restore_point is not None and outcome.boot is not Boot.RESTORED:
+                why = "; ".join(outcome.notes) or "its engine could not restore it"
+                raise make_error(
+                    ErrorCode.CODE_EXECUTION_ERROR,
+                    f"The copy of the context's state could not be restored: {why}",
+                )
+            return outcome.result
 
         return await asyncio.get_running_loop().run_in_executor(ENGINE_THREADS, run)
 

@@ -311,7 +311,7 @@ async def inspect_context(sandbox: SandboxObject, request: Request, params: Para
     """An extension: the user's names in the context, from a copy of its state (it takes
     the sandbox's turn only to read that state)."""
     parse_object(request, EXECUTE_BODY_CAP)
-    return answer(await sandbox.inspect(unquote(params["context_id"])))
+    return answer(await sandbox.inspect(unquote(params["context_id"]), request.given_up))
 
 
 async def inspect_value(sandbox: SandboxObject, request: Request, params: Params) -> Response:
@@ -323,7 +323,8 @@ async def inspect_value(sandbox: SandboxObject, request: Request, params: Params
     offset = body.get("offset", 0)
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise validation_error("offset must be a count of characters from 0")
-    return answer(await sandbox.inspect_value(unquote(params["context_id"]), name, offset))
+    context_id = unquote(params["context_id"])
+    return answer(await sandbox.inspect_value(context_id, name, offset, request.given_up))
 
 
 async def list_checkpoints(sandbox: SandboxObject, request: Request, params: Params) -> Response:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from engines.isolated import Cancellation
@@ -18,7 +19,8 @@ from engines.result import ExecutionResult
 from engines.session import OutputListener
 from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS
 from workbench.api.inspector import inspector_code, read_inspection, read_value
-from workbench.backends.local.context_runner import ContextRunner
+from workbench.backends.local.context_row import ContextRow
+from workbench.backends.local.context_runner import ENGINE_THREADS, ContextRunner, StateCopy
 from workbench.backends.local.files_api import FilesResult, files_request
 from workbench.backends.local.files_batch import files_batch
 from workbench.backends.local.sandbox_state import CHECKPOINT_BUDGET_BYTES, SandboxState
@@ -51,6 +53,7 @@ class SandboxObject:
         self._clock = resources.clock
         self._settings = resources.settings
         self._queue = asyncio.Lock()
+        self._inspections = resources.inspections
         self._state = SandboxState(sandbox_id, resources)
         self._runner = ContextRunner(
             self._state, ContextSnapshots(self._state, resources), resources
@@ -213,28 +216,55 @@ class SandboxObject:
             saved.name, context_id, iso_from_ms(saved.created_at), executions, saved.bytes
         )
 
-    async def inspect(self, context_id: str) -> ContextInspection:
+    async def inspect(
+        self, context_id: str, given_up: asyncio.Event | None = None
+    ) -> ContextInspection:
         """The user's names in the context (an extension), read from a copy of its stored
-        state, so the context stays exactly as it was."""
-        async with self.turn():
-            row = self._state.context(context_id)
-            executions = row.executions
-            copy = self._runner.copy_state(row) if executions else None
-        if copy is None:  # a context that never ran has no names of the user's
-            return ContextInspection(context_id, 0, [])
-        result = await self._runner.run_copy(copy, inspector_code(row.language), INSPECT_SECONDS)
-        return read_inspection(result, context_id, executions, ran_code=False)
+        state, so the context stays exactly as it was. Once `given_up` is set, the
+        inspection stops."""
+        async with self._inspection(context_id, given_up) as (row, copy, cancellation):
+            if copy is None:  # a context that never ran has no names of the user's
+                return ContextInspection(context_id, 0, [])
+            code = inspector_code(row.language)
+            result = await self._runner.run_copy(copy, code, INSPECT_SECONDS, cancellation)
+        return read_inspection(result, context_id, row.executions, ran_code=False)
 
-    async def inspect_value(self, context_id: str, name: str, offset: int) -> InspectedValue:
+    async def inspect_value(
+        self, context_id: str, name: str, offset: int, given_up: asyncio.Event | None = None
+    ) -> InspectedValue:
         """A page of one name's value written out in full, from a copy as `inspect`."""
-        async with self.turn():
-            row = self._state.context(context_id)
-            if row.executions == 0:
+        async with self._inspection(context_id, given_up) as (row, copy, cancellation):
+            if copy is None:
                 raise validation_error(f"The context has no name {name!r} to inspect")
-            copy = self._runner.copy_state(row)
-        code = inspector_code(row.language, name, offset)
-        result = await self._runner.run_copy(copy, code, INSPECT_SECONDS)
+            code = inspector_code(row.language, name, offset)
+            result = await self._runner.run_copy(copy, code, INSPECT_SECONDS, cancellation)
         return read_value(result, context_id, name, offset, ran_code=False)
+
+    @asynccontextmanager
+    async def _inspection(
+        self, context_id: str, given_up: asyncio.Event | None
+    ) -> AsyncIterator[tuple[ContextRow, StateCopy | None, Cancellation]]:
+        """An inspection's turn among the backend's few at once: a copy of the context's
+        row and of its state (None: it never ran), read in the sandbox's turn off the
+        event loop, and the cancel that `given_up` sets."""
+        cancellation = Cancellation()
+        watcher = None
+        if given_up is not None:
+            watcher = asyncio.create_task(cancel_on(given_up, cancellation))
+        try:
+            async with self._inspections:
+                async with self.turn():
+                    row = self._state.context(context_id)
+                    copy = None
+                    if row.executions:
+                        copy = await asyncio.get_running_loop().run_in_executor(
+                            ENGINE_THREADS, self._runner.copy_state, row
+                        )
+                    row = replace(row)
+                yield row, copy, cancellation
+        finally:
+            if watcher is not None:
+                watcher.cancel()
 
     def list_contexts(self) -> list[CodeContext]:
         self._state.touch()

@@ -3,6 +3,7 @@ the resources they share."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from engines.isolated import WorkerPool
@@ -54,3 +55,7 @@ class LocalResources:
     engine_pool: WorkerPool
     local: LocalSettings = field(default_factory=LocalSettings)
     """The settings it was opened with (the daemon reports them)."""
+    inspections: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))
+    """Inspections that may run at once, each in an engine process of its own; the rest
+    wait before they read a context's state, so a burst holds neither engine threads
+    nor copies of snapshots."""

@@ -338,10 +338,10 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
     @on_report(SandboxUsageLoaded)
     def sandbox_usage_loaded(self, message: SandboxUsageLoaded) -> None:
         panel = self.info_panel
+        panel.checkpoints.pop(message.sandbox_id, None)
+        panel.costs.pop(message.sandbox_id, None)
         if message.checkpoints is not None:
             panel.checkpoints[message.sandbox_id] = checkpoints_line(message.checkpoints)
-        else:
-            panel.checkpoints.pop(message.sandbox_id, None)
         if message.cost is not None and self.prices is not None:
             panel.costs[message.sandbox_id] = cost_line(message.cost, self.prices)
         panel.refresh(layout=True)
@@ -569,6 +569,9 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
                 else:
                     screen.page_failed(message.failure or "unknown")
             return
+        if message.value is not None and message.value.ran_code:  # a run of the context
+            repl.note_inspector_run(None)
+            self.refresh_after_run(repl.sandbox_id, repl.context.id, None)
         if message.value is None:
             self.notify(message.failure or "", title="Inspecting failed", severity="error")
             return

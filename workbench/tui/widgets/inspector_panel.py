@@ -47,10 +47,7 @@ class InspectorPanel(Vertical):
         """Inspecting runs code in the context (the backend cannot inspect a copy)."""
 
     def compose(self) -> ComposeResult:
-        yield Static(
-            Text.assemble(("Names", "bold"), ("  Enter: a value", "dim")),
-            id="inspector-title",
-        )
+        yield Static(Text("Names", style="bold"), id="inspector-title")
         yield Static("", id="inspector-state")
         yield Button("Run the inspector in the context", id="inspector-run", compact=True)
         table: DataTable[str | Text] = DataTable(
@@ -72,6 +69,9 @@ class InspectorPanel(Vertical):
         """The panel was opened, or the context ran: say what comes next."""
         self.runs_code = runs_code
         self.query_one("#inspector-run").display = runs_code
+        hint = "Enter: a value, run in the context" if runs_code else "Enter: a value"
+        title = Text.assemble(("Names", "bold"), (f"  {hint}", "dim"))
+        self.query_one("#inspector-title", Static).update(title)
         if runs_code:
             stale = " The names below are of an earlier run." if self.inspection else ""
             self.set_state(RUN_CODE_HINT + stale, "yellow")

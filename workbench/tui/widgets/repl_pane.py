@@ -206,11 +206,11 @@ class ReplPane(Vertical):
         """The context went back to a checkpoint (described by `checkpoint`)."""
         self.transcript.write(shown(f"↺ restored checkpoint {checkpoint}", "bold magenta"))
 
-    def note_inspector_run(self, execution_count: int) -> None:
-        """The inspector ran in the context as run `execution_count` (a remote gateway)."""
-        self.transcript.write(
-            shown(f"◇ run {execution_count} was the context inspector (alt+a)", "dim")
-        )
+    def note_inspector_run(self, execution_count: int | None) -> None:
+        """The inspector ran in the context (a remote gateway), as run `execution_count`
+        where the answer says which."""
+        run = "a run" if execution_count is None else f"run {execution_count}"
+        self.transcript.write(shown(f"◇ {run} was the context inspector", "dim"))
 
     def show_output(self, lines: list[tuple[str, str]]) -> None:
         """Lines the running cell just wrote (the finished cell replaces them)."""
