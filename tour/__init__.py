@@ -204,6 +204,9 @@ async def state_sandbox_info(pilot: WorkbenchPilot) -> None:
     await create_context(pilot, "PERL")
     await wait_for(pilot, lambda: bool(main.sandbox_infos[TOUR_SANDBOX].contexts))
     main.show_tab(INFO_TAB)  # focus goes to the sidebar, which drives the info tab
+    main.connection.load_sandbox_info(TOUR_SANDBOX)  # and what its checkpoints hold
+    checkpoints = main.info_panel.checkpoints
+    await wait_for(pilot, lambda: checkpoints.get(TOUR_SANDBOX, "").startswith("0, "))
     await pilot.pause()
 
 

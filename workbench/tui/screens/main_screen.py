@@ -15,7 +15,7 @@ from pathlib import Path
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Footer, TabbedContent, TabPane, Tree
+from textual.widgets import TabbedContent, TabPane, Tree
 
 from workbench.api import (
     Backend,
@@ -87,6 +87,7 @@ from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.runtimes_table import RuntimesTable
 from workbench.tui.widgets.sandbox_tree import SandboxTree
 from workbench.tui.widgets.status_bar import StatusBar
+from workbench.tui.widgets.workbench_footer import WorkbenchFooter
 from workbench.tui.widgets.workbench_tabs import (
     INFO_TAB,
     RUNTIMES_TAB,
@@ -155,7 +156,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
                 with TabPane("Runtimes", id=RUNTIMES_TAB):
                     yield self.runtimes_table
         yield self.status
-        yield Footer()
+        yield WorkbenchFooter()
 
     def on_mount(self) -> None:
         self.set_interval(self.health_interval, self.connection.check_health)

@@ -1,0 +1,45 @@
+"""The footer shows the keys that fit whole, at any width (at 80 columns Textual's own
+footer ended in the middle of a word); the rest are in the palette and the help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets._footer import FooterKey
+
+from tests.tui.test_flows import make_app
+from tour import create_sandbox, until_connected, wait_for
+from workbench.tui.widgets.workbench_footer import WorkbenchFooter, key_width
+
+pytestmark = pytest.mark.usefixtures("tui_dirs")
+
+
+def shown_keys(footer: WorkbenchFooter) -> list[str]:
+    return [key.key_display for key in footer.query(FooterKey)]
+
+
+async def test_the_footer_keeps_only_whole_keys(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        footer = app.main_screen.query_one(WorkbenchFooter)
+        await wait_for(pilot, lambda: "f8" in shown_keys(footer))
+        wide = shown_keys(footer)
+        assert wide == ["^q", "f1", "f2", "f3", "f4", "f5", "f8", "f9", "^p"]
+
+        await pilot.resize_terminal(80, 24)
+        await wait_for(
+            pilot, lambda: footer.composed_width == 80 and "f8" not in shown_keys(footer)
+        )
+        await pilot.pause()
+        narrow = shown_keys(footer)
+        assert narrow == ["^q", "f1", "f2", "f3", "f4", "^p"]
+        keys = list(footer.query(FooterKey))
+        assert sum(key_width(key) for key in keys) <= 80
+        # Each key as wide as it was counted: none is cut.
+        assert [key.outer_size.width for key in keys] == [key_width(key) for key in keys]
+
+        await pilot.resize_terminal(160, 30)
+        await wait_for(pilot, lambda: shown_keys(footer) == wide)
