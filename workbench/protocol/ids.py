@@ -36,6 +36,16 @@ def checkpoint_name_problem(name: str) -> str | None:
     return None if _CHECKPOINT_NAME.fullmatch(name) else CHECKPOINT_NAME_RULE
 
 
+_RESTORE_COMMENTS: Final = {"javascript": "//"}
+"""How a restore's history entry comments itself out, by language (the default: `#`)."""
+
+
+def restore_note(language: str, name: str) -> str:
+    """What restoring checkpoint `name` writes into a context's history: a comment of the
+    context's language, so a replayed transcript runs it harmlessly."""
+    return f"{_RESTORE_COMMENTS.get(language, '#')} restored checkpoint {name}"
+
+
 def sandbox_id_error(id: object) -> str | None:
     """The validator's message for an invalid id, or ``None`` when ``id`` is valid.
 

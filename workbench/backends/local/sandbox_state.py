@@ -23,7 +23,7 @@ from workbench.core.changes import ChangeSet
 from workbench.core.workspace import Workspace
 from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.http import validation_error
-from workbench.protocol.ids import checkpoint_name_problem
+from workbench.protocol.ids import checkpoint_name_problem, restore_note
 from workbench.store import StoredCheckpoint, StoredSandbox, Transaction
 
 MAX_CONTEXTS = 8
@@ -33,9 +33,6 @@ MAX_CHECKPOINTS = 16
 CHECKPOINT_BUDGET_BYTES = 256 << 20
 """The most memory a sandbox's checkpoints may hold, their `bytes` summed (blocks they
 share with each other or with snapshots count for each)."""
-RESTORE_NOTES = {"javascript": "// restored checkpoint {name}"}
-"""What a restore writes into the context's history, as a comment of its language (the
-default: `#`), so a replayed transcript runs it harmlessly."""
 
 
 def context_not_found(context_id: str) -> SandboxError:
@@ -286,7 +283,7 @@ class SandboxState:
         row = self.context(context_id)
         saved = self.checkpoint(context_id, name)
         before = (row.snapshot, row.cwd, row.executions, row.last_used)
-        note = RESTORE_NOTES.get(row.language, "# restored checkpoint {name}").format(name=name)
+        note = restore_note(row.language, name)
         try:
             with self.stored() as tx:
                 if not tx.restore_checkpoint(self.id, row.id, name):
