@@ -319,3 +319,25 @@ def test_the_pytest_plugin_replays_each_file_as_a_test(tmp_path: Path) -> None:
     )
     assert unknown.returncode == 1
     assert "unknown profile 'staging'" in unknown.stdout
+
+
+async def test_an_export_says_where_a_checkpoint_was_restored(local: Backend) -> None:
+    """A restore is a comment in the history: the export says what it did, since a replay
+    runs the comment and so goes on from another state."""
+    sandbox = local.sandbox("restored")
+    interpreter = sandbox.interpreter
+    context = await interpreter.create_code_context("PERL")
+    await interpreter.run_code("our $n = 1", context=context)
+    await interpreter.save_checkpoint(context, "one")
+    await interpreter.run_code("$n = 2", context=context)
+    await interpreter.restore_checkpoint(context, "one")
+    await interpreter.run_code("$n", context=context)
+
+    exported = await export_context(local, "restored", context.id)
+    assert [cell.code for cell in exported.transcript.cells][2] == "# restored checkpoint one"
+    assert exported.notes == [
+        "run 3 restored checkpoint one: the runs after it started from that checkpoint's "
+        "state, which a replay (from a fresh context) does not have, so they may differ there"
+    ]
+    report = await replay_transcript(local, exported.transcript)
+    assert [cell.number for cell in report.divergences] == [4]  # as the note says

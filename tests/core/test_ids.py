@@ -1,9 +1,14 @@
-"""Sandbox id validation (spec 8.1)."""
+"""Sandbox id validation (spec 8.1), and the note a checkpoint restore leaves in a history."""
 
 import pytest
 
 from workbench.api import ValidationFailedError
-from workbench.protocol.ids import normalize_id, validate_sandbox_id
+from workbench.protocol.ids import (
+    normalize_id,
+    restore_note,
+    restored_checkpoint,
+    validate_sandbox_id,
+)
 
 
 @pytest.mark.parametrize("good", ["a", "user-1", "A.b_c", "x" * 63, "Www1"])
@@ -34,3 +39,16 @@ def test_invalid(bad: str, message: str) -> None:
 def test_normalize() -> None:
     assert normalize_id("User-A") == "user-a"
     assert normalize_id("User-A", normalize=False) == "User-A"
+
+
+def test_a_restore_note_names_its_checkpoint_and_nothing_else_does() -> None:
+    for language in ("javascript", "python", "perl", "ruby"):
+        assert restored_checkpoint(restore_note(language, "v1.2_x-y")) == "v1.2_x-y"
+    assert restore_note("javascript", "a") == "// restored checkpoint a"
+    assert restore_note("perl", "a") == "# restored checkpoint a"
+    for code in (
+        "# restored checkpoint ../x",
+        "print 1 # restored checkpoint a",
+        "# restored checkpoint",
+    ):
+        assert restored_checkpoint(code) is None

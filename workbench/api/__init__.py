@@ -36,7 +36,12 @@ from workbench.protocol.errors import (
     SandboxFileNotFoundError,
     ValidationFailedError,
 )
-from workbench.protocol.ids import SANDBOX_ID_PATTERN, checkpoint_name_problem, sandbox_id_error
+from workbench.protocol.ids import (
+    SANDBOX_ID_PATTERN,
+    checkpoint_name_problem,
+    restored_checkpoint,
+    sandbox_id_error,
+)
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import (
     CHECKPOINTS_FEATURE,
@@ -145,6 +150,7 @@ __all__ = [
     "iso_from_ms",
     "neutralise",
     "parse_iso",
+    "restored_checkpoint",
     "sandbox_id_error",
     "short_id",
     "without_controls",

@@ -38,12 +38,19 @@ def checkpoint_name_problem(name: str) -> str | None:
 
 _RESTORE_COMMENTS: Final = {"javascript": "//"}
 """How a restore's history entry comments itself out, by language (the default: `#`)."""
+_RESTORE_NOTE = re.compile(r"(?:#|//) restored checkpoint ([A-Za-z0-9][A-Za-z0-9._-]{0,63})")
 
 
 def restore_note(language: str, name: str) -> str:
     """What restoring checkpoint `name` writes into a context's history: a comment of the
     context's language, so a replayed transcript runs it harmlessly."""
     return f"{_RESTORE_COMMENTS.get(language, '#')} restored checkpoint {name}"
+
+
+def restored_checkpoint(code: str) -> str | None:
+    """The checkpoint a history entry's code says was restored (`restore_note`), or None."""
+    match = _RESTORE_NOTE.fullmatch(code)
+    return None if match is None else match.group(1)
 
 
 def sandbox_id_error(id: object) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workbench.api import Backend, ContextInfo, SandboxClient, short_id
+from workbench.api import Backend, ContextInfo, SandboxClient, restored_checkpoint, short_id
 from workbench.transcripts.documents import DocumentCell
 from workbench.transcripts.model import (
     MAX_WORKSPACE_BYTES,
@@ -101,6 +101,14 @@ async def export_context(
             f"the history keeps the newest {len(history)} of {context.executions} runs; "
             "the older ones are not in the transcript"
         )
+    for entry in history:
+        restored = restored_checkpoint(entry.code) if entry.result is None else None
+        if restored is not None:
+            notes.append(
+                f"run {entry.seq} restored checkpoint {restored}: the runs after it started "
+                "from that checkpoint's state, which a replay (from a fresh context) does not "
+                "have, so they may differ there"
+            )
     if not with_env and info.env_vars:
         notes.append("env var values are left out (keys only); --with-env includes them")
     transcript = Transcript(
