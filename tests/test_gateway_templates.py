@@ -38,6 +38,7 @@ def test_render_gateway_and_chosen_runtimes(tmp_path: Path) -> None:
         "gateway/package.json",
         "gateway/package-lock.json",
         "gateway/tsconfig.json",
+        "gateway/tsconfig.standin.json",
         "gateway/README.md",
         "gateway/.gitignore",
         "gateway/src/index.ts",
@@ -296,8 +297,11 @@ def test_gateway_init_service_needs_binding_and_name(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed: cannot type-check")
-def test_gateway_template_type_checks() -> None:
-    """`worker_templates/check.sh`: `npm ci` + `tsc --noEmit` on the gateway template."""
+def test_gateway_template_type_checks(tmp_path: Path) -> None:
+    """`worker_templates/check.sh`: `npm ci` + `tsc --noEmit` on the gateway template, with
+    the stand-in declaration while `@sandbox-workers/core` is not installed. Installed, the
+    package's own types are checked: one that lacks the `Sandbox` the template re-exports
+    fails the check, and one that has it passes."""
     completed = subprocess.run(
         ["bash", str(TEMPLATES / "check.sh")],
         capture_output=True,
@@ -305,3 +309,36 @@ def test_gateway_template_type_checks() -> None:
         timeout=900,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "the stand-in types: @sandbox-workers/core is not installed" in completed.stdout
+
+    # A copy of the template whose node_modules also holds a core package (links to the
+    # installed packages, so nothing is installed again).
+    gateway = TEMPLATES / "gateway"
+    copy = tmp_path / "gateway"
+    shutil.copytree(gateway, copy, ignore=shutil.ignore_patterns("node_modules"))
+    modules = copy / "node_modules"
+    modules.mkdir()
+    for entry in (gateway / "node_modules").iterdir():
+        (modules / entry.name).symlink_to(entry)
+    core = modules / "@sandbox-workers" / "core"
+    core.mkdir(parents=True)
+    (core / "package.json").write_text(
+        '{"name": "@sandbox-workers/core", "version": "0.2.0", "types": "index.d.ts"}'
+    )
+    tsc = [str(gateway / "node_modules" / ".bin" / "tsc"), "--noEmit", "-p", "tsconfig.json"]
+
+    def check(declaration: str) -> subprocess.CompletedProcess[str]:
+        (core / "index.d.ts").write_text(declaration)
+        return subprocess.run(tsc, cwd=copy, capture_output=True, text=True, timeout=300)
+
+    missing = check("export declare const version: string;\n")
+    assert missing.returncode != 0
+    assert "has no exported member 'Sandbox'" in missing.stdout
+    present = check(
+        "export declare class Sandbox implements DurableObject {\n"
+        "  constructor(state: DurableObjectState, env: unknown);\n"
+        "  fetch(request: Request): Promise<Response>;\n"
+        "  alarm(): Promise<void>;\n"
+        "}\n"
+    )
+    assert present.returncode == 0, present.stdout + present.stderr
