@@ -146,3 +146,19 @@ def test_alt_keys_work_from_the_editor_and_type_nothing(session: str) -> None:
     shown = screen(session)
     assert "1  abc " in shown and "abch" not in shown
     send(session, "C-q")
+
+
+def test_the_inspector_opens_from_the_editor_and_lists_the_names(session: str) -> None:
+    """alt+g (ESC g in tmux) from the editor opens the inspector beside the REPL; it lists
+    the names the cell made, read from a copy of the context, and types nothing."""
+    open_perl_repl(session)
+    send(session, "-l", "our $answer = 42; our @seen = (1, 2)")
+    time.sleep(0.5)
+    send(session, "C-r")
+    wait_for_text(session, "In [1]")
+    send(session, "M-g")
+    shown = wait_for_text(session, "2 names · after run 1 · a copy,")  # the line wraps
+    assert "$answer" in shown and "@seen" in shown
+    assert "[1,2]" in shown and "42" in shown
+    assert "code… (Enter: newline" in shown  # the editor is still empty: no `g` typed
+    send(session, "C-q")
