@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from workbench.tui.screens.cell_picker_screen import CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.export_screen import ExportScreen
 from workbench.tui.widgets.live_output import LiveOutput
-from workbench.tui.widgets.repl_pane import ReplPane
+from workbench.tui.widgets.repl_pane import OUTPUT_AT_END, ReplPane
 from workbench.tui.widgets.run_status import RunStatus
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
@@ -407,3 +408,21 @@ async def test_a_gateway_that_answers_at_the_end_is_named_while_the_cell_runs(
         await wait_for(pilot, lambda: len(repl.transcript.cells) == 1)
         assert shown_count(repl, "tick") == 1
         assert "when the run ends" not in str(status.render())
+
+
+@pytest.mark.usefixtures("perl_engine")
+async def test_a_long_run_status_keeps_its_time_and_ends_in_an_ellipsis(tmp_path: Path) -> None:
+    """At 80 columns the REPL pane is narrow: the status line keeps the elapsed time and
+    cuts its note with an ellipsis, never in the middle of a word."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        status = repl.run_status
+        status.start(OUTPUT_AT_END)
+        await pilot.pause()
+        line = status.render_line(0).text.rstrip()
+        assert re.match(r". \d+\.\d s · running \(this gateway", line), line
+        assert line.endswith("…") and len(line) <= status.size.width < len(OUTPUT_AT_END)
+        status.stop()

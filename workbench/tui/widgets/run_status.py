@@ -11,7 +11,7 @@ SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 class RunStatus(Static):
-    """Idle text, or `⠋ running… 1.2 s` refreshed ten times a second."""
+    """Idle text, or `⠋ 1.2 s · running…` refreshed ten times a second."""
 
     def __init__(self, *, show_measurements: bool, id: str | None = None) -> None:
         super().__init__("", id=id)
@@ -54,4 +54,5 @@ class RunStatus(Static):
             return
         self._frame = (self._frame + 1) % len(SPINNER_FRAMES)
         elapsed = time.monotonic() - self._started
-        self.update(f"{SPINNER_FRAMES[self._frame]} {self._label}… {elapsed:.1f} s")
+        # The time first: a narrow pane cuts the label (with an ellipsis), never the time.
+        self.update(f"{SPINNER_FRAMES[self._frame]} {elapsed:.1f} s · {self._label}…")
