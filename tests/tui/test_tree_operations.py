@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.app import App, ComposeResult
 from textual.widgets import Input, Static
 from textual.widgets.tree import TreeNode
 
@@ -19,11 +20,13 @@ from tour import (
     until_connected,
     wait_for,
 )
+from workbench.api import FileInfo, SandboxInfo, SandboxSummary
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
+from workbench.tui.widgets.sandbox_tree import SandboxTree
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -162,3 +165,33 @@ async def test_the_tree_is_listed_again_after_a_run(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: child(lib, "/workspace/lib/new.pl") is not None)
         assert lib.is_expanded and child(workspace, "/workspace/lib") is lib
         assert tree.cursor_node is selected
+
+
+async def test_the_cursor_reaches_a_node_added_since_the_tree_last_drew() -> None:
+    """Textual builds a tree's lines when idle; a move to a node listed in between (a file
+    just made, or a test's Enter right after a listing) still lands on it."""
+
+    class TreeApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield SandboxTree(id="sidebar")
+
+    app = TreeApp()
+    async with app.run_test() as pilot:
+        tree = app.query_one(SandboxTree)
+        tree.show_profile("local")
+        tree.show_sandboxes([SandboxSummary("demo", "", "", None)])
+        tree.show_sandbox_info(SandboxInfo("demo", "", "", {}, [], 0, 0, True, None))
+        sandbox = tree.sandbox_node("demo")
+        assert sandbox is not None
+        workspace = next(c for c in sandbox.children if isinstance(c.data, DirectoryNode))
+        workspace.expand()
+        await pilot.pause()
+        files = [
+            FileInfo(name, f"/workspace/{name}", name, "file", 1, "", "rw-r--r--")
+            for name in ("a.txt", "b.txt")
+        ]
+        tree.show_directory("demo", "/workspace", files)
+        listed = child(workspace, "/workspace/b.txt")
+        assert listed is not None
+        tree.move_cursor(listed)
+        assert tree.cursor_node is listed

@@ -55,6 +55,12 @@ Expanded folders are listed again after each run, sync and change.
         self.show_root = True
         self.guide_depth = 3
 
+    def move_cursor(self, node: TreeNode[TreeNodeData] | None, animate: bool = False) -> None:
+        """Textual's moves to the line the node had when the lines were last built (on
+        idle), which a node added since does not have yet: build them first."""
+        _ = self.last_line
+        super().move_cursor(node, animate)
+
     def process_label(self, label: TextType) -> Text:
         """Every label (ids, context details and file names come from the backend):
         control characters shown as `\\xNN`."""
