@@ -3,6 +3,7 @@
 // mapping), 3.3 (errors), 3.4 (console), 7.8 (session REPL), 9.2 (console/result limits,
 // enforced here in UTF-16 units), 9.4 (stateless rewrite) and 10.2 (process.env).
 // Guest-level failures never escape `run`: they become `ExecuteResponse.error`.
+import './intl.js';
 import { decodeRequest, encodeResponse } from './proto.js';
 import { fs, getCwd, chdir, resetCwd, reportedCwd } from './fs.js';
 import { rewriteStateless, rewriteSession } from './rewrite.js';

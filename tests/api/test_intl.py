@@ -1,0 +1,63 @@
+"""`Intl` in JavaScript (spec 9.1 lists `intl` among the runtime's capabilities): numbers,
+dates, plurals, relative times, lists, segments and collation in `en`, `ja` and `de`, and
+`toLocaleString` through them; statelessly and in a context, on every backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.api import Backend, SandboxClient
+
+EXPECTED = [  # (expression, its value)
+    (
+        'new Intl.NumberFormat("en-US", {style: "currency", currency: "USD"}).format(1234.5)',
+        "$1,234.50",
+    ),
+    ('(1234).toLocaleString("en-US")', "1,234"),
+    ('(1234567.891).toLocaleString("de-DE")', "1.234.567,891"),
+    (
+        'new Intl.NumberFormat("ja-JP", {style: "currency", currency: "JPY"}).format(1234)',
+        "￥1,234",
+    ),
+    (
+        'new Intl.DateTimeFormat("en", {dateStyle: "full", timeZone: "UTC"}).format(new Date(0))',
+        "Thursday, January 1, 1970",
+    ),
+    (
+        'new Intl.DateTimeFormat("ja", {dateStyle: "long", timeZone: "Asia/Tokyo"})'
+        ".format(new Date(0))",
+        "1970年1月1日",
+    ),
+    (
+        'new Intl.DateTimeFormat("de", {dateStyle: "long", timeZone: "UTC"}).format(new Date(0))',
+        "1. Januar 1970",
+    ),
+    ('new Date(0).toLocaleDateString("en-US", {timeZone: "UTC"})', "1/1/1970"),
+    ('new Intl.PluralRules("en").select(1)', "one"),
+    ('new Intl.PluralRules("de").select(2)', "other"),
+    ('new Intl.RelativeTimeFormat("de").format(-1, "day")', "vor 1 Tag"),
+    ('new Intl.RelativeTimeFormat("ja").format(2, "hour")', "2 時間後"),
+    ('new Intl.ListFormat("en").format(["a", "b", "c"])', "a, b, and c"),
+    ('new Intl.ListFormat("de").format(["a", "b", "c"])', "a, b und c"),
+    ('[...new Intl.Segmenter("en", {granularity: "word"}).segment("Hi you")].length', 3),
+    ('["b", "a", "Ä", "A"].sort(new Intl.Collator("de").compare).join("")', "aAÄb"),
+    ('["a10", "a2"].sort(new Intl.Collator("en", {numeric: true}).compare).join()', "a2,a10"),
+    ('"a".localeCompare("B")', -1),
+]
+CODE = "[\n" + ",\n".join(expression for expression, _ in EXPECTED) + "\n]"
+
+
+@pytest.mark.usefixtures("javascript_engine")
+async def test_intl_formats_in_en_ja_and_de(backend: Backend, sandbox: SandboxClient) -> None:
+    stateless = await backend.run_code(CODE, binding="JAVASCRIPT")
+    assert stateless.error is None, stateless.error
+    context = await sandbox.interpreter.create_code_context("JAVASCRIPT")
+    in_context = await sandbox.interpreter.run_code(CODE, context=context)
+    assert in_context.error is None, in_context.error
+    for result in (stateless, in_context):
+        values = result.results[-1].json if result.results[-1].is_json else None
+        assert values is not None, result.results
+        got = dict(zip([expression for expression, _ in EXPECTED], values, strict=True))
+        assert got == dict(EXPECTED), json.dumps(got, ensure_ascii=False, indent=1)
