@@ -33,7 +33,7 @@ from engines.language import PrepareError, Progress
 from engines.toolchain import require_program, run_tool
 
 ENGINE_DIR = Path(__file__).parent
-GUEST_FILES = ("main.js", "proto.js", "fs.js", "rewrite.js", "intl.js")
+GUEST_FILES = ("main.js", "proto.js", "fs.js", "rewrite.js", "intl.js", "date_time_data.js")
 PROJECT_FILES = ("package.json", "package-lock.json", "build.js")
 WIT_FILE = "sandbox.wit"
 OUTPUT_NAME = "javascript-guest.wasm"

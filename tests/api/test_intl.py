@@ -35,6 +35,23 @@ EXPECTED = [  # (expression, its value)
         "1. Januar 1970",
     ),
     ('new Date(0).toLocaleDateString("en-US", {timeZone: "UTC"})', "1/1/1970"),
+    # Time zones unpack when first asked for: summer and winter in New York.
+    (
+        'new Intl.DateTimeFormat("en", {timeZone: "America/New_York", timeStyle: "short"})'
+        ".format(Date.UTC(2026, 6, 1, 16))",
+        "12:00\u202fPM",
+    ),
+    (
+        'new Date(Date.UTC(2026, 0, 1, 16)).toLocaleTimeString("en", '
+        '{timeZone: "America/New_York", timeStyle: "short"})',
+        "11:00\u202fAM",
+    ),
+    # Ranges use the fallback pattern (documented): ICU leaves out the second "Jan".
+    (
+        'new Intl.DateTimeFormat("en", {month: "short", day: "numeric", timeZone: "UTC"})'
+        ".formatRange(0, 3 * 86400000)",
+        "Jan 1\u2009\u2013\u2009Jan 4",
+    ),
     ('new Intl.PluralRules("en").select(1)', "one"),
     ('new Intl.PluralRules("de").select(2)', "other"),
     ('new Intl.RelativeTimeFormat("de").format(-1, "day")', "vor 1 Tag"),
@@ -61,3 +78,19 @@ async def test_intl_formats_in_en_ja_and_de(backend: Backend, sandbox: SandboxCl
         assert values is not None, result.results
         got = dict(zip([expression for expression, _ in EXPECTED], values, strict=True))
         assert got == dict(EXPECTED), json.dumps(got, ensure_ascii=False, indent=1)
+
+
+@pytest.mark.usefixtures("javascript_engine")
+async def test_a_hundred_date_formats_fit_in_one_run(backend: Backend) -> None:
+    """A new DateTimeFormat (what each `toLocaleString` makes) chooses its pattern once per
+    set of fields, not by scoring every pattern again: 100 fit well within the fuel."""
+    code = (
+        "const out = [];"
+        "for (let i = 0; i < 100; i++)"
+        ' out.push(new Date(i * 1e9).toLocaleString("en-US", {timeZone: "UTC"}));'
+        "out.at(-1)"
+    )
+    result = await backend.run_code(code, binding="JAVASCRIPT")
+    assert result.error is None, result.error
+    assert result.results[-1].text == "'2/19/1973, 8:00:00\u202fPM'"
+    assert result.usage is not None and result.usage.fuel_consumed < result.usage.fuel_limit / 2

@@ -95,9 +95,10 @@ FLOOD = {
         'rescue SystemCallError => e; codes[e.class.name.split("::").last] += 1; end }\n'
         'codes.to_a.sort.map { |k, v| "#{k}=#{v}" }.join(",")'
     ),
-    # 20 only: every 1 MiB write allocates 1 MiB that JavaScript's 64 MiB heap frees late.
+    # 20 writes of one buffer: a string would be encoded anew by each write, 1 MiB that
+    # JavaScript's 64 MiB heap (a third of it Intl's data) frees late.
     "javascript": (
-        "const data = 'x'.repeat(1 << 20); const codes = {};"
+        "const data = new Uint8Array(1 << 20).fill(120); const codes = {};"
         "for (let i = 0; i < 20; i++) { try { fs.writeFileSync(`/workspace/f${i}`, data) }"
         " catch (e) { codes[e.code] = (codes[e.code] || 0) + 1 } }"
         "Object.entries(codes).map(([k, v]) => `${k}=${v}`).join(',')"
