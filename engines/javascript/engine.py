@@ -2,10 +2,10 @@
 
 `prepare` copies the pinned npm project (package.json + committed package-lock.json), runs
 `npm ci`, bundles `guest/main.js` (driver, protobuf codec, fs shim, acorn rewrites, sucrase
-TypeScript stripping) with esbuild and builds the component with componentize-js 0.23.0
-(`build.js`). The component is Wizer-pre-initialised, so instantiation is cheap; it runs
-decomposed into its core modules (`engines.decomposed`), which makes contexts
-snapshottable.
+TypeScript stripping, workspace `import()`, formatjs `Intl`) with esbuild and builds the
+component with componentize-js 0.23.0 (`build.js`). The component is Wizer-pre-initialised,
+so instantiation is cheap; it runs decomposed into its core modules (`engines.decomposed`),
+which makes contexts snapshottable.
 
 Network: componentize-js is run with the `http` and `fetch-event` features disabled, so the
 component imports no `wasi:http` and no `wasi:sockets` at all (its imports are wasi:io,
@@ -33,7 +33,15 @@ from engines.language import PrepareError, Progress
 from engines.toolchain import require_program, run_tool
 
 ENGINE_DIR = Path(__file__).parent
-GUEST_FILES = ("main.js", "proto.js", "fs.js", "rewrite.js", "intl.js", "date_time_data.js")
+GUEST_FILES = (
+    "main.js",
+    "proto.js",
+    "fs.js",
+    "rewrite.js",
+    "modules.js",
+    "intl.js",
+    "date_time_data.js",
+)
 PROJECT_FILES = ("package.json", "package-lock.json", "build.js")
 WIT_FILE = "sandbox.wit"
 OUTPUT_NAME = "javascript-guest.wasm"

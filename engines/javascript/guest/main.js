@@ -7,6 +7,7 @@ import './intl.js';
 import { decodeRequest, encodeResponse } from './proto.js';
 import { fs, getCwd, chdir, resetCwd, reportedCwd } from './fs.js';
 import { rewriteStateless, rewriteSession } from './rewrite.js';
+import { IMPORT_FUNCTION, importFromWorkspace, mountWorkspace } from './modules.js';
 
 const globalEval = globalThis.eval;
 const DEFAULT_RESULT_LIMIT = 65536;
@@ -243,6 +244,8 @@ const sessionProcess = {
 
 let sessionStarted = false;
 
+Object.defineProperty(globalThis, IMPORT_FUNCTION, { value: importFromWorkspace });
+
 async function evaluateStateless(request) {
   globalThis.process = Object.freeze({ env: makeEnv(request.env) });
   if (globalThis.fs === fs) delete globalThis.fs;
@@ -264,6 +267,7 @@ async function evaluateSession(request) {
   if (!sessionStarted) {
     globalThis.fs = fs;
     globalThis.process = sessionProcess;
+    mountWorkspace();
     sessionStarted = true;
   }
   Object.defineProperty(sessionProcess, 'env', {

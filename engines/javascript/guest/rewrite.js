@@ -3,6 +3,7 @@
 // valid JS is never reinterpreted (`a < b > (c)` stays a comparison).
 import { parse } from 'acorn';
 import { transform } from 'sucrase';
+import { IMPORT_FUNCTION } from './modules.js';
 
 const PARSE_OPTIONS = {
   ecmaVersion: 'latest',
@@ -39,7 +40,7 @@ function stripTypeScript(code) {
  */
 function parseScript(code) {
   const ast = tryParse(code);
-  if (ast) return { code, ast };
+  if (ast) return { code: renameImports(code, ast), ast };
   const withReturn = tryParse(code, { allowReturnOutsideFunction: true, locations: true });
   if (withReturn) {
     const statement = withReturn.body.find((node) => node.type === 'ReturnStatement');
@@ -49,9 +50,33 @@ function parseScript(code) {
   const stripped = stripTypeScript(code);
   if (stripped !== null) {
     const strippedAst = tryParse(stripped);
-    if (strippedAst) return { code: stripped, ast: strippedAst };
+    if (strippedAst) return { code: renameImports(stripped, strippedAst), ast: strippedAst };
   }
   return { code, ast: null, illegalReturn: null };
+}
+
+/**
+ * `code` with the `import` of every `import(...)` in `ast` renamed to the workspace importer
+ * (see modules.js). The name is as long as the keyword, so the ast's offsets and every
+ * column stay right.
+ */
+function renameImports(code, ast) {
+  const starts = [];
+  const visit = (node) => {
+    if (!node || typeof node.type !== 'string') return;
+    if (node.type === 'ImportExpression') starts.push(node.start);
+    for (const key of Object.keys(node)) {
+      const value = node[key];
+      if (Array.isArray(value)) value.forEach(visit);
+      else if (value && typeof value === 'object') visit(value);
+    }
+  };
+  visit(ast);
+  let out = code;
+  for (const start of starts) {
+    out = out.slice(0, start) + IMPORT_FUNCTION + out.slice(start + IMPORT_FUNCTION.length);
+  }
+  return out;
 }
 
 const FUNCTION_NODES = new Set([
