@@ -27,6 +27,7 @@ from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
 from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.repl_pane import ReplPane
+from workbench.tui.widgets.transcript import Transcript
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
 FIXED_START_MS = 1_767_225_600_000
@@ -159,6 +160,21 @@ async def create_context(pilot: WorkbenchPilot, binding: str, env_line: str = ""
     # that happen now, not after a tab switch that follows (`state_sandbox_info`).
     for _ in range(FOCUS_NOTICE_HOPS):
         await pilot.pause()
+    return repl
+
+
+async def opened_repl(pilot: WorkbenchPilot, context_id: str) -> ReplPane:
+    """The context's REPL once its tab holds it composed (a pane is in the tabs a few
+    messages before its transcript and input are)."""
+    tabs = main_screen(pilot).tabs
+
+    def composed() -> bool:
+        repl = tabs.repl_for(context_id)
+        return repl is not None and bool(repl.query(Transcript))
+
+    await wait_for(pilot, composed)
+    repl = tabs.repl_for(context_id)
+    assert repl is not None
     return repl
 
 

@@ -21,6 +21,7 @@ from tour import (
     create_context,
     create_sandbox,
     expanded_workspace,
+    opened_repl,
     run_cell,
     until_connected,
     wait_for,
@@ -213,9 +214,8 @@ async def test_history_survives_reopening_the_context(tmp_path: Path) -> None:
         from workbench.tui.tree_nodes import context_from_info
 
         main.open_context("demo", context_from_info(context))
-        await wait_for(pilot, lambda: main.tabs.repl_for(context_id) is not None)
-        reopened = main.tabs.repl_for(context_id)
-        assert reopened is not None and reopened.history == ["40 + 2"]
+        reopened = await opened_repl(pilot, context_id)
+        assert reopened.history == ["40 + 2"]
         # Its transcript comes back too: the cell and its result, as it ran.
         await wait_for(pilot, lambda: len(reopened.transcript.cells) == 1)
         cell = reopened.transcript.cells[0]
@@ -240,9 +240,7 @@ async def test_a_long_history_reopens_with_its_newest_cells(
         await pilot.press("alt+w")
         await wait_for(pilot, lambda: main.tabs.repl_for(context.id) is None)
         main.open_context("demo", context)
-        await wait_for(pilot, lambda: main.tabs.repl_for(context.id) is not None)
-        reopened = main.tabs.repl_for(context.id)
-        assert reopened is not None
+        reopened = await opened_repl(pilot, context.id)
         await wait_for(pilot, lambda: len(reopened.transcript.cells) == 2)
         assert [cell.code for cell in reopened.transcript.cells] == ["3 * 10", "4 * 10"]
         assert reopened.history == ["1 * 10", "2 * 10", "3 * 10", "4 * 10"]
@@ -270,16 +268,9 @@ async def test_tabs_open_at_exit_reopen_with_their_transcripts(tmp_path: Path) -
     main = again.main_screen
     async with again.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
-
-        def reopened_cells() -> int:
-            pane = main.tabs.repl_for(kept.context.id)
-            if pane is None or not pane.query("#transcript"):  # not composed yet
-                return 0
-            return len(pane.transcript.cells)
-
-        await wait_for(pilot, lambda: reopened_cells() == 1)
-        reopened = main.tabs.repl_for(kept.context.id)
-        assert reopened is not None and reopened.history == ["40 + 2"]
+        reopened = await opened_repl(pilot, kept.context.id)
+        await wait_for(pilot, lambda: len(reopened.transcript.cells) == 1)
+        assert reopened.history == ["40 + 2"]
         await wait_for(pilot, lambda: len(main.open_tabs.tabs("local")) == 1)
         assert [repl.context.id for repl in main.tabs.repls] == [kept.context.id]
 
