@@ -46,6 +46,13 @@ EXPECTED = [  # (expression, its value)
         '{timeZone: "America/New_York", timeStyle: "short"})',
         "11:00\u202fAM",
     ),
+    # Every IANA zone and link, not only the common ones.
+    (
+        '["Europe/Kyiv", "Europe/Kiev", "Etc/GMT+5", "America/Sitka", "America/Indianapolis"]'
+        '.map((timeZone) => new Intl.DateTimeFormat("en", {timeZone, timeStyle: "short"})'
+        ".format(Date.UTC(2026, 0, 15, 12))).join()",
+        "2:00\u202fPM,2:00\u202fPM,7:00\u202fAM,3:00\u202fAM,7:00\u202fAM",
+    ),
     # Ranges use the fallback pattern (documented): ICU leaves out the second "Jan".
     (
         'new Intl.DateTimeFormat("en", {month: "short", day: "numeric", timeZone: "UTC"})'

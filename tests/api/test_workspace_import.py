@@ -27,7 +27,22 @@ FILES = {
     "/workspace/lib/settings.json": '{"name": "workbench"}',
     "/workspace/sub/here.mjs": "export const where = 'sub';\n",
     "/workspace/broken.mjs": "export const = 1;\n",
-    "/workspace/throws.mjs": "throw new RangeError('module failed');\n",
+    "/workspace/redeclares.mjs": "let x = 1;\nlet x = 2;\n",
+    "/workspace/bad.json": "{not json",
+    "/workspace/throws.mjs": (
+        "globalThis.evaluations = (globalThis.evaluations ?? 0) + 1;\n"
+        "throw new RangeError('module failed');\n"
+    ),
+    "/workspace/frames.mjs": (
+        "// a comment\nexport function fail() {\n  throw new Error('deep');\n}\n"
+    ),
+    "/workspace/odd.mjs": (
+        "#!/usr/bin/env node\n"
+        "const module = { name: 'm' };\n"
+        "export const b = 2, a = 1;\n"
+        "export let c = 0 /* one, two */, d = [1, 2];\n"
+        "export default module.name;\n"
+    ),
     "/workspace/notes.txt": "not code",
 }
 
@@ -79,7 +94,9 @@ async def test_a_context_imports_workspace_modules_once(sandbox: SandboxClient) 
         ("../../etc/passwd.js", "TypeError", "only paths in /workspace can be imported"),
         ("lodash", "TypeError", "only paths in /workspace can be imported"),
         ("./notes.txt", "TypeError", "only .js, .mjs and .json files can be imported"),
-        ("./broken.mjs", "SyntaxError", "/workspace/broken.mjs"),
+        ("./broken.mjs", "SyntaxError", "(/workspace/broken.mjs:1)"),
+        ("./redeclares.mjs", "SyntaxError", "(/workspace/redeclares.mjs:2)"),
+        ("./bad.json", "SyntaxError", "(/workspace/bad.json)"),
         ("./throws.mjs", "RangeError", "module failed"),
     ],
 )
@@ -97,6 +114,39 @@ async def test_an_import_that_cannot_load_rejects_with_a_clear_error(
     unhandled = await sandbox.interpreter.run_code(f"await import({specifier!r})", context=context)
     assert unhandled.error is not None and unhandled.error.name == error
     assert message in unhandled.error.message
+    # Pointed at the user's import or the module's line, never at a module's line taken
+    # for the user's.
+    for frame in unhandled.error.traceback:
+        assert frame == "@<sandbox>:1:7" or "@/workspace/" in frame, unhandled.error.traceback
+    if specifier == "./throws.mjs":
+        assert "@/workspace/throws.mjs:2" in unhandled.error.traceback
+    # A module that threw stays failed, like an ES module: it does not run again.
+    evaluations = await sandbox.interpreter.run_code(
+        "String(globalThis.evaluations)", context=context
+    )
+    expected = "'1'" if specifier == "./throws.mjs" else "'undefined'"
+    assert evaluations.results[-1].text == expected
+
+
+async def test_modules_are_es_modules_in_what_a_user_sees(sandbox: SandboxClient) -> None:
+    """One namespace per module with sorted keys, a hashbang and a `module` binding are
+    fine, a module's frames name its path and line, and a user's own binding of the
+    importer's name changes nothing."""
+    await write_files(sandbox)
+    context = await sandbox.interpreter.create_code_context("JAVASCRIPT")
+    code = (
+        "let \u0131mport = 5, $mport = 6;\n"
+        "const odd = await import('./odd.mjs');\n"
+        "[odd === await import('./odd.mjs'), Object.keys(odd).join(), odd.default, $mport]"
+    )
+    result = await sandbox.interpreter.run_code(code, context=context)
+    assert result.error is None, result.error
+    assert result.results[-1].json == [True, "a,b,c,d,default", "m", 6]
+    failed = await sandbox.interpreter.run_code(
+        "const frames = await import('./frames.mjs');\nframes.fail()", context=context
+    )
+    assert failed.error is not None and failed.error.message == "deep"
+    assert failed.error.traceback == ["fail@/workspace/frames.mjs:3", "@<sandbox>:2:8"]
 
 
 async def test_a_stateless_run_has_no_workspace_to_import_from(backend: Backend) -> None:

@@ -1,7 +1,7 @@
 // How `Intl.DateTimeFormat` takes its data, changed to fit a 64 MiB guest (imported after
 // the formatjs polyfill, before the data):
 // - Time zones unpack lazily. formatjs turns every transition of every zone into an array
-//   when the data is added (16 MB of linear memory for the golden zones); here a zone is
+//   when the data is added (16 MB of linear memory for the common zones alone); here a zone is
 //   unpacked, as formatjs's `unpack` does, the first time a format asks for it.
 // - Locales keep only the fallback range pattern ("{0} – {1}"). formatjs parses every
 //   skeleton's range patterns on a locale's first format (5 MB and most of a second per

@@ -20,7 +20,7 @@ import './date_time_data.js';
 import '@formatjs/intl-datetimeformat/locale-data/en.js';
 import '@formatjs/intl-datetimeformat/locale-data/ja.js';
 import '@formatjs/intl-datetimeformat/locale-data/de.js';
-import '@formatjs/intl-datetimeformat/add-golden-tz.js';
+import '@formatjs/intl-datetimeformat/add-all-tz.js';
 import '@formatjs/intl-relativetimeformat/polyfill-force.js';
 import '@formatjs/intl-relativetimeformat/locale-data/en.js';
 import '@formatjs/intl-relativetimeformat/locale-data/ja.js';

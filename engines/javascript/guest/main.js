@@ -7,7 +7,7 @@ import './intl.js';
 import { decodeRequest, encodeResponse } from './proto.js';
 import { fs, getCwd, chdir, resetCwd, reportedCwd } from './fs.js';
 import { rewriteStateless, rewriteSession } from './rewrite.js';
-import { IMPORT_FUNCTION, importFromWorkspace, mountWorkspace } from './modules.js';
+import { IMPORT_FUNCTION, importFromWorkspace, loadErrors, mountWorkspace } from './modules.js';
 
 const globalEval = globalThis.eval;
 const DEFAULT_RESULT_LIMIT = 65536;
@@ -128,8 +128,11 @@ function resultUnits(result) {
 // ---- errors (spec 3.3) -------------------------------------------------------------------
 
 // User code runs through indirect eval, so its frames read `fn@build/guest.js line N > eval:L:C`.
-// Keep only those (as `fn@<sandbox>:L:C`) and drop driver frames and the wrapper's call site.
+// Keep only those (as `fn@<sandbox>:L:C`) and the frames of imported modules (named by their
+// path, as `fn@/workspace/m.mjs:L`: their columns are those of the converted text), and drop
+// driver frames and the wrapper's call site.
 const EVAL_FRAME = /^(.*?)@.* > eval:(\d+):(\d+)$/;
+const MODULE_FRAME = /^(.*?)@(\/workspace\/.*):(\d+):\d+$/;
 let userLines = 1;
 let shifts = [];
 const DRIVER_FILE = new Error().fileName;
@@ -164,6 +167,8 @@ function userTraceback(stack) {
     if (frame && Number(frame[2]) <= userLines) {
       lines.push(`${frame[1]}@<sandbox>:${position(Number(frame[2]), Number(frame[3]))}`);
     }
+    const module = MODULE_FRAME.exec(line);
+    if (module) lines.push(`${module[1]}@${module[2]}:${module[3]}`);
   }
   return lines;
 }
@@ -175,7 +180,12 @@ function toError(thrown) {
     const traceback = userTraceback(stack);
     // A syntax error in the evaluated source has no user frame; its fileName is the
     // driver's own file and its line is relative to the source: point there instead.
-    if (!traceback.length && thrown instanceof SyntaxError && thrown.fileName === DRIVER_FILE) {
+    if (
+      !traceback.length &&
+      thrown instanceof SyntaxError &&
+      thrown.fileName === DRIVER_FILE &&
+      !loadErrors.has(thrown)
+    ) {
       traceback.push(`@<sandbox>:${position(thrown.lineNumber, thrown.columnNumber)}`);
     }
     return {
