@@ -10,6 +10,7 @@ import pytest
 
 from workbench.api import Backend, SandboxClient
 from workbench.backends.local import open_local_backend
+from workbench.sync.runner import entry_runner_code
 
 pytestmark = pytest.mark.usefixtures("javascript_engine")
 
@@ -198,3 +199,23 @@ async def test_a_module_path_cannot_end_its_source_comment(sandbox: SandboxClien
     result = await sandbox.interpreter.run_code(code, context=context)
     assert result.error is None, result.error
     assert result.results[-1].text == "1"
+
+
+async def test_watch_and_run_of_an_mjs_entry_reads_edited_helpers(sandbox: SandboxClient) -> None:
+    """`watch --run main.mjs` runs the entry as an ES module each time, its helpers (under
+    the synced root) read again after an edit; a `.js` entry stays a classic script."""
+    await sandbox.mkdir("/workspace/project")
+    await sandbox.write_file(
+        "/workspace/project/main.mjs",
+        "import { text } from './helper.mjs';\nconsole.log(text());\n",
+    )
+    await sandbox.write_file("/workspace/project/helper.mjs", "export const text = () => 'v1';\n")
+    context = await sandbox.interpreter.create_code_context("JAVASCRIPT")
+    runner = entry_runner_code("javascript", "/workspace/project/main.mjs", "/workspace/project")
+    first = await sandbox.interpreter.run_code(runner, context=context)
+    assert first.error is None, first.error
+    assert first.stdout == ["v1"]
+    await sandbox.write_file("/workspace/project/helper.mjs", "export const text = () => 'v2';\n")
+    second = await sandbox.interpreter.run_code(runner, context=context)
+    assert second.error is None, second.error
+    assert second.stdout == ["v2"] and second.results == []

@@ -50,9 +50,22 @@ def entry_runner_code(language: str, entry: str, root: str) -> str:
             "del __workbench_run\n"
         )
     if language == "javascript":
+        classic = f"(0, eval)(fs.readFileSync({json.dumps(entry)}, 'utf8'));\n"
+        if entry.endswith(".mjs"):
+            # An ES module, like `node main.mjs`, where the engine imports from /workspace
+            # itself (ours: `\u0131mport`, engines/javascript/guest/modules.js), after it
+            # forgot the modules under `root`, so that edited helpers are read again.
+            # Elsewhere a module would be imported once per context: run it as a script.
+            return (
+                "if (typeof \\u0131mport === 'function') {\n"
+                f"  \\u0131mport.forget({json.dumps(root)});\n"
+                f"  await import({json.dumps(entry)});\n"
+                f"}} else {classic}"
+                "undefined;\n"
+            )
         # Indirect eval: the file runs as a classic global script, like `node file.js`
         # without modules; `fs` is the workspace-backed global of the engine.
-        return f"(0, eval)(fs.readFileSync({json.dumps(entry)}, 'utf8'));\nundefined;\n"
+        return f"{classic}undefined;\n"
     if language == "perl":
         return (
             "{\n"

@@ -171,3 +171,12 @@ function namespaceOf(record) {
 export async function importFromWorkspace(specifier) {
   return namespaceOf(load(String(specifier), getCwd()));
 }
+
+/** Forget the modules under `root`, so that the next imports read them again (watch-and-run). */
+function forget(root) {
+  const prefix = `${normalize(String(root))}/`;
+  for (const path of [...modules.keys()]) {
+    if (path.startsWith(prefix)) modules.delete(path);
+  }
+}
+Object.defineProperty(importFromWorkspace, 'forget', { value: forget });
