@@ -203,7 +203,7 @@ async def test_a_module_path_cannot_end_its_source_comment(sandbox: SandboxClien
 
 async def test_watch_and_run_of_an_mjs_entry_reads_edited_helpers(sandbox: SandboxClient) -> None:
     """`watch --run main.mjs` runs the entry as an ES module each time, its helpers (under
-    the synced root) read again after an edit; a `.js` entry stays a classic script."""
+    the synced root) read again after an edit."""
     await sandbox.mkdir("/workspace/project")
     await sandbox.write_file(
         "/workspace/project/main.mjs",
