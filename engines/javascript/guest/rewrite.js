@@ -55,6 +55,17 @@ function parseScript(code) {
   return { code, ast: null, illegalReturn: null };
 }
 
+/** The ast nodes directly below `node`. */
+function childNodes(node) {
+  const children = [];
+  for (const value of Object.values(node)) {
+    for (const item of Array.isArray(value) ? value : [value]) {
+      if (item && typeof item === 'object' && typeof item.type === 'string') children.push(item);
+    }
+  }
+  return children;
+}
+
 /**
  * `code` with the `import` of every `import(...)` in `ast` renamed to the workspace importer
  * (see modules.js). The name is as long as the keyword, so the ast's offsets and every
@@ -63,13 +74,8 @@ function parseScript(code) {
 function renameImports(code, ast) {
   const starts = [];
   const visit = (node) => {
-    if (!node || typeof node.type !== 'string') return;
     if (node.type === 'ImportExpression') starts.push(node.start);
-    for (const key of Object.keys(node)) {
-      const value = node[key];
-      if (Array.isArray(value)) value.forEach(visit);
-      else if (value && typeof value === 'object') visit(value);
-    }
+    childNodes(node).forEach(visit);
   };
   visit(ast);
   let out = code;
@@ -91,15 +97,7 @@ function hasTopLevelAwait(node) {
   if (node.type === 'AwaitExpression') return true;
   if (node.type === 'ForOfStatement' && node.await) return true;
   if (FUNCTION_NODES.has(node.type)) return false;
-  for (const key of Object.keys(node)) {
-    const value = node[key];
-    if (Array.isArray(value)) {
-      for (const item of value) if (hasTopLevelAwait(item)) return true;
-    } else if (value && typeof value === 'object' && typeof value.type === 'string') {
-      if (hasTopLevelAwait(value)) return true;
-    }
-  }
-  return false;
+  return childNodes(node).some(hasTopLevelAwait);
 }
 
 function patternNames(pattern, out) {
