@@ -118,7 +118,7 @@ def bench_language(language: str) -> None:
         raw = payload.SerializeToString()
 
         def bare() -> None:
-            store.set_fuel(spec.fuel)
+            instance.meter.remaining = spec.fuel
             instance.call(raw)
 
         bare_p50 = statistics.median(timed(bare, 200))

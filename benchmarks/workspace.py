@@ -114,13 +114,12 @@ def host_directory(spec: LanguageEngine) -> dict[str, float]:
     wasi.stdout_custom, wasi.stderr_custom = output.on_stdout, output.on_stderr
     store = new_store(engine, memory_bytes=spec.memory_bytes, data=_WasmtimeFiles([], print, print))
     store.set_wasi(wasi)
-    store.set_fuel(10**12)
     guest = spec.instantiate(engine, module, store)
     assert isinstance(guest, ModuleGuest)
 
     def timed(code: str) -> float:
         request = envelope_pb2.ExecuteRequest(code=code, session=True, cwd="/workspace")
-        store.set_fuel(LIMITS.fuel or 0)
+        guest.meter.remaining = LIMITS.fuel or 0
         store.set_epoch_deadline(1)
         started = time.perf_counter()
         response = envelope_pb2.ExecuteResponse.FromString(guest.call(request.SerializeToString()))

@@ -1,9 +1,9 @@
 """Creating wasmtime engines and stores the way every guest expects them.
 
-All guests run with fuel metering, epoch interruption, a linear-memory cap, an empty
-WASI environment (the effective env travels in the request envelope), no host file at
-all (their files are `engines.vfs` trees served by our WASI hosts), and stdout/stderr
-captured into `OutputCapture`.
+All guests run with epoch interruption (fuel is counted inside the module:
+`engines.metering`), a linear-memory cap, an empty WASI environment (the effective env
+travels in the request envelope), no host file at all (their files are `engines.vfs`
+trees served by our WASI hosts), and stdout/stderr captured into `OutputCapture`.
 """
 
 from __future__ import annotations
@@ -27,14 +27,15 @@ def make_engine() -> wasmtime.Engine:
     """An engine with the one configuration our compiled modules are keyed by (core
     modules only: components are decomposed into core modules)."""
     config = wasmtime.Config()
-    config.consume_fuel = True
     config.epoch_interruption = True
+    config.wasm_multi_memory = True  # the fuel counter's memory (engines.metering)
     config.wasm_component_model = False
     return wasmtime.Engine(config)
 
 
-ENGINE_CONFIG_KEY = "fuel+epoch/v1"
-"""Part of the compiled-module cache key: bump when `make_engine` changes."""
+ENGINE_CONFIG_KEY = "epoch+ticks/v2"
+"""Part of the compiled-module cache key: bump when `make_engine` or what
+`engines.metering` inserts changes."""
 
 
 @dataclass
@@ -95,11 +96,10 @@ def make_wasi_store(
 
 
 def new_store(engine: wasmtime.Engine, *, memory_bytes: int, data: object = None) -> wasmtime.Store:
-    """A store without WASI: the memory cap, no fuel, the idle epoch deadline; `data` is
-    what `Store.data()` returns."""
+    """A store without WASI: the memory cap, the idle epoch deadline; `data` is what
+    `Store.data()` returns."""
     store = wasmtime.Store(engine, data)
     store.set_limits(memory_size=memory_bytes)
-    store.set_fuel(0)
     store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
     return store
 

@@ -5,7 +5,7 @@ Each language package (`engines/<language>/`) has the same files: `__init__.py` 
 adapter), `pins.py` what it is prepared from, and next to them the guest driver it runs
 (`driver.pl`, `driver.rb`, `guest/`). Core modules build on `engines.module`, components
 on `engines.decomposed` (run as core modules with our own WASI 0.2 host). The shared host
-creates the wasmtime `Engine`, asks the language for a `Store` (fuel, epoch interruption,
+creates the wasmtime `Engine`, asks the language for a `Store` (epoch interruption,
 memory cap, WASI with an empty environment, its mounts as `VirtualFS` trees, and
 stdout/stderr capture), then asks it to instantiate its guest. One execution is one
 `GuestInstance.call(request) -> response` with protobuf envelopes (proto/envelope.proto).
@@ -21,8 +21,10 @@ from typing import Literal, Protocol
 
 import wasmtime
 
+from engines import metering
 from engines.decomposed.plan import DecomposedArtifact
 from engines.host import WORKSPACE, OutputCapture, make_engine, make_wasi_store
+from engines.metering import Meter
 from engines.preview1 import Preview1Host
 from engines.snapshot import MemorySnapshot
 from engines.vfs import Mount, VirtualFS
@@ -38,10 +40,14 @@ core modules with their wiring plan."""
 class GuestInstance(Protocol):
     """One live guest interpreter inside one store."""
 
+    meter: Meter
+    """Its fuel counter (it starts unmetered; the session sets each call's budget)."""
+
     def call(self, request: bytes) -> bytes:
         """Run one serialized `ExecuteRequest`; return a serialized `ExecuteResponse`.
 
-        Traps (fuel, epoch interrupt, guest exit) propagate as wasmtime exceptions.
+        Traps (fuel, epoch interrupt, guest exit) propagate as wasmtime exceptions; fuel
+        exhaustion is an `unreachable` trap with `meter.remaining` at 0.
         Adapters may also offer `memory_size() -> int` (linear memory bytes, for
         `usage.memoryBytes`).
         """
@@ -122,10 +128,15 @@ class LanguageEngine(ABC):
     def compile(
         self, engine: wasmtime.Engine, wasm: Path, target: Path, progress: Progress
     ) -> None:
-        """Compile the prepared Wasm for `engine` into the new file (or, for engines with
-        `compiled_suffix = ""`, directory) `target`."""
-        progress("compiling", 0.0)
-        target.write_bytes(wasmtime.Module.from_file(engine, str(wasm)).serialize())
+        """Meter and compile the prepared Wasm for `engine` into the new file (or, for
+        engines with `compiled_suffix = ""`, directory) `target`."""
+        progress("metering", 0.0)
+        try:
+            metered = metering.instrument(wasm.read_bytes())
+        except (ValueError, IndexError) as error:
+            raise PrepareError(f"cannot meter the {self.language} engine: {error}") from error
+        progress("compiling", 0.1)
+        target.write_bytes(wasmtime.Module(engine, metered).serialize())
 
     def load_compiled(self, engine: wasmtime.Engine, compiled: Path) -> Artifact:
         """Load what `compile` wrote into `engine` (memory-mapped, fast)."""

@@ -18,6 +18,7 @@ import wasmtime
 from engines import snapshot as snapshots
 from engines.fetch import NpmArtifact, fetch_pinned
 from engines.language import Artifact, GuestInstance, LanguageEngine, PrepareError, Progress
+from engines.metering import METER_EXPORT, UNMETERED, Meter
 from engines.preview1 import Preview1Host
 from engines.snapshot import MemorySnapshot
 
@@ -33,6 +34,8 @@ class ModuleGuest(ABC):
         self.memory = memory
         self.wasi = preview1_host(store)
         self.wasi.attach(store, memory)
+        self.meter = Meter(store, instance.exports(store).get(METER_EXPORT))
+        self.meter.remaining = UNMETERED  # booting is the interpreter's own start-up
 
     def memory_size(self) -> int:
         """Current linear memory size in bytes (`usage.memoryBytes`)."""

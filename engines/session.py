@@ -41,9 +41,6 @@ from engines.snapshot import MemorySnapshot
 from engines.vfs import PathState, TreeUpdate, VirtualFS
 from engines.watchdog import WATCHDOG
 
-INIT_FUEL = 10**12
-"""Fuel for instantiation and interpreter start-up (not counted against executions)."""
-
 CANCELLED = "Execution cancelled"
 
 
@@ -197,7 +194,6 @@ class Session:
             memory_bytes=self.limits.memory_bytes,
             wake=self._wake,
         )
-        store.set_fuel(INIT_FUEL)
         try:
             if self.restore_point is not None:
                 try:
@@ -325,7 +321,7 @@ class Session:
         self._output.reset()
         if on_output is not None:
             self._output.listener = _up_to(self.limits.output_bytes, on_output)
-        store.set_fuel(fuel_limit)
+        instance.meter.remaining = fuel_limit
         request = envelope_pb2.ExecuteRequest(
             code=well_formed(code),
             env={well_formed(key): well_formed(value) for key, value in env.items()},
@@ -359,7 +355,7 @@ class Session:
             store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
         duration_ms = (time.perf_counter() - started) * 1000
         usage = Usage(
-            fuel_consumed=fuel_limit - store.get_fuel(),
+            fuel_consumed=fuel_limit - instance.meter.remaining,
             fuel_limit=fuel_limit,
             memory_bytes=self._memory_bytes(instance),
         )
@@ -386,7 +382,7 @@ class Session:
     ) -> Outcome:
         message = str(trap)
         trap_code = getattr(trap, "trap_code", None)
-        if trap_code == wasmtime.TrapCode.OUT_OF_FUEL or "all fuel consumed" in message:
+        if trap_code == wasmtime.TrapCode.UNREACHABLE and usage.fuel_consumed == usage.fuel_limit:
             name, text = LIMIT_ERROR, "Execution fuel exhausted"
         elif trap_code == wasmtime.TrapCode.INTERRUPT or "interrupt" in message:
             name, text = LIMIT_ERROR, self._interrupted or self.timeout_message()

@@ -17,6 +17,7 @@ TABLE_SECTION = 4
 MEMORY_SECTION = 5
 GLOBAL_SECTION = 6
 EXPORT_SECTION = 7
+CODE_SECTION = 10
 SECTIONS_AFTER_EXPORTS = frozenset({8, 9, 10, 11, 12})
 """start, element, code, data, data count: the export section goes before these."""
 
@@ -131,6 +132,14 @@ def read_imports(payload: bytes) -> list[Import]:
 
 def _count(payload: bytes) -> int:
     return read_uleb(payload, 0)[0]
+
+
+def defines_memory(module: bytes) -> bool:
+    return any(sid == MEMORY_SECTION and _count(payload) for sid, payload in sections(module))
+
+
+def has_code(module: bytes) -> bool:
+    return any(sid == CODE_SECTION and _count(payload) for sid, payload in sections(module))
 
 
 def rename_imports(module: bytes, rename: Callable[[str, str], tuple[str, str]]) -> bytes:

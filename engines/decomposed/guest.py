@@ -24,11 +24,10 @@ from engines.decomposed.wasi import lookup
 from engines.decomposed.wasi.abi import Call, GuestTrap
 from engines.decomposed.wasi.host import WasiHost
 from engines.host import host_func, new_store
+from engines.metering import METER_EXPORT, UNMETERED, Meter
 from engines.snapshot import MemorySnapshot
 
 INTEGER_TYPES = ("i32", "i64")
-INITIALISER_FUEL = 10**9
-"""Fuel for instantiating (global initialisers consume a little)."""
 _T = TypeVar("_T")
 
 
@@ -64,6 +63,8 @@ class DecomposedGuest:
             linker.define_instance(store, namespace, linker.instantiate(store, module))
             for name in step.memories:
                 memories.append(_typed(self._item((namespace, name)), wasmtime.Memory))
+                self.meter = Meter(store, self._item((namespace, METER_EXPORT)))
+                self.meter.remaining = UNMETERED
             for name in step.tables:
                 table = _typed(self._item((namespace, name)), wasmtime.Table)
                 self._tables[f"{step.instance}/{name}"] = table
@@ -180,7 +181,6 @@ def initial_global_values(
     WASI host that has nothing to offer: no guest function runs)."""
     host = WasiHost(mounts=[], stdout=_discard, stderr=_discard)
     store = new_store(engine, memory_bytes=memory_bytes, data=host)
-    store.set_fuel(INITIALISER_FUEL)
     try:
         guest = DecomposedGuest(artifact, store, host)
         return {key: guest.global_item(key).value(store) for key in artifact.globals}

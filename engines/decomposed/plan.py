@@ -3,7 +3,8 @@
 Every core instantiation of the component gets its own rewritten module whose imports
 name their real sources directly: `i<N>`/<export> (core instance N) or `host`/`f<N>`
 (core func N: a lowered WASI import or a resource drop), and which exports its defined
-state (`__g`/`__m`/`__t`: globals, memories, tables) for snapshots. Instantiating is
+state (`__g`/`__m`/`__t`: globals, memories, tables) for snapshots, and which counts
+fuel (`engines.metering`). Instantiating is
 then a walk of `wasmtime.Linker` over the steps, with no parsing at load time.
 
 On disk (a directory of the engine cache): one `<sha256 of the rewritten wasm>.cwasm`
@@ -23,14 +24,15 @@ from typing import Any
 
 import wasmtime
 
-from engines import wasm_binary
+from engines import metering, wasm_binary
 from engines.decomposed import component as parsed
 from engines.decomposed.component import UnsupportedComponent
 from engines.decomposed.wasi import UnsupportedImport, lookup
 from engines.decomposed.wasi.abi import core_signature, functype
+from engines.metering import METER_EXPORT
 
 PLAN_FILE = "plan.json"
-FORMAT = 3
+FORMAT = 4
 """Version of what `decompose` writes (part of the compiled entry's cache key)."""
 EXPORT = "run"
 """The component's one export: `run: func(request: list<u8>) -> list<u8>`."""
@@ -236,7 +238,17 @@ def decompose(data: bytes, engine: wasmtime.Engine, directory: Path, progress: P
         wiring.item("func", options.post_return) if options.post_return is not None else None,
         memory,
     )
-    # Pass 2: keep only the exports in use, export the state, compile.
+    # Pass 2: keep only the exports in use, export the state, meter, compile. The module
+    # that defines the memory defines the fuel counter; the modules instantiated after it
+    # (the interpreter's libraries) tick on that counter; those before it are the
+    # component's own trampolines, which the reference's engines do not have.
+    counter_owner = next(
+        (index for index, _, module_bytes in renamed if wasm_binary.defines_memory(module_bytes)),
+        None,
+    )
+    if counter_owner is None:
+        raise UnsupportedComponent("no core module defines a memory")
+    metered = False
     steps: list[Step] = []
     host_types: dict[int, tuple[str, str]] = {}
     compiled: dict[str, wasmtime.Module] = {}
@@ -244,6 +256,11 @@ def decompose(data: bytes, engine: wasmtime.Engine, directory: Path, progress: P
         rewritten = wasm_binary.export_definitions(
             module_bytes, memories=True, tables=True, keep=wiring.used.get(f"i{index}", set())
         )
+        if index == counter_owner:
+            rewritten = metering.instrument(rewritten)
+            metered = True
+        elif metered and wasm_binary.has_code(rewritten):
+            rewritten = metering.instrument(rewritten, (f"i{counter_owner}", METER_EXPORT))
         file_name = hashlib.sha256(rewritten).hexdigest()[:32] + ".cwasm"
         module = compiled.get(file_name)
         if module is None:

@@ -17,7 +17,6 @@ from engines.host import IDLE_EPOCH_DEADLINE, OutputCapture, make_engine
 from engines.language import GuestInstance, LanguageEngine
 from engines.module import ModuleGuest
 from engines.proto import envelope_pb2
-from engines.session import INIT_FUEL
 from engines.snapshot import MemorySnapshot
 from engines.vfs import PathState, TreeUpdate, VirtualFS
 
@@ -112,7 +111,7 @@ def call_guest(
     """One execution the way the framework makes it: fresh output, a fuel budget and an
     epoch deadline (traps propagate)."""
     output.reset()
-    store.set_fuel(fuel)
+    instance.meter.remaining = fuel
     store.set_epoch_deadline(1)
     try:
         raw = instance.call(request.SerializeToString())
@@ -122,7 +121,7 @@ def call_guest(
         envelope_pb2.ExecuteResponse.FromString(raw),
         output.stdout.decode("utf-8", "replace"),
         output.stderr.decode("utf-8", "replace"),
-        fuel - store.get_fuel(),
+        fuel - instance.meter.remaining,
     )
 
 
@@ -190,7 +189,6 @@ class ComponentGuest:
         self.workspace = workspace
         self.output = OutputCapture()
         self.store = spec.new_store(prepared.engine, self.output, workspace=workspace)
-        self.store.set_fuel(INIT_FUEL)
         self.instance: GuestInstance = spec.instantiate(
             prepared.engine, prepared.component, self.store
         )
@@ -216,7 +214,6 @@ class ModuleHarness:
         self, engine: wasmtime.Engine, module: wasmtime.Module, snapshot: MemorySnapshot | None
     ) -> None:
         """Boot a fresh instance, or restore `snapshot` into one."""
-        self.store.set_fuel(INIT_FUEL)
         if snapshot is None:
             instance = self.spec.instantiate(engine, module, self.store)
         else:
