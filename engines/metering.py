@@ -251,8 +251,6 @@ def instrument(module: bytes, counter_from: tuple[str, str] | None = None) -> by
     module and name), imports: so several linked modules can share one budget."""
     parts = sections(module)
     found = {section_id: payload for section_id, payload in parts if section_id != 0}
-    if CODE_SECTION not in found:
-        raise ValueError("the module has no code")
     imported_memories = sum(
         1 for item in read_imports(found.get(IMPORT_SECTION, b"\0")) if item.kind == MEMORY
     )
@@ -269,7 +267,8 @@ def instrument(module: bytes, counter_from: tuple[str, str] | None = None) -> by
         counter_import = encode_name(counter_from[0]) + encode_name(counter_from[1])
         counter_import += bytes([MEMORY]) + _ONE_PAGE
         replaced[IMPORT_SECTION] = _with_entry(found.get(IMPORT_SECTION), counter_import)
-    replaced[CODE_SECTION] = _metered_code(found[CODE_SECTION], tick(counter))
+    if CODE_SECTION in found:
+        replaced[CODE_SECTION] = _metered_code(found[CODE_SECTION], tick(counter))
     out: list[tuple[int, bytes]] = []
     for section_id, payload in parts:
         if section_id == 0:

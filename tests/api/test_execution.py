@@ -458,7 +458,10 @@ async def test_executions_on_one_sandbox_are_serialized(
     sandbox: SandboxClient, perl_engine: None
 ) -> None:
     context = await sandbox.interpreter.create_code_context("PERL")
-    slow = 'our @log; push @log, "first"; my $i = 0; $i++ while $i < 3_000_000; scalar @log'
+    # Half a second of 8 MB copies: fuel counts loops and calls, and a copy is neither.
+    slow = (
+        'our @log; push @log, "first"; my $s = "a" x 8e6; my $t = $s . 1 for 1..1000; scalar @log'
+    )
     fast = 'our @log; push @log, "second"; join ",", @log'
     first = asyncio.create_task(sandbox.interpreter.run_code(slow, context=context))
     await asyncio.sleep(0.05)
@@ -525,7 +528,9 @@ async def test_output_limit_is_a_result(sandbox: SandboxClient, perl_engine: Non
 async def test_cancel_stops_a_running_loop(sandbox: SandboxClient, perl_engine: None) -> None:
     context = await sandbox.interpreter.create_code_context("PERL")
     ok(await sandbox.interpreter.run_code("our $state = 'alive'; 1", context=context))
-    running = asyncio.create_task(sandbox.interpreter.run_code("1 while 1", context=context))
+    # 8 MB copies for ever: fuel (loops and calls) would end it only after many seconds.
+    endless = 'my $s = "a" x 8e6; my $t = $s . 1 while 1'
+    running = asyncio.create_task(sandbox.interpreter.run_code(endless, context=context))
     # cancel() only stops an execution that is running: retry until the loop has started
     deadline = time.monotonic() + 10
     cancelled = False

@@ -36,13 +36,13 @@ def test_formatting() -> None:
     assert countdown(0) == "expired"
     assert countdown(90_061_000) == "1d 01:01:01"
     result = ExecutionResult(
-        "1", "perl", "e", 2.0, usage=Usage(733_645, 6_000_000_000, 32 << 20), execution_count=2
+        "1", "perl", "e", 2.0, usage=Usage(733_645, 10_000_000, 32 << 20), execution_count=2
     )
     assert execution_footer(result, show_measurements=True) == (
-        "2.0 ms · fuel 733.6k/6.0G · memory 32.0 MiB · [2]"
+        "2.0 ms · fuel 733.6k/10.0M · memory 32.0 MiB · [2]"
     )
     assert execution_footer(result, show_measurements=False) == (
-        "fuel …/6.0G · memory 32.0 MiB · [2]"
+        "fuel …/10.0M · memory 32.0 MiB · [2]"
     )
     # component engines cannot measure their memory (0): the footer leaves it out
     unmeasured = ExecutionResult("1", "python", "e", 2.0, usage=Usage(1, 2, 0), execution_count=1)

@@ -48,7 +48,7 @@ def compact_count(value: int) -> str:
 def execution_footer(
     result: ExecutionResult, *, show_measurements: bool, prices: Prices | None = None
 ) -> str:
-    """`2.0 ms · fuel 733.6k/6.0G · memory 32.0 MiB · [2]`, with `prices` what a million
+    """`2.0 ms · fuel 733.6k/10.0M · memory 32.0 MiB · [2]`, with `prices` what a million
     such runs would cost on Workers (an estimate); without measurements (which vary from
     run to run) the duration, fuel used and cost are left out."""
     parts = []

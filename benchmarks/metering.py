@@ -1,0 +1,195 @@
+"""What fuel in the reference's units costs, and why it could not be wasmtime fuel scaled.
+
+Each language's prepared engine is compiled three ways in this run: with no metering at
+all (the baseline), with wasmtime's own fuel (what we counted before), and with the ticks
+`engines.metering` inserts (what we count now). Each workload then runs warm on one
+instance of each, and the table prints the median time against the baseline, the ticks,
+and wasmtime's fuel per tick (the factor a calibration would have had to hold within
+10%). Run: `python -m benchmarks metering [language ...]`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import wasmtime
+
+import engines.decomposed.engine
+import engines.decomposed.guest
+import engines.host
+from engines import metering
+from engines.cache import EngineCache
+from engines.host import IDLE_EPOCH_DEADLINE, OutputCapture
+from engines.language import Artifact, GuestInstance, LanguageEngine
+from engines.proto import envelope_pb2
+from engines.registry import LANGUAGES, language_engine, missing_requirements
+from engines.vfs import VirtualFS
+from workbench.core.workspace import GUEST_LIMITS
+
+WORKLOADS: dict[str, dict[str, str]] = {
+    "python": {
+        "1+1": "1+1",
+        "loop": "for i in range(200000):\n    pass",
+        "recursion": "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nfib(20)",
+        "strings": "len(''.join(str(i).upper() for i in range(20000)))",
+        "dicts": "d = {str(i): i for i in range(20000)}\nsum(d[str(i)] for i in range(20000))",
+        "import": "import sys\nfor name in ('json', 'json.decoder', 'json.encoder', "
+        "'json.scanner'):\n    sys.modules.pop(name, None)\nimport json",
+    },
+    "javascript": {
+        "1+1": "1+1",
+        "loop": "for (let i = 0; i < 200000; i++) {}",
+        "recursion": "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2) }\nfib(20)",
+        "strings": "let s = ''; for (let i = 0; i < 20000; i++) s += String(i).toUpperCase(); "
+        "s.length",
+        "dicts": "const d = new Map(); for (let i = 0; i < 20000; i++) d.set(String(i), i); "
+        "let t = 0; for (let i = 0; i < 20000; i++) t += d.get(String(i)); t",
+        "intl": "new Intl.NumberFormat('de-DE', {style: 'currency', currency: 'EUR'})"
+        ".format(1234.5)",
+    },
+    "perl": {
+        "1+1": "1+1",
+        "loop": "for my $i (1..200000) {}",
+        "recursion": "sub fib { my $n = shift; $n < 2 ? $n : fib($n - 1) + fib($n - 2) } fib(20)",
+        "strings": "my $s = ''; $s .= uc($_) for 1..20000; length $s",
+        "dicts": "my %d; $d{$_} = $_ for 1..20000; my $t = 0; $t += $d{$_} for 1..20000; $t",
+        "import": "delete $INC{'List/Util.pm'}; require List::Util; 1",
+    },
+    "ruby": {
+        "1+1": "1+1",
+        "loop": "i = 0; while i < 200000; i += 1; end",
+        "recursion": "def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)\nfib(20)",
+        "strings": "s = +''; 20000.times { |i| s << i.to_s.upcase }; s.size",
+        "dicts": "d = {}; 20000.times { |i| d[i.to_s] = i }; t = 0; "
+        "20000.times { |i| t += d[i.to_s] }; t",
+        "import": "$LOADED_FEATURES.reject! { |f| f.end_with?('/set.rb') }; load 'set.rb'; 1",
+    },
+}
+VARIANTS = ("none", "wasmtime fuel", "ticks")
+REPEAT = 7
+PLENTY = 10**15
+
+
+def _no_tick(memory: int) -> bytes:
+    return b""
+
+
+@contextlib.contextmanager
+def _variant(variant: str) -> Iterator[wasmtime.Engine]:
+    """An engine for `variant`, with compiling and store-making patched to match."""
+    config = wasmtime.Config()
+    config.epoch_interruption = True
+    config.wasm_multi_memory = True
+    config.consume_fuel = variant == "wasmtime fuel"
+    real_new_store = engines.host.new_store
+
+    def new_store(engine: wasmtime.Engine, **options: Any) -> wasmtime.Store:
+        store = real_new_store(engine, **options)
+        if config.consume_fuel:
+            store.set_fuel(PLENTY)
+        return store
+
+    patches: list[contextlib.AbstractContextManager[Any]] = [
+        mock.patch.object(module, "new_store", new_store)
+        for module in (engines.host, engines.decomposed.engine, engines.decomposed.guest)
+    ]
+    if variant != "ticks":  # the counter's memory stays (the adapters look it up)
+        patches.append(mock.patch.object(metering, "tick", _no_tick))
+    with contextlib.ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
+        yield wasmtime.Engine(config)
+
+
+def _timed_calls(
+    spec: LanguageEngine, engine: wasmtime.Engine, artifact: Artifact, codes: dict[str, str]
+) -> dict[str, tuple[float, int, int]]:
+    """Per workload: median ms, ticks and wasmtime fuel of a warm call."""
+    output = OutputCapture()
+    store = spec.new_store(engine, output, workspace=VirtualFS(GUEST_LIMITS))
+    guest: GuestInstance = spec.instantiate(engine, artifact, store)
+    measured = {}
+    for label, code in codes.items():
+        request = envelope_pb2.ExecuteRequest(code=code, session=True, cwd="/workspace")
+        payload = request.SerializeToString()
+        samples, ticks, fuel = [], 0, 0
+        for _ in range(REPEAT + 1):  # the first call warms up
+            output.reset()
+            guest.meter.remaining = PLENTY
+            fuel_before = store.get_fuel() if engine_fuel(store) else 0
+            store.set_epoch_deadline(1)
+            started = time.perf_counter()
+            response = envelope_pb2.ExecuteResponse.FromString(guest.call(payload))
+            samples.append((time.perf_counter() - started) * 1000)
+            store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
+            if response.HasField("error"):
+                raise RuntimeError(f"{spec.language} {label}: {response.error.message}")
+            ticks = PLENTY - guest.meter.remaining
+            fuel = fuel_before - store.get_fuel() if engine_fuel(store) else 0
+        measured[label] = (statistics.median(samples[1:]), ticks, fuel)
+    store.close()
+    return measured
+
+
+def engine_fuel(store: wasmtime.Store) -> bool:
+    try:
+        store.get_fuel()
+    except wasmtime.WasmtimeError:
+        return False
+    return True
+
+
+def bench_language(language: str) -> None:
+    spec = language_engine(language)
+    cache = EngineCache(spec)
+    cache.prepare()
+    wasm = cache.wasm_path
+    results: dict[str, dict[str, tuple[float, int, int]]] = {}
+    with tempfile.TemporaryDirectory(prefix="sbw-metering-") as scratch:
+        for variant in VARIANTS:
+            with _variant(variant) as engine:
+                target = Path(scratch) / f"{variant.replace(' ', '-')}{spec.compiled_suffix}"
+                started = time.perf_counter()
+                spec.compile(engine, wasm, target, lambda label, fraction: None)
+                compiled_s = time.perf_counter() - started
+                artifact = spec.load_compiled(engine, target)
+                results[variant] = _timed_calls(spec, engine, artifact, WORKLOADS[language])
+            print(f"  [{language}] compiled {variant!r} in {compiled_s:.1f} s")
+    print(f"\n[{language}] {spec.engine}; budget {spec.fuel:,} ticks")
+    print(
+        f"  {'workload':<10} {'none ms':>9} {'wasmtime fuel':>14} {'ticks':>9} "
+        f"{'ticks used':>12} {'wasmtime fuel/tick':>19}"
+    )
+    per_tick = []
+    for label in WORKLOADS[language]:
+        base_ms = results["none"][label][0]
+        fuel_ms, _, fuel = results["wasmtime fuel"][label]
+        ticks_ms, ticks, _ = results["ticks"][label]
+        per_tick.append(fuel / ticks)
+        print(
+            f"  {label:<10} {base_ms:9.3f} {fuel_ms / base_ms:13.2f}x {ticks_ms / base_ms:8.2f}x "
+            f"{ticks:12,} {fuel / ticks:19.1f}"
+        )
+    spread = max(per_tick) / min(per_tick)
+    print(f"  wasmtime fuel per tick varies {spread:.1f}x across these workloads")
+
+
+def main(argv: list[str] | None = None) -> None:
+    for language in argv or LANGUAGES:
+        missing = missing_requirements(language_engine(language))
+        if missing:
+            print(f"\n[{language}] skipped: {missing[0].program} not found")
+            continue
+        bench_language(language)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
