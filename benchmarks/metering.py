@@ -41,8 +41,8 @@ WORKLOADS: dict[str, dict[str, str]] = {
         "recursion": "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nfib(20)",
         "strings": "len(''.join(str(i).upper() for i in range(20000)))",
         "dicts": "d = {str(i): i for i in range(20000)}\nsum(d[str(i)] for i in range(20000))",
-        "import": "import sys\nfor name in ('json', 'json.decoder', 'json.encoder', "
-        "'json.scanner'):\n    sys.modules.pop(name, None)\nimport json",
+        "compile": "exec(compile('\\n'.join(f'def f{i}(x):\\n    return x + {i}' "
+        "for i in range(300)), 'm', 'exec'), {})",
     },
     "javascript": {
         "1+1": "1+1",
@@ -52,6 +52,8 @@ WORKLOADS: dict[str, dict[str, str]] = {
         "s.length",
         "dicts": "const d = new Map(); for (let i = 0; i < 20000; i++) d.set(String(i), i); "
         "let t = 0; for (let i = 0; i < 20000; i++) t += d.get(String(i)); t",
+        "compile": "new Function(Array.from({length: 300}, (_, i) => "
+        "`function f${i}(x) { return x + ${i} }`).join('\\n'))(); 1",
         "intl": "new Intl.NumberFormat('de-DE', {style: 'currency', currency: 'EUR'})"
         ".format(1234.5)",
     },
@@ -61,7 +63,7 @@ WORKLOADS: dict[str, dict[str, str]] = {
         "recursion": "sub fib { my $n = shift; $n < 2 ? $n : fib($n - 1) + fib($n - 2) } fib(20)",
         "strings": "my $s = ''; $s .= uc($_) for 1..20000; length $s",
         "dicts": "my %d; $d{$_} = $_ for 1..20000; my $t = 0; $t += $d{$_} for 1..20000; $t",
-        "import": "delete $INC{'List/Util.pm'}; require List::Util; 1",
+        "compile": "eval join '', map { \"sub f$_ { \\$_[0] + $_ }\" } 1..300; 1",
     },
     "ruby": {
         "1+1": "1+1",
@@ -70,11 +72,11 @@ WORKLOADS: dict[str, dict[str, str]] = {
         "strings": "s = +''; 20000.times { |i| s << i.to_s.upcase }; s.size",
         "dicts": "d = {}; 20000.times { |i| d[i.to_s] = i }; t = 0; "
         "20000.times { |i| t += d[i.to_s] }; t",
-        "import": "$LOADED_FEATURES.reject! { |f| f.end_with?('/set.rb') }; load 'set.rb'; 1",
+        "compile": 'eval((1..300).map { |i| "def f#{i}(x) = x + #{i}\\n" }.join); 1',
     },
 }
 VARIANTS = ("none", "wasmtime fuel", "ticks")
-REPEAT = 7
+REPEAT = 15
 PLENTY = 10**15
 
 
@@ -88,12 +90,12 @@ def _variant(variant: str) -> Iterator[wasmtime.Engine]:
     config = wasmtime.Config()
     config.epoch_interruption = True
     config.wasm_multi_memory = True
-    config.consume_fuel = variant == "wasmtime fuel"
+    wasmtime_fuel = config.consume_fuel = variant == "wasmtime fuel"
     real_new_store = engines.host.new_store
 
     def new_store(engine: wasmtime.Engine, **options: Any) -> wasmtime.Store:
         store = real_new_store(engine, **options)
-        if config.consume_fuel:
+        if wasmtime_fuel:
             store.set_fuel(PLENTY)
         return store
 
@@ -109,59 +111,48 @@ def _variant(variant: str) -> Iterator[wasmtime.Engine]:
         yield wasmtime.Engine(config)
 
 
-def _timed_calls(
-    spec: LanguageEngine, engine: wasmtime.Engine, artifact: Artifact, codes: dict[str, str]
-) -> dict[str, tuple[float, int, int]]:
-    """Per workload: median ms, ticks and wasmtime fuel of a warm call."""
-    output = OutputCapture()
-    store = spec.new_store(engine, output, workspace=VirtualFS(GUEST_LIMITS))
-    guest: GuestInstance = spec.instantiate(engine, artifact, store)
-    measured = {}
-    for label, code in codes.items():
-        request = envelope_pb2.ExecuteRequest(code=code, session=True, cwd="/workspace")
-        payload = request.SerializeToString()
-        samples, ticks, fuel = [], 0, 0
-        for _ in range(REPEAT + 1):  # the first call warms up
-            output.reset()
-            guest.meter.remaining = PLENTY
-            fuel_before = store.get_fuel() if engine_fuel(store) else 0
-            store.set_epoch_deadline(1)
-            started = time.perf_counter()
-            response = envelope_pb2.ExecuteResponse.FromString(guest.call(payload))
-            samples.append((time.perf_counter() - started) * 1000)
-            store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
-            if response.HasField("error"):
-                raise RuntimeError(f"{spec.language} {label}: {response.error.message}")
-            ticks = PLENTY - guest.meter.remaining
-            fuel = fuel_before - store.get_fuel() if engine_fuel(store) else 0
-        measured[label] = (statistics.median(samples[1:]), ticks, fuel)
-    store.close()
-    return measured
+class _Guest:
+    """One warm instance of one variant."""
 
+    def __init__(
+        self, spec: LanguageEngine, engine: wasmtime.Engine, artifact: Artifact, fuel: bool
+    ) -> None:
+        self.output = OutputCapture()
+        self.store = spec.new_store(engine, self.output, workspace=VirtualFS(GUEST_LIMITS))
+        self.guest: GuestInstance = spec.instantiate(engine, artifact, self.store)
+        self.fuel = fuel
+        self.language = spec.language
 
-def engine_fuel(store: wasmtime.Store) -> bool:
-    try:
-        store.get_fuel()
-    except wasmtime.WasmtimeError:
-        return False
-    return True
+    def call(self, label: str, payload: bytes) -> tuple[float, int, int]:
+        """ms, ticks and wasmtime fuel of one call."""
+        self.output.reset()
+        self.guest.meter.remaining = PLENTY
+        fuel_before = self.store.get_fuel() if self.fuel else 0
+        self.store.set_epoch_deadline(1)
+        started = time.perf_counter()
+        response = envelope_pb2.ExecuteResponse.FromString(self.guest.call(payload))
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        self.store.set_epoch_deadline(IDLE_EPOCH_DEADLINE)
+        if response.HasField("error"):
+            raise RuntimeError(f"{self.language} {label}: {response.error.message}")
+        fuel = fuel_before - self.store.get_fuel() if self.fuel else 0
+        return elapsed_ms, PLENTY - self.guest.meter.remaining, fuel
 
 
 def bench_language(language: str) -> None:
     spec = language_engine(language)
     cache = EngineCache(spec)
     cache.prepare()
-    wasm = cache.wasm_path
-    results: dict[str, dict[str, tuple[float, int, int]]] = {}
+    guests: dict[str, _Guest] = {}
     with tempfile.TemporaryDirectory(prefix="sbw-metering-") as scratch:
         for variant in VARIANTS:
             with _variant(variant) as engine:
                 target = Path(scratch) / f"{variant.replace(' ', '-')}{spec.compiled_suffix}"
                 started = time.perf_counter()
-                spec.compile(engine, wasm, target, lambda label, fraction: None)
+                spec.compile(engine, cache.wasm_path, target, lambda label, fraction: None)
                 compiled_s = time.perf_counter() - started
                 artifact = spec.load_compiled(engine, target)
-                results[variant] = _timed_calls(spec, engine, artifact, WORKLOADS[language])
+                guests[variant] = _Guest(spec, engine, artifact, variant == "wasmtime fuel")
             print(f"  [{language}] compiled {variant!r} in {compiled_s:.1f} s")
     print(f"\n[{language}] {spec.engine}; budget {spec.fuel:,} ticks")
     print(
@@ -169,17 +160,30 @@ def bench_language(language: str) -> None:
         f"{'ticks used':>12} {'wasmtime fuel/tick':>19}"
     )
     per_tick = []
-    for label in WORKLOADS[language]:
-        base_ms = results["none"][label][0]
-        fuel_ms, _, fuel = results["wasmtime fuel"][label]
-        ticks_ms, ticks, _ = results["ticks"][label]
+    for label, code in WORKLOADS[language].items():
+        request = envelope_pb2.ExecuteRequest(code=code, session=True, cwd="/workspace")
+        payload = request.SerializeToString()
+        samples: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+        for _ in range(2):  # warm up
+            for guest in guests.values():
+                guest.call(label, payload)
+        for _ in range(REPEAT):  # in turns, so that the machine's load falls on all three
+            for variant, guest in guests.items():
+                elapsed_ms, ticks_used, fuel_used = guest.call(label, payload)
+                samples[variant].append(elapsed_ms)
+                if variant == "ticks":
+                    ticks = ticks_used
+                elif variant == "wasmtime fuel":
+                    fuel = fuel_used
+        base_ms, fuel_ms, ticks_ms = (statistics.median(samples[variant]) for variant in VARIANTS)
         per_tick.append(fuel / ticks)
         print(
             f"  {label:<10} {base_ms:9.3f} {fuel_ms / base_ms:13.2f}x {ticks_ms / base_ms:8.2f}x "
             f"{ticks:12,} {fuel / ticks:19.1f}"
         )
-    spread = max(per_tick) / min(per_tick)
-    print(f"  wasmtime fuel per tick varies {spread:.1f}x across these workloads")
+    for guest in guests.values():
+        guest.store.close()
+    print(f"  wasmtime fuel per tick varies {max(per_tick) / min(per_tick):.1f}x across these")
 
 
 def main(argv: list[str] | None = None) -> None:

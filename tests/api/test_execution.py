@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import fresh_id
+from tests.conftest import require_engine
 from workbench.api import (
     Backend,
     ExecutionResult,
@@ -496,6 +497,32 @@ async def test_different_sandboxes_run_concurrently(
 
 
 # ----- limits and cancellation --------------------------------------------------------
+
+
+SPEC_FUEL = {  # spec 9.1, in its units: a tick at every function entry and loop header
+    "JAVASCRIPT": (50_000_000, "for (;;) {}"),
+    "PYTHON": (100_000_000, "while True:\n    pass"),
+    "PERL": (10_000_000, "1 while 1"),
+    "RUBY": (30_000_000, "loop {}"),
+}
+
+
+@pytest.mark.parametrize("binding", sorted(SPEC_FUEL))
+async def test_fuel_is_the_reference_s_budget_in_its_units(
+    sandbox: SandboxClient, binding: str
+) -> None:
+    require_engine(binding.lower())
+    budget, endless = SPEC_FUEL[binding]
+    small = ok(await sandbox.interpreter.run_code("1 + 1", binding=binding))
+    assert small.usage is not None
+    assert small.usage.fuel_limit == budget
+    assert 0 < small.usage.fuel_consumed < budget // 20
+    stopped = await sandbox.interpreter.run_code(endless, binding=binding)
+    assert stopped.error is not None
+    assert (stopped.error.name, stopped.error.message) == (
+        "ExecutionLimitError",
+        "Execution fuel exhausted",
+    )
 
 
 async def test_fuel_exhaustion_is_a_result(sandbox: SandboxClient, perl_engine: None) -> None:
