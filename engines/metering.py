@@ -41,8 +41,9 @@ _ONE_PAGE = b"\x01\x01\x01"
 """Memory limits: exactly one 64 KiB page."""
 _SECTION_ORDER = (1, 2, 3, 4, 5, 13, 6, 7, 8, 9, 12, 10, 11)
 """Section ids in the order the binary format requires (custom sections aside)."""
-_OFFSET_SECTIONS = (".debug_", "metadata.code.")
+_OFFSET_SECTIONS = (".debug_", "metadata.code.", "sourceMappingURL")
 """Custom sections that point into the code by offset: stale once ticks are inserted."""
+_START_SECTION = 8
 
 # Immediate kinds, one per opcode.
 (
@@ -98,7 +99,14 @@ def _opcode_table() -> list[int]:
 
 _OPCODES = _opcode_table()
 _FC_INDICES = {8: 2, 9: 1, 10: 2, 11: 1, 12: 2, 13: 1, 14: 2, 15: 1, 16: 1, 17: 1}
-"""0xFC sub-opcodes with index immediates (0 to 7, the saturating truncations, have none)."""
+"""0xFC sub-opcodes with index immediates (0 to 7, the saturating truncations, and 19 to
+22, wide arithmetic, have none)."""
+_FC_LAST = 22
+_FD_LAST = 0x113
+"""SIMD and relaxed SIMD; beyond them (FP16, say) immediates are not known here. An
+unassigned sub-opcode below it makes the module invalid whatever is inserted."""
+_FE_KNOWN = frozenset(range(0x00, 0x04)) | frozenset(range(0x10, 0x4F))
+"""Atomics: notify, waits, fence, then loads, stores and read-modify-writes (memargs)."""
 _FD_MEMARG = frozenset(range(0, 12)) | {92, 93}
 _FD_MEMARG_LANE = frozenset(range(84, 92))
 _FD_LANE = frozenset(range(21, 35))
@@ -197,12 +205,14 @@ def _metered_body(body: bytes, tick_code: bytes) -> bytes:
                 pos = _skip_leb(body, pos)  # the label
         elif kind == _PREFIX_FC:
             sub, pos = read_uleb(body, pos)
-            if sub > 17:
+            if sub > _FC_LAST:
                 raise ValueError(f"unknown instruction 0xfc {sub}")
             for _ in range(_FC_INDICES.get(sub, 0)):
                 pos = _skip_leb(body, pos)
         elif kind == _PREFIX_FD:
             sub, pos = read_uleb(body, pos)
+            if sub > _FD_LAST:
+                raise ValueError(f"unknown instruction 0xfd {sub}")
             if sub in _FD_MEMARG:
                 pos = _skip_memarg(body, pos)
             elif sub in _FD_MEMARG_LANE:
@@ -213,6 +223,8 @@ def _metered_body(body: bytes, tick_code: bytes) -> bytes:
                 pos += 16
         elif kind == _PREFIX_FE:
             sub, pos = read_uleb(body, pos)
+            if sub not in _FE_KNOWN:
+                raise ValueError(f"unknown instruction 0xfe {sub}")
             pos = pos + 1 if sub == 0x03 else _skip_memarg(body, pos)  # atomic.fence: 0x00
         else:
             raise ValueError(f"unknown instruction 0x{opcode:02x} at byte {pos - 1} of a body")
@@ -256,8 +268,12 @@ def instrument(module: bytes, counter_from: tuple[str, str] | None = None) -> by
     )
     defined_memories = _count(found.get(MEMORY_SECTION))
     counter = imported_memories + defined_memories
+    if encode_name(METER_EXPORT) in found.get(EXPORT_SECTION, b""):
+        raise ValueError("the module is metered already")
     replaced: dict[int, bytes] = {}
     if counter_from is None:
+        if _START_SECTION in found:  # it would run before a budget can be set: trap
+            raise ValueError("a module with a start function cannot own the counter")
         replaced[MEMORY_SECTION] = _with_entry(found.get(MEMORY_SECTION), _ONE_PAGE)
         counter_export = encode_name(METER_EXPORT) + bytes([MEMORY]) + uleb(counter)
         replaced[EXPORT_SECTION] = _with_entry(found.get(EXPORT_SECTION), counter_export)

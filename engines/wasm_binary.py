@@ -60,9 +60,15 @@ def _read_name(data: bytes, offset: int) -> tuple[str, int]:
 
 
 def _skip_limits(data: bytes, offset: int) -> int:
+    """Limits: flags (1: a maximum, 2: shared, 4: 64-bit, 8: a page size follows), minimum,
+    maximum, page size."""
     flags = data[offset]
+    if flags & ~0x0F:
+        raise ValueError(f"unknown limits flags {flags:#x}")
     _, offset = read_uleb(data, offset + 1)
     if flags & 1:
+        _, offset = read_uleb(data, offset)
+    if flags & 8:
         _, offset = read_uleb(data, offset)
     return offset
 

@@ -9,7 +9,7 @@ import wasmtime
 from engines import metering
 from engines.host import make_engine, new_store
 from engines.session import run
-from engines.wasm_binary import uleb
+from engines.wasm_binary import MEMORY, read_imports, sections, uleb
 
 COUNTED = """(module
   (memory (export "memory") 1)
@@ -114,21 +114,52 @@ def test_linked_modules_share_one_budget() -> None:
     assert meter.remaining == 1000 - 6 - 7
 
 
-def test_an_unknown_instruction_refuses_the_module() -> None:
-    """A GC-proposal instruction (0xfb) cannot be skipped safely: no guess."""
-    body = b"\x00" + b"\xfb\x01\x00" + b"\x0b"  # no locals; struct.new 0 (unknown here); end
-    module = (
+def one_function(body: bytes) -> bytes:
+    """A module of one `[] -> []` function with `body` (no locals, then the code)."""
+    code = b"\x00" + body + b"\x0b"
+    return (
         b"\0asm\x01\0\0\0"
         + b"\x01\x04\x01\x60\x00\x00"  # type 0: [] -> []
         + b"\x03\x02\x01\x00"  # one function of type 0
         + b"\x0a"
-        + uleb(len(body) + 2)
+        + uleb(len(code) + 2)
         + b"\x01"
-        + uleb(len(body))
-        + body
+        + uleb(len(code))
+        + code
     )
-    with pytest.raises(ValueError, match="unknown instruction 0xfb"):
-        metering.instrument(module)
+
+
+@pytest.mark.parametrize(
+    ("body", "instruction"),
+    [
+        (b"\xfb\x01\x00", "0xfb"),  # struct.new 0 (GC)
+        # v128.const 0, then FP16's f16x8.extract_lane 3: its lane byte is a `loop` opcode
+        (b"\xfd\x0c" + bytes(16) + b"\xfd\xa1\x02\x03\x1a", "0xfd 289"),
+        (b"\x41\x00\xfe\x4f\x02\x00\x1a", "0xfe 79"),  # beyond the atomics
+        (b"\xfc\x17", "0xfc 23"),
+    ],
+)
+def test_an_unknown_instruction_refuses_the_module(body: bytes, instruction: str) -> None:
+    """An instruction whose immediates are not known cannot be skipped safely: no guess."""
+    with pytest.raises(ValueError, match=f"unknown instruction {instruction}"):
+        metering.instrument(one_function(body))
+
+
+def test_what_cannot_be_metered_is_refused() -> None:
+    owner_with_start = wasmtime.wat2wasm("(module (func $s) (start $s))")
+    with pytest.raises(ValueError, match="start function"):  # it would run before a budget
+        metering.instrument(owner_with_start)
+    metered = metering.instrument(wasmtime.wat2wasm(COUNTED))
+    with pytest.raises(ValueError, match="metered already"):
+        metering.instrument(metered)
+
+
+def test_an_imported_memory_with_its_own_page_size_is_counted() -> None:
+    """Miscounted, the counter would be a guest's memory."""
+    two = wasmtime.wat2wasm(
+        '(module (import "e" "m" (memory 1 (pagesize 1))) (import "e" "n" (memory 1)))'
+    )
+    assert [item.kind for item in read_imports(dict(sections(two))[2])] == [MEMORY, MEMORY]
 
 
 LOOPS = {
