@@ -77,6 +77,17 @@ EXPECTED = [  # (expression, its value)
     ),
     ('new Date(0).toLocaleString("de", {timeZone: "Asia/Tokyo"})', "1.1.1970, 09:00:00"),
     ('new Date(NaN).toLocaleString("en")', "Invalid Date"),
+    # Digits skip NumberFormat only where they would be the same: Latin, whole, from 0.
+    (
+        'new Intl.DateTimeFormat("en-US", {timeZone: "UTC", year: "2-digit", month: "2-digit",'
+        ' day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",'
+        " fractionalSecondDigits: 2}).format(1e12 + 7)",
+        "09/09/01, 01:46:40.00\u202fAM",
+    ),
+    (
+        'new Intl.DateTimeFormat("en-u-nu-arab", {timeZone: "UTC", day: "numeric"}).format(1e12)',
+        "\u0669",
+    ),
     (
         "(() => { let reads = 0; const options = {get timeZone() { reads++; return 'UTC' }};"
         ' new Date(0).toLocaleTimeString("en", options);'

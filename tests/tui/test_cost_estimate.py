@@ -3,6 +3,7 @@ of the runs kept; neither without measurements (the tour's pictures)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -33,10 +34,14 @@ async def test_cells_and_the_sandbox_say_what_runs_would_cost(
         repl = await create_context(pilot, "PERL")
         await run_cell(pilot, repl, "our $n = 41")
         await run_cell(pilot, repl, "$n + 1")
-        lines = [line.text for line in repl.transcript.lines]
-        footers = [line for line in lines if "fuel " in line]
-        assert len(footers) == 2
-        assert all(bool(FOOTER_COST.search(line)) == show_measurements for line in footers)
+        transcript = repl.transcript
+        starts = [*transcript.cell_start_lines, len(transcript.lines)]
+        cells = [  # each cell's lines joined: a long footer wraps
+            "".join(line.text for line in transcript.lines[start:end])
+            for start, end in itertools.pairwise(starts)
+        ]
+        assert len(cells) == 2 and all("fuel " in cell for cell in cells)
+        assert all(bool(FOOTER_COST.search(cell)) == show_measurements for cell in cells)
 
         main.show_tab(INFO_TAB)
         sandbox_id = repl.sandbox_id
