@@ -306,16 +306,20 @@ async def test_a_tab_shown_keeps_the_focus_leaving_the_hidden_one(tmp_path: Path
         assert main.tabs.active == file_tab and view is not None and view.editor.has_focus
 
 
+ENDLESS_PERL = 'my $s = "a" x 8e6; my $t = $s . 1 while 1;'
+"""Runs for minutes: fuel counts loops and calls, and an 8 MB copy is neither."""
+
+
 async def test_cancel_a_running_loop(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
         repl = await create_context(pilot, "PERL")
-        repl.set_code("1 while 1;")
+        repl.set_code(ENDLESS_PERL)
         started = time.monotonic()
-        # The loop would burn its whole fuel budget (seconds); keys typed while it runs
-        # are handled at once, and the cancel key interrupts the engine.
+        # Keys typed while it runs are handled at once, and the cancel key interrupts the
+        # engine.
         await send_keys(app, "ctrl+r", *"typed while running", "ctrl+g")
         await wait_for(pilot, lambda: bool(repl.transcript.cells))
         assert repl.code_input.text == "typed while running"
@@ -363,7 +367,7 @@ async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
         await until_connected(pilot)
         await create_sandbox(pilot)
         repl = await create_context(pilot, "PERL")
-        repl.set_code("1 while 1;")
+        repl.set_code(ENDLESS_PERL)
         await send_keys(app, "ctrl+r", "ctrl+g")
         await wait_for(pilot, lambda: bool(repl.transcript.cells))
         assert repl.transcript.cells[-1].failure == ABANDONED_NOTE
