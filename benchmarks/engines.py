@@ -10,7 +10,7 @@ import shutil
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from engines.cache import EngineCache
 from engines.proto import envelope_pb2
@@ -173,13 +173,18 @@ def bench_language(language: str) -> None:
     print(f"  resident memory per live session: {per_session / (1 << 20):6.1f} MiB")
 
 
-def main() -> None:
-    for language in LANGUAGES:
+def each_language(bench: Callable[[str], None], languages: Sequence[str] = LANGUAGES) -> None:
+    """`bench(language)` for each language whose engine can be prepared here."""
+    for language in languages:
         missing = missing_requirements(language_engine(language))
         if missing:
             print(f"\n[{language}] skipped: {missing[0].program} not found")
             continue
-        bench_language(language)
+        bench(language)
+
+
+def main() -> None:
+    each_language(bench_language)
 
 
 if __name__ == "__main__":

@@ -25,12 +25,13 @@ import wasmtime
 import engines.decomposed.engine
 import engines.decomposed.guest
 import engines.host
+from benchmarks.engines import each_language
 from engines import metering
 from engines.cache import EngineCache
 from engines.host import IDLE_EPOCH_DEADLINE, OutputCapture
 from engines.language import Artifact, GuestInstance, LanguageEngine
 from engines.proto import envelope_pb2
-from engines.registry import LANGUAGES, language_engine, missing_requirements
+from engines.registry import LANGUAGES, language_engine
 from engines.vfs import VirtualFS
 from workbench.core.workspace import GUEST_LIMITS
 
@@ -187,12 +188,7 @@ def bench_language(language: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    for language in argv or LANGUAGES:
-        missing = missing_requirements(language_engine(language))
-        if missing:
-            print(f"\n[{language}] skipped: {missing[0].program} not found")
-            continue
-        bench_language(language)
+    each_language(bench_language, argv or LANGUAGES)
 
 
 if __name__ == "__main__":
