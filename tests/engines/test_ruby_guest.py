@@ -406,7 +406,7 @@ def test_restore_after_a_trap_gives_a_clean_instance(
     booted = Guest(*runtime)
     snapshot = booted.take_snapshot()
     with pytest.raises(wasmtime.Trap):
-        booted.run("loop {}", fuel=10**8)
+        booted.run("loop {}", fuel=5_000_000)
     booted.close()
     fresh = Guest(*runtime, snapshot=snapshot)
     try:

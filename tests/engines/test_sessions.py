@@ -202,7 +202,7 @@ def test_a_run_returns_its_changes_and_an_error_takes_them_back(
 def test_a_trapped_run_takes_its_changes_back(language: str, workspace: VirtualFS) -> None:
     """A run that ends in a trap (fuel) changes nothing in the workspace either."""
     snippets = SNIPPETS[language]
-    with Session(language, workspace=workspace, limits=Limits(fuel=500_000_000)) as live:
+    with Session(language, workspace=workspace, limits=Limits(fuel=5_000_000)) as live:
         assert live.execute(snippets.write).result.error is None
         put_files(workspace, {"note.txt": "before"})
         outcome = live.execute(f"{snippets.write};\n{snippets.loop}")
@@ -234,7 +234,7 @@ def test_fuel_exhaustion_is_a_limit_and_the_session_recovers(
 
 def test_stateless_limit_has_no_logs_and_no_usage(language: str) -> None:
     snippets = SNIPPETS[language]
-    result = run(language, snippets.loop, limits=Limits(fuel=200_000_000))
+    result = run(language, snippets.loop, limits=Limits(fuel=5_000_000))
     assert result.error is not None
     assert result.error.message == "Execution fuel exhausted"
     assert result.usage is None
@@ -330,7 +330,7 @@ def test_after_a_trap_state_comes_from_the_last_snapshot_or_starts_fresh(
 ) -> None:
     """Snapshot engines (all four) restore the last snapshot; others start fresh."""
     snippets = SNIPPETS[language]
-    with Session(language, workspace=workspace, limits=Limits(fuel=500_000_000)) as live:
+    with Session(language, workspace=workspace, limits=Limits(fuel=5_000_000)) as live:
         live.execute(snippets.define)
         live.take_snapshot()
         assert live.execute(snippets.loop).invalidated
@@ -350,7 +350,7 @@ def test_a_snapshot_keeping_only_written_blocks_restores_the_same_memory(
     its image's) restores memory and globals byte for byte, after a trap, and the next
     snapshot into it sends only what changed."""
     snippets = SNIPPETS[language]
-    with Session(language, workspace=workspace, limits=Limits(fuel=500_000_000)) as live:
+    with Session(language, workspace=workspace, limits=Limits(fuel=5_000_000)) as live:
         live.execute(snippets.define)
         snapshot = live.take_snapshot()
         assert snapshot is not None and snapshot.written is not None

@@ -352,7 +352,7 @@ def test_a_trap_closes_the_handles_of_the_instance_it_ends(guest: tuple[str, Ses
     assert session.execute(hold).result.error is None
     assert fs.total_bytes == 16 << 20 and not fs.files()  # unlinked, held open
     spin = {"python": "while True: pass", "perl": "1 while 1", "ruby": "loop {}"}[language]
-    session.limits = Limits(timeout_seconds=60, fuel=10**9)
+    session.limits = Limits(timeout_seconds=60, fuel=5_000_000)
     trapped = session.execute(spin)
     assert trapped.result.error is not None and trapped.invalidated
     assert fs.total_bytes == 0  # the instance is gone, and so are its handles
