@@ -87,6 +87,15 @@ class Outcome:
     guest, reading its answer); None where it was not measured."""
 
 
+def _json_result(text: str) -> ResultEntry:
+    """A JSON result, or its text where Python's parser refuses it (an integer of more than
+    4,300 digits, nesting deeper than its recursion limit): never an error of the host's."""
+    try:
+        return ResultEntry(json=json.loads(text), is_json=True)
+    except (ValueError, RecursionError):
+        return ResultEntry(text=text)
+
+
 def _host_message(error: BaseException) -> str:
     return str(error).strip()[:HOST_MESSAGE_CHARS]
 
@@ -380,11 +389,10 @@ class Session:
         boot: Boot,
         session: bool,
     ) -> Outcome:
-        message = str(trap)
         trap_code = getattr(trap, "trap_code", None)
         if trap_code == wasmtime.TrapCode.UNREACHABLE and usage.fuel_consumed == usage.fuel_limit:
             name, text = LIMIT_ERROR, "Execution fuel exhausted"
-        elif trap_code == wasmtime.TrapCode.INTERRUPT or "interrupt" in message:
+        elif trap_code == wasmtime.TrapCode.INTERRUPT:  # not a message: guests write those
             name, text = LIMIT_ERROR, self._interrupted or self.timeout_message()
         elif isinstance(trap, wasmtime.ExitTrap):
             stderr = self._output.stderr.decode("utf-8", errors="replace").strip()
@@ -456,7 +464,7 @@ class Session:
         results: list[ResultEntry] = []
         if response.HasField("result"):
             if response.result.WhichOneof("value") == "json":
-                results.append(ResultEntry(json=json.loads(response.result.json), is_json=True))
+                results.append(_json_result(response.result.json))
             else:
                 results.append(ResultEntry(text=response.result.text))
         error = None

@@ -514,3 +514,24 @@ def test_a_snapshot_of_another_build_starts_fresh_with_a_note(
         assert outcome.restore_point_dropped
         assert "could not be restored" in " ".join(outcome.notes)
         assert _texts(outcome) == [snippets.value_text]
+
+
+@pytest.mark.usefixtures("perl_engine")
+def test_a_guest_error_that_says_interrupt_is_not_a_timeout() -> None:
+    """Only the epoch's own trap is an interruption: a guest writes its messages."""
+    tied = (
+        'package X; sub TIESCALAR { bless {} } sub STORE { die "operation interrupted\\n" }'
+        ' sub FETCH { "" } package main; tie $SBW::response, "X"; 1'
+    )
+    result = run("perl", tied)
+    assert result.error is not None
+    assert result.error.name == "EngineError" and "operation interrupted" in result.error.message
+
+
+@pytest.mark.usefixtures("ruby_engine")
+def test_a_json_result_python_cannot_parse_is_its_text() -> None:
+    """Python's parser refuses an integer of over 4,300 digits: the result is the guest's
+    JSON as text, not an error of the host's (which would reset a context)."""
+    result = run("ruby", "[10**5000]")
+    assert result.error is None
+    assert [entry.text for entry in result.results] == ["[1" + "0" * 5000 + "]"]
