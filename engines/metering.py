@@ -26,8 +26,10 @@ from engines.wasm_binary import (
     MEMORY,
     MEMORY_SECTION,
     assemble,
+    count_entries,
     encode_name,
     read_imports,
+    read_name,
     read_uleb,
     sections,
     uleb,
@@ -253,10 +255,6 @@ def _with_entry(payload: bytes | None, entry: bytes) -> bytes:
     return uleb(count + 1) + payload[pos:] + entry
 
 
-def _count(payload: bytes | None) -> int:
-    return 0 if payload is None else read_uleb(payload, 0)[0]
-
-
 def instrument(module: bytes, counter_from: tuple[str, str] | None = None) -> bytes:
     """`module` with fuel ticks. The counter is a one-page memory of its own that the
     module defines and exports as `METER_EXPORT`, or, given `counter_from` (an import's
@@ -266,7 +264,7 @@ def instrument(module: bytes, counter_from: tuple[str, str] | None = None) -> by
     imported_memories = sum(
         1 for item in read_imports(found.get(IMPORT_SECTION, b"\0")) if item.kind == MEMORY
     )
-    defined_memories = _count(found.get(MEMORY_SECTION))
+    defined_memories = count_entries(found.get(MEMORY_SECTION))
     counter = imported_memories + defined_memories
     if encode_name(METER_EXPORT) in found.get(EXPORT_SECTION, b""):
         raise ValueError("the module is metered already")
@@ -288,7 +286,7 @@ def instrument(module: bytes, counter_from: tuple[str, str] | None = None) -> by
     out: list[tuple[int, bytes]] = []
     for section_id, payload in parts:
         if section_id == 0:
-            if not read_custom_name(payload).startswith(_OFFSET_SECTIONS):
+            if not read_name(payload, 0)[0].startswith(_OFFSET_SECTIONS):
                 out.append((section_id, payload))
             continue
         for missing in [key for key in replaced if _before(key, section_id)]:
@@ -301,11 +299,6 @@ def instrument(module: bytes, counter_from: tuple[str, str] | None = None) -> by
 def _before(new_id: int, existing_id: int) -> bool:
     """Whether a section `new_id` the module lacks goes before section `existing_id`."""
     return _SECTION_ORDER.index(new_id) < _SECTION_ORDER.index(existing_id)
-
-
-def read_custom_name(payload: bytes) -> str:
-    length, pos = read_uleb(payload, 0)
-    return payload[pos : pos + length].decode(errors="replace")
 
 
 class Meter:

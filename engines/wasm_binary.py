@@ -54,7 +54,8 @@ def encode_name(text: str) -> bytes:
     return uleb(len(raw)) + raw
 
 
-def _read_name(data: bytes, offset: int) -> tuple[str, int]:
+def read_name(data: bytes, offset: int) -> tuple[str, int]:
+    """A UTF-8 name (length, bytes) at `offset`: (name, offset after it)."""
     length, offset = read_uleb(data, offset)
     return data[offset : offset + length].decode(), offset + length
 
@@ -127,8 +128,8 @@ def read_imports(payload: bytes) -> list[Import]:
     count, offset = read_uleb(payload, 0)
     imports = []
     for _ in range(count):
-        module, offset = _read_name(payload, offset)
-        name, offset = _read_name(payload, offset)
+        module, offset = read_name(payload, offset)
+        name, offset = read_name(payload, offset)
         kind = payload[offset]
         end = _skip_import_desc(payload, offset + 1, kind)
         imports.append(Import(module, name, kind, payload[offset + 1 : end]))
@@ -136,16 +137,21 @@ def read_imports(payload: bytes) -> list[Import]:
     return imports
 
 
-def _count(payload: bytes) -> int:
-    return read_uleb(payload, 0)[0]
+def count_entries(payload: bytes | None) -> int:
+    """A vector section's entry count (0 for a section the module lacks)."""
+    return 0 if payload is None else read_uleb(payload, 0)[0]
+
+
+def _has_entries(module: bytes, section_id: int) -> bool:
+    return any(sid == section_id and count_entries(body) for sid, body in sections(module))
 
 
 def defines_memory(module: bytes) -> bool:
-    return any(sid == MEMORY_SECTION and _count(payload) for sid, payload in sections(module))
+    return _has_entries(module, MEMORY_SECTION)
 
 
 def has_code(module: bytes) -> bool:
-    return any(sid == CODE_SECTION and _count(payload) for sid, payload in sections(module))
+    return _has_entries(module, CODE_SECTION)
 
 
 def rename_imports(module: bytes, rename: Callable[[str, str], tuple[str, str]]) -> bytes:
@@ -184,7 +190,7 @@ def _read_exports(payload: bytes) -> list[tuple[str, bytes]]:
     entries = []
     for _ in range(count):
         begin = offset
-        name, offset = _read_name(payload, offset)
+        name, offset = read_name(payload, offset)
         _, offset = read_uleb(payload, offset + 1)  # kind byte, then the index
         entries.append((name, payload[begin:offset]))
     return entries
@@ -211,7 +217,7 @@ def export_definitions(
                 if item.kind in imported:
                     imported[item.kind] += 1
         elif section_id in kinds:
-            defined[kinds[section_id]] = _count(payload)
+            defined[kinds[section_id]] = count_entries(payload)
         elif section_id == EXPORT_SECTION:
             exports = _read_exports(payload)
     if keep is not None:
