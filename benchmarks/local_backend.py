@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engines.isolated import IsolatedSession, worker_pool
+from engines.process import ProcessSession, engine_process_pool
 from engines.session import Session
 from engines.vfs import VirtualFS
 from workbench.backends.local import open_local_backend
@@ -67,7 +67,7 @@ def engine_process_samples(language: str) -> tuple[list[float], list[float]]:
     """The same call and snapshot through an engine process (the isolation every run
     gets, see docs/security.md) at a REPL's pace: the floor under the API's figure, which
     adds its thread hop, JSON and the SQLite commit (with the snapshot's delta)."""
-    session = IsolatedSession(language, pool=worker_pool(), workspace=GUEST_LIMITS)
+    session = ProcessSession(language, pool=engine_process_pool(), workspace=GUEST_LIMITS)
     try:
         session.execute("1+1")
         calls, snapshots = [], []
@@ -91,11 +91,11 @@ async def api_overhead(binding: str, data_dir: Path) -> None:
     calls, snapshots = engine_samples(LANGUAGES[binding])
     engine, snapshot = statistics.median(calls), statistics.median(snapshots)
     process_calls, process_snapshots = engine_process_samples(LANGUAGES[binding])
-    isolated, isolated_snapshot = (
+    process_call, process_snapshot = (
         statistics.median(process_calls),
         statistics.median(process_snapshots),
     )
-    floor = isolated + isolated_snapshot
+    floor = process_call + process_snapshot
     print(
         f"  {binding:10} run_code('1+1') p50: {spaced:6.2f} ms at a REPL's pace, "
         f"{back_to_back:6.2f} ms back to back; the engine's own call {engine:5.2f} ms + "
@@ -103,8 +103,8 @@ async def api_overhead(binding: str, data_dir: Path) -> None:
         f"({spaced / (engine + snapshot):4.2f}x)"
     )
     print(
-        f"  {'':10} through the engine process {isolated:5.2f} + {isolated_snapshot:5.2f} ms "
-        f"(the process adds {isolated - engine:5.2f} ms to the call, target <= 0.5); the API "
+        f"  {'':10} through the engine process {process_call:5.2f} + {process_snapshot:5.2f} ms "
+        f"(the process adds {process_call - engine:5.2f} ms to the call, target <= 0.5); the API "
         f"adds {spaced - floor:5.2f} ms to that (routes, thread hop, JSON, the SQLite "
         "commit with the snapshot's delta; target <= 0.5)"
     )

@@ -212,8 +212,8 @@ async def test_a_crash_after_the_answer_keeps_that_runs_state(
         await sandbox.interpreter.run_code("$n = 2; our $big = 'x' x (2 << 20); 1", context=context)
         await asyncio.sleep(1.0)
         session = gateway.sessions.get(("crash", context.id))
-        assert session is not None and session._worker is not None
-        os.kill(session._worker.process.pid, signal.SIGKILL)
+        assert session is not None and session._process is not None
+        os.kill(session._process.process.pid, signal.SIGKILL)
         lost = await sandbox.interpreter.run_code("$n", context=context)
         assert lost.error is not None and lost.error.name == "EngineError"  # costs one run
         after = await sandbox.interpreter.run_code("$n", context=context)

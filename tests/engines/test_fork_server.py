@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from engines.isolated import IsolatedSession, WorkerPool, process
-from engines.isolated.process import WorkerDied
+from engines.process import EngineProcessPool, ProcessSession, handle
+from engines.process.handle import EngineProcessDied
 
-pytestmark = pytest.mark.skipif(not process.FORK_SERVER, reason="needs pidfd and SCM_RIGHTS")
+pytestmark = pytest.mark.skipif(not handle.FORK_SERVER, reason="needs pidfd and SCM_RIGHTS")
 
 MIB = 1 << 20
 
@@ -31,18 +31,18 @@ def _rollup(pid: int, field: str) -> int:
 
 
 @pytest.fixture
-def pool(all_engines: None) -> Iterator[WorkerPool]:
-    pool = WorkerPool(spares=0)
+def pool(all_engines: None) -> Iterator[EngineProcessPool]:
+    pool = EngineProcessPool(spares=0)
     yield pool
     pool.close()
 
 
-def test_engine_processes_are_forks_that_share_the_servers_pages(pool: WorkerPool) -> None:
-    sessions = [IsolatedSession("python", pool=pool) for _ in range(2)]
+def test_engine_processes_are_forks_that_share_the_servers_pages(pool: EngineProcessPool) -> None:
+    sessions = [ProcessSession("python", pool=pool) for _ in range(2)]
     try:
         for index, session in enumerate(sessions):
             assert session.execute(f"v = {index}\nv").result.results[0].text == str(index)
-        pids = [session._worker.process.pid for session in sessions]  # type: ignore[union-attr]
+        pids = [session._process.process.pid for session in sessions]  # type: ignore[union-attr]
         server = pool._fork_server
         assert server is not None
         assert {_parent_pid(pid) for pid in pids} == {server.process.pid}
@@ -56,12 +56,13 @@ def test_engine_processes_are_forks_that_share_the_servers_pages(pool: WorkerPoo
             session.close()
 
 
-def test_an_engine_process_holds_no_descriptor_of_the_fork_server(pool: WorkerPool) -> None:
+def test_an_engine_process_holds_no_descriptor_of_the_fork_server(pool: EngineProcessPool) -> None:
     first, second = pool.acquire(), pool.acquire()
     try:
-        for worker in (first, second):
+        for engine_process in (first, second):
             targets = [
-                os.readlink(entry) for entry in Path(f"/proc/{worker.process.pid}/fd").iterdir()
+                os.readlink(entry)
+                for entry in Path(f"/proc/{engine_process.process.pid}/fd").iterdir()
             ]
             # Its frame pipes and log only: no control socket, no pidfd of a sibling.
             assert not [target for target in targets if target.startswith(("socket:", "anon"))]
@@ -71,19 +72,19 @@ def test_an_engine_process_holds_no_descriptor_of_the_fork_server(pool: WorkerPo
         pool.release(second)
 
 
-def test_a_forked_process_reports_how_it_ended(pool: WorkerPool) -> None:
-    worker = pool.acquire()
-    os.kill(worker.process.pid, signal.SIGKILL)
-    assert worker.process.wait(timeout=10) == -signal.SIGKILL
-    with pytest.raises(WorkerDied, match="signal 9"):
-        worker.send({"op": "close"})
-        worker.receive(None)
+def test_a_forked_process_reports_how_it_ended(pool: EngineProcessPool) -> None:
+    engine_process = pool.acquire()
+    os.kill(engine_process.process.pid, signal.SIGKILL)
+    assert engine_process.process.wait(timeout=10) == -signal.SIGKILL
+    with pytest.raises(EngineProcessDied, match="signal 9"):
+        engine_process.send({"op": "close"})
+        engine_process.receive(None)
 
 
 def test_a_fork_server_that_died_is_replaced_and_running_processes_go_on(
-    pool: WorkerPool,
+    pool: EngineProcessPool,
 ) -> None:
-    running = IsolatedSession("python", pool=pool)
+    running = ProcessSession("python", pool=pool)
     try:
         assert running.execute("v = 41").result.error is None
         server = pool._fork_server
@@ -91,7 +92,7 @@ def test_a_fork_server_that_died_is_replaced_and_running_processes_go_on(
         os.kill(server.process.pid, signal.SIGKILL)
         server.process.wait(timeout=10)
         assert running.execute("v + 1").result.results[0].text == "42"
-        fresh = IsolatedSession("python", pool=pool)
+        fresh = ProcessSession("python", pool=pool)
         try:
             assert fresh.execute("1 + 1").result.results[0].text == "2"
             assert pool._fork_server is not server and pool._fork_server is not None
@@ -104,14 +105,14 @@ def test_a_fork_server_that_died_is_replaced_and_running_processes_go_on(
 def test_without_a_fork_server_processes_start_as_new_interpreters(
     all_engines: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(process, "FORK_SERVER", False)
-    monkeypatch.setattr("engines.isolated.pool.FORK_SERVER", False)
-    pool = WorkerPool(spares=0)
+    monkeypatch.setattr(handle, "FORK_SERVER", False)
+    monkeypatch.setattr("engines.process.pool.FORK_SERVER", False)
+    pool = EngineProcessPool(spares=0)
     try:
-        session = IsolatedSession("python", pool=pool)
+        session = ProcessSession("python", pool=pool)
         try:
             assert session.execute("6 * 7").result.results[0].text == "42"
-            pid = session._worker.process.pid  # type: ignore[union-attr]
+            pid = session._process.process.pid  # type: ignore[union-attr]
             assert _parent_pid(pid) == os.getpid() and pool._fork_server is None
         finally:
             session.close()
@@ -119,13 +120,13 @@ def test_without_a_fork_server_processes_start_as_new_interpreters(
         pool.close()
 
 
-def test_closing_the_pool_ends_the_fork_server_and_its_processes(pool: WorkerPool) -> None:
-    worker = pool.acquire()
+def test_closing_the_pool_ends_the_fork_server_and_its_processes(pool: EngineProcessPool) -> None:
+    engine_process = pool.acquire()
     server = pool._fork_server
     assert server is not None
     pool.close()
     assert server.process.wait(timeout=10) is not None
     # Killed; the server may have ended before it could report how.
-    assert worker.process.wait(timeout=10) in (-signal.SIGKILL, process.EXIT_UNKNOWN)
-    with pytest.raises(WorkerDied):
+    assert engine_process.process.wait(timeout=10) in (-signal.SIGKILL, handle.EXIT_UNKNOWN)
+    with pytest.raises(EngineProcessDied):
         pool.acquire()

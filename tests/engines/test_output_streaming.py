@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from engines.isolated import IsolatedSession, WorkerPool
+from engines.process import EngineProcessPool, ProcessSession
 
 PRINT_THEN_SLEEP = {
     "python": "import time\nprint('first')\ntime.sleep(1)\nprint('second')",
@@ -23,18 +23,18 @@ PRINT_THEN_SLEEP = {
 
 
 @pytest.fixture
-def pool(all_engines: None) -> Iterator[WorkerPool]:
-    pool = WorkerPool(spares=0)
+def pool(all_engines: None) -> Iterator[EngineProcessPool]:
+    pool = EngineProcessPool(spares=0)
     yield pool
     pool.close()
 
 
 @pytest.mark.parametrize("language", sorted(PRINT_THEN_SLEEP))
 def test_a_line_printed_before_a_sleep_arrives_before_the_run_ends(
-    pool: WorkerPool, language: str
+    pool: EngineProcessPool, language: str
 ) -> None:
     arrivals: list[tuple[str, bytes, float]] = []
-    with IsolatedSession(language, pool=pool) as session:
+    with ProcessSession(language, pool=pool) as session:
         session.execute("1")  # the engine process is up and the guest booted
         outcome = session.execute(
             PRINT_THEN_SLEEP[language],
@@ -49,7 +49,7 @@ def test_a_line_printed_before_a_sleep_arrives_before_the_run_ends(
     assert {stream for stream, _, _ in arrivals} == {"stdout"}
 
 
-def test_python_hands_lines_over_as_it_goes_in_few_writes(pool: WorkerPool) -> None:
+def test_python_hands_lines_over_as_it_goes_in_few_writes(pool: EngineProcessPool) -> None:
     """A loop that prints while it computes streams without a sleep, yet not a write per
     line (spec 9.2 counts writes)."""
     arrivals: list[float] = []
@@ -60,7 +60,7 @@ def test_python_hands_lines_over_as_it_goes_in_few_writes(pool: WorkerPool) -> N
         "while (now := time.monotonic()) < end:\n"
         "    if now - last >= 0.005: print('tick'); last = now\n"
     )
-    with IsolatedSession("python", pool=pool) as session:
+    with ProcessSession("python", pool=pool) as session:
         outcome = session.execute(
             code, on_output=lambda stream, data: arrivals.append(time.monotonic())
         )
@@ -71,9 +71,9 @@ def test_python_hands_lines_over_as_it_goes_in_few_writes(pool: WorkerPool) -> N
     assert ended - arrivals[0] > 0.5
 
 
-def test_streamed_output_stops_at_the_output_limit(pool: WorkerPool) -> None:
+def test_streamed_output_stops_at_the_output_limit(pool: EngineProcessPool) -> None:
     told: list[bytes] = []
-    with IsolatedSession("python", pool=pool) as session:
+    with ProcessSession("python", pool=pool) as session:
         outcome = session.execute(
             "for i in range(20000): print('x' * 60)",
             on_output=lambda stream, data: told.append(data),
@@ -85,21 +85,21 @@ def test_streamed_output_stops_at_the_output_limit(pool: WorkerPool) -> None:
 
 
 def test_without_a_listener_nothing_is_streamed_and_the_next_answer_is_intact(
-    pool: WorkerPool,
+    pool: EngineProcessPool,
 ) -> None:
-    with IsolatedSession("python", pool=pool) as session:
+    with ProcessSession("python", pool=pool) as session:
         first = session.execute("print('a'); 1")
         second = session.execute("print('b'); 2")
     assert first.result.stdout == ["a"] and second.result.stdout == ["b"]
 
 
 def test_javascript_console_entries_stream_and_the_answer_keeps_them_as_entries(
-    pool: WorkerPool,
+    pool: EngineProcessPool,
 ) -> None:
     """An entry is rendered once (no `%s` substitution) and the answer's console stays
     the record: one entry per call, even one that holds a newline."""
     told: list[tuple[str, bytes]] = []
-    with IsolatedSession("javascript", pool=pool) as session:
+    with ProcessSession("javascript", pool=pool) as session:
         outcome = session.execute(
             'console.log("a %s b", 1); console.error("oops"); console.log("x\\ny")',
             on_output=lambda stream, data: told.append((stream, data)),

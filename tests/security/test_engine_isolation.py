@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from engines.isolated import IsolatedSession, WorkerPool, worker_pool
-from engines.isolated.worker import LOG_BYTES
+from engines.process import EngineProcessPool, ProcessSession, engine_process_pool
+from engines.process.child import LOG_BYTES
 from engines.session import Limits, Outcome
 from engines.snapshot import SnapshotDelta
 from workbench.api import Backend
@@ -160,11 +160,11 @@ def _all_blocked(gateway: object, count: int) -> bool:
     sessions = [
         session
         for session in gateway.sessions._sessions.values()  # type: ignore[attr-defined]
-        if session._in_call and session._worker is not None
+        if session._in_call and session._process is not None
     ]
     if len(sessions) < count:
         return False
-    pids = [session._worker.process.pid for session in sessions]
+    pids = [session._process.process.pid for session in sessions]
     before = [_cpu_ticks(pid) for pid in pids]
     time.sleep(0.3)
     return before == [_cpu_ticks(pid) for pid in pids]
@@ -196,9 +196,9 @@ def test_a_cancel_while_the_run_waits_for_its_turn_is_kept(
     """A cancel that arrives while the execution still waits for the session (the last
     run's snapshot on its way in holds it) stops that execution instead of being dropped
     as if the session were idle."""
-    session = IsolatedSession(
+    session = ProcessSession(
         "python",
-        pool=worker_pool(),
+        pool=engine_process_pool(),
         workspace=GUEST_LIMITS,
         limits=Limits(timeout_seconds=30),
     )
@@ -221,11 +221,11 @@ def test_a_cancel_while_the_run_waits_for_its_turn_is_kept(
         session.close()
 
 
-def killed_during_a_loop(session: IsolatedSession) -> Outcome:
+def killed_during_a_loop(session: ProcessSession) -> Outcome:
     """A Perl busy loop whose engine process is killed (SIGKILL) half a second in."""
-    worker = session._worker
-    assert worker is not None
-    killer = threading.Timer(0.5, os.kill, (worker.process.pid, signal.SIGKILL))
+    engine_process = session._process
+    assert engine_process is not None
+    killer = threading.Timer(0.5, os.kill, (engine_process.process.pid, signal.SIGKILL))
     killer.start()
     try:
         return session.execute("1 while 1")
@@ -234,8 +234,8 @@ def killed_during_a_loop(session: IsolatedSession) -> Outcome:
 
 
 def test_a_killed_engine_process_costs_one_run(engines_ready: None) -> None:
-    pool = worker_pool()
-    session = IsolatedSession(
+    pool = engine_process_pool()
+    session = ProcessSession(
         "perl",
         pool=pool,
         workspace=GUEST_LIMITS,
@@ -266,9 +266,9 @@ def test_with_a_restore_source_the_host_keeps_no_copy_of_the_guest_memory(
     source (a run whose snapshot was not stored is lost with the process, as the owner
     stores every snapshot it takes)."""
     stored: list[SnapshotDelta] = []
-    session = IsolatedSession(
+    session = ProcessSession(
         "perl",
-        pool=worker_pool(),
+        pool=engine_process_pool(),
         workspace=GUEST_LIMITS,
         limits=Limits(timeout_seconds=30, fuel=10**13),
         restore_source=lambda: stored[-1] if stored else None,
@@ -298,14 +298,14 @@ def test_with_a_restore_source_the_host_keeps_no_copy_of_the_guest_memory(
 
 
 def test_a_spare_that_died_while_idle_is_never_handed_out(engines_ready: None) -> None:
-    pool = WorkerPool(spares=0)
+    pool = EngineProcessPool(spares=0)
     try:
         spare = pool.acquire()
         pool.release(spare)
         os.kill(spare.process.pid, signal.SIGKILL)
         spare.process.wait(timeout=10)
-        worker = pool.acquire()
-        assert worker is not spare and worker.process.poll() is None
+        engine_process = pool.acquire()
+        assert engine_process is not spare and engine_process.process.poll() is None
         assert spare.dead
     finally:
         pool.close()
@@ -319,13 +319,13 @@ def test_engine_processes_inherit_no_secrets(
     file larger than its own log."""
     monkeypatch.setenv("SANDBOX_WORKBENCH_TOKEN", "secret-token-value")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-key-value")
-    pool = WorkerPool(spares=0)
+    pool = EngineProcessPool(spares=0)
     try:
-        worker = pool.acquire()
-        environ = Path(f"/proc/{worker.process.pid}/environ").read_bytes()
+        engine_process = pool.acquire()
+        environ = Path(f"/proc/{engine_process.process.pid}/environ").read_bytes()
         assert b"secret" not in environ
         assert b"PATH=" in environ
-        limits = Path(f"/proc/{worker.process.pid}/limits").read_text()
+        limits = Path(f"/proc/{engine_process.process.pid}/limits").read_text()
         file_size = next(line for line in limits.splitlines() if line.startswith("Max file size"))
         assert str(LOG_BYTES) in file_size
     finally:

@@ -70,7 +70,7 @@ def _wait_until_the_guest_sleeps(cli: subprocess.Popen[bytes], daemon: int) -> l
                 pid
                 for child in _children(daemon)
                 for pid in (child, *_children(child))
-                if b"engines.isolated.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                if b"engines.process.child" in Path(f"/proc/{pid}/cmdline").read_bytes()
             ]
             running = [pid for pid in engines if _rss_kib(pid) > 60 << 10]
             if running:

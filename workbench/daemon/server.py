@@ -503,7 +503,10 @@ class Daemon:
         gateway = self._gateway
         if gateway is None:
             return []
-        return [worker.process.pid for worker in gateway.resources.engine_pool.processes()]
+        return [
+            engine_process.process.pid
+            for engine_process in gateway.resources.engine_process_pool.processes()
+        ]
 
     def info(self) -> dict[str, Any]:
         gateway = self._gateway

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engines.isolated import return_large_buffers, worker_pool
+from engines.process import engine_process_pool, return_large_buffers
 from engines.session import Limits
 from workbench import __version__
 from workbench.api.client import Backend
@@ -157,18 +157,18 @@ def _open_gateway(
     if limits is None:
         limits = Limits(timeout_seconds=parse_timeout(os.environ.get(TIMEOUT_ENV)))
     return_large_buffers()
-    engine_pool = worker_pool()
-    engine_pool.prewarm()
+    engine_processes = engine_process_pool()
+    engine_processes.prewarm()
     resources = LocalResources(
         store=Store(root / DATABASE_NAME, history_limit=history_limit),
         runtimes=local_runtimes(
-            engine_pool, limits, prepare_progress, ruby_contexts=settings.ruby_contexts
+            engine_processes, limits, prepare_progress, ruby_contexts=settings.ruby_contexts
         ),
         sessions=SessionPool(max_resident, memory_budget),
         clock=clock,
         settings=SandboxSettings(ttl_ms=ttl_ms, file_api=settings.file_api, limits=limits),
         local=settings,
-        engine_pool=engine_pool,
+        engine_process_pool=engine_processes,
     )
     return LocalGateway(resources, owner)
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from engines.isolated import Cancellation, IsolatedSession
+from engines.process import Cancellation, ProcessSession
 from engines.result import LIMIT_ERROR, ContextRef, ExecutionError, ExecutionResult, SessionState
 from engines.session import Boot, Outcome, OutputListener
 from engines.snapshot import SnapshotDelta
@@ -78,7 +78,7 @@ class ContextRunner:
         self._sessions = resources.sessions
         self._clock = resources.clock
         self._settings = resources.settings
-        self._engine_pool = resources.engine_pool
+        self._engine_process_pool = resources.engine_process_pool
         self._cancellation: Cancellation | None = None
         """The cancel of the execution in progress (None: none is)."""
 
@@ -153,9 +153,9 @@ class ContextRunner:
 
         def run() -> ExecutionResult:
             try:
-                session = IsolatedSession(
+                session = ProcessSession(
                     copy.runtime.spec,
-                    pool=self._engine_pool,
+                    pool=self._engine_process_pool,
                     workspace=GUEST_LIMITS,
                     limits=self._settings.limits,
                     restore_source=lambda: copy.restore_point,
@@ -204,10 +204,10 @@ class ContextRunner:
         was_resident = self._sessions.is_resident((self._state.id, row.id))
         limits = self._settings.limits
 
-        def create() -> IsolatedSession:
-            return IsolatedSession(
+        def create() -> ProcessSession:
+            return ProcessSession(
                 runtime.spec,
-                pool=self._engine_pool,
+                pool=self._engine_process_pool,
                 workspace=GUEST_LIMITS,
                 limits=limits,
                 restore_source=lambda: self._snapshots.restore_point(row),
@@ -239,7 +239,7 @@ class ContextRunner:
         self,
         row: ContextRow,
         was_resident: bool,
-        create: Callable[[], IsolatedSession],
+        create: Callable[[], ProcessSession],
         code: str,
         env: dict[str, str],
         timeout: float | None,
@@ -298,7 +298,7 @@ class ContextRunner:
             self._sessions.release(key)
 
     def _take_changes(
-        self, session: IsolatedSession, outcome: Outcome
+        self, session: ProcessSession, outcome: Outcome
     ) -> tuple[ExecutionResult, ChangeSet]:
         """Put the run's file changes into the tree (a failed run has none: its engine
         took them back, spec 6.6). The engine process then holds the tree as it is now;

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-from engines.isolated import Cancellation
+from engines.process import Cancellation
 from workbench.backends.local.routes import dispatch
 from workbench.backends.local.sandbox_object import SandboxObject
 from workbench.backends.local.settings import LocalResources, idle_deadline_passed

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from engines.isolated import Cancellation
+from engines.process import Cancellation
 from engines.registry import HOSTS, canonical_language
 from engines.result import ExecutionResult
 from workbench import __version__

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from engines.cache import EngineCache
-from engines.isolated import Cancellation, WorkerDied, WorkerPool, run_isolated
 from engines.language import LanguageEngine, PrepareError, Progress
+from engines.process import Cancellation, EngineProcessDied, EngineProcessPool, run_stateless
 from engines.registry import LANGUAGES, language_engine
 from engines.result import ENGINE_ERROR, HOST_MESSAGE_CHARS, ExecutionError, ExecutionResult
 from engines.session import Limits
@@ -30,7 +30,7 @@ class LocalRuntime:
     binding: str
     spec: LanguageEngine
     limits: Limits
-    engine_pool: WorkerPool
+    engine_process_pool: EngineProcessPool
     prepare_progress: Progress | None = None
     """Hears about preparing this engine on its first use (e.g. `serve` prints it)."""
     contexts: bool = True
@@ -62,8 +62,8 @@ class LocalRuntime:
         started = time.perf_counter()
         limits = self.limits if timeout is None else replace(self.limits, timeout_seconds=timeout)
         try:
-            return run_isolated(
-                self.engine_pool,
+            return run_stateless(
+                self.engine_process_pool,
                 self.spec,
                 code,
                 env_vars,
@@ -71,7 +71,7 @@ class LocalRuntime:
                 progress=self.prepare_progress,
                 cancellation=cancellation,
             )
-        except (PrepareError, WorkerDied) as error:
+        except (PrepareError, EngineProcessDied) as error:
             return self.engine_error(code, f"{self.language} engine unavailable: {error}", started)
 
     def engine_error(self, code: str, message: str, started: float) -> ExecutionResult:
@@ -85,7 +85,7 @@ class LocalRuntime:
 
 
 def local_runtimes(
-    engine_pool: WorkerPool,
+    engine_process_pool: EngineProcessPool,
     limits: Limits | None = None,
     prepare_progress: EngineProgress | None = None,
     *,
@@ -103,7 +103,7 @@ def local_runtimes(
             language.upper(),
             spec,
             limits or Limits(),
-            engine_pool,
+            engine_process_pool,
             None if prepare_progress is None else functools.partial(prepare_progress, language),
             spec.contexts and (language not in LOCAL_ONLY_CONTEXT_LANGUAGES or ruby_contexts),
         )

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-from engines.isolated import Cancellation
+from engines.process import Cancellation
 from engines.result import ExecutionResult
 from engines.session import OutputListener
 from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS

@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from engines.isolated import IsolatedSession as Session
+from engines.process import ProcessSession
 
 SessionKey = tuple[str, str]
 """(sandbox id, context id)"""
@@ -37,7 +37,7 @@ class SessionPool:
         in use always stays)."""
         self.max_resident = max(1, max_resident)
         self.memory_budget = memory_budget
-        self._sessions: OrderedDict[SessionKey, Session] = OrderedDict()
+        self._sessions: OrderedDict[SessionKey, ProcessSession] = OrderedDict()
         self._busy: set[SessionKey] = set()
         self._lock = threading.Lock()
 
@@ -46,7 +46,7 @@ class SessionPool:
         with self._lock:
             return len(self._sessions)
 
-    def acquire(self, key: SessionKey, create: Callable[[], Session]) -> Session:
+    def acquire(self, key: SessionKey, create: Callable[[], ProcessSession]) -> ProcessSession:
         """The context's session (created if absent), marked busy until `release`."""
         with self._lock:
             session = self._sessions.get(key)
@@ -68,7 +68,7 @@ class SessionPool:
             evicted = self._evict_locked()
         self._close(evicted)
 
-    def _evict_locked(self) -> list[tuple[SessionKey, Session]]:
+    def _evict_locked(self) -> list[tuple[SessionKey, ProcessSession]]:
         evicted = []
         for key in list(self._sessions):
             if len(self._sessions) <= self.max_resident:
@@ -85,11 +85,11 @@ class SessionPool:
                 evicted.append((key, session))
         return evicted
 
-    def _close(self, sessions: list[tuple[SessionKey, Session]]) -> None:
+    def _close(self, sessions: list[tuple[SessionKey, ProcessSession]]) -> None:
         for _, session in sessions:
             session.close()
 
-    def get(self, key: SessionKey) -> Session | None:
+    def get(self, key: SessionKey) -> ProcessSession | None:
         with self._lock:
             return self._sessions.get(key)
 

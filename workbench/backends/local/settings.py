@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from engines.isolated import WorkerPool
+from engines.process import EngineProcessPool
 from engines.session import Limits
 from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.local.sessions import SessionPool
@@ -52,7 +52,7 @@ class LocalResources:
     sessions: SessionPool
     clock: Clock
     settings: SandboxSettings
-    engine_pool: WorkerPool
+    engine_process_pool: EngineProcessPool
     local: LocalSettings = field(default_factory=LocalSettings)
     """The settings it was opened with (the daemon reports them)."""
     inspections: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))

@@ -20,17 +20,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from engines.isolated.frames import FrameError, FrameReader, FrameTimeout, write_frame
+from engines.process.frames import FrameError, FrameReader, FrameTimeout, write_frame
 
 START_SECONDS = 60.0
 """How long a new process may take to import wasmtime and report ready."""
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
-    "from engines.isolated.worker import main; main()"
+    "from engines.process.child import main; main()"
 )
 _FORK_SERVER_BOOT = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
-    "from engines.isolated.worker import serve_forks; serve_forks(int(sys.argv[1]))"
+    "from engines.process.child import serve_forks; serve_forks(int(sys.argv[1]))"
 )
 _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TEMP", "TMP", "SYSTEMROOT")
 """The only variables an engine process inherits: the user's tokens and secrets stay out
@@ -51,7 +51,7 @@ def _widen_pipe(fd: int) -> None:
             fcntl.fcntl(fd, set_size, PIPE_BYTES)
 
 
-class WorkerDied(Exception):
+class EngineProcessDied(Exception):
     """The engine process ended (or answered garbage); the message says how."""
 
 
@@ -109,7 +109,7 @@ class ChildProcess(Protocol):
 
 
 class ForkServer:
-    """The host's end of a fork server (`worker.serve_forks`): a process started once,
+    """The host's end of a fork server (`child.serve_forks`): a process started once,
     with the clean environment, that imported everything an engine process needs and never
     runs guest code. A new engine process is a fork of it: about a millisecond instead of
     an interpreter start and 0.3 s of imports, and the imported modules' pages stay shared
@@ -162,7 +162,7 @@ class ForkServer:
         """A new engine process reading frames from `stdin` and writing them to `stdout`."""
         with self._fork_lock:
             if self.closed:
-                raise WorkerDied(self._describe_end())
+                raise EngineProcessDied(self._describe_end())
             try:
                 socket.send_fds(self._control, [b"fork"], [stdin, stdout, stderr])
                 pid = self._forked.get(timeout=START_SECONDS)
@@ -170,7 +170,7 @@ class ForkServer:
                 pid = None
             if pid is None:
                 self.close()
-                raise WorkerDied(self._describe_end())
+                raise EngineProcessDied(self._describe_end())
         return ForkedProcess(self, pid)
 
     def exit_code(self, pid: int, timeout: float) -> int | None:
@@ -256,9 +256,9 @@ class ForkedProcess:
             signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
 
 
-class WorkerProcess:
+class EngineProcess:
     """One engine process and its frame channel: a fork of `fork_server` where there is
-    one, else a new interpreter (`python -m engines.isolated.worker`)."""
+    one, else a new interpreter (`python -m engines.process.child`)."""
 
     def __init__(self, fork_server: ForkServer | None = None) -> None:
         # stderr goes to an unlinked temp file: never into the user's terminal or TUI,
@@ -306,22 +306,22 @@ class WorkerProcess:
         header, _ = self.receive(time.monotonic() + START_SECONDS)
         if not header.get("ready"):
             self.kill()
-            raise WorkerDied("the engine process did not start")
+            raise EngineProcessDied("the engine process did not start")
         self._ready = True
 
     def send(
         self, header: dict[str, Any], blobs: Sequence[bytes | bytearray | memoryview] | None = None
     ) -> None:
-        """Write one frame (thread-safe; a dead process raises `WorkerDied`)."""
+        """Write one frame (thread-safe; a dead process raises `EngineProcessDied`)."""
         with self._write_lock:
             try:
                 write_frame(self._in_fd, header, blobs or [])
             except OSError as error:
                 self.dead = True
-                raise WorkerDied(self.describe_exit(error)) from None
+                raise EngineProcessDied(self.describe_exit(error)) from None
 
     def receive(self, deadline: float | None) -> tuple[dict[str, Any], list[memoryview]]:
-        """The next frame; `FrameTimeout` at the deadline, `WorkerDied` if the process
+        """The next frame; `FrameTimeout` at the deadline, `EngineProcessDied` if the process
         ended or sent garbage."""
         try:
             return self._reader.read(deadline)
@@ -329,7 +329,7 @@ class WorkerProcess:
             raise
         except (EOFError, OSError, FrameError) as error:
             self.dead = True
-            raise WorkerDied(self.describe_exit(error)) from None
+            raise EngineProcessDied(self.describe_exit(error)) from None
 
     def describe_exit(self, cause: BaseException) -> str:
         try:

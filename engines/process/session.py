@@ -1,4 +1,4 @@
-"""`IsolatedSession`: a `Session` that lives in an engine process of its own.
+"""`ProcessSession`: a `Session` that lives in an engine process of its own.
 
 Much the surface of `engines.session.Session` (execute, cancel, take_snapshot, reset,
 close, alive), so the sandbox layer does not care where a guest runs; its snapshots are
@@ -27,11 +27,11 @@ from typing import Any, Protocol
 
 from engines.cache import EngineCache
 from engines.host import WORKSPACE
-from engines.isolated import codec
-from engines.isolated.frames import FrameTimeout
-from engines.isolated.pool import WorkerPool
-from engines.isolated.process import WorkerDied, WorkerProcess
 from engines.language import LanguageEngine, PrepareError, Progress
+from engines.process import codec
+from engines.process.frames import FrameTimeout
+from engines.process.handle import EngineProcess, EngineProcessDied
+from engines.process.pool import EngineProcessPool
 from engines.registry import language_engine
 from engines.result import (
     ENGINE_ERROR,
@@ -99,14 +99,14 @@ def _no_progress(label: str, fraction: float) -> None:
     del label, fraction
 
 
-class IsolatedSession:
+class ProcessSession:
     """One REPL context (or stateless runs) in its own engine process."""
 
     def __init__(
         self,
         language: str | LanguageEngine,
         *,
-        pool: WorkerPool,
+        pool: EngineProcessPool,
         workspace: VfsLimits | None = None,
         limits: Limits | None = None,
         restore_source: Callable[[], SnapshotDelta | None] | None = None,
@@ -137,7 +137,7 @@ class IsolatedSession:
         self._pool = pool
         self._cache = cache or EngineCache(self.spec)
         self._compiled = self._cache.ready_compiled_path(progress or _no_progress)
-        self._worker: WorkerProcess | None = None
+        self._process: EngineProcess | None = None
         self._alive = False
         self._call_lock = threading.Lock()
         self._flags = threading.Lock()
@@ -155,13 +155,15 @@ class IsolatedSession:
     @property
     def alive(self) -> bool:
         """A live instance is resident (its state is in the engine process's memory)."""
-        return self._alive and self._worker is not None and not self._worker.dead
+        return self._alive and self._process is not None and not self._process.dead
 
     @property
     def private_bytes(self) -> int:
         """The memory its engine process holds of its own (0 without one)."""
-        worker = self._worker
-        return 0 if worker is None or worker.dead else worker.private_bytes()
+        engine_process = self._process
+        return (
+            0 if engine_process is None or engine_process.dead else engine_process.private_bytes()
+        )
 
     # -- process -------------------------------------------------------------------------
     def _open_request(self, op: str) -> tuple[dict[str, Any], list[memoryview]]:
@@ -184,58 +186,58 @@ class IsolatedSession:
             header["restore"], blobs = codec.restore_to_json(restore_point)
         return header, blobs
 
-    def _open(self) -> WorkerProcess:
+    def _open(self) -> EngineProcess:
         """Start (or reuse) an engine process and open the session in it; a compiled
         module that wasmtime refuses is compiled again once."""
         for attempt in range(2):
-            worker = self._pool.acquire()
+            engine_process = self._pool.acquire()
             header, blobs = self._open_request("open")
             try:
-                worker.send(header, blobs)
-                answer, _ = worker.receive(time.monotonic() + REQUEST_SECONDS)
-            except (WorkerDied, FrameTimeout) as error:
-                worker.kill()
+                engine_process.send(header, blobs)
+                answer, _ = engine_process.receive(time.monotonic() + REQUEST_SECONDS)
+            except (EngineProcessDied, FrameTimeout) as error:
+                engine_process.kill()
                 raise PrepareError(f"{self.spec.language} engine process failed: {error}") from None
             if answer.get("ok"):
-                self._worker = worker
+                self._process = engine_process
                 self._alive = False
                 self.workspace_version = None
-                return worker
-            self._pool.release(worker)
+                return engine_process
+            self._pool.release(engine_process)
             if answer.get("kind") == "load" and attempt == 0:
                 self._cache.recompile()
                 continue
             raise PrepareError(f"{self.spec.language} engine: {answer.get('message')}")
         raise AssertionError("unreachable")
 
-    def _live_worker(self) -> WorkerProcess:
-        worker = self._worker
-        if worker is None or worker.dead:
-            if worker is not None:
-                worker.kill()
-            worker = self._open()
-        return worker
+    def _live_process(self) -> EngineProcess:
+        engine_process = self._process
+        if engine_process is None or engine_process.dead:
+            if engine_process is not None:
+                engine_process.kill()
+            engine_process = self._open()
+        return engine_process
 
     def _lost(self) -> None:
         """The process is gone (or must go): kill it; its state is lost."""
-        worker, self._worker = self._worker, None
+        engine_process, self._process = self._process, None
         self._alive = False
         self._snapshot_pending = False
         self.workspace_version = None
-        if worker is not None:
-            worker.kill()
+        if engine_process is not None:
+            engine_process.kill()
 
     def _collect_snapshot(self) -> None:
         """Apply the snapshot the engine process sent after the last run (call locked)."""
         if not self._snapshot_pending:
             return
         self._snapshot_pending = False
-        worker = self._worker
-        if worker is None:
+        engine_process = self._process
+        if engine_process is None:
             return
         try:
-            answer, blobs = worker.receive(time.monotonic() + REQUEST_SECONDS)
-        except (WorkerDied, FrameTimeout):
+            answer, blobs = engine_process.receive(time.monotonic() + REQUEST_SECONDS)
+        except (EngineProcessDied, FrameTimeout):
             self._lost()
             return
         delta = answer.get("snapshot")
@@ -290,7 +292,7 @@ class IsolatedSession:
     ) -> Outcome:
         self._collect_snapshot()
         try:
-            worker = self._live_worker()
+            engine_process = self._live_process()
         except PrepareError as error:
             return self._failure(code, ENGINE_ERROR, str(error), cwd)
         blobs: list[codec.Blob] = []
@@ -319,16 +321,16 @@ class IsolatedSession:
             if update is not None:
                 request["update"] = codec.update_to_json(update, blobs)
         try:
-            worker.send(request, blobs)
-            answer, answer_blobs = worker.receive(deadline)
+            engine_process.send(request, blobs)
+            answer, answer_blobs = engine_process.receive(deadline)
             while "output" in answer:  # streamed output comes before the answer
                 if on_output is not None and answer["output"] in STREAMS and answer_blobs:
                     on_output(answer["output"], bytes(answer_blobs[0]))
-                answer, answer_blobs = worker.receive(deadline)
+                answer, answer_blobs = engine_process.receive(deadline)
         except FrameTimeout:
             self._lost()
             return self._failure(code, LIMIT_ERROR, _timeout_message(timeout), cwd, boot)
-        except WorkerDied as error:
+        except EngineProcessDied as error:
             self._lost()
             return self._failure(code, ENGINE_ERROR, str(error), cwd, boot)
         if not answer.get("ok"):
@@ -380,10 +382,10 @@ class IsolatedSession:
             if not self._in_call:
                 self._cancel_pending = True
                 return
-            seq, worker = self._seq, self._worker
-        if worker is not None and not worker.dead:
-            with contextlib.suppress(WorkerDied):
-                worker.send({"op": "cancel", "seq": seq})
+            seq, engine_process = self._seq, self._process
+        if engine_process is not None and not engine_process.dead:
+            with contextlib.suppress(EngineProcessDied):
+                engine_process.send({"op": "cancel", "seq": seq})
 
     def take_snapshot(self) -> None:
         """Ask for the snapshot of the state the last run left; it is taken after the
@@ -391,12 +393,12 @@ class IsolatedSession:
         if not self.spec.snapshots or not self.alive:
             return
         with self._call_lock:
-            worker = self._worker
-            if worker is None or self._snapshot_pending:
+            engine_process = self._process
+            if engine_process is None or self._snapshot_pending:
                 return
             try:
-                worker.send({"op": "snapshot"})
-            except WorkerDied:
+                engine_process.send({"op": "snapshot"})
+            except EngineProcessDied:
                 self._lost()
                 return
             self._snapshot_pending = True
@@ -413,13 +415,13 @@ class IsolatedSession:
             self._collect_snapshot()
             self.unstored = None
             self._restorable = False
-            worker = self._worker
-            if worker is None:
+            engine_process = self._process
+            if engine_process is None:
                 return
             try:
-                worker.send({"op": "reset"})
-                worker.receive(time.monotonic() + REQUEST_SECONDS)
-            except (WorkerDied, FrameTimeout):
+                engine_process.send({"op": "reset"})
+                engine_process.receive(time.monotonic() + REQUEST_SECONDS)
+            except (EngineProcessDied, FrameTimeout):
                 self._lost()
             self._alive = False
 
@@ -433,31 +435,31 @@ class IsolatedSession:
             return
         try:
             self._collect_snapshot()
-            worker, self._worker = self._worker, None
-            if worker is None or worker.dead:
+            engine_process, self._process = self._process, None
+            if engine_process is None or engine_process.dead:
                 return
             try:
-                worker.send({"op": "close"})
-                answer, _ = worker.receive(time.monotonic() + 2.0)
-            except (WorkerDied, FrameTimeout):
-                worker.kill()
+                engine_process.send({"op": "close"})
+                answer, _ = engine_process.receive(time.monotonic() + 2.0)
+            except (EngineProcessDied, FrameTimeout):
+                engine_process.kill()
                 return
             if answer.get("ok"):
-                self._pool.release(worker)
+                self._pool.release(engine_process)
             else:
-                worker.kill()
+                engine_process.kill()
         finally:
             self._call_lock.release()
 
-    def __enter__(self) -> IsolatedSession:
+    def __enter__(self) -> ProcessSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def run_isolated(
-    pool: WorkerPool,
+def run_stateless(
+    pool: EngineProcessPool,
     language: str | LanguageEngine,
     code: str,
     env_vars: Mapping[str, str] | None = None,
@@ -483,19 +485,19 @@ def run_isolated(
         "session": False,
     }
     timeout = limits.timeout_seconds
-    worker = pool.acquire()
+    engine_process = pool.acquire()
     deadline = None if timeout is None else time.monotonic() + timeout + BACKSTOP_SECONDS
-    undo = None if cancellation is None else cancellation.on_cancel(worker.kill)
+    undo = None if cancellation is None else cancellation.on_cancel(engine_process.kill)
     try:
-        worker.send(request)
-        answer, _ = worker.receive(deadline)
+        engine_process.send(request)
+        answer, _ = engine_process.receive(deadline)
     except FrameTimeout:
-        worker.kill()
+        engine_process.kill()
         message = _timeout_message(timeout)
         return ExecutionResult(
             code, spec.language, spec.engine, 0.0, error=ExecutionError(LIMIT_ERROR, message, [])
         )
-    except WorkerDied as error:
+    except EngineProcessDied as error:
         if cancellation is not None and cancellation.requested:
             failure = ExecutionError(LIMIT_ERROR, CANCELLED, [])
         else:
@@ -504,10 +506,10 @@ def run_isolated(
     finally:
         if undo is not None:
             undo()
-    if answer.get("exiting") or not answer.get("ok") or worker.dead:
-        worker.kill()  # it answered for a stuck guest, failed or was cancelled: not reused
+    if answer.get("exiting") or not answer.get("ok") or engine_process.dead:
+        engine_process.kill()  # it answered for a stuck guest, failed or was cancelled: not reused
     else:
-        pool.release(worker)
+        pool.release(engine_process)
     if not answer.get("ok"):
         message = f"{spec.language} engine: {answer.get('message')}"
         if answer.get("kind") == "load":

@@ -9,20 +9,20 @@ import atexit
 import threading
 import weakref
 
-from engines.isolated.process import FORK_SERVER, ForkServer, WorkerDied, WorkerProcess
+from engines.process.handle import FORK_SERVER, EngineProcess, EngineProcessDied, ForkServer
 
 DEFAULT_SPARES = 1
 DEFAULT_MAX_IDLE = 2
 
 
-class WorkerPool:
+class EngineProcessPool:
     """Engine processes, `spares` of them started ahead and up to `max_idle` kept."""
 
     def __init__(self, *, spares: int = DEFAULT_SPARES, max_idle: int = DEFAULT_MAX_IDLE) -> None:
         self.spares = spares
         self.max_idle = max(max_idle, spares)
-        self._idle: list[WorkerProcess] = []
-        self._all: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()
+        self._idle: list[EngineProcess] = []
+        self._all: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._spawning = 0
         self._closed = False
@@ -35,21 +35,21 @@ class WorkerPool:
             return None
         with self._fork_server_lock:
             if self._closed:
-                raise WorkerDied("the engine pool is closed")
+                raise EngineProcessDied("the engine pool is closed")
             if self._fork_server is None or self._fork_server.closed:
                 self._fork_server = ForkServer()
             return self._fork_server
 
-    def _spawn(self) -> WorkerProcess:
+    def _spawn(self) -> EngineProcess:
         try:
-            worker = WorkerProcess(self._live_fork_server())
-        except WorkerDied:
+            engine_process = EngineProcess(self._live_fork_server())
+        except EngineProcessDied:
             # The fork server ended since its last fork (killed, crashed) and the fork
             # found out: once more, with a new one.
-            worker = WorkerProcess(self._live_fork_server())
+            engine_process = EngineProcess(self._live_fork_server())
         with self._lock:
-            self._all.add(worker)
-        return worker
+            self._all.add(engine_process)
+        return engine_process
 
     def prewarm(self) -> None:
         """Start spares in the background until `spares` are idle or starting."""
@@ -63,74 +63,74 @@ class WorkerPool:
 
     def _spawn_spare(self) -> None:
         try:
-            worker = self._spawn()
-            worker.wait_ready()
-        except (OSError, WorkerDied):
+            engine_process = self._spawn()
+            engine_process.wait_ready()
+        except (OSError, EngineProcessDied):
             with self._lock:
                 self._spawning -= 1
             return
         with self._lock:
             self._spawning -= 1
             if not self._closed:
-                self._idle.append(worker)
+                self._idle.append(engine_process)
                 return
-        worker.stop()
+        engine_process.stop()
 
-    def acquire(self) -> WorkerProcess:
+    def acquire(self) -> EngineProcess:
         """A ready engine process for exclusive use (give it back with `release`)."""
         with self._lock:
             if self._closed:
-                raise WorkerDied("the engine pool is closed")
-            worker = None
-            while self._idle and worker is None:
-                worker = self._idle.pop()
-                if worker.process.poll() is not None:  # a spare that died while idle
-                    worker.kill()  # reaps it
-                    worker = None
-        if worker is None:
-            worker = self._spawn()
+                raise EngineProcessDied("the engine pool is closed")
+            engine_process = None
+            while self._idle and engine_process is None:
+                engine_process = self._idle.pop()
+                if engine_process.process.poll() is not None:  # a spare that died while idle
+                    engine_process.kill()  # reaps it
+                    engine_process = None
+        if engine_process is None:
+            engine_process = self._spawn()
         self.prewarm()
-        worker.wait_ready()
-        return worker
+        engine_process.wait_ready()
+        return engine_process
 
-    def release(self, worker: WorkerProcess) -> None:
+    def release(self, engine_process: EngineProcess) -> None:
         """Keep a healthy process for reuse (up to `max_idle`), stop anything else."""
         with self._lock:
-            keep = not worker.dead and not self._closed and len(self._idle) < self.max_idle
+            keep = not engine_process.dead and not self._closed and len(self._idle) < self.max_idle
             if keep:
-                self._idle.append(worker)
+                self._idle.append(engine_process)
         if not keep:
-            worker.stop()
+            engine_process.stop()
 
-    def processes(self) -> list[WorkerProcess]:
+    def processes(self) -> list[EngineProcess]:
         """Every live process of this pool, in use or idle."""
         with self._lock:
-            return [worker for worker in self._all if not worker.dead]
+            return [engine_process for engine_process in self._all if not engine_process.dead]
 
     def close(self) -> None:
         """Stop every process of this pool, in use or idle."""
         with self._lock:
             self._closed = True
-            workers = list(self._all)
+            engine_processes = list(self._all)
             self._idle.clear()
-        for worker in workers:
-            worker.kill()
+        for engine_process in engine_processes:
+            engine_process.kill()
         with self._fork_server_lock:
             fork_server, self._fork_server = self._fork_server, None
         if fork_server is not None:
             fork_server.close()
 
 
-_POOL: WorkerPool | None = None
+_POOL: EngineProcessPool | None = None
 _POOL_LOCK = threading.Lock()
 
 
-def worker_pool() -> WorkerPool:
+def engine_process_pool() -> EngineProcessPool:
     """The process-wide pool."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None or _POOL._closed:
-            _POOL = WorkerPool()
+            _POOL = EngineProcessPool()
         return _POOL
 
 

@@ -39,9 +39,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engines.isolated import codec
-from engines.isolated.frames import FrameReader, write_frame
-from engines.isolated.process import return_large_buffers
+from engines.process import codec
+from engines.process.frames import FrameReader, write_frame
+from engines.process.handle import return_large_buffers
 from engines.session import CANCELLED, Session
 from engines.vfs import VirtualFS
 
@@ -51,7 +51,10 @@ LOG_BYTES = 1 << 20
 """The only file this process writes is its stderr log (a crash's tail): at most this."""
 
 
-class Worker:
+class Responder:
+    """This process's end of the frame channel: answers the parent's requests with one
+    `Session` at a time, and enforces deadlines and cancels from a thread of its own."""
+
     def __init__(self, out_fd: int) -> None:
         self._out_fd = out_fd
         self._write_lock = threading.Lock()
@@ -304,12 +307,12 @@ def main() -> None:
     # The frame channel is the original stdout; anything else printing goes to stderr.
     out_fd = os.dup(1)
     os.dup2(2, 1)
-    worker = Worker(out_fd)
+    responder = Responder(out_fd)
     reader = FrameReader(0)
-    threading.Thread(target=worker.read_requests, args=(reader,), daemon=True).start()
-    threading.Thread(target=worker.watch_deadlines, daemon=True).start()
-    worker.send({"ready": True, "pid": os.getpid()})
-    worker.serve()
+    threading.Thread(target=responder.read_requests, args=(reader,), daemon=True).start()
+    threading.Thread(target=responder.watch_deadlines, daemon=True).start()
+    responder.send({"ready": True, "pid": os.getpid()})
+    responder.serve()
 
 
 def serve_forks(control_fd: int) -> None:
