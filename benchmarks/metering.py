@@ -22,8 +22,8 @@ from unittest import mock
 
 import wasmtime
 
-import engines.decomposed.engine
-import engines.decomposed.guest
+import engines.components.engine
+import engines.components.guest
 import engines.host
 from benchmarks.engines import each_language
 from engines import metering
@@ -102,7 +102,7 @@ def _variant(variant: str) -> Iterator[wasmtime.Engine]:
 
     patches: list[contextlib.AbstractContextManager[Any]] = [
         mock.patch.object(module, "new_store", new_store)
-        for module in (engines.host, engines.decomposed.engine, engines.decomposed.guest)
+        for module in (engines.host, engines.components.engine, engines.components.guest)
     ]
     if variant != "ticks":  # the counter's memory stays (the adapters look it up)
         patches.append(mock.patch.object(metering, "tick", _no_tick))

@@ -4,7 +4,7 @@ Each language package (`engines/<language>/`) has the same files: `__init__.py` 
 `ENGINE`, the instance of the `LanguageEngine` subclass in `engine.py` (with its host
 adapter), `pins.py` what it is prepared from, and next to them the guest driver it runs
 (`driver.pl`, `driver.rb`, `guest/`). Core modules build on `engines.module`, components
-on `engines.decomposed` (run as core modules with our own WASI 0.2 host). The shared host
+on `engines.components` (run as core modules with our own WASI 0.2 host). The shared host
 creates the wasmtime `Engine`, asks the language for a `Store` (epoch interruption,
 memory cap, WASI with an empty environment, its mounts as `VirtualFS` trees, and
 stdout/stderr capture), then asks it to instantiate its guest. One execution is one
@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 import wasmtime
 
 from engines import metering
-from engines.decomposed.plan import DecomposedArtifact
+from engines.components.plan import ComponentArtifact
 from engines.host import WORKSPACE, OutputCapture, make_engine, make_wasi_store
 from engines.metering import Meter
 from engines.preview1 import Preview1Host
@@ -32,7 +32,7 @@ from engines.vfs import Mount, VirtualFS
 Progress = Callable[[str, float], None]
 """Reports a preparation step: a short label and the fraction done (0.0 to 1.0)."""
 
-Artifact = wasmtime.Module | DecomposedArtifact
+Artifact = wasmtime.Module | ComponentArtifact
 """A prepared engine loaded into a wasmtime `Engine`: a core module, or a component's
 core modules with their wiring plan."""
 

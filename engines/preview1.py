@@ -22,7 +22,7 @@ from typing import Any
 
 import wasmtime
 
-from engines.decomposed.wasi.abi import MemoryUser, functype, u64
+from engines.components.wasi.abi import MemoryUser, functype, u64
 from engines.host import host_func
 from engines.vfs import (
     Directory,

@@ -21,7 +21,7 @@ from pathlib import Path
 import wasmtime
 
 from engines.cache import EngineCache
-from engines.decomposed.wasi.abi import MemoryUser
+from engines.components.wasi.abi import MemoryUser
 from engines.host import IDLE_EPOCH_DEADLINE, WORKSPACE, OutputCapture
 from engines.language import Artifact, GuestInstance, LanguageEngine
 from engines.proto import envelope_pb2

@@ -1,5 +1,5 @@
 """Linear-memory snapshots of core-module guests (Perl and Ruby; Python and JavaScript
-through `engines.decomposed`).
+through `engines.components`).
 
 A core module keeps its interpreter state in linear memory plus a few mutable globals
 (the stack pointer, among others). The builds we use do not export their globals, so at

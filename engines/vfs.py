@@ -1,7 +1,7 @@
 """The guest's `/workspace`: a tree of directories and files in the engine process's memory.
 
 Nothing a guest does with its files ever touches a host file: both WASI hosts (preview 2
-for Python and JavaScript, `engines.decomposed.wasi`; preview 1 for Perl and Ruby,
+for Python and JavaScript, `engines.components.wasi`; preview 1 for Perl and Ruby,
 `engines.preview1`) serve their file calls from a `VirtualFS`. Every operation checks the
 limits where the change happens and fails with an errno the guest can catch:
 

@@ -4,7 +4,7 @@
 `npm ci`, bundles `guest/main.js` (driver, protobuf codec, fs shim, acorn rewrites, sucrase
 TypeScript stripping, workspace `import()`, formatjs `Intl`) with esbuild and builds the
 component with componentize-js 0.23.0 (`build.js`). The component is Wizer-pre-initialised,
-so instantiation is cheap; it runs decomposed into its core modules (`engines.decomposed`),
+so instantiation is cheap; it runs decomposed into its core modules (`engines.components`),
 which makes contexts snapshottable.
 
 Network: componentize-js is run with the `http` and `fetch-event` features disabled, so the
@@ -22,7 +22,7 @@ import shutil
 import time
 from pathlib import Path
 
-from engines.decomposed.engine import DecomposedEngine
+from engines.components.engine import SnapshotComponentEngine
 from engines.fetch import verify_sha256
 from engines.javascript.pins import (
     COMPONENTIZE_JS_VERSION,
@@ -57,7 +57,7 @@ def source_files() -> list[tuple[Path, str]]:
     return files
 
 
-class JavaScriptEngine(DecomposedEngine):
+class JavaScriptEngine(SnapshotComponentEngine):
     """SpiderMonkey in StarlingMonkey (componentize-js component, decomposed).
 
     After any trap (fuel, epoch) the instance refuses re-entry, so the spec's "a clean fuel

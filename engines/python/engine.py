@@ -4,7 +4,7 @@ componentize-py (a pinned PyPI dependency) ships CPython and its stdlib inside i
 extension. `prepare` runs it on `guest/sbw_driver.py` + `guest/sandbox.wit`; the output is a
 Wizer-pre-initialised component exporting `run(request: list<u8>) -> list<u8>` over the
 protobuf envelopes. Builds are not byte-reproducible (the cache keys on what we built).
-The component runs decomposed into its core modules (`engines.decomposed`), which is what
+The component runs decomposed into its core modules (`engines.components`), which is what
 makes its contexts snapshottable.
 
 Network: the component imports `wasi:sockets/*` (wasi-libc links them) but not `wasi:http`.
@@ -24,7 +24,7 @@ import time
 from importlib import metadata, util
 from pathlib import Path
 
-from engines.decomposed.engine import DecomposedEngine
+from engines.components.engine import SnapshotComponentEngine
 from engines.fetch import sha256_file
 from engines.language import PrepareError, Progress
 from engines.python.pins import (
@@ -89,7 +89,7 @@ def guest_python_version(wasm: bytes) -> str | None:
     return found.group(1).decode() if found else None
 
 
-class PythonEngine(DecomposedEngine):
+class PythonEngine(SnapshotComponentEngine):
     """CPython 3.14 (componentize-py component, decomposed). A session that traps comes
     back from its last snapshot."""
 

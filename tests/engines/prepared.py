@@ -12,7 +12,7 @@ from pathlib import Path
 import wasmtime
 
 from engines.cache import EngineCache
-from engines.decomposed.plan import DecomposedArtifact
+from engines.components.plan import ComponentArtifact
 from engines.host import IDLE_EPOCH_DEADLINE, OutputCapture, make_engine
 from engines.language import GuestInstance, LanguageEngine
 from engines.module import ModuleGuest
@@ -51,7 +51,7 @@ def entries(fs: VirtualFS) -> list[str]:
 @dataclass
 class Prepared:
     engine: wasmtime.Engine
-    component: DecomposedArtifact
+    component: ComponentArtifact
     """The component's core modules and wiring plan, loaded."""
     wasm: Path
     timings: dict[str, float] = field(default_factory=dict)
@@ -68,7 +68,7 @@ def prepare_component(spec: LanguageEngine) -> Prepared:
     started = time.perf_counter()
     component = cache.load(engine)
     timings["deserialize_ms"] = (time.perf_counter() - started) * 1000
-    assert isinstance(component, DecomposedArtifact)
+    assert isinstance(component, ComponentArtifact)
     return Prepared(engine, component, cache.wasm_path, timings)
 
 

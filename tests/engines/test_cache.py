@@ -14,7 +14,7 @@ import pytest
 import wasmtime
 
 from engines.cache import EngineCache
-from engines.decomposed.plan import DecomposedArtifact
+from engines.components.plan import ComponentArtifact
 from engines.host import make_engine
 from engines.javascript import ENGINE as JAVASCRIPT
 from engines.perl import ENGINE as PERL
@@ -177,7 +177,7 @@ def test_a_damaged_decomposed_entry_is_rebuilt_and_stale_entries_go(
     unrelated = javascript_cache.directory / "notes.txt"
     unrelated.write_text("not ours to delete")
     artifact = javascript_cache.load(JAVASCRIPT.new_engine())
-    assert isinstance(artifact, DecomposedArtifact)
+    assert isinstance(artifact, ComponentArtifact)
     assert javascript_cache.is_ready() and javascript_cache.verify() == []
     assert not stale.exists() and not stale.with_suffix(".json").exists()
     assert unrelated.read_text() == "not ours to delete"

@@ -1,4 +1,4 @@
-"""Our WASI 0.2 host (engines.decomposed.wasi), on its own and under the real Python guest:
+"""Our WASI 0.2 host (engines.components.wasi), on its own and under the real Python guest:
 confinement to the mounts (absolute paths, `..`), no links, denied sockets, waits that
 end when an execution is interrupted, and host state that is checked JSON."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import wasmtime
 
-from engines.decomposed.wasi import filesystem
-from engines.decomposed.wasi.abi import Call, GuestMemory, GuestTrap
-from engines.decomposed.wasi.errors import WasiErrno
-from engines.decomposed.wasi.host import DESCRIPTOR_READ, DESCRIPTOR_WRITE, WasiHost
+from engines.components.wasi import filesystem
+from engines.components.wasi.abi import Call, GuestMemory, GuestTrap
+from engines.components.wasi.errors import WasiErrno
+from engines.components.wasi.host import DESCRIPTOR_READ, DESCRIPTOR_WRITE, WasiHost
 from engines.host import make_engine, new_store
 from engines.session import Boot, Limits, Session
 from engines.vfs import Mount, VirtualFS

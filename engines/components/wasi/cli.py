@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from engines.decomposed.wasi.abi import Call, GuestExit, GuestTrap, i64, implements, u64
+from engines.components.wasi.abi import Call, GuestExit, GuestTrap, i64, implements, u64
 
 
 @implements("wasi:cli/environment#get-environment", params="i")

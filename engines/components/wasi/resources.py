@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engines.decomposed.wasi.abi import GuestTrap
+from engines.components.wasi.abi import GuestTrap
 
 Entry = dict[str, Any]
 

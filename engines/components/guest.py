@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 import wasmtime
 
 from engines import snapshot as snapshots
-from engines.decomposed.plan import HOST_NAMESPACE, DecomposedArtifact, HostFunc, Source
-from engines.decomposed.wasi import lookup
-from engines.decomposed.wasi.abi import Call, GuestTrap
-from engines.decomposed.wasi.host import WasiHost
+from engines.components.plan import HOST_NAMESPACE, ComponentArtifact, HostFunc, Source
+from engines.components.wasi import lookup
+from engines.components.wasi.abi import Call, GuestTrap
+from engines.components.wasi.host import WasiHost
 from engines.host import host_func, new_store
 from engines.metering import METER_EXPORT, UNMETERED, Meter
 from engines.snapshot import MemorySnapshot
@@ -38,10 +38,10 @@ def _denied(name: str) -> Callable[..., None]:
     return denied
 
 
-class DecomposedGuest:
+class ComponentGuest:
     """A `GuestInstance`: the component's core instances wired by its plan."""
 
-    def __init__(self, artifact: DecomposedArtifact, store: wasmtime.Store, host: WasiHost) -> None:
+    def __init__(self, artifact: ComponentArtifact, store: wasmtime.Store, host: WasiHost) -> None:
         self.artifact = artifact
         self.plan = plan = artifact.plan
         self.store = store
@@ -175,14 +175,14 @@ class DecomposedGuest:
 
 
 def initial_global_values(
-    artifact: DecomposedArtifact, engine: wasmtime.Engine, memory_bytes: int
+    artifact: ComponentArtifact, engine: wasmtime.Engine, memory_bytes: int
 ) -> dict[str, int | float]:
     """The mutable globals' values in a fresh instance (instantiated here once, with a
     WASI host that has nothing to offer: no guest function runs)."""
     host = WasiHost(mounts=[], stdout=_discard, stderr=_discard)
     store = new_store(engine, memory_bytes=memory_bytes, data=host)
     try:
-        guest = DecomposedGuest(artifact, store, host)
+        guest = ComponentGuest(artifact, store, host)
         return {key: guest.global_item(key).value(store) for key in artifact.globals}
     finally:
         store.close()

@@ -6,7 +6,7 @@ call to them traps (see `DENIED_INTERFACES`)."""
 
 from __future__ import annotations
 
-from engines.decomposed.wasi.abi import Call, implements
+from engines.components.wasi.abi import Call, implements
 
 ACCESS_DENIED = 1
 PERMANENT_RESOLVER_FAILURE = 20

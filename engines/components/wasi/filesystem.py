@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from engines.decomposed.wasi.abi import Call, implements, u64
-from engines.decomposed.wasi.errors import HOST_ERRORS, FsError, WasiErrno, error_code
-from engines.decomposed.wasi.host import DESCRIPTOR_READ, DESCRIPTOR_WRITE, MUTATE_DIRECTORY
-from engines.decomposed.wasi.resources import Entry
+from engines.components.wasi.abi import Call, implements, u64
+from engines.components.wasi.errors import HOST_ERRORS, FsError, WasiErrno, error_code
+from engines.components.wasi.host import DESCRIPTOR_READ, DESCRIPTOR_WRITE, MUTATE_DIRECTORY
+from engines.components.wasi.resources import Entry
 from engines.vfs import Directory, File, Found, Node, NullDevice, VirtualFS, existing, file_kind
 
 SYNC_FLAGS = 4 | 8 | 16

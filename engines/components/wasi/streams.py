@@ -13,8 +13,8 @@ import struct
 from collections.abc import Callable
 from typing import TypeVar
 
-from engines.decomposed.wasi.abi import Call, GuestTrap, implements, u64
-from engines.decomposed.wasi.errors import HOST_ERRORS, error_code
+from engines.components.wasi.abi import Call, GuestTrap, implements, u64
+from engines.components.wasi.errors import HOST_ERRORS, error_code
 from engines.vfs import File, NullDevice, VfsError
 
 STDIO_WRITE_BUDGET = 8192

@@ -25,10 +25,10 @@ from typing import Any
 import wasmtime
 
 from engines import metering, wasm_binary
-from engines.decomposed import component as parsed
-from engines.decomposed.component import UnsupportedComponent
-from engines.decomposed.wasi import UnsupportedImport, lookup
-from engines.decomposed.wasi.abi import core_signature, functype
+from engines.components import component as parsed
+from engines.components.component import UnsupportedComponent
+from engines.components.wasi import UnsupportedImport, lookup
+from engines.components.wasi.abi import core_signature, functype
 from engines.metering import METER_EXPORT
 
 PLAN_FILE = "plan.json"
@@ -348,7 +348,7 @@ def _host_func(
 
 
 @dataclass(frozen=True)
-class DecomposedArtifact:
+class ComponentArtifact:
     """A decomposed component loaded into a wasmtime engine: its plan, one compiled
     module per step, the core type of each host function and the mutable globals by
     snapshot key (as linker source and value type)."""
@@ -359,7 +359,7 @@ class DecomposedArtifact:
     globals: dict[str, tuple[Source, str]]
 
 
-def load(engine: wasmtime.Engine, directory: Path) -> DecomposedArtifact:
+def load(engine: wasmtime.Engine, directory: Path) -> ComponentArtifact:
     """Load a decomposition: read the plan, deserialize (memory-map) its modules."""
     plan = Plan.from_json(json.loads((directory / PLAN_FILE).read_text()))
     loaded: dict[str, wasmtime.Module] = {}
@@ -374,4 +374,4 @@ def load(engine: wasmtime.Engine, directory: Path) -> DecomposedArtifact:
         for step in plan.steps
         for name, kind in step.globals
     }
-    return DecomposedArtifact(plan, modules, host_types, globals_)
+    return ComponentArtifact(plan, modules, host_types, globals_)

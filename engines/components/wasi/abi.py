@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import wasmtime
 
 if TYPE_CHECKING:
-    from engines.decomposed.wasi.host import WasiHost
+    from engines.components.wasi.host import WasiHost
 
 U64_MASK = (1 << 64) - 1
 

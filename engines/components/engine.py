@@ -17,17 +17,17 @@ from typing import Literal
 
 import wasmtime
 
-from engines.decomposed import plan as plans
-from engines.decomposed.guest import DecomposedGuest, initial_global_values
-from engines.decomposed.plan import DecomposedArtifact
-from engines.decomposed.wasi.host import WasiHost
+from engines.components import plan as plans
+from engines.components.guest import ComponentGuest, initial_global_values
+from engines.components.plan import ComponentArtifact
+from engines.components.wasi.host import WasiHost
 from engines.host import OutputCapture, new_store
 from engines.language import Artifact, GuestInstance, LanguageEngine, PrepareError, Progress
 from engines.snapshot import MemorySnapshot
 from engines.vfs import VirtualFS
 
 
-class DecomposedEngine(LanguageEngine):
+class SnapshotComponentEngine(LanguageEngine):
     """A component (Wizer-pre-initialised at build time) run as core modules, with
     snapshots."""
 
@@ -78,9 +78,9 @@ class DecomposedEngine(LanguageEngine):
 
     def instantiate(
         self, engine: wasmtime.Engine, artifact: Artifact, store: wasmtime.Store
-    ) -> DecomposedGuest:
+    ) -> ComponentGuest:
         """Wire and instantiate the core modules; the guest's start-up ran at build time."""
-        return DecomposedGuest(self._artifact(artifact), store, self._host(store))
+        return ComponentGuest(self._artifact(artifact), store, self._host(store))
 
     # take_snapshot and restore repeat the signatures of LanguageEngine's, which they implement.
     def take_snapshot(
@@ -90,7 +90,7 @@ class DecomposedEngine(LanguageEngine):
         into: MemorySnapshot | None = None,
     ) -> MemorySnapshot:
         """Memory + mutable globals + the WASI host's resources and clock (`extra`)."""
-        if not isinstance(instance, DecomposedGuest):
+        if not isinstance(instance, ComponentGuest):
             raise TypeError(f"not a {self.language} guest")
         return instance.snapshot(into)
 
@@ -100,13 +100,13 @@ class DecomposedEngine(LanguageEngine):
         artifact: Artifact,
         store: wasmtime.Store,
         snapshot: MemorySnapshot,
-    ) -> DecomposedGuest:
-        guest = DecomposedGuest(self._artifact(artifact), store, self._host(store))
+    ) -> ComponentGuest:
+        guest = ComponentGuest(self._artifact(artifact), store, self._host(store))
         guest.restore(snapshot)
         return guest
 
-    def _artifact(self, artifact: Artifact) -> DecomposedArtifact:
-        if not isinstance(artifact, DecomposedArtifact):
+    def _artifact(self, artifact: Artifact) -> ComponentArtifact:
+        if not isinstance(artifact, ComponentArtifact):
             raise TypeError(f"the {self.language} engine runs a decomposed component")
         return artifact
 

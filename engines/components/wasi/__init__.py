@@ -9,9 +9,9 @@ is plain data plus the open host files, so it can be snapshotted with the guest.
 from __future__ import annotations
 
 # Importing the handler modules registers their handlers in `IMPORTS`.
-from engines.decomposed.wasi import cli, filesystem, sockets, streams  # noqa: F401
-from engines.decomposed.wasi.abi import IMPORTS, HostImport
-from engines.decomposed.wasi.sockets import DENIED_INTERFACES
+from engines.components.wasi import cli, filesystem, sockets, streams  # noqa: F401
+from engines.components.wasi.abi import IMPORTS, HostImport
+from engines.components.wasi.sockets import DENIED_INTERFACES
 
 SUPPORTED_VERSION_PREFIX = "0.2."
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import wasmtime
 
-from engines.decomposed.wasi.abi import GuestTrap, MemoryUser
-from engines.decomposed.wasi.errors import FsError, WasiErrno
-from engines.decomposed.wasi.resources import Entry, ResourceTable
+from engines.components.wasi.abi import GuestTrap, MemoryUser
+from engines.components.wasi.errors import FsError, WasiErrno
+from engines.components.wasi.resources import Entry, ResourceTable
 from engines.vfs import Mount, Node, VfsError, VirtualFS
 
 DESCRIPTOR_READ, DESCRIPTOR_WRITE, MUTATE_DIRECTORY = 1, 2, 32
@@ -38,7 +38,7 @@ beyond)."""
 
 
 class WasiHost(MemoryUser):
-    """Everything behind one guest's WASI imports (see `engines.decomposed.wasi`)."""
+    """Everything behind one guest's WASI imports (see `engines.components.wasi`)."""
 
     def __init__(
         self,
