@@ -4,7 +4,7 @@ A `Session` owns one wasmtime engine (so interrupting it never touches another s
 one store and at most one live guest instance. Each execution gets a fresh fuel budget,
 an epoch deadline enforced by the watchdog, and is cancellable from any thread. After any
 trap the instance is discarded; the next execution restores the last snapshot where the
-engine supports snapshots, otherwise it starts fresh, and the outcome says which.
+engine supports snapshots, otherwise it starts fresh, and the report says which.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Boot(Enum):
 
 
 @dataclass
-class Outcome:
+class ExecutionReport:
     """An execution's result plus what the caller needs to keep the session honest."""
 
     result: ExecutionResult
@@ -258,7 +258,7 @@ class Session:
         update: TreeUpdate | None = None,
         timeout: float | None = None,
         on_output: OutputListener | None = None,
-    ) -> Outcome:
+    ) -> ExecutionReport:
         """Run `code` with exactly `env` as the guest's environment (`timeout`: this run's
         wall-clock limit instead of the session's).
 
@@ -281,7 +281,7 @@ class Session:
                     workspace.update(update)
                 workspace.begin()
             try:
-                outcome = self._execute(
+                report = self._execute(
                     code, dict(env or {}), cwd, session, pending_interrupt, on_output
                 )
             except BaseException:
@@ -289,10 +289,10 @@ class Session:
                     workspace.finish(keep=False)
                 raise
             if workspace is not None:
-                outcome.changes = workspace.finish(keep=outcome.result.error is None)
-            outcome.notes[:0] = self._pending_notes
-            outcome.restore_point_dropped = self._restore_dropped
-            return outcome
+                report.changes = workspace.finish(keep=report.result.error is None)
+            report.notes[:0] = self._pending_notes
+            report.restore_point_dropped = self._restore_dropped
+            return report
 
     @contextlib.contextmanager
     def _limited(self, timeout: float | None) -> Iterator[None]:
@@ -315,7 +315,7 @@ class Session:
         session: bool,
         pending_interrupt: Callable[[], str | None] | None,
         on_output: OutputListener | None,
-    ) -> Outcome:
+    ) -> ExecutionReport:
         started = time.perf_counter()
         cpu_started = time.thread_time()
         self._interrupted = None
@@ -369,11 +369,11 @@ class Session:
             memory_bytes=self._memory_bytes(instance),
         )
         if trap is not None:
-            outcome = self._trapped(code, trap, duration_ms, usage, cwd, boot, session)
+            report = self._trapped(code, trap, duration_ms, usage, cwd, boot, session)
         else:
-            outcome = self._completed(code, raw, duration_ms, usage, cwd, boot, session)
-        outcome.cpu_ms = (time.thread_time() - cpu_started) * 1000
-        return outcome
+            report = self._completed(code, raw, duration_ms, usage, cwd, boot, session)
+        report.cpu_ms = (time.thread_time() - cpu_started) * 1000
+        return report
 
     def _memory_bytes(self, instance: GuestInstance) -> int:
         size = getattr(instance, "memory_size", None)
@@ -388,7 +388,7 @@ class Session:
         cwd: str,
         boot: Boot,
         session: bool,
-    ) -> Outcome:
+    ) -> ExecutionReport:
         trap_code = getattr(trap, "trap_code", None)
         if trap_code == wasmtime.TrapCode.UNREACHABLE and usage.fuel_consumed == usage.fuel_limit:
             name, text = LIMIT_ERROR, "Execution fuel exhausted"
@@ -425,7 +425,7 @@ class Session:
             usage=usage if session else None,
         )
         note = reset_note(restorable=self.restore_point is not None)
-        return Outcome(result, cwd, boot, invalidated=True, notes=[note])
+        return ExecutionReport(result, cwd, boot, invalidated=True, notes=[note])
 
     def captured_logs(self) -> tuple[list[str], list[str]]:
         """The running execution's stdout and stderr lines so far (within the limits)."""
@@ -452,7 +452,7 @@ class Session:
         cwd: str,
         boot: Boot,
         session: bool,
-    ) -> Outcome:
+    ) -> ExecutionReport:
         response = envelope_pb2.ExecuteResponse()
         try:
             response.ParseFromString(raw)
@@ -498,7 +498,7 @@ class Session:
             error=error,
             usage=usage if (session or limit is None) else None,
         )
-        return Outcome(result, new_cwd, boot, invalidated=invalidated)
+        return ExecutionReport(result, new_cwd, boot, invalidated=invalidated)
 
     def _wasi_limit_exceeded(self, results: list[ResultEntry]) -> str | None:
         """Spec 9.2 output and result limits for languages whose stdio the host captures."""
@@ -515,7 +515,7 @@ class Session:
             return "Result limit exceeded"
         return None
 
-    def _failure(self, code: str, name: str, message: str, cwd: str, boot: Boot) -> Outcome:
+    def _failure(self, code: str, name: str, message: str, cwd: str, boot: Boot) -> ExecutionReport:
         """A host-level failure: empty logs, no usage (spec 2.2.1)."""
         result = ExecutionResult(
             code=code,
@@ -524,7 +524,7 @@ class Session:
             duration_ms=0.0,
             error=ExecutionError(name, message, []),
         )
-        return Outcome(result, cwd, boot, invalidated=True)
+        return ExecutionReport(result, cwd, boot, invalidated=True)
 
     def take_snapshot(self) -> MemorySnapshot | None:
         """Snapshot the live instance (snapshot engines only); it becomes the restore point."""

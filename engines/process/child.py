@@ -8,7 +8,7 @@ Requests (one at a time, answered in order):
   restore point: the blocks that differ from the engine's image, as runs in the frame's
   blobs); its workspace starts empty;
 - `execute`: run code after bringing the workspace up to date (`update`, file bytes as
-  blobs); answered with the `Outcome`, whose workspace changes' bytes are blobs;
+  blobs); answered with the `ExecutionReport`, whose workspace changes' bytes are blobs;
 - `snapshot`: take the (incremental) snapshot; answered with the changed 4 KiB blocks
   (for a new snapshot, those that differ from the image: `fromImage`);
 - `reset`, `close`: as `Session`;
@@ -223,7 +223,7 @@ class Responder:
         if cancelled:
             self.interrupt(CANCELLED)
         try:
-            outcome = session.execute(
+            report = session.execute(
                 str(header["code"]),
                 header.get("env") or {},
                 str(header.get("cwd") or "/workspace"),
@@ -239,8 +239,8 @@ class Responder:
                 self._done_seq = seq
                 self._running_seq = 0
         answer_blobs: list[codec.Blob] = []
-        encoded = codec.outcome_to_json(outcome, answer_blobs)
-        return {"ok": True, "outcome": encoded, "alive": session.alive}, answer_blobs
+        encoded = codec.report_to_json(report, answer_blobs)
+        return {"ok": True, "report": encoded, "alive": session.alive}, answer_blobs
 
     def snapshot(self) -> None:
         session = self.session
@@ -280,8 +280,8 @@ class Responder:
                 message = session.timeout_message()
             else:
                 continue
-            outcome = codec.abandoned_outcome(session, self.current_code, message)
-            if self.answer({"ok": True, "outcome": outcome, "alive": False, "exiting": True}):
+            report = codec.abandoned_report(session, self.current_code, message)
+            if self.answer({"ok": True, "report": report, "alive": False, "exiting": True}):
                 os._exit(0)
 
 

@@ -1,4 +1,4 @@
-"""JSON shapes of what crosses the engine-process boundary: limits, outcomes, snapshots,
+"""JSON shapes of what crosses the engine-process boundary: limits, reports, snapshots,
 and workspace states (file bytes as blobs).
 
 A snapshot travels the same way it is stored (memory bytes apart, globals and host state
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, get_args
 
 from engines.result import LIMIT_ERROR, ExecutionError, ExecutionResult, reset_note
-from engines.session import Boot, Limits, Outcome, Session
+from engines.session import Boot, ExecutionReport, Limits, Session
 from engines.snapshot import BLOCK_BYTES, MemorySnapshot, SnapshotDelta, sparse_snapshot
 from engines.vfs import Kind, PathState, TreeUpdate, VfsLimits
 
@@ -83,22 +83,22 @@ def update_from_json(data: dict[str, Any], blobs: Sequence[Blob]) -> TreeUpdate:
     return TreeUpdate(states_from_json(data["states"], blobs), bool(data["replace"]))
 
 
-def outcome_to_json(outcome: Outcome, blobs: list[Blob]) -> dict[str, Any]:
-    """The outcome, its workspace changes' bytes appended to `blobs`."""
+def report_to_json(report: ExecutionReport, blobs: list[Blob]) -> dict[str, Any]:
+    """The report, its workspace changes' bytes appended to `blobs`."""
     return {
-        "result": outcome.result.to_json(),
-        "cwd": outcome.cwd,
-        "boot": outcome.boot.value,
-        "invalidated": outcome.invalidated,
-        "notes": list(outcome.notes),
-        "restorePointDropped": outcome.restore_point_dropped,
-        "changes": states_to_json(outcome.changes, blobs),
-        "cpuMs": outcome.cpu_ms,
+        "result": report.result.to_json(),
+        "cwd": report.cwd,
+        "boot": report.boot.value,
+        "invalidated": report.invalidated,
+        "notes": list(report.notes),
+        "restorePointDropped": report.restore_point_dropped,
+        "changes": states_to_json(report.changes, blobs),
+        "cpuMs": report.cpu_ms,
     }
 
 
-def outcome_from_json(data: dict[str, Any], blobs: Sequence[Blob] = ()) -> Outcome:
-    return Outcome(
+def report_from_json(data: dict[str, Any], blobs: Sequence[Blob] = ()) -> ExecutionReport:
+    return ExecutionReport(
         result=ExecutionResult.from_json(data["result"]),
         cwd=str(data["cwd"]),
         boot=Boot(data["boot"]),
@@ -110,8 +110,8 @@ def outcome_from_json(data: dict[str, Any], blobs: Sequence[Blob] = ()) -> Outco
     )
 
 
-def abandoned_outcome(session: Session, code: str, message: str) -> dict[str, Any]:
-    """The outcome of a call the guest never returned from (its process is ending)."""
+def abandoned_report(session: Session, code: str, message: str) -> dict[str, Any]:
+    """The report of a call the guest never returned from (its process is ending)."""
     stdout, stderr = session.captured_logs()
     result = ExecutionResult(
         code=code,
@@ -124,8 +124,8 @@ def abandoned_outcome(session: Session, code: str, message: str) -> dict[str, An
     )
     note = reset_note(restorable=session.restore_point is not None)
     # The host knows the call's cwd and where its instance came from; it fills them in.
-    outcome = Outcome(result, "", Boot.RESIDENT, invalidated=True, notes=[note])
-    return outcome_to_json(outcome, [])
+    report = ExecutionReport(result, "", Boot.RESIDENT, invalidated=True, notes=[note])
+    return report_to_json(report, [])
 
 
 def restore_from_json(header: dict[str, Any], blobs: list[memoryview]) -> MemorySnapshot:

@@ -41,7 +41,7 @@ from engines.result import (
     ExecutionResult,
     reset_note,
 )
-from engines.session import CANCELLED, STREAMS, Boot, Limits, Outcome, OutputListener
+from engines.session import CANCELLED, STREAMS, Boot, ExecutionReport, Limits, OutputListener
 from engines.snapshot import SnapshotDelta
 from engines.vfs import TreeUpdate, VfsLimits
 
@@ -258,7 +258,7 @@ class ProcessSession:
         timeout: float | None = None,
         cancellation: Cancellation | None = None,
         on_output: OutputListener | None = None,
-    ) -> Outcome:
+    ) -> ExecutionReport:
         """Run `code` (see `engines.session.Session.execute`), first bringing the engine
         process's workspace up to date from `workspace`; `timeout` is this run's
         wall-clock limit instead of the session's; `cancellation` cancels it, even when
@@ -289,7 +289,7 @@ class ProcessSession:
         workspace: WorkspaceSource | None,
         timeout: float | None,
         on_output: OutputListener | None,
-    ) -> Outcome:
+    ) -> ExecutionReport:
         self._collect_snapshot()
         try:
             engine_process = self._live_process()
@@ -337,21 +337,21 @@ class ProcessSession:
             self._lost()
             return self._failure(code, ENGINE_ERROR, str(answer.get("message")), cwd, boot)
         try:
-            outcome = codec.outcome_from_json(answer["outcome"], answer_blobs)
+            report = codec.report_from_json(answer["report"], answer_blobs)
         except (KeyError, TypeError, ValueError) as error:
             self._lost()
             return self._failure(code, ENGINE_ERROR, f"malformed answer: {error}", cwd, boot)
         if answer.get("exiting"):  # the engine process answered for a stuck guest
             self._lost()
-            outcome.boot, outcome.cwd = boot, cwd
+            report.boot, report.cwd = boot, cwd
         else:
             self._alive = bool(answer.get("alive"))
             self.workspace_version = version
-        if outcome.restore_point_dropped:
+        if report.restore_point_dropped:
             self._restorable = False
             if self._restore_source is None:
                 self.unstored = None
-        return outcome
+        return report
 
     def _expected_boot(self) -> Boot:
         """Where the next execution's instance comes from, as the engine process will
@@ -362,7 +362,7 @@ class ProcessSession:
 
     def _failure(
         self, code: str, name: str, message: str, cwd: str, boot: Boot = Boot.FRESH
-    ) -> Outcome:
+    ) -> ExecutionReport:
         result = ExecutionResult(
             code=code,
             language=self.spec.language,
@@ -371,7 +371,7 @@ class ProcessSession:
             error=ExecutionError(name, message[:HOST_MESSAGE_CHARS], []),
         )
         notes = [reset_note(restorable=self._restorable)]
-        return Outcome(result, cwd, boot, invalidated=True, notes=notes)
+        return ExecutionReport(result, cwd, boot, invalidated=True, notes=notes)
 
     def cancel(self) -> None:
         """Interrupt the running execution, even one still being prepared (safe from any
@@ -516,4 +516,4 @@ def run_stateless(
             raise PrepareError(message)
         failure = ExecutionError(ENGINE_ERROR, message[:HOST_MESSAGE_CHARS], [])
         return ExecutionResult(code, spec.language, spec.engine, 0.0, error=failure)
-    return codec.outcome_from_json(answer["outcome"]).result
+    return codec.report_from_json(answer["report"]).result

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from engines.registry import LANGUAGES, language_engine
-from engines.session import Boot, Limits, Outcome, Session, run
+from engines.session import Boot, ExecutionReport, Limits, Session, run
 from engines.snapshot import MemorySnapshot
 from engines.vfs import PathState, TreeUpdate, VirtualFS
 from tests.conftest import require_engine
@@ -172,15 +172,15 @@ def test_environment_is_exactly_what_is_given(language: str) -> None:
 def test_state_persists_in_a_session(session: Session, language: str) -> None:
     snippets = SNIPPETS[language]
     assert session.execute(snippets.define).result.error is None
-    outcome = session.execute(snippets.use)
-    assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
-    assert outcome.boot is Boot.RESIDENT
+    report = session.execute(snippets.use)
+    assert [entry.text for entry in report.result.results] == [snippets.use_text]
+    assert report.boot is Boot.RESIDENT
 
 
 def test_a_run_returns_its_changes_and_an_error_takes_them_back(
     session: Session, language: str, workspace: VirtualFS
 ) -> None:
-    """Spec 6.6: the outcome carries what the run changed in the workspace; a run that
+    """Spec 6.6: the report carries what the run changed in the workspace; a run that
     ends with an error leaves the workspace as it was and reports no change."""
     snippets = SNIPPETS[language]
     kept = session.execute(snippets.write)
@@ -205,9 +205,9 @@ def test_a_trapped_run_takes_its_changes_back(language: str, workspace: VirtualF
     with Session(language, workspace=workspace, limits=Limits(fuel=5_000_000)) as live:
         assert live.execute(snippets.write).result.error is None
         put_files(workspace, {"note.txt": "before"})
-        outcome = live.execute(f"{snippets.write};\n{snippets.loop}")
-        assert outcome.invalidated and outcome.result.error is not None
-        assert outcome.changes == []
+        report = live.execute(f"{snippets.write};\n{snippets.loop}")
+        assert report.invalidated and report.result.error is not None
+        assert report.changes == []
         assert workspace.files() == {"note.txt": b"before"}
 
 
@@ -217,14 +217,14 @@ def test_fuel_exhaustion_is_a_limit_and_the_session_recovers(
     snippets = SNIPPETS[language]
     session.execute(snippets.define)
     started = time.monotonic()
-    outcome = session.execute(snippets.loop)
+    report = session.execute(snippets.loop)
     elapsed = time.monotonic() - started
-    error = outcome.result.error
+    error = report.result.error
     assert error is not None
     assert (error.name, error.message) == ("ExecutionLimitError", "Execution fuel exhausted")
-    assert outcome.result.usage is not None
-    assert outcome.result.usage.fuel_consumed >= outcome.result.usage.fuel_limit
-    assert outcome.invalidated
+    assert report.result.usage is not None
+    assert report.result.usage.fuel_consumed >= report.result.usage.fuel_limit
+    assert report.invalidated
     assert elapsed < 10
     after = session.execute(snippets.value)
     assert after.result.error is None
@@ -245,9 +245,9 @@ def test_wall_clock_timeout(session: Session, language: str) -> None:
     snippets = SNIPPETS[language]
     session.limits = Limits(fuel=10**15, timeout_seconds=0.5)
     started = time.monotonic()
-    outcome = session.execute(snippets.loop)
-    assert outcome.result.error is not None
-    assert outcome.result.error.message == "Execution timed out after 0.5 s"
+    report = session.execute(snippets.loop)
+    assert report.result.error is not None
+    assert report.result.error.message == "Execution timed out after 0.5 s"
     assert time.monotonic() - started < 5
 
 
@@ -258,18 +258,18 @@ def test_cancel_from_another_thread(session: Session, language: str) -> None:
     timer = threading.Timer(0.3, session.cancel)
     timer.start()
     started = time.monotonic()
-    outcome = session.execute(snippets.loop)
+    report = session.execute(snippets.loop)
     timer.join()
-    assert outcome.result.error is not None
-    assert outcome.result.error.message == "Execution cancelled"
+    assert report.result.error is not None
+    assert report.result.error.message == "Execution cancelled"
     assert time.monotonic() - started < 5
     assert session.execute(snippets.value).result.error is None
 
 
 def test_output_limit(session: Session, language: str) -> None:
     snippets = SNIPPETS[language]
-    outcome = session.execute(snippets.flood)
-    error = outcome.result.error
+    report = session.execute(snippets.flood)
+    error = report.result.error
     assert error is not None
     assert error.name == "ExecutionLimitError"
     assert error.message == OUTPUT_LIMIT.get(language, "Output limit exceeded")
@@ -278,16 +278,16 @@ def test_output_limit(session: Session, language: str) -> None:
 
 def test_result_limit(session: Session, language: str) -> None:
     snippets = SNIPPETS[language]
-    outcome = session.execute(snippets.big_result)
-    assert outcome.result.error is not None
-    assert outcome.result.error.message == "Result limit exceeded"
-    assert outcome.result.results == []
+    report = session.execute(snippets.big_result)
+    assert report.result.error is not None
+    assert report.result.error.message == "Result limit exceeded"
+    assert report.result.results == []
 
 
 def test_memory_cap_is_an_error_not_a_crash(session: Session, language: str) -> None:
     snippets = SNIPPETS[language]
-    outcome = session.execute(snippets.allocate)
-    assert outcome.result.error is not None, "allocating 200 MiB must fail under the cap"
+    report = session.execute(snippets.allocate)
+    assert report.result.error is not None, "allocating 200 MiB must fail under the cap"
     assert session.execute(snippets.value).result.error is None
 
 
@@ -303,9 +303,9 @@ def test_snapshot_restores_state_into_a_new_session(language: str, workspace: Vi
         snapshot = first.take_snapshot()
     assert snapshot is not None
     with Session(language, workspace=workspace, restore_point=snapshot) as second:
-        outcome = second.execute(snippets.use)
-        assert outcome.boot is Boot.RESTORED
-        assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
+        report = second.execute(snippets.use)
+        assert report.boot is Boot.RESTORED
+        assert [entry.text for entry in report.result.results] == [snippets.use_text]
 
 
 def test_python_random_is_reseeded_after_a_restore(workspace: VirtualFS) -> None:
@@ -318,9 +318,9 @@ def test_python_random_is_reseeded_after_a_restore(workspace: VirtualFS) -> None
     draws = []
     for _ in range(2):
         with Session("python", workspace=workspace, restore_point=snapshot) as restored:
-            outcome = restored.execute("random.random()")
-            assert outcome.boot is Boot.RESTORED
-            draws.append(outcome.result.results[0].text)
+            report = restored.execute("random.random()")
+            assert report.boot is Boot.RESTORED
+            draws.append(report.result.results[0].text)
             assert restored.execute("kept").result.results[0].text == "41"
     assert draws[0] != draws[1]
 
@@ -334,13 +334,13 @@ def test_after_a_trap_state_comes_from_the_last_snapshot_or_starts_fresh(
         live.execute(snippets.define)
         live.take_snapshot()
         assert live.execute(snippets.loop).invalidated
-        outcome = live.execute(snippets.use)
+        report = live.execute(snippets.use)
         if language_engine(language).snapshots:
-            assert outcome.boot is Boot.RESTORED
-            assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
+            assert report.boot is Boot.RESTORED
+            assert [entry.text for entry in report.result.results] == [snippets.use_text]
         else:
-            assert outcome.boot is Boot.FRESH
-            assert outcome.result.error is not None  # the definition is gone
+            assert report.boot is Boot.FRESH
+            assert report.result.error is not None  # the definition is gone
 
 
 def test_a_snapshot_keeping_only_written_blocks_restores_the_same_memory(
@@ -363,8 +363,8 @@ def test_a_snapshot_keeping_only_written_blocks_restores_the_same_memory(
         again = live.spec.take_snapshot(live._store, live._instance)
         assert bytes(again.memory) == whole and again.globals == globals_
         snapshot.changed_blocks.clear()
-        outcome = live.execute(snippets.use)
-        assert [entry.text for entry in outcome.result.results] == [snippets.use_text]
+        report = live.execute(snippets.use)
+        assert [entry.text for entry in report.result.results] == [snippets.use_text]
         assert live.take_snapshot() is snapshot and snapshot.sparse
         assert 0 < len(snapshot.changed_blocks) < sum(snapshot.written)
 
@@ -435,8 +435,8 @@ def _stored(snapshot: MemorySnapshot) -> MemorySnapshot:
     )
 
 
-def _texts(outcome: Outcome) -> list[str | None]:
-    return [entry.text for entry in outcome.result.results]
+def _texts(report: ExecutionReport) -> list[str | None]:
+    return [entry.text for entry in report.result.results]
 
 
 def test_a_component_context_survives_in_a_new_session(
@@ -446,17 +446,17 @@ def test_a_component_context_survives_in_a_new_session(
     cwd = "/workspace"
     with Session(component_language, workspace=workspace) as first:
         for code in script.build:
-            outcome = first.execute(code, cwd=cwd)
-            assert outcome.result.error is None, (code, outcome.result.error)
-            cwd = outcome.cwd
+            report = first.execute(code, cwd=cwd)
+            assert report.result.error is None, (code, report.result.error)
+            cwd = report.cwd
         snapshot = first.take_snapshot()
     assert snapshot is not None and cwd == "/workspace/sub"
     assert snapshot.extra["host"]["table"]["entries"], "the host's handles travel along"
     with Session(component_language, workspace=workspace, restore_point=_stored(snapshot)) as again:
         for code, expected in script.checks:
-            outcome = again.execute(code, cwd=cwd)
-            assert outcome.boot in (Boot.RESTORED, Boot.RESIDENT)
-            assert _texts(outcome) == [expected], (code, outcome.result.error)
+            report = again.execute(code, cwd=cwd)
+            assert report.boot in (Boot.RESTORED, Boot.RESIDENT)
+            assert _texts(report) == [expected], (code, report.result.error)
         assert again.execute(SNIPPETS[component_language].value).result.error is None
 
 
@@ -475,10 +475,10 @@ def test_a_component_context_comes_back_from_its_last_snapshot_after_a_trap(
         trapped = live.execute(snippets.loop)
         assert trapped.invalidated and trapped.result.error is not None
         assert "the next run restores the last snapshot" in " ".join(trapped.notes)
-        outcome = live.execute(snippets.use)
-        assert outcome.boot is Boot.RESTORED
-        assert _texts(outcome) == [snippets.use_text]
-        assert outcome.result.usage is not None and outcome.result.usage.memory_bytes > 0
+        report = live.execute(snippets.use)
+        assert report.boot is Boot.RESTORED
+        assert _texts(report) == [snippets.use_text]
+        assert report.result.usage is not None and report.result.usage.memory_bytes > 0
 
 
 def test_python_open_files_survive_a_snapshot(workspace: VirtualFS) -> None:
@@ -492,9 +492,9 @@ def test_python_open_files_survive_a_snapshot(workspace: VirtualFS) -> None:
         snapshot = first.take_snapshot()
     assert snapshot is not None
     with Session("python", workspace=workspace, restore_point=_stored(snapshot)) as again:
-        outcome = again.execute("out.write('b')\nout.close()\nsource.read()")
-        assert outcome.boot is Boot.RESTORED
-        assert _texts(outcome) == ["'cdef'"]
+        report = again.execute("out.write('b')\nout.close()\nsource.read()")
+        assert report.boot is Boot.RESTORED
+        assert _texts(report) == ["'cdef'"]
     assert workspace.files() == {"input.txt": b"abcdef", "log.txt": b"ab"}
 
 
@@ -509,11 +509,11 @@ def test_a_snapshot_of_another_build_starts_fresh_with_a_note(
     foreign = _stored(snapshot)
     foreign.extra["plan"] = "0" * 64
     with Session(component_language, workspace=workspace, restore_point=foreign) as again:
-        outcome = again.execute(snippets.value)
-        assert outcome.boot is Boot.FRESH
-        assert outcome.restore_point_dropped
-        assert "could not be restored" in " ".join(outcome.notes)
-        assert _texts(outcome) == [snippets.value_text]
+        report = again.execute(snippets.value)
+        assert report.boot is Boot.FRESH
+        assert report.restore_point_dropped
+        assert "could not be restored" in " ".join(report.notes)
+        assert _texts(report) == [snippets.value_text]
 
 
 @pytest.mark.usefixtures("perl_engine")

@@ -20,7 +20,7 @@ import pytest
 
 from engines.process import EngineProcessPool, ProcessSession, engine_process_pool
 from engines.process.child import LOG_BYTES
-from engines.session import Limits, Outcome
+from engines.session import ExecutionReport, Limits
 from engines.snapshot import SnapshotDelta
 from workbench.api import Backend
 from workbench.backends.local import open_local_backend
@@ -204,24 +204,24 @@ def test_a_cancel_while_the_run_waits_for_its_turn_is_kept(
     )
     try:
         assert session.execute("1").result.error is None
-        outcomes: list[Outcome] = []
+        reports: list[ExecutionReport] = []
         with session._call_lock:  # as `collect_snapshot` holds it while a snapshot comes in
             runner = threading.Thread(
-                target=lambda: outcomes.append(session.execute("import time\ntime.sleep(20)"))
+                target=lambda: reports.append(session.execute("import time\ntime.sleep(20)"))
             )
             runner.start()
             time.sleep(0.3)  # the execution is now waiting for the lock
             session.cancel()
         runner.join(10)
         assert not runner.is_alive()
-        error = outcomes[0].result.error
+        error = reports[0].result.error
         assert error is not None
         assert error.message == "Execution cancelled"
     finally:
         session.close()
 
 
-def killed_during_a_loop(session: ProcessSession) -> Outcome:
+def killed_during_a_loop(session: ProcessSession) -> ExecutionReport:
     """A Perl busy loop whose engine process is killed (SIGKILL) half a second in."""
     engine_process = session._process
     assert engine_process is not None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from engines.process import Cancellation, ProcessSession
 from engines.result import LIMIT_ERROR, ContextRef, ExecutionError, ExecutionResult, SessionState
-from engines.session import Boot, Outcome, OutputListener
+from engines.session import Boot, ExecutionReport, OutputListener
 from engines.snapshot import SnapshotDelta
 from engines.vfs import TreeUpdate
 from workbench.backends.local.context_row import ContextRow
@@ -167,7 +167,7 @@ class ContextRunner:
                     f"{copy.runtime.language} engine unavailable: {error}",
                 ) from None
             try:
-                outcome = session.execute(
+                report = session.execute(
                     code,
                     copy.env,
                     copy.cwd,
@@ -177,13 +177,13 @@ class ContextRunner:
                 )
             finally:
                 session.close()
-            if copy.restore_point is not None and outcome.boot is not Boot.RESTORED:
-                why = "; ".join(outcome.notes) or "its engine could not restore it"
+            if copy.restore_point is not None and report.boot is not Boot.RESTORED:
+                why = "; ".join(report.notes) or "its engine could not restore it"
                 raise make_error(
                     ErrorCode.CODE_EXECUTION_ERROR,
                     f"The copy of the context's state could not be restored: {why}",
                 )
-            return outcome.result
+            return report.result
 
         return await asyncio.get_running_loop().run_in_executor(ENGINE_THREADS, run)
 
@@ -196,7 +196,7 @@ class ContextRunner:
         cancellation: Cancellation | None = None,
         on_output: OutputListener | None = None,
     ) -> ExecutionResult:
-        """Run `code` in the context of `row` and store the outcome; the result carries the
+        """Run `code` in the context of `row` and store the report; the result carries the
         context's counters and where its REPL state came from. `timeout`: this run's
         wall-clock limit instead of the backend's; `on_output`: told of the guest's output
         as it is written (on the engine thread)."""
@@ -257,7 +257,7 @@ class ContextRunner:
             # With the File API off, the guest's files stay in its engine process.
             use_files = self._settings.file_api
             workspace = self._state.workspace if use_files else None
-            outcome = session.execute(
+            report = session.execute(
                 code,
                 env,
                 row.cwd,
@@ -266,20 +266,20 @@ class ContextRunner:
                 cancellation=cancellation,
                 on_output=on_output,
             )
-            result = outcome.result
+            result = report.result
             changes = ChangeSet()
             if workspace is not None:
-                result, changes = self._take_changes(session, outcome)
-            if outcome.restore_point_dropped:
+                result, changes = self._take_changes(session, report)
+            if report.restore_point_dropped:
                 row.snapshot = None  # never restored again; the next snapshot rewrites it all
             is_limit = result.error is not None and result.error.name == LIMIT_ERROR
             taken = None
             if session.spec.snapshots and session.alive and not is_limit:
                 taken = self._snapshots.take(session)  # spec 7.7: after every good run
-            notes = list(outcome.notes)
-            if outcome.boot is Boot.FRESH and row.executions > 0:
+            notes = list(report.notes)
+            if report.boot is Boot.FRESH and row.executions > 0:
                 notes.append("the context had no snapshot to restore; it started fresh")
-            elif outcome.boot is Boot.RESTORED and not was_resident and row.snapshot is not None:
+            elif report.boot is Boot.RESTORED and not was_resident and row.snapshot is not None:
                 taken_at = iso_from_ms(int(row.snapshot["takenAt"]))
                 notes.append(
                     f"the context's REPL state was restored from its memory snapshot of {taken_at}"
@@ -288,27 +288,27 @@ class ContextRunner:
                 row,
                 result,
                 changes,
-                outcome.boot,
+                report.boot,
                 notes,
-                cwd=outcome.cwd,
+                cwd=report.cwd,
                 snapshot=taken,
-                cpu_ms=outcome.cpu_ms,
+                cpu_ms=report.cpu_ms,
             )
         finally:
             self._sessions.release(key)
 
     def _take_changes(
-        self, session: ProcessSession, outcome: Outcome
+        self, session: ProcessSession, report: ExecutionReport
     ) -> tuple[ExecutionResult, ChangeSet]:
         """Put the run's file changes into the tree (a failed run has none: its engine
         took them back, spec 6.6). The engine process then holds the tree as it is now;
         changes the tree refuses leave it holding something else, so its next run is
         sent the whole tree."""
-        result, workspace = outcome.result, self._state.workspace
-        if result.error is not None or not outcome.changes:
+        result, workspace = report.result, self._state.workspace
+        if result.error is not None or not report.changes:
             return result, ChangeSet()
         try:
-            changes = workspace.apply_states(outcome.changes, self._clock.now_ms())
+            changes = workspace.apply_states(report.changes, self._clock.now_ms())
         except WorkspaceOSError as violation:
             session.workspace_version = None
             error = ExecutionError(
