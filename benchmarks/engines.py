@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from engines.cache import EngineCache
 from engines.proto import envelope_pb2
 from engines.registry import LANGUAGES, language_engine, missing_requirements
-from engines.session import Limits, Session
+from engines.result import Limits
+from engines.session import Session
 from engines.snapshot import MemorySnapshot
 from engines.vfs import VirtualFS
 from workbench.core.workspace import GUEST_LIMITS

@@ -31,7 +31,8 @@ from engines.module import ModuleGuest
 from engines.preview1 import Preview1Host
 from engines.proto import envelope_pb2
 from engines.registry import LANGUAGES, language_engine, missing_requirements
-from engines.session import Limits, Session
+from engines.result import Limits
+from engines.session import Session
 from engines.vfs import PathState, TreeUpdate, VirtualFS
 
 RUNS = 5

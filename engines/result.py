@@ -1,10 +1,15 @@
-"""`ExecutionResult` (spec 3): one definition used by engines, store, server, remote and TUI."""
+"""`ExecutionResult` (spec 3): one definition used by engines, store, server, remote and TUI;
+and what the workbench hands an engine and gets back beside it (`Limits`, `ExecutionReport`)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
+
+from engines.vfs import PathState
 
 JsonValue = Any
 
@@ -258,3 +263,51 @@ def well_formed(text: str) -> str:
     except UnicodeEncodeError:
         return _LONE_SURROGATE.sub("\ufffd", text)
     return text
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-execution limits (spec 9.2) plus our wall-clock timeout (beyond the reference)."""
+
+    fuel: int | None = None
+    """None: the language's default budget."""
+    memory_bytes: int | None = None
+    """None: the language's default cap."""
+    timeout_seconds: float | None = 30.0
+    output_bytes: int = 32768
+    output_writes: int = 200
+    result_bytes: int = 65536
+
+
+class Boot(Enum):
+    """Where the instance that ran an execution came from."""
+
+    RESIDENT = "resident"
+    FRESH = "fresh"
+    RESTORED = "restored"
+
+
+@dataclass
+class ExecutionReport:
+    """An execution's result plus what the caller needs to keep the session honest."""
+
+    result: ExecutionResult
+    cwd: str
+    boot: Boot
+    invalidated: bool = False
+    """The instance was discarded after this execution (trap or limit)."""
+    notes: list[str] = field(default_factory=list)
+    restore_point_dropped: bool = False
+    """The restore point could not be used (restore failed, or the restored instance
+    failed at once): it was dropped, and any stored copy must go too."""
+    changes: list[PathState] = field(default_factory=list)
+    """What the run changed in `/workspace` (`VirtualFS.finish`); empty after an error,
+    whose changes were taken back."""
+    cpu_ms: float | None = None
+    """CPU time the execution took on the engine's thread (booting the instance, the
+    guest, reading its answer); None where it was not measured."""
+
+
+STREAMS = ("stdout", "stderr")
+OutputListener = Callable[[str, bytes], None]
+"""Told of guest output as it is written: the stream ("stdout" or "stderr") and bytes."""

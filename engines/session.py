@@ -14,8 +14,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from enum import Enum
+from dataclasses import replace
 from pathlib import Path
 
 import wasmtime
@@ -30,61 +29,22 @@ from engines.result import (
     ENGINE_ERROR,
     HOST_MESSAGE_CHARS,
     LIMIT_ERROR,
+    Boot,
     ExecutionError,
+    ExecutionReport,
     ExecutionResult,
+    Limits,
+    OutputListener,
     ResultEntry,
     Usage,
     reset_note,
     well_formed,
 )
 from engines.snapshot import MemorySnapshot
-from engines.vfs import PathState, TreeUpdate, VirtualFS
+from engines.vfs import TreeUpdate, VirtualFS
 from engines.watchdog import WATCHDOG
 
 CANCELLED = "Execution cancelled"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-execution limits (spec 9.2) plus our wall-clock timeout (beyond the reference)."""
-
-    fuel: int | None = None
-    """None: the language's default budget."""
-    memory_bytes: int | None = None
-    """None: the language's default cap."""
-    timeout_seconds: float | None = 30.0
-    output_bytes: int = 32768
-    output_writes: int = 200
-    result_bytes: int = 65536
-
-
-class Boot(Enum):
-    """Where the instance that ran an execution came from."""
-
-    RESIDENT = "resident"
-    FRESH = "fresh"
-    RESTORED = "restored"
-
-
-@dataclass
-class ExecutionReport:
-    """An execution's result plus what the caller needs to keep the session honest."""
-
-    result: ExecutionResult
-    cwd: str
-    boot: Boot
-    invalidated: bool = False
-    """The instance was discarded after this execution (trap or limit)."""
-    notes: list[str] = field(default_factory=list)
-    restore_point_dropped: bool = False
-    """The restore point could not be used (restore failed, or the restored instance
-    failed at once): it was dropped, and any stored copy must go too."""
-    changes: list[PathState] = field(default_factory=list)
-    """What the run changed in `/workspace` (`VirtualFS.finish`); empty after an error,
-    whose changes were taken back."""
-    cpu_ms: float | None = None
-    """CPU time the execution took on the engine's thread (booting the instance, the
-    guest, reading its answer); None where it was not measured."""
 
 
 def _json_result(text: str) -> ResultEntry:
@@ -98,11 +58,6 @@ def _json_result(text: str) -> ResultEntry:
 
 def _host_message(error: BaseException) -> str:
     return str(error).strip()[:HOST_MESSAGE_CHARS]
-
-
-STREAMS = ("stdout", "stderr")
-OutputListener = Callable[[str, bytes], None]
-"""Told of guest output as it is written: the stream ("stdout" or "stderr") and bytes."""
 
 
 def _up_to(budget: int, listener: OutputListener) -> OutputListener:

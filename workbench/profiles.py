@@ -19,7 +19,7 @@ from workbench.config import (
 )
 
 if TYPE_CHECKING:
-    from engines.session import Limits
+    from engines.result import Limits
     from workbench.api import Backend
 
 LOCAL = LOCAL_PROFILE
@@ -111,7 +111,7 @@ def configured_timeout() -> float | None:
 
 def local_limits(timeout: float | None) -> Limits:
     """The local engines' limits with the wall-clock `timeout` (default 30 s)."""
-    from engines.session import Limits
+    from engines.result import Limits
 
     return Limits(timeout_seconds=DEFAULT_TIMEOUT_S if timeout is None else timeout)
 

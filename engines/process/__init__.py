@@ -5,6 +5,7 @@ from engines.process.handle import EngineProcessDied, return_large_buffers
 from engines.process.pool import EngineProcessPool, engine_process_pool
 from engines.process.session import (
     Cancellation,
+    GuestSession,
     ProcessSession,
     WorkspaceSource,
     run_stateless,
@@ -14,6 +15,7 @@ __all__ = [
     "Cancellation",
     "EngineProcessDied",
     "EngineProcessPool",
+    "GuestSession",
     "ProcessSession",
     "WorkspaceSource",
     "engine_process_pool",

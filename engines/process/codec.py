@@ -12,8 +12,16 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, get_args
 
-from engines.result import LIMIT_ERROR, ExecutionError, ExecutionResult, reset_note
-from engines.session import Boot, ExecutionReport, Limits, Session
+from engines.result import (
+    LIMIT_ERROR,
+    Boot,
+    ExecutionError,
+    ExecutionReport,
+    ExecutionResult,
+    Limits,
+    reset_note,
+)
+from engines.session import Session
 from engines.snapshot import BLOCK_BYTES, MemorySnapshot, SnapshotDelta, sparse_snapshot
 from engines.vfs import Kind, PathState, TreeUpdate, VfsLimits
 

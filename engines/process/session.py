@@ -1,7 +1,8 @@
 """`ProcessSession`: a `Session` that lives in an engine process of its own.
 
-Much the surface of `engines.session.Session` (execute, cancel, take_snapshot, reset,
-close, alive), so the sandbox layer does not care where a guest runs; its snapshots are
+It is the `GuestSession` the sandbox layer drives (execute, cancel, take_snapshot,
+collect_snapshot, reset, close, alive), mostly the surface of `engines.session.Session`,
+which only the engine process itself uses; its snapshots are
 the blocks that differ from the engine's image (`unstored`, `restore_source`). What the
 process boundary adds:
 - a deadline or cancel holds even while the guest is blocked in a host call: the engine
@@ -37,11 +38,16 @@ from engines.result import (
     ENGINE_ERROR,
     HOST_MESSAGE_CHARS,
     LIMIT_ERROR,
+    STREAMS,
+    Boot,
     ExecutionError,
+    ExecutionReport,
     ExecutionResult,
+    Limits,
+    OutputListener,
     reset_note,
 )
-from engines.session import CANCELLED, STREAMS, Boot, ExecutionReport, Limits, OutputListener
+from engines.session import CANCELLED
 from engines.snapshot import SnapshotDelta
 from engines.vfs import TreeUpdate, VfsLimits
 
@@ -57,6 +63,66 @@ class WorkspaceSource(Protocol):
     def update_since(self, version: Hashable | None) -> tuple[TreeUpdate, Hashable]:
         """What changed in the tree since `version` (None: nothing is known, the whole
         tree), and the name of the tree's state now."""
+        ...
+
+
+class GuestSession(Protocol):
+    """What the workbench drives one guest through (`ProcessSession` implements it): the
+    in-process `engines.session.Session` stays inside the engine process."""
+
+    workspace_version: Hashable | None
+    """The owner's name for the state of its tree the guest holds (None: unknown)."""
+    unstored: SnapshotDelta | None
+    """Snapshot blocks taken since the owner last stored one; the owner sets None."""
+
+    @property
+    def snapshots(self) -> bool:
+        """Whether the guest's engine takes snapshots at all."""
+        ...
+
+    @property
+    def alive(self) -> bool:
+        """A live instance is resident (its state is in memory, not only in a snapshot)."""
+        ...
+
+    @property
+    def private_bytes(self) -> int:
+        """The memory the guest's engine process holds of its own."""
+        ...
+
+    def execute(
+        self,
+        code: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str = WORKSPACE,
+        *,
+        session: bool = True,
+        workspace: WorkspaceSource | None = None,
+        timeout: float | None = None,
+        cancellation: Cancellation | None = None,
+        on_output: OutputListener | None = None,
+    ) -> ExecutionReport:
+        """Run `code`; `session`: in the persistent REPL scope (else a fresh one)."""
+        ...
+
+    def cancel(self) -> None:
+        """Interrupt the running execution (from any thread; no-op when idle)."""
+        ...
+
+    def take_snapshot(self) -> None:
+        """Ask for the snapshot of the state the last run left."""
+        ...
+
+    def collect_snapshot(self) -> None:
+        """Add the snapshot asked for to `unstored`."""
+        ...
+
+    def reset(self) -> None:
+        """Forget all state: the next execution starts a fresh interpreter."""
+        ...
+
+    def close(self) -> None:
+        """End the session (a running execution is stopped at once)."""
         ...
 
 
@@ -156,6 +222,10 @@ class ProcessSession:
     def alive(self) -> bool:
         """A live instance is resident (its state is in the engine process's memory)."""
         return self._alive and self._process is not None and not self._process.dead
+
+    @property
+    def snapshots(self) -> bool:
+        return self.spec.snapshots
 
     @property
     def private_bytes(self) -> int:

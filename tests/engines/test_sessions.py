@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import pytest
 
 from engines.registry import LANGUAGES, language_engine
-from engines.session import Boot, ExecutionReport, Limits, Session, run
+from engines.result import Boot, ExecutionReport, Limits
+from engines.session import Session, run
 from engines.snapshot import MemorySnapshot
 from engines.vfs import PathState, TreeUpdate, VirtualFS
 from tests.conftest import require_engine

@@ -18,7 +18,8 @@ from engines.components.wasi.abi import Call, GuestMemory, GuestTrap
 from engines.components.wasi.errors import WasiErrno
 from engines.components.wasi.host import DESCRIPTOR_READ, DESCRIPTOR_WRITE, WasiHost
 from engines.host import make_engine, new_store
-from engines.session import Boot, Limits, Session
+from engines.result import Boot, Limits
+from engines.session import Session
 from engines.vfs import Mount, VirtualFS
 from tests.conftest import require_engine
 from tests.engines.prepared import entries, put_files

@@ -20,7 +20,7 @@ import pytest
 
 from engines.process import EngineProcessPool, ProcessSession, engine_process_pool
 from engines.process.child import LOG_BYTES
-from engines.session import ExecutionReport, Limits
+from engines.result import ExecutionReport, Limits
 from engines.snapshot import SnapshotDelta
 from workbench.api import Backend
 from workbench.backends.local import open_local_backend

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.session import Limits
+from engines.result import Limits
 from engines.snapshot import SnapshotDelta
 from workbench.api import Backend, ExecutionResult
 from workbench.backends.local import LocalGateway, LocalTransport, open_local_gateway

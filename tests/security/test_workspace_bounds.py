@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from engines.session import Limits, Session
+from engines.result import Limits
+from engines.session import Session
 from engines.vfs import Directory, File, Found, NullDevice, PathState, TreeUpdate, VirtualFS
 from workbench.core.workspace import GUEST_LIMITS, MAX_ENTRIES, MAX_TOTAL_BYTES, Workspace
 

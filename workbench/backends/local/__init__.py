@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.process import engine_process_pool, return_large_buffers
-from engines.session import Limits
+from engines.result import Limits
 from workbench import __version__
 from workbench.api.client import Backend
 from workbench.backends.local.engine_manager import LocalEngineManager

@@ -19,9 +19,17 @@ from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from engines.process import Cancellation, ProcessSession
-from engines.result import LIMIT_ERROR, ContextRef, ExecutionError, ExecutionResult, SessionState
-from engines.session import Boot, ExecutionReport, OutputListener
+from engines.process import Cancellation, GuestSession, ProcessSession
+from engines.result import (
+    LIMIT_ERROR,
+    Boot,
+    ContextRef,
+    ExecutionError,
+    ExecutionReport,
+    ExecutionResult,
+    OutputListener,
+    SessionState,
+)
 from engines.snapshot import SnapshotDelta
 from engines.vfs import TreeUpdate
 from workbench.backends.local.context_row import ContextRow
@@ -239,7 +247,7 @@ class ContextRunner:
         self,
         row: ContextRow,
         was_resident: bool,
-        create: Callable[[], ProcessSession],
+        create: Callable[[], GuestSession],
         code: str,
         env: dict[str, str],
         timeout: float | None,
@@ -274,7 +282,7 @@ class ContextRunner:
                 row.snapshot = None  # never restored again; the next snapshot rewrites it all
             is_limit = result.error is not None and result.error.name == LIMIT_ERROR
             taken = None
-            if session.spec.snapshots and session.alive and not is_limit:
+            if session.snapshots and session.alive and not is_limit:
                 taken = self._snapshots.take(session)  # spec 7.7: after every good run
             notes = list(report.notes)
             if report.boot is Boot.FRESH and row.executions > 0:
@@ -298,7 +306,7 @@ class ContextRunner:
             self._sessions.release(key)
 
     def _take_changes(
-        self, session: ProcessSession, report: ExecutionReport
+        self, session: GuestSession, report: ExecutionReport
     ) -> tuple[ExecutionResult, ChangeSet]:
         """Put the run's file changes into the tree (a failed run has none: its engine
         took them back, spec 6.6). The engine process then holds the tree as it is now;

@@ -15,8 +15,7 @@ from engines.cache import EngineCache
 from engines.language import LanguageEngine, PrepareError, Progress
 from engines.process import Cancellation, EngineProcessDied, EngineProcessPool, run_stateless
 from engines.registry import LANGUAGES, language_engine
-from engines.result import ENGINE_ERROR, HOST_MESSAGE_CHARS, ExecutionError, ExecutionResult
-from engines.session import Limits
+from engines.result import ENGINE_ERROR, HOST_MESSAGE_CHARS, ExecutionError, ExecutionResult, Limits
 from workbench.protocol.types import LOCAL_ONLY_CONTEXT_LANGUAGES, RuntimeInfo
 
 EngineProgress = Callable[[str, str, float], None]

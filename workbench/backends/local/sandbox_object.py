@@ -15,8 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from engines.process import Cancellation
-from engines.result import ExecutionResult
-from engines.session import OutputListener
+from engines.result import ExecutionResult, OutputListener
 from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS
 from workbench.api.inspector import inspector_code, read_inspection, read_value
 from workbench.backends.local.context_row import ContextRow

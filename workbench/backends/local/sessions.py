@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from engines.process import ProcessSession
+from engines.process import GuestSession
 
 SessionKey = tuple[str, str]
 """(sandbox id, context id)"""
@@ -37,7 +37,7 @@ class SessionPool:
         in use always stays)."""
         self.max_resident = max(1, max_resident)
         self.memory_budget = memory_budget
-        self._sessions: OrderedDict[SessionKey, ProcessSession] = OrderedDict()
+        self._sessions: OrderedDict[SessionKey, GuestSession] = OrderedDict()
         self._busy: set[SessionKey] = set()
         self._lock = threading.Lock()
 
@@ -46,7 +46,7 @@ class SessionPool:
         with self._lock:
             return len(self._sessions)
 
-    def acquire(self, key: SessionKey, create: Callable[[], ProcessSession]) -> ProcessSession:
+    def acquire(self, key: SessionKey, create: Callable[[], GuestSession]) -> GuestSession:
         """The context's session (created if absent), marked busy until `release`."""
         with self._lock:
             session = self._sessions.get(key)
@@ -68,7 +68,7 @@ class SessionPool:
             evicted = self._evict_locked()
         self._close(evicted)
 
-    def _evict_locked(self) -> list[tuple[SessionKey, ProcessSession]]:
+    def _evict_locked(self) -> list[tuple[SessionKey, GuestSession]]:
         evicted = []
         for key in list(self._sessions):
             if len(self._sessions) <= self.max_resident:
@@ -85,11 +85,11 @@ class SessionPool:
                 evicted.append((key, session))
         return evicted
 
-    def _close(self, sessions: list[tuple[SessionKey, ProcessSession]]) -> None:
+    def _close(self, sessions: list[tuple[SessionKey, GuestSession]]) -> None:
         for _, session in sessions:
             session.close()
 
-    def get(self, key: SessionKey) -> ProcessSession | None:
+    def get(self, key: SessionKey) -> GuestSession | None:
         with self._lock:
             return self._sessions.get(key)
 

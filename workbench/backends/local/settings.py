@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from engines.process import EngineProcessPool
-from engines.session import Limits
+from engines.result import Limits
 from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.local.sessions import SessionPool
 from workbench.config import LocalSettings

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from engines.process import ProcessSession
+from engines.process import GuestSession
 from engines.snapshot import PAGE_BYTES, SnapshotDelta
 from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.sandbox_state import SandboxState
@@ -27,7 +27,7 @@ class TakenSnapshot:
     transaction: the blocks changed since the last one stored; `elapsed_ms` counts taking
     it and adding it to the transaction."""
 
-    def __init__(self, session: ProcessSession, delta: SnapshotDelta, elapsed_ms: float):
+    def __init__(self, session: GuestSession, delta: SnapshotDelta, elapsed_ms: float):
         self.session = session
         self.delta = delta
         self.elapsed_ms = elapsed_ms
@@ -70,7 +70,7 @@ class ContextSnapshots:
         )
 
     @staticmethod
-    def take(session: ProcessSession) -> TakenSnapshot | None:
+    def take(session: GuestSession) -> TakenSnapshot | None:
         """The snapshot of the state the last run left (spec 7.7), or None when the
         engine process could not give one (it is gone)."""
         started = time.perf_counter()
