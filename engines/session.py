@@ -508,15 +508,3 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def run(
-    language: str,
-    code: str,
-    env_vars: Mapping[str, str] | None = None,
-    *,
-    limits: Limits | None = None,
-) -> ExecutionResult:
-    """Stateless execution (spec 9.4): a fresh instance, no /workspace, nothing persists."""
-    with Session(language, limits=limits) as session:
-        return session.execute(code, env_vars, session=False).result

@@ -18,8 +18,8 @@ from engines.components.plan import ComponentArtifact
 from engines.host import make_engine
 from engines.javascript import ENGINE as JAVASCRIPT
 from engines.perl import ENGINE as PERL
-from engines.session import run
 from tests.conftest import require_engine
+from tests.engines import run
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import wasmtime
 
 from engines import metering
 from engines.host import make_engine, new_store
-from engines.session import run
 from engines.wasm_binary import MEMORY, read_imports, sections, uleb
+from tests.engines import run
 
 COUNTED = """(module
   (memory (export "memory") 1)

@@ -13,10 +13,11 @@ import pytest
 
 from engines.registry import LANGUAGES, language_engine
 from engines.result import Boot, ExecutionReport, Limits
-from engines.session import Session, run
+from engines.session import Session
 from engines.snapshot import MemorySnapshot
 from engines.vfs import PathState, TreeUpdate, VirtualFS
 from tests.conftest import require_engine
+from tests.engines import run
 from tests.engines.prepared import put_files
 
 
