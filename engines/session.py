@@ -102,15 +102,17 @@ class Session:
         stateless run). `compiled`: load this prepared, compiled entry instead of asking
         the cache (an engine process is handed the path by its parent, which prepares
         engines)."""
-        self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
+        self.language_engine = (
+            language if isinstance(language, LanguageEngine) else language_engine(language)
+        )
         self.workspace = workspace
         self.limits = limits or Limits()
-        self.restore_point = restore_point if self.spec.snapshots else None
-        self._engine = self.spec.new_engine()
+        self.restore_point = restore_point if self.language_engine.snapshots else None
+        self._engine = self.language_engine.new_engine()
         self._artifact: Artifact = (
-            self.spec.load_compiled(self._engine, compiled)
+            self.language_engine.load_compiled(self._engine, compiled)
             if compiled is not None
-            else (cache or EngineCache(self.spec)).load(self._engine)
+            else (cache or EngineCache(self.language_engine)).load(self._engine)
         )
         self._wake = threading.Event()
         """Set with the epoch when an execution is interrupted: wakes a guest that waits
@@ -129,7 +131,7 @@ class Session:
 
     @property
     def fuel_limit(self) -> int:
-        return self.limits.fuel or self.spec.fuel
+        return self.limits.fuel or self.language_engine.fuel
 
     @property
     def alive(self) -> bool:
@@ -151,7 +153,7 @@ class Session:
         if self._instance is not None:
             return Boot.RESIDENT
         self._output = OutputCapture()
-        store = self.spec.new_store(
+        store = self.language_engine.new_store(
             self._engine,
             self._output,
             workspace=self.workspace,
@@ -161,7 +163,7 @@ class Session:
         try:
             if self.restore_point is not None:
                 try:
-                    instance = self.spec.restore(
+                    instance = self.language_engine.restore(
                         self._engine, self._artifact, store, self.restore_point
                     )
                     boot = Boot.RESTORED
@@ -173,7 +175,7 @@ class Session:
                     )
                     return self._boot()
             else:
-                instance = self.spec.instantiate(self._engine, self._artifact, store)
+                instance = self.language_engine.instantiate(self._engine, self._artifact, store)
                 boot = Boot.FRESH
         except BaseException:
             store.close()
@@ -371,8 +373,8 @@ class Session:
             )
         result = ExecutionResult(
             code=code,
-            language=self.spec.language,
-            engine=self.spec.engine,
+            language=self.language_engine.language,
+            engine=self.language_engine.engine,
             duration_ms=duration_ms,
             stdout=stdout,
             stderr=stderr_lines,
@@ -427,7 +429,7 @@ class Session:
             error = ExecutionError(
                 response.error.name, response.error.message, list(response.error.traceback)
             )
-        if self.spec.console_in_envelope:
+        if self.language_engine.console_in_envelope:
             stdout = [line.text for line in response.console if line.stream == line.STDOUT]
             stderr = [line.text for line in response.console if line.stream == line.STDERR]
         else:
@@ -444,8 +446,8 @@ class Session:
         new_cwd = response.cwd if session and response.cwd else cwd
         result = ExecutionResult(
             code=code,
-            language=self.spec.language,
-            engine=self.spec.engine,
+            language=self.language_engine.language,
+            engine=self.language_engine.engine,
             duration_ms=duration_ms,
             stdout=stdout,
             stderr=stderr,
@@ -457,7 +459,7 @@ class Session:
 
     def _wasi_limit_exceeded(self, results: list[ResultEntry]) -> str | None:
         """Spec 9.2 output and result limits for languages whose stdio the host captures."""
-        if self.spec.console_in_envelope:
+        if self.language_engine.console_in_envelope:
             return None
         output = self._output
         if (
@@ -474,8 +476,8 @@ class Session:
         """A host-level failure: empty logs, no usage (spec 2.2.1)."""
         result = ExecutionResult(
             code=code,
-            language=self.spec.language,
-            engine=self.spec.engine,
+            language=self.language_engine.language,
+            engine=self.language_engine.engine,
             duration_ms=0.0,
             error=ExecutionError(name, message, []),
         )
@@ -483,10 +485,12 @@ class Session:
 
     def take_snapshot(self) -> MemorySnapshot | None:
         """Snapshot the live instance (snapshot engines only); it becomes the restore point."""
-        if not self.spec.snapshots or self._instance is None or self._store is None:
+        if not self.language_engine.snapshots or self._instance is None or self._store is None:
             return None
         with self._lock:
-            snapshot = self.spec.take_snapshot(self._store, self._instance, self.restore_point)
+            snapshot = self.language_engine.take_snapshot(
+                self._store, self._instance, self.restore_point
+            )
         self.restore_point = snapshot
         return snapshot
 

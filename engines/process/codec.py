@@ -123,8 +123,8 @@ def abandoned_report(session: Session, code: str, message: str) -> dict[str, Any
     stdout, stderr = session.captured_logs()
     result = ExecutionResult(
         code=code,
-        language=session.spec.language,
-        engine=session.spec.engine,
+        language=session.language_engine.language,
+        engine=session.language_engine.engine,
         duration_ms=0.0,
         stdout=stdout,
         stderr=stderr,

@@ -186,14 +186,16 @@ class ProcessSession:
         snapshot it stored (`from_image`), read whenever an engine process is opened; the
         session then keeps only the blocks taken since (`unstored`), which the owner
         stores. Without a source the session keeps them all, and restores from them."""
-        self.spec = language if isinstance(language, LanguageEngine) else language_engine(language)
+        self.language_engine = (
+            language if isinstance(language, LanguageEngine) else language_engine(language)
+        )
         self.workspace = workspace
         self.workspace_version: Hashable | None = None
         """The owner's name for the state of its tree that the engine process holds (the
         owner moves it past the changes of a run it committed; None: the process holds
         nothing yet, or something the owner does not know)."""
         self.limits = limits or Limits()
-        self._restore_source = restore_source if self.spec.snapshots else None
+        self._restore_source = restore_source if self.language_engine.snapshots else None
         self._restorable = False
         """The engine process holds (or a new one would read) a snapshot, so a lost
         instance comes back restored rather than fresh."""
@@ -201,7 +203,7 @@ class ProcessSession:
         """The blocks of snapshots taken since the owner last stored one (it sets this
         to None once they are stored); without an owner, all of them."""
         self._pool = pool
-        self._cache = cache or EngineCache(self.spec)
+        self._cache = cache or EngineCache(self.language_engine)
         self._compiled = self._cache.ready_compiled_path(progress or _no_progress)
         self._process: EngineProcess | None = None
         self._alive = False
@@ -225,7 +227,7 @@ class ProcessSession:
 
     @property
     def snapshots(self) -> bool:
-        return self.spec.snapshots
+        return self.language_engine.snapshots
 
     @property
     def private_bytes(self) -> int:
@@ -239,7 +241,7 @@ class ProcessSession:
     def _open_request(self, op: str) -> tuple[dict[str, Any], list[memoryview]]:
         header: dict[str, Any] = {
             "op": op,
-            "language": self.spec.language,
+            "language": self.language_engine.language,
             "compiled": str(self._compiled),
             "workspace": None
             if self.workspace is None
@@ -267,7 +269,9 @@ class ProcessSession:
                 answer, _ = engine_process.receive(time.monotonic() + REQUEST_SECONDS)
             except (EngineProcessDied, FrameTimeout) as error:
                 engine_process.kill()
-                raise PrepareError(f"{self.spec.language} engine process failed: {error}") from None
+                raise PrepareError(
+                    f"{self.language_engine.language} engine process failed: {error}"
+                ) from None
             if answer.get("ok"):
                 self._process = engine_process
                 self._alive = False
@@ -277,7 +281,7 @@ class ProcessSession:
             if answer.get("kind") == "load" and attempt == 0:
                 self._cache.recompile()
                 continue
-            raise PrepareError(f"{self.spec.language} engine: {answer.get('message')}")
+            raise PrepareError(f"{self.language_engine.language} engine: {answer.get('message')}")
         raise AssertionError("unreachable")
 
     def _live_process(self) -> EngineProcess:
@@ -435,8 +439,8 @@ class ProcessSession:
     ) -> ExecutionReport:
         result = ExecutionResult(
             code=code,
-            language=self.spec.language,
-            engine=self.spec.engine,
+            language=self.language_engine.language,
+            engine=self.language_engine.engine,
             duration_ms=0.0,
             error=ExecutionError(name, message[:HOST_MESSAGE_CHARS], []),
         )
@@ -460,7 +464,7 @@ class ProcessSession:
     def take_snapshot(self) -> None:
         """Ask for the snapshot of the state the last run left; it is taken after the
         answer went out and collected before the next request (`unstored`)."""
-        if not self.spec.snapshots or not self.alive:
+        if not self.language_engine.snapshots or not self.alive:
             return
         with self._call_lock:
             engine_process = self._process

@@ -27,7 +27,7 @@ class Guest(ModuleHarness):
     snapshot: MemorySnapshot | None = None
     output: OutputCapture = field(default_factory=OutputCapture)
 
-    spec = ENGINE
+    language_engine = ENGINE
 
     def __post_init__(self) -> None:
         self.store = ENGINE.new_store(self.engine, self.output, workspace=self.workspace)

@@ -185,7 +185,7 @@ class ComponentGuest:
     def __init__(
         self, spec: LanguageEngine, prepared: Prepared, workspace: VirtualFS | None = None
     ) -> None:
-        self.spec = spec
+        self.language_engine = spec
         self.workspace = workspace
         self.output = OutputCapture()
         self.store = spec.new_store(prepared.engine, self.output, workspace=workspace)
@@ -194,7 +194,9 @@ class ComponentGuest:
         )
 
     def call_guest(self, request: envelope_pb2.ExecuteRequest, fuel: int | None) -> GuestCall:
-        return call_guest(self.store, self.output, self.instance, request, fuel or self.spec.fuel)
+        return call_guest(
+            self.store, self.output, self.instance, request, fuel or self.language_engine.fuel
+        )
 
     def close(self) -> None:
         self.store.close()
@@ -204,7 +206,7 @@ class ModuleHarness:
     """Runs code on one live core-module guest (Perl, Ruby) the way the framework does;
     each language's `Guest` makes the store and calls `start`."""
 
-    spec: LanguageEngine
+    language_engine: LanguageEngine
     workspace: VirtualFS | None
     output: OutputCapture
     store: wasmtime.Store
@@ -215,9 +217,9 @@ class ModuleHarness:
     ) -> None:
         """Boot a fresh instance, or restore `snapshot` into one."""
         if snapshot is None:
-            instance = self.spec.instantiate(engine, module, self.store)
+            instance = self.language_engine.instantiate(engine, module, self.store)
         else:
-            instance = self.spec.restore(engine, module, self.store, snapshot)
+            instance = self.language_engine.restore(engine, module, self.store, snapshot)
         assert isinstance(instance, ModuleGuest)
         self.instance = instance
 
@@ -234,12 +236,12 @@ class ModuleHarness:
         request = envelope_pb2.ExecuteRequest(
             code=code, env=env or {}, session=session, cwd=cwd if session else ""
         )
-        budget = self.spec.fuel if fuel is None else fuel
+        budget = self.language_engine.fuel if fuel is None else fuel
         done = call_guest(self.store, self.output, self.instance, request, budget)
         return ModuleRun(done.response, done.stdout, done.stderr, done.fuel_used)
 
     def take_snapshot(self) -> MemorySnapshot:
-        return self.spec.take_snapshot(self.store, self.instance)
+        return self.language_engine.take_snapshot(self.store, self.instance)
 
     def close(self) -> None:
         self.store.close()

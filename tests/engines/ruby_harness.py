@@ -26,7 +26,7 @@ class Guest(ModuleHarness):
     memory_bytes: int = ENGINE.memory_bytes
     output: OutputCapture = field(default_factory=OutputCapture)
 
-    spec = ENGINE
+    language_engine = ENGINE
 
     def __post_init__(self) -> None:
         self.store = ENGINE.new_store(

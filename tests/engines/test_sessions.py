@@ -362,7 +362,7 @@ def test_a_snapshot_keeping_only_written_blocks_restores_the_same_memory(
         assert live.execute(snippets.loop).invalidated
         assert live._boot() is Boot.RESTORED
         assert live._store is not None and live._instance is not None
-        again = live.spec.take_snapshot(live._store, live._instance)
+        again = live.language_engine.take_snapshot(live._store, live._instance)
         assert bytes(again.memory) == whole and again.globals == globals_
         snapshot.changed_blocks.clear()
         report = live.execute(snippets.use)

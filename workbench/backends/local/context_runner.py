@@ -162,7 +162,7 @@ class ContextRunner:
         def run() -> ExecutionResult:
             try:
                 session = ProcessSession(
-                    copy.runtime.spec,
+                    copy.runtime.language_engine,
                     pool=self._engine_process_pool,
                     workspace=GUEST_LIMITS,
                     limits=self._settings.limits,
@@ -214,7 +214,7 @@ class ContextRunner:
 
         def create() -> ProcessSession:
             return ProcessSession(
-                runtime.spec,
+                runtime.language_engine,
                 pool=self._engine_process_pool,
                 workspace=GUEST_LIMITS,
                 limits=limits,

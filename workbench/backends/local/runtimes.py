@@ -27,7 +27,7 @@ class LocalRuntime:
     """A runtime binding (e.g. `PYTHON`) served by the local engine of its language."""
 
     binding: str
-    spec: LanguageEngine
+    language_engine: LanguageEngine
     limits: Limits
     engine_process_pool: EngineProcessPool
     prepare_progress: Progress | None = None
@@ -38,15 +38,17 @@ class LocalRuntime:
 
     @property
     def language(self) -> str:
-        return self.spec.language
+        return self.language_engine.language
 
     def build_sha256(self) -> str:
         """sha256 of the prepared engine Wasm (snapshots are only valid for that build)."""
-        build = EngineCache(self.spec).build()
+        build = EngineCache(self.language_engine).build()
         return "" if build is None else build.identity
 
     def info(self) -> RuntimeInfo:
-        return RuntimeInfo(self.binding, self.spec.language, self.spec.engine, self.contexts)
+        return RuntimeInfo(
+            self.binding, self.language_engine.language, self.language_engine.engine, self.contexts
+        )
 
     def run_stateless(
         self,
@@ -63,7 +65,7 @@ class LocalRuntime:
         try:
             return run_stateless(
                 self.engine_process_pool,
-                self.spec,
+                self.language_engine,
                 code,
                 env_vars,
                 limits=limits,
@@ -77,7 +79,7 @@ class LocalRuntime:
         return ExecutionResult(
             code=code,
             language=self.language,
-            engine=self.spec.engine,
+            engine=self.language_engine.engine,
             duration_ms=(time.perf_counter() - started) * 1000,
             error=ExecutionError(ENGINE_ERROR, message[:HOST_MESSAGE_CHARS], []),
         )
@@ -95,15 +97,15 @@ def local_runtimes(
     runtimes: dict[str, LocalRuntime] = {}
     for language in LANGUAGES:
         try:
-            spec = language_engine(language)
+            engine = language_engine(language)
         except Exception:  # an engine package that cannot load is simply not offered
             continue
         runtimes[language.upper()] = LocalRuntime(
             language.upper(),
-            spec,
+            engine,
             limits or Limits(),
             engine_process_pool,
             None if prepare_progress is None else functools.partial(prepare_progress, language),
-            spec.contexts and (language not in LOCAL_ONLY_CONTEXT_LANGUAGES or ruby_contexts),
+            engine.contexts and (language not in LOCAL_ONLY_CONTEXT_LANGUAGES or ruby_contexts),
         )
     return runtimes

@@ -197,7 +197,7 @@ class SandboxState:
             id=str(uuid.uuid4()),
             binding=binding,
             language=runtime.language,
-            engine=runtime.spec.engine,
+            engine=runtime.language_engine.engine,
             cwd=cwd,
             env_vars=env_vars,
             created_at=now,

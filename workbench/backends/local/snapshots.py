@@ -55,7 +55,7 @@ class ContextSnapshots:
         its blocks that differ from the engine's image."""
         snapshot = row.snapshot
         runtime = self._runtimes[row.binding]
-        if snapshot is None or not runtime.spec.snapshots:
+        if snapshot is None or not runtime.language_engine.snapshots:
             return None
         if snapshot.get("build") != runtime.build_sha256():
             row.snapshot = None  # spec 7.6: a snapshot of another engine build is dropped
