@@ -3,7 +3,7 @@
 import os
 import time
 
-from workbench.core.hashing import hash_bytes
+from workbench.core.workspace import hash_bytes
 
 M = 0xFFFFFFFF
 
