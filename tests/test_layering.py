@@ -4,6 +4,7 @@ pyproject.toml, and what fresh interpreters really load (which a static check ca
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +56,33 @@ def test_the_import_contracts_hold() -> None:
     )
     assert completed.returncode == 0, completed.stdout[-3000:]
     assert "0 broken" in completed.stdout
+
+
+SMALL_MODULE_LINES = 60
+KEPT_APART = (
+    re.compile(r"workbench\.tui\.(screens|widgets)\.\w+"),  # one screen or widget per file
+    re.compile(r"workbench\.cli\.\w+_command"),  # loaded by name when the command runs
+    re.compile(r"engines\.\w+\.pins"),  # a language's build input, hashed on its own
+    re.compile(r"engines\.components\.wasi\.\w+"),  # one module per WASI interface
+    re.compile(r".*_pb2"),  # generated
+)
+
+
+def test_a_small_module_with_one_importer_lives_in_that_module() -> None:
+    """Cohesion rather than a line count (docs/architecture.md, Rules): a module of fewer
+    than 60 lines that one module imports belongs there, unless its kind is kept apart."""
+    import grimp
+
+    graph = grimp.build_graph("workbench", "engines")
+    lonely = []
+    for module in sorted(graph.modules):
+        if any(pattern.fullmatch(module) for pattern in KEPT_APART):
+            continue
+        source = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        if not source.is_file() or source.name == "__main__.py":
+            continue  # a package's __init__, or an entry point
+        lines = len(source.read_text().splitlines())
+        importers = graph.find_modules_that_directly_import(module)
+        if lines < SMALL_MODULE_LINES and len(importers) == 1:
+            lonely.append(f"{module} ({lines} lines), imported only by {importers.pop()}")
+    assert not lonely, lonely
