@@ -7,9 +7,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engines.vfs import PathState
+if TYPE_CHECKING:  # not at run time: the CLI imports this module and should stay quick
+    from engines.vfs import PathState
 
 JsonValue = Any
 
