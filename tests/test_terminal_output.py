@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_engine
-from workbench.cli.terminal import neutralise
+from workbench.api.display import neutralise
 
 CONSOLE_SCRIPT = str(Path(sys.executable).with_name("sandbox-workbench"))
 OSC52 = "\x1b]52;c;SGVsbG8=\x07"

@@ -16,8 +16,6 @@ from typing import Any
 
 import click
 
-from workbench.api.display import json_escaped, neutralise
-
 
 def echo_untrusted(
     text: str, *, err: bool = False, fg: str | None = None, dim: bool = False
@@ -29,6 +27,8 @@ def echo_untrusted(
     on a pipe or file it is written exactly, without style.
     """
     if (sys.stderr if err else sys.stdout).isatty():
+        from workbench.api.display import neutralise  # here: --help and --version stay quick
+
         safe = neutralise(text)
         styled = click.style(safe, fg=fg, dim=dim or None) if fg or dim else safe
         click.echo(styled, err=err)
@@ -42,6 +42,8 @@ def echo_json(payload: Any, *, err: bool = False, indent: int | None = 2) -> Non
     JSON on a terminal (`json_escaped`)."""
     text = json.dumps(payload, indent=indent, ensure_ascii=False)
     if (sys.stderr if err else sys.stdout).isatty():
+        from workbench.api.display import json_escaped
+
         text = json_escaped(text)
     click.echo(text, err=err, color=True)
 
@@ -53,6 +55,8 @@ def write_untrusted_bytes(data: bytes) -> None:
     so a stray 0x9b byte cannot act as an 8-bit control either.
     """
     if sys.stdout.isatty():
+        from workbench.api.display import neutralise
+
         sys.stdout.write(neutralise(data.decode("utf-8", errors="backslashreplace")))
         sys.stdout.flush()
     else:
