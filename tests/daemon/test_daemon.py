@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import ROOT, SCRIPT, cli_env, one_error_line, run_cli
+from tests.cli import CTRL_C_TAKEN, ROOT, SCRIPT, cli_env, one_error_line, run_cli
 from tests.daemon import wait_for_a_run
 from workbench.backends.daemon import probe, socket_path, stop_at
 from workbench.backends.local import open_local_backend
@@ -408,7 +408,17 @@ def test_ctrl_c_in_run_cancels_the_execution(tmp_path: Path, python_engine: None
     env = cli_env(tmp_path)
     assert run_cli(env, "run", "-s", "c", "-b", "PYTHON", "-c", "x = 1").returncode == 0
     running = subprocess.Popen(
-        [str(SCRIPT), "run", "-s", "c", "-b", "PYTHON", "-c", "import time\ntime.sleep(60)"],
+        [
+            *CTRL_C_TAKEN,
+            str(SCRIPT),
+            "run",
+            "-s",
+            "c",
+            "-b",
+            "PYTHON",
+            "-c",
+            "import time\ntime.sleep(60)",
+        ],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -430,6 +440,7 @@ def test_a_stateless_run_given_up_is_cancelled(tmp_path: Path, python_engine: No
     assert run_cli(env, "daemon", "start").returncode == 0
     running = subprocess.Popen(
         [
+            *CTRL_C_TAKEN,
             str(SCRIPT),
             "run",
             "-b",
