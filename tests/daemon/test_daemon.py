@@ -467,6 +467,32 @@ def test_a_stateless_run_given_up_is_cancelled(tmp_path: Path, python_engine: No
         time.sleep(0.05)
 
 
+def test_ctrl_c_stops_a_client_waiting_for_a_daemon_that_does_not_answer(
+    tmp_path: Path, python_engine: None
+) -> None:
+    env = cli_env(tmp_path)
+    assert run_cli(env, "daemon", "start").returncode == 0
+    pid = int(str(status(env)["pid"]))
+    os.kill(pid, signal.SIGSTOP)  # the client's probe waits, then it waits for a start
+    try:
+        running = subprocess.Popen(
+            [*CTRL_C_TAKEN, str(SCRIPT), "run", "-b", "PYTHON", "-c", "1"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(3)  # past its imports: in the probe, which blocks the event loop
+        started = time.monotonic()
+        running.send_signal(signal.SIGINT)
+        running.communicate(timeout=30)
+        assert running.returncode == 130
+        assert time.monotonic() - started < 10
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def test_the_daemon_exits_when_idle_and_keeps_every_state(
     tmp_path: Path, perl_engine: None
 ) -> None:

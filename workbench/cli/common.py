@@ -6,10 +6,13 @@ or an engine (the API and backends are imported inside the functions that need t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -166,7 +169,29 @@ def open_backend(profile: str, data_dir: Path | None, timeout: float | None = No
     if profile == LOCAL_PROFILE:
         warn_about_config()
     embedded = True if global_options().no_daemon else None
-    return open_profile_backend(profile, data_dir=data_dir, timeout=timeout, embedded=embedded)
+    with _ctrl_c_raises():  # it may wait up to a minute for a daemon to start
+        return open_profile_backend(profile, data_dir=data_dir, timeout=timeout, embedded=embedded)
+
+
+@contextlib.contextmanager
+def _ctrl_c_raises() -> Iterator[None]:
+    """In the block, Ctrl+C raises KeyboardInterrupt where the main thread is, as it does
+    outside an event loop: `asyncio.run` only cancels its task, which a call that blocks
+    the loop (waiting for a daemon to start) would not see until it returned. An ignored
+    SIGINT stays ignored, as POSIX has it for background jobs."""
+    previous = signal.getsignal(signal.SIGINT)
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or previous in (signal.SIG_IGN, signal.SIG_DFL)
+        or previous is None
+    ):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def warn_about_config() -> None:
