@@ -4,6 +4,8 @@ every client, replaced when it dies or is of another version (issue 21)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -625,3 +627,29 @@ def test_a_daemon_whose_socket_was_removed_can_still_be_stopped(
     assert stopped.stdout == f"stopped the local daemon (pid {info['pid']})\n", stopped.stderr
     after = run_cli(env, "run", "-s", "s", "-b", "PERL", "-c", "$kept")
     assert (after.returncode, after.stdout) == (0, "5\n"), after.stderr
+
+
+async def test_a_reconnect_given_up_stops_waiting_for_a_daemon_start(tmp_path: Path) -> None:
+    """A long-lived client (the TUI, `watch`) whose daemon is gone starts one in a thread;
+    given up (the app quits), that thread stops polling at once instead of holding the
+    process for up to a minute."""
+    from workbench.backends.daemon.location import spawn_lock_path
+    from workbench.backends.daemon.transport import SocketTransport
+    from workbench.paths import private_data_dir
+
+    data = private_data_dir(tmp_path / "data").absolute()
+    lock = os.open(spawn_lock_path(data), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another client is starting the daemon
+        transport = SocketTransport(socket_path(data), "test", data_dir=data)
+        request = asyncio.ensure_future(transport.request("GET", "/v1/health"))
+        await asyncio.sleep(0.5)  # in `ensure_daemon`, waiting for that client
+        request.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await request
+        started = time.monotonic()
+        await asyncio.wait_for(asyncio.get_running_loop().shutdown_default_executor(), 30)
+        assert time.monotonic() - started < 2
+    finally:
+        os.close(lock)
+    assert not daemon_pids(data)

@@ -185,19 +185,23 @@ def _alive(pid: int) -> bool:
 
 
 def ensure_daemon(
-    data_dir: Path | None = None, settings: LocalSettings | None = None
+    data_dir: Path | None = None,
+    settings: LocalSettings | None = None,
+    *,
+    given_up: threading.Event | None = None,
 ) -> DaemonInfo:
     """The daemon of `data_dir` (default: the user's), started if none runs, and replaced
     if it is of another version or holds other `settings` (default: `local_settings()`):
     one data dir is one deployment, and every answered run is stored, so a replacement
-    loses no state."""
+    loses no state. Once `given_up` is set (the caller stopped waiting), the waits for
+    another client's start and for the daemon's answer end (`DaemonStartError`)."""
     wanted = local_settings() if settings is None else settings
     directory = private_data_dir(data_dir).absolute()  # the daemon runs elsewhere
     path = socket_path(directory)
     info = probe(path)
     if info is not None and info.version == __version__ and info.settings == wanted:
         return info
-    with _spawn_lock(directory):
+    with _spawn_lock(directory, given_up):
         info = probe(path)
         if info is not None and info.version != __version__:
             stop(path, directory)
@@ -214,7 +218,7 @@ def ensure_daemon(
             )
             info = None
         if info is None:
-            info = _start(directory, path, wanted)
+            info = _start(directory, path, wanted, given_up)
     return info
 
 
@@ -273,7 +277,9 @@ class DaemonEngineManager:
         await LocalEngineManager().prepare(language, progress)
 
 
-def _start(directory: Path, path: Path, settings: LocalSettings) -> DaemonInfo:
+def _start(
+    directory: Path, path: Path, settings: LocalSettings, given_up: threading.Event | None
+) -> DaemonInfo:
     """Start the daemon once the store has no owner (one stopping is waited for; one
     starting elsewhere is used) and wait for its answer."""
     process: subprocess.Popen[bytes] | None = None
@@ -309,7 +315,7 @@ def _start(directory: Path, path: Path, settings: LocalSettings) -> DaemonInfo:
                 f"the local daemon did not answer within {START_SECONDS:g} s; its log: "
                 f"{log_path(directory)}"
             )
-        time.sleep(0.02)
+        _poll_pause(given_up)
 
 
 PATH_VARIABLES = (DATA_DIR_ENV, CONFIG_DIR_ENV, CACHE_ENV, RUNTIME_DIR_ENV, STATE_DIR_ENV)
@@ -358,7 +364,7 @@ def _start_failure(directory: Path, status: int | None) -> DaemonStartError:
 
 
 @contextlib.contextmanager
-def _spawn_lock(directory: Path) -> Iterator[None]:
+def _spawn_lock(directory: Path, given_up: threading.Event | None = None) -> Iterator[None]:
     fd = os.open(spawn_lock_path(directory), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         deadline = time.monotonic() + START_SECONDS
@@ -371,10 +377,18 @@ def _spawn_lock(directory: Path) -> Iterator[None]:
                     raise DaemonStartError(
                         "another client has been starting the local daemon for too long"
                     ) from None
-                time.sleep(0.02)
+                _poll_pause(given_up)
         yield
     finally:
         os.close(fd)
+
+
+def _poll_pause(given_up: threading.Event | None) -> None:
+    """The pause between two polls of a daemon start; a caller that gave up ends it."""
+    if given_up is None:
+        time.sleep(0.02)
+    elif given_up.wait(0.02):
+        raise DaemonStartError("the wait for the local daemon was given up")
 
 
 def _blocking_request(path: Path, method: str, target: str) -> tuple[int, bytes]:

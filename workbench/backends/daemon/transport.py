@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -135,10 +136,14 @@ class SocketTransport:
         if self.data_dir is not None:
             from workbench.backends.daemon.client import ensure_daemon
 
+            given_up = threading.Event()
             try:
-                info = await asyncio.to_thread(ensure_daemon, self.data_dir)
+                info = await asyncio.to_thread(ensure_daemon, self.data_dir, given_up=given_up)
                 self.socket = Path(info.socket)
                 return await self._open()
+            except asyncio.CancelledError:
+                given_up.set()  # its thread stops polling now, not a minute later
+                raise
             except Exception as error:
                 gone = error
         raise unreachable(
