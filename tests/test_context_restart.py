@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from engines.session import Session
+from engines.snapshot import SnapshotDelta
 from engines.vfs import VirtualFS
 from tests.serve_process import serve_process
 from workbench.api import Backend
@@ -25,7 +26,7 @@ from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.core.workspace import GUEST_LIMITS
 from workbench.paths import DATABASE_NAME
 from workbench.store import Store
-from workbench.store.database import SCHEMA_VERSION
+from workbench.store.database import BLOCK_BYTES, SCHEMA_VERSION
 
 
 @pytest.fixture(autouse=True)
@@ -442,24 +443,33 @@ async def test_a_version_2_store_is_converted_and_its_contexts_come_back(
     assert "checkpoints" in tables
 
 
-def test_a_version_3_store_gains_the_checkpoints_table(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [3, 4])
+def test_an_older_store_gains_the_tables_added_since(tmp_path: Path, version: int) -> None:
+    """Version 4 added `checkpoints` and 5 `snapshot_changes`: an older store keeps its
+    rows and gains what it lacks."""
     path = tmp_path / DATABASE_NAME
     Store(path).close()
     with sqlite3.connect(path) as db:
-        db.execute("DROP TABLE checkpoints")
-        db.execute("PRAGMA user_version = 3")
+        db.execute("DROP TABLE snapshot_changes")
+        if version == 3:
+            db.execute("DROP TABLE checkpoints")
+        db.execute(f"PRAGMA user_version = {version}")
         db.execute("INSERT INTO history VALUES ('s', 'c', 1, 'kept', 1, NULL)")
     db.close()
     store = Store(path)
+    block = memoryview(bytes([7]) * BLOCK_BYTES)
     try:
         assert store.history("s", "c") == [(1, "kept", 1, None)]
         with store.transaction() as tx:
+            tx.put_snapshot("s", "c", SnapshotDelta(BLOCK_BYTES, {}, {}, from_image=True))
+            tx.put_snapshot("s", "c", SnapshotDelta(BLOCK_BYTES, {0: block}, {}))
             tx.save_checkpoint("s", "c", "one", 1, {"executions": 1})
         assert [saved.name for saved in store.checkpoints("s", "c")] == ["one"]
+        assert store.snapshot_blocks("s", "c") == {0: block}
     finally:
         store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     db.close()
 
 

@@ -169,6 +169,7 @@ def test_checkpoint_blocks_are_shared_and_freed_with_their_last_holder(tmp_path:
             tx.put_snapshot("s", "c", first)
             tx.save_checkpoint("s", "c", "one", 1, value)
             tx.put_snapshot("s", "c", SnapshotDelta(8192, {0: block(3)}, {}))
+        store.fold_changes()
         assert stored_blocks() == 3
         assert [saved.bytes for saved in store.checkpoints("s", "c")] == [8192]
         with store.transaction() as tx:

@@ -32,12 +32,13 @@ from engines.result import well_formed
 from engines.snapshot import SnapshotDelta
 from workbench.paths import private_directory, private_file
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """3 stores snapshots as content-addressed 4 KiB blocks that differ from the engine's
 image (`snapshot_blocks`, shared by every context, and one `snapshot_maps` row per
 context) instead of per-context 1 MiB chunks and deltas; a version-1 or version-2 store
-is converted in place. 4 adds `checkpoints` (a version-3 store gains the empty table).
-Older workbenches refuse a newer store."""
+is converted in place. 4 adds `checkpoints`, 5 `snapshot_changes` (an older store gains
+the empty tables). Older workbenches refuse a newer store: they would restore a context
+without its changes."""
 DEFAULT_HISTORY_LIMIT = 1000
 """Execution history entries kept per context."""
 CHUNK_BYTES = 1 << 20
@@ -78,6 +79,16 @@ CREATE TABLE IF NOT EXISTS snapshot_maps (
     blocks BLOB NOT NULL,       -- per 4 KiB of memory, its block id (uint32, little-endian)
     PRIMARY KEY (sandbox_id, context_id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshot_changes (
+    seq INTEGER PRIMARY KEY,    -- the order they were stored in
+    sandbox_id TEXT NOT NULL,
+    context_id TEXT NOT NULL,
+    length INTEGER NOT NULL,    -- the memory's bytes
+    blocks BLOB NOT NULL,       -- the indexes of the blocks it changed (uint32, little-endian)
+    data BLOB NOT NULL          -- those blocks, 4 KiB each, in that order
+);
+CREATE INDEX IF NOT EXISTS snapshot_changes_of_context
+    ON snapshot_changes (sandbox_id, context_id);
 CREATE TABLE IF NOT EXISTS checkpoints (
     sandbox_id TEXT NOT NULL,
     context_id TEXT NOT NULL,
@@ -99,7 +110,7 @@ CREATE TABLE IF NOT EXISTS history (
 """
 
 
-CONTEXT_TABLES = ("contexts", "history", "checkpoints")
+CONTEXT_TABLES = ("contexts", "history", "checkpoints", "snapshot_changes")
 SANDBOX_TABLES = ("sandboxes", "files", *CONTEXT_TABLES)
 """Tables whose rows a deleted sandbox or context takes along (its snapshot map goes
 through `Transaction.drop_snapshot`, which releases the blocks it names)."""
@@ -108,8 +119,15 @@ WAL_CHECKPOINT_PAGES = 256
 WAL_KEPT_BYTES = 4 << 20
 """The write-ahead log is checkpointed every 4 MiB and cut back to 4 MiB after a large
 transaction (a first snapshot writes tens of MiB through it)."""
+FOLD_BYTES = 4 << 20
+"""A context's changes not yet in the block store are folded into it in the transaction
+that takes them past this (so they stay bounded while runs leave no quiet moment)..."""
+FOLD_QUIET_S = 0.5
+"""...and by a background thread once the store has had no other write for this long."""
 LOOKUP_BATCH = 500
 """Hashes or ids in one `IN (...)` (SQLite allows 999 parameters in older builds)."""
+_CHANGED = 0xFFFFFFFF
+"""A map entry whose block is in a change not yet folded (for its layout only)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +193,8 @@ class Transaction:
         self._history_limit = history_limit
         self.reclaim = False
         """Snapshots were dropped: the file gives back the pages they freed after commit."""
+        self.changes_added = False
+        """A snapshot was stored as changes: the store folds them once it is quiet."""
 
     def put_sandbox(self, sandbox: StoredSandbox) -> None:
         self._db.execute(
@@ -241,22 +261,80 @@ class Transaction:
         context_id: str,
         snapshot: SnapshotDelta,
     ) -> SnapshotLayout:
-        """Store a snapshot of linear memory as content-addressed 4 KiB blocks: its blocks
-        enter the context's map, each stored once for every context that holds it. A
-        snapshot `from_image` replaces the map (a block it does not give is what a fresh
-        instance maps there, the engine's image, and not stored); another one changes the
-        entries it gives. Entries past the end of memory leave the map. The reference
-        stores whole 1 MiB chunks per context (spec 7.7); `SnapshotLayout` reports what is
-        stored in its terms."""
+        """Store a snapshot of linear memory. A snapshot `from_image` replaces the
+        context's map of content-addressed 4 KiB blocks (a block it does not give is what
+        a fresh instance maps there, the engine's image, and not stored). Another one is
+        the blocks a run changed: stored as one row of changes, which is a fraction of the
+        work of adding each block to the block store, and folded into the map later (when
+        the store is quiet, or here once the context's changes pass `FOLD_BYTES`). The
+        reference stores whole 1 MiB chunks per context (spec 7.7); `SnapshotLayout`
+        reports what is stored in its terms."""
+        count = snapshot.length // BLOCK_BYTES
+        for index, block in snapshot.blocks.items():
+            if len(block) != BLOCK_BYTES or not 0 <= index < count:
+                raise ValueError(f"snapshot block {index} is not 4 KiB of memory")
+        key = (sandbox_id, context_id)
+        if snapshot.from_image:
+            self._discard_changes(sandbox_id, context_id)
+            return SnapshotLayout.of_map(self._put_blocks(sandbox_id, context_id, snapshot))
+        self._db.execute(
+            "INSERT INTO snapshot_changes (sandbox_id, context_id, length, blocks, data) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (
+                *key,
+                snapshot.length,
+                _map_bytes(array("I", snapshot.blocks)),
+                b"".join(snapshot.blocks.values()),
+            ),
+        )
+        self.changes_added = True
+        [(pending,)] = self._db.execute(
+            "SELECT total(length(data)) FROM snapshot_changes "
+            "WHERE sandbox_id = ? AND context_id = ?",
+            key,
+        ).fetchall()
+        if pending > FOLD_BYTES:
+            return SnapshotLayout.of_map(self.fold_changes(sandbox_id, context_id))
+        block_map = self._snapshot_map(sandbox_id, context_id)
+        for length, changed, _ in _changes(self._db, sandbox_id, context_id, with_data=False):
+            count = length // BLOCK_BYTES
+            del block_map[count:]
+            block_map.extend([0] * (count - len(block_map)))
+            for index in changed:
+                block_map[index] = _CHANGED
+        return SnapshotLayout.of_map(block_map)
+
+    def fold_changes(self, sandbox_id: str, context_id: str) -> array[int]:
+        """Move the context's stored changes into its map and the block store (the
+        newest of each block wins); its map after."""
+        changes = _changes(self._db, sandbox_id, context_id, with_data=True)
+        if not changes:
+            return self._snapshot_map(sandbox_id, context_id)
+        latest: dict[int, memoryview] = {}
+        for length, changed, data in changes:
+            count = length // BLOCK_BYTES
+            if latest and max(latest) >= count:  # memory shrank (never in Wasm)
+                latest = {index: block for index, block in latest.items() if index < count}
+            for position, index in enumerate(changed):
+                latest[index] = data[position * BLOCK_BYTES : (position + 1) * BLOCK_BYTES]
+        self._discard_changes(sandbox_id, context_id)
+        return self._put_blocks(
+            sandbox_id, context_id, SnapshotDelta(changes[-1][0], latest, {}, {})
+        )
+
+    def _put_blocks(self, sandbox_id: str, context_id: str, snapshot: SnapshotDelta) -> array[int]:
+        """Enter the snapshot's blocks into the context's map, each stored once for every
+        context that holds it: a snapshot `from_image` replaces the map, another one
+        changes the entries it gives. Entries past the end of memory leave the map. The
+        map after."""
         count = snapshot.length // BLOCK_BYTES
         old = self._snapshot_map(sandbox_id, context_id)
         new = array("I", bytes(4 * count)) if snapshot.from_image else old[:count]
         new.extend([0] * (count - len(new)))
-        digests: dict[int, bytes] = {}
-        for index, block in snapshot.blocks.items():
-            if len(block) != BLOCK_BYTES or not 0 <= index < count:
-                raise ValueError(f"snapshot block {index} is not 4 KiB of memory")
-            digests[index] = hashlib.blake2b(block, digest_size=32).digest()
+        digests = {
+            index: hashlib.blake2b(block, digest_size=32).digest()
+            for index, block in snapshot.blocks.items()
+        }
         ids = self._block_ids(digests, snapshot.blocks)
         change: Counter[int] = Counter()
         if snapshot.from_image:
@@ -276,12 +354,12 @@ class Transaction:
             "VALUES (?, ?, ?)",
             (sandbox_id, context_id, _map_bytes(new)),
         )
-        return SnapshotLayout.of_map(new)
+        return new
 
     def copy_context_state(self, sandbox_id: str, origin_id: str, copy_id: str) -> None:
         """Give context `copy_id` (which has neither) the snapshot and the history of
         `origin_id`: the same blocks, each referenced once more, and copies of the rows."""
-        blocks = self._snapshot_map(sandbox_id, origin_id)
+        blocks = self.fold_changes(sandbox_id, origin_id)
         if blocks:
             self._count_references(Counter(blocks))
             self._db.execute(
@@ -301,7 +379,7 @@ class Transaction:
         """Keep the context's current snapshot map under `name` (replacing a checkpoint of
         that name): its blocks are referenced once more, none is copied."""
         self.delete_checkpoint(sandbox_id, context_id, name)
-        blocks = self._snapshot_map(sandbox_id, context_id)
+        blocks = self.fold_changes(sandbox_id, context_id)
         self._count_references(Counter(blocks))
         self._db.execute(
             "INSERT INTO checkpoints (sandbox_id, context_id, name, created_at, value, blocks) "
@@ -318,6 +396,7 @@ class Transaction:
         ).fetchone()
         if row is None:
             return False
+        self._discard_changes(sandbox_id, context_id)
         saved = _map_of(row[0])
         change: Counter[int] = Counter(saved)
         change.subtract(self._snapshot_map(sandbox_id, context_id))
@@ -354,9 +433,16 @@ class Transaction:
 
     def drop_snapshot(self, sandbox_id: str, context_id: str) -> None:
         """Forget the context's snapshot, and the blocks no other snapshot holds."""
+        self._discard_changes(sandbox_id, context_id)
         self._release(self._snapshot_map(sandbox_id, context_id))
         self._db.execute(
             "DELETE FROM snapshot_maps WHERE sandbox_id = ? AND context_id = ?",
+            (sandbox_id, context_id),
+        )
+
+    def _discard_changes(self, sandbox_id: str, context_id: str) -> None:
+        self._db.execute(
+            "DELETE FROM snapshot_changes WHERE sandbox_id = ? AND context_id = ?",
             (sandbox_id, context_id),
         )
 
@@ -440,6 +526,20 @@ class Transaction:
         )
 
 
+def _changes(
+    db: sqlite3.Connection, sandbox_id: str, context_id: str, *, with_data: bool
+) -> list[tuple[int, array[int], memoryview]]:
+    """A context's snapshot changes not yet folded, oldest first: the memory's length, the
+    indexes of the blocks and (`with_data`) the blocks."""
+    data = "data" if with_data else "x''"
+    rows = db.execute(
+        f"SELECT length, blocks, {data} FROM snapshot_changes "
+        "WHERE sandbox_id = ? AND context_id = ? ORDER BY seq",
+        (sandbox_id, context_id),
+    ).fetchall()
+    return [(length, _map_of(changed), memoryview(held)) for length, changed, held in rows]
+
+
 def _map_of(stored: bytes) -> array[int]:
     block_map = array("I", stored)
     if sys.byteorder == "big":
@@ -475,10 +575,14 @@ class Store:
                 private_file(leftover)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
+        self._writes = 0
+        """Transactions committed or tried, but the folder's own: how it tells quiet."""
+        self._folder: threading.Thread | None = None
+        self._closing = threading.Event()
         with self._lock:
             self._db.execute("PRAGMA busy_timeout=10000")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, 1, 2, 3, SCHEMA_VERSION):  # 1 to 3: converted in place
+            if version not in (0, 1, 2, 3, 4, SCHEMA_VERSION):  # 1 to 4: converted in place
                 raise RuntimeError(
                     f"{path} has schema version {version}; this workbench understands "
                     f"{SCHEMA_VERSION}. Use another --data-dir or upgrade sandbox-workbench."
@@ -503,6 +607,8 @@ class Store:
                 self._db.execute(f"PRAGMA page_size={DATABASE_PAGE_BYTES}")
                 self._db.execute("VACUUM")
                 self._db.execute("PRAGMA journal_mode=WAL")
+            if self._db.execute("SELECT 1 FROM snapshot_changes LIMIT 1").fetchone():
+                self._start_folding()  # left by the last process
 
     def _convert_snapshots(self) -> None:
         """A version-1 or -2 store's snapshots (per-context 1 MiB chunks, then 4 KiB
@@ -561,6 +667,15 @@ class Store:
     def transaction(self) -> Iterator[Transaction]:
         """All writes in the block commit together, or none do."""
         with self._lock:
+            self._writes += 1
+            with self._transaction() as transaction:
+                yield transaction
+            if transaction.changes_added:
+                self._start_folding()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Transaction]:
+        with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 transaction = Transaction(self._db, self.history_limit)
@@ -574,6 +689,52 @@ class Store:
                 raise
             if transaction.reclaim:
                 self._reclaim()
+
+    def _start_folding(self) -> None:
+        """Start the thread that folds snapshot changes once the store is quiet (unless
+        it runs already). Called with the lock held."""
+        if self._folder is None and not self._closing.is_set():
+            self._folder = threading.Thread(
+                target=self._fold_when_quiet, name="store-folder", daemon=True
+            )
+            self._folder.start()
+
+    def _fold_when_quiet(self) -> None:
+        """Fold each context's snapshot changes into the block store, a context per
+        transaction, while no other write came for `FOLD_QUIET_S` (the lock is free
+        between contexts, so a request waits for one fold at most); then checkpoint the
+        write-ahead log (a run's commit would otherwise pay for that now and then), and
+        end when nothing is left to fold."""
+        seen = -1
+        try:
+            while not self._closing.wait(FOLD_QUIET_S):
+                while not self._closing.is_set():
+                    with self._lock:
+                        if self._writes != seen:  # written to since the last look
+                            seen = self._writes
+                            break
+                        key = self._db.execute(
+                            "SELECT sandbox_id, context_id FROM snapshot_changes LIMIT 1"
+                        ).fetchone()
+                        if key is None:
+                            self._folder = None
+                            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                            return
+                        with self._transaction() as transaction:
+                            transaction.fold_changes(*key)
+        except sqlite3.Error:  # a failing store: the changes stay, the next write retries
+            with self._lock:
+                self._folder = None
+
+    def fold_changes(self) -> None:
+        """Fold every context's snapshot changes into the block store now."""
+        with self._lock:
+            keys = self._db.execute(
+                "SELECT DISTINCT sandbox_id, context_id FROM snapshot_changes"
+            ).fetchall()
+            for key in keys:
+                with self._transaction() as transaction:
+                    transaction.fold_changes(*key)
 
     def _reclaim(self) -> None:
         """Give the pages of dropped snapshots back to the file system: the free pages
@@ -621,9 +782,10 @@ class Store:
             ).fetchall()
         return [StoredContext(r[0], r[1], json.loads(r[2])) for r in rows]
 
-    def snapshot_blocks(self, sandbox_id: str, context_id: str) -> dict[int, bytes]:
+    def snapshot_blocks(self, sandbox_id: str, context_id: str) -> dict[int, bytes | memoryview]:
         """The blocks a context's snapshot stores, by index (the others are its engine's
-        image); blocks that several entries name are one object."""
+        image), its changes not yet folded included; blocks that several entries of the
+        map name are one object."""
         with self._lock:
             row = self._db.execute(
                 "SELECT blocks FROM snapshot_maps WHERE sandbox_id = ? AND context_id = ?",
@@ -634,7 +796,7 @@ class Store:
                 if block:
                     places.setdefault(block, []).append(index)
             wanted = list(places)
-            found: dict[int, bytes] = {}
+            found: dict[int, bytes | memoryview] = {}
             for start in range(0, len(wanted), LOOKUP_BATCH):
                 batch = wanted[start : start + LOOKUP_BATCH]
                 marks = ", ".join("?" * len(batch))
@@ -643,6 +805,12 @@ class Store:
                 ):
                     for index in places[block]:
                         found[index] = data
+            for length, changed, data in _changes(self._db, sandbox_id, context_id, with_data=True):
+                count = length // BLOCK_BYTES
+                if found and max(found) >= count:  # memory shrank (never in Wasm)
+                    found = {index: block for index, block in found.items() if index < count}
+                for position, index in enumerate(changed):
+                    found[index] = data[position * BLOCK_BYTES : (position + 1) * BLOCK_BYTES]
         return found
 
     def checkpoint_bytes(self, sandbox_id: str) -> int:
@@ -687,5 +855,10 @@ class Store:
         ]
 
     def close(self) -> None:
+        """Stop folding (changes not folded stay stored) and close the database."""
+        self._closing.set()
+        folder = self._folder
+        if folder is not None:
+            folder.join()
         with self._lock:
             self._db.close()
