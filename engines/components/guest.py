@@ -23,7 +23,7 @@ from engines.components.plan import HOST_NAMESPACE, ComponentArtifact, HostFunc,
 from engines.components.wasi import lookup
 from engines.components.wasi.abi import Call, GuestTrap
 from engines.components.wasi.host import WasiHost
-from engines.host import host_func, new_store
+from engines.host import GlobalReader, host_func, new_store
 from engines.metering import METER_EXPORT, UNMETERED, Meter
 from engines.snapshot import MemorySnapshot
 
@@ -69,6 +69,7 @@ class ComponentGuest:
                 table = _typed(self._item((namespace, name)), wasmtime.Table)
                 self._tables[f"{step.instance}/{name}"] = table
         self._global_items: dict[str, wasmtime.Global] = {}
+        self._global_reader: GlobalReader | None = None
         self._run = _typed(self._item(plan.entry.call), wasmtime.Func)
         self._realloc = _typed(self._item(plan.entry.realloc), wasmtime.Func)
         post_return = plan.entry.post_return
@@ -139,11 +140,16 @@ class ComponentGuest:
         """Memory, the mutable globals that differ from a fresh instance's and the host's
         state (see `snapshot.capture`)."""
         initial = self.plan.initial_globals
-        values = {}
-        for key in self.artifact.globals:
-            value = self.global_item(key).value(self.store)
-            if key not in initial or value != initial[key]:
-                values[key] = value
+        if self._global_reader is None:
+            self._global_reader = GlobalReader(
+                self.store,
+                [(self.global_item(key), kind) for key, (_, kind) in self.artifact.globals.items()],
+            )
+        values = {
+            key: value
+            for key, value in zip(self.artifact.globals, self._global_reader.read(), strict=True)
+            if key not in initial or value != initial[key]
+        }
         taken = snapshots.capture(self.store, self.memory, values, into)
         taken.extra = {
             "plan": self.plan.id,
