@@ -248,8 +248,13 @@ def store_bytes(data: Path) -> int:
 
 
 def stored_blocks(data: Path) -> int:
+    """Blocks in the block store and in rows of changes not yet folded into it."""
     with sqlite3.connect(data / DATABASE_NAME) as db:
-        return int(db.execute("SELECT COUNT(*) FROM snapshot_blocks").fetchone()[0])
+        [(stored, waiting)] = db.execute(
+            "SELECT (SELECT COUNT(*) FROM snapshot_blocks), "
+            f"(SELECT total(length(data)) / {BLOCK_BYTES} FROM snapshot_changes)"
+        ).fetchall()
+        return int(stored + waiting)
 
 
 async def increments(

@@ -6,8 +6,10 @@ changes not yet folded."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -173,5 +175,53 @@ def test_a_change_past_the_end_of_memory_is_refused(store: Store) -> None:
         with pytest.raises(ValueError, match="not 4 KiB of memory"), store.transaction() as tx:
             tx.put_snapshot("s", "c", change((64, 1)))
         assert store.snapshot_blocks("s", "c") == {0: block(1)}
+    finally:
+        store.close()
+
+
+def test_a_fold_after_memory_was_shorter_keeps_nothing_past_that(
+    tmp_path: Path, store: Store
+) -> None:
+    """Rows in which memory shrank and grew again fold to what readers saw: the entries
+    past the shorter length are the image's (found by an attack on this change)."""
+    try:
+        with store.transaction() as tx:
+            tx.put_snapshot("s", "c", SnapshotDelta(MEMORY, {40: block(4)}, {}, from_image=True))
+            tx.put_snapshot("s", "c", change(length=2 * PAGE_BYTES))
+            tx.put_snapshot("s", "c", change((1, 2)))
+        before = store.snapshot_blocks("s", "c")
+        store.fold_changes()
+        assert store.snapshot_blocks("s", "c") == before == {1: block(2)}
+        assert counts(tmp_path / "db.sqlite3") == (1, 0)
+    finally:
+        store.close()
+
+
+def test_a_request_waits_for_one_fold_at_most(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder lets a request that waits for the store go first: it checks for one
+    after each context it folds (found by an attack on this change: the lock is not fair,
+    so a request waited through dozens of folds)."""
+    folding = threading.Event()
+    fold = database.Transaction.fold_changes
+
+    def slow_fold(transaction: database.Transaction, sandbox_id: str, context_id: str) -> Any:
+        folding.set()
+        time.sleep(0.2)
+        return fold(transaction, sandbox_id, context_id)
+
+    monkeypatch.setattr(database.Transaction, "fold_changes", slow_fold)
+    monkeypatch.setattr(database, "FOLD_QUIET_S", 0.01)
+    try:
+        with store.transaction() as tx:
+            for context in range(30):  # six seconds of folding
+                tx.put_snapshot("s", f"c{context}", change((1, context)))
+        assert folding.wait(10)
+        started = time.monotonic()
+        assert store.snapshot_blocks("s", "c0") == {1: block(0)}
+        with store.transaction() as tx:
+            tx.put_snapshot("s", "c", change((2, 2)))
+        assert time.monotonic() - started < 0.5  # the fold in progress, not the next ones
     finally:
         store.close()

@@ -318,18 +318,26 @@ class Transaction:
             for position, index in enumerate(changed):
                 latest[index] = data[position * BLOCK_BYTES : (position + 1) * BLOCK_BYTES]
         self._discard_changes(sandbox_id, context_id)
+        shortest = min(length for length, _, _ in changes) // BLOCK_BYTES
         return self._put_blocks(
-            sandbox_id, context_id, SnapshotDelta(changes[-1][0], latest, {}, {})
+            sandbox_id, context_id, SnapshotDelta(changes[-1][0], latest, {}, {}), keep=shortest
         )
 
-    def _put_blocks(self, sandbox_id: str, context_id: str, snapshot: SnapshotDelta) -> array[int]:
+    def _put_blocks(
+        self,
+        sandbox_id: str,
+        context_id: str,
+        snapshot: SnapshotDelta,
+        keep: int | None = None,
+    ) -> array[int]:
         """Enter the snapshot's blocks into the context's map, each stored once for every
         context that holds it: a snapshot `from_image` replaces the map, another one
-        changes the entries it gives. Entries past the end of memory leave the map. The
-        map after."""
+        changes the entries it gives. Entries past the end of memory (or past `keep`
+        blocks, where memory was that short in between) leave the map. The map after."""
         count = snapshot.length // BLOCK_BYTES
         old = self._snapshot_map(sandbox_id, context_id)
-        new = array("I", bytes(4 * count)) if snapshot.from_image else old[:count]
+        kept = count if keep is None else min(count, keep)
+        new = array("I", bytes(4 * count)) if snapshot.from_image else old[:kept]
         new.extend([0] * (count - len(new)))
         digests = {
             index: hashlib.blake2b(block, digest_size=32).digest()
@@ -341,7 +349,7 @@ class Transaction:
             change.update(new)  # the given blocks are added below
             change.subtract(old)
         else:
-            for index in range(count, len(old)):
+            for index in range(kept, len(old)):
                 change[old[index]] -= 1
             for index in digests:
                 change[new[index]] -= 1
@@ -575,8 +583,10 @@ class Store:
                 private_file(leftover)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
-        self._writes = 0
-        """Transactions committed or tried, but the folder's own: how it tells quiet."""
+        self._asked = 0
+        """Callers that asked for the lock, the folder excepted (counted before they wait
+        for it, so that a fold in progress lets them go first): how the folder tells
+        quiet."""
         self._folder: threading.Thread | None = None
         self._closing = threading.Event()
         with self._lock:
@@ -666,12 +676,18 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """All writes in the block commit together, or none do."""
-        with self._lock:
-            self._writes += 1
+        with self._locked():
             with self._transaction() as transaction:
                 yield transaction
             if transaction.changes_added:
                 self._start_folding()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The lock, for any caller but the folder."""
+        self._asked += 1  # may lose a count to a race, never all of them: it still moves
+        with self._lock:
+            yield
 
     @contextmanager
     def _transaction(self) -> Iterator[Transaction]:
@@ -710,8 +726,8 @@ class Store:
             while not self._closing.wait(FOLD_QUIET_S):
                 while not self._closing.is_set():
                     with self._lock:
-                        if self._writes != seen:  # written to since the last look
-                            seen = self._writes
+                        if self._asked != seen:  # somebody used or waits for the store
+                            seen = self._asked
                             break
                         key = self._db.execute(
                             "SELECT sandbox_id, context_id FROM snapshot_changes LIMIT 1"
@@ -722,13 +738,16 @@ class Store:
                             return
                         with self._transaction() as transaction:
                             transaction.fold_changes(*key)
-        except sqlite3.Error:  # a failing store: the changes stay, the next write retries
+        except sqlite3.Error:
+            pass  # a failing store: the changes stay stored, and the next write retries
+        finally:
             with self._lock:
-                self._folder = None
+                if self._folder is threading.current_thread():
+                    self._folder = None
 
     def fold_changes(self) -> None:
         """Fold every context's snapshot changes into the block store now."""
-        with self._lock:
+        with self._locked():
             keys = self._db.execute(
                 "SELECT DISTINCT sandbox_id, context_id FROM snapshot_changes"
             ).fetchall()
@@ -746,7 +765,7 @@ class Store:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def sandbox(self, sandbox_id: str) -> StoredSandbox | None:
-        with self._lock:
+        with self._locked():
             row = self._db.execute(
                 "SELECT id, created_at, last_used, env_vars, expires_at FROM sandboxes "
                 "WHERE id = ?",
@@ -757,7 +776,7 @@ class Store:
         return StoredSandbox(row[0], row[1], row[2], json.loads(row[3]), row[4])
 
     def sandboxes(self) -> list[StoredSandbox]:
-        with self._lock:
+        with self._locked():
             rows = self._db.execute(
                 "SELECT id, created_at, last_used, env_vars, expires_at FROM sandboxes "
                 "ORDER BY created_at, id"
@@ -766,7 +785,7 @@ class Store:
 
     def files(self, sandbox_id: str) -> list[tuple[str, bytes | None, int]]:
         """(path, data or None for a directory, updated_at), parents before children."""
-        with self._lock:
+        with self._locked():
             rows = self._db.execute(
                 "SELECT path, data, updated_at FROM files WHERE sandbox_id = ? ORDER BY path",
                 (sandbox_id,),
@@ -774,7 +793,7 @@ class Store:
         return [(path, data, updated_at) for path, data, updated_at in rows]
 
     def contexts(self, sandbox_id: str) -> list[StoredContext]:
-        with self._lock:
+        with self._locked():
             rows = self._db.execute(
                 "SELECT id, created_at, value FROM contexts WHERE sandbox_id = ? "
                 "ORDER BY created_at, id",
@@ -786,7 +805,7 @@ class Store:
         """The blocks a context's snapshot stores, by index (the others are its engine's
         image), its changes not yet folded included; blocks that several entries of the
         map name are one object."""
-        with self._lock:
+        with self._locked():
             row = self._db.execute(
                 "SELECT blocks FROM snapshot_maps WHERE sandbox_id = ? AND context_id = ?",
                 (sandbox_id, context_id),
@@ -816,7 +835,7 @@ class Store:
     def checkpoint_bytes(self, sandbox_id: str) -> int:
         """The memory every checkpoint of the sandbox holds apart from the engine's image,
         summed (a block two of them hold counts twice)."""
-        with self._lock:
+        with self._locked():
             rows = self._db.execute(
                 "SELECT blocks FROM checkpoints WHERE sandbox_id = ?", (sandbox_id,)
             ).fetchall()
@@ -824,7 +843,7 @@ class Store:
 
     def checkpoints(self, sandbox_id: str, context_id: str) -> list[StoredCheckpoint]:
         """The context's checkpoints, oldest first."""
-        with self._lock:
+        with self._locked():
             rows = self._db.execute(
                 "SELECT name, created_at, value, blocks FROM checkpoints "
                 "WHERE sandbox_id = ? AND context_id = ? ORDER BY created_at, name",
@@ -843,7 +862,7 @@ class Store:
         """(seq, code, started_at, result JSON) oldest first, the newest `limit` entries
         (default: all that are kept)."""
         limit = self.history_limit if limit is None else limit
-        with self._lock:
+        with self._locked():
             rows = self._db.execute(
                 "SELECT seq, code, started_at, result FROM history "
                 "WHERE sandbox_id = ? AND context_id = ? ORDER BY seq DESC LIMIT ?",
@@ -860,5 +879,5 @@ class Store:
         folder = self._folder
         if folder is not None:
             folder.join()
-        with self._lock:
+        with self._locked():
             self._db.close()
