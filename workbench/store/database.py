@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engines.result import well_formed
 from engines.snapshot import SnapshotDelta
@@ -310,13 +310,7 @@ class Transaction:
         changes = _changes(self._db, sandbox_id, context_id, with_data=True)
         if not changes:
             return self._snapshot_map(sandbox_id, context_id)
-        latest: dict[int, memoryview] = {}
-        for length, changed, data in changes:
-            count = length // BLOCK_BYTES
-            if latest and max(latest) >= count:  # memory shrank (never in Wasm)
-                latest = {index: block for index, block in latest.items() if index < count}
-            for position, index in enumerate(changed):
-                latest[index] = data[position * BLOCK_BYTES : (position + 1) * BLOCK_BYTES]
+        latest = cast(dict[int, memoryview], _laid_over({}, changes))  # views of the rows
         self._discard_changes(sandbox_id, context_id)
         shortest = min(length for length, _, _ in changes) // BLOCK_BYTES
         return self._put_blocks(
@@ -546,6 +540,20 @@ def _changes(
         (sandbox_id, context_id),
     ).fetchall()
     return [(length, _map_of(changed), memoryview(held)) for length, changed, held in rows]
+
+
+def _laid_over(
+    blocks: dict[int, bytes | memoryview], changes: list[tuple[int, array[int], memoryview]]
+) -> dict[int, bytes | memoryview]:
+    """`blocks` by index with `changes` laid over them, oldest first: the newest of each
+    block wins, and blocks past a change's memory length go."""
+    for length, changed, data in changes:
+        count = length // BLOCK_BYTES
+        if blocks and max(blocks) >= count:  # memory shrank (never in Wasm)
+            blocks = {index: block for index, block in blocks.items() if index < count}
+        for position, index in enumerate(changed):
+            blocks[index] = data[position * BLOCK_BYTES : (position + 1) * BLOCK_BYTES]
+    return blocks
 
 
 def _map_of(stored: bytes) -> array[int]:
@@ -824,13 +832,8 @@ class Store:
                 ):
                     for index in places[block]:
                         found[index] = data
-            for length, changed, data in _changes(self._db, sandbox_id, context_id, with_data=True):
-                count = length // BLOCK_BYTES
-                if found and max(found) >= count:  # memory shrank (never in Wasm)
-                    found = {index: block for index, block in found.items() if index < count}
-                for position, index in enumerate(changed):
-                    found[index] = data[position * BLOCK_BYTES : (position + 1) * BLOCK_BYTES]
-        return found
+            changes = _changes(self._db, sandbox_id, context_id, with_data=True)
+        return _laid_over(found, changes)
 
     def checkpoint_bytes(self, sandbox_id: str) -> int:
         """The memory every checkpoint of the sandbox holds apart from the engine's image,
