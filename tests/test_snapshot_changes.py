@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,30 +42,29 @@ def counts(path: Path) -> tuple[int, int]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A store whose context `c` has a first snapshot (block 0); closed after the test."""
     store = Store(tmp_path / "db.sqlite3")
     with store.transaction() as tx:
         tx.put_snapshot("s", "c", SnapshotDelta(MEMORY, {0: block(1)}, {}, from_image=True))
-    return store
+    yield store
+    store.close()
 
 
 def test_a_run_s_blocks_are_one_row_that_every_reader_sees(tmp_path: Path, store: Store) -> None:
-    try:
-        with store.transaction() as tx:
-            layout = tx.put_snapshot("s", "c", change((1, 2), (20, 3)))
-        assert counts(tmp_path / "db.sqlite3") == (1, 1)  # block 1 stored, one row of changes
-        # pages 0 and 1 hold stored or changed blocks, of the memory's four
-        assert (layout.memory_pages, layout.stored_pages, layout.stored_chunks) == (4, 2, 1)
-        with store.transaction() as tx:
-            tx.put_snapshot("s", "c", change((1, 4), (2, 5)))  # the newest block 1 wins
-        assert store.snapshot_blocks("s", "c") == {
-            0: block(1),
-            1: block(4),
-            2: block(5),
-            20: block(3),
-        }
-    finally:
-        store.close()
+    with store.transaction() as tx:
+        layout = tx.put_snapshot("s", "c", change((1, 2), (20, 3)))
+    assert counts(tmp_path / "db.sqlite3") == (1, 1)  # block 1 stored, one row of changes
+    # pages 0 and 1 hold stored or changed blocks, of the memory's four
+    assert (layout.memory_pages, layout.stored_pages, layout.stored_chunks) == (4, 2, 1)
+    with store.transaction() as tx:
+        tx.put_snapshot("s", "c", change((1, 4), (2, 5)))  # the newest block 1 wins
+    assert store.snapshot_blocks("s", "c") == {
+        0: block(1),
+        1: block(4),
+        2: block(5),
+        20: block(3),
+    }
 
 
 def test_changes_are_folded_when_the_store_is_quiet(
@@ -73,20 +73,17 @@ def test_changes_are_folded_when_the_store_is_quiet(
     """Folded once no write came for a while: the same blocks, from the block store, with
     one stored copy of a block two entries hold; the changes' rows are gone."""
     monkeypatch.setattr(database, "FOLD_QUIET_S", 0.05)
-    try:
-        with store.transaction() as tx:
-            tx.put_snapshot("s", "c", change((1, 2), (2, 2)))
-        with store.transaction() as tx:
-            tx.put_snapshot("s", "c", change((2, 3), (3, 1)))
-        before = store.snapshot_blocks("s", "c")
-        deadline = time.monotonic() + 10
-        while counts(tmp_path / "db.sqlite3")[1] and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert counts(tmp_path / "db.sqlite3") == (3, 0)  # blocks 1, 2 and 3, once each
-        assert store.snapshot_blocks("s", "c") == before
-        assert before == {0: block(1), 1: block(2), 2: block(3), 3: block(1)}
-    finally:
-        store.close()
+    with store.transaction() as tx:
+        tx.put_snapshot("s", "c", change((1, 2), (2, 2)))
+    with store.transaction() as tx:
+        tx.put_snapshot("s", "c", change((2, 3), (3, 1)))
+    before = store.snapshot_blocks("s", "c")
+    deadline = time.monotonic() + 10
+    while counts(tmp_path / "db.sqlite3")[1] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert counts(tmp_path / "db.sqlite3") == (3, 0)  # blocks 1, 2 and 3, once each
+    assert store.snapshot_blocks("s", "c") == before
+    assert before == {0: block(1), 1: block(2), 2: block(3), 3: block(1)}
 
 
 def test_a_store_that_is_never_quiet_folds_past_the_bound(
@@ -96,56 +93,47 @@ def test_a_store_that_is_never_quiet_folds_past_the_bound(
     context's changes past `FOLD_BYTES` folds them."""
     monkeypatch.setattr(database, "FOLD_BYTES", 3 * BLOCK_BYTES)
     monkeypatch.setattr(database, "FOLD_QUIET_S", 60.0)
-    try:
-        for byte in (2, 3):
-            with store.transaction() as tx:
-                tx.put_snapshot("s", "c", change((byte, byte)))
-        assert counts(tmp_path / "db.sqlite3") == (1, 2)
+    for byte in (2, 3):
         with store.transaction() as tx:
-            layout = tx.put_snapshot("s", "c", change((4, 4), (5, 5)))  # 4 blocks now
-        assert counts(tmp_path / "db.sqlite3") == (5, 0)
-        assert layout.stored_pages == 1
-        assert set(store.snapshot_blocks("s", "c")) == {0, 2, 3, 4, 5}
-    finally:
-        store.close()
+            tx.put_snapshot("s", "c", change((byte, byte)))
+    assert counts(tmp_path / "db.sqlite3") == (1, 2)
+    with store.transaction() as tx:
+        layout = tx.put_snapshot("s", "c", change((4, 4), (5, 5)))  # 4 blocks now
+    assert counts(tmp_path / "db.sqlite3") == (5, 0)
+    assert layout.stored_pages == 1
+    assert set(store.snapshot_blocks("s", "c")) == {0, 2, 3, 4, 5}
 
 
 def test_checkpoints_copies_and_deletes_see_the_changes(tmp_path: Path, store: Store) -> None:
     """A checkpoint and a copy take the context's changes along; restoring a checkpoint
     and deleting the context drop them (and free every block)."""
-    try:
-        with store.transaction() as tx:
-            tx.put_snapshot("s", "c", change((1, 2)))
-            tx.save_checkpoint("s", "c", "one", 1, {"executions": 1})
-            tx.copy_context_state("s", "c", "copy")
-            tx.put_snapshot("s", "c", change((1, 9), (2, 9)))
-        assert store.snapshot_blocks("s", "copy") == {0: block(1), 1: block(2)}
-        with store.transaction() as tx:
-            assert tx.restore_checkpoint("s", "c", "one")
-        assert store.snapshot_blocks("s", "c") == {0: block(1), 1: block(2)}
-        assert counts(tmp_path / "db.sqlite3") == (2, 0)  # block 9 was never stored
-        with store.transaction() as tx:
-            tx.put_snapshot("s", "c", change((3, 7)))
-            tx.put_snapshot("s", "copy", change((3, 8)))
-        with store.transaction() as tx:
-            tx.delete_context("s", "c")
-            tx.delete_context("s", "copy")
-        assert counts(tmp_path / "db.sqlite3") == (0, 0)
-    finally:
-        store.close()
+    with store.transaction() as tx:
+        tx.put_snapshot("s", "c", change((1, 2)))
+        tx.save_checkpoint("s", "c", "one", 1, {"executions": 1})
+        tx.copy_context_state("s", "c", "copy")
+        tx.put_snapshot("s", "c", change((1, 9), (2, 9)))
+    assert store.snapshot_blocks("s", "copy") == {0: block(1), 1: block(2)}
+    with store.transaction() as tx:
+        assert tx.restore_checkpoint("s", "c", "one")
+    assert store.snapshot_blocks("s", "c") == {0: block(1), 1: block(2)}
+    assert counts(tmp_path / "db.sqlite3") == (2, 0)  # block 9 was never stored
+    with store.transaction() as tx:
+        tx.put_snapshot("s", "c", change((3, 7)))
+        tx.put_snapshot("s", "copy", change((3, 8)))
+    with store.transaction() as tx:
+        tx.delete_context("s", "c")
+        tx.delete_context("s", "copy")
+    assert counts(tmp_path / "db.sqlite3") == (0, 0)
 
 
 def test_a_new_snapshot_replaces_the_changes(tmp_path: Path, store: Store) -> None:
     """A snapshot `from_image` (a context that could not restore its last one) is all
     there is of the context's memory: changes from before it are dropped."""
-    try:
-        with store.transaction() as tx:
-            tx.put_snapshot("s", "c", change((1, 2)))
-            tx.put_snapshot("s", "c", SnapshotDelta(MEMORY, {5: block(5)}, {}, from_image=True))
-        assert store.snapshot_blocks("s", "c") == {5: block(5)}
-        assert counts(tmp_path / "db.sqlite3") == (1, 0)
-    finally:
-        store.close()
+    with store.transaction() as tx:
+        tx.put_snapshot("s", "c", change((1, 2)))
+        tx.put_snapshot("s", "c", SnapshotDelta(MEMORY, {5: block(5)}, {}, from_image=True))
+    assert store.snapshot_blocks("s", "c") == {5: block(5)}
+    assert counts(tmp_path / "db.sqlite3") == (1, 0)
 
 
 def test_changes_outlive_the_process_and_are_folded_by_the_next(
@@ -171,12 +159,9 @@ def test_changes_outlive_the_process_and_are_folded_by_the_next(
 
 
 def test_a_change_past_the_end_of_memory_is_refused(store: Store) -> None:
-    try:
-        with pytest.raises(ValueError, match="not 4 KiB of memory"), store.transaction() as tx:
-            tx.put_snapshot("s", "c", change((64, 1)))
-        assert store.snapshot_blocks("s", "c") == {0: block(1)}
-    finally:
-        store.close()
+    with pytest.raises(ValueError, match="not 4 KiB of memory"), store.transaction() as tx:
+        tx.put_snapshot("s", "c", change((64, 1)))
+    assert store.snapshot_blocks("s", "c") == {0: block(1)}
 
 
 def test_a_fold_after_memory_was_shorter_keeps_nothing_past_that(
@@ -184,17 +169,14 @@ def test_a_fold_after_memory_was_shorter_keeps_nothing_past_that(
 ) -> None:
     """Rows in which memory shrank and grew again fold to what readers saw: the entries
     past the shorter length are the image's (found by an attack on this change)."""
-    try:
-        with store.transaction() as tx:
-            tx.put_snapshot("s", "c", SnapshotDelta(MEMORY, {40: block(4)}, {}, from_image=True))
-            tx.put_snapshot("s", "c", change(length=2 * PAGE_BYTES))
-            tx.put_snapshot("s", "c", change((1, 2)))
-        before = store.snapshot_blocks("s", "c")
-        store.fold_changes()
-        assert store.snapshot_blocks("s", "c") == before == {1: block(2)}
-        assert counts(tmp_path / "db.sqlite3") == (1, 0)
-    finally:
-        store.close()
+    with store.transaction() as tx:
+        tx.put_snapshot("s", "c", SnapshotDelta(MEMORY, {40: block(4)}, {}, from_image=True))
+        tx.put_snapshot("s", "c", change(length=2 * PAGE_BYTES))
+        tx.put_snapshot("s", "c", change((1, 2)))
+    before = store.snapshot_blocks("s", "c")
+    store.fold_changes()
+    assert store.snapshot_blocks("s", "c") == before == {1: block(2)}
+    assert counts(tmp_path / "db.sqlite3") == (1, 0)
 
 
 def test_a_request_waits_for_one_fold_at_most(
@@ -213,15 +195,12 @@ def test_a_request_waits_for_one_fold_at_most(
 
     monkeypatch.setattr(database.Transaction, "fold_changes", slow_fold)
     monkeypatch.setattr(database, "FOLD_QUIET_S", 0.01)
-    try:
-        with store.transaction() as tx:
-            for context in range(30):  # six seconds of folding
-                tx.put_snapshot("s", f"c{context}", change((1, context)))
-        assert folding.wait(10)
-        started = time.monotonic()
-        assert store.snapshot_blocks("s", "c0") == {1: block(0)}
-        with store.transaction() as tx:
-            tx.put_snapshot("s", "c", change((2, 2)))
-        assert time.monotonic() - started < 0.5  # the fold in progress, not the next ones
-    finally:
-        store.close()
+    with store.transaction() as tx:
+        for context in range(30):  # six seconds of folding
+            tx.put_snapshot("s", f"c{context}", change((1, context)))
+    assert folding.wait(10)
+    started = time.monotonic()
+    assert store.snapshot_blocks("s", "c0") == {1: block(0)}
+    with store.transaction() as tx:
+        tx.put_snapshot("s", "c", change((2, 2)))
+    assert time.monotonic() - started < 0.5  # the fold in progress, not the next ones
