@@ -43,6 +43,7 @@ from engines.process import codec
 from engines.process.frames import FrameReader, write_frame
 from engines.process.handle import return_large_buffers
 from engines.session import CANCELLED, Session
+from engines.snapshot import reserve_memory_file
 from engines.vfs import VirtualFS
 
 GRACE_SECONDS = 0.25
@@ -302,6 +303,7 @@ def _confine() -> None:
 
 
 def main() -> None:
+    reserve_memory_file()  # before the file size limit, which sizing the file would pass
     _confine()
     return_large_buffers()  # a first snapshot copies the guest's whole memory, once
     # The frame channel is the original stdout; anything else printing goes to stderr.

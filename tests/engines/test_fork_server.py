@@ -13,6 +13,7 @@ import pytest
 
 from engines.process import EngineProcessPool, ProcessSession, handle
 from engines.process.handle import EngineProcessDied
+from engines.snapshot import SnapshotDelta
 
 pytestmark = pytest.mark.skipif(not handle.FORK_SERVER, reason="needs pidfd and SCM_RIGHTS")
 
@@ -51,6 +52,35 @@ def test_engine_processes_are_forks_that_share_the_servers_pages(pool: EnginePro
             # The interpreter's and wasmtime's imported objects stay shared copy-on-write:
             # a process started on its own shares none of its anonymous memory.
             assert _rollup(pid, "Shared_Dirty") > 4 * MIB
+    finally:
+        for session in sessions:
+            session.close()
+
+
+def test_an_engine_process_restores_by_mapping_its_snapshot_from_a_memory_file(
+    pool: EngineProcessPool,
+) -> None:
+    """Issue 23: a new engine process restores a context by mapping the snapshot's blocks
+    copy-on-write from a memory file of its own, which it made before limiting the size of
+    files it writes (sizing it would pass that limit), and the limit holds."""
+    stored: list[SnapshotDelta] = []
+    sessions = [ProcessSession("python", pool=pool)]
+    try:
+        assert sessions[0].execute("answer = 41").result.error is None
+        sessions[0].take_snapshot()
+        sessions[0].collect_snapshot()
+        assert sessions[0].unstored is not None
+        stored.append(sessions[0].unstored)
+        second = ProcessSession("python", pool=pool, restore_source=lambda: stored[-1])
+        sessions.append(second)
+        report = second.execute("answer + 1")
+        assert report.boot.value == "restored" and report.result.results[0].text == "42"
+        pid = second._process.process.pid  # type: ignore[union-attr]
+        maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+        assert any("memfd:sandbox-snapshot" in line and " rw-p " in line for line in maps)
+        limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+        file_size = next(line for line in limits if line.startswith("Max file size"))
+        assert file_size.split()[3:5] == [str(1 << 20), str(1 << 20)]
     finally:
         for session in sessions:
             session.close()

@@ -3,18 +3,22 @@ persistence and snapshots behave the same way for all four languages."""
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from engines.process.handle import private_bytes
 from engines.registry import LANGUAGES, language_engine
 from engines.result import Boot, ExecutionReport, Limits
 from engines.session import Session
-from engines.snapshot import MemorySnapshot
+from engines.snapshot import BlockMemory, MemorySnapshot, block_memory
 from engines.vfs import PathState, TreeUpdate, VirtualFS
 from tests.conftest import require_engine
 from tests.engines import run
@@ -369,6 +373,123 @@ def test_a_snapshot_keeping_only_written_blocks_restores_the_same_memory(
         assert [entry.text for entry in report.result.results] == [snippets.use_text]
         assert live.take_snapshot() is snapshot and snapshot.sparse
         assert 0 < len(snapshot.changed_blocks) < sum(snapshot.written)
+
+
+REASSIGN = {
+    "javascript": "answer = 99",
+    "python": "answer = 99",
+    "perl": "$answer = 99",
+    "ruby": "answer = 99",
+}
+"""Gives the variable `define` made another value, 99."""
+
+
+def _guest_mappings_of_snapshots() -> int:
+    """Private (copy-on-write) mappings of snapshot memory files in this process: a
+    snapshot's own view of its file is shared, a guest's restore is private."""
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    return sum(1 for line in maps if "memfd:sandbox-snapshot" in line and " rw-p " in line)
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_a_restore_maps_its_blocks_and_the_guest_writes_its_own_copies(
+    language: str, workspace: VirtualFS
+) -> None:
+    """Issue 23: a restore maps the kept blocks copy-on-write from the snapshot's memory
+    file. What the restored guest writes stays its own until a snapshot is taken; one taken
+    into the mapped restore point restores the new state; closing unmaps everything."""
+    snippets = SNIPPETS[language]
+    before = _guest_mappings_of_snapshots()
+    with Session(language, workspace=workspace) as first:
+        first.execute(snippets.define)
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    snapshot.keep_written_only()
+    assert isinstance(snapshot.memory, BlockMemory)
+    kept = bytes(snapshot.memory)
+    with Session(language, workspace=workspace, restore_point=snapshot) as second:
+        assert second.execute(REASSIGN[language]).result.error is None
+        assert _guest_mappings_of_snapshots() > before
+        assert bytes(snapshot.memory) == kept
+        assert _texts(second.execute(snippets.use)) == ["100"]
+        assert second.take_snapshot() is snapshot
+        assert bytes(snapshot.memory) != kept
+        assert _texts(second.execute(snippets.use)) == ["100"]
+    assert _guest_mappings_of_snapshots() == before
+    with Session(language, workspace=workspace, restore_point=snapshot) as third:
+        report = third.execute(snippets.use)
+        assert report.boot is Boot.RESTORED and _texts(report) == ["100"]
+
+
+GROW = {
+    "javascript": "globalThis.big = new Uint8Array(16 << 20); 1",
+    "python": "big = bytearray(16 << 20)",
+    "perl": "our $big = 'x' x (16 << 20); 1",
+    "ruby": "$big = 'x' * (16 << 20); 1",
+}
+"""Grows the guest's memory by 16 MiB."""
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_memory_a_restored_guest_maps_outlives_the_snapshot_memory_it_replaced(
+    language: str, workspace: VirtualFS
+) -> None:
+    """A snapshot taken after the restored guest grew its memory moves to a larger
+    window; the guest still maps the old one, which is freed only after the next restore
+    (freeing it at once would turn the guest's untouched restored pages to zeros)."""
+    snippets = SNIPPETS[language]
+    with Session(language, workspace=workspace) as first:
+        first.execute(snippets.define)
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    snapshot.keep_written_only()
+    with Session(
+        language, workspace=workspace, limits=Limits(fuel=10**10), restore_point=snapshot
+    ) as second:
+        assert _texts(second.execute(snippets.use)) == ["42"]
+        length = len(snapshot.memory)
+        assert second.execute(GROW[language]).result.error is None
+        assert second.take_snapshot() is snapshot and len(snapshot.memory) > length
+        assert snapshot.superseded
+        gc.collect()
+        assert second._store is not None and second._instance is not None
+        whole = second.language_engine.take_snapshot(second._store, second._instance).memory
+        assert snapshot.written is not None
+        for block in (index for index, kept in enumerate(snapshot.written) if kept):
+            span = slice(block * 4096, (block + 1) * 4096)
+            assert whole[span] == snapshot.memory[span], f"block {block} changed"
+        assert _texts(second.execute(snippets.use)) == ["42"]
+    with Session(language, workspace=workspace, restore_point=snapshot) as third:
+        assert _texts(third.execute(snippets.use)) == ["42"]
+        assert not snapshot.superseded
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_a_freed_snapshot_memory_gives_its_pages_back() -> None:
+    size = 8 << 20
+    memory = block_memory(size)
+    assert isinstance(memory, BlockMemory)
+    memory[:] = b"\x01" * size
+    file = memory.fd
+    held = os.fstat(file).st_blocks * 512
+    del memory
+    gc.collect()
+    assert os.fstat(file).st_blocks * 512 <= held - size
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_a_snapshots_memory_file_counts_as_its_process_s_own_memory() -> None:
+    """The memory budget counts an engine process's kept blocks, which live in a memory
+    file (the kernel counts those as shared, like the engine files processes do share)."""
+    size, chunk = 16 << 20, b"\x01" * (1 << 20)
+    before = private_bytes(os.getpid())
+    memory = block_memory(size)
+    try:
+        for offset in range(0, size, len(chunk)):
+            memory[offset : offset + len(chunk)] = chunk
+        assert private_bytes(os.getpid()) - before >= size - (1 << 20)
+    finally:
+        memory.close()
 
 
 # --- Python and JavaScript: snapshots of decomposed components ------------------------------
