@@ -27,8 +27,10 @@ lands on (about 5 µs a page on these machines), a mapping costs one call per ru
 guest faults in only what it touches, as a cold start does. While an instance maps its
 restore point, that snapshot's memory is written only where the guest wrote (and so holds
 its own copy of the page): `capture` copies only blocks that differ, and a block the guest
-left alone reads the file. One restore point therefore serves one live instance at a
-time, and memory it replaces stays in `superseded` until the next restore from it.
+left alone reads the file. So a snapshot is mapped into one live instance at a time (a
+second restore from it copies), the memory that instance maps stays while it lives
+(`MemorySnapshot.mapped`), and its snapshots count the restored blocks as written (the
+kernel's page flags see those the guest left alone as the file's, not as written).
 """
 
 from __future__ import annotations
@@ -89,6 +91,26 @@ process may have about 65,000); the shortest runs are copied instead."""
 Buffer = bytes | bytearray | mmap.mmap
 
 
+@dataclass(frozen=True)
+class _Mapping:
+    store: weakref.ref[wasmtime.Store]
+    memory: Buffer
+
+    def live(self) -> bool:
+        store = self.store()
+        if store is None:
+            return False
+        try:
+            store.ptr()
+        except ValueError:  # closed
+            return False
+        return True
+
+
+_RESTORED_BY_MAPPING: weakref.WeakKeyDictionary[wasmtime.Store, bytes] = weakref.WeakKeyDictionary()
+"""The blocks a restore put in each live store by mapping (see the module's docstring)."""
+
+
 @dataclass
 class MemorySnapshot:
     memory: Buffer
@@ -107,9 +129,9 @@ class MemorySnapshot:
     from_image: bool = False
     """`changed_blocks` say what differs from what a fresh instance maps (its image), not
     from an earlier snapshot: a new snapshot (its receiver drops what it held)."""
-    superseded: list[Buffer] = field(default_factory=list)
-    """Memory this snapshot held before, which the instance restored from it may still map
-    (freeing it would take those pages from under the guest)."""
+    mapped: _Mapping | None = None
+    """The instance this snapshot's memory was last mapped into, and that memory (which
+    may since have been replaced: freeing it would take its pages from under the guest)."""
 
     def keep_written_only(self) -> None:
         """Keep only the written blocks, in memory that costs nothing where it is not
@@ -253,15 +275,21 @@ def _map_runs(target: int, memory: BlockMemory, written: bytes) -> None:
     longest = sorted(long_runs, key=lambda run: run[0] - run[1])
     mapped = set(longest[:MAPPED_RUNS_MAX])
     source = _address(memory)
-    protection, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | _MAP_FIXED
+    protection = mmap.PROT_READ | mmap.PROT_WRITE
     for first, end in runs:
         start, size = first * BLOCK_BYTES, (end - first) * BLOCK_BYTES
-        if (first, end) not in mapped:
-            ctypes.memmove(target + start, source + start, size)
-        elif _mmap(target + start, size, protection, flags, memory.fd, memory.offset + start) != (
-            target + start
-        ):
-            raise OSError(ctypes.get_errno(), "could not map a snapshot's blocks")
+        address = target + start
+        if (first, end) in mapped:
+            flags = mmap.MAP_PRIVATE | _MAP_FIXED
+            if _mmap(address, size, protection, flags, memory.fd, memory.offset + start) == address:
+                continue
+            # Refused (a failed fixed mapping may have unmapped the range): give the run
+            # fresh private pages, copy it and the rest.
+            mapped = set()
+            flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED
+            if _mmap(address, size, protection, flags, -1, 0) != address:
+                raise OSError(ctypes.get_errno(), "could not map a snapshot's blocks")
+        ctypes.memmove(address, source + start, size)
 
 
 @functools.cache
@@ -342,6 +370,10 @@ def capture(
     length = memory.data_len(store)
     source = _memory_address(store, memory)
     written = written_blocks(source, length)
+    restored = _RESTORED_BY_MAPPING.get(store)
+    if written is not None and restored is not None:
+        restored = restored[: len(written)].ljust(len(written), b"\0")
+        written = (int.from_bytes(written) | int.from_bytes(restored)).to_bytes(len(written))
     if into is None:  # a bytearray: the next snapshot updates it in place
         buffer = bytearray(length)
         ctypes.memmove(_address(buffer), source, length)
@@ -384,7 +416,6 @@ def _capture_written(source: int, length: int, written: bytes | None, into: Memo
         # Cannot tell any more (or another state): keep everything again.
         buffer = bytearray(length)
         ctypes.memmove(_address(buffer), source, length)
-        into.superseded.append(into.memory)
         into.memory, into.written, into.sparse = buffer, written, False
         into.changed_blocks = set(range(length // BLOCK_BYTES))
         into.from_image = True
@@ -395,7 +426,6 @@ def _capture_written(source: int, length: int, written: bytes | None, into: Memo
         for run in _RUNS.finditer(held):
             start, end = run.start() * BLOCK_BYTES, run.end() * BLOCK_BYTES
             ctypes.memmove(_address(grown) + start, old + start, end - start)
-        into.superseded.append(into.memory)
         into.memory = grown
     held = held.ljust(len(written), b"\0")
     candidates = (int.from_bytes(held) | int.from_bytes(written)).to_bytes(len(written))
@@ -451,10 +481,12 @@ def load_memory(store: wasmtime.Store, memory: wasmtime.Memory, snapshot: Memory
         memory.grow(store, missing_pages)
     target = _memory_address(store, memory)
     source = _address(snapshot.memory)
-    snapshot.superseded.clear()  # the instance that could map them is gone
     if snapshot.sparse:  # the kept blocks; the others are the image's already
         assert snapshot.written is not None
-        if isinstance(snapshot.memory, BlockMemory):
+        mapped_elsewhere = snapshot.mapped is not None and snapshot.mapped.live()
+        if isinstance(snapshot.memory, BlockMemory) and not mapped_elsewhere:
+            snapshot.mapped = _Mapping(weakref.ref(store), snapshot.memory)
+            _RESTORED_BY_MAPPING[store] = snapshot.written
             _map_runs(target, snapshot.memory, snapshot.written)
             return
         # Written whole, one copy per run: the guest wrote each of them, so comparing first

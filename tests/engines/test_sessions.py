@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from engines import snapshot as snapshots
 from engines.process.handle import private_bytes
 from engines.registry import LANGUAGES, language_engine
 from engines.result import Boot, ExecutionReport, Limits
@@ -435,7 +436,7 @@ def test_memory_a_restored_guest_maps_outlives_the_snapshot_memory_it_replaced(
     language: str, workspace: VirtualFS
 ) -> None:
     """A snapshot taken after the restored guest grew its memory moves to a larger
-    window; the guest still maps the old one, which is freed only after the next restore
+    window; the guest still maps the old one, which is kept while the guest lives
     (freeing it at once would turn the guest's untouched restored pages to zeros)."""
     snippets = SNIPPETS[language]
     with Session(language, workspace=workspace) as first:
@@ -450,7 +451,7 @@ def test_memory_a_restored_guest_maps_outlives_the_snapshot_memory_it_replaced(
         length = len(snapshot.memory)
         assert second.execute(GROW[language]).result.error is None
         assert second.take_snapshot() is snapshot and len(snapshot.memory) > length
-        assert snapshot.superseded
+        assert snapshot.mapped is not None and snapshot.mapped.memory is not snapshot.memory
         gc.collect()
         assert second._store is not None and second._instance is not None
         whole = second.language_engine.take_snapshot(second._store, second._instance).memory
@@ -461,7 +462,121 @@ def test_memory_a_restored_guest_maps_outlives_the_snapshot_memory_it_replaced(
         assert _texts(second.execute(snippets.use)) == ["42"]
     with Session(language, workspace=workspace, restore_point=snapshot) as third:
         assert _texts(third.execute(snippets.use)) == ["42"]
-        assert not snapshot.superseded
+        assert snapshot.mapped is not None and snapshot.mapped.memory is snapshot.memory
+
+
+def _snapshot_memory_files() -> int:
+    """Descriptors of snapshot memory files this process holds (each window holds one)."""
+    links = (os.readlink(entry) for entry in Path("/proc/self/fd").iterdir() if entry.exists())
+    return sum(1 for link in links if "memfd:sandbox-snapshot" in link)
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_growing_again_and_again_keeps_two_windows_at_most(workspace: VirtualFS) -> None:
+    """Each growth moves the snapshot to a new window; only the current one and the one
+    the guest maps are kept (keeping every window made memory grow with the square)."""
+    require_engine("python")
+    with Session("python", workspace=workspace) as first:
+        first.execute("chunks = []")
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    snapshot.keep_written_only()
+    gc.collect()
+    before = _snapshot_memory_files()
+    with Session("python", workspace=workspace, restore_point=snapshot) as second:
+        for _ in range(6):
+            length = len(snapshot.memory)
+            assert second.execute("chunks.append(bytearray(4 << 20))").result.error is None
+            assert second.take_snapshot() is snapshot and len(snapshot.memory) > length
+        gc.collect()
+        assert _snapshot_memory_files() <= before + 1
+        assert _texts(second.execute("len(chunks)")) == ["6"]
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_after_a_mapped_restore_the_restored_blocks_count_as_written(
+    workspace: VirtualFS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel sees restored blocks the guest left alone as the memory file's, not as
+    written: a snapshot that had to start over from the page flags (one read of them
+    failed) still keeps them, so the next restore has the whole state."""
+    require_engine("python")
+    with Session("python", workspace=workspace) as first:
+        first.execute("answer = 41")
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    snapshot.keep_written_only()
+    assert snapshot.written is not None
+    restored = snapshot.written
+    with Session("python", workspace=workspace, restore_point=snapshot) as live:
+        assert _texts(live.execute("answer + 1")) == ["42"]
+        with monkeypatch.context() as patch:
+            patch.setattr(snapshots, "written_blocks", lambda address, length: None)
+            assert live.take_snapshot() is snapshot and not snapshot.sparse
+        live.execute("other = 1")
+        assert live.take_snapshot() is snapshot
+        snapshot.keep_written_only()  # as an engine process does after each snapshot
+        kept = snapshot.written
+        assert kept is not None
+        assert [block for block, flag in enumerate(restored) if flag and not kept[block]] == []
+    with Session("python", workspace=workspace, restore_point=snapshot) as restored:
+        report = restored.execute("answer + other")
+        assert report.boot is Boot.RESTORED and _texts(report) == ["42"]
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_a_refused_mapping_is_copied_instead(
+    workspace: VirtualFS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore whose mapping the kernel refuses copies the blocks: the state is whole
+    (a refusal used to drop the snapshot)."""
+    require_engine("python")
+    with Session("python", workspace=workspace) as first:
+        first.execute("answer = 41")
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    snapshot.keep_written_only()
+    real_mmap = snapshots._mmap
+    refused: list[int] = []
+
+    def refuse_files(*arguments: int) -> int:
+        if arguments[4] != -1:
+            refused.append(arguments[4])
+            return -1
+        return int(real_mmap(*arguments))
+
+    monkeypatch.setattr(snapshots, "_mmap", refuse_files)
+    with Session("python", workspace=workspace, restore_point=snapshot) as restored:
+        report = restored.execute("answer + 1")
+        assert report.boot is Boot.RESTORED and _texts(report) == ["42"]
+    assert refused
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_a_second_live_restore_of_one_snapshot_copies(workspace: VirtualFS) -> None:
+    """A snapshot is mapped into one live instance at a time: another restored from it
+    while the first lives gets a copy, so a snapshot the first takes into it (writing the
+    memory file) changes nothing in the second."""
+    require_engine("python")
+    with Session("python", workspace=workspace) as first:
+        first.execute("answer = 41")
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    snapshot.keep_written_only()
+    with (
+        Session("python", workspace=workspace, restore_point=snapshot) as one,
+        Session("python", workspace=workspace) as two,
+    ):
+        assert _texts(one.execute("answer + 1")) == ["42"]
+        two.restore_point = snapshot
+        assert two._boot() is Boot.RESTORED  # restored, and has run nothing
+        assert two._store is not None and two._instance is not None
+        engine = two.language_engine
+        before = bytes(engine.take_snapshot(two._store, two._instance).memory)
+        assert one.execute("answer = 99").result.error is None
+        assert one.take_snapshot() is snapshot
+        assert bytes(engine.take_snapshot(two._store, two._instance).memory) == before
+        assert _texts(two.execute("answer + 1")) == ["42"]
 
 
 @pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
