@@ -255,6 +255,18 @@ def test_slow_headers_are_dropped_after_the_time_limit(
     assert HEADER_TIMEOUT_S - 0.5 < closed_after < HEADER_TIMEOUT_S + 2
 
 
+def test_a_connection_idle_past_the_header_limit_still_serves(served: Served) -> None:
+    """A client's pool reuses an idle connection for up to its own expiry (httpx: 5 s):
+    the server must not close it at the header limit, or a request sent at that moment
+    is lost (seen as "Network connection lost" from workerd)."""
+    with socket.create_connection(served.address, timeout=10) as connection:
+        connection.sendall(request_head("GET", "/v1/sandboxes", token=True))
+        assert read_answer(connection, ANSWER_SECONDS)[0] == 200
+        time.sleep(HEADER_TIMEOUT_S + 1)
+        connection.sendall(request_head("GET", "/v1/sandboxes", token=True))
+        assert read_answer(connection, ANSWER_SECONDS)[0] == 200
+
+
 def test_headers_beyond_the_limit_close_the_connection(served: Served) -> None:
     with socket.create_connection(served.address, timeout=10) as connection:
         connection.sendall(b"GET /v1/health HTTP/1.1\r\nx-big: " + b"a" * (4 * MAX_HEADER_BYTES))

@@ -67,7 +67,13 @@ MIN_TCP_CONNECTIONS = 16
 """Even under a very low file limit (where accepts may then fail, and are retried)."""
 HEADER_TIMEOUT_S = 5.0
 """How long a TCP client may take to send a request's headers, from its connection or
-its previous answer (every client sends them at once)."""
+from the first byte after its previous answer (every client sends them at once)."""
+IDLE_TIMEOUT_S = 30
+"""How long a connection may stay idle after an answer. Longer than clients keep idle
+connections in their pools (httpx: 5 s), so that a client never sends a request on a
+connection the server is closing at that moment: the request would be lost (workerd
+reports it as "Network connection lost"). At the connection limit the longest idle one
+is closed first anyway."""
 MAX_HEADER_BYTES = 16_384
 """A TCP request's headers at most (h11's default; httptools has no limit of its own)."""
 LOG_REPEATS_PER_SECOND = 5
@@ -216,6 +222,8 @@ def _guarded_protocol_class(implementation: str, guard: ConnectionGuard) -> type
 
         _header_deadline: asyncio.TimerHandle | None = None
         _header_bytes = 0
+        _idle = False
+        """No byte came since the last answer."""
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
@@ -236,6 +244,8 @@ def _guarded_protocol_class(implementation: str, guard: ConnectionGuard) -> type
                 self._stop_waiting()
                 guard.request_began(self.transport)
                 return
+            if self._idle:  # the next request began: its headers have the header timeout
+                self._wait_for_headers()
             self._header_bytes += len(data)
             if self._header_bytes > guard.max_header_bytes:
                 self.transport.close()
@@ -243,7 +253,7 @@ def _guarded_protocol_class(implementation: str, guard: ConnectionGuard) -> type
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if not self.transport.is_closing() and not self._request_under_way():
-                self._wait_for_headers()
+                self._wait_for_headers(idle=True)
 
         def connection_lost(self, exc: Exception | None) -> None:
             guard.forget(self.transport)
@@ -253,10 +263,12 @@ def _guarded_protocol_class(implementation: str, guard: ConnectionGuard) -> type
         def _request_under_way(self) -> bool:
             return self.cycle is not None and not self.cycle.response_complete
 
-        def _wait_for_headers(self) -> None:
+        def _wait_for_headers(self, *, idle: bool = False) -> None:
             self._stop_waiting()
+            self._idle = idle
             self._header_bytes = 0
-            self._header_deadline = self.loop.call_later(guard.header_timeout, self.transport.close)
+            timeout = IDLE_TIMEOUT_S if idle else guard.header_timeout
+            self._header_deadline = self.loop.call_later(timeout, self.transport.close)
             guard.awaiting_headers(self.transport)
 
         def _stop_waiting(self) -> None:
@@ -319,6 +331,7 @@ def server_config(app: Any, http: Any, **options: Any) -> Any:
         log_level="warning",
         access_log=False,
         server_header=False,
+        timeout_keep_alive=IDLE_TIMEOUT_S,
         **options,
     )
 
