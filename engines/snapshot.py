@@ -93,10 +93,14 @@ Buffer = bytes | bytearray | mmap.mmap
 
 @dataclass(frozen=True)
 class _Mapping:
+    """An instance (by its store) that a snapshot's memory was mapped into, and that
+    memory, kept while the instance may still map it."""
+
     store: weakref.ref[wasmtime.Store]
     memory: Buffer
 
     def live(self) -> bool:
+        """Whether the instance can still map the memory (its store is not closed)."""
         store = self.store()
         if store is None:
             return False
