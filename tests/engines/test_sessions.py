@@ -376,6 +376,22 @@ def test_a_snapshot_keeping_only_written_blocks_restores_the_same_memory(
         assert 0 < len(snapshot.changed_blocks) < sum(snapshot.written)
 
 
+needs_memory_files = pytest.mark.skipif(
+    not hasattr(os, "memfd_create"), reason="memory files are Linux's"
+)
+
+
+def _kept_snapshot(language: str, workspace: VirtualFS, code: str) -> MemorySnapshot:
+    """The snapshot of a session that ran `code`, keeping only its written blocks, as an
+    engine process keeps it."""
+    with Session(language, workspace=workspace) as first:
+        first.execute(code)
+        snapshot = first.take_snapshot()
+    assert snapshot is not None
+    snapshot.keep_written_only()
+    return snapshot
+
+
 REASSIGN = {
     "javascript": "answer = 99",
     "python": "answer = 99",
@@ -392,7 +408,7 @@ def _guest_mappings_of_snapshots() -> int:
     return sum(1 for line in maps if "memfd:sandbox-snapshot" in line and " rw-p " in line)
 
 
-@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+@needs_memory_files
 def test_a_restore_maps_its_blocks_and_the_guest_writes_its_own_copies(
     language: str, workspace: VirtualFS
 ) -> None:
@@ -401,11 +417,7 @@ def test_a_restore_maps_its_blocks_and_the_guest_writes_its_own_copies(
     into the mapped restore point restores the new state; closing unmaps everything."""
     snippets = SNIPPETS[language]
     before = _guest_mappings_of_snapshots()
-    with Session(language, workspace=workspace) as first:
-        first.execute(snippets.define)
-        snapshot = first.take_snapshot()
-    assert snapshot is not None
-    snapshot.keep_written_only()
+    snapshot = _kept_snapshot(language, workspace, snippets.define)
     assert isinstance(snapshot.memory, BlockMemory)
     kept = bytes(snapshot.memory)
     with Session(language, workspace=workspace, restore_point=snapshot) as second:
@@ -431,7 +443,7 @@ GROW = {
 """Grows the guest's memory by 16 MiB."""
 
 
-@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+@needs_memory_files
 def test_memory_a_restored_guest_maps_outlives_the_snapshot_memory_it_replaced(
     language: str, workspace: VirtualFS
 ) -> None:
@@ -439,11 +451,7 @@ def test_memory_a_restored_guest_maps_outlives_the_snapshot_memory_it_replaced(
     window; the guest still maps the old one, which is kept while the guest lives
     (freeing it at once would turn the guest's untouched restored pages to zeros)."""
     snippets = SNIPPETS[language]
-    with Session(language, workspace=workspace) as first:
-        first.execute(snippets.define)
-        snapshot = first.take_snapshot()
-    assert snapshot is not None
-    snapshot.keep_written_only()
+    snapshot = _kept_snapshot(language, workspace, snippets.define)
     with Session(
         language, workspace=workspace, limits=Limits(fuel=10**10), restore_point=snapshot
     ) as second:
@@ -471,16 +479,12 @@ def _snapshot_memory_files() -> int:
     return sum(1 for link in links if "memfd:sandbox-snapshot" in link)
 
 
-@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+@needs_memory_files
 def test_growing_again_and_again_keeps_two_windows_at_most(workspace: VirtualFS) -> None:
     """Each growth moves the snapshot to a new window; only the current one and the one
     the guest maps are kept (keeping every window made memory grow with the square)."""
     require_engine("python")
-    with Session("python", workspace=workspace) as first:
-        first.execute("chunks = []")
-        snapshot = first.take_snapshot()
-    assert snapshot is not None
-    snapshot.keep_written_only()
+    snapshot = _kept_snapshot("python", workspace, "chunks = []")
     gc.collect()
     before = _snapshot_memory_files()
     with Session("python", workspace=workspace, restore_point=snapshot) as second:
@@ -493,7 +497,7 @@ def test_growing_again_and_again_keeps_two_windows_at_most(workspace: VirtualFS)
         assert _texts(second.execute("len(chunks)")) == ["6"]
 
 
-@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+@needs_memory_files
 def test_after_a_mapped_restore_the_restored_blocks_count_as_written(
     workspace: VirtualFS, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -501,11 +505,7 @@ def test_after_a_mapped_restore_the_restored_blocks_count_as_written(
     written: a snapshot that had to start over from the page flags (one read of them
     failed) still keeps them, so the next restore has the whole state."""
     require_engine("python")
-    with Session("python", workspace=workspace) as first:
-        first.execute("answer = 41")
-        snapshot = first.take_snapshot()
-    assert snapshot is not None
-    snapshot.keep_written_only()
+    snapshot = _kept_snapshot("python", workspace, "answer = 41")
     assert snapshot.written is not None
     restored = snapshot.written
     with Session("python", workspace=workspace, restore_point=snapshot) as live:
@@ -519,23 +519,19 @@ def test_after_a_mapped_restore_the_restored_blocks_count_as_written(
         kept = snapshot.written
         assert kept is not None
         assert [block for block, flag in enumerate(restored) if flag and not kept[block]] == []
-    with Session("python", workspace=workspace, restore_point=snapshot) as restored:
-        report = restored.execute("answer + other")
+    with Session("python", workspace=workspace, restore_point=snapshot) as again:
+        report = again.execute("answer + other")
         assert report.boot is Boot.RESTORED and _texts(report) == ["42"]
 
 
-@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+@needs_memory_files
 def test_a_refused_mapping_is_copied_instead(
     workspace: VirtualFS, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A restore whose mapping the kernel refuses copies the blocks: the state is whole
     (a refusal used to drop the snapshot)."""
     require_engine("python")
-    with Session("python", workspace=workspace) as first:
-        first.execute("answer = 41")
-        snapshot = first.take_snapshot()
-    assert snapshot is not None
-    snapshot.keep_written_only()
+    snapshot = _kept_snapshot("python", workspace, "answer = 41")
     real_mmap = snapshots._mmap
     refused: list[int] = []
 
@@ -552,17 +548,13 @@ def test_a_refused_mapping_is_copied_instead(
     assert refused
 
 
-@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+@needs_memory_files
 def test_a_second_live_restore_of_one_snapshot_copies(workspace: VirtualFS) -> None:
     """A snapshot is mapped into one live instance at a time: another restored from it
     while the first lives gets a copy, so a snapshot the first takes into it (writing the
     memory file) changes nothing in the second."""
     require_engine("python")
-    with Session("python", workspace=workspace) as first:
-        first.execute("answer = 41")
-        snapshot = first.take_snapshot()
-    assert snapshot is not None
-    snapshot.keep_written_only()
+    snapshot = _kept_snapshot("python", workspace, "answer = 41")
     with (
         Session("python", workspace=workspace, restore_point=snapshot) as one,
         Session("python", workspace=workspace) as two,
@@ -579,7 +571,7 @@ def test_a_second_live_restore_of_one_snapshot_copies(workspace: VirtualFS) -> N
         assert _texts(two.execute("answer + 1")) == ["42"]
 
 
-@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+@needs_memory_files
 def test_a_freed_snapshot_memory_gives_its_pages_back() -> None:
     size = 8 << 20
     memory = block_memory(size)
@@ -592,7 +584,7 @@ def test_a_freed_snapshot_memory_gives_its_pages_back() -> None:
     assert os.fstat(file).st_blocks * 512 <= held - size
 
 
-@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+@needs_memory_files
 def test_a_snapshots_memory_file_counts_as_its_process_s_own_memory() -> None:
     """The memory budget counts an engine process's kept blocks, which live in a memory
     file (the kernel counts those as shared, like the engine files processes do share)."""
