@@ -4,9 +4,12 @@ runaway write can be stopped by ending this process without touching any other.
 
 Requests (one at a time, answered in order):
 - `open`: create the session (language, compiled entry path: a module file or a decomposed
-  component's directory, the workspace's limits when it has one, limits, and an optional
-  restore point: the blocks that differ from the engine's image, as runs in the frame's
-  blobs); its workspace starts empty;
+  component's directory, the workspace's limits when it has one, limits); its workspace
+  starts empty;
+- `restore`: give the session just opened a restore point: the blocks that differ from
+  the engine's image, as runs, a block per blob. The host sends it right behind `open`,
+  and the reader thread reads the blocks straight into the snapshot's memory
+  (`codec.place_restore`) while the session opens;
 - `execute`: run code after bringing the workspace up to date (`update`, file bytes as
   blobs); answered with the `ExecutionReport`, whose workspace changes' bytes are blobs;
 - `snapshot`: take the (incremental) snapshot; answered with the changed 4 KiB blocks
@@ -168,6 +171,8 @@ class Responder:
             answer = self.execute(header, [])
             self.close_session()
             self.answer(*answer)
+        elif op == "restore":
+            self.answer(self.restore(header, blobs))
         elif op == "snapshot":
             self.snapshot()
         elif op == "reset":
@@ -187,18 +192,30 @@ class Responder:
         from engines.registry import language_engine
 
         workspace = header.get("workspace")
-        restore = header.get("restore")
         try:
             self.session = Session(
                 language_engine(str(header["language"])),
                 workspace=VirtualFS(codec.vfs_limits_from_json(workspace)) if workspace else None,
                 limits=codec.limits_from_json(header["limits"]),
-                restore_point=codec.restore_from_json(restore, blobs) if restore else None,
                 compiled=Path(str(header["compiled"])),
             )
         except Exception as error:  # wasmtime refused the compiled module, or a bad request
             self.close_session()
             return {"ok": False, "kind": "load", "message": f"{type(error).__name__}: {error}"}
+        return {"ok": True}
+
+    def restore(self, header: dict[str, Any], blobs: list[memoryview]) -> dict[str, Any]:
+        """Give the session just opened its restore point (read while it opened)."""
+        session = self.session
+        if session is None or session.alive:
+            return {"ok": False, "kind": "engine", "message": "no session waits for a restore"}
+        try:
+            restore_point = codec.restore_from_json(header, blobs)
+        except Exception as error:  # a malformed restore point
+            self.close_session()
+            return {"ok": False, "kind": "load", "message": f"{type(error).__name__}: {error}"}
+        if session.language_engine.snapshots:
+            session.restore_point = restore_point
         return {"ok": True}
 
     def close_session(self) -> None:
@@ -310,7 +327,7 @@ def main() -> None:
     out_fd = os.dup(1)
     os.dup2(2, 1)
     responder = Responder(out_fd)
-    reader = FrameReader(0)
+    reader = FrameReader(0, place=codec.place_restore)
     threading.Thread(target=responder.read_requests, args=(reader,), daemon=True).start()
     threading.Thread(target=responder.watch_deadlines, daemon=True).start()
     responder.send({"ready": True, "pid": os.getpid()})

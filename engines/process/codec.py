@@ -9,6 +9,7 @@ restore, not only after a restart.
 from __future__ import annotations
 
 import dataclasses
+import mmap
 from collections.abc import Sequence
 from typing import Any, get_args
 
@@ -22,7 +23,13 @@ from engines.result import (
     reset_note,
 )
 from engines.session import Session
-from engines.snapshot import BLOCK_BYTES, MemorySnapshot, SnapshotDelta, sparse_snapshot
+from engines.snapshot import (
+    BLOCK_BYTES,
+    MemorySnapshot,
+    SnapshotDelta,
+    block_memory,
+    sparse_snapshot,
+)
 from engines.vfs import Kind, PathState, TreeUpdate, VfsLimits
 
 Blob = bytes | bytearray | memoryview
@@ -136,17 +143,14 @@ def abandoned_report(session: Session, code: str, message: str) -> dict[str, Any
     return report_to_json(report, [])
 
 
-def restore_from_json(header: dict[str, Any], blobs: list[memoryview]) -> MemorySnapshot:
-    """The restore point `restore_to_json` sent, as a snapshot an instance restores from."""
-    return sparse_snapshot(merge_delta(None, {**header, "fromImage": True}, blobs))
-
-
 def restore_to_json(restore: SnapshotDelta) -> tuple[dict[str, Any], list[memoryview]]:
-    """A restore point for a new engine process: its blocks over the image, as runs."""
+    """A restore point for a new engine process: its blocks over the image, as runs in
+    the header and a blob per block (written as they are, not joined into a copy)."""
     runs = _runs(set(restore.blocks))
     blobs = [
-        memoryview(b"".join(restore.blocks[index] for index in range(first, first + count)))
+        memoryview(restore.blocks[index])
         for first, count in runs
+        for index in range(first, first + count)
     ]
     header = {
         "length": restore.length,
@@ -156,6 +160,67 @@ def restore_to_json(restore: SnapshotDelta) -> tuple[dict[str, Any], list[memory
         "fromImage": True,
     }
     return header, blobs
+
+
+def _restore_layout(restore: Any, sizes: Sequence[int]) -> tuple[int, list[int]] | None:
+    """A restore point's memory length and block indices, if its runs lie inside that
+    memory and match `sizes` (a block each)."""
+    try:
+        length = int(restore["length"])
+        runs = [(int(first), int(count)) for first, count in restore["runs"]]
+    except (TypeError, KeyError, ValueError):
+        return None
+    blocks = [first + index for first, count in runs for index in range(count)]
+    if (
+        length < 0
+        or len(blocks) != len(sizes)
+        or any(size != BLOCK_BYTES for size in sizes)
+        or any(count < 1 for _, count in runs)
+        or any(first < 0 or (first + count) * BLOCK_BYTES > length for first, count in runs)
+        or len(set(blocks)) != len(blocks)
+    ):
+        return None
+    return length, blocks
+
+
+def place_restore(header: dict[str, Any], sizes: list[int]) -> list[memoryview] | None:
+    """Where a `restore` request's blocks are read to (a `frames.Placement`): each
+    block straight into its place in the memory of the snapshot it becomes, so that it is
+    copied once out of the pipe (a buffer, then a copy per block, cost JavaScript's restore
+    three allocations per block; see benchmarks/README.md)."""
+    layout = _restore_layout(header, sizes) if header.get("op") == "restore" else None
+    if layout is None or not sizes:
+        return None
+    length, blocks = layout
+    whole = memoryview(block_memory(length))
+    return [whole[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES] for index in blocks]
+
+
+def restore_from_json(header: dict[str, Any], blobs: list[memoryview]) -> MemorySnapshot:
+    """The restore point `restore_to_json` sent, as a snapshot an instance restores from:
+    the memory `place_restore` read it into, else a copy of its blocks (ValueError for a
+    malformed one)."""
+    layout = _restore_layout(header, [len(blob) for blob in blobs])
+    if layout is None:
+        raise ValueError("snapshot: a malformed restore point")
+    length, blocks = layout
+    written = bytearray(length // BLOCK_BYTES)
+    for index in blocks:
+        written[index] = 1
+    memory = blobs[0].obj if blobs else None
+    if isinstance(memory, mmap.mmap) and all(blob.obj is memory for blob in blobs):
+        return MemorySnapshot(
+            memory,
+            dict(header["globals"]),
+            dict(header["extra"]),
+            written=bytes(written),
+            sparse=True,
+        )
+    blocks_by_index = dict(zip(blocks, blobs, strict=True))
+    guest_globals, extra = dict(header["globals"]), dict(header["extra"])
+    return sparse_snapshot(
+        SnapshotDelta(length, blocks_by_index, guest_globals, extra, from_image=True)
+    )
 
 
 def _runs(blocks: set[int]) -> list[tuple[int, int]]:

@@ -8,17 +8,24 @@ keeps the format inspectable and safe to parse from a process that runs untruste
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import select
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 MAX_HEADER_BYTES = 64 << 20
 MAX_BLOB_BYTES = 1 << 32
 _LENGTH_BYTES = 4
+_IOV_MAX = 1024
+"""Pieces per `writev`/`readv` call (Linux's IOV_MAX)."""
+
+Placement = Callable[[dict[str, Any], list[int]], list[memoryview] | None]
+"""Where a frame's blobs are read to: given its header and blob sizes, one writable view
+of the caller's memory per blob, of its size; None for a buffer of the reader's."""
 
 
 class FrameError(Exception):
@@ -42,12 +49,17 @@ def encode_frame(
 def write_frame(
     fd: int, header: dict[str, Any], blobs: Sequence[bytes | bytearray | memoryview] = ()
 ) -> None:
-    """Write one whole frame to `fd` (blocking)."""
-    for piece in encode_frame(header, blobs):
-        view = memoryview(piece).cast("B")
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+    """Write one whole frame to `fd` (blocking), its pieces gathered a thousand to a call
+    (a restore point is thousands of 4 KiB blocks, sent without joining them)."""
+    pieces = [memoryview(piece).cast("B") for piece in encode_frame(header, blobs)]
+    first = 0
+    while first < len(pieces):
+        written = os.writev(fd, pieces[first : first + _IOV_MAX])
+        while first < len(pieces) and written >= len(pieces[first]):
+            written -= len(pieces[first])
+            first += 1
+        if written:
+            pieces[first] = pieces[first][written:]
 
 
 @dataclass
@@ -55,19 +67,47 @@ class _Payload:
     """The blobs of the frame being read: filled in place, kept across a timeout."""
 
     header: dict[str, Any]
-    sizes: list[int]
-    data: bytearray
+    blobs: list[memoryview]
+    next: int = 0
+    """The first blob not yet full."""
     filled: int = 0
+    """Bytes of that blob read so far."""
+
+    def receive(self, data: memoryview) -> int:
+        """Copy what fits of `data` into the blobs; how many bytes that took."""
+        taken = 0
+        while taken < len(data) and self.next < len(self.blobs):
+            blob = self.blobs[self.next]
+            count = min(len(blob) - self.filled, len(data) - taken)
+            blob[self.filled : self.filled + count] = data[taken : taken + count]
+            taken += count
+            self.advance(count)
+        return taken
+
+    def advance(self, count: int) -> None:
+        """Count `count` more bytes as read into the blobs, from the first not full (and
+        skip blobs of no bytes)."""
+        self.filled += count
+        while self.next < len(self.blobs) and self.filled >= len(self.blobs[self.next]):
+            self.filled -= len(self.blobs[self.next])
+            self.next += 1
+
+    def empty_space(self) -> list[memoryview]:
+        """Where the next bytes go: the rest of the first blob not full and those after it."""
+        rest = self.blobs[self.next : self.next + _IOV_MAX]
+        return [rest[0][self.filled :], *rest[1:]]
 
 
 class FrameReader:
     """Reads frames from a file descriptor, optionally with a deadline.
 
     Blobs are read straight into one buffer per frame (no growing buffer, one copy out of
-    the kernel), which matters for snapshots of tens of MiB."""
+    the kernel), which matters for snapshots of tens of MiB; or, where `place` says so,
+    straight into the caller's memory (a restore point into the snapshot's own)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, place: Placement | None = None) -> None:
         self.fd = fd
+        self._place = place
         self._buffer = bytearray()
         self._payload: _Payload | None = None
 
@@ -107,15 +147,20 @@ class FrameReader:
         ):
             raise FrameError("bad blob sizes")
         del self._buffer[: _LENGTH_BYTES + length]
-        payload = _Payload(header, sizes, bytearray(sum(sizes)))
-        buffered = min(len(self._buffer), len(payload.data))  # read along with the header
-        payload.data[:buffered] = self._buffer[:buffered]
-        del self._buffer[:buffered]
-        payload.filled = buffered
+        placed = self._place(header, sizes) if self._place is not None else None
+        if placed is None or [len(blob) for blob in placed] != sizes:
+            whole = memoryview(bytearray(sum(sizes)))
+            ends = list(itertools.accumulate(sizes))
+            placed = [whole[end - size : end] for size, end in zip(sizes, ends, strict=True)]
+        payload = _Payload(header, placed)
+        payload.advance(0)  # past blobs of no bytes
+        with memoryview(self._buffer) as buffered:  # read along with the header
+            taken = payload.receive(buffered)
+        del self._buffer[:taken]
         return payload
 
     def read(self, deadline: float | None = None) -> tuple[dict[str, Any], list[memoryview]]:
-        """The next frame's header and blobs (views of one buffer).
+        """The next frame's header and blobs (views of one buffer, or those `place` gave).
 
         Raises `FrameTimeout` at the deadline (the partial frame stays buffered, so a
         later call continues it), `EOFError` when the peer closed, `FrameError` on
@@ -124,18 +169,11 @@ class FrameReader:
         if self._payload is None:
             self._payload = self._header(deadline)
         payload = self._payload
-        with memoryview(payload.data) as view:
-            while payload.filled < len(payload.data):
-                self._wait(deadline)
-                count = os.readv(self.fd, [view[payload.filled :]])
-                if not count:
-                    raise EOFError("the peer closed the channel")
-                payload.filled += count
+        while payload.next < len(payload.blobs):
+            self._wait(deadline)
+            count = os.readv(self.fd, payload.empty_space())
+            if not count:
+                raise EOFError("the peer closed the channel")
+            payload.advance(count)
         self._payload = None
-        blobs = []
-        offset = 0
-        whole = memoryview(payload.data)
-        for size in payload.sizes:
-            blobs.append(whole[offset : offset + size])
-            offset += size
-        return payload.header, blobs
+        return payload.header, payload.blobs

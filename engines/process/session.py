@@ -238,9 +238,11 @@ class ProcessSession:
         )
 
     # -- process -------------------------------------------------------------------------
-    def _open_request(self, op: str) -> tuple[dict[str, Any], list[memoryview]]:
+    def _open_requests(self) -> list[tuple[dict[str, Any], list[memoryview]]]:
+        """`open`, then `restore` with the restore point if there is one: sent back to
+        back, so that its blocks stream in while the engine process opens the session."""
         header: dict[str, Any] = {
-            "op": op,
+            "op": "open",
             "language": self.language_engine.language,
             "compiled": str(self._compiled),
             "workspace": None
@@ -248,30 +250,34 @@ class ProcessSession:
             else codec.vfs_limits_to_json(self.workspace),
             "limits": codec.limits_to_json(self.limits),
         }
-        blobs: list[memoryview] = []
         restore_point = self.unstored
         if self._restore_source is not None:
             self.unstored = None  # the source holds what is stored; the rest is lost
             restore_point = self._restore_source()
         self._restorable = restore_point is not None
-        if restore_point is not None:
-            header["restore"], blobs = codec.restore_to_json(restore_point)
-        return header, blobs
+        if restore_point is None:
+            return [(header, [])]
+        restore, blobs = codec.restore_to_json(restore_point)
+        return [(header, []), ({"op": "restore", **restore}, blobs)]
 
     def _open(self) -> EngineProcess:
         """Start (or reuse) an engine process and open the session in it; a compiled
         module that wasmtime refuses is compiled again once."""
         for attempt in range(2):
             engine_process = self._pool.acquire()
-            header, blobs = self._open_request("open")
+            requests = self._open_requests()
             try:
-                engine_process.send(header, blobs)
-                answer, _ = engine_process.receive(time.monotonic() + REQUEST_SECONDS)
+                for header, blobs in requests:
+                    engine_process.send(header, blobs)
+                answers = [
+                    engine_process.receive(time.monotonic() + REQUEST_SECONDS)[0] for _ in requests
+                ]
             except (EngineProcessDied, FrameTimeout) as error:
                 engine_process.kill()
                 raise PrepareError(
                     f"{self.language_engine.language} engine process failed: {error}"
                 ) from None
+            answer = next((answer for answer in answers if not answer.get("ok")), answers[0])
             if answer.get("ok"):
                 self._process = engine_process
                 self._alive = False

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.process import EngineProcessPool, ProcessSession, handle
+from engines.process import EngineProcessPool, ProcessSession, codec, handle
 from engines.process.handle import EngineProcessDied
 from engines.snapshot import SnapshotDelta
 
@@ -84,6 +84,28 @@ def test_an_engine_process_restores_by_mapping_its_snapshot_from_a_memory_file(
     finally:
         for session in sessions:
             session.close()
+
+
+def test_a_restore_point_goes_only_to_a_session_that_has_not_run(
+    pool: EngineProcessPool,
+) -> None:
+    """A `restore` request after the session ran would replace state the guest has moved
+    past: it is refused, and the session keeps its state."""
+    session = ProcessSession("python", pool=pool)
+    try:
+        assert session.execute("kept = 7").result.error is None
+        session.take_snapshot()
+        session.collect_snapshot()
+        assert session.unstored is not None
+        header, blobs = codec.restore_to_json(session.unstored)
+        engine_process = session._process
+        assert engine_process is not None
+        engine_process.send({"op": "restore", **header}, blobs)
+        answer, _ = engine_process.receive(None)
+        assert not answer["ok"] and "no session waits for a restore" in answer["message"]
+        assert session.execute("kept").result.results[0].text == "7"
+    finally:
+        session.close()
 
 
 def test_an_engine_process_holds_no_descriptor_of_the_fork_server(pool: EngineProcessPool) -> None:
