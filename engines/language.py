@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal, Protocol
 
@@ -126,10 +126,17 @@ class LanguageEngine(ABC):
         )
 
     def compile(
-        self, engine: wasmtime.Engine, wasm: Path, target: Path, progress: Progress
+        self,
+        engine: wasmtime.Engine,
+        wasm: Path,
+        target: Path,
+        progress: Progress,
+        reusable: Mapping[str, Path] | None = None,
     ) -> None:
         """Meter and compile the prepared Wasm for `engine` into the new file (or, for
-        engines with `compiled_suffix = ""`, directory) `target`."""
+        engines with `compiled_suffix = ""`, directory) `target`. `reusable`: files of a
+        damaged entry of the same key that are still intact, by name (an engine of
+        several modules copies those it would compile again; one module ignores them)."""
         progress("metering", 0.0)
         try:
             metered = metering.instrument(wasm.read_bytes())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -58,13 +59,18 @@ class SnapshotComponentEngine(LanguageEngine):
         return new_store(engine, memory_bytes=memory_bytes or self.memory_bytes, data=host)
 
     def compile(
-        self, engine: wasmtime.Engine, wasm: Path, target: Path, progress: Progress
+        self,
+        engine: wasmtime.Engine,
+        wasm: Path,
+        target: Path,
+        progress: Progress,
+        reusable: Mapping[str, Path] | None = None,
     ) -> None:
         """Decompose the component into `target` (a new directory): its rewritten core
-        modules, compiled, and the wiring plan."""
+        modules, compiled (or copied from `reusable`), and the wiring plan."""
         target.mkdir(mode=0o700)
         try:
-            plan = plans.decompose(wasm.read_bytes(), engine, target, progress)
+            plan = plans.decompose(wasm.read_bytes(), engine, target, progress, reusable or {})
             progress("recording the initial state", 0.95)
             initial = initial_global_values(plans.load(engine, target), engine, self.memory_bytes)
             plans.save(target, dataclasses.replace(plan, initial_globals=initial))

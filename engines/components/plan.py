@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,9 +200,17 @@ class _Wiring:
 Progress = Callable[[str, float], None]
 
 
-def decompose(data: bytes, engine: wasmtime.Engine, directory: Path, progress: Progress) -> Plan:
+def decompose(
+    data: bytes,
+    engine: wasmtime.Engine,
+    directory: Path,
+    progress: Progress,
+    reusable: Mapping[str, Path],
+) -> Plan:
     """Write the component's rewritten, compiled core modules and `plan.json` into
-    `directory` (raises `UnsupportedComponent`/`UnsupportedImport`, both ValueErrors)."""
+    `directory` (raises `UnsupportedComponent`/`UnsupportedImport`, both ValueErrors).
+    A module whose file is in `reusable` (named for its rewritten bytes, compiled for
+    this engine's configuration: see `EngineCache`) is copied rather than compiled again."""
     component = parsed.parse(data)
     wiring = _Wiring(component)
     instantiations = [
@@ -262,14 +271,15 @@ def decompose(data: bytes, engine: wasmtime.Engine, directory: Path, progress: P
         elif metered and wasm_binary.has_code(rewritten):
             rewritten = metering.instrument(rewritten, (f"i{counter_owner}", METER_EXPORT))
         file_name = hashlib.sha256(rewritten).hexdigest()[:32] + ".cwasm"
-        module = compiled.get(file_name)
+        module = compiled.get(file_name) or _reused(engine, reusable.get(file_name), directory)
         if module is None:
             progress(
                 f"compiling core module {module_index} ({len(rewritten) >> 10} KiB)",
                 position / len(renamed),
             )
-            module = compiled[file_name] = wasmtime.Module(engine, rewritten)
+            module = wasmtime.Module(engine, rewritten)
             (directory / file_name).write_bytes(module.serialize())
+        compiled[file_name] = module
         for item in module.imports:
             if item.module == HOST_NAMESPACE:
                 assert isinstance(item.type, wasmtime.FuncType)
@@ -286,6 +296,22 @@ def decompose(data: bytes, engine: wasmtime.Engine, directory: Path, progress: P
     plan = Plan(plan_id, tuple(steps), host, entry)
     save(directory, plan)
     return plan
+
+
+def _reused(
+    engine: wasmtime.Engine, source: Path | None, directory: Path
+) -> wasmtime.Module | None:
+    """The compiled module at `source`, copied into `directory`; None if there is none or
+    wasmtime refuses it (then it is compiled again)."""
+    if source is None:
+        return None
+    target = directory / source.name
+    shutil.copyfile(source, target)
+    try:
+        return wasmtime.Module.deserialize_file(engine, str(target))
+    except wasmtime.WasmtimeError:
+        target.unlink()
+        return None
 
 
 def save(directory: Path, plan: Plan) -> None:

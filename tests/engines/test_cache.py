@@ -183,3 +183,35 @@ def test_a_damaged_decomposed_entry_is_rebuilt_and_stale_entries_go(
     assert unrelated.read_text() == "not ours to delete"
     leftovers = [path.name for path in javascript_cache.directory.iterdir()]
     assert not [name for name in leftovers if name.startswith(".") and name != ".lock"]
+
+
+def _compiled_modules(cache: EngineCache) -> list[str]:
+    """Prepare `cache`; the core modules it compiled on the way."""
+    labels: list[str] = []
+    cache.prepare(lambda label, fraction: labels.append(label))
+    return [label for label in labels if label.startswith("compiling core module")]
+
+
+def test_a_rebuild_compiles_again_only_the_modules_that_were_damaged(
+    javascript_cache: EngineCache,
+) -> None:
+    """A lost plan rebuilds the entry from the compiled modules that still match their
+    recorded sha256 (seconds, not the half minute of compiling SpiderMonkey); a module
+    that does not match is compiled again, never loaded."""
+    entry = compiled_file(javascript_cache)
+    modules = sorted(entry.glob("*.cwasm"), key=lambda path: path.stat().st_size)
+    (entry / "plan.json").write_text("{}")
+    assert _compiled_modules(javascript_cache) == []
+    assert javascript_cache.verify() == []
+
+    damaged = modules[0]  # the smallest: quick to compile again
+    status = damaged.stat()
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    os.utime(damaged, ns=(status.st_atime_ns, status.st_mtime_ns))  # only sha256 tells
+    (entry / "plan.json").write_text("{}")
+    assert len(_compiled_modules(javascript_cache)) == 1
+    assert javascript_cache.verify() == []
+    assert damaged.read_bytes() != bytes(data)
+    assert isinstance(javascript_cache.load(JAVASCRIPT.new_engine()), ComponentArtifact)
