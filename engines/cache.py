@@ -282,15 +282,20 @@ class EngineCache:
                 self._compile(build, compiled)
             return self.language_engine.load_compiled(engine, compiled)
 
-    def ready_compiled_path(self, progress: Progress = _no_progress) -> Path:
-        """The compiled entry to load, prepared first if needed (for engine processes,
-        which load a path they are given and never prepare or compile themselves)."""
+    def ready_build(self, progress: Progress = _no_progress) -> EngineBuild:
+        """The build to load, prepared first if needed: its compiled entry is
+        `compiled_path(build)`, for engine processes, which load a path they are given and
+        never prepare or compile themselves."""
         if not self.is_ready():
             self.prepare(progress)
         build = self.build()
         if build is None:
             raise PrepareError(f"{self.language_engine.language}: preparation left no build")
-        return self.compiled_path(build)
+        return build
+
+    def ready_compiled_path(self, progress: Progress = _no_progress) -> Path:
+        """The compiled entry of `ready_build`."""
+        return self.compiled_path(self.ready_build(progress))
 
     def recompile(self) -> None:
         """Compile the prepared Wasm again (a compiled entry that wasmtime refused)."""

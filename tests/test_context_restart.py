@@ -15,12 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from engines.cache import EngineCache
+from engines.perl import ENGINE as PERL
 from engines.session import Session
 from engines.snapshot import SnapshotDelta
 from engines.vfs import VirtualFS
 from tests.serve_process import serve_process
 from workbench.api import Backend
 from workbench.backends.local import LocalTransport, open_local_backend, open_local_gateway
+from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.remote import open_remote_backend
 from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.core.workspace import GUEST_LIMITS
@@ -505,3 +508,39 @@ async def test_resident_sessions_are_bounded_by_a_memory_budget(
         finally:
             await backend.aclose()
     del ballast
+
+
+async def test_a_snapshot_is_of_the_build_its_session_runs_and_another_build_drops_it(
+    tmp_path: Path, all_engines: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spec 7.6: a snapshot is valid for one engine build. A session keeps running the
+    build it loaded when the engine is prepared again meanwhile (here: its record says
+    so, as another process's `engines install` would leave it), so what it snapshots is
+    of its own build; the next engine process, of the new build, starts fresh."""
+    data = tmp_path / "data"
+    backend = open_local_backend(data, embedded=True)
+    try:
+        sandbox = backend.sandbox("builds")
+        context = await sandbox.interpreter.create_code_context("PERL")
+        assert (await sandbox.interpreter.run_code("our $x = 41", context=context)).error is None
+        original = EngineCache(PERL).build()
+        assert original is not None
+        monkeypatch.setattr(LocalRuntime, "build_sha256", lambda runtime: "a newer build")
+        resident = await sandbox.interpreter.run_code("$x + 1", context=context)
+        assert resident.results[0].text == "42"
+    finally:
+        await backend.aclose()
+    with sqlite3.connect(data / DATABASE_NAME) as database:
+        [(value,)] = database.execute("SELECT value FROM contexts").fetchall()
+    database.close()
+    assert json.loads(value)["snapshot"]["build"] == original.identity
+
+    backend = open_local_backend(data, embedded=True)
+    try:
+        again = await backend.sandbox("builds").interpreter.run_code(
+            "$x // 'gone'", context=context
+        )
+        assert again.results[0].text == "gone"
+        assert again.session is not None and again.session.boot == "fresh"
+    finally:
+        await backend.aclose()

@@ -74,6 +74,9 @@ class GuestSession(Protocol):
     """The owner's name for the state of its tree the guest holds (None: unknown)."""
     unstored: SnapshotDelta | None
     """Snapshot blocks taken since the owner last stored one; the owner sets None."""
+    build_identity: str
+    """The identity (`EngineBuild.identity`) of the engine build the guest runs: what its
+    snapshots are valid for, even if the engine is prepared again meanwhile."""
 
     @property
     def snapshots(self) -> bool:
@@ -204,7 +207,9 @@ class ProcessSession:
         to None once they are stored); without an owner, all of them."""
         self._pool = pool
         self._cache = cache or EngineCache(self.language_engine)
-        self._compiled = self._cache.ready_compiled_path(progress or _no_progress)
+        build = self._cache.ready_build(progress or _no_progress)
+        self._compiled = self._cache.compiled_path(build)
+        self.build_identity = build.identity
         self._process: EngineProcess | None = None
         self._alive = False
         self._call_lock = threading.Lock()

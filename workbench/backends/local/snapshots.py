@@ -89,7 +89,7 @@ class ContextSnapshots:
         delta = taken.delta
         layout = tx.put_snapshot(self._state.id, row.id, delta)
         row.snapshot = {
-            "build": self._runtimes[row.binding].build_sha256(),
+            "build": taken.session.build_identity,  # the build it runs, not the newest
             "memoryPages": layout.memory_pages,
             "pages": layout.stored_pages,
             "bytes": layout.stored_pages * PAGE_BYTES,
