@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from engines.cache import EngineCache
-from engines.perl import ENGINE as PERL
+from tests.conftest import javascript_cache_missing_a_module
 from tour import until_connected, wait_for
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
@@ -53,24 +51,22 @@ async def test_engine_states_and_a_failed_preparation_without_npm(
 async def test_prepare_from_the_runtimes_view_reports_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # a private copy of the prepared Perl engine without its compiled module: f7 compiles it
+    # a private copy of the prepared JavaScript engine without one compiled module: f7
+    # compiles it
     cache_root = tmp_path / "cache"
-    shared = EngineCache(PERL)
-    private = EngineCache(PERL, root=cache_root)
-    shutil.copytree(shared.directory, private.directory, ignore=shutil.ignore_patterns("*.cwasm"))
+    private = javascript_cache_missing_a_module(cache_root)
     monkeypatch.setenv("SANDBOX_WORKBENCH_CACHE_DIR", str(cache_root))
-    assert not private.is_ready()
     data = tmp_path / "data"
     app = WorkbenchApp(
         data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
     )
     async with app.run_test(size=(140, 40)) as pilot:
         await until_connected(pilot)
-        await wait_for(pilot, lambda: state_of(app, "PERL") == "not prepared")
+        await wait_for(pilot, lambda: state_of(app, "JAVASCRIPT") == "not prepared")
         await pilot.press("f12")
-        app.main_screen.runtimes_table.move_cursor(row=2)
+        app.main_screen.runtimes_table.move_cursor(row=0)
         await pilot.press("f7")
-        await wait_for(pilot, lambda: "preparing: compiling" in state_of(app, "PERL"))
-        await wait_for(pilot, lambda: state_of(app, "PERL") == "ready", timeout=180)
+        await wait_for(pilot, lambda: "preparing: compiling" in state_of(app, "JAVASCRIPT"))
+        await wait_for(pilot, lambda: state_of(app, "JAVASCRIPT") == "ready", timeout=180)
         assert any("Engine prepared" in n for n in notifications(app))
     assert private.is_ready()
