@@ -197,7 +197,7 @@ def process_restore(language: str) -> None:
             language,
             pool=pool,
             workspace=GUEST_LIMITS,
-            restore_source=(lambda: stored) if restore else None,
+            restore_source=(lambda build: stored) if restore else None,
         )
         try:
             session.execute("1+1")

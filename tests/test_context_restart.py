@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.cache import EngineCache
+from engines.cache import EngineBuild, EngineCache
 from engines.perl import ENGINE as PERL
 from engines.session import Session
 from engines.snapshot import SnapshotDelta
@@ -23,7 +23,6 @@ from engines.vfs import VirtualFS
 from tests.serve_process import serve_process
 from workbench.api import Backend
 from workbench.backends.local import LocalTransport, open_local_backend, open_local_gateway
-from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.remote import open_remote_backend
 from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.core.workspace import GUEST_LIMITS
@@ -514,26 +513,37 @@ async def test_a_snapshot_is_of_the_build_its_session_runs_and_another_build_dro
     tmp_path: Path, all_engines: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Spec 7.6: a snapshot is valid for one engine build. A session keeps running the
-    build it loaded when the engine is prepared again meanwhile (here: its record says
-    so, as another process's `engines install` would leave it), so what it snapshots is
-    of its own build; the next engine process, of the new build, starts fresh."""
+    build it loaded when the engine is prepared again meanwhile (simulated: every build
+    read from now on has another identity, as another process's `engines install` would
+    leave it), so what it snapshots is of its own build, and its own next engine process
+    restores it; a new session, of the new build, starts fresh."""
     data = tmp_path / "data"
-    backend = open_local_backend(data, embedded=True)
+    gateway = open_local_gateway(data)
+    backend = Backend(LocalTransport(gateway, "local"), name="local")
     try:
         sandbox = backend.sandbox("builds")
         context = await sandbox.interpreter.create_code_context("PERL")
         assert (await sandbox.interpreter.run_code("our $x = 41", context=context)).error is None
-        original = EngineCache(PERL).build()
-        assert original is not None
-        monkeypatch.setattr(LocalRuntime, "build_sha256", lambda runtime: "a newer build")
+        build = EngineCache(PERL).build()
+        assert build is not None
+        original = build.identity
+        monkeypatch.setattr(EngineBuild, "identity", property(lambda build: "a newer build"))
         resident = await sandbox.interpreter.run_code("$x + 1", context=context)
         assert resident.results[0].text == "42"
+        with sqlite3.connect(data / DATABASE_NAME) as database:
+            [(value,)] = database.execute("SELECT value FROM contexts").fetchall()
+        database.close()
+        assert json.loads(value)["snapshot"]["build"] == original
+        session = gateway.sessions.get(("builds", context.id))
+        assert session is not None and session._process is not None  # type: ignore[attr-defined]
+        os.kill(session._process.process.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        lost = await sandbox.interpreter.run_code("1", context=context)
+        assert lost.error is not None  # the run the crash took
+        kept = await sandbox.interpreter.run_code("$x + 1", context=context)
+        assert kept.results[0].text == "42", kept.session
+        assert kept.session is not None and kept.session.boot == "restored"
     finally:
         await backend.aclose()
-    with sqlite3.connect(data / DATABASE_NAME) as database:
-        [(value,)] = database.execute("SELECT value FROM contexts").fetchall()
-    database.close()
-    assert json.loads(value)["snapshot"]["build"] == original.identity
 
     backend = open_local_backend(data, embedded=True)
     try:

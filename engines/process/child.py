@@ -65,6 +65,8 @@ class Responder:
         self._answered = True
         """Whether the current request was answered (by the main loop or the backstop)."""
         self.session: Session | None = None
+        self._just_opened = False
+        """The last request opened the session: a `restore` may follow (only then)."""
         self.requests: queue.Queue[tuple[dict[str, Any], list[memoryview]] | None] = queue.Queue()
         self._backstop = threading.Condition()
         """Guards the execution bookkeeping below (shared with the reader, the write
@@ -159,8 +161,11 @@ class Responder:
 
     def handle(self, header: dict[str, Any], blobs: list[memoryview]) -> None:
         op = header.get("op")
+        just_opened, self._just_opened = self._just_opened, False
         if op == "open":
-            self.answer(self.open(header, blobs))
+            opened = self.open(header, blobs)
+            self._just_opened = bool(opened["ok"])
+            self.answer(opened)
         elif op == "execute":
             self.answer(*self.execute(header, blobs))
         elif op == "run":
@@ -172,7 +177,7 @@ class Responder:
             self.close_session()
             self.answer(*answer)
         elif op == "restore":
-            self.answer(self.restore(header, blobs))
+            self.answer(self.restore(header, blobs, just_opened=just_opened))
         elif op == "snapshot":
             self.snapshot()
         elif op == "reset":
@@ -204,10 +209,13 @@ class Responder:
             return {"ok": False, "kind": "load", "message": f"{type(error).__name__}: {error}"}
         return {"ok": True}
 
-    def restore(self, header: dict[str, Any], blobs: list[memoryview]) -> dict[str, Any]:
-        """Give the session just opened its restore point (read while it opened)."""
+    def restore(
+        self, header: dict[str, Any], blobs: list[memoryview], *, just_opened: bool
+    ) -> dict[str, Any]:
+        """Give the session its restore point, as the request right after `open` (read
+        while it opened); later, it would replace state the guest has moved past."""
         session = self.session
-        if session is None or session.alive:
+        if session is None or not just_opened:
             return {"ok": False, "kind": "engine", "message": "no session waits for a restore"}
         try:
             restore_point = codec.restore_from_json(header, blobs)

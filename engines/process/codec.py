@@ -25,6 +25,7 @@ from engines.result import (
 from engines.session import Session
 from engines.snapshot import (
     BLOCK_BYTES,
+    PAGE_BYTES,
     MemorySnapshot,
     SnapshotDelta,
     block_memory,
@@ -162,32 +163,43 @@ def restore_to_json(restore: SnapshotDelta) -> tuple[dict[str, Any], list[memory
     return header, blobs
 
 
+MAX_MEMORY_BYTES = 1 << 32
+"""A 32-bit linear memory's largest size."""
+
+
 def _restore_layout(restore: Any, sizes: Sequence[int]) -> tuple[int, list[int]] | None:
-    """A restore point's memory length and block indices, if its runs lie inside that
-    memory and match `sizes` (a block each)."""
+    """A restore point's memory length and block indices, if its length is a whole number
+    of 64 KiB pages of a 32-bit memory and its runs (integers, checked before any is
+    expanded) lie inside it, do not overlap and match `sizes` (a block each)."""
     try:
-        length = int(restore["length"])
-        runs = [(int(first), int(count)) for first, count in restore["runs"]]
+        length = restore["length"]
+        runs = [(first, count) for first, count in restore["runs"]]
     except (TypeError, KeyError, ValueError):
         return None
-    blocks = [first + index for first, count in runs for index in range(count)]
+    integers = all(type(number) is int for run in runs for number in run)
     if (
-        length < 0
-        or len(blocks) != len(sizes)
+        type(length) is not int
+        or not 0 < length <= MAX_MEMORY_BYTES
+        or length % PAGE_BYTES
+        or not integers
+        or any(
+            count < 1 or first < 0 or (first + count) * BLOCK_BYTES > length
+            for first, count in runs
+        )
+        or sum(count for _, count in runs) != len(sizes)
         or any(size != BLOCK_BYTES for size in sizes)
-        or any(count < 1 for _, count in runs)
-        or any(first < 0 or (first + count) * BLOCK_BYTES > length for first, count in runs)
-        or len(set(blocks)) != len(blocks)
     ):
         return None
-    return length, blocks
+    blocks = [first + index for first, count in runs for index in range(count)]
+    return (length, blocks) if len(set(blocks)) == len(blocks) else None
 
 
 def place_restore(header: dict[str, Any], sizes: list[int]) -> list[memoryview] | None:
     """Where a `restore` request's blocks are read to (a `frames.Placement`): each
     block straight into its place in the memory of the snapshot it becomes, so that it is
     copied once out of the pipe (a buffer, then a copy per block, cost JavaScript's restore
-    three allocations per block; see benchmarks/README.md)."""
+    three allocations per block; see benchmarks/README.md). None for anything else, or
+    for a malformed one (which `restore_from_json` then refuses)."""
     layout = _restore_layout(header, sizes) if header.get("op") == "restore" else None
     if layout is None or not sizes:
         return None

@@ -21,7 +21,10 @@ MAX_HEADER_BYTES = 64 << 20
 MAX_BLOB_BYTES = 1 << 32
 _LENGTH_BYTES = 4
 _IOV_MAX = 1024
-"""Pieces per `writev`/`readv` call (Linux's IOV_MAX)."""
+"""Pieces per `writev` call (Linux's IOV_MAX)."""
+_PIECES_PER_READ = 256
+"""Placed blobs per `readv` call: a widened pipe holds 1 MiB, 256 blocks of 4 KiB (each
+call builds its list of views, so more would only cost)."""
 
 Placement = Callable[[dict[str, Any], list[int]], list[memoryview] | None]
 """Where a frame's blobs are read to: given its header and blob sizes, one writable view
@@ -68,10 +71,14 @@ class _Payload:
 
     header: dict[str, Any]
     blobs: list[memoryview]
+    buffer: memoryview | None
+    """The reader's own buffer that holds the blobs back to back (None: they are placed)."""
     next: int = 0
     """The first blob not yet full."""
     filled: int = 0
     """Bytes of that blob read so far."""
+    received: int = 0
+    """Bytes of all blobs read so far."""
 
     def receive(self, data: memoryview) -> int:
         """Copy what fits of `data` into the blobs; how many bytes that took."""
@@ -87,14 +94,18 @@ class _Payload:
     def advance(self, count: int) -> None:
         """Count `count` more bytes as read into the blobs, from the first not full (and
         skip blobs of no bytes)."""
+        self.received += count
         self.filled += count
         while self.next < len(self.blobs) and self.filled >= len(self.blobs[self.next]):
             self.filled -= len(self.blobs[self.next])
             self.next += 1
 
     def empty_space(self) -> list[memoryview]:
-        """Where the next bytes go: the rest of the first blob not full and those after it."""
-        rest = self.blobs[self.next : self.next + _IOV_MAX]
+        """Where the next bytes go: the rest of the reader's buffer, or the rest of the
+        first placed blob not full and those after it, as many as a pipe's capacity fills."""
+        if self.buffer is not None:
+            return [self.buffer[self.received :]]
+        rest = self.blobs[self.next : self.next + _PIECES_PER_READ]
         return [rest[0][self.filled :], *rest[1:]]
 
 
@@ -129,6 +140,25 @@ class FrameReader:
                 raise EOFError("the peer closed the channel")
             self._buffer += chunk
 
+    def _placement(self, header: dict[str, Any], sizes: list[int]) -> list[memoryview] | None:
+        """The caller's views for the blobs, if it gives some that fit them exactly
+        (writable bytes, one per blob, of its size); anything else, a failure of the
+        placement included, leaves the blobs to the reader's buffer and the frame whole."""
+        if self._place is None:
+            return None
+        try:
+            placed = self._place(header, sizes)
+        except Exception:  # a placement's failure must not cost the frame
+            return None
+        if placed is None or len(placed) != len(sizes):
+            return None
+        for view, size in zip(placed, sizes, strict=True):
+            if view.nbytes != size or view.format != "B" or view.readonly:
+                return None
+            if not view.c_contiguous:
+                return None
+        return placed
+
     def _header(self, deadline: float | None) -> _Payload:
         self._fill(_LENGTH_BYTES, deadline)
         length = int.from_bytes(self._buffer[:_LENGTH_BYTES], "big")
@@ -147,12 +177,13 @@ class FrameReader:
         ):
             raise FrameError("bad blob sizes")
         del self._buffer[: _LENGTH_BYTES + length]
-        placed = self._place(header, sizes) if self._place is not None else None
-        if placed is None or [len(blob) for blob in placed] != sizes:
-            whole = memoryview(bytearray(sum(sizes)))
+        placed = self._placement(header, sizes)
+        buffer = None
+        if placed is None:
+            buffer = memoryview(bytearray(sum(sizes)))
             ends = list(itertools.accumulate(sizes))
-            placed = [whole[end - size : end] for size, end in zip(sizes, ends, strict=True)]
-        payload = _Payload(header, placed)
+            placed = [buffer[end - size : end] for size, end in zip(sizes, ends, strict=True)]
+        payload = _Payload(header, placed, buffer)
         payload.advance(0)  # past blobs of no bytes
         with memoryview(self._buffer) as buffered:  # read along with the header
             taken = payload.receive(buffered)

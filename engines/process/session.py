@@ -178,7 +178,7 @@ class ProcessSession:
         pool: EngineProcessPool,
         workspace: VfsLimits | None = None,
         limits: Limits | None = None,
-        restore_source: Callable[[], SnapshotDelta | None] | None = None,
+        restore_source: Callable[[str], SnapshotDelta | None] | None = None,
         cache: EngineCache | None = None,
         progress: Progress | None = None,
     ) -> None:
@@ -186,9 +186,10 @@ class ProcessSession:
         `progress` hears about preparing the engine, when it is not prepared yet.
         The host never holds a copy of the guest's memory, only snapshots' blocks that
         differ from the engine's image. `restore_source`: where an owner keeps the last
-        snapshot it stored (`from_image`), read whenever an engine process is opened; the
-        session then keeps only the blocks taken since (`unstored`), which the owner
-        stores. Without a source the session keeps them all, and restores from them."""
+        snapshot it stored (`from_image`) usable by the given engine build (the session's
+        `build_identity`), read whenever an engine process is opened; the session then
+        keeps only the blocks taken since (`unstored`), which the owner stores. Without a
+        source the session keeps them all, and restores from them."""
         self.language_engine = (
             language if isinstance(language, LanguageEngine) else language_engine(language)
         )
@@ -258,7 +259,7 @@ class ProcessSession:
         restore_point = self.unstored
         if self._restore_source is not None:
             self.unstored = None  # the source holds what is stored; the rest is lost
-            restore_point = self._restore_source()
+            restore_point = self._restore_source(self.build_identity)
         self._restorable = restore_point is not None
         if restore_point is None:
             return [(header, [])]
@@ -269,8 +270,8 @@ class ProcessSession:
         """Start (or reuse) an engine process and open the session in it; a compiled
         module that wasmtime refuses is compiled again once."""
         for attempt in range(2):
-            engine_process = self._pool.acquire()
             requests = self._open_requests()
+            engine_process = self._pool.acquire()
             try:
                 for header, blobs in requests:
                     engine_process.send(header, blobs)

@@ -71,7 +71,7 @@ def test_an_engine_process_restores_by_mapping_its_snapshot_from_a_memory_file(
         sessions[0].collect_snapshot()
         assert sessions[0].unstored is not None
         stored.append(sessions[0].unstored)
-        second = ProcessSession("python", pool=pool, restore_source=lambda: stored[-1])
+        second = ProcessSession("python", pool=pool, restore_source=lambda build: stored[-1])
         sessions.append(second)
         report = second.execute("answer + 1")
         assert report.boot.value == "restored" and report.result.results[0].text == "42"
@@ -89,8 +89,8 @@ def test_an_engine_process_restores_by_mapping_its_snapshot_from_a_memory_file(
 def test_a_restore_point_goes_only_to_a_session_that_has_not_run(
     pool: EngineProcessPool,
 ) -> None:
-    """A `restore` request after the session ran would replace state the guest has moved
-    past: it is refused, and the session keeps its state."""
+    """A `restore` request anywhere but right after `open` would replace state the guest
+    has moved past: it is refused, and the session keeps its state."""
     session = ProcessSession("python", pool=pool)
     try:
         assert session.execute("kept = 7").result.error is None
@@ -104,6 +104,10 @@ def test_a_restore_point_goes_only_to_a_session_that_has_not_run(
         answer, _ = engine_process.receive(None)
         assert not answer["ok"] and "no session waits for a restore" in answer["message"]
         assert session.execute("kept").result.results[0].text == "7"
+        session.reset()  # no live instance now, yet the session has run: still refused
+        engine_process.send({"op": "restore", **header}, blobs)
+        answer, _ = engine_process.receive(None)
+        assert not answer["ok"] and "no session waits for a restore" in answer["message"]
     finally:
         session.close()
 

@@ -13,7 +13,13 @@ import pytest
 
 from engines.process import codec
 from engines.process.frames import FrameReader, FrameTimeout, encode_frame, write_frame
-from engines.snapshot import BLOCK_BYTES, BlockMemory, SnapshotDelta, reserve_memory_file
+from engines.snapshot import (
+    BLOCK_BYTES,
+    PAGE_BYTES,
+    BlockMemory,
+    SnapshotDelta,
+    reserve_memory_file,
+)
 
 
 @pytest.fixture
@@ -174,6 +180,10 @@ def test_a_restore_point_read_into_the_readers_buffer_is_copied_into_a_snapshot(
         ([[0, 2], [1, 1]], 3),  # a block twice
         ([[0, 0]], 0),
         ("nonsense", 0),
+        ([[True, True]], 1),  # JSON's true is not a number here
+        ([[1.0, 1]], 1),
+        ([["1", "1"]], 1),
+        ([[0, 10**12]], 1),  # refused before any block is counted out
     ],
 )
 def test_a_malformed_restore_point_is_not_placed_and_is_refused(runs: Any, blob_count: int) -> None:
@@ -183,6 +193,42 @@ def test_a_malformed_restore_point_is_not_placed_and_is_refused(runs: Any, blob_
     assert codec.place_restore(header, sizes) is None
     with pytest.raises(ValueError, match="malformed restore point"):
         codec.restore_from_json(header, [memoryview(bytes(size)) for size in sizes])
+
+
+@pytest.mark.parametrize("length", [20487, 0, -PAGE_BYTES, 2 << 32, float("inf"), "65536", True])
+def test_a_restore_point_of_a_memory_no_guest_has_is_refused(length: Any) -> None:
+    """A length that is not a whole number of 64 KiB pages of a 32-bit memory (JSON's
+    1e400 reads as infinity) is refused, and placing it never raises."""
+    header = {"op": "restore", "length": length, "runs": [[0, 1]], "globals": {}, "extra": {}}
+    assert codec.place_restore(header, [BLOCK_BYTES]) is None
+    with pytest.raises(ValueError, match="malformed restore point"):
+        codec.restore_from_json(header, [memoryview(bytes(BLOCK_BYTES))])
+
+
+def test_a_placement_that_fails_leaves_the_frame_whole(channel: tuple[int, int]) -> None:
+    """A placement that raises, or gives views that are not plain writable bytes of each
+    blob's size, is not used: the blobs go to the reader's buffer and the next frame
+    reads as it should."""
+    read_fd, write_fd = channel
+    words = memoryview(bytearray(16)).cast("I")  # 4 items, 16 bytes
+
+    def failing(header: dict[str, Any], sizes: list[int]) -> list[memoryview]:
+        raise OverflowError("cannot convert float infinity to integer")
+
+    placements = [
+        failing,
+        lambda header, sizes: [words],
+        lambda header, sizes: [memoryview(bytes(4))],  # read-only
+    ]
+    for place in placements:
+        write_frame(write_fd, {"op": "first"}, [b"ABCD"])
+        write_frame(write_fd, {"op": "second"}, [b"EFGH"])
+        reader = FrameReader(read_fd, place=place)
+        header, blobs = reader.read(None)
+        assert header["op"] == "first" and [bytes(blob) for blob in blobs] == [b"ABCD"]
+        header, blobs = reader.read(None)
+        assert header["op"] == "second" and [bytes(blob) for blob in blobs] == [b"EFGH"]
+    assert bytes(words) == bytes(16)
 
 
 def test_only_a_restore_request_is_placed() -> None:

@@ -271,7 +271,7 @@ def test_with_a_restore_source_the_host_keeps_no_copy_of_the_guest_memory(
         pool=engine_process_pool(),
         workspace=GUEST_LIMITS,
         limits=Limits(timeout_seconds=30, fuel=10**13),
-        restore_source=lambda: stored[-1] if stored else None,
+        restore_source=lambda build: stored[-1] if stored else None,
     )
     try:
         assert session.execute("our $n = 41; 1").result.error is None

@@ -133,7 +133,8 @@ class ContextRunner:
     def copy_state(self, row: ContextRow) -> StateCopy:
         """What a copy of the context would start from now (call in the sandbox's turn:
         no run changes the row, its snapshot or the tree meanwhile)."""
-        restore_point = self._snapshots.restore_point(row)
+        runtime = self._state.runtime(row.binding)
+        restore_point = self._snapshots.restore_point(row, runtime.build_sha256())
         if restore_point is None and row.executions > 0:
             raise make_error(
                 ErrorCode.CODE_EXECUTION_ERROR,
@@ -145,7 +146,7 @@ class ContextRunner:
         if self._settings.file_api:
             tree = FixedTree(self._state.workspace.update_since(None)[0])
         return StateCopy(
-            self._state.runtime(row.binding),
+            runtime,
             row.cwd,
             layer_env(meta.env_vars, row.env_vars, {}),
             restore_point,
@@ -166,7 +167,7 @@ class ContextRunner:
                     pool=self._engine_process_pool,
                     workspace=GUEST_LIMITS,
                     limits=self._settings.limits,
-                    restore_source=lambda: copy.restore_point,
+                    restore_source=lambda build: copy.restore_point,
                     progress=copy.runtime.prepare_progress,
                 )
             except Exception as error:  # the engine cannot be prepared or loaded
@@ -218,7 +219,7 @@ class ContextRunner:
                 pool=self._engine_process_pool,
                 workspace=GUEST_LIMITS,
                 limits=limits,
-                restore_source=lambda: self._snapshots.restore_point(row),
+                restore_source=lambda build: self._snapshots.restore_point(row, build),
                 progress=runtime.prepare_progress,
             )
 

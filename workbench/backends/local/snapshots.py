@@ -50,14 +50,15 @@ class ContextSnapshots:
         self._runtimes = resources.runtimes
         self._clock = resources.clock
 
-    def restore_point(self, row: ContextRow) -> SnapshotDelta | None:
-        """The stored snapshot to start the context's engine from, if it has a usable one:
-        its blocks that differ from the engine's image."""
+    def restore_point(self, row: ContextRow, build: str) -> SnapshotDelta | None:
+        """The stored snapshot to start the context's engine from, if it has one usable by
+        `build` (the identity of the engine build that restores it): its blocks that differ
+        from the engine's image."""
         snapshot = row.snapshot
         runtime = self._runtimes[row.binding]
         if snapshot is None or not runtime.language_engine.snapshots:
             return None
-        if snapshot.get("build") != runtime.build_sha256():
+        if snapshot.get("build") != build:
             row.snapshot = None  # spec 7.6: a snapshot of another engine build is dropped
             return None
         blocks = self._store.snapshot_blocks(self._state.id, row.id)
