@@ -236,6 +236,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
     async def backend_opened(self, message: BackendOpened) -> None:
         if not await self.connection.adopt(message.profile, message.backend):
             return
+        self.app.refresh_bindings()  # the backend's actions (new sandbox, refresh) apply now
         self.status.detail = connection_detail(message.backend)
         self.connection.check_health()
         self.connection.load_runtimes()
