@@ -554,3 +554,54 @@ async def test_a_snapshot_is_of_the_build_its_session_runs_and_another_build_dro
         assert again.session is not None and again.session.boot == "fresh"
     finally:
         await backend.aclose()
+
+
+async def test_a_restore_point_the_engine_process_refuses_falls_back_to_a_fresh_interpreter(
+    tmp_path: Path, all_engines: None
+) -> None:
+    """A stored snapshot whose blocks lie past the memory it records (a damaged row) is
+    refused by the engine process as it opens the context; the context starts fresh with
+    a notice, drops it, and works again (it used to fail every run, recompiling the engine
+    each time)."""
+    data = tmp_path / "data"
+    backend = open_local_backend(data, embedded=True)
+    try:
+        sandbox = backend.sandbox("damaged")
+        assert (await sandbox.interpreter.run_code("our $kept = 41", binding="PERL")).error is None
+    finally:
+        await backend.aclose()
+    with sqlite3.connect(data / DATABASE_NAME) as database:
+        [(sandbox_id, context_id, value)] = database.execute(
+            "SELECT sandbox_id, id, value FROM contexts"
+        ).fetchall()
+        row = json.loads(value)
+        row["snapshot"]["memoryPages"] = 1  # its blocks now lie past the memory's end
+        database.execute(
+            "UPDATE contexts SET value = ? WHERE sandbox_id = ? AND id = ?",
+            (json.dumps(row), sandbox_id, context_id),
+        )
+    database.close()
+
+    backend = open_local_backend(data, embedded=True)
+    try:
+        sandbox = backend.sandbox("damaged")
+        first = await sandbox.interpreter.run_code("$kept // 'fresh'", binding="PERL")
+        assert first.error is None, first.error
+        assert first.results[0].text == "fresh"
+        notes = " ".join(first.session.notes if first.session else ())
+        assert "snapshot could not be restored" in notes and "malformed" in notes
+        assert (await sandbox.interpreter.run_code("$kept = 41", binding="PERL")).error is None
+        assert (await sandbox.interpreter.run_code("$kept + 1", binding="PERL")).results[
+            0
+        ].text == "42"
+    finally:
+        await backend.aclose()
+    backend = open_local_backend(data, embedded=True)
+    try:
+        restored = await backend.sandbox("damaged").interpreter.run_code(
+            "$kept + 1", binding="PERL"
+        )
+        assert restored.results[0].text == "42"
+        assert restored.session is not None and restored.session.boot == "restored"
+    finally:
+        await backend.aclose()

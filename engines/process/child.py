@@ -219,9 +219,8 @@ class Responder:
             return {"ok": False, "kind": "engine", "message": "no session waits for a restore"}
         try:
             restore_point = codec.restore_from_json(header, blobs)
-        except Exception as error:  # a malformed restore point
-            self.close_session()
-            return {"ok": False, "kind": "load", "message": f"{type(error).__name__}: {error}"}
+        except Exception as error:  # a malformed restore point: the session starts fresh
+            return {"ok": False, "kind": "restore", "message": f"{type(error).__name__}: {error}"}
         if session.language_engine.snapshots:
             session.restore_point = restore_point
         return {"ok": True}

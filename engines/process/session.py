@@ -203,6 +203,9 @@ class ProcessSession:
         self._restorable = False
         """The engine process holds (or a new one would read) a snapshot, so a lost
         instance comes back restored rather than fresh."""
+        self._refused_restore: str | None = None
+        """Why the engine process refused the restore point it was sent (malformed): the
+        next report says the snapshot was dropped, and the session runs fresh."""
         self.unstored: SnapshotDelta | None = None
         """The blocks of snapshots taken since the owner last stored one (it sets this
         to None once they are stored); without an owner, all of them."""
@@ -283,6 +286,10 @@ class ProcessSession:
                 raise PrepareError(
                     f"{self.language_engine.language} engine process failed: {error}"
                 ) from None
+            if answers[0].get("ok") and answers[-1].get("kind") == "restore":
+                self._restorable = False  # a malformed restore point: run fresh, say so
+                self._refused_restore = str(answers[-1].get("message"))
+                answers.pop()
             answer = next((answer for answer in answers if not answer.get("ok")), answers[0])
             if answer.get("ok"):
                 self._process = engine_process
@@ -433,6 +440,13 @@ class ProcessSession:
         else:
             self._alive = bool(answer.get("alive"))
             self.workspace_version = version
+        if self._refused_restore is not None:
+            report.restore_point_dropped = True
+            report.notes.append(
+                f"the context's memory snapshot could not be restored "
+                f"({self._refused_restore}); it started fresh"
+            )
+            self._refused_restore = None
         if report.restore_point_dropped:
             self._restorable = False
             if self._restore_source is None:
