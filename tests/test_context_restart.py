@@ -11,7 +11,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,19 +76,26 @@ def test_a_context_survives_a_new_process(
     assert (third.returncode, third.stdout) == (0, "42\n")
 
 
-def corrupt_snapshots(data: Path, language_key: str) -> None:
-    """Break the stored host state of every context's snapshot (as a bug or a damaged
-    file would)."""
+def edit_snapshots(data: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Apply `edit` to the stored record of every context's snapshot (as a bug or a
+    damaged file would)."""
     with sqlite3.connect(data / DATABASE_NAME) as database:
         rows = database.execute("SELECT sandbox_id, id, value FROM contexts").fetchall()
         for sandbox_id, context_id, value in rows:
             row = json.loads(value)
             assert row["snapshot"] is not None
-            row["snapshot"]["extra"][language_key] = {"garbage": "yes"}
+            edit(row["snapshot"])
             database.execute(
                 "UPDATE contexts SET value = ? WHERE sandbox_id = ? AND id = ?",
                 (json.dumps(row), sandbox_id, context_id),
             )
+    database.close()
+
+
+def corrupt_snapshots(data: Path, language_key: str) -> None:
+    """Break the stored host state of every context's snapshot."""
+    garbage = {language_key: {"garbage": "yes"}}
+    edit_snapshots(data, lambda snapshot: snapshot["extra"].update(garbage))
 
 
 @pytest.mark.parametrize(
@@ -570,17 +579,8 @@ async def test_a_restore_point_the_engine_process_refuses_falls_back_to_a_fresh_
         assert (await sandbox.interpreter.run_code("our $kept = 41", binding="PERL")).error is None
     finally:
         await backend.aclose()
-    with sqlite3.connect(data / DATABASE_NAME) as database:
-        [(sandbox_id, context_id, value)] = database.execute(
-            "SELECT sandbox_id, id, value FROM contexts"
-        ).fetchall()
-        row = json.loads(value)
-        row["snapshot"]["memoryPages"] = 1  # its blocks now lie past the memory's end
-        database.execute(
-            "UPDATE contexts SET value = ? WHERE sandbox_id = ? AND id = ?",
-            (json.dumps(row), sandbox_id, context_id),
-        )
-    database.close()
+    # its blocks now lie past the memory's end
+    edit_snapshots(data, lambda snapshot: snapshot.update(memoryPages=1))
 
     backend = open_local_backend(data, embedded=True)
     try:

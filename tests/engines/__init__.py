@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
+import wasmtime
+
+from engines.language import Artifact, GuestInstance, LanguageEngine, Progress
 from engines.result import ExecutionResult, Limits
 from engines.session import Session
 
@@ -18,3 +22,28 @@ def run(
     `engines.process.run_stateless`)."""
     with Session(language, limits=limits) as session:
         return session.execute(code, env_vars, session=False).result
+
+
+class TinyEngine(LanguageEngine):
+    """An engine of one small function, prepared and compiled through the real cache:
+    what the cache does with a module entry (its files, damage, compiling again) without
+    compiling an interpreter (Perl's takes twenty seconds)."""
+
+    language = engine = "tiny"
+    version = "1"
+    kind = "module"
+    fuel = 1000
+    memory_bytes = 1 << 16
+    build_inputs = ()
+
+    def prepare(self, work_dir: Path, progress: Progress) -> Path:
+        wasm = work_dir / "tiny.wasm"
+        wasm.write_bytes(
+            wasmtime.wat2wasm('(module (func (export "run") (result i32) i32.const 42))')
+        )
+        return wasm
+
+    def instantiate(
+        self, engine: wasmtime.Engine, artifact: Artifact, store: wasmtime.Store
+    ) -> GuestInstance:
+        raise NotImplementedError("the cache tests only compile and load it")

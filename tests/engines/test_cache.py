@@ -17,10 +17,9 @@ from engines.cache import EngineCache
 from engines.components.plan import ComponentArtifact
 from engines.host import make_engine
 from engines.javascript import ENGINE as JAVASCRIPT
-from engines.language import Artifact, GuestInstance, LanguageEngine, Progress
 from engines.perl import ENGINE as PERL
 from tests.conftest import require_engine
-from tests.engines import run
+from tests.engines import TinyEngine, run
 
 
 @pytest.fixture
@@ -32,30 +31,6 @@ def perl_cache(tmp_path: Path) -> EngineCache:
     shutil.copytree(shared.directory, private.directory, ignore=shutil.ignore_patterns(".lock"))
     assert private.is_ready()
     return private
-
-
-class TinyEngine(LanguageEngine):
-    """An engine of one small module: what the cache does with a module entry (detect
-    damage, compile again) without compiling an interpreter (Perl's takes twenty seconds)."""
-
-    language = engine = "tiny"
-    version = "1"
-    kind = "module"
-    fuel = 1000
-    memory_bytes = 1 << 16
-    build_inputs = ()
-
-    def prepare(self, work_dir: Path, progress: Progress) -> Path:
-        wasm = work_dir / "tiny.wasm"
-        wasm.write_bytes(
-            wasmtime.wat2wasm('(module (func (export "run") (result i32) i32.const 42))')
-        )
-        return wasm
-
-    def instantiate(
-        self, engine: wasmtime.Engine, artifact: Artifact, store: wasmtime.Store
-    ) -> GuestInstance:
-        raise NotImplementedError("the cache tests only compile and load it")
 
 
 def compiled_file(cache: EngineCache) -> Path:

@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import wasmtime
 
 from engines.cache import EngineCache
-from engines.language import GuestInstance, LanguageEngine, Progress
+from tests.engines import TinyEngine
 from workbench.backends.local import open_local_backend
 from workbench.config import Config, RemoteProfile
 from workbench.paths import DATABASE_NAME
@@ -107,31 +106,6 @@ def test_our_default_config_dir_is_tightened(
     Config().save()
     assert mode(default) == 0o700
     assert mode(default / "config.toml") == 0o600
-
-
-class TinyEngine(LanguageEngine):
-    """A real (empty) Wasm module prepared and compiled through the real cache."""
-
-    language = "tiny"
-    engine = "tiny 1"
-    version = "1"
-    kind = "module"
-    fuel = 1
-    memory_bytes = 1 << 16
-    build_inputs = ()
-
-    def prepare(self, work_dir: Path, progress: Progress) -> Path:
-        produced = work_dir / "tiny.wasm"
-        produced.write_bytes(wasmtime.wat2wasm("(module)"))
-        return produced
-
-    def instantiate(
-        self,
-        engine: wasmtime.Engine,
-        artifact: wasmtime.Module | wasmtime.component.Component,
-        store: wasmtime.Store,
-    ) -> GuestInstance:
-        raise NotImplementedError
 
 
 def test_the_engine_cache_is_private(tmp_path: Path, umask: int) -> None:
