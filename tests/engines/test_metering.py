@@ -181,7 +181,13 @@ def test_every_engine_counts_ticks_deterministically_and_in_proportion(language:
         assert result.error is None and result.usage is not None
         return result.usage.fuel_consumed
 
-    one, again, two, three = used(1000), used(1000), used(2000), used(3000)
+    def least(n: int) -> int:
+        """The fewest ticks of three runs: a hash seed that happens to cost more (Perl's
+        moved one difference by 1.3% in a CI run) counts once, not as the loop's part."""
+        return min(used(n) for _ in range(3))
+
+    one, again = used(1000), used(1000)
     assert abs(one - again) <= one // 100
+    one, two, three = least(1000), least(2000), least(3000)
     assert abs((three - two) - (two - one)) <= (two - one) // 100
     assert two - one > 1000
