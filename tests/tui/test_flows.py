@@ -6,6 +6,8 @@ import asyncio
 import io
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,8 @@ from tour import (
     until_connected,
     wait_for,
 )
-from workbench.api import Backend
-from workbench.backends.local import open_local_backend
+from workbench.api import Backend, MockTransport
+from workbench.backends.local import LocalGateway, open_local_backend, open_local_gateway
 from workbench.config import Config, RemoteProfile
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.formatting import MASK
@@ -39,6 +41,18 @@ from workbench.tui.widgets.repl_pane import ABANDONED_NOTE
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+@contextmanager
+def local_gateway(data: Path) -> Iterator[LocalGateway]:
+    """The embedded local gateway of `data`, for a `MockTransport` in front of it; closed
+    at the end, every running execution cancelled first."""
+    gateway = open_local_gateway(data)
+    try:
+        yield gateway
+    finally:
+        gateway.cancel_all()
+        gateway.close()
 
 
 def make_app(tmp_path: Path, **options: Any) -> WorkbenchApp:
@@ -330,48 +344,23 @@ async def test_cancel_a_running_loop(tmp_path: Path) -> None:
         assert not repl.running
 
 
-class AbandoningTransport:
-    """The local transport, but `cancel` can only abandon (like a remote gateway)."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.inner = backend.transport
-        self.description = "abandoning"
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        timeout: float | None = None,
-        on_event: Any = None,
-    ) -> Any:
-        return await self.inner.request(method, path, body, timeout=timeout, on_event=on_event)
-
-    async def cancel(self, sandbox_id: str) -> bool:
-        return False
-
-    async def aclose(self) -> None:
-        await self.inner.cancel("demo")
-        await self.inner.aclose()
-
-
 async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
     data = tmp_path / "data"
-
-    def factory(name: str) -> Backend:
-        return Backend(AbandoningTransport(open_local_backend(data, embedded=True)), name="local")
-
-    app = WorkbenchApp(data_dir=data, backend_factory=factory)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await until_connected(pilot)
-        await create_sandbox(pilot)
-        repl = await create_context(pilot, "PERL")
-        repl.set_code(ENDLESS_PERL)
-        await send_keys(app, "ctrl+r", "ctrl+g")
-        await wait_for(pilot, lambda: bool(repl.transcript.cells))
-        assert repl.transcript.cells[-1].failure == ABANDONED_NOTE
-        assert not repl.running
+    with local_gateway(data) as gateway:
+        # The local gateway, but `cancel` can only abandon (like a remote gateway).
+        transport = MockTransport(gateway.handle, description="abandoning")
+        app = WorkbenchApp(
+            data_dir=data, backend_factory=lambda name: Backend(transport, name="local")
+        )
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until_connected(pilot)
+            await create_sandbox(pilot)
+            repl = await create_context(pilot, "PERL")
+            repl.set_code(ENDLESS_PERL)
+            await send_keys(app, "ctrl+r", "ctrl+g")
+            await wait_for(pilot, lambda: bool(repl.transcript.cells))
+            assert repl.transcript.cells[-1].failure == ABANDONED_NOTE
+            assert not repl.running
 
 
 async def test_errors_are_shown_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

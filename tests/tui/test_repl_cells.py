@@ -3,19 +3,19 @@ cell through the picker, and exporting a transcript to a file under the data dir
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
 import stat
 from pathlib import Path
-from typing import Any
 
 import nbformat
 import pytest
 from rich.console import Console
 from textual.widgets import Input, Static
 
-from tests.tui.test_flows import Notifications, make_app
+from tests.tui.test_flows import Notifications, local_gateway, make_app
 from tour import (
     FIXED_START_MS,
     WorkbenchPilot,
@@ -25,8 +25,8 @@ from tour import (
     until_connected,
     wait_for,
 )
-from workbench.api import OUTPUT_STREAM_FEATURE, Backend, FixedClock
-from workbench.backends.local import open_local_backend
+from workbench.api import OUTPUT_STREAM_FEATURE, Backend, FixedClock, MockTransport, Request
+from workbench.backends.local import LocalGateway
 from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.protocol.http import Response
 from workbench.tui.app import WorkbenchApp
@@ -353,36 +353,19 @@ async def test_output_shows_while_the_cell_runs_and_the_cell_replaces_it(tmp_pat
         assert shown_count(repl, "tick 1") == 1 and shown_count(repl, "tick 2") == 1
 
 
-class AtTheEndTransport:
-    """The local transport as a Worker gateway serves it: no output stream, and health
+def at_the_end(gateway: LocalGateway) -> MockTransport:
+    """The local gateway as a Worker gateway serves it: no output stream, and health
     without the feature."""
 
-    def __init__(self, backend: Backend) -> None:
-        self.inner = backend.transport
-        self.description = "answers at the end"
-        self.enforces_deadlines = True
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        timeout: float | None = None,
-        on_event: Any = None,
-    ) -> Response:
-        reply = await self.inner.request(method, path, body, timeout=timeout)
-        if path != "/v1/health":
+    async def handle(request: Request) -> Response:
+        reply = await gateway.handle(dataclasses.replace(request, events=None))
+        if request.path != "/v1/health":
             return reply
         health = json.loads(reply.body)
         health["features"].remove(OUTPUT_STREAM_FEATURE)
         return Response(reply.status, json.dumps(health).encode(), reply.content_type)
 
-    async def cancel(self, sandbox_id: str) -> bool:
-        return await self.inner.cancel(sandbox_id)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+    return MockTransport(handle, description="answers at the end")
 
 
 @pytest.mark.usefixtures("python_engine")
@@ -390,24 +373,24 @@ async def test_a_gateway_that_answers_at_the_end_is_named_while_the_cell_runs(
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
-
-    def factory(name: str) -> Backend:
-        return Backend(AtTheEndTransport(open_local_backend(data, embedded=True)), name="local")
-
-    app = WorkbenchApp(data_dir=data, backend_factory=factory)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await until_connected(pilot)
-        await create_sandbox(pilot)
-        repl = await create_context(pilot, "PYTHON")
-        status = repl.query_one(RunStatus)
-        repl.code_input.focus()
-        repl.set_code("import time\nprint('tick')\ntime.sleep(2)")
-        await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: "when the run ends" in str(status.render()))
-        assert not repl.query_one(LiveOutput).display
-        await wait_for(pilot, lambda: len(repl.transcript.cells) == 1)
-        assert shown_count(repl, "tick") == 1
-        assert "when the run ends" not in str(status.render())
+    with local_gateway(data) as gateway:
+        transport = at_the_end(gateway)
+        app = WorkbenchApp(
+            data_dir=data, backend_factory=lambda name: Backend(transport, name="local")
+        )
+        async with app.run_test(size=(160, 50)) as pilot:
+            await until_connected(pilot)
+            await create_sandbox(pilot)
+            repl = await create_context(pilot, "PYTHON")
+            status = repl.query_one(RunStatus)
+            repl.code_input.focus()
+            repl.set_code("import time\nprint('tick')\ntime.sleep(2)")
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: "when the run ends" in str(status.render()))
+            assert not repl.query_one(LiveOutput).display
+            await wait_for(pilot, lambda: len(repl.transcript.cells) == 1)
+            assert shown_count(repl, "tick") == 1
+            assert "when the run ends" not in str(status.render())
 
 
 @pytest.mark.usefixtures("perl_engine")

@@ -2,7 +2,8 @@
 
 `Backend` is a place sandboxes live (the embedded local one from
 `workbench.backends.local.open_local_backend`, a deployed gateway from
-`workbench.backends.remote.open_remote_backend`), `SandboxClient` one sandbox in it. Both
+`workbench.backends.remote.open_remote_backend`, or a function answering requests in
+`MockTransport`), `SandboxClient` one sandbox in it. Both
 answer with the protocol's types and raise its `SandboxError` classes; the modules behind
 these names are private. `FileNotFoundError` and `FileExistsError` of the protocol would
 shadow the builtins, so they are offered as `SandboxFileNotFoundError` and
@@ -18,7 +19,7 @@ from workbench.api.client import (
 )
 from workbench.api.display import inspected_size, neutralise, short_id, without_controls
 from workbench.api.engines import EngineInfo, EngineManager, EnginePrepareError, Progress
-from workbench.api.transport import Transport
+from workbench.api.transport import Handler, MockTransport, Transport
 from workbench.core.clock import SYSTEM_CLOCK, Clock, FixedClock
 from workbench.core.envvars import ENV_KEY_PATTERN, is_valid_env_key
 from workbench.protocol.errors import (
@@ -36,6 +37,7 @@ from workbench.protocol.errors import (
     SandboxFileNotFoundError,
     ValidationFailedError,
 )
+from workbench.protocol.http import Request, Response
 from workbench.protocol.ids import (
     SANDBOX_ID_PATTERN,
     checkpoint_name_problem,
@@ -118,6 +120,7 @@ __all__ = [
     "FilesBatchLimits",
     "FilesBatchResult",
     "FixedClock",
+    "Handler",
     "HistoryEntry",
     "InspectedName",
     "InspectedValue",
@@ -125,12 +128,15 @@ __all__ = [
     "LineCallback",
     "ListFilesResult",
     "MkdirResult",
+    "MockTransport",
     "NotSupportedError",
     "Operation",
     "PermissionDeniedError",
     "PreconditionFailedError",
     "Progress",
     "ReadFileResult",
+    "Request",
+    "Response",
     "ResultEntry",
     "RuntimeInfo",
     "SandboxClient",

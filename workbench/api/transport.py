@@ -7,9 +7,13 @@ implementation serves both and they cannot drift apart.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from workbench.protocol.http import EventSink, Response
+from workbench.protocol.http import EventSink, Request, Response
 
 
 class Transport(Protocol):
@@ -41,3 +45,92 @@ class Transport(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+Handler = Callable[[Request], Response | Awaitable[Response]]
+"""Answers one gateway request in this process: a `LocalGateway`'s `handle`, or a test's
+own function."""
+
+
+async def answer_in_process(
+    handler: Handler,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    timeout: float | None = None,
+    on_event: EventSink | None = None,
+) -> Response:
+    """`handler`'s answer to the request a `Transport.request` describes, encoded as a
+    gateway receives it. Given up (its timeout, its task cancelled), the request's
+    `given_up` is set and the handler's work still ends: a gateway then cancels the
+    sandbox's execution, which is stored as any other."""
+    payload = b"" if body is None else json.dumps(body).encode()
+    headers = {"content-type": "application/json", "content-length": str(len(payload))}
+    events = None if on_event is None else _on_this_loop(on_event)
+    request = Request(method, path, payload, headers, events=events)
+    call = asyncio.ensure_future(_answer(handler, request))
+    try:
+        return await asyncio.wait_for(asyncio.shield(call), timeout)
+    except (asyncio.CancelledError, TimeoutError):
+        request.given_up.set()
+        raise
+
+
+async def _answer(handler: Handler, request: Request) -> Response:
+    answer = handler(request)
+    return await answer if inspect.isawaitable(answer) else answer
+
+
+def _on_this_loop(sink: EventSink) -> EventSink:
+    """`sink`, called on the running event loop's thread whichever thread the event
+    comes from (an execution's output comes from an engine thread)."""
+    loop = asyncio.get_running_loop()
+
+    def forward(event: dict[str, Any]) -> None:
+        loop.call_soon_threadsafe(sink, event)
+
+    return forward
+
+
+class MockTransport:
+    """A `Transport` whose answers come from `handler`, in this process (httpx's
+    `MockTransport` pattern): a client, or the whole TUI, against a gateway that a test
+    writes as a function, with no network and no engine. `handler` gets each request as
+    a gateway would (`Request`: the JSON body encoded, `events` where the client takes an
+    output stream) and returns its `Response`, or an awaitable of one; an exception it
+    raises reaches the caller as is. `cancel` answers `Transport.cancel` (default: only
+    the request can be abandoned, as with a remote gateway)."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        description: str = "mock gateway",
+        enforces_deadlines: bool = True,
+        cancel: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.description = description
+        self.enforces_deadlines = enforces_deadlines
+        self._cancel = cancel
+        self.closed = False
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: EventSink | None = None,
+    ) -> Response:
+        return await answer_in_process(
+            self.handler, method, path, body, timeout=timeout, on_event=on_event
+        )
+
+    async def cancel(self, sandbox_id: str) -> bool:
+        return self._cancel(sandbox_id) if self._cancel is not None else False
+
+    async def aclose(self) -> None:
+        self.closed = True

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import time
 from pathlib import Path
@@ -13,6 +11,7 @@ from engines.process import engine_process_pool, return_large_buffers
 from engines.result import Limits
 from workbench import __version__
 from workbench.api.client import Backend
+from workbench.api.transport import answer_in_process
 from workbench.backends.local.engine_manager import LocalEngineManager
 from workbench.backends.local.gateway import LocalGateway
 from workbench.backends.local.runtimes import EngineProgress, local_runtimes
@@ -26,7 +25,7 @@ from workbench.backends.owner import OwnerInfo, OwnerLock
 from workbench.config import TIMEOUT_ENV, LocalSettings, local_settings, parse_timeout
 from workbench.core.clock import SYSTEM_CLOCK, Clock
 from workbench.paths import DATABASE_NAME, private_data_dir
-from workbench.protocol.http import EventSink, Request, Response
+from workbench.protocol.http import EventSink, Response
 from workbench.store import Store
 from workbench.store.database import DEFAULT_HISTORY_LIMIT
 
@@ -58,33 +57,15 @@ class LocalTransport:
     ) -> Response:
         """One request; given up (its timeout, its task cancelled), it cancels the
         sandbox's execution, which still ends and is stored as any other."""
-        payload = b"" if body is None else json.dumps(body).encode()
-        headers = {"content-type": "application/json", "content-length": str(len(payload))}
-        events = None if on_event is None else _on_this_loop(on_event)
-        request = Request(method, path, payload, headers, events=events)
-        call = asyncio.ensure_future(self.gateway.handle(request))
-        try:
-            return await asyncio.wait_for(asyncio.shield(call), timeout)
-        except (asyncio.CancelledError, TimeoutError):
-            request.given_up.set()  # the request still ends, and is stored, in the gateway
-            raise
+        return await answer_in_process(
+            self.gateway.handle, method, path, body, timeout=timeout, on_event=on_event
+        )
 
     async def cancel(self, sandbox_id: str) -> bool:
         return self.gateway.cancel(sandbox_id)
 
     async def aclose(self) -> None:
         self.gateway.close()
-
-
-def _on_this_loop(sink: EventSink) -> EventSink:
-    """`sink`, called on the running event loop's thread whichever thread the event
-    comes from (an execution's output comes from an engine thread)."""
-    loop = asyncio.get_running_loop()
-
-    def forward(event: dict[str, Any]) -> None:
-        loop.call_soon_threadsafe(sink, event)
-
-    return forward
 
 
 def open_local_gateway(

@@ -1,0 +1,139 @@
+"""`MockTransport`: a client against a gateway written as a function, in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from workbench.api import (
+    Backend,
+    ExecutionResult,
+    Handler,
+    MockTransport,
+    Request,
+    Response,
+    SandboxClient,
+    SandboxError,
+)
+from workbench.protocol.http import output_event
+
+ANSWER = {
+    "results": [{"type": "text", "text": "2"}],
+    "logs": {"stdout": ["hello"], "stderr": []},
+    "error": None,
+}
+"""An execution's answer as a gateway sends it (spec 2.3)."""
+
+
+def answering(payload: object, seen: list[Request]) -> Callable[[Request], Response]:
+    def handler(request: Request) -> Response:
+        seen.append(request)
+        return Response.json(200, payload)
+
+    return handler
+
+
+def answering_later(
+    payload: object, seen: list[Request]
+) -> Callable[[Request], Awaitable[Response]]:
+    async def handler(request: Request) -> Response:
+        seen.append(request)
+        await asyncio.sleep(0)
+        return Response.json(200, payload)
+
+    return handler
+
+
+@pytest.mark.parametrize("make_handler", [answering, answering_later], ids=["sync", "async"])
+async def test_the_handler_gets_the_request_a_gateway_would_and_its_answer_is_the_result(
+    make_handler: Callable[[object, list[Request]], Handler],
+) -> None:
+    seen: list[Request] = []
+    transport = MockTransport(make_handler(ANSWER, seen))
+    sandbox = SandboxClient(transport, "demo")
+    result = await sandbox.interpreter.run_code("1 + 1", binding="PYTHON")
+    assert result == ExecutionResult.from_json(ANSWER)
+    [request] = seen
+    assert (request.method, request.path) == ("POST", "/v1/sandboxes/demo/execute")
+    assert json.loads(request.body) == {"code": "1 + 1", "binding": "PYTHON"}
+    assert request.headers["content-length"] == str(len(request.body))
+    assert request.events is None  # no line callback: no stream asked for
+
+
+async def test_streamed_lines_reach_the_callbacks_as_the_handler_sends_them() -> None:
+    told: list[str] = []
+    streamed_before_answer: list[list[str]] = []
+
+    async def handler(request: Request) -> Response:
+        assert request.events is not None
+        request.events(output_event("stdout", "hello"))
+        await asyncio.sleep(0.01)  # the event crosses to the loop before the answer
+        streamed_before_answer.append(list(told))
+        return Response.json(200, ANSWER)
+
+    sandbox = SandboxClient(MockTransport(handler), "demo")
+    await sandbox.interpreter.run_code("print('hello')", on_stdout=told.append)
+    assert streamed_before_answer == [["hello"]]
+    assert told == ["hello"]  # the answer's copy of the line is not told twice
+
+
+async def test_a_request_given_up_is_told_to_the_handler_which_still_ends() -> None:
+    ended = asyncio.Event()
+    given_up: list[bool] = []
+
+    async def handler(request: Request) -> Response:
+        await request.given_up.wait()
+        given_up.append(True)
+        ended.set()
+        return Response.json(200, ANSWER)
+
+    transport = MockTransport(handler, enforces_deadlines=False)
+    with pytest.raises(TimeoutError):
+        await transport.request("POST", "/v1/sandboxes/demo/execute", {"code": "1"}, timeout=0.05)
+    await asyncio.wait_for(ended.wait(), 5)
+    assert given_up == [True]
+
+
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [
+        (Response(200, b"<html>oops</html>", "text/html"), "INTERNAL_ERROR"),
+        (Response(502, b"<html>Bad gateway</html>", "text/html"), "INTERNAL_ERROR"),
+        (Response.json(200, {"results": "not a list"}), "INTERNAL_ERROR"),
+        (Response.json(404, {"code": "CONTEXT_NOT_FOUND", "message": "gone"}), "CONTEXT_NOT_FOUND"),
+    ],
+    ids=["html", "bad-gateway", "wrong-shape", "error"],
+)
+async def test_garbage_from_the_gateway_is_a_clear_sandbox_error(
+    answer: Response, code: str
+) -> None:
+    sandbox = SandboxClient(MockTransport(lambda request: answer), "demo")
+    with pytest.raises(SandboxError) as raised:
+        await sandbox.interpreter.run_code("1")
+    assert raised.value.code == code
+
+
+async def test_cancel_only_abandons_unless_the_test_says_how_it_cancels() -> None:
+    assert await MockTransport(lambda request: Response(204, b"")).cancel("demo") is False
+    cancelled: list[str] = []
+
+    def cancel(sandbox_id: str) -> bool:
+        cancelled.append(sandbox_id)
+        return True
+
+    backend = Backend(MockTransport(lambda request: Response(204, b""), cancel=cancel), name="t")
+    assert await backend.sandbox("demo").cancel() is True
+    assert cancelled == ["demo"]
+    await backend.aclose()
+    assert backend.transport.closed  # type: ignore[attr-defined]
+
+
+async def test_an_exception_in_the_handler_reaches_the_caller_as_is() -> None:
+    def handler(request: Request) -> Response:
+        raise ConnectionResetError("the test's gateway went away")
+
+    with pytest.raises(ConnectionResetError, match="went away"):
+        await SandboxClient(MockTransport(handler), "demo").get_info()
