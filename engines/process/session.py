@@ -247,10 +247,8 @@ class ProcessSession:
         )
 
     # -- process -------------------------------------------------------------------------
-    def _open_requests(self) -> list[tuple[dict[str, Any], list[memoryview]]]:
-        """`open`, then `restore` with the restore point if there is one: sent back to
-        back, so that its blocks stream in while the engine process opens the session."""
-        header: dict[str, Any] = {
+    def _open_request(self) -> dict[str, Any]:
+        return {
             "op": "open",
             "language": self.language_engine.language,
             "compiled": str(self._compiled),
@@ -259,33 +257,43 @@ class ProcessSession:
             else codec.vfs_limits_to_json(self.workspace),
             "limits": codec.limits_to_json(self.limits),
         }
+
+    def _restore_request(self) -> tuple[dict[str, Any], list[memoryview]] | None:
+        """`restore` with the restore point, if there is one (sent right behind `open`)."""
         restore_point = self.unstored
         if self._restore_source is not None:
             self.unstored = None  # the source holds what is stored; the rest is lost
             restore_point = self._restore_source(self.build_identity)
         self._restorable = restore_point is not None
         if restore_point is None:
-            return [(header, [])]
+            return None
         restore, blobs = codec.restore_to_json(restore_point)
-        return [(header, []), ({"op": "restore", **restore}, blobs)]
+        return {"op": "restore", **restore}, blobs
 
     def _open(self) -> EngineProcess:
         """Start (or reuse) an engine process and open the session in it; a compiled
-        module that wasmtime refuses is compiled again once."""
+        module that wasmtime refuses is compiled again once. The restore point is read
+        and sent while the engine process opens the session, so that its blocks stream
+        in meanwhile."""
         for attempt in range(2):
-            requests = self._open_requests()
             engine_process = self._pool.acquire()
             try:
-                for header, blobs in requests:
-                    engine_process.send(header, blobs)
+                engine_process.send(self._open_request())
+                restore = self._restore_request()
+                if restore is not None:
+                    engine_process.send(*restore)
                 answers = [
-                    engine_process.receive(time.monotonic() + REQUEST_SECONDS)[0] for _ in requests
+                    engine_process.receive(time.monotonic() + REQUEST_SECONDS)[0]
+                    for _ in range(1 if restore is None else 2)
                 ]
             except (EngineProcessDied, FrameTimeout) as error:
                 engine_process.kill()
                 raise PrepareError(
                     f"{self.language_engine.language} engine process failed: {error}"
                 ) from None
+            except BaseException:
+                engine_process.kill()  # its answers are unread: it cannot serve another
+                raise
             if answers[0].get("ok") and answers[-1].get("kind") == "restore":
                 self._restorable = False  # a malformed restore point: run fresh, say so
                 self._refused_restore = str(answers[-1].get("message"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,6 +85,36 @@ def test_an_engine_process_restores_by_mapping_its_snapshot_from_a_memory_file(
     finally:
         for session in sessions:
             session.close()
+
+
+def test_a_restore_source_that_fails_ends_the_process_it_took(
+    pool: EngineProcessPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The restore point is read while the engine process opens the session: a source
+    that fails ends that process at once (its answers are unread, so it can serve nobody
+    else), the error reaches the caller, and the pool's next session runs."""
+    taken: list[handle.EngineProcess] = []
+    acquire = pool.acquire
+
+    def recorded() -> handle.EngineProcess:
+        taken.append(acquire())
+        return taken[-1]
+
+    monkeypatch.setattr(pool, "acquire", recorded)
+
+    def failing(build: str) -> SnapshotDelta | None:
+        raise OSError("the store went away")
+
+    with pytest.raises(OSError, match="went away"):
+        ProcessSession("python", pool=pool, restore_source=failing)
+    [process] = taken
+    assert process.dead and process not in pool._idle
+    deadline = time.monotonic() + 10
+    while process.process.poll() is None:
+        assert time.monotonic() < deadline, "the process it took still runs"
+        time.sleep(0.02)
+    with ProcessSession("python", pool=pool) as session:
+        assert session.execute("6 * 7").result.results[0].text == "42"
 
 
 def test_a_restore_point_goes_only_to_a_session_that_has_not_run(
