@@ -49,7 +49,7 @@ def answering_later(
 
 @pytest.mark.parametrize("make_handler", [answering, answering_later], ids=["sync", "async"])
 async def test_the_handler_gets_the_request_a_gateway_would_and_its_answer_is_the_result(
-    make_handler: Callable[[object, list[Request]], Handler],
+    make_handler: Callable[[object, list[Request]], Handler | Callable[[Request], Response]],
 ) -> None:
     seen: list[Request] = []
     transport = MockTransport(make_handler(ANSWER, seen))

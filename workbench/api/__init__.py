@@ -19,7 +19,7 @@ from workbench.api.client import (
 )
 from workbench.api.display import inspected_size, neutralise, short_id, without_controls
 from workbench.api.engines import EngineInfo, EngineManager, EnginePrepareError, Progress
-from workbench.api.transport import Handler, MockTransport, Transport
+from workbench.api.transport import MockTransport, Transport
 from workbench.core.clock import SYSTEM_CLOCK, Clock, FixedClock
 from workbench.core.envvars import ENV_KEY_PATTERN, is_valid_env_key
 from workbench.protocol.errors import (
@@ -37,7 +37,7 @@ from workbench.protocol.errors import (
     SandboxFileNotFoundError,
     ValidationFailedError,
 )
-from workbench.protocol.http import Request, Response
+from workbench.protocol.http import Handler, Request, Response
 from workbench.protocol.ids import (
     SANDBOX_ID_PATTERN,
     checkpoint_name_problem,

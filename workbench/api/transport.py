@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from workbench.protocol.http import EventSink, Request, Response
+from workbench.protocol.http import EventSink, Handler, Request, Response
 
 
 class Transport(Protocol):
@@ -47,13 +47,8 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
-Handler = Callable[[Request], Response | Awaitable[Response]]
-"""Answers one gateway request in this process: a `LocalGateway`'s `handle`, or a test's
-own function."""
-
-
 async def answer_in_process(
-    handler: Handler,
+    handler: Handler | Callable[[Request], Response],
     method: str,
     path: str,
     body: Any = None,
@@ -77,7 +72,7 @@ async def answer_in_process(
         raise
 
 
-async def _answer(handler: Handler, request: Request) -> Response:
+async def _answer(handler: Handler | Callable[[Request], Response], request: Request) -> Response:
     answer = handler(request)
     return await answer if inspect.isawaitable(answer) else answer
 
@@ -104,7 +99,7 @@ class MockTransport:
 
     def __init__(
         self,
-        handler: Handler,
+        handler: Handler | Callable[[Request], Response],
         *,
         description: str = "mock gateway",
         enforces_deadlines: bool = True,

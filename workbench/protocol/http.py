@@ -8,7 +8,7 @@ import asyncio
 import codecs
 import json
 import zlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -29,6 +29,7 @@ __all__ = [
     "NDJSON",
     "REASONS",
     "EventSink",
+    "Handler",
     "OutputLines",
     "Request",
     "Response",
@@ -184,6 +185,11 @@ class Response:
             return cls(status, text.encode())
         except UnicodeEncodeError:  # a lone surrogate (guest strings may hold them)
             return cls(status, json.dumps(payload).encode())  # escaped as \udXXX
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+"""A gateway's answer to one request (`LocalGateway.handle`, behind `serve` and the daemon;
+a test's own in `MockTransport`)."""
 
 
 def validation_error(message: str, status: int = 400) -> SandboxError:

@@ -26,6 +26,7 @@ from workbench.protocol.http import (
     FILES_BATCH_BODY_CAP,
     FILES_BODY_CAP,
     NDJSON,
+    Handler,
     Request,
     Response,
     answer_event,
@@ -58,9 +59,6 @@ about 1 Mbit/s. One that sends slower is answered 408 and its connection closed.
 def unauthorized() -> Response:
     body = error_response("UNAUTHORIZED", "Missing or invalid bearer token", http_status=401)
     return Response.json(401, body)
-
-
-Handler = Callable[[Request], Awaitable[Response]]
 
 
 class GatewayApp:
