@@ -1,5 +1,6 @@
-"""Local backend benchmarks: the API's overhead over a bare engine call, a 1,000-file
-workspace reaching the engine, and the store's size and speed with history.
+"""Local backend benchmarks: the API's overhead over a bare engine call, a revisit of an
+evicted context, a 1,000-file workspace reaching the engine, and the store's size and
+speed with history.
 Run: `python -m benchmarks local_backend`."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.engines import FIB
 from engines.process import ProcessSession, engine_process_pool
 from engines.session import Session
 from engines.vfs import VirtualFS
@@ -110,6 +112,40 @@ async def api_overhead(binding: str, data_dir: Path) -> None:
     )
 
 
+REVISITS = 21
+
+
+async def revisit(binding: str, data_dir: Path) -> None:
+    """A run in a context that was evicted (restored from the store into a new engine
+    process: what a user waits for after the memory budget evicted it) against the first
+    run of a new context, both through the API."""
+    backend = open_local_backend(
+        data_dir, embedded=True, max_resident=1, settings=LocalSettings(ruby_contexts=True)
+    )
+    interpreter = backend.sandbox(f"bench-revisit-{binding.lower()}").interpreter
+    contexts = [await interpreter.create_code_context(binding) for _ in range(2)]
+    for context in contexts:  # a context that has done some work: a heap that grew
+        for _ in range(20):
+            await interpreter.run_code("1+1", context=context)
+        await interpreter.run_code(FIB[LANGUAGES[binding]], context=context)
+    revisits, firsts = [], []
+    for turn in range(REVISITS):
+        started = time.perf_counter()
+        await interpreter.run_code("1+1", context=contexts[turn % 2])  # evicts the other
+        revisits.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        context = await interpreter.create_code_context(binding)
+        await interpreter.run_code("1+1", context=context)
+        firsts.append((time.perf_counter() - started) * 1000)
+        await interpreter.delete_code_context(context)
+    await backend.aclose()
+    revisit_ms, first_ms = statistics.median(revisits), statistics.median(firsts)
+    print(
+        f"  {binding:10} a revisit's run_code('1+1') p50 {revisit_ms:6.1f} ms vs a new "
+        f"context's create + first run {first_ms:6.1f} ms ({revisit_ms / first_ms:4.2f}x)"
+    )
+
+
 async def many_files(data_dir: Path) -> None:
     backend = open_local_backend(data_dir, embedded=True)
     sandbox = backend.sandbox("bench-files")
@@ -156,6 +192,8 @@ async def run() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for binding in LANGUAGES:
             await api_overhead(binding, Path(scratch) / binding)
+        for binding in LANGUAGES:
+            await revisit(binding, Path(scratch) / f"revisit-{binding}")
         await many_files(Path(scratch) / "files")
         await history_cost(Path(scratch) / "history")
 

@@ -8,17 +8,16 @@ prepare time `export_globals` rewrites the module to export each defined global 
 state the adapter keeps (`extra`); restoring copies them into a fresh instance whose
 initialisers were not run (spec 7.7, restore recipe).
 
-Taking a snapshot again into the previous one of the same context compares 1 MiB chunks
-in place (memcmp), then the 4 KiB blocks of those that differ, and copies only the
-changed blocks, recording them in `changed_blocks`: a run typically changes a few
-hundred KiB of 32-65 MiB.
-
 A fresh instance maps its memory image copy-on-write, and a guest writes to a small part
 of it (Python: about 1 MiB of 28 after a run). Where the kernel tells which pages a
-process wrote (`written_blocks`, from `/proc/self/pagemap`), a snapshot can keep only
-those blocks (`keep_written_only`): the others are what a fresh instance maps there, so
-restoring writes the kept blocks into a fresh instance and comparing looks at written
-blocks only. An engine process keeps its snapshot so, instead of a whole copy.
+process wrote (`written_blocks`, from `/proc/self/pagemap`), a snapshot keeps only those
+blocks, from the first one on: the others are what a fresh instance maps there, so
+restoring writes the kept blocks into a fresh instance, and taking a snapshot again into
+the previous one of the same context compares the written blocks only, copying those that
+changed and recording them in `changed_blocks` (a run typically changes a few hundred KiB
+of 32-65 MiB). Where the kernel cannot tell, a snapshot is a whole copy of the memory,
+and the next one compares it 1 MiB chunk by chunk in place (memcmp), then the 4 KiB
+blocks of those that differ.
 
 Kept blocks live in windows of a memory file (`BlockMemory`: a memfd of the process's own
 where Linux has one), so a restore maps runs of them copy-on-write into the fresh
@@ -142,12 +141,7 @@ class MemorySnapshot:
         written (the rest reads as zero); with `written` unknown, keep everything."""
         if self.sparse or self.written is None:
             return
-        kept = block_memory(max(len(self.memory), 1))
-        target, source = _address(kept), _address(self.memory)
-        for run in _RUNS.finditer(self.written):
-            start, end = run.start() * BLOCK_BYTES, run.end() * BLOCK_BYTES
-            ctypes.memmove(target + start, source + start, end - start)
-        self.memory = kept
+        self.memory = _written_copy(_address(self.memory), len(self.memory), self.written)
         self.sparse = True
 
     @property
@@ -270,6 +264,17 @@ def block_memory(size: int) -> mmap.mmap:
     return window if window is not None else _private_memory(size)
 
 
+def _written_copy(source: int, length: int, written: bytes) -> mmap.mmap:
+    """The `written` blocks of the `length` bytes at `source`, in `block_memory` (the
+    others read as zero)."""
+    kept = block_memory(max(length, 1))
+    target = _address(kept)
+    for run in _RUNS.finditer(written):
+        start, end = run.start() * BLOCK_BYTES, run.end() * BLOCK_BYTES
+        ctypes.memmove(target + start, source + start, end - start)
+    return kept
+
+
 def _map_runs(target: int, memory: BlockMemory, written: bytes) -> None:
     """Map each run of `written` blocks of `memory` copy-on-write over the same offsets of
     the guest memory at `target`; copy runs shorter than `MAPPED_RUN_BLOCKS` and the
@@ -378,16 +383,20 @@ def capture(
     if written is not None and restored is not None:
         restored = restored[: len(written)].ljust(len(written), b"\0")
         written = (int.from_bytes(written) | int.from_bytes(restored)).to_bytes(len(written))
-    if into is None:  # a bytearray: the next snapshot updates it in place
-        buffer = bytearray(length)
-        ctypes.memmove(_address(buffer), source, length)
-        snapshot = MemorySnapshot(memory=buffer, globals=values, written=written)
+    if into is None:
+        if written is None:  # cannot tell: a whole copy, which the next one updates in place
+            buffer = bytearray(length)
+            ctypes.memmove(_address(buffer), source, length)
+            snapshot = MemorySnapshot(memory=buffer, globals=values)
+            snapshot.changed_blocks = set(range(length // BLOCK_BYTES))
+        else:  # the written blocks only: a whole copy cost a first snapshot 40-60 ms (a
+            # new page for each of 7,000-9,000 blocks) to keep a few hundred of them
+            kept = _written_copy(source, length, written)
+            snapshot = MemorySnapshot(memory=kept, globals=values, written=written, sparse=True)
+            snapshot.changed_blocks = {
+                block for run in _RUNS.finditer(written) for block in range(*run.span())
+            }
         snapshot.from_image = True
-        snapshot.changed_blocks = (
-            set(range(length // BLOCK_BYTES))
-            if written is None
-            else {run for match in _RUNS.finditer(written) for run in range(*match.span())}
-        )
         return snapshot
     if into.sparse:
         _capture_written(source, length, written, into)

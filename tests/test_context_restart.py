@@ -22,6 +22,7 @@ from engines.perl import ENGINE as PERL
 from engines.session import Session
 from engines.snapshot import SnapshotDelta
 from engines.vfs import VirtualFS
+from tests.engines import whole_memory
 from tests.serve_process import serve_process
 from workbench.api import Backend
 from workbench.backends.local import LocalTransport, open_local_backend, open_local_gateway
@@ -400,7 +401,7 @@ async def test_a_version_2_store_is_converted_and_its_contexts_come_back(
         engine.execute("our $x = 41")
         taken = engine.take_snapshot()
         assert taken is not None
-        memory = bytes(taken.memory)
+        memory = whole_memory(engine)
     with sqlite3.connect(data / DATABASE_NAME) as db:
         [(value,)] = db.execute("SELECT value FROM contexts WHERE id = ?", (context.id,))
         record = json.loads(value)

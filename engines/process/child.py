@@ -329,7 +329,7 @@ def _confine() -> None:
 def main() -> None:
     reserve_memory_file()  # before the file size limit, which sizing the file would pass
     _confine()
-    return_large_buffers()  # a first snapshot copies the guest's whole memory, once
+    return_large_buffers()  # a whole snapshot, where written pages cannot be told
     # The frame channel is the original stdout; anything else printing goes to stderr.
     out_fd = os.dup(1)
     os.dup2(2, 1)

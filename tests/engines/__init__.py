@@ -5,6 +5,7 @@ from pathlib import Path
 
 import wasmtime
 
+from engines.components.guest import ComponentGuest
 from engines.language import Artifact, GuestInstance, LanguageEngine, Progress
 from engines.result import ExecutionResult, Limits
 from engines.session import Session
@@ -22,6 +23,20 @@ def run(
     `engines.process.run_stateless`)."""
     with Session(language, limits=limits) as session:
         return session.execute(code, env_vars, session=False).result
+
+
+def whole_memory(live: Session) -> bytes:
+    """Every byte of a live session's linear memory (a snapshot keeps only the blocks the
+    guest wrote)."""
+    store, instance = live._store, live._instance
+    assert store is not None and instance is not None
+    memory = (
+        instance.memory
+        if isinstance(instance, ComponentGuest)
+        else instance.instance.exports(store)["memory"]  # type: ignore[attr-defined]
+    )
+    assert isinstance(memory, wasmtime.Memory)
+    return bytes(memory.read(store, 0, memory.data_len(store)))
 
 
 class TinyEngine(LanguageEngine):

@@ -19,10 +19,17 @@ from engines.process.handle import private_bytes
 from engines.registry import LANGUAGES, language_engine
 from engines.result import Boot, ExecutionReport, Limits
 from engines.session import Session
-from engines.snapshot import BlockMemory, MemorySnapshot, block_memory
+from engines.snapshot import (
+    BLOCK_BYTES,
+    BlockMemory,
+    MemorySnapshot,
+    SnapshotDelta,
+    block_memory,
+    sparse_snapshot,
+)
 from engines.vfs import PathState, TreeUpdate, VirtualFS
 from tests.conftest import require_engine
-from tests.engines import run
+from tests.engines import run, whole_memory
 from tests.engines.prepared import put_files
 
 
@@ -353,22 +360,22 @@ def test_after_a_trap_state_comes_from_the_last_snapshot_or_starts_fresh(
 def test_a_snapshot_keeping_only_written_blocks_restores_the_same_memory(
     language: str, workspace: VirtualFS
 ) -> None:
-    """Issue 23: a snapshot that keeps only the blocks the instance wrote (the rest being
-    its image's) restores memory and globals byte for byte, after a trap, and the next
-    snapshot into it sends only what changed."""
+    """Issue 23: a snapshot keeps only the blocks the instance wrote (the rest being its
+    image's), from the first one on, and restores memory and globals byte for byte, after
+    a trap, and the next snapshot into it sends only what changed."""
     snippets = SNIPPETS[language]
     with Session(language, workspace=workspace, limits=Limits(fuel=5_000_000)) as live:
         live.execute(snippets.define)
         snapshot = live.take_snapshot()
         assert snapshot is not None and snapshot.written is not None
-        whole, globals_ = bytes(snapshot.memory), dict(snapshot.globals)
-        snapshot.keep_written_only()
+        assert isinstance(snapshot.memory, BlockMemory)
         assert snapshot.sparse and 0 < sum(snapshot.written) < len(snapshot.written) / 2
+        whole, globals_ = whole_memory(live), dict(snapshot.globals)
         assert live.execute(snippets.loop).invalidated
         assert live._boot() is Boot.RESTORED
         assert live._store is not None and live._instance is not None
         again = live.language_engine.take_snapshot(live._store, live._instance)
-        assert bytes(again.memory) == whole and again.globals == globals_
+        assert whole_memory(live) == whole and again.globals == globals_
         snapshot.changed_blocks.clear()
         report = live.execute(snippets.use)
         assert [entry.text for entry in report.result.results] == [snippets.use_text]
@@ -657,12 +664,23 @@ def component_language(request: pytest.FixtureRequest) -> str:
 
 
 def _stored(snapshot: MemorySnapshot) -> MemorySnapshot:
-    """The snapshot as storage gives it back: memory bytes, globals and host state via JSON."""
-    return MemorySnapshot(
-        bytes(snapshot.memory),
+    """The snapshot as storage gives it back: its kept blocks, and its globals and host
+    state via JSON."""
+    assert snapshot.written is not None
+    view = memoryview(snapshot.memory)
+    blocks = {
+        index: view[index * BLOCK_BYTES : (index + 1) * BLOCK_BYTES]
+        for index, kept in enumerate(snapshot.written)
+        if kept
+    }
+    delta = SnapshotDelta(
+        len(snapshot.memory),
+        blocks,
         json.loads(json.dumps(snapshot.globals)),
         json.loads(json.dumps(snapshot.extra)),
+        from_image=True,
     )
+    return sparse_snapshot(delta)
 
 
 def _texts(report: ExecutionReport) -> list[str | None]:

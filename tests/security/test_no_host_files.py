@@ -54,14 +54,15 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def _rss_kib(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1])
+def _maps_an_engine(pid: int) -> bool:
+    """Whether the process has a compiled engine mapped (a spare and the fork server have
+    none)."""
+    return ".cwasm" in Path(f"/proc/{pid}/maps").read_text()
 
 
 def _wait_until_the_guest_sleeps(cli: subprocess.Popen[bytes], daemon: int) -> list[int]:
     """The daemon's engine processes and their fork server once the one running the guest
-    (it loaded an engine: a spare is far smaller) has stopped using CPU."""
+    (it loaded an engine) has stopped using CPU."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert cli.poll() is None, cli.stderr.read() if cli.stderr else ""
@@ -72,7 +73,7 @@ def _wait_until_the_guest_sleeps(cli: subprocess.Popen[bytes], daemon: int) -> l
                 for pid in (child, *_children(child))
                 if b"engines.process.child" in Path(f"/proc/{pid}/cmdline").read_bytes()
             ]
-            running = [pid for pid in engines if _rss_kib(pid) > 60 << 10]
+            running = [pid for pid in engines if _maps_an_engine(pid)]
             if running:
                 before = _cpu_ticks(running[0])
                 time.sleep(0.5)
