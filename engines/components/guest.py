@@ -23,7 +23,7 @@ from engines.components.plan import HOST_NAMESPACE, ComponentArtifact, HostFunc,
 from engines.components.wasi import lookup
 from engines.components.wasi.abi import Call, GuestTrap
 from engines.components.wasi.host import WasiHost
-from engines.host import GlobalReader, host_func, new_store
+from engines.host import GlobalReader, host_func, linked_globals, new_store
 from engines.metering import METER_EXPORT, UNMETERED, Meter
 from engines.snapshot import MemorySnapshot
 
@@ -141,10 +141,10 @@ class ComponentGuest:
         state (see `snapshot.capture`)."""
         initial = self.plan.initial_globals
         if self._global_reader is None:
-            self._global_reader = GlobalReader(
-                self.store,
-                [(self.global_item(key), kind) for key, (_, kind) in self.artifact.globals.items()],
-            )
+            sources = [source for source, _ in self.artifact.globals.values()]
+            handles = linked_globals(self._linker, self.store, sources)
+            kinds = [kind for _, kind in self.artifact.globals.values()]
+            self._global_reader = GlobalReader(self.store, list(zip(handles, kinds, strict=True)))
         values = {
             key: value
             for key, value in zip(self.artifact.globals, self._global_reader.read(), strict=True)
