@@ -3,8 +3,10 @@ persistence and snapshots behave the same way for all four languages."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
+import mmap
 import os
 import threading
 import time
@@ -529,6 +531,70 @@ def test_after_a_mapped_restore_the_restored_blocks_count_as_written(
     with Session("python", workspace=workspace, restore_point=snapshot) as again:
         report = again.execute("answer + other")
         assert report.boot is Boot.RESTORED and _texts(report) == ["42"]
+
+
+ZERO_BUFFERS = {
+    "perl": (
+        'our $zeros = "\\0" x 8e6; our $text = "a" x 4e6; 1',
+        "length($zeros) . ' ' . ($zeros =~ tr/\\0//) . ' ' . length($text)",
+    ),
+    "python": (
+        "zeros = bytearray(8_000_000); text = b'a' * 4_000_000",
+        "f'{len(zeros)} {zeros.count(0)} {len(text)}'",
+    ),
+}
+"""Per language: code that fills 8 MB with zeros and 4 MB with text, and an expression
+that measures both."""
+
+
+@pytest.mark.parametrize("language", sorted(ZERO_BUFFERS))
+def test_zeros_written_where_a_fresh_instance_has_zeros_are_not_kept(
+    language: str, workspace: VirtualFS
+) -> None:
+    """A snapshot does not keep blocks that hold only zeros outside the engine's image
+    (a fresh instance has zeros there too), and restores the same state without them;
+    blocks of text are kept."""
+    require_engine(language)
+    fill, measure = ZERO_BUFFERS[language]
+    with Session(language, workspace=workspace) as live:
+        assert live.execute("1").result.error is None
+        before = live.take_snapshot()
+        assert before is not None and before.written is not None
+        blocks_before = sum(before.written)
+        assert live.execute(fill).result.error is None
+        expected = _texts(live.execute(measure))
+        snapshot = live.take_snapshot()
+    assert snapshot is not None and snapshot.written is not None
+    text_blocks = 4_000_000 // BLOCK_BYTES
+    assert text_blocks <= sum(snapshot.written) - blocks_before < text_blocks + 500
+    with Session(language, workspace=workspace, restore_point=_stored(snapshot)) as again:
+        report = again.execute(measure)
+        assert report.boot is Boot.RESTORED and _texts(report) == expected
+    assert expected and str(expected[0]).strip("'\"").split() == ["8000000", "8000000", "4000000"]
+
+
+@needs_memory_files
+def test_image_blocks_are_where_a_file_is_mapped(tmp_path: Path) -> None:
+    """The image is told by the file mapped into the memory (as wasmtime maps it); an
+    anonymous memory has none, so nothing can be told of it."""
+    memory = mmap.mmap(-1, 16 * BLOCK_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    address = ctypes.addressof((ctypes.c_char * len(memory)).from_buffer(memory))
+    assert snapshots.image_blocks(address, len(memory)) is None
+    image = tmp_path / "image"
+    image.write_bytes(b"\x07" * (4 * BLOCK_BYTES))
+    with image.open("rb") as file:
+        mapped = snapshots._mmap(
+            address + 5 * BLOCK_BYTES,
+            4 * BLOCK_BYTES,
+            mmap.PROT_READ,
+            mmap.MAP_PRIVATE | snapshots._MAP_FIXED,
+            file.fileno(),
+            0,
+        )
+    assert mapped == address + 5 * BLOCK_BYTES
+    assert snapshots.image_blocks(address, len(memory)) == bytes(5) + b"\x01" * 4 + bytes(7)
+    del address
+    memory.close()
 
 
 @needs_memory_files
