@@ -17,7 +17,9 @@ the previous one of the same context compares the written blocks only, copying t
 changed and recording them in `changed_blocks` (a run typically changes a few hundred KiB
 of 32-65 MiB). Where the kernel cannot tell, a snapshot is a whole copy of the memory,
 and the next one compares it 1 MiB chunk by chunk in place (memcmp), then the 4 KiB
-blocks of those that differ.
+blocks of those that differ. A written block that holds only zeros where the fresh
+instance had no image mapped (`image_blocks`: its stack and heap, which read as zero) is
+left out too, as restoring it would change nothing.
 
 Kept blocks live in windows of a memory file (`BlockMemory`: a memfd of the process's own
 where Linux has one), so a restore maps runs of them copy-on-write into the fresh
