@@ -271,10 +271,12 @@ def block_memory(size: int) -> mmap.mmap:
     return window if window is not None else _private_memory(size)
 
 
-def _written_copy(source: int, length: int, written: bytes) -> mmap.mmap:
-    """The `written` blocks of the `length` bytes at `source`, in `block_memory` (the
-    others read as zero)."""
-    kept = block_memory(max(length, 1))
+def _written_copy(source: int, length: int, written: bytes) -> Buffer:
+    """The `written` blocks at `source`, in `length` bytes of `block_memory` (the others
+    read as zero; no memory at all for a memory of no pages)."""
+    if not length:
+        return bytearray()
+    kept = block_memory(length)
     target = _address(kept)
     for run in _RUNS.finditer(written):
         start, end = run.start() * BLOCK_BYTES, run.end() * BLOCK_BYTES
@@ -465,7 +467,9 @@ def capture(
         snapshot.from_image = True
         return snapshot
     if into.sparse:
-        _capture_written(source, length, written, into)
+        mapped = into.mapped
+        mapped_elsewhere = mapped is not None and mapped.live() and mapped.store() is not store
+        _capture_written(source, length, written, into, relocate=mapped_elsewhere)
         into.globals = values
         return into
     buffer = into.memory if isinstance(into.memory, bytearray) else bytearray(into.memory)
@@ -486,10 +490,15 @@ def capture(
     return into
 
 
-def _capture_written(source: int, length: int, written: bytes | None, into: MemorySnapshot) -> None:
+def _capture_written(
+    source: int, length: int, written: bytes | None, into: MemorySnapshot, *, relocate: bool
+) -> None:
     """`capture` into a snapshot that keeps only written blocks: the blocks written now
     or kept before are compared (a block not kept before counts as changed: the copy does
-    not hold what the image had there); the others are the image's, unchanged."""
+    not hold what the image had there); the others are the image's, unchanged. With
+    `relocate` (another live instance maps its memory, and would see the blocks written
+    into it where its guest has not written), the kept blocks move to new memory first;
+    `into.mapped` keeps the old memory for that instance."""
     held = into.written
     if written is None or held is None or length < len(into.memory):
         # Cannot tell any more (or another state): keep everything again.
@@ -499,13 +508,8 @@ def _capture_written(source: int, length: int, written: bytes | None, into: Memo
         into.changed_blocks = set(range(length // BLOCK_BYTES))
         into.from_image = True
         return
-    if length > len(into.memory):
-        grown = block_memory(length)
-        old = _address(into.memory)
-        for run in _RUNS.finditer(held):
-            start, end = run.start() * BLOCK_BYTES, run.end() * BLOCK_BYTES
-            ctypes.memmove(_address(grown) + start, old + start, end - start)
-        into.memory = grown
+    if length > len(into.memory) or relocate:
+        into.memory = _written_copy(_address(into.memory), length, held)
     held = held.ljust(len(written), b"\0")
     candidates = (int.from_bytes(held) | int.from_bytes(written)).to_bytes(len(written))
     target = _address(into.memory)

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import wasmtime
 
 from engines import snapshot as snapshots
+from engines.host import make_engine, new_store
 from engines.process.handle import private_bytes
 from engines.registry import LANGUAGES, language_engine
 from engines.result import Boot, ExecutionReport, Limits
@@ -571,6 +573,35 @@ def test_zeros_written_where_a_fresh_instance_has_zeros_are_not_kept(
         report = again.execute(measure)
         assert report.boot is Boot.RESTORED and _texts(report) == expected
     assert expected and str(expected[0]).strip("'\"").split() == ["8000000", "8000000", "4000000"]
+
+
+@needs_memory_files
+def test_a_snapshot_another_session_maps_does_not_change_under_it(workspace: VirtualFS) -> None:
+    """Two live sessions from one snapshot: the one that maps its memory keeps its state
+    while the other takes its next snapshots into that snapshot (they move to new memory
+    first; written in place, they would show through wherever the mapping guest had not
+    written)."""
+    require_engine("python")
+    with Session("python", workspace=workspace) as first:
+        assert first.execute("x = bytearray(b'a' * 300_000)").result.error is None
+        snapshot = first.take_snapshot()
+        assert snapshot is not None and isinstance(snapshot.memory, BlockMemory)
+        with Session("python", workspace=workspace, restore_point=snapshot) as second:
+            assert second.execute("1").result.error is None  # restored, by mapping
+            assert snapshot.mapped is not None and snapshot.mapped.live()
+            assert first.execute("x[:] = b'b' * 300_000").result.error is None
+            assert first.take_snapshot() is snapshot
+            assert _texts(second.execute("bytes(x[:6])")) == ["b'aaaaaa'"]
+            assert _texts(first.execute("bytes(x[:6])")) == ["b'bbbbbb'"]
+
+
+def test_a_memory_of_no_pages_snapshots_and_restores() -> None:
+    engine = make_engine()
+    module = wasmtime.Module(engine, '(module (memory (export "memory") 0))')
+    stores = [new_store(engine, memory_bytes=1 << 20) for _ in range(2)]
+    taken = snapshots.take(stores[0], wasmtime.Instance(stores[0], module, []))
+    assert len(taken.memory) == 0
+    snapshots.restore(stores[1], wasmtime.Instance(stores[1], module, []), taken)
 
 
 @needs_memory_files
