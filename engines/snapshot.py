@@ -117,8 +117,9 @@ _RESTORED_BY_MAPPING: weakref.WeakKeyDictionary[wasmtime.Store, bytes] = weakref
 _FRESH_IMAGES: weakref.WeakKeyDictionary[wasmtime.Store, tuple[int, bytes | None]] = (
     weakref.WeakKeyDictionary()
 )
-"""Per live store: its memory's address and `image_blocks` of it as its fresh instance
-had them (recorded before a restore maps anything into it)."""
+"""Per live store: its memory's address and `image_blocks` of it, read at its first
+snapshot, or None where a restore mapped anonymous memory over a run (`_map_runs`
+refused), which the mappings would take for memory the fresh instance had no image in."""
 
 
 @dataclass
@@ -284,10 +285,12 @@ def _written_copy(source: int, length: int, written: bytes) -> Buffer:
     return kept
 
 
-def _map_runs(target: int, memory: BlockMemory, written: bytes) -> None:
+def _map_runs(target: int, memory: BlockMemory, written: bytes) -> bool:
     """Map each run of `written` blocks of `memory` copy-on-write over the same offsets of
     the guest memory at `target`; copy runs shorter than `MAPPED_RUN_BLOCKS` and the
-    shortest past `MAPPED_RUNS_MAX`."""
+    shortest past `MAPPED_RUNS_MAX`. False if a mapping was refused (anonymous memory
+    then took its run's place)."""
+    refused = False
     runs = [run.span() for run in _RUNS.finditer(written)]
     long_runs = (run for run in runs if run[1] - run[0] >= MAPPED_RUN_BLOCKS)
     longest = sorted(long_runs, key=lambda run: run[0] - run[1])
@@ -303,11 +306,12 @@ def _map_runs(target: int, memory: BlockMemory, written: bytes) -> None:
                 continue
             # Refused (a failed fixed mapping may have unmapped the range): give the run
             # fresh private pages, copy it and the rest.
-            mapped = set()
+            mapped, refused = set(), True
             flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED
             if _mmap(address, size, protection, flags, -1, 0) != address:
                 raise OSError(ctypes.get_errno(), "could not map a snapshot's blocks")
         ctypes.memmove(address, source + start, size)
+    return not refused
 
 
 @functools.cache
@@ -357,33 +361,42 @@ def image_blocks(address: int, length: int) -> bytes | None:
     engine's image, which wasmtime maps copy-on-write; every other block of a fresh
     instance reads as zero). None where no file is mapped in it: the image was copied in
     (or this is not Linux), so nothing tells where it is."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            listing = maps.read()
+    except OSError:
+        return None
     mask = bytearray(length // BLOCK_BYTES)
     found = False
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                fields = line.split(maxsplit=5)
-                low, high = (int(bound, 16) for bound in fields[0].split("-"))
-                if high <= address or low >= address + length or fields[4] == "0":  # anonymous
-                    continue
-                first = (max(low, address) - address) // BLOCK_BYTES
-                end = -(-(min(high, address + length) - address) // BLOCK_BYTES)
-                mask[first:end] = b"\x01" * (end - first)
-                found = True
-    except (OSError, ValueError, IndexError):
-        return None
+    end_address = address + length
+    for mapping in _MAPPING.finditer(listing):  # in address order
+        low = int(mapping[1], 16)
+        if low >= end_address:
+            break
+        high = int(mapping[2], 16)
+        if high <= address or mapping[3] == b"0":  # inode 0: anonymous memory
+            continue
+        first = (max(low, address) - address) // BLOCK_BYTES
+        end = -(-(min(high, end_address) - address) // BLOCK_BYTES)
+        mask[first:end] = b"\x01" * (end - first)
+        found = True
     return bytes(mask) if found else None
 
 
+_MAPPING = re.compile(rb"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ (\d+)", re.MULTILINE)
+"""A line of `/proc/self/maps`: start, end and inode of a mapping."""
+
+
 def _fresh_image(store: wasmtime.Store, address: int, length: int) -> bytes | None:
-    """`image_blocks` of the store's memory as its fresh instance had them: recorded at a
-    restore, else read now (nothing was ever mapped into it); None where unknown."""
+    """Where the store's fresh instance had its image mapped (`image_blocks`), read once
+    per store; None where unknown. Read after a restore, the mappings also show the runs
+    it mapped from a memory file (file mappings too, so nothing is left out there); the
+    rest was anonymous in the fresh instance as well, unless a refused mapping put
+    anonymous memory over a run, which `load_memory` records as unknown."""
     recorded = _FRESH_IMAGES.get(store)
-    if recorded is None and store not in _RESTORED_BY_MAPPING:
+    if recorded is None:
         recorded = _FRESH_IMAGES[store] = (address, image_blocks(address, length))
-    if recorded is None or recorded[0] != address:
-        return None
-    return recorded[1]
+    return recorded[1] if recorded[0] == address else None
 
 
 def _without_fresh_zeros(source: int, written: bytes, image: bytes) -> bytes:
@@ -559,8 +572,6 @@ def load_memory(store: wasmtime.Store, memory: wasmtime.Memory, snapshot: Memory
     initial = memory.data_len(store)
     if len(snapshot.memory) < initial:
         raise ValueError("snapshot memory is smaller than a fresh instance's")
-    fresh = _memory_address(store, memory)
-    _FRESH_IMAGES[store] = (fresh, image_blocks(fresh, initial))
     missing_pages = snapshot.pages - initial // PAGE_BYTES
     if missing_pages > 0:
         memory.grow(store, missing_pages)
@@ -572,7 +583,8 @@ def load_memory(store: wasmtime.Store, memory: wasmtime.Memory, snapshot: Memory
         if isinstance(snapshot.memory, BlockMemory) and not mapped_elsewhere:
             snapshot.mapped = _Mapping(weakref.ref(store), snapshot.memory)
             _RESTORED_BY_MAPPING[store] = snapshot.written
-            _map_runs(target, snapshot.memory, snapshot.written)
+            if not _map_runs(target, snapshot.memory, snapshot.written):
+                _FRESH_IMAGES[store] = (target, None)
             return
         # Written whole, one copy per run: the guest wrote each of them, so comparing first
         # would only add a read fault per block (restore + first run 1.04 -> 0.96x of a
