@@ -392,7 +392,10 @@ def _fresh_image(store: wasmtime.Store, address: int, length: int) -> bytes | No
     per store; None where unknown. Read after a restore, the mappings also show the runs
     it mapped from a memory file (file mappings too, so nothing is left out there); the
     rest was anonymous in the fresh instance as well, unless a refused mapping put
-    anonymous memory over a run, which `load_memory` records as unknown."""
+    anonymous memory over a run, or the memory moved when a restore grew it (wasmtime
+    copies a memory that outgrows its reservation into anonymous memory; with the 4 GiB
+    default a 32-bit memory never moves): `load_memory` records both as unknown. A memory
+    that moved without a restore has no file mapped in it, so nothing is left out."""
     recorded = _FRESH_IMAGES.get(store)
     if recorded is None:
         recorded = _FRESH_IMAGES[store] = (address, image_blocks(address, length))
@@ -481,7 +484,12 @@ def capture(
         return snapshot
     if into.sparse:
         mapped = into.mapped
-        mapped_elsewhere = mapped is not None and mapped.live() and mapped.store() is not store
+        mapped_elsewhere = (
+            mapped is not None
+            and mapped.memory is into.memory  # not since moved away from it
+            and mapped.live()
+            and mapped.store() is not store
+        )
         _capture_written(source, length, written, into, relocate=mapped_elsewhere)
         into.globals = values
         return into
@@ -572,10 +580,13 @@ def load_memory(store: wasmtime.Store, memory: wasmtime.Memory, snapshot: Memory
     initial = memory.data_len(store)
     if len(snapshot.memory) < initial:
         raise ValueError("snapshot memory is smaller than a fresh instance's")
+    fresh = _memory_address(store, memory)
     missing_pages = snapshot.pages - initial // PAGE_BYTES
     if missing_pages > 0:
         memory.grow(store, missing_pages)
     target = _memory_address(store, memory)
+    if target != fresh:  # moved (copied out of its image's mapping): the image is unknown
+        _FRESH_IMAGES[store] = (target, None)
     source = _address(snapshot.memory)
     if snapshot.sparse:  # the kept blocks; the others are the image's already
         assert snapshot.written is not None
