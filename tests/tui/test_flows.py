@@ -55,6 +55,13 @@ def local_gateway(data: Path) -> Iterator[LocalGateway]:
         gateway.close()
 
 
+def app_over(data: Path, transport: MockTransport) -> WorkbenchApp:
+    """The app on `data`, its `local` profile answered through `transport`."""
+    return WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: Backend(transport, name="local")
+    )
+
+
 def make_app(tmp_path: Path, **options: Any) -> WorkbenchApp:
     data = tmp_path / "data"
     return WorkbenchApp(
@@ -348,10 +355,7 @@ async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with local_gateway(data) as gateway:
         # The local gateway, but `cancel` can only abandon (like a remote gateway).
-        transport = MockTransport(gateway.handle, description="abandoning")
-        app = WorkbenchApp(
-            data_dir=data, backend_factory=lambda name: Backend(transport, name="local")
-        )
+        app = app_over(data, MockTransport(gateway.handle, description="abandoning"))
         async with app.run_test(size=(120, 40)) as pilot:
             await until_connected(pilot)
             await create_sandbox(pilot)

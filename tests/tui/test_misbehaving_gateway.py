@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.test_flows import Notifications, local_gateway
+from tests.tui.test_flows import Notifications, app_over, local_gateway
 from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
-from workbench.api import Backend, MockTransport, Request, Response
-from workbench.tui.app import WorkbenchApp
+from workbench.api import MockTransport, Request, Response
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 
 pytestmark = pytest.mark.usefixtures("tui_dirs")
@@ -32,10 +31,7 @@ async def test_sandbox_routes_answering_html_are_named_and_the_app_recovers(
                 return BAD_GATEWAY
             return await gateway.handle(request)
 
-        transport = MockTransport(handle)
-        app = WorkbenchApp(
-            data_dir=data, backend_factory=lambda name: Backend(transport, name="local")
-        )
+        app = app_over(data, MockTransport(handle))
         main = app.main_screen
         notes = Notifications(app, monkeypatch)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -74,10 +70,7 @@ async def test_a_run_answered_with_garbage_fails_that_cell_and_the_context_keeps
                 return garbage.pop(0)
             return await gateway.handle(request)
 
-        transport = MockTransport(handle)
-        app = WorkbenchApp(
-            data_dir=data, backend_factory=lambda name: Backend(transport, name="local")
-        )
+        app = app_over(data, MockTransport(handle))
         async with app.run_test(size=(120, 40)) as pilot:
             await until_connected(pilot)
             await create_sandbox(pilot)

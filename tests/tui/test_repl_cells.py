@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import Input, Static
 
-from tests.tui.test_flows import Notifications, local_gateway, make_app
+from tests.tui.test_flows import Notifications, app_over, local_gateway, make_app
 from tour import (
     FIXED_START_MS,
     WorkbenchPilot,
@@ -25,11 +25,10 @@ from tour import (
     until_connected,
     wait_for,
 )
-from workbench.api import OUTPUT_STREAM_FEATURE, Backend, FixedClock, MockTransport, Request
+from workbench.api import OUTPUT_STREAM_FEATURE, FixedClock, MockTransport, Request
 from workbench.backends.local import LocalGateway
 from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.protocol.http import Response
-from workbench.tui.app import WorkbenchApp
 from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.cell_picker_screen import CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
@@ -374,10 +373,7 @@ async def test_a_gateway_that_answers_at_the_end_is_named_while_the_cell_runs(
 ) -> None:
     data = tmp_path / "data"
     with local_gateway(data) as gateway:
-        transport = at_the_end(gateway)
-        app = WorkbenchApp(
-            data_dir=data, backend_factory=lambda name: Backend(transport, name="local")
-        )
+        app = app_over(data, at_the_end(gateway))
         async with app.run_test(size=(160, 50)) as pilot:
             await until_connected(pilot)
             await create_sandbox(pilot)
