@@ -2,21 +2,22 @@
 stdin/stdout (see `frames.py`), so that a guest blocked in a host call, a crash or a
 runaway write can be stopped by ending this process without touching any other.
 
-Requests (one at a time, answered in order):
+Requests (one at a time, answered in order, read by the main thread itself):
 - `open`: create the session (language, compiled entry path: a module file or a decomposed
   component's directory, the workspace's limits when it has one, limits); its workspace
   starts empty;
 - `restore`: give the session just opened a restore point: the blocks that differ from
   the engine's image, as runs, a block per blob. The host sends it right behind `open`,
-  and the reader thread reads the blocks straight into the snapshot's memory
-  (`codec.place_restore`) while the session opens;
+  and a thread reads the blocks straight into the snapshot's memory
+  (`codec.place_restore`) while the main thread opens the session;
 - `execute`: run code after bringing the workspace up to date (`update`, file bytes as
   blobs); answered with the `ExecutionReport`, whose workspace changes' bytes are blobs;
 - `snapshot`: take the (incremental) snapshot; answered with the changed 4 KiB blocks
   (for a new snapshot, those that differ from the image: `fromImage`);
 - `reset`, `close`: as `Session`;
 - `run`: open + execute + close in one round trip (stateless runs).
-Out of band, `cancel` interrupts the running execution.
+`cancel` comes on a channel of its own (fd 3 in a fork, see `main`), read by a thread:
+it interrupts the running execution while the main thread is busy with it.
 
 Limits that hold even while the guest is blocked inside a host call (sleep, select,
 poll): when the deadline or a cancel is not honoured by the guest within a grace period,
@@ -55,9 +56,12 @@ LOG_BYTES = 1 << 20
 """The only file this process writes is its stderr log (a crash's tail): at most this."""
 
 
+Request = tuple[dict[str, Any], list[memoryview]]
+
+
 class Responder:
     """This process's end of the frame channel: answers the parent's requests with one
-    `Session` at a time, and enforces deadlines and cancels from a thread of its own."""
+    `Session` at a time, and enforces deadlines and cancels from threads of their own."""
 
     def __init__(self, out_fd: int) -> None:
         self._out_fd = out_fd
@@ -67,7 +71,6 @@ class Responder:
         self.session: Session | None = None
         self._just_opened = False
         """The last request opened the session: a `restore` may follow (only then)."""
-        self.requests: queue.Queue[tuple[dict[str, Any], list[memoryview]] | None] = queue.Queue()
         self._backstop = threading.Condition()
         """Guards the execution bookkeeping below (shared with the reader, the write
         guard and the backstop threads)."""
@@ -104,21 +107,17 @@ class Responder:
                 write_frame(self._out_fd, {"output": stream}, [data])
 
     # -- requests ------------------------------------------------------------------------
-    def read_requests(self, reader: FrameReader) -> None:
-        """Reader thread: out-of-band cancels act at once; the rest queue up."""
+    def read_cancels(self, cancels: FrameReader) -> None:
+        """Cancel thread: each cancel acts at once, whatever the main thread is doing."""
         while True:
-            try:
-                header, blobs = reader.read()
-            except (EOFError, OSError, ValueError):
-                os._exit(0)  # the parent went away: nothing here is worth finishing
+            header, _ = _next_frame(cancels)
             if header.get("op") == "cancel":
                 self.cancel(int(header.get("seq", 0)))
-                continue
-            self.requests.put((header, blobs))
 
     def cancel(self, seq: int) -> None:
         """Cancel execution `seq`: the running one, or the next one if it has not started
-        yet; a cancel that arrives after its execution was answered is dropped."""
+        yet (the cancel channel may overtake the request); a cancel that arrives after its
+        execution was answered is dropped. Numbers never repeat within a process."""
         with self._backstop:
             if seq <= self._done_seq:
                 return
@@ -144,12 +143,17 @@ class Responder:
         with self._backstop:
             return self._interrupt_reason
 
-    def serve(self) -> None:
+    def serve(self, requests: FrameReader) -> None:
+        """Read and answer requests on this (the main) thread, until the parent goes."""
+        read_ahead: queue.Queue[Request] | None = None
         while True:
-            item = self.requests.get()
-            if item is None:
-                return
-            header, blobs = item
+            if read_ahead is None:
+                header, blobs = _next_frame(requests)
+            else:
+                header, blobs = read_ahead.get()
+                read_ahead = None
+            if header.get("op") == "open":
+                read_ahead = _read_ahead(requests)  # a restore point streams in meanwhile
             with self._write_lock:
                 self._answered = False
             try:
@@ -192,8 +196,6 @@ class Responder:
 
     def open(self, header: dict[str, Any], blobs: list[memoryview]) -> dict[str, Any]:
         self.close_session()
-        with self._backstop:  # a new session numbers its executions from 1
-            self._done_seq = self._cancel_seq = 0
         from engines.registry import language_engine
 
         workspace = header.get("workspace")
@@ -310,6 +312,21 @@ class Responder:
                 os._exit(0)
 
 
+def _next_frame(reader: FrameReader) -> Request:
+    """The next frame on a channel from the parent; its end ends this process."""
+    try:
+        return reader.read()
+    except (EOFError, OSError, ValueError):
+        os._exit(0)  # the parent went away: nothing here is worth finishing
+
+
+def _read_ahead(requests: FrameReader) -> queue.Queue[Request]:
+    """The next request, read by a thread of its own while the main thread is busy."""
+    box: queue.Queue[Request] = queue.Queue(maxsize=1)
+    threading.Thread(target=lambda: box.put(_next_frame(requests)), daemon=True).start()
+    return box
+
+
 def _seconds(value: object) -> float | None:
     """A request's positive number of seconds (None when absent or not such a number)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
@@ -326,7 +343,8 @@ def _confine() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def main() -> None:
+def main(cancel_fd: int) -> None:
+    """Serve requests from stdin, answers to stdout, cancels from `cancel_fd`."""
     reserve_memory_file()  # before the file size limit, which sizing the file would pass
     _confine()
     return_large_buffers()  # a whole snapshot, where written pages cannot be told
@@ -334,19 +352,20 @@ def main() -> None:
     out_fd = os.dup(1)
     os.dup2(2, 1)
     responder = Responder(out_fd)
-    reader = FrameReader(0, place=codec.place_restore)
-    threading.Thread(target=responder.read_requests, args=(reader,), daemon=True).start()
+    cancels = FrameReader(cancel_fd)
+    threading.Thread(target=responder.read_cancels, args=(cancels,), daemon=True).start()
     threading.Thread(target=responder.watch_deadlines, daemon=True).start()
     responder.send({"ready": True, "pid": os.getpid()})
-    responder.serve()
+    responder.serve(FrameReader(0, place=codec.place_restore))
 
 
 def serve_forks(control_fd: int) -> None:
     """The fork server (the host's end is `process.ForkServer`): it has imported all an
     engine process needs and never runs guest code. Each `fork` request brings the new
-    process's stdin, stdout and stderr; the child becomes an engine process on them and the
-    host gets its pid, then its exit code when it ends. End of the control channel (the
-    host is gone) ends the server; its children end as their own channels close."""
+    process's stdin, stdout, stderr and cancel channel; the child becomes an engine
+    process on them and the host gets its pid, then its exit code when it ends. End of the
+    control channel (the host is gone) ends the server; its children end as their own
+    channels close."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     control = socket.socket(fileno=control_fd)
     gc.collect()
@@ -359,12 +378,12 @@ def serve_forks(control_fd: int) -> None:
         for key, _ in selector.select():
             if key.fileobj is control:
                 try:
-                    message, fds, _, _ = socket.recv_fds(control, 64, 3)
+                    message, fds, _, _ = socket.recv_fds(control, 64, 4)
                 except OSError:
                     return
                 if not message:
                     return
-                if message != b"fork" or len(fds) != 3:
+                if message != b"fork" or len(fds) != 4:
                     for fd in fds:
                         os.close(fd)
                     continue
@@ -385,16 +404,17 @@ def serve_forks(control_fd: int) -> None:
                 control.sendall(b"exited %d %d" % (pid, os.waitstatus_to_exitcode(status)))
 
 
-def _become_engine_process(stdin: int, stdout: int, stderr: int) -> None:
-    """In a child of the fork server: take the given channels, drop every descriptor of
-    the server, and serve as an engine process until the host is done (never returns)."""
+def _become_engine_process(stdin: int, stdout: int, stderr: int, cancels: int) -> None:
+    """In a child of the fork server: take the given channels (cancels as fd 3), drop
+    every descriptor of the server, and serve as an engine process until the host is done
+    (never returns)."""
     status = 1
     try:
         os.setsid()  # the terminal's Ctrl+C is the host's to handle
-        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2), (cancels, 3)):
             os.dup2(fd, target)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        main()
+        os.closerange(4, os.sysconf("SC_OPEN_MAX"))
+        main(3)
         status = 0
     except BaseException:
         traceback.print_exc()
@@ -405,4 +425,4 @@ def _become_engine_process(stdin: int, stdout: int, stderr: int) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(int(sys.argv[1]))

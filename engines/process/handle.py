@@ -26,7 +26,7 @@ START_SECONDS = 60.0
 """How long a new process may take to import wasmtime and report ready."""
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
-    "from engines.process.child import main; main()"
+    "from engines.process.child import main; main(int(sys.argv[1]))"
 )
 _FORK_SERVER_BOOT = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
@@ -162,13 +162,14 @@ class ForkServer:
             self._exited.notify_all()
         self._forked.put(None)
 
-    def fork(self, stdin: int, stdout: int, stderr: int) -> ForkedProcess:
-        """A new engine process reading frames from `stdin` and writing them to `stdout`."""
+    def fork(self, stdin: int, stdout: int, stderr: int, cancels: int) -> ForkedProcess:
+        """A new engine process reading frames from `stdin` (and cancels from `cancels`)
+        and writing them to `stdout`."""
         with self._fork_lock:
             if self.closed:
                 raise EngineProcessDied(self._describe_end())
             try:
-                socket.send_fds(self._control, [b"fork"], [stdin, stdout, stderr])
+                socket.send_fds(self._control, [b"fork"], [stdin, stdout, stderr, cancels])
                 pid = self._forked.get(timeout=START_SECONDS)
             except (OSError, queue.Empty):
                 pid = None
@@ -261,8 +262,10 @@ class ForkedProcess:
 
 
 class EngineProcess:
-    """One engine process and its frame channel: a fork of `fork_server` where there is
-    one, else a new interpreter (`python -m engines.process.child`)."""
+    """One engine process and its channels: frames both ways, and a pipe of its own for
+    cancels (read by a thread of the process while its main thread runs the guest, so that
+    the main thread reads requests itself, with no hand-over between threads). A fork of
+    `fork_server` where there is one, else a new interpreter."""
 
     def __init__(self, fork_server: ForkServer | None = None) -> None:
         # stderr goes to an unlinked temp file: never into the user's terminal or TUI,
@@ -270,35 +273,47 @@ class EngineProcess:
         self._stderr = tempfile.TemporaryFile(prefix="sbw-engine-")  # noqa: SIM115 (kept open)
         child_stdin, self._in_fd = os.pipe()
         self._out_fd, child_stdout = os.pipe()
+        child_cancels, self._cancel_fd = os.pipe()
         try:
             for channel in (self._in_fd, self._out_fd):
                 _widen_pipe(channel)
             self.process: ChildProcess
             if fork_server is not None:
-                self.process = fork_server.fork(child_stdin, child_stdout, self._stderr.fileno())
+                self.process = fork_server.fork(
+                    child_stdin, child_stdout, self._stderr.fileno(), child_cancels
+                )
             else:
                 self.process = subprocess.Popen(
-                    _interpreter(_BOOT),
+                    [*_interpreter(_BOOT), str(child_cancels)],
                     stdin=child_stdin,
                     stdout=child_stdout,
                     stderr=self._stderr,
                     env=_clean_environment(),
                     close_fds=True,
+                    pass_fds=(child_cancels,),
                     start_new_session=True,  # the terminal's Ctrl+C is the host's to handle
                 )
         except BaseException:
-            for fd in (self._in_fd, self._out_fd):
+            for fd in (self._in_fd, self._out_fd, self._cancel_fd):
                 os.close(fd)
             self._stderr.close()
             raise
         finally:
-            os.close(child_stdin)
-            os.close(child_stdout)
+            for fd in (child_stdin, child_stdout, child_cancels):
+                os.close(fd)
         self._reader = FrameReader(self._out_fd)
         self._write_lock = threading.Lock()
+        self._cancel_lock = threading.Lock()
+        self._last_seq = 0
         self._ready = False
         self._reap_lock = threading.Lock()
         self.dead = False
+
+    def next_seq(self) -> int:
+        """A number for the next execution, never used before in this process (a cancel
+        that arrives late cannot name an execution of a later session)."""
+        self._last_seq += 1
+        return self._last_seq
 
     def private_bytes(self) -> int:
         """See `private_bytes` (0 once the process has gone)."""
@@ -320,6 +335,17 @@ class EngineProcess:
         with self._write_lock:
             try:
                 write_frame(self._in_fd, header, blobs or [])
+            except OSError as error:
+                self.dead = True
+                raise EngineProcessDied(self.describe_exit(error)) from None
+
+    def send_cancel(self, seq: int) -> None:
+        """Cancel execution `seq` (thread-safe; it acts even while the guest runs)."""
+        with self._cancel_lock:
+            if self._cancel_fd < 0:
+                return
+            try:
+                write_frame(self._cancel_fd, {"op": "cancel", "seq": seq})
             except OSError as error:
                 self.dead = True
                 raise EngineProcessDied(self.describe_exit(error)) from None
@@ -382,6 +408,11 @@ class EngineProcess:
                 with contextlib.suppress(OSError):
                     os.close(self._in_fd)
                 self._in_fd = -1
+        with self._cancel_lock:
+            if self._cancel_fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(self._cancel_fd)
+                self._cancel_fd = -1
 
     def _reap(self) -> None:
         with self._reap_lock:

@@ -406,7 +406,7 @@ class ProcessSession:
             timeout = self.limits.timeout_seconds
         deadline = None if timeout is None else time.monotonic() + timeout + BACKSTOP_SECONDS
         with self._flags:
-            self._seq += 1
+            self._seq = engine_process.next_seq()
             self._in_call = True
             request = {
                 "op": "execute",
@@ -493,7 +493,7 @@ class ProcessSession:
             seq, engine_process = self._seq, self._process
         if engine_process is not None and not engine_process.dead:
             with contextlib.suppress(EngineProcessDied):
-                engine_process.send({"op": "cancel", "seq": seq})
+                engine_process.send_cancel(seq)
 
     def take_snapshot(self) -> None:
         """Ask for the snapshot of the state the last run left; it is taken after the
@@ -597,7 +597,7 @@ def run_stateless(
     deadline = None if timeout is None else time.monotonic() + timeout + BACKSTOP_SECONDS
     undo = None if cancellation is None else cancellation.on_cancel(engine_process.kill)
     try:
-        engine_process.send(request)
+        engine_process.send({**request, "seq": engine_process.next_seq()})
         answer, _ = engine_process.receive(deadline)
     except FrameTimeout:
         engine_process.kill()

@@ -1,18 +1,20 @@
 """Engine processes are forks of one fork server per pool (issue 23): they share its
 imported pages, hold none of its descriptors, report how they ended, and a fork server
-that dies is replaced without touching the engine processes already running."""
+that dies is replaced without touching the engine processes already running. Their
+cancel channel reaches the execution it names, whatever ran in the process before."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from engines.process import EngineProcessPool, ProcessSession, codec, handle
+from engines.process import EngineProcessPool, ProcessSession, codec, handle, run_stateless
 from engines.process.handle import EngineProcessDied
 from engines.snapshot import SnapshotDelta
 
@@ -151,9 +153,10 @@ def test_an_engine_process_holds_no_descriptor_of_the_fork_server(pool: EnginePr
                 os.readlink(entry)
                 for entry in Path(f"/proc/{engine_process.process.pid}/fd").iterdir()
             ]
-            # Its frame pipes and log only: no control socket, no pidfd of a sibling.
+            # Its frame pipes, cancel pipe and log only: no control socket, no pidfd of a
+            # sibling.
             assert not [target for target in targets if target.startswith(("socket:", "anon"))]
-            assert sum(target.startswith("pipe:") for target in targets) == 2
+            assert sum(target.startswith("pipe:") for target in targets) == 3
     finally:
         pool.release(first)
         pool.release(second)
@@ -217,3 +220,42 @@ def test_closing_the_pool_ends_the_fork_server_and_its_processes(pool: EnginePro
     assert engine_process.process.wait(timeout=10) in (-signal.SIGKILL, handle.EXIT_UNKNOWN)
     with pytest.raises(EngineProcessDied):
         pool.acquire()
+
+
+SLEEP = "import time\ntime.sleep(20)"
+
+
+def test_a_cancel_reaches_a_session_in_a_process_that_ran_stateless_before(
+    pool: EngineProcessPool,
+) -> None:
+    """Execution numbers run on across everything a reused process did, so a stateless
+    run before a session cannot shift them and make the session's cancel miss."""
+    assert run_stateless(pool, "python", "1 + 1").results[0].text == "2"
+    [reused] = pool._idle
+    with ProcessSession("python", pool=pool) as session:
+        assert session._process is reused
+        threading.Timer(0.5, session.cancel).start()
+        started = time.monotonic()
+        error = session.execute(SLEEP).result.error
+        assert error is not None and error.message == "Execution cancelled"
+        assert time.monotonic() - started < 10
+
+
+def test_a_cancel_that_overtakes_its_request_still_cancels_it(pool: EngineProcessPool) -> None:
+    """Cancels have a channel of their own, so one can arrive before the request it names
+    was read: that execution starts cancelled, and the next one is not touched."""
+    with ProcessSession("python", pool=pool) as session:
+        assert session.execute("1").result.error is None
+        engine_process = session._process
+        assert engine_process is not None
+        seq = engine_process.next_seq()
+        engine_process.send_cancel(seq)
+        time.sleep(0.3)  # the cancel is surely read first
+        request = {"op": "execute", "seq": seq, "code": SLEEP, "env": {}, "cwd": "/workspace"}
+        started = time.monotonic()
+        engine_process.send(request)
+        answer, blobs = engine_process.receive(time.monotonic() + 30)
+        error = codec.report_from_json(answer["report"], blobs).result.error
+        assert error is not None and error.message == "Execution cancelled"
+        assert time.monotonic() - started < 10
+        assert session.execute("6 * 7").result.results[0].text == "42"
