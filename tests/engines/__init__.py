@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping
 from pathlib import Path
 
 import wasmtime
 
+from engines import snapshot
 from engines.components.guest import ComponentGuest
 from engines.language import Artifact, GuestInstance, LanguageEngine, Progress
 from engines.result import ExecutionResult, Limits
@@ -25,9 +27,7 @@ def run(
         return session.execute(code, env_vars, session=False).result
 
 
-def whole_memory(live: Session) -> bytes:
-    """Every byte of a live session's linear memory (a snapshot keeps only the blocks the
-    guest wrote)."""
+def _live_memory(live: Session) -> tuple[wasmtime.Store, wasmtime.Memory]:
     store, instance = live._store, live._instance
     assert store is not None and instance is not None
     memory = (
@@ -36,7 +36,24 @@ def whole_memory(live: Session) -> bytes:
         else instance.instance.exports(store)["memory"]  # type: ignore[attr-defined]
     )
     assert isinstance(memory, wasmtime.Memory)
+    return store, memory
+
+
+def whole_memory(live: Session) -> bytes:
+    """Every byte of a live session's linear memory (a snapshot keeps only the blocks the
+    guest wrote)."""
+    store, memory = _live_memory(live)
     return bytes(memory.read(store, 0, memory.data_len(store)))
+
+
+def blocks_counted_as_written(live: Session) -> int:
+    """How many 4 KiB blocks of a live session's memory the kernel counts as written
+    (`engines.snapshot.written_blocks`; the test needs a kernel that can tell)."""
+    store, memory = _live_memory(live)
+    address = ctypes.addressof(memory.data_ptr(store).contents)
+    written = snapshot.written_blocks(address, memory.data_len(store))
+    assert written is not None
+    return sum(written)
 
 
 class TinyEngine(LanguageEngine):
