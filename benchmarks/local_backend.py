@@ -9,12 +9,14 @@ import asyncio
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.engines import FIB
 from engines.process import ProcessSession, engine_process_pool
 from engines.session import Session
 from engines.vfs import VirtualFS
+from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.config import LocalSettings
 from workbench.core.workspace import GUEST_LIMITS
@@ -26,77 +28,95 @@ PAUSE = 0.05
 """Seconds between the spaced runs: a REPL's pace (caches go cold in between)."""
 
 
-async def api_samples(binding: str, data_dir: Path, pause: float) -> list[float]:
+def _open_api(data_dir: Path) -> Backend:
     # Ruby's contexts are a local extension (off by default, as deployed)
-    backend = open_local_backend(
-        data_dir, embedded=True, settings=LocalSettings(ruby_contexts=True)
-    )
-    sandbox = backend.sandbox(f"bench-{binding.lower()}-{int(pause * 1000)}")
-    context = await sandbox.interpreter.create_code_context(binding)
-    for _ in range(3):
-        await sandbox.interpreter.run_code("1+1", context=context)
-    samples = []
-    for _ in range(RUNS):
-        if pause:
-            await asyncio.sleep(pause)
-        started = time.perf_counter()
-        await sandbox.interpreter.run_code("1+1", context=context)
-        samples.append((time.perf_counter() - started) * 1000)
-    await backend.aclose()
+    return open_local_backend(data_dir, embedded=True, settings=LocalSettings(ruby_contexts=True))
+
+
+async def back_to_back_samples(binding: str, data_dir: Path) -> list[float]:
+    """`run_code('1+1')` through the API with no pause between runs."""
+    backend = _open_api(data_dir)
+    try:
+        sandbox = backend.sandbox(f"bench-{binding.lower()}-back-to-back")
+        context = await sandbox.interpreter.create_code_context(binding)
+        for _ in range(3):
+            await sandbox.interpreter.run_code("1+1", context=context)
+        samples = []
+        for _ in range(RUNS):
+            started = time.perf_counter()
+            await sandbox.interpreter.run_code("1+1", context=context)
+            samples.append((time.perf_counter() - started) * 1000)
+    finally:
+        await backend.aclose()
     return samples
 
 
-def engine_samples(language: str) -> tuple[list[float], list[float]]:
-    """The engine's own `1+1` call in this process at a REPL's pace (as the other figures:
-    a call after a pause costs more than one right after another, caches gone cold), and
-    the snapshot after it."""
-    with Session(language, workspace=VirtualFS(GUEST_LIMITS)) as session:
-        session.execute("1+1")
-        session.take_snapshot()
-        calls, snapshots = [], []
-        for _ in range(RUNS):
-            time.sleep(PAUSE)
-            started = time.perf_counter()
-            session.execute("1+1")
-            calls.append((time.perf_counter() - started) * 1000)
-            started = time.perf_counter()
-            session.take_snapshot()
-            snapshots.append((time.perf_counter() - started) * 1000)
-    return calls, snapshots
-
-
-def engine_process_samples(language: str) -> tuple[list[float], list[float]]:
-    """The same call and snapshot through an engine process (the isolation every run
-    gets, see docs/security.md) at a REPL's pace: the floor under the API's figure, which
-    adds its thread hop, JSON and the SQLite commit (with the snapshot's delta)."""
-    session = ProcessSession(language, pool=engine_process_pool(), workspace=GUEST_LIMITS)
+async def paced_samples(binding: str, data_dir: Path) -> dict[str, list[float]]:
+    """At a REPL's pace (a call after a pause costs more than one right after another,
+    caches gone cold), in turn: the engine's own `1+1` call in this process and the
+    snapshot after it; the same through an engine process (the isolation every run gets,
+    see docs/security.md), the floor under the API's figure; and `run_code('1+1')`
+    through the API, which adds its thread hop, JSON and the SQLite commit with the
+    snapshot's delta. The three take turns, each in a different order every round, so
+    that the machine's drift (large on these machines) falls on all three alike."""
+    language = LANGUAGES[binding]
+    backend = _open_api(data_dir)
+    process = ProcessSession(language, pool=engine_process_pool(), workspace=GUEST_LIMITS)
+    samples: dict[str, list[float]] = {
+        name: [] for name in ("call", "snapshot", "process call", "process snapshot", "api")
+    }
     try:
-        session.execute("1+1")
-        calls, snapshots = [], []
-        for _ in range(RUNS):
-            time.sleep(PAUSE)
-            started = time.perf_counter()
-            session.execute("1+1")
-            calls.append((time.perf_counter() - started) * 1000)
-            started = time.perf_counter()
-            session.take_snapshot()  # as the API does after a run, before its answer
-            session.collect_snapshot()
-            snapshots.append((time.perf_counter() - started) * 1000)
+        with Session(language, workspace=VirtualFS(GUEST_LIMITS)) as in_process:
+            sandbox = backend.sandbox(f"bench-{binding.lower()}")
+            context = await sandbox.interpreter.create_code_context(binding)
+
+            async def api() -> None:
+                started = time.perf_counter()
+                await sandbox.interpreter.run_code("1+1", context=context)
+                samples["api"].append((time.perf_counter() - started) * 1000)
+
+            async def engine() -> None:
+                _timed(samples["call"], lambda: in_process.execute("1+1"))
+                _timed(samples["snapshot"], in_process.take_snapshot)
+
+            async def engine_process() -> None:
+                _timed(samples["process call"], lambda: process.execute("1+1"))
+                # as the API does after a run, before its answer
+                _timed(samples["process snapshot"], process.take_snapshot, process.collect_snapshot)
+
+            for _ in range(3):
+                await api()
+                await engine()
+                await engine_process()
+            for samples_so_far in samples.values():
+                samples_so_far.clear()
+            turns = [api, engine, engine_process]
+            for round_number in range(RUNS):
+                shift = round_number % len(turns)
+                for turn in turns[shift:] + turns[:shift]:
+                    await asyncio.sleep(PAUSE)
+                    await turn()
     finally:
-        session.close()
-    return calls, snapshots
+        process.close()
+        await backend.aclose()
+    return samples
+
+
+def _timed(samples: list[float], *steps: Callable[[], object]) -> None:
+    started = time.perf_counter()
+    for step in steps:
+        step()
+    samples.append((time.perf_counter() - started) * 1000)
 
 
 async def api_overhead(binding: str, data_dir: Path) -> None:
-    spaced = statistics.median(await api_samples(binding, data_dir, PAUSE))
-    back_to_back = statistics.median(await api_samples(binding, data_dir, 0.0))
-    calls, snapshots = engine_samples(LANGUAGES[binding])
-    engine, snapshot = statistics.median(calls), statistics.median(snapshots)
-    process_calls, process_snapshots = engine_process_samples(LANGUAGES[binding])
-    process_call, process_snapshot = (
-        statistics.median(process_calls),
-        statistics.median(process_snapshots),
-    )
+    paced = {
+        name: statistics.median(values)
+        for name, values in (await paced_samples(binding, data_dir)).items()
+    }
+    back_to_back = statistics.median(await back_to_back_samples(binding, data_dir))
+    spaced, engine, snapshot = paced["api"], paced["call"], paced["snapshot"]
+    process_call, process_snapshot = paced["process call"], paced["process snapshot"]
     floor = process_call + process_snapshot
     print(
         f"  {binding:10} run_code('1+1') p50: {spaced:6.2f} ms at a REPL's pace, "
