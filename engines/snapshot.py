@@ -412,7 +412,10 @@ def _without_fresh_zeros(source: int, written: bytes, image: bytes) -> bytes:
 
     Their pages go back to the system (`MADV_DONTNEED`: anonymous memory, so they read
     as zeros again): the process no longer holds them, and the kernel no longer counts
-    them as written, so the next snapshot does not compare them again."""
+    them as written, so the next snapshot does not compare them again. This is safe only
+    because `image` covers every file mapped into the memory (a written page of a private
+    file mapping looks anonymous to the page flags, and would read the file's bytes again):
+    `_fresh_image` reads it after any restore's mappings, or records it unknown."""
     image = image[: len(written)].ljust(len(written), b"\0")
     outside = (int.from_bytes(written) & ~int.from_bytes(image)).to_bytes(len(written))
     kept = bytearray(written)

@@ -72,8 +72,8 @@ class Responder:
         self._just_opened = False
         """The last request opened the session: a `restore` may follow (only then)."""
         self._backstop = threading.Condition()
-        """Guards the execution bookkeeping below (shared with the reader, the write
-        guard and the backstop threads)."""
+        """Guards the execution bookkeeping below (shared with the cancel and the
+        backstop threads)."""
         self.current_code = ""
         self._running_seq = 0
         self._done_seq = 0
@@ -111,8 +111,9 @@ class Responder:
         """Cancel thread: each cancel acts at once, whatever the main thread is doing."""
         while True:
             header, _ = _next_frame(cancels)
-            if header.get("op") == "cancel":
-                self.cancel(int(header.get("seq", 0)))
+            seq = header.get("seq")
+            if header.get("op") == "cancel" and isinstance(seq, int):
+                self.cancel(seq)
 
     def cancel(self, seq: int) -> None:
         """Cancel execution `seq`: the running one, or the next one if it has not started
@@ -313,11 +314,16 @@ class Responder:
 
 
 def _next_frame(reader: FrameReader) -> Request:
-    """The next frame on a channel from the parent; its end ends this process."""
+    """The next frame on a channel from the parent; its end, or garbage on it (nothing
+    after it can be trusted), ends this process, whichever thread reads it."""
     try:
         return reader.read()
-    except (EOFError, OSError, ValueError):
+    except (EOFError, OSError):
         os._exit(0)  # the parent went away: nothing here is worth finishing
+    except Exception as error:
+        print(f"engine process: a channel from the host is broken: {error}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def _read_ahead(requests: FrameReader) -> queue.Queue[Request]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import itertools
 import os
 import queue
 import select
@@ -271,9 +272,17 @@ class EngineProcess:
         # stderr goes to an unlinked temp file: never into the user's terminal or TUI,
         # never a pipe that could fill up, and its tail explains a crash.
         self._stderr = tempfile.TemporaryFile(prefix="sbw-engine-")  # noqa: SIM115 (kept open)
-        child_stdin, self._in_fd = os.pipe()
-        self._out_fd, child_stdout = os.pipe()
-        child_cancels, self._cancel_fd = os.pipe()
+        pipes: list[tuple[int, int]] = []
+        try:
+            for _ in range(3):  # a failure (out of descriptors) closes those made before it
+                pipes.append(os.pipe())
+        except BaseException:
+            for fd in itertools.chain.from_iterable(pipes):
+                os.close(fd)
+            self._stderr.close()
+            raise
+        (child_stdin, self._in_fd), (self._out_fd, child_stdout) = pipes[0], pipes[1]
+        child_cancels, self._cancel_fd = pipes[2]
         try:
             for channel in (self._in_fd, self._out_fd):
                 _widen_pipe(channel)

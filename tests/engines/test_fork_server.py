@@ -259,3 +259,22 @@ def test_a_cancel_that_overtakes_its_request_still_cancels_it(pool: EngineProces
         assert error is not None and error.message == "Execution cancelled"
         assert time.monotonic() - started < 10
         assert session.execute("6 * 7").result.results[0].text == "42"
+
+
+@pytest.mark.parametrize("channel", ["requests", "cancels"])
+def test_garbage_from_the_host_ends_the_engine_process(
+    pool: EngineProcessPool, channel: str
+) -> None:
+    """A frame the engine process cannot read, on either channel (and on the requests'
+    while a thread reads the one after `open`), ends it with a line in its log: it never
+    waits for a request that cannot come, or goes on without its cancels."""
+    session = ProcessSession("python", pool=pool)
+    try:
+        engine_process = session._process
+        assert engine_process is not None
+        fd = engine_process._in_fd if channel == "requests" else engine_process._cancel_fd
+        os.write(fd, b"\xff\xff\xff\xff")  # a header longer than any allowed
+        assert engine_process.process.wait(timeout=10) == 1
+        assert "a channel from the host is broken" in engine_process.stderr_tail()
+    finally:
+        session.close()
