@@ -82,6 +82,10 @@ class LanguageEngine(ABC):
     """Supports stateful sessions (REPL contexts)."""
     snapshots: bool = False
     """Supports memory snapshots."""
+    restores_into_fresh_instance: bool = False
+    """A fresh instance is also what a restore loads a snapshot into (no initialiser runs
+    at instantiation: they ran at build time), so one can be made before the restore point
+    is there (`Session.prepare`), and `load_snapshot` loads it."""
     requirements: tuple[str, ...] = ()
     """Host programs needed to prepare the engine (e.g. "npm")."""
     argv: tuple[str, ...] = ()
@@ -202,3 +206,10 @@ class LanguageEngine(ABC):
     ) -> GuestInstance:
         """Instantiate without running initialisers and load `snapshot` into it."""
         raise NotImplementedError(f"{self.language} has no memory snapshots")
+
+    def load_snapshot(
+        self, store: wasmtime.Store, instance: GuestInstance, snapshot: MemorySnapshot
+    ) -> None:
+        """Load `snapshot` into a fresh, never-called instance (engines with
+        `restores_into_fresh_instance` override this)."""
+        raise NotImplementedError(f"{self.language} cannot restore into a fresh instance")

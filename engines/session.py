@@ -56,6 +56,14 @@ def _json_result(text: str) -> ResultEntry:
         return ResultEntry(text=text)
 
 
+def _close_store(store: wasmtime.Store) -> None:
+    """Close a store and its WASI host's handles."""
+    host = store.data()
+    if isinstance(host, MemoryUser):
+        host.close()
+    store.close()
+
+
 def _host_message(error: BaseException) -> str:
     return str(error).strip()[:HOST_MESSAGE_CHARS]
 
@@ -120,6 +128,8 @@ class Session:
         self._output = OutputCapture()
         self._store: wasmtime.Store | None = None
         self._instance: GuestInstance | None = None
+        self._prepared: tuple[wasmtime.Store, GuestInstance] | None = None
+        """A fresh instance made ahead of the first execution (`prepare`)."""
         self._lock = threading.Lock()
         self._interrupted: str | None = None
         """Why the running execution was interrupted (None: the wall-clock deadline)."""
@@ -138,34 +148,56 @@ class Session:
         """A live instance is resident (its state is in memory)."""
         return self._instance is not None
 
-    def _drop_instance(self) -> None:
-        """Forget the instance; its WASI host's handles close (an unlinked file they held
-        open stops counting against the workspace)."""
-        store, self._store, self._instance = self._store, None, None
-        if store is not None:
-            host = store.data()
-            if isinstance(host, MemoryUser):
-                host.close()
-            store.close()
+    def prepare(self) -> None:
+        """Make the instance the next execution boots, ahead of it, where that instance
+        does not depend on the restore point (`restores_into_fresh_instance`): an engine
+        process does so while a context's restore point is still on its way in."""
+        if not self.language_engine.restores_into_fresh_instance:
+            return
+        with self._lock:
+            if self._closed or self._instance is not None or self._prepared is not None:
+                return
+            store = self._new_store()
+            try:
+                instance = self.language_engine.instantiate(self._engine, self._artifact, store)
+            except BaseException:
+                store.close()
+                raise
+            self._prepared = (store, instance)
 
-    def _boot(self) -> Boot:
-        """Make an instance resident: restore the restore point if there is one, else fresh."""
-        if self._instance is not None:
-            return Boot.RESIDENT
+    def _new_store(self) -> wasmtime.Store:
         self._output = OutputCapture()
-        store = self.language_engine.new_store(
+        return self.language_engine.new_store(
             self._engine,
             self._output,
             workspace=self.workspace,
             memory_bytes=self.limits.memory_bytes,
             wake=self._wake,
         )
+
+    def _drop_instance(self) -> None:
+        """Forget the instance; its WASI host's handles close (an unlinked file they held
+        open stops counting against the workspace)."""
+        store, self._store, self._instance = self._store, None, None
+        if store is not None:
+            _close_store(store)
+
+    def _boot(self) -> Boot:
+        """Make an instance resident: restore the restore point if there is one, else fresh."""
+        if self._instance is not None:
+            return Boot.RESIDENT
+        prepared, self._prepared = self._prepared, None
+        store, fresh = prepared if prepared is not None else (self._new_store(), None)
         try:
             if self.restore_point is not None:
                 try:
-                    instance = self.language_engine.restore(
-                        self._engine, self._artifact, store, self.restore_point
-                    )
+                    if fresh is not None:
+                        self.language_engine.load_snapshot(store, fresh, self.restore_point)
+                        instance = fresh
+                    else:
+                        instance = self.language_engine.restore(
+                            self._engine, self._artifact, store, self.restore_point
+                        )
                     boot = Boot.RESTORED
                 except Exception as error:  # a snapshot that cannot be loaded: start fresh
                     store.close()
@@ -175,7 +207,9 @@ class Session:
                     )
                     return self._boot()
             else:
-                instance = self.language_engine.instantiate(self._engine, self._artifact, store)
+                instance = fresh or self.language_engine.instantiate(
+                    self._engine, self._artifact, store
+                )
                 boot = Boot.FRESH
         except BaseException:
             store.close()
@@ -506,6 +540,9 @@ class Session:
         self._closed = True
         with self._lock:
             self._drop_instance()
+            prepared, self._prepared = self._prepared, None
+            if prepared is not None:
+                _close_store(prepared[0])
 
     def __enter__(self) -> Session:
         return self

@@ -34,6 +34,7 @@ class SnapshotComponentEngine(LanguageEngine):
 
     kind: Literal["component", "module"] = "component"
     snapshots = True
+    restores_into_fresh_instance = True
     compiled_format = f"decomposed/{plans.FORMAT}"
     compiled_suffix = ""
 
@@ -108,8 +109,15 @@ class SnapshotComponentEngine(LanguageEngine):
         snapshot: MemorySnapshot,
     ) -> ComponentGuest:
         guest = ComponentGuest(self._artifact(artifact), store, self._host(store))
-        guest.restore(snapshot)
+        self.load_snapshot(store, guest, snapshot)
         return guest
+
+    def load_snapshot(
+        self, store: wasmtime.Store, instance: GuestInstance, snapshot: MemorySnapshot
+    ) -> None:
+        if not isinstance(instance, ComponentGuest):
+            raise TypeError(f"not a {self.language} guest")
+        instance.restore(snapshot)
 
     def _artifact(self, artifact: Artifact) -> ComponentArtifact:
         if not isinstance(artifact, ComponentArtifact):

@@ -171,6 +171,11 @@ class Responder:
             opened = self.open(header, blobs)
             self._just_opened = bool(opened["ok"])
             self.answer(opened)
+            if self.session is not None:
+                # While a restore point streams in (or the first run is on its way), make
+                # the instance it will boot; a failure here meets that run again.
+                with contextlib.suppress(Exception):
+                    self.session.prepare()
         elif op == "execute":
             self.answer(*self.execute(header, blobs))
         elif op == "run":

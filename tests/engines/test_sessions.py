@@ -896,3 +896,44 @@ def test_a_json_result_python_cannot_parse_is_its_text() -> None:
     result = run("ruby", "[10**5000]")
     assert result.error is None
     assert [entry.text for entry in result.results] == ["[1" + "0" * 5000 + "]"]
+
+
+PREPARED_VALUES = {
+    "python": ("answer = 41", "answer + 1"),
+    "javascript": ("var answer = 41", "answer + 1"),
+    "perl": ("our $answer = 41", "$answer + 1"),
+}
+
+
+@pytest.mark.parametrize("language", sorted(PREPARED_VALUES))
+def test_an_instance_prepared_ahead_takes_the_restore_point_or_boots_fresh(
+    language: str, workspace: VirtualFS
+) -> None:
+    """`prepare` makes the instance the next run boots before the restore point is there
+    (an engine process does so while it streams in): that very instance takes the restore
+    point, or boots fresh without one. A core module's fresh instance runs initialisers
+    that a restore must not, so there is nothing to make ahead for it."""
+    require_engine(language)
+    define, use = PREPARED_VALUES[language]
+    components = language_engine(language).restores_into_fresh_instance
+    with Session(language, workspace=workspace) as live:
+        assert live.execute(define).result.error is None
+        snapshot = live.take_snapshot()
+    assert snapshot is not None
+    with Session(language, workspace=workspace, restore_point=_stored(snapshot)) as again:
+        again.prepare()
+        prepared = again._prepared
+        assert (prepared is not None) == components
+        report = again.execute(use)
+        assert report.boot is Boot.RESTORED and _texts(report) == ["42"]
+        assert prepared is None or again._store is prepared[0]
+    with Session(language, workspace=workspace) as fresh:
+        fresh.prepare()
+        prepared = fresh._prepared
+        report = fresh.execute("1 + 1")
+        assert report.boot is Boot.FRESH and _texts(report) == ["2"]
+        assert prepared is None or fresh._store is prepared[0]
+    unused = Session(language, workspace=workspace)
+    unused.prepare()
+    unused.close()
+    assert unused._prepared is None
