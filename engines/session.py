@@ -161,7 +161,7 @@ class Session:
             try:
                 instance = self.language_engine.instantiate(self._engine, self._artifact, store)
             except BaseException:
-                store.close()
+                _close_store(store)
                 raise
             self._prepared = (store, instance)
 
@@ -200,7 +200,7 @@ class Session:
                         )
                     boot = Boot.RESTORED
                 except Exception as error:  # a snapshot that cannot be loaded: start fresh
-                    store.close()
+                    _close_store(store)  # and the files its host took back go again
                     self._drop_restore_point(
                         f"the context's memory snapshot could not be restored "
                         f"({_host_message(error)}); it started fresh"
@@ -212,7 +212,7 @@ class Session:
                 )
                 boot = Boot.FRESH
         except BaseException:
-            store.close()
+            _close_store(store)
             raise
         self._store, self._instance = store, instance
         return boot

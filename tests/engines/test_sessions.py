@@ -937,3 +937,33 @@ def test_an_instance_prepared_ahead_takes_the_restore_point_or_boots_fresh(
     unused.prepare()
     unused.close()
     assert unused._prepared is None
+
+
+def test_a_restore_that_fails_lets_go_of_the_files_its_snapshot_held_open(
+    workspace: VirtualFS,
+) -> None:
+    """A restore that fails after it took back the snapshot's open files (here: memory
+    cannot grow to the snapshot's size) closes them again: once the guest that starts
+    fresh instead deletes such a file, it stops counting against the workspace."""
+    require_engine("python")
+    hold = "held = open('big.txt', 'w'); held.write('x' * 100_000); held.flush()"
+    with Session("python", workspace=workspace) as live:
+        report = live.execute(f"{hold}\ngrown = bytearray(8 << 20)")
+        assert report.result.error is None
+        snapshot = live.take_snapshot()
+    assert snapshot is not None
+    with Session("python", workspace=workspace) as fresh:
+        assert fresh.execute("1").result.error is None
+        fresh_bytes = len(whole_memory(fresh))
+    with Session(
+        "python",
+        workspace=workspace,
+        restore_point=_stored(snapshot),
+        limits=Limits(memory_bytes=fresh_bytes + (1 << 20)),
+    ) as again:
+        report = again.execute(
+            "import os\nos.remove('big.txt')\nopen('big.txt', 'w').write('y' * 100_000)"
+        )
+        assert report.boot is Boot.FRESH and report.result.error is None
+        assert any("could not be restored" in note for note in report.notes)
+    assert workspace.total_bytes == 100_000
