@@ -262,6 +262,28 @@ class ForkedProcess:
             signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
 
 
+class _Channel:
+    """The host's end of a pipe into an engine process: whole frames, one writer at a
+    time, closed once (a write after that fails with `OSError`)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._lock = threading.Lock()
+
+    def write(
+        self, header: dict[str, Any], blobs: Sequence[bytes | bytearray | memoryview]
+    ) -> None:
+        with self._lock:
+            write_frame(self.fd, header, blobs)
+
+    def close(self) -> None:
+        with self._lock:
+            if self.fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(self.fd)
+                self.fd = -1
+
+
 class EngineProcess:
     """One engine process and its channels: frames both ways, and a pipe of its own for
     cancels (read by a thread of the process while its main thread runs the guest, so that
@@ -281,10 +303,10 @@ class EngineProcess:
                 os.close(fd)
             self._stderr.close()
             raise
-        (child_stdin, self._in_fd), (self._out_fd, child_stdout) = pipes[0], pipes[1]
-        child_cancels, self._cancel_fd = pipes[2]
+        (child_stdin, in_fd), (self._out_fd, child_stdout) = pipes[0], pipes[1]
+        child_cancels, cancel_fd = pipes[2]
         try:
-            for channel in (self._in_fd, self._out_fd):
+            for channel in (in_fd, self._out_fd):
                 _widen_pipe(channel)
             self.process: ChildProcess
             if fork_server is not None:
@@ -303,7 +325,7 @@ class EngineProcess:
                     start_new_session=True,  # the terminal's Ctrl+C is the host's to handle
                 )
         except BaseException:
-            for fd in (self._in_fd, self._out_fd, self._cancel_fd):
+            for fd in (in_fd, self._out_fd, cancel_fd):
                 os.close(fd)
             self._stderr.close()
             raise
@@ -311,8 +333,7 @@ class EngineProcess:
             for fd in (child_stdin, child_stdout, child_cancels):
                 os.close(fd)
         self._reader = FrameReader(self._out_fd)
-        self._write_lock = threading.Lock()
-        self._cancel_lock = threading.Lock()
+        self._requests, self._cancels = _Channel(in_fd), _Channel(cancel_fd)
         self._last_seq = 0
         self._ready = False
         self._reap_lock = threading.Lock()
@@ -341,23 +362,23 @@ class EngineProcess:
         self, header: dict[str, Any], blobs: Sequence[bytes | bytearray | memoryview] | None = None
     ) -> None:
         """Write one frame (thread-safe; a dead process raises `EngineProcessDied`)."""
-        with self._write_lock:
-            try:
-                write_frame(self._in_fd, header, blobs or [])
-            except OSError as error:
-                self.dead = True
-                raise EngineProcessDied(self.describe_exit(error)) from None
+        self._write(self._requests, header, blobs or [])
 
     def send_cancel(self, seq: int) -> None:
         """Cancel execution `seq` (thread-safe; it acts even while the guest runs)."""
-        with self._cancel_lock:
-            if self._cancel_fd < 0:
-                return
-            try:
-                write_frame(self._cancel_fd, {"op": "cancel", "seq": seq})
-            except OSError as error:
-                self.dead = True
-                raise EngineProcessDied(self.describe_exit(error)) from None
+        self._write(self._cancels, {"op": "cancel", "seq": seq}, [])
+
+    def _write(
+        self,
+        channel: _Channel,
+        header: dict[str, Any],
+        blobs: Sequence[bytes | bytearray | memoryview],
+    ) -> None:
+        try:
+            channel.write(header, blobs)
+        except OSError as error:
+            self.dead = True
+            raise EngineProcessDied(self.describe_exit(error)) from None
 
     def receive(self, deadline: float | None) -> tuple[dict[str, Any], list[memoryview]]:
         """The next frame; `FrameTimeout` at the deadline, `EngineProcessDied` if the process
@@ -412,16 +433,8 @@ class EngineProcess:
         self._reap()
 
     def _close_input(self) -> None:
-        with self._write_lock:
-            if self._in_fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(self._in_fd)
-                self._in_fd = -1
-        with self._cancel_lock:
-            if self._cancel_fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(self._cancel_fd)
-                self._cancel_fd = -1
+        self._requests.close()
+        self._cancels.close()
 
     def _reap(self) -> None:
         with self._reap_lock:

@@ -272,7 +272,7 @@ def test_garbage_from_the_host_ends_the_engine_process(
     try:
         engine_process = session._process
         assert engine_process is not None
-        fd = engine_process._in_fd if channel == "requests" else engine_process._cancel_fd
+        fd = (engine_process._requests if channel == "requests" else engine_process._cancels).fd
         os.write(fd, b"\xff\xff\xff\xff")  # a header longer than any allowed
         assert engine_process.process.wait(timeout=10) == 1
         assert "a channel from the host is broken" in engine_process.stderr_tail()
