@@ -115,8 +115,38 @@ class _Mapping:
         return True
 
 
-_RESTORED_BY_MAPPING: weakref.WeakKeyDictionary[wasmtime.Store, bytes] = weakref.WeakKeyDictionary()
-"""The blocks a restore put in each live store by mapping (see the module's docstring)."""
+ARM_AFTER = 2
+"""Captures in a row that find a written block unchanged before it is armed."""
+_HOT = 255
+"""A block's streak once it was found written after it was mapped: it is not armed again
+(a block the guest writes on every run would cost a mapping and a fault each time)."""
+
+
+@dataclass
+class _Armed:
+    """The blocks of a live store's memory that are mapped from snapshot memory (by a
+    restore, or armed after a capture), and the snapshot memory that a block the guest has
+    not written since reads (`source`; None once that is not one memory any more)."""
+
+    address: int
+    """Where the store's memory was: a memory that moved was copied, mappings and all."""
+    blocks: bytearray
+    source: Buffer | None
+    pinned: list[Buffer]
+    """Every memory the store maps blocks of, kept while it lives: freeing one would take
+    pages from under the guest."""
+    streak: bytearray = field(default_factory=bytearray)
+    """Per block, how many captures in a row found it written but unchanged (or `_HOT`)."""
+
+    def cover(self, blocks: int) -> None:
+        """Make the per-block masks at least `blocks` long (the memory grew)."""
+        for mask in (self.blocks, self.streak):
+            if len(mask) < blocks:
+                mask.extend(bytes(blocks - len(mask)))
+
+
+_ARMED: weakref.WeakKeyDictionary[wasmtime.Store, _Armed] = weakref.WeakKeyDictionary()
+"""Per live store whose memory maps snapshot memory (see the module's docstring)."""
 _FRESH_IMAGES: weakref.WeakKeyDictionary[wasmtime.Store, tuple[int, bytes | None]] = (
     weakref.WeakKeyDictionary()
 )
@@ -288,33 +318,56 @@ def _written_copy(source: int, length: int, written: bytes) -> Buffer:
     return kept
 
 
-def _map_runs(target: int, memory: BlockMemory, written: bytes) -> bool:
+def _map_blocks(address: int, memory: BlockMemory, start: int, size: int) -> bool:
+    """Map `size` bytes of `memory` from `start` copy-on-write at `address`. False if
+    refused: a failed fixed mapping may have unmapped the range, so it then gets fresh
+    private pages, for the caller to copy into."""
+    protection = mmap.PROT_READ | mmap.PROT_WRITE
+    flags = mmap.MAP_PRIVATE | _MAP_FIXED
+    if _mmap(address, size, protection, flags, memory.fd, memory.offset + start) == address:
+        return True
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED
+    if _mmap(address, size, protection, flags, -1, 0) != address:
+        raise OSError(ctypes.get_errno(), "could not map a snapshot's blocks")
+    return False
+
+
+def _map_runs(target: int, memory: BlockMemory, written: bytes, mapped_blocks: bytearray) -> bool:
     """Map each run of `written` blocks of `memory` copy-on-write over the same offsets of
-    the guest memory at `target`; copy runs shorter than `MAPPED_RUN_BLOCKS` and the
-    shortest past `MAPPED_RUNS_MAX`. False if a mapping was refused (anonymous memory
-    then took its run's place)."""
+    the guest memory at `target`, marking them in `mapped_blocks`; copy runs shorter than
+    `MAPPED_RUN_BLOCKS` and the shortest past `MAPPED_RUNS_MAX`. False if a mapping was
+    refused (the rest is then copied)."""
     refused = False
     runs = [run.span() for run in _RUNS.finditer(written)]
     long_runs = (run for run in runs if run[1] - run[0] >= MAPPED_RUN_BLOCKS)
     longest = sorted(long_runs, key=lambda run: run[0] - run[1])
     mapped = set(longest[:MAPPED_RUNS_MAX])
     source = _address(memory)
-    protection = mmap.PROT_READ | mmap.PROT_WRITE
     for first, end in runs:
         start, size = first * BLOCK_BYTES, (end - first) * BLOCK_BYTES
         address = target + start
         if (first, end) in mapped:
-            flags = mmap.MAP_PRIVATE | _MAP_FIXED
-            if _mmap(address, size, protection, flags, memory.fd, memory.offset + start) == address:
+            if _map_blocks(address, memory, start, size):
+                mapped_blocks[first:end] = b"\x01" * (end - first)
                 continue
-            # Refused (a failed fixed mapping may have unmapped the range): give the run
-            # fresh private pages, copy it and the rest.
             mapped, refused = set(), True
-            flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED
-            if _mmap(address, size, protection, flags, -1, 0) != address:
-                raise OSError(ctypes.get_errno(), "could not map a snapshot's blocks")
         ctypes.memmove(address, source + start, size)
     return not refused
+
+
+def _arm(target: int, memory: BlockMemory, blocks: bytes, armed: _Armed) -> bool:
+    """Map `blocks` of `memory`, which hold what the guest's memory at `target` holds
+    there, over it: the kernel then flags as written only the blocks written after this.
+    False if a mapping was refused (its run then holds a copy; the rest stays as it was)."""
+    source = _address(memory)
+    for run in _RUNS.finditer(blocks):
+        first, end = run.span()
+        start, size = first * BLOCK_BYTES, (end - first) * BLOCK_BYTES
+        if not _map_blocks(target + start, memory, start, size):
+            ctypes.memmove(target + start, source + start, size)
+            return False
+        armed.blocks[first:end] = b"\x01" * (end - first)
+    return True
 
 
 @functools.cache
@@ -473,14 +526,31 @@ def capture(
     """
     length = memory.data_len(store)
     source = _memory_address(store, memory)
-    written = written_blocks(source, length)
-    if written is not None:
+    armed = _ARMED.get(store)
+    if armed is not None and armed.address != source:  # moved: copied out of its mappings
+        armed = _ARMED[store] = _Armed(source, bytearray(), None, armed.pinned)
+    written = flagged = written_blocks(source, length)
+    image = None
+    if flagged is not None:
         image = _fresh_image(store, source, length)
-        written = written if image is None else _without_fresh_zeros(source, written, image)
-    restored = _RESTORED_BY_MAPPING.get(store)
-    if written is not None and restored is not None:
-        restored = restored[: len(written)].ljust(len(written), b"\0")
-        written = (int.from_bytes(written) | int.from_bytes(restored)).to_bytes(len(written))
+        if image is not None:
+            file_backed = image if armed is None else _either(image, armed.blocks)
+            written = _without_fresh_zeros(source, flagged, file_backed)
+    if (
+        into is not None
+        and armed is not None
+        and armed.source is into.memory
+        and into.written is not None
+        and length >= len(into.memory)
+        and flagged is not None
+        and written is not None
+        and image is not None
+    ):
+        _capture_armed(store, source, length, flagged, written, into, armed)
+        into.globals = values
+        return into
+    if written is not None and armed is not None:  # blocks that read snapshot memory
+        written = _either(written, armed.blocks)
     if into is None:
         if written is None:  # cannot tell: a whole copy, which the next one updates in place
             buffer = bytearray(length)
@@ -494,6 +564,14 @@ def capture(
             snapshot.changed_blocks = {
                 block for run in _RUNS.finditer(written) for block in range(*run.span())
             }
+            if image is not None and isinstance(kept, BlockMemory):
+                # Every block that reads snapshot memory was copied into `kept`: from now
+                # on they read what it holds, and its blocks may be armed.
+                if armed is None:
+                    armed = _ARMED[store] = _Armed(source, bytearray(), kept, [])
+                armed.source = kept
+                armed.pinned.append(kept)
+                snapshot.mapped = _Mapping(weakref.ref(store), kept)
         snapshot.from_image = True
         return snapshot
     if into.sparse:
@@ -563,6 +641,64 @@ def _capture_written(
     into.written = candidates
 
 
+def _either(first: bytes, second: bytes | bytearray) -> bytes:
+    """Per block, 1 where either mask has it (as long as `first`)."""
+    second = bytes(second[: len(first)]).ljust(len(first), b"\0")
+    return (int.from_bytes(first) | int.from_bytes(second)).to_bytes(len(first))
+
+
+def _capture_armed(
+    store: wasmtime.Store,
+    source: int,
+    length: int,
+    flagged: bytes,
+    written: bytes,
+    into: MemorySnapshot,
+    armed: _Armed,
+) -> None:
+    """`capture` into the snapshot whose memory the store's mapped blocks read: a block
+    the kernel does not flag as written since it was mapped holds what that memory does,
+    so only the flagged ones are compared (`written`, and kept blocks among those left out
+    as zeros). A block found unchanged `ARM_AFTER` times in a row is armed."""
+    assert into.written is not None
+    blocks = len(flagged)
+    armed.cover(blocks)
+    if length > len(into.memory):  # grown: the kept blocks move to a larger window
+        into.memory = memory = _written_copy(_address(into.memory), length, into.written)
+        into.mapped = _Mapping(weakref.ref(store), memory)
+        armed.pinned.append(memory)
+        armed.source = None
+        if isinstance(memory, BlockMemory):
+            # The mapped blocks the guest has not written read the old windows: map them
+            # from this one (same bytes), so that the old windows can go.
+            mapped = int.from_bytes(armed.blocks[:blocks])
+            unwritten = (mapped & ~int.from_bytes(flagged)).to_bytes(blocks)
+            if _arm(source, memory, unwritten, armed):
+                armed.source, armed.pinned = memory, [memory]
+    held = into.written.ljust(blocks, b"\0")
+    compared = _either(written, (int.from_bytes(flagged) & int.from_bytes(held)).to_bytes(blocks))
+    target, streak = _address(into.memory), armed.streak
+    cold = bytearray(blocks)
+    for run in _RUNS.finditer(compared):
+        for block in range(*run.span()):
+            offset = block * BLOCK_BYTES
+            if held[block] and _memcmp(source + offset, target + offset, BLOCK_BYTES) == 0:
+                if armed.blocks[block]:  # written again since it was mapped
+                    streak[block] = _HOT
+                elif streak[block] < ARM_AFTER:
+                    streak[block] += 1
+                    cold[block] = streak[block] == ARM_AFTER
+                continue
+            ctypes.memmove(target + offset, source + offset, BLOCK_BYTES)
+            into.changed_blocks.add(block)
+            if streak[block] != _HOT:
+                streak[block] = 0
+    into.written = _either(held, written)
+    memory = into.memory
+    if armed.source is memory and isinstance(memory, BlockMemory) and 1 in cold:
+        armed.source = memory if _arm(source, memory, bytes(cold), armed) else None
+
+
 def _copy_changed(
     source: int, target: int, start: int, end: int, old_length: int, changed: set[int]
 ) -> None:
@@ -607,9 +743,12 @@ def load_memory(store: wasmtime.Store, memory: wasmtime.Memory, snapshot: Memory
         mapped_elsewhere = snapshot.mapped is not None and snapshot.mapped.live()
         if isinstance(snapshot.memory, BlockMemory) and not mapped_elsewhere:
             snapshot.mapped = _Mapping(weakref.ref(store), snapshot.memory)
-            _RESTORED_BY_MAPPING[store] = snapshot.written
-            if not _map_runs(target, snapshot.memory, snapshot.written):
+            armed = _Armed(target, bytearray(len(snapshot.written)), snapshot.memory, [])
+            armed.pinned.append(snapshot.memory)
+            _ARMED[store] = armed
+            if not _map_runs(target, snapshot.memory, snapshot.written, armed.blocks):
                 _FRESH_IMAGES[store] = (target, None)
+                armed.source = None
             return
         # Written whole, one copy per run: the guest wrote each of them, so comparing first
         # would only add a read fault per block (restore + first run 1.04 -> 0.96x of a

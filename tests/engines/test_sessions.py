@@ -10,6 +10,7 @@ import mmap
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from engines.registry import LANGUAGES, language_engine
 from engines.result import Boot, ExecutionReport, Limits
 from engines.session import Session
 from engines.snapshot import (
+    ARM_AFTER,
     BLOCK_BYTES,
     BlockMemory,
     MemorySnapshot,
@@ -459,8 +461,9 @@ def test_memory_a_restored_guest_maps_outlives_the_snapshot_memory_it_replaced(
     language: str, workspace: VirtualFS
 ) -> None:
     """A snapshot taken after the restored guest grew its memory moves to a larger
-    window; the guest still maps the old one, which is kept while the guest lives
-    (freeing it at once would turn the guest's untouched restored pages to zeros)."""
+    window, and the guest's untouched restored pages are mapped from that one: the old
+    window can go (freeing it while the guest still mapped it would turn those pages to
+    zeros)."""
     snippets = SNIPPETS[language]
     snapshot = _kept_snapshot(language, workspace, snippets.define)
     with Session(
@@ -469,9 +472,11 @@ def test_memory_a_restored_guest_maps_outlives_the_snapshot_memory_it_replaced(
         assert _texts(second.execute(snippets.use)) == ["42"]
         length = len(snapshot.memory)
         assert second.execute(GROW[language]).result.error is None
+        old_window = weakref.ref(snapshot.memory)
         assert second.take_snapshot() is snapshot and len(snapshot.memory) > length
-        assert snapshot.mapped is not None and snapshot.mapped.memory is not snapshot.memory
+        assert snapshot.mapped is not None and snapshot.mapped.memory is snapshot.memory
         gc.collect()
+        assert old_window() is None
         assert second._store is not None and second._instance is not None
         whole = second.language_engine.take_snapshot(second._store, second._instance).memory
         assert snapshot.written is not None
@@ -482,6 +487,80 @@ def test_memory_a_restored_guest_maps_outlives_the_snapshot_memory_it_replaced(
     with Session(language, workspace=workspace, restore_point=snapshot) as third:
         assert _texts(third.execute(snippets.use)) == ["42"]
         assert snapshot.mapped is not None and snapshot.mapped.memory is snapshot.memory
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A 1 MiB buffer of sevens in guest memory: made, summed, and zeroed in place."""
+
+    fill: str
+    total: str
+    zero: str
+
+
+BUFFERS = {
+    "javascript": Buffer(
+        "globalThis.buf = new Uint8Array(1 << 20).fill(7); 1",
+        "buf.reduce((sum, byte) => sum + byte, 0)",
+        "buf.fill(0); 1",
+    ),
+    "python": Buffer(
+        "buf = bytearray(b'\\x07' * (1 << 20))", "sum(buf)", "buf[:] = bytes(len(buf))"
+    ),
+    "perl": Buffer(
+        'our $buf = "\\x07" x (1 << 20); 1', 'unpack("%64C*", $buf)', "$buf =~ tr/\\x07/\\0/; 1"
+    ),
+    "ruby": Buffer('$buf = "\\x07" * (1 << 20); 1', "$buf.sum(64)", '$buf.tr!("\\x07", "\\0"); 1'),
+}
+
+
+@needs_memory_files
+def test_blocks_unchanged_through_snapshots_are_armed_and_what_the_guest_writes_is_kept(
+    language: str, workspace: VirtualFS
+) -> None:
+    """Blocks a guest leaves alone through `ARM_AFTER` snapshots are mapped from the
+    snapshot's memory, so the kernel stops counting them as written and later snapshots
+    compare only what the guest wrote since. A write to them is still caught, zeros
+    included: a block of zeros that reads a snapshot's memory must not be given back to
+    the system (it would read that memory's old bytes again)."""
+    buffer = BUFFERS[language]
+    with Session(language, workspace=workspace, limits=Limits(fuel=10**11)) as live:
+        assert live.execute(buffer.fill).result.error is None
+        for _ in range(ARM_AFTER + 2):
+            assert live.execute("1").result.error is None
+            snapshot = live.take_snapshot()
+        assert snapshot is not None and snapshot.written is not None
+        kept = sum(snapshot.written)
+        assert kept > 256  # the buffer's blocks among them
+        assert blocks_counted_as_written(live) < kept - 200
+        assert _texts(live.execute(buffer.total)) == [str(7 << 20)]
+        assert live.execute(buffer.zero).result.error is None
+        assert live.take_snapshot() is snapshot
+        assert _texts(live.execute(buffer.total)) == ["0"]
+    with Session(language, workspace=workspace, restore_point=snapshot) as restored:
+        assert _texts(restored.execute(buffer.total)) == ["0"]
+
+
+@needs_memory_files
+def test_armed_blocks_move_with_a_snapshot_that_grows(workspace: VirtualFS) -> None:
+    """A snapshot of a memory that grew moves to a larger window; the blocks armed from
+    the old one are mapped from the new one, and the old one goes."""
+    require_engine("javascript")
+    buffer = BUFFERS["javascript"]
+    with Session("javascript", workspace=workspace, limits=Limits(fuel=10**11)) as live:
+        assert live.execute(buffer.fill).result.error is None
+        for _ in range(ARM_AFTER + 2):
+            snapshot = live.take_snapshot()
+        assert snapshot is not None
+        old_window = weakref.ref(snapshot.memory)
+        length = len(snapshot.memory)
+        assert live.execute(GROW["javascript"]).result.error is None
+        assert live.take_snapshot() is snapshot and len(snapshot.memory) > length
+        gc.collect()
+        assert old_window() is None
+        assert _texts(live.execute(buffer.total)) == [str(7 << 20)]
+    with Session("javascript", workspace=workspace, restore_point=snapshot) as restored:
+        assert _texts(restored.execute(buffer.total)) == [str(7 << 20)]
 
 
 def _snapshot_memory_files() -> int:
