@@ -698,10 +698,13 @@ def _capture_armed(
         armed.source = None
         if isinstance(memory, BlockMemory):
             # The mapped blocks the guest has not written read the old windows: map them
-            # from this one (same bytes), so that the old windows can go.
+            # from this one (same bytes), so that the old windows can go. Not past
+            # `MAPPED_RUNS_MAX` runs (a guest that wrote every other page of a large
+            # memory would take all the mappings a process may have): then they stay.
             mapped = int.from_bytes(armed.blocks[:blocks])
             unwritten = (mapped & ~int.from_bytes(flagged)).to_bytes(blocks)
-            if _arm(source, memory, unwritten, armed, capped=False):
+            runs = sum(1 for _ in _RUNS.finditer(unwritten))
+            if runs <= MAPPED_RUNS_MAX and _arm(source, memory, unwritten, armed, capped=False):
                 armed.source, armed.pinned = memory, [memory]
     held = into.written.ljust(blocks, b"\0")
     flagged_held = (int.from_bytes(flagged) & int.from_bytes(held)).to_bytes(blocks)

@@ -598,6 +598,34 @@ def test_armed_blocks_move_with_a_snapshot_that_grows(workspace: VirtualFS) -> N
         assert _texts(restored.execute(buffer.sample)) == ["21"]
 
 
+@needs_memory_files
+def test_a_growth_that_would_split_the_mappings_too_far_keeps_the_old_windows(
+    workspace: VirtualFS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When a snapshot outgrows its window, the blocks the guest maps and has not written
+    are mapped from the new window, but not past `MAPPED_RUNS_MAX` runs (a guest that
+    wrote every other page of a large memory would take all the mappings a process may
+    have): then the old windows stay, and the state is whole all the same."""
+    require_engine("python")
+    monkeypatch.setattr(snapshots, "MAPPED_RUNS_MAX", 600)
+    with Session("python", workspace=workspace, limits=Limits(fuel=10**11)) as live:
+        assert live.execute("1").result.error is None
+        assert live.take_snapshot() is not None
+        assert live.execute("buf = bytearray(b'\\x07') * (8 << 20)").result.error is None
+        for _ in range(ARM_AFTER + 2):
+            snapshot = live.take_snapshot()
+        code = "for at in range(0, len(buf), 8192):\n    buf[at] = 8"
+        assert live.execute(code).result.error is None
+        assert live.execute(GROW["python"]).result.error is None
+        assert live.take_snapshot() is snapshot
+        assert _guest_mappings_of_snapshots() < 512  # not one per page written
+        gc.collect()
+        assert _texts(live.execute("buf[0] + buf[4096] + buf[8192] + buf[-1]")) == ["30"]
+    with Session("python", workspace=workspace, restore_point=snapshot) as restored:
+        report = restored.execute("buf[0] + buf[4096] + buf[8192] + buf[-1]")
+        assert _texts(report) == ["30"]
+
+
 def _snapshot_memory_files() -> int:
     """Descriptors of snapshot memory files this process holds (each window holds one)."""
     links = (os.readlink(entry) for entry in Path("/proc/self/fd").iterdir() if entry.exists())
