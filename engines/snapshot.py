@@ -594,7 +594,7 @@ def capture(
                 # Every block that reads snapshot memory was copied into `kept`: from now
                 # on they read what it holds, and its blocks may be armed.
                 if armed is None:
-                    armed = _ARMED[store] = _Armed(source, bytearray(), kept, [])
+                    armed = _ARMED[store] = _Armed(source, bytearray(), None, [])
                 armed.source = kept
                 armed.pinned.append(kept)
                 snapshot.mapped = _Mapping(weakref.ref(store), kept)
@@ -650,7 +650,7 @@ def _capture_written(
     if length > len(into.memory) or relocate:
         into.memory = _written_copy(_address(into.memory), length, held)
     held = held.ljust(len(written), b"\0")
-    candidates = (int.from_bytes(held) | int.from_bytes(written)).to_bytes(len(written))
+    candidates = _either(len(written), held, written)
     target = _address(into.memory)
     for run in _RUNS.finditer(candidates):
         first, end = run.start(), run.end()
@@ -775,9 +775,8 @@ def load_memory(store: wasmtime.Store, memory: wasmtime.Memory, snapshot: Memory
         mapped_elsewhere = snapshot.mapped is not None and snapshot.mapped.live()
         if isinstance(snapshot.memory, BlockMemory) and not mapped_elsewhere:
             snapshot.mapped = _Mapping(weakref.ref(store), snapshot.memory)
-            armed = _Armed(target, bytearray(len(snapshot.written)), snapshot.memory, [])
-            armed.pinned.append(snapshot.memory)
-            _ARMED[store] = armed
+            blocks = bytearray(len(snapshot.written))
+            armed = _ARMED[store] = _Armed(target, blocks, snapshot.memory, [snapshot.memory])
             if not _map_runs(target, snapshot.memory, snapshot.written, armed):
                 _FRESH_IMAGES[store] = (target, None)
                 armed.source = None
