@@ -43,3 +43,24 @@ async def test_the_footer_keeps_only_whole_keys(tmp_path: Path) -> None:
 
         await pilot.resize_terminal(160, 30)
         await wait_for(pilot, lambda: shown_keys(footer) == wide)
+
+
+async def test_the_footer_rebuilds_its_keys_only_when_they_change(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        footer = app.main_screen.query_one(WorkbenchFooter)
+        await wait_for(pilot, lambda: "f8" in shown_keys(footer))
+        keys = list(footer.query(FooterKey))
+
+        # What a change of focus does: the screen's bindings are announced again.
+        app.main_screen.refresh_bindings()
+        await pilot.pause()
+        await pilot.pause()
+        assert list(footer.query(FooterKey)) == keys
+        assert all(key.is_attached for key in keys)
+
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: "f8" not in shown_keys(footer))
+        assert not any(key.is_attached for key in keys)

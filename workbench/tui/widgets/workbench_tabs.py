@@ -32,10 +32,10 @@ class WorkbenchTabs(TabbedContent):
 
     @property
     def active_repl(self) -> ReplPane | None:
+        # A REPL is its tab's only child: looking no deeper spares a walk of its cells
+        # (asked on every key, by the app's `check_action`).
         pane = self.active_pane
-        if pane is None:
-            return None
-        found = pane.query(ReplPane)
+        found = pane.query_children(ReplPane) if pane is not None else None
         return found.first() if found else None
 
     @property
@@ -67,7 +67,7 @@ class WorkbenchTabs(TabbedContent):
     @property
     def active_file(self) -> FileView | None:
         pane = self.active_pane
-        found = pane.query(FileView) if pane is not None else None
+        found = pane.query_children(FileView) if pane is not None else None
         return found.first() if found else None
 
     def file_views(self, sandbox_id: str) -> list[FileView]:
