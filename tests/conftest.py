@@ -29,6 +29,10 @@ def pytest_configure(config: pytest.Config) -> None:
     (a CLI `run` took 0.38 s instead of 0.24)."""
     if hasattr(config, "workerinput"):  # an xdist worker: the controller did it
         return
+    if config.getoption("disable_plugin_autoload"):
+        # Workers get the plugins named in addopts but not the flag (pytest reads only
+        # the environment there): without it they would rewrite every plugin's modules.
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     root = Path(__file__).resolve().parent.parent
     for package in ("workbench", "engines", "tour"):
         compileall.compile_dir(root / package, quiet=1)
