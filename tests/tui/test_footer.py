@@ -9,7 +9,7 @@ import pytest
 from textual.widgets._footer import FooterKey
 
 from tests.tui.test_flows import make_app
-from tour import create_sandbox, until_connected, wait_for
+from tour import WorkbenchPilot, create_sandbox, main_screen, until_connected, wait_for
 from workbench.tui.widgets.workbench_footer import WorkbenchFooter, key_width
 
 pytestmark = pytest.mark.usefixtures("tui_dirs")
@@ -19,13 +19,19 @@ def shown_keys(footer: WorkbenchFooter) -> list[str]:
     return [key.key_display for key in footer.query(FooterKey)]
 
 
+async def footer_with_a_sandbox(pilot: WorkbenchPilot) -> WorkbenchFooter:
+    """The footer once a sandbox is open and its keys are shown."""
+    await until_connected(pilot)
+    await create_sandbox(pilot)
+    footer = main_screen(pilot).query_one(WorkbenchFooter)
+    await wait_for(pilot, lambda: "f8" in shown_keys(footer))
+    return footer
+
+
 async def test_the_footer_keeps_only_whole_keys(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 30)) as pilot:
-        await until_connected(pilot)
-        await create_sandbox(pilot)
-        footer = app.main_screen.query_one(WorkbenchFooter)
-        await wait_for(pilot, lambda: "f8" in shown_keys(footer))
+        footer = await footer_with_a_sandbox(pilot)
         wide = shown_keys(footer)
         assert wide == ["^q", "f1", "f2", "f3", "f4", "f5", "f8", "f9", "^p"]
 
@@ -48,10 +54,7 @@ async def test_the_footer_keeps_only_whole_keys(tmp_path: Path) -> None:
 async def test_the_footer_rebuilds_its_keys_only_when_they_change(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 30)) as pilot:
-        await until_connected(pilot)
-        await create_sandbox(pilot)
-        footer = app.main_screen.query_one(WorkbenchFooter)
-        await wait_for(pilot, lambda: "f8" in shown_keys(footer))
+        footer = await footer_with_a_sandbox(pilot)
         keys = list(footer.query(FooterKey))
 
         # What a change of focus does: the screen's bindings are announced again.
