@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 from tests.sync.conftest import remote_tree
 from workbench.api import Backend
 from workbench.backends.local import open_local_backend
-from workbench.sync import MAX_FILE_BYTES, MAX_WORKSPACE_BYTES, FolderSync, SyncReport, file_limit
+from workbench.sync import MAX_FILE_BYTES, MAX_WORKSPACE_BYTES, FolderSync, SyncReport
+from workbench.sync import local as sync_local
 from workbench.sync.local import LocalEntry, read_regular_file, scan_folder
 
 
@@ -226,7 +227,7 @@ def test_a_pass_over_a_hostile_tree_uploads_exactly_what_fits(
         @given(tree=TREES)
         def check(tree: HostileTree) -> None:
             reads = Reads()
-            monkeypatch.setattr(file_limit, "read_regular_file", reads)
+            monkeypatch.setattr(sync_local, "read_regular_file", reads)
             with tempfile.TemporaryDirectory(dir=tmp_path, ignore_cleanup_errors=True) as base:
                 loop.run_until_complete(check_one_pass(backend, tree, Path(base), reads))
 

@@ -17,8 +17,8 @@ from workbench.sync import (
     EventKind,
     FolderSync,
     SyncEvent,
-    file_limit,
 )
+from workbench.sync import local as sync_local
 from workbench.sync.local import read_regular_file
 
 FITTING = MAX_WORKSPACE_BYTES // MAX_FILE_BYTES
@@ -45,7 +45,7 @@ class Reads:
             self.bytes += len(data or b"")
             return data
 
-        monkeypatch.setattr(file_limit, "read_regular_file", counted)
+        monkeypatch.setattr(sync_local, "read_regular_file", counted)
 
     def clear(self) -> None:
         self.count.clear()

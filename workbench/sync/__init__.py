@@ -1,10 +1,12 @@
 """Folder sync: mirror a local folder into a sandbox's /workspace, once or while watching.
 
 Headless (no Textual import); the `watch` command and the TUI build on `FolderSync`.
-One room per concept: `folder_sync` (the orchestrator), `pending`, `planning`, `conflicts`,
-`applying` (file by file), `batching` (the same in `files/batch` requests), `sandbox_folder`
-(the sandbox side), `retries`, `watching`, `manifest` (what the sync owns, across runs),
-`local`, `ignore`, `file_limit`, `relative_paths`, `events`, `runner`.
+One room per concept: `folder_sync` (the orchestrator), `watching` (the watch loop and the
+changes pending for the next pass), `planning` (what a pass does), `conflicts`, `applying`
+(a plan against the sandbox, file by file or in `files/batch` requests), `sandbox_folder`
+(the sandbox side, its calls retried), `manifest` (what the sync owns, across runs),
+`local` (the folder side and what a pass reads of it), `ignore`, `relative_paths`,
+`events`, `runner`.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ from workbench.sync.events import (
     SyncReport,
     SyncStatus,
 )
-from workbench.sync.file_limit import MAX_FILE_BYTES, MAX_WORKSPACE_BYTES
 from workbench.sync.folder_sync import FolderSync
 from workbench.sync.ignore import DEFAULT_IGNORES, IgnoreRules, compile_ignore_lines
+from workbench.sync.local import MAX_FILE_BYTES, MAX_WORKSPACE_BYTES
 from workbench.sync.manifest import RemoteEntry, sync_state_file
 from workbench.sync.relative_paths import remote_path
-from workbench.sync.retries import TransientSyncError
+from workbench.sync.sandbox_folder import TransientSyncError
 
 __all__ = [
     "DEFAULT_IGNORES",

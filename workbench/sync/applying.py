@@ -1,25 +1,65 @@
-"""Applying a plan against the sandbox API file by file: early deletes, directories,
-renames, uploads (`concurrency` at a time) and deletes, every call retried on transient
-failures. A call that fails for one path (limits, permissions, …) is reported and the pass
-goes on. What each outcome means for the manifest and the report is shared with the
-batched path (`workbench.sync.batching`)."""
+"""Applying a plan against the sandbox: file by file, or in `files/batch` requests.
+
+**File by file** (`PlanApplier`): early deletes, directories, renames, uploads
+(`concurrency` at a time) and deletes, every call retried on transient failures. A call
+that fails for one path (limits, permissions, …) is reported and the pass goes on. What
+each outcome means for the manifest and the report is shared with the batched path.
+
+**In batches** (`apply_in_batches`): the pass's file deletes, directories, renames and
+uploads travel as `files/batch` requests (a gateway extension) instead of one request
+each. The steps keep the order of the per-file path (`PlanApplier.apply`): a batch applies
+its entries in order, the batches holding deletes made early, directories or renames are
+sent one after another first, then the batches of uploads alone, `BATCH_CONCURRENCY` at a
+time, then the batches holding deletes, one after another. Directories being removed are
+listed first, as on the per-file path, so they are handled around the batches. Each
+entry's outcome means for the manifest and the report exactly what the same call made
+alone would (`PlanApplier.removed` and the others).
+
+With `preconditions` (see `conflicts.preconditions_for`) each checked file's call carries
+its expected version, so the conflict check rides on the write itself: an entry whose file
+changed in the sandbox is not applied, and comes back in the `Leftover` plan, together with
+what is there now, for the conflict check and a second round.
+
+A batch the gateway refuses as a whole (it lacks the route, or says the request is too
+large) is not an outcome of its entries: they, and every batch not sent yet, go file by
+file instead (or, with preconditions, back into the `Leftover`, to be checked first). A
+batch that fails in transit is sent again (`SandboxFolder.send_batch`); an entry that
+fails with a transient error of its own (a 5xx) ends the pass like an unreachable call,
+so that a later pass retries it.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
-from dataclasses import replace
-from typing import Final
+from dataclasses import dataclass, field, replace
+from typing import Final, Literal
 
 from workbench.protocol import errors
+from workbench.protocol.types import (
+    BatchEntry,
+    BatchEntryResult,
+    FilesBatchLimits,
+    FileState,
+    FileVersion,
+)
 from workbench.sync.events import EmitEvent, EventKind, SyncIssue, SyncReport
 from workbench.sync.ignore import IgnoreRules
 from workbench.sync.manifest import RemoteEntry
 from workbench.sync.planning import Plan, Upload
 from workbench.sync.relative_paths import ancestors, is_plain, is_under, path_segments, top_level
-from workbench.sync.retries import TransientSyncError
-from workbench.sync.sandbox_folder import SandboxFolder
+from workbench.sync.sandbox_folder import SandboxFolder, TransientSyncError, is_transient
 
-__all__ = ["PlanApplier", "upload_content"]
+__all__ = [
+    "BATCH_BYTES",
+    "BATCH_CONCURRENCY",
+    "BATCH_ENTRIES",
+    "Leftover",
+    "PlanApplier",
+    "apply_in_batches",
+    "upload_content",
+]
 
 _CONTROL_BYTES: Final = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -248,3 +288,293 @@ class PlanApplier:
             await self._remove(source, recursive=False)
             return
         self.renamed(source, upload, result.timestamp)
+
+
+BATCH_BYTES: Final = 2 * 1_048_576
+"""Target JSON size of one batch (the gateway may allow more): several batches of a large
+pass are in flight at once, so sending one overlaps the gateway's work on another."""
+BATCH_ENTRIES: Final = 500
+"""Target entries of one batch (the gateway may allow more), for the same reason."""
+BATCH_CONCURRENCY: Final = 3
+"""Upload batches in flight at once: the gateway applies a sandbox's requests one at a
+time, so more would only queue there; fewer would leave it waiting for the next body."""
+_ENTRY_OVERHEAD: Final = 160
+"""JSON bytes of an entry besides its paths and content (keys, op, precondition)."""
+_BODY_OVERHEAD: Final = 64
+"""JSON bytes of a batch besides its entries."""
+
+StepKind = Literal["early-delete", "mkdir", "rename", "upload", "fallback-upload", "delete"]
+_SKIPPED_UNDER_FAILED_DIRS: Final = ("mkdir", "upload")
+"""What the per-file path does not even try under a directory it could not make."""
+
+
+@dataclass
+class Step:
+    """One entry of a batch and what it stands for in the plan."""
+
+    kind: StepKind
+    relative: str
+    """The path the entry acts on (for a rename, its source)."""
+    entry: BatchEntry
+    size: int
+    """The entry's estimated JSON bytes."""
+    upload: Upload | None = None
+    """The file an upload or rename puts in place."""
+
+
+@dataclass
+class Leftover:
+    """The steps a batched pass left to be checked for conflicts and done again."""
+
+    plan: Plan = field(default_factory=Plan)
+    listing: dict[str, FileState | None] | None = field(default_factory=dict)
+    """What is at each checked path now (from the failed preconditions); None when some
+    of it is not known (a refused batch), so the conflict check asks."""
+
+    def add(self, step: Step, current: FileState | None, *, known: bool) -> None:
+        plan = self.plan
+        if step.kind in ("upload", "fallback-upload") and step.upload is not None:
+            plan.uploads.append(step.upload)
+        elif step.kind == "rename" and step.upload is not None:
+            plan.renames.append((step.relative, step.upload.relative, step.upload))
+        elif step.kind == "mkdir":
+            plan.mkdirs.append(step.relative)
+        else:
+            (plan.early_deletes if step.kind == "early-delete" else plan.deletes).append(
+                step.relative
+            )
+            plan.removable.add(step.relative)
+        if not known:
+            self.listing = None
+        elif self.listing is not None:
+            self.listing[step.relative] = current
+
+    def __bool__(self) -> bool:
+        plan = self.plan
+        return bool(
+            plan.early_deletes or plan.mkdirs or plan.renames or plan.uploads or plan.deletes
+        )
+
+
+def _path_bytes(path: str) -> int:
+    return len(json.dumps(path))
+
+
+async def apply_in_batches(
+    applier: PlanApplier,
+    plan: Plan,
+    limits: FilesBatchLimits,
+    preconditions: dict[str, FileVersion] | None = None,
+) -> Leftover:
+    """Apply `plan` through `files/batch` requests within `limits` (see the module
+    docstring); a `TransientSyncError` marks the report incomplete and ends the pass."""
+    run = _BatchedPass(applier, limits, preconditions)
+    try:
+        await run.apply(plan)
+    except TransientSyncError:
+        applier.report.incomplete = True
+        raise
+    return run.leftover
+
+
+class _BatchedPass:
+    def __init__(
+        self,
+        applier: PlanApplier,
+        limits: FilesBatchLimits,
+        preconditions: dict[str, FileVersion] | None,
+    ) -> None:
+        self.applier = applier
+        self.max_entries = max(1, min(limits.max_entries, BATCH_ENTRIES))
+        self.max_bytes = max(1, min(limits.max_bytes, BATCH_BYTES) - _BODY_OVERHEAD)
+        self.preconditions = preconditions
+        self.failed_dirs: list[str] = []
+        self.refused = False
+        """A batch was refused as a whole: the rest goes file by file (or back)."""
+        self.unsent: list[Step] = []
+        self.fallbacks: list[Step] = []
+        """Upload and delete for each rename that failed (as `PlanApplier._rename` does)."""
+        self.leftover = Leftover()
+
+    # ----- building --------------------------------------------------------------------
+
+    def _version(self, relative: str) -> FileVersion | None:
+        return None if self.preconditions is None else self.preconditions.get(relative)
+
+    def _delete(self, kind: StepKind, relative: str) -> Step:
+        folder = self.applier.folder
+        entry = BatchEntry.delete(
+            folder.path(relative), force=True, if_match=self._version(relative)
+        )
+        return Step(kind, relative, entry, _path_bytes(entry.path) + _ENTRY_OVERHEAD)
+
+    def _write(self, upload: Upload, kind: StepKind = "upload") -> Step:
+        content, size = upload_content(upload.data)
+        target = self.applier.folder.path(upload.relative)
+        entry = BatchEntry.write(target, content, if_match=self._version(upload.relative))
+        size += _path_bytes(target) + _ENTRY_OVERHEAD
+        return Step(kind, upload.relative, entry, size, upload)
+
+    def _steps(self, plan: Plan, early_files: list[str], late_files: list[str]) -> list[Step]:
+        folder = self.applier.folder
+        steps = [self._delete("early-delete", path) for path in early_files]
+        for path in plan.mkdirs:
+            entry = BatchEntry.mkdir(folder.path(path), recursive=True)
+            steps.append(Step("mkdir", path, entry, _path_bytes(entry.path) + _ENTRY_OVERHEAD))
+        for source, _, upload in plan.renames:
+            entry = BatchEntry.rename(
+                folder.path(source),
+                folder.path(upload.relative),
+                if_match=self._version(source),
+            )
+            size = _path_bytes(entry.path) + _path_bytes(entry.new_path or "") + _ENTRY_OVERHEAD
+            steps.append(Step("rename", source, entry, size, upload))
+        steps.extend(self._write(upload) for upload in plan.uploads)
+        steps.extend(self._delete("delete", path) for path in late_files)
+        return steps
+
+    def _chunks(self, steps: list[Step]) -> list[list[Step]]:
+        chunks: list[list[Step]] = []
+        size = 0
+        for step in steps:
+            full = len(chunks[-1]) >= self.max_entries if chunks else True
+            if full or size + step.size > self.max_bytes:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(step)
+            size += step.size
+        return chunks
+
+    def _split_tops(self, paths: list[str]) -> tuple[list[str], list[str]]:
+        """The plan's delete tops still in the manifest: (files, directories)."""
+        files: list[str] = []
+        directories: list[str] = []
+        for top in top_level(paths):
+            entry = self.applier.manifest.get(top)
+            if entry is not None:
+                (directories if entry.is_dir else files).append(top)
+        return files, directories
+
+    # ----- running ---------------------------------------------------------------------
+
+    async def apply(self, plan: Plan) -> None:
+        applier = self.applier
+        early_files, early_dirs = self._split_tops(plan.early_deletes)
+        for top in early_dirs:
+            await applier.delete_directory(top, plan.removable)
+        late_files, late_dirs = self._split_tops(plan.deletes)
+        chunks = self._chunks(self._steps(plan, early_files, late_files))
+        leading = 0
+        for index, chunk in enumerate(chunks):
+            if any(step.kind in ("early-delete", "mkdir", "rename") for step in chunk):
+                leading = index + 1
+        trailing = len(chunks)
+        while trailing > leading and any(step.kind == "delete" for step in chunks[trailing - 1]):
+            trailing -= 1
+        for chunk in chunks[:leading]:
+            await self._send(chunk)
+        await self._send_concurrently(chunks[leading:trailing])
+        for chunk in chunks[trailing:]:
+            await self._send(chunk)
+        for chunk in self._chunks(self.fallbacks):
+            await self._send(chunk)
+        await self._settle_unsent()
+        for top in late_dirs:
+            if top in applier.manifest:
+                await applier.delete_directory(top, plan.removable)
+
+    async def _send_concurrently(self, chunks: list[list[Step]]) -> None:
+        """The upload-only batches, `BATCH_CONCURRENCY` at a time; the first transient
+        failure stops new batches and is raised once the others settled."""
+        semaphore = asyncio.Semaphore(BATCH_CONCURRENCY)
+        failures: list[TransientSyncError] = []
+
+        async def one(chunk: list[Step]) -> None:
+            async with semaphore:
+                if failures:
+                    return
+                try:
+                    await self._send(chunk)
+                except TransientSyncError as error:
+                    failures.append(error)
+
+        await asyncio.gather(*(one(chunk) for chunk in chunks))
+        if failures:
+            raise failures[0]
+
+    async def _send(self, chunk: list[Step]) -> None:
+        steps = [
+            step
+            for step in chunk
+            if not (
+                step.kind in _SKIPPED_UNDER_FAILED_DIRS and self._under_failed_dir(step.relative)
+            )
+        ]
+        if not steps:
+            return
+        if self.refused:
+            self.unsent.extend(steps)
+            return
+        try:
+            answer = await self.applier.folder.send_batch([step.entry for step in steps])
+        except TransientSyncError:
+            raise
+        except errors.SandboxError:
+            self.refused = True
+            self.unsent.extend(steps)
+            return
+        unreachable: errors.SandboxError | None = None
+        for step, outcome in zip(steps, answer.results, strict=True):
+            failure = outcome.failure
+            if failure is not None and is_transient(failure):
+                # As a call that stayed unreachable: the pass ends, a later one retries.
+                unreachable = unreachable or failure
+                if step.kind == "mkdir":
+                    self.failed_dirs.append(step.relative)
+                continue
+            self._record(step, outcome)
+        if unreachable is not None:
+            raise TransientSyncError(unreachable)
+
+    def _under_failed_dir(self, relative: str) -> bool:
+        return any(is_under(relative, bad) for bad in self.failed_dirs)
+
+    def _record(self, step: Step, outcome: BatchEntryResult) -> None:
+        """What one entry's outcome means, as `PlanApplier` records a call's."""
+        applier = self.applier
+        failure = outcome.failure
+        if failure is None:
+            if step.kind in ("early-delete", "delete"):
+                applier.removed(step.relative)
+            elif step.kind == "mkdir":
+                applier.made_directory(step.relative)
+            elif step.kind == "rename" and step.upload is not None:
+                applier.renamed(step.relative, step.upload, outcome.timestamp)
+            elif step.upload is not None:
+                applier.uploaded(step.upload, outcome.timestamp)
+            return
+        if isinstance(failure, errors.PreconditionFailedError):
+            self.leftover.add(step, outcome.current, known=True)
+        elif step.kind == "rename" and step.upload is not None:
+            self.fallbacks.append(self._write(step.upload, "fallback-upload"))
+            self.fallbacks.append(self._delete("delete", step.relative))
+        elif step.kind in _SKIPPED_UNDER_FAILED_DIRS and self._under_failed_dir(step.relative):
+            pass  # the per-file path skips what lies under a directory it could not make
+        else:
+            applier.per_path_error(step.relative, failure)
+            if step.kind == "mkdir":
+                self.failed_dirs.append(step.relative)
+
+    async def _settle_unsent(self) -> None:
+        """The steps of refused batches: back to the leftover when they carry
+        preconditions (to be checked first), else file by file now."""
+        if not self.unsent:
+            return
+        if self.preconditions is not None:
+            for step in self.unsent:
+                self.leftover.add(step, None, known=False)
+            return
+        replay = Leftover()
+        for step in self.unsent:
+            replay.add(step, None, known=False)
+        await self.applier.apply(replay.plan)

@@ -25,7 +25,7 @@ the manifest, so coalesced, reordered or repeated watcher events cannot drift th
   version is the new baseline; after a kept delete the file is no longer the sync's);
   `local-wins` overwrites or deletes it and reports a conflict notice.
 - Requests: where the gateway offers `files/batch` (its `GET /v1/health` says so), a
-  pass's changes travel in few batches (`workbench.sync.batching`), and an incremental
+  pass's changes travel in few batches (`workbench.sync.applying`), and an incremental
   pass's conflict check rides on them as preconditions, so a save is one request; a
   gateway without it gets every change file by file, as before.
 - Errors: limit and permission errors are per file (reported, the rest continues);
@@ -34,7 +34,7 @@ the manifest, so coalesced, reordered or repeated watcher events cannot drift th
 - Ignored paths are never touched in the sandbox (neither uploaded nor deleted).
 - Local files are read without following symlinks (`read_regular_file`), at most
   `MAX_FILE_BYTES` + 1 bytes each, once, and only as many as fit in the room the
-  sandbox's 16 MiB workspace has left (`workbench.sync.file_limit`; the rest is reported);
+  sandbox's 16 MiB workspace has left (`workbench.sync.local`; the rest is reported);
   every host path goes through `host_path`.
 """
 
@@ -47,8 +47,7 @@ from pathlib import Path
 
 from workbench.api import FileInfo, SandboxClient
 from workbench.core.host_paths import host_path
-from workbench.sync.applying import PlanApplier
-from workbench.sync.batching import apply_in_batches
+from workbench.sync.applying import PlanApplier, apply_in_batches
 from workbench.sync.conflicts import (
     SandboxEntry,
     find_conflicts,
@@ -71,11 +70,10 @@ from workbench.sync.manifest import (
     normalize_dest,
     save_owned_entries,
 )
-from workbench.sync.pending import PendingChanges
 from workbench.sync.planning import Plan, plan_pass
 from workbench.sync.relative_paths import ancestors, is_plain, is_under, top_level
 from workbench.sync.sandbox_folder import SandboxFolder
-from workbench.sync.watching import watch_folder
+from workbench.sync.watching import PendingChanges, watch_folder
 
 __all__ = ["FolderSync"]
 

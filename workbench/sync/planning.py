@@ -1,7 +1,7 @@
 """Planning a pass: what to upload, rename, make and delete in the sandbox, from the local
 scan, the manifest and what the sync owns (see `workbench.sync.folder_sync`). Changed
 files are read here, once, and only as much as the sandbox can hold
-(`workbench.sync.file_limit`)."""
+(`workbench.sync.local`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workbench.sync.events import EmitEvent, EventKind, SyncIssue, SyncReport
-from workbench.sync.file_limit import MAX_WORKSPACE_BYTES, read_what_fits
 from workbench.sync.ignore import IgnoreRules
-from workbench.sync.local import LocalEntry, content_digest
+from workbench.sync.local import MAX_WORKSPACE_BYTES, LocalEntry, content_digest, read_what_fits
 from workbench.sync.manifest import RemoteEntry
 from workbench.sync.relative_paths import is_under
 
