@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from workbench.backends.local.files_api import files_request, looks_binary, mime_type_for
+from workbench.backends.local.files import files_request, looks_binary, mime_type_for
 from workbench.core.workspace import Workspace
 from workbench.protocol import errors
 

@@ -5,7 +5,7 @@ operation leaves the workspace unchanged, and returns a ``ChangeSet`` that a sto
 persist in one transaction; ``undo_on_error`` takes the change back out of the tree when
 that transaction fails, so the tree always equals what the store holds. Reconciling with
 another tree is `workspace_sync`, and the files API's wire handling is the local
-backend's `files_api`.
+backend's `files`.
 
 The engines keep a copy of the tree in their own memory (`engines.vfs`): every change
 is also logged by path with a version number, so `update_since` tells an engine process

@@ -272,7 +272,7 @@ class DaemonEngineManager:
         ]
 
     async def prepare(self, language: str, progress: Progress) -> None:
-        from workbench.backends.local.engine_manager import LocalEngineManager
+        from workbench.backends.local.runtimes import LocalEngineManager
 
         await LocalEngineManager().prepare(language, progress)
 

@@ -12,9 +12,8 @@ from engines.result import Limits
 from workbench import __version__
 from workbench.api.client import Backend
 from workbench.api.transport import answer_in_process
-from workbench.backends.local.engine_manager import LocalEngineManager
 from workbench.backends.local.gateway import LocalGateway
-from workbench.backends.local.runtimes import EngineProgress, local_runtimes
+from workbench.backends.local.runtimes import EngineProgress, LocalEngineManager, local_runtimes
 from workbench.backends.local.sessions import (
     DEFAULT_MAX_RESIDENT,
     DEFAULT_MEMORY_BUDGET_MIB,

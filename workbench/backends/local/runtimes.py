@@ -1,11 +1,13 @@
 """Local runtime "Workers": one binding per language, backed by the wasmtime engines.
 
 Each mirrors a runtime Worker: its info (spec 2.2.2) and stateless execution (spec 2.2.1;
-the request side is the routes').
+the request side is the routes'). `LocalEngineManager`: the engines' state and their
+preparation, in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Callable
@@ -16,6 +18,8 @@ from engines.language import LanguageEngine, PrepareError, Progress
 from engines.process import Cancellation, EngineProcessDied, EngineProcessPool, run_stateless
 from engines.registry import LANGUAGES, language_engine
 from engines.result import ENGINE_ERROR, HOST_MESSAGE_CHARS, ExecutionError, ExecutionResult, Limits
+from engines.status import all_statuses
+from workbench.api.engines import EngineInfo, EnginePrepareError
 from workbench.protocol.types import LOCAL_ONLY_CONTEXT_LANGUAGES, RuntimeInfo
 
 EngineProgress = Callable[[str, str, float], None]
@@ -109,3 +113,21 @@ def local_runtimes(
             engine.contexts and (language not in LOCAL_ONLY_CONTEXT_LANGUAGES or ruby_contexts),
         )
     return runtimes
+
+
+class LocalEngineManager:
+    """The local backend's engines: their state and preparation (in a worker thread)."""
+
+    async def statuses(self) -> list[EngineInfo]:
+        found = await asyncio.to_thread(all_statuses)
+        return [
+            EngineInfo(item.language, item.engine, item.version, item.state.value, item.detail)
+            for item in found
+        ]
+
+    async def prepare(self, language: str, progress: Progress) -> None:
+        try:
+            spec = language_engine(language)
+            await asyncio.to_thread(EngineCache(spec).prepare, progress)
+        except (PrepareError, KeyError, ImportError) as error:
+            raise EnginePrepareError(f"{language}: {error}") from error

@@ -18,13 +18,15 @@ from engines.process import Cancellation
 from engines.result import ExecutionResult, OutputListener
 from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS
 from workbench.api.inspector import inspector_code, read_inspection, read_value
-from workbench.backends.local.context_row import ContextRow
-from workbench.backends.local.context_runner import ENGINE_THREADS, ContextRunner, StateCopy
-from workbench.backends.local.files_api import FilesResult, files_request
-from workbench.backends.local.files_batch import files_batch
-from workbench.backends.local.sandbox_state import CHECKPOINT_BUDGET_BYTES, SandboxState
+from workbench.backends.local.context_runner import (
+    ENGINE_THREADS,
+    ContextRunner,
+    ContextSnapshots,
+    StateCopy,
+)
+from workbench.backends.local.files import FilesResult, files_batch, files_request
+from workbench.backends.local.sandbox_state import CHECKPOINT_BUDGET_BYTES, ContextRow, SandboxState
 from workbench.backends.local.settings import LocalResources
-from workbench.backends.local.snapshots import ContextSnapshots
 from workbench.core.envvars import apply_env_update, layer_env
 from workbench.protocol.errors import ErrorCode, make_error
 from workbench.protocol.http import validation_error

@@ -1,6 +1,7 @@
 """What one local sandbox holds, in memory and in SQLite: its row (env vars and idle
-deadline, spec 8.3), its code-context registry (spec 7.1-7.3) and its `/workspace` tree
-(which each context's engine process copies into its own memory).
+deadline, spec 8.3), its code-context registry (spec 7.1-7.3; a context's row, stored as
+JSON and shown as protocol types, is a `ContextRow`) and its `/workspace` tree (which each
+context's engine process copies into its own memory).
 
 Every change is stored in one transaction first and kept in memory once it committed
 (`stored`), so memory always equals what the store holds.
@@ -14,9 +15,9 @@ import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
-from workbench.backends.local.context_row import ContextRow
 from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.local.settings import LocalResources, idle_deadline_passed
 from workbench.core.changes import ChangeSet
@@ -24,7 +25,101 @@ from workbench.core.workspace import Workspace
 from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.http import validation_error
 from workbench.protocol.ids import checkpoint_name_problem, restore_note
-from workbench.store import StoredCheckpoint, StoredSandbox, Transaction
+from workbench.protocol.timestamps import iso_from_ms
+from workbench.protocol.types import CodeContext, ContextInfo, SnapshotInfo
+from workbench.store import StoredCheckpoint, StoredContext, StoredSandbox, Transaction
+
+
+@dataclass
+class ContextRow:
+    """Spec 7.1 registry row plus the stored snapshot record."""
+
+    id: str
+    binding: str
+    language: str
+    engine: str
+    cwd: str
+    env_vars: dict[str, str]
+    created_at: int
+    last_used: int
+    executions: int = 0
+    snapshot: dict[str, Any] | None = None
+    seq: int = 0
+    """Creation order within the sandbox: breaks `createdAt` ties (same millisecond), so
+    listings and the default context follow creation order like the reference's stable
+    sort over its insertion-ordered registry."""
+
+    def to_stored(self) -> StoredContext:
+        return StoredContext(
+            self.id,
+            self.created_at,
+            {
+                "binding": self.binding,
+                "language": self.language,
+                "engine": self.engine,
+                "cwd": self.cwd,
+                "envVars": self.env_vars,
+                "lastUsed": self.last_used,
+                "executions": self.executions,
+                "snapshot": self.snapshot,
+                "seq": self.seq,
+            },
+        )
+
+    @classmethod
+    def from_stored(cls, stored: StoredContext) -> ContextRow:
+        value = stored.value
+        return cls(
+            id=stored.id,
+            binding=str(value["binding"]),
+            language=str(value["language"]),
+            engine=str(value["engine"]),
+            cwd=str(value["cwd"]),
+            env_vars=dict(value.get("envVars") or {}),
+            created_at=stored.created_at,
+            last_used=int(value["lastUsed"]),
+            executions=int(value.get("executions", 0)),
+            snapshot=value.get("snapshot"),
+            seq=int(value.get("seq", 0)),
+        )
+
+    def code_context(self) -> CodeContext:
+        return CodeContext(
+            self.id,
+            self.binding,
+            self.language,
+            self.cwd,
+            iso_from_ms(self.created_at),
+            iso_from_ms(self.last_used),
+        )
+
+    def context_info(self) -> ContextInfo:
+        return ContextInfo(
+            self.id,
+            self.binding,
+            self.language,
+            self.engine,
+            self.cwd,
+            iso_from_ms(self.created_at),
+            iso_from_ms(self.last_used),
+            self.executions,
+            self.snapshot_info(),
+        )
+
+    def snapshot_info(self) -> SnapshotInfo | None:
+        """The public part of the stored snapshot record, values as stored."""
+        snapshot = self.snapshot
+        if snapshot is None:
+            return None
+        return SnapshotInfo(
+            snapshot["build"],
+            snapshot["pages"],
+            snapshot["bytes"],
+            snapshot["storedBytes"],
+            snapshot["takenAt"],
+            snapshot["stale"],
+        )
+
 
 MAX_CONTEXTS = 8
 BINDING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
