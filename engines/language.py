@@ -126,7 +126,10 @@ class LanguageEngine(ABC):
         WASI cannot, its waits are left to the engine process)."""
         host = Preview1Host(self.mounts(workspace), output.on_stdout, output.on_stderr)
         return make_wasi_store(
-            engine, memory_bytes=memory_bytes or self.memory_bytes, argv=self.argv, data=host
+            engine,
+            memory_bytes=self.memory_bytes if memory_bytes is None else memory_bytes,
+            argv=self.argv,
+            data=host,
         )
 
     def compile(

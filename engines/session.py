@@ -141,7 +141,7 @@ class Session:
 
     @property
     def fuel_limit(self) -> int:
-        return self.limits.fuel or self.language_engine.fuel
+        return self.language_engine.fuel if self.limits.fuel is None else self.limits.fuel
 
     @property
     def alive(self) -> bool:

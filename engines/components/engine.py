@@ -57,7 +57,11 @@ class SnapshotComponentEngine(LanguageEngine):
             argv=self.argv,
             wake=wake,
         )
-        return new_store(engine, memory_bytes=memory_bytes or self.memory_bytes, data=host)
+        return new_store(
+            engine,
+            memory_bytes=self.memory_bytes if memory_bytes is None else memory_bytes,
+            data=host,
+        )
 
     def compile(
         self,

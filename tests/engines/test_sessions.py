@@ -252,6 +252,21 @@ def test_fuel_exhaustion_is_a_limit_and_the_session_recovers(
     assert [entry.text for entry in after.result.results] == [snippets.value_text]
 
 
+def test_a_zero_limit_is_that_limit_not_the_default(language: str) -> None:
+    """`Limits` means None by "the language's default": a budget of 0 fuel runs nothing,
+    and a memory cap of 0 bytes fits no instance (both used to mean the default)."""
+    with Session(language, limits=Limits(fuel=0)) as live:
+        report = live.execute("1")
+        assert report.result.error is not None
+        assert report.result.error.message == "Execution fuel exhausted"
+        assert report.result.usage is not None and report.result.usage.fuel_limit == 0
+    with Session(language, limits=Limits(memory_bytes=0)) as live:
+        report = live.execute("1")
+        assert report.result.error is not None
+        assert report.result.error.name == "EngineError"
+        assert "exceeds memory limits" in report.result.error.message
+
+
 def test_stateless_limit_has_no_logs_and_no_usage(language: str) -> None:
     snippets = SNIPPETS[language]
     result = run(language, snippets.loop, limits=Limits(fuel=5_000_000))
