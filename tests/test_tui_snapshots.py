@@ -70,6 +70,6 @@ def test_inspector(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> 
 @pytest.mark.usefixtures("python_engine")
 @pytest.mark.parametrize("size", [WIDE, NARROW], ids=["wide", "narrow"])
 def test_streaming(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
-    """A cell still running (its code sleeps for minutes), its output so far under the
-    transcript; leaving the app cancels it."""
+    """A cell still running (its code sleeps for minutes): its code and its output so far
+    under the transcript, and the key that cancels it; leaving the app cancels it."""
     assert check(snap_compare, tmp_path, "streaming", size)

@@ -265,7 +265,8 @@ time.sleep(600)
 
 
 async def state_streaming(pilot: WorkbenchPilot) -> None:
-    """A Python cell still running, its output shown under the transcript as it comes."""
+    """A Python cell still running: its code, and its output as it comes, under the
+    transcript."""
     await until_connected(pilot)
     await create_sandbox(pilot)
     repl = await create_context(pilot, "PYTHON")
@@ -274,7 +275,9 @@ async def state_streaming(pilot: WorkbenchPilot) -> None:
     await pilot.press("ctrl+r")
     # The first Python run starts an engine process: seconds, more on a loaded machine
     # (a full suite run once took longer than 30 s here).
-    await wait_for(pilot, lambda: any("saving" in line.text for line in live.lines), 90)
+    # An output line (the live area shows the cell's code above it, `print("saving…")` too).
+    saving = "saving the model…"
+    await wait_for(pilot, lambda: any(line.text.rstrip() == saving for line in live.lines), 90)
     await pilot.pause()
 
 

@@ -333,8 +333,15 @@ async def test_export_defaults_to_the_data_dir_and_asks_before_overwriting(
         assert not notes.errors()
 
 
+def live_lines(repl: ReplPane) -> list[str]:
+    """What the running cell's area shows, a line each."""
+    return [line.text.rstrip() for line in repl.query_one(LiveOutput).lines]
+
+
 @pytest.mark.usefixtures("python_engine")
-async def test_output_shows_while_the_cell_runs_and_the_cell_replaces_it(tmp_path: Path) -> None:
+async def test_the_running_cell_shows_its_code_then_its_output_and_the_cell_replaces_it(
+    tmp_path: Path,
+) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=(160, 50)) as pilot:
         await until_connected(pilot)
@@ -342,11 +349,17 @@ async def test_output_shows_while_the_cell_runs_and_the_cell_replaces_it(tmp_pat
         repl = await create_context(pilot, "PYTHON")
         live = repl.query_one(LiveOutput)
         repl.code_input.focus()
-        repl.set_code("import sys, time\nprint('tick 1')\ntime.sleep(3)\nprint('tick 2')")
+        code = "import sys, time\ntime.sleep(1)\nprint('tick 1')\ntime.sleep(3)\nprint('tick 2')"
+        repl.set_code(code)
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: any("tick 1" in line.text for line in live.lines))
+        # From the start: the cell's prompt and code, and the key that cancels it.
+        await pilot.pause()
+        assert live.display and live_lines(repl) == ["In [*] python", *code.splitlines()]
+        assert str(repl.run_status.render()).endswith("running… (^g cancels)")
+        # Then its output below the code, as the guest writes it.
+        await wait_for(pilot, lambda: "tick 1" in live_lines(repl))
         assert repl.running and repl.transcript.cells == []
-        assert live.display and not any("tick 2" in line.text for line in live.lines)
+        assert live_lines(repl) == ["In [*] python", *code.splitlines(), "tick 1"]
         await wait_for(pilot, lambda: len(repl.transcript.cells) == 1)
         assert not live.display and live.lines == []
         assert shown_count(repl, "tick 1") == 1 and shown_count(repl, "tick 2") == 1
@@ -383,7 +396,12 @@ async def test_a_gateway_that_answers_at_the_end_is_named_while_the_cell_runs(
             repl.set_code("import time\nprint('tick')\ntime.sleep(2)")
             await pilot.press("ctrl+r")
             await wait_for(pilot, lambda: "when the run ends" in str(status.render()))
-            assert not repl.query_one(LiveOutput).display
+            assert live_lines(repl) == [
+                "In [*] python",
+                "import time",
+                "print('tick')",
+                "time.sleep(2)",
+            ]  # the code, and no output yet
             await wait_for(pilot, lambda: len(repl.transcript.cells) == 1)
             assert shown_count(repl, "tick") == 1
             assert "when the run ends" not in str(status.render())

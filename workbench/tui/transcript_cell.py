@@ -82,23 +82,31 @@ def json_text(value: object) -> Text:
     return text
 
 
-def render_cell(
-    cell: TranscriptCell, *, show_measurements: bool, prices: Prices | None = None
-) -> RenderableType:
-    """The cell as the transcript shows it: prompt and code, then each kind of output."""
-    prompt = Text.assemble((f"In [{cell.number}] ", "bold cyan"), shown(cell.language, "dim"))
-    if cell.label:
-        prompt.append_text(shown(f"  ⟳ {cell.label}", "bold magenta"))
+def cell_input(
+    number: str, language: str, code: str, label: str | None = None
+) -> list[RenderableType]:
+    """A cell's prompt (`In [number]`, `*` while it runs) and code."""
+    prompt = Text.assemble((f"In [{number}] ", "bold cyan"), shown(language, "dim"))
+    if label:
+        prompt.append_text(shown(f"  ⟳ {label}", "bold magenta"))
     parts: list[RenderableType] = [prompt]
-    if not cell.label:  # a labelled cell's code is generated (a watch's runner): the label says it
+    if not label:  # a labelled cell's code is generated (a watch's runner): the label says it
         parts.append(
             Syntax(
-                neutralise(cell.code),  # may be history recalled from a shared `serve`
-                PYGMENTS_LEXERS.get(cell.language, "text"),
+                neutralise(code),  # may be history recalled from a shared `serve`
+                PYGMENTS_LEXERS.get(language, "text"),
                 background_color="default",
                 word_wrap=True,
             )
         )
+    return parts
+
+
+def render_cell(
+    cell: TranscriptCell, *, show_measurements: bool, prices: Prices | None = None
+) -> RenderableType:
+    """The cell as the transcript shows it: prompt and code, then each kind of output."""
+    parts = cell_input(str(cell.number), cell.language, cell.code, cell.label)
     result = cell.result
     if result is not None:
         if result.session is not None:

@@ -154,7 +154,17 @@ class ReplPane(Vertical):
         self.post_message(self.RunRequested(self.sandbox_id, self.context, code))
         self.pending_code = code
         self.code_input.text = ""
-        self.run_status.start("running")
+        self.run_status.start("running", self.cancel_hint())
+        self.query_one(LiveOutput).start_cell(self.context.language, code)
+
+    def cancel_hint(self) -> str:
+        """`^g cancels`, with the keys bound to cancelling (after the user's keymap)."""
+        keys = [
+            self.app.get_key_display(active.binding)
+            for active in self.screen.active_bindings.values()
+            if active.binding.action == "cancel_run"
+        ]
+        return f"{' / '.join(keys)} cancels" if keys else ""
 
     def note_output_at_end(self) -> None:
         """The backend answers at the end (a Worker gateway): say so while the cell runs."""
@@ -171,7 +181,8 @@ class ReplPane(Vertical):
         if self.running:
             return
         self.pending_code = code
-        self.run_status.start("watch run")
+        self.run_status.start("watch run", self.cancel_hint())
+        self.query_one(LiveOutput).start_cell(self.context.language, code, "watch run")
 
     def finish_cell(
         self,

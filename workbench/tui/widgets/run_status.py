@@ -1,4 +1,5 @@
-"""The line under the transcript: a spinner and the elapsed time while a cell runs."""
+"""The line under the transcript: a spinner, the elapsed time and the key that cancels,
+while a cell runs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 class RunStatus(Static):
-    """Idle text, or `⠋ 1.2 s · running…` refreshed ten times a second."""
+    """Idle text, or `⠋ 1.2 s · running… (^g cancels)` refreshed ten times a second."""
 
     def __init__(self, *, show_measurements: bool, id: str | None = None) -> None:
         super().__init__("", id=id)
@@ -19,11 +20,14 @@ class RunStatus(Static):
         self._started: float | None = None
         self._frame = 0
         self._label = ""
+        self._hint = ""
         self._timer: Timer | None = None
 
-    def start(self, label: str) -> None:
+    def start(self, label: str, hint: str = "") -> None:
+        """Show the run as `label`, then `hint` in brackets (how to cancel it)."""
         self._started = time.monotonic()
         self._label = label
+        self._hint = hint
         self.add_class("-running")
         if self.show_measurements:
             self._timer = self.set_interval(0.1, self._tick)
@@ -49,10 +53,11 @@ class RunStatus(Static):
     def _tick(self) -> None:
         if self._started is None:
             return
+        text = f"{self._label}…" + (f" ({self._hint})" if self._hint else "")
         if not self.show_measurements:
-            self.update(f"{self._label}…")
+            self.update(text)
             return
         self._frame = (self._frame + 1) % len(SPINNER_FRAMES)
         elapsed = time.monotonic() - self._started
         # The time first: a narrow pane cuts the label (with an ellipsis), never the time.
-        self.update(f"{SPINNER_FRAMES[self._frame]} {elapsed:.1f} s · {self._label}…")
+        self.update(f"{SPINNER_FRAMES[self._frame]} {elapsed:.1f} s · {text}")
