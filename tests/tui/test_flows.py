@@ -649,7 +649,10 @@ async def test_ctrl_l_comes_back_to_the_remote_profile_it_started_on(tmp_path: P
 
 
 async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
-    config = Config(keys={"repl.run": "ctrl+t"}, path=tmp_path / "config" / "config.toml")
+    config = Config(
+        keys={"repl.run": "ctrl+t", "repl.cancel": "ctrl+k"},
+        path=tmp_path / "config" / "config.toml",
+    )
     app = make_app(tmp_path, config=config)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
@@ -663,6 +666,7 @@ async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
         assert commands["Run cell"] == "^t · repl.run"  # the keymap's, not the default's
         several = Binding("ctrl+r,ctrl+enter,f5", "run_cell", "Run", id="test.several")
         assert keys_shown(app, several) == "^r / ^⏎ / f5"  # not "r,ctrl+enter,f5"
+        assert repl.cancel_hint() == "^k cancels"  # what a running cell's status line says
         repl.set_code("3*3")
         await pilot.press("ctrl+t")
         await wait_for(pilot, lambda: bool(repl.transcript.cells))
