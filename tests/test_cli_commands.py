@@ -78,6 +78,13 @@ def test_python_state_survives_invocations_and_a_lost_state_is_reported(
     second = cli(env, "run", "-s", "py", "-l", "python", "-c", "x + 1")
     assert (second.returncode, second.stdout) == (0, "42\n")
     assert "warning:" not in second.stderr
+    failed = cli(env, "run", "-s", "py", "-l", "python", "-c", "def f():\n    return x / 0\nf()")
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines() == [  # the error once, then its frames
+        "ZeroDivisionError: division by zero",
+        '  File "<sandbox>", line 3, in <module>',
+        '  File "<sandbox>", line 2, in f',
+    ]
     assert cli(env, "daemon", "stop").returncode == 0  # only a restart reads the snapshot
     corrupt_snapshots(Path(env["SANDBOX_WORKBENCH_DATA_DIR"]), "host")
     third = cli(env, "run", "-s", "py", "-l", "python", "-c", "2")

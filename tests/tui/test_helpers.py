@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from workbench.api import ExecutionError, ExecutionResult, ResultEntry, Usage
-from workbench.transcripts.documents import transcript_json, transcript_markdown
+from workbench.transcripts.documents import (
+    error_header,
+    error_traceback,
+    transcript_json,
+    transcript_markdown,
+)
 from workbench.tui.env_vars_text import env_vars_update, parse_env_vars_text
 from workbench.tui.formatting import countdown, execution_footer, human_bytes
 from workbench.tui.history_store import LocalHistoryStore
@@ -96,6 +101,17 @@ def test_markdown_export_shows_an_error_once_and_keeps_raw_json() -> None:
     assert markdown.count("config missing") == 1 and "loading" in markdown
     exported = json.loads(transcript_json("demo", cells))
     assert exported["cells"][0]["result"]["logs"]["stderr"] == ["loading", "config missing"]
+
+
+def test_an_error_without_a_message_is_its_name_once() -> None:
+    """Python writes `MemoryError` (no colon) for an exception with an empty message, as
+    the first line of its traceback: the header is that line, and it is not repeated."""
+    error = ExecutionError("MemoryError", "", ["MemoryError", '  File "<sandbox>", line 1'])
+    result = ExecutionResult("x = bytearray(10**10)", "python", "e", 1.0, error=error)
+    assert error_header(error) == ["MemoryError"]
+    assert error_traceback(error) == ['  File "<sandbox>", line 1']
+    markdown = transcript_markdown("demo", [TranscriptCell(1, result.code, "python", result)])
+    assert markdown.count("MemoryError") == 1 and "MemoryError:" not in markdown
 
 
 def test_an_export_never_writes_through_a_symlink(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.completion import complete_bindings, complete_sandbox_ids
 from workbench.cli.terminal import echo_json, echo_untrusted
+from workbench.transcripts.documents import error_header, error_traceback
 
 EXAMPLES = """\b
 Examples:
@@ -93,8 +94,10 @@ def print_result(result: ExecutionResult, *, logs: bool = True) -> int:
         else:
             echo_untrusted(entry.text or "")
     if result.error is not None:
-        echo_untrusted(f"{result.error.name}: {result.error.message}", err=True, fg="red")
-        for line in result.error.traceback:
+        # Once: Python's traceback starts with the `Name: message` line printed first.
+        for line in error_header(result.error):
+            echo_untrusted(line, err=True, fg="red")
+        for line in error_traceback(result.error):
             echo_untrusted(line, err=True)
         return EXIT_FAILED
     return EXIT_OK

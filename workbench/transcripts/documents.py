@@ -59,8 +59,10 @@ def result_text(result: ExecutionResult) -> list[str]:
 
 
 def error_header(error: ExecutionError) -> list[str]:
-    """`Name: message` as lines (a Ruby syntax error's message spans several)."""
-    return f"{error.name}: {error.message.rstrip()}".splitlines()
+    """`Name: message` as lines (a Ruby syntax error's message spans several); `Name`
+    alone for an empty message, as Python and JavaScript write such an error."""
+    message = error.message.rstrip()
+    return f"{error.name}: {message}".splitlines() if message else [error.name]
 
 
 def error_traceback(error: ExecutionError) -> list[str]:
