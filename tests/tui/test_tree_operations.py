@@ -80,10 +80,19 @@ async def test_new_file_folder_rename_and_delete_from_the_tree(tmp_path: Path) -
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, NameScreen))
 
-        # New file: created, opened in a view, selected in the tree.
+        # New file: created, opened in a view whose editor takes what is typed next,
+        # selected in the tree.
         await name_it(pilot, "alt+n", "new.py")
         await wait_for(pilot, lambda: main.tabs.file_view("demo", "/workspace/new.py"))
-        assert "/workspace/new.py" in await workspace_paths(app)
+        created = main.tabs.file_view("demo", "/workspace/new.py")
+        assert created is not None
+        await wait_for(pilot, lambda: app.focused is created.editor)
+        await pilot.press(*"x = 1")
+        assert created.editor.text == "x = 1" and created.is_dirty
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not created.is_dirty)
+        assert app.backend is not None
+        assert await app.backend.sandbox("demo").read_bytes("/workspace/new.py") == b"x = 1"
         await wait_for(pilot, lambda: child(workspace, "/workspace/new.py") is not None)
         # An existing name is refused by the API, and nothing is overwritten.
         tree.focus()

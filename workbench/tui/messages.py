@@ -103,6 +103,8 @@ class FileOpened(Message, bubble=False):
     """False for an open view read again (after a run or a sync): its tab stays where it is."""
     discard_edits: bool = False
     """True for a reload the user asked for: it replaces unsaved edits."""
+    focus: bool = False
+    """True for a file just created: its editor takes the focus, to be written in."""
 
 
 @dataclass

@@ -168,7 +168,7 @@ class WorkspaceFiles:
                 raise failure
             self.owner.post_message(WorkspaceChanged(sandbox_id, select=path))
             content, version = await read_with_version(sandbox, path)
-            self.owner.post_message(FileOpened(sandbox_id, content, version))
+            self.owner.post_message(FileOpened(sandbox_id, content, version, focus=True))
 
         self.connection.call(f"Creating {path} failed", create)
 
@@ -239,7 +239,10 @@ class WorkspaceFileHandlers(Screen[None]):
             if message.activate:
                 self.tabs.activate_file(view)
         elif message.activate:
-            await self.tabs.add_file(FileView(message.sandbox_id, message.read, message.version))
+            view = FileView(message.sandbox_id, message.read, message.version)
+            await self.tabs.add_file(view)
+        if message.focus and view is not None:
+            view.focus_content()
 
     @on_report(FileGone)
     def file_gone(self, message: FileGone) -> None:
