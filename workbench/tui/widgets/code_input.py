@@ -47,6 +47,21 @@ TEXT_AREA_FUNCTION_KEY_ACTIONS = frozenset(
 """TextArea actions bound only to function keys (f6 select line, f7 select all)."""
 
 
+OPENING_BRACKETS = ("(", "[", "{")
+
+
+def new_line_indent(before: str, language: str, width: int) -> str:
+    """The indentation a new line starts with when Enter is pressed after `before` (the
+    line up to the cursor): the line's own, one level more after an opening bracket, or
+    after a colon in Python (not in a comment)."""
+    indent = before[: len(before) - len(before.lstrip(" \t"))]
+    code = before.strip()
+    opens_block = language == "python" and code.endswith(":") and not code.startswith("#")
+    if code.endswith(OPENING_BRACKETS) or opens_block:
+        indent += " " * width
+    return indent
+
+
 def highlight_name(token_type: _TokenType) -> str | None:
     for ancestor, name in HIGHLIGHT_NAMES:
         if token_type in ancestor:
@@ -75,17 +90,64 @@ def highlight_with_pygments(area: TextArea, lexer: Lexer | None) -> None:
             column += width
 
 
-class CodeInput(ControlFreeTextArea):
-    """A code cell editor. Enter inserts a newline; Up on the first line and Down on
-    the last line ask for the previous/next history entry (which may come from a shared
-    `serve`: control characters are not painted)."""
+class CodeArea(ControlFreeTextArea):
+    """What the REPL's input and the file editor share: function keys and alt chords go
+    on to the workbench's bindings; Enter inserts a newline indented as the line before
+    (one level more after an opening bracket, or a colon in Python), and Backspace in an
+    indentation removes a level. A paste is inserted as it is (terminals mark it as a
+    paste, which is no key)."""
+
+    @property
+    def indent_language(self) -> str:
+        """The language whose block starts `new_line_indent` knows ("" for none)."""
+        return ""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Function keys belong to the workbench (f7 prepares an engine, …): TextArea's
+        own function-key actions give way, so the key goes on to the app's binding."""
+        if action in TEXT_AREA_FUNCTION_KEY_ACTIONS:
+            return False
+        return super().check_action(action, parameters)
+
+    async def _on_key(self, event: events.Key) -> None:
+        """An alt chord is a binding, never text: terminals send it as ESC + the letter,
+        which TextArea's own key handler (run after this one, unless prevented) would
+        insert (`alt+h` typed an `h`). It goes on to the app's bindings. Enter inserts a
+        newline and the indentation `new_line_indent` gives."""
+        if "alt" in event.key.split("+")[:-1]:
+            event.prevent_default()
+        elif event.key == "enter" and not self.read_only:
+            event.stop()
+            event.prevent_default()
+            start, end = sorted(self.selection)
+            before = self.document.get_line(start[0])[: start[1]]
+            indent = new_line_indent(before, self.indent_language, self.indent_width)
+            self._replace_via_keyboard("\n" + indent, start, end)
+
+    def action_delete_left(self) -> None:
+        """In the indentation (only spaces before the cursor), back to the level before."""
+        row, column = self.cursor_location
+        before = self.document.get_line(row)[:column]
+        if self.read_only or not self.selection.is_empty or not before or before.strip(" "):
+            super().action_delete_left()
+            return
+        level = (column - 1) // self.indent_width * self.indent_width
+        self._delete_via_keyboard((row, level), (row, column))
+
+
+class CodeInput(CodeArea):
+    """A code cell editor (see `CodeArea` for Enter and Backspace); Up on the first line
+    and Down on the last line ask for the previous/next history entry (which may come
+    from a shared `serve`: control characters are not painted)."""
 
     HELP = """\
 ## Code input
 
-Type code for the open context. **Enter** inserts a newline; run the cell with
-the *Run cell* key (see the footer). **Up** on the first line and **Down** on the
-last line walk this context's history; *Search history* finds older cells.
+Type code for the open context. **Enter** inserts a newline, indented like the line
+before it (one level more after `(`, `[`, `{`, or a Python `:`); **Backspace** in the
+indentation removes one level. Run the cell with the *Run cell* key (see the footer).
+**Up** on the first line and **Down** on the last line walk this context's history;
+*Search history* finds older cells.
 """
 
     class HistoryStep(Message):
@@ -115,19 +177,9 @@ last line walk this context's history; *Search history* finds older cells.
             placeholder="code… (Enter: newline, ctrl+r: run)",
         )
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Function keys belong to the workbench (f7 prepares an engine, …): TextArea's
-        own function-key actions give way, so the key goes on to the app's binding."""
-        if action in TEXT_AREA_FUNCTION_KEY_ACTIONS:
-            return False
-        return super().check_action(action, parameters)
-
-    async def _on_key(self, event: events.Key) -> None:
-        """An alt chord is a binding, never text: terminals send it as ESC + the letter,
-        which TextArea's own key handler (run after this one, unless prevented) would
-        insert (`alt+h` typed an `h`). It goes on to the app's bindings."""
-        if "alt" in event.key.split("+")[:-1]:
-            event.prevent_default()
+    @property
+    def indent_language(self) -> str:
+        return self.code_language
 
     def _build_highlight_map(self) -> None:
         highlight_with_pygments(self, self._lexer)

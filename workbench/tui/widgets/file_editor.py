@@ -5,13 +5,8 @@ from __future__ import annotations
 from pygments.lexer import Lexer  # type: ignore[import-untyped]
 from pygments.lexers import get_lexer_for_filename  # type: ignore[import-untyped]
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
-from textual import events
 
-from workbench.tui.untrusted import ControlFreeTextArea
-from workbench.tui.widgets.code_input import (
-    TEXT_AREA_FUNCTION_KEY_ACTIONS,
-    highlight_with_pygments,
-)
+from workbench.tui.widgets.code_input import CodeArea, highlight_with_pygments
 
 HIGHLIGHT_LIMIT = 32 * 1024
 """Larger texts stay plain: Pygments lexes the whole text again at every edit (about 80 ms
@@ -26,14 +21,16 @@ def lexer_for(path: str) -> Lexer | None:
         return None
 
 
-class FileEditor(ControlFreeTextArea):
-    """The text of a file as it will be saved. Its text may come from a guest: control
-    characters are kept exactly but not painted."""
+class FileEditor(CodeArea):
+    """The text of a file as it will be saved (see `CodeArea` for Enter and Backspace).
+    Its text may come from a guest: control characters are kept exactly but not painted."""
 
     HELP = """\
 ## File
 
-A text file of the sandbox's `/workspace`: edit it and save it with **ctrl+s**. The
+A text file of the sandbox's `/workspace`: edit it and save it with **ctrl+s**
+(**Enter** indents like the line before, one level more after `(`, `[`, `{` or a
+Python `:`; **Backspace** in the indentation removes a level). The
 save fails, changing nothing, when the file changed in the sandbox since it was read
 (a run, the folder watch, another client): you then choose to overwrite it with your
 text or to reload it. Unsaved edits (marked `●`) are kept when a run or a sync reads
@@ -46,18 +43,10 @@ the file again; **alt+l** reloads it and **alt+w** closes it, both asking first.
             text, tab_behavior="indent", show_line_numbers=True, soft_wrap=False, id=id
         )
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Function keys belong to the workbench: TextArea's own function-key actions give
-        way, so the key goes on to the app's binding."""
-        if action in TEXT_AREA_FUNCTION_KEY_ACTIONS:
-            return False
-        return super().check_action(action, parameters)
-
-    async def _on_key(self, event: events.Key) -> None:
-        """An alt chord is a binding, never text (terminals send it as ESC + the letter,
-        which TextArea would insert)."""
-        if "alt" in event.key.split("+")[:-1]:
-            event.prevent_default()
+    @property
+    def indent_language(self) -> str:
+        """The Pygments name of the file's language (`python` for `report.py`)."""
+        return self._lexer.aliases[0] if self._lexer is not None and self._lexer.aliases else ""
 
     def _build_highlight_map(self) -> None:
         small = len(self.text.encode()) <= HIGHLIGHT_LIMIT
