@@ -42,6 +42,27 @@ def test_every_command_help_has_examples(tmp_path: Path) -> None:
     assert missing == []
 
 
+def test_no_command_gives_an_option_name_twice() -> None:
+    """`files mkdir -p` once meant both `--parents` and `--profile`: click warned on every
+    call and `-p` took the profile's argument."""
+    context = click.Context(main)
+    twice = []
+    for words in all_command_paths():
+        command: click.Command | None = main
+        for word in words:
+            assert isinstance(command, click.Group)
+            command = command.get_command(context, word)
+        assert command is not None
+        names = [
+            name
+            for param in command.params
+            if isinstance(param, click.Option)
+            for name in [*param.opts, *param.secondary_opts]
+        ]
+        twice += [f"{' '.join(words)} {name}" for name in set(names) if names.count(name) > 1]
+    assert twice == []
+
+
 def test_sandboxes_info_reads_as_text_and_as_json(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     run_cli(env, "files", "put", "box", "-", "a.txt", stdin="12345")

@@ -152,12 +152,12 @@ async def rm_command(
     epilog="""\b
 Examples:
   sandbox-workbench files mkdir demo out
-  sandbox-workbench files mkdir demo a/b/c -p""",
+  sandbox-workbench files mkdir demo a/b/c --parents""",
 )
 @click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
 @click.argument("path")
-@click.option(
-    "--parents", "-p", is_flag=True, help="Create missing parents; no error if it exists."
+@click.option(  # no -p: that is --profile on every command
+    "--parents", is_flag=True, help="Create missing parents; no error if it exists."
 )
 @backend_options
 @run_async
