@@ -151,6 +151,32 @@ async def test_ignores_defaults_nested_negation_and_workbenchignore(
         await eventually(unignored)
 
 
+async def test_the_workbenchs_own_directories_are_never_synced(
+    folder: Path, sandbox: SandboxClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder holding the data dir (`--data-dir` or the environment's) would upload the
+    store, every sandbox's history, and sync again at every write of it; so would one
+    holding the config dir, with its tokens. Rule files cannot bring them back."""
+    (folder / "data").mkdir()
+    (folder / "data" / "workbench.sqlite3").write_text("every sandbox's history")
+    (folder / "config").mkdir()
+    (folder / "config" / "config.toml").write_text('[profiles.x]\ntoken = "secret"\n')
+    (folder / ".gitignore").write_text("!data/\n!config/\n")
+    (folder / "app.py").write_text("pass\n")
+    monkeypatch.setenv("SANDBOX_WORKBENCH_CONFIG_DIR", str(folder / "config"))
+
+    sync = FolderSync(folder, sandbox, keep_out=[folder / "data"])
+    report = await sync.initial_sync()
+    assert set(await remote_tree(sandbox)) == {".gitignore", "app.py"}
+    assert report.errors == []
+    # A folder inside one of them is refused (its contents are the workbench's own).
+    with pytest.raises(ValueError, match="workbench's own config dir"):
+        FolderSync(folder / "config", sandbox)
+    monkeypatch.setenv("SANDBOX_WORKBENCH_DATA_DIR", str(folder / "data"))
+    with pytest.raises(ValueError, match="workbench's own data dir"):
+        FolderSync(folder / "data", sandbox)
+
+
 async def test_oversized_file_is_reported_and_the_rest_syncs(
     folder: Path, sandbox: SandboxClient
 ) -> None:

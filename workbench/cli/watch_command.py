@@ -218,15 +218,19 @@ async def watch_command(
             dest=dest,
             folder=folder,
         )
-        sync = FolderSync(
-            folder,
-            sandbox,
-            dest=dest,
-            policy=policy,
-            debounce=debounce,
-            prune=prune,
-            state_file=state_file,
-        )
+        try:
+            sync = FolderSync(
+                folder,
+                sandbox,
+                dest=dest,
+                policy=policy,
+                debounce=debounce,
+                prune=prune,
+                state_file=state_file,
+                keep_out=[resolve_data_dir(data_dir)],
+            )
+        except ValueError as error:  # a folder inside the workbench's own directories
+            raise click.UsageError(str(error)) from None
         sync.subscribe(notify)
         if not once or sync.may_delete:
             announce_backend(backend, sandbox.id, sync.dest)

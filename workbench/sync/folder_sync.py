@@ -31,7 +31,11 @@ the manifest, so coalesced, reordered or repeated watcher events cannot drift th
 - Errors: limit and permission errors are per file (reported, the rest continues);
   transient ones (connection failures, 5xx, timeouts) are retried with backoff, and a
   pass that still fails keeps its paths pending for a later retry.
-- Ignored paths are never touched in the sandbox (neither uploaded nor deleted).
+- Ignored paths are never touched in the sandbox (neither uploaded nor deleted). The
+  workbench's own directories (data, config and cache dirs, and those `keep_out` names,
+  e.g. a `--data-dir`) are ignored whatever the rules say: a folder that holds the data
+  dir would upload the store (every sandbox's history) and sync again at every write of
+  it. A folder inside one of them is refused.
 - Local files are read without following symlinks (`read_regular_file`), at most
   `MAX_FILE_BYTES` + 1 bytes each, once, and only as many as fit in the room the
   sandbox's 16 MiB workspace has left (`workbench.sync.local`; the rest is reported);
@@ -47,6 +51,7 @@ from pathlib import Path
 
 from workbench.api import FileInfo, SandboxClient
 from workbench.core.host_paths import host_path
+from workbench.paths import cache_dir, config_dir, data_dir
 from workbench.sync.applying import PlanApplier, apply_in_batches
 from workbench.sync.conflicts import (
     SandboxEntry,
@@ -75,7 +80,30 @@ from workbench.sync.relative_paths import ancestors, is_plain, is_under, top_lev
 from workbench.sync.sandbox_folder import SandboxFolder
 from workbench.sync.watching import PendingChanges, watch_folder
 
-__all__ = ["FolderSync"]
+__all__ = ["FolderSync", "kept_out_of"]
+
+
+def kept_out_of(root: Path, keep_out: Iterable[Path] = ()) -> list[str]:
+    """The workbench's own directories (and `keep_out`) inside `root`, folder-relative.
+    Raises ValueError when `root` is one of them or inside one."""
+    own = [
+        ("data dir", data_dir()),
+        ("config dir", config_dir()),
+        ("cache dir", cache_dir()),
+        *(("data dir", path) for path in keep_out),
+    ]
+    relative = []
+    for kind, directory in own:
+        resolved = directory.expanduser().resolve()
+        if root == resolved:
+            raise ValueError(f"{root} is the workbench's own {kind}: it is never synced")
+        if root.is_relative_to(resolved):
+            raise ValueError(
+                f"{root} is inside the workbench's own {kind} ({resolved}): it is never synced"
+            )
+        if resolved.is_relative_to(root):
+            relative.append(resolved.relative_to(root).as_posix())
+    return relative
 
 
 class FolderSync:
@@ -101,10 +129,14 @@ class FolderSync:
         max_retry_delay: float = 10.0,
         concurrency: int = 8,
         use_default_ignores: bool = True,
+        keep_out: Iterable[Path] = (),
     ) -> None:
+        """`keep_out`: directories never synced besides the workbench's own (see the
+        module docstring); raises ValueError for a folder inside one of them."""
         self.root = Path(local_dir).resolve()
         if not self.root.is_dir():
             raise NotADirectoryError(f"not a directory: {local_dir}")
+        kept_out = kept_out_of(self.root, keep_out)
         self.sandbox = sandbox
         self.dest = normalize_dest(dest)
         self.policy = ConflictPolicy(policy)
@@ -114,7 +146,7 @@ class FolderSync:
         self.retry_backoff = retry_backoff
         self.max_retry_delay = max_retry_delay
         self.concurrency = concurrency
-        self.rules = IgnoreRules(self.root, use_defaults=use_default_ignores)
+        self.rules = IgnoreRules(self.root, use_defaults=use_default_ignores, kept_out=kept_out)
         self.manifest: dict[str, RemoteEntry] = {}
         self.status = SyncStatus()
         self._folder = SandboxFolder(

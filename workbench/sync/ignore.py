@@ -34,7 +34,7 @@ files beat shallower ones, and within one directory `.workbenchignore` is read a
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -442,9 +442,13 @@ class IgnoreRules:
     `invalidate()` after a rule file changes.
     """
 
-    def __init__(self, root: Path, *, use_defaults: bool = True) -> None:
+    def __init__(
+        self, root: Path, *, use_defaults: bool = True, kept_out: Collection[str] = ()
+    ) -> None:
+        """`kept_out`: folder-relative directories ignored whatever the rules say."""
         self.root = root
         self._defaults = compile_ignore_lines(DEFAULT_IGNORES) if use_defaults else []
+        self._kept_out = frozenset(kept_out)
         self._scopes: dict[str, _Scope | None] = {}
         self._ignored_directories: dict[str, bool] = {}
 
@@ -485,8 +489,10 @@ class IgnoreRules:
         return scope
 
     def _decide(self, relative_path: str, is_dir: bool) -> bool:
-        """This entry's own verdict (ignoring whether an ancestor is ignored): the
-        deepest rule file's, then the defaults'."""
+        """This entry's own verdict (ignoring whether an ancestor is ignored): kept out,
+        else the deepest rule file's, then the defaults'."""
+        if relative_path in self._kept_out:
+            return True
         scope = self._scope(relative_path.rpartition("/")[0])
         while scope is not None:
             below = relative_path[scope.start :]

@@ -131,6 +131,7 @@ class FolderWatch:
                 backend.sandbox(sandbox_id),
                 dest=request.dest,
                 state_file=state_file,
+                keep_out=[self.data_dir],
             )
             runner = None
             if request.entry is not None and context is not None:
