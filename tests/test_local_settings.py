@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.cli import cli_env, one_error_line, run_cli
+from tests.serve_process import serve_process
 from workbench.api import SandboxError
 from workbench.backends.local import open_local_backend
 from workbench.config import (
@@ -140,6 +142,26 @@ def test_a_flag_restarts_the_daemon_with_its_settings_and_contexts_say_local_onl
         assert bad.returncode == 2 and RUBY_CONTEXTS_ENV in one_error_line(bad)
     finally:
         run_cli(env, "daemon", "stop")
+
+
+def test_a_flag_never_replaces_the_daemon_serve_runs(tmp_path: Path, perl_engine: None) -> None:
+    """`serve` is the daemon with a TCP listener: a command asking for other settings is
+    refused (exit 2) instead of ending the gateway of every remote client."""
+    env = cli_env(tmp_path)
+    with serve_process(tmp_path / "data", env=env) as served:
+        refused = run_cli(env, "--ruby-contexts", "run", "-l", "perl", "-c", "1")
+        assert refused.returncode == 2
+        line = one_error_line(refused)
+        assert "serves remote clients" in line and "stop serve first" in line
+        remote = httpx.post(
+            f"{served.url}/v1/sandboxes/still-up/execute",
+            json={"code": "6 * 7", "binding": "PERL"},
+            headers={"Authorization": f"Bearer {served.token}"},
+            timeout=60,
+        )
+        assert remote.status_code == 200 and remote.json()["results"] == [{"text": "42"}]
+        same = run_cli(env, "run", "-l", "perl", "-c", "2")  # the same settings: served
+        assert (same.returncode, same.stdout) == (0, "2\n")
 
 
 RUBY_TRANSCRIPT = {

@@ -41,7 +41,13 @@ from workbench.backends.daemon.location import (
 )
 from workbench.backends.daemon.transport import SocketTransport, unreachable
 from workbench.backends.owner import StoreOwnedError, current_owner
-from workbench.config import FILE_API_ENV, RUBY_CONTEXTS_ENV, LocalSettings, local_settings
+from workbench.config import (
+    FILE_API_ENV,
+    RUBY_CONTEXTS_ENV,
+    ConfigError,
+    LocalSettings,
+    local_settings,
+)
 from workbench.paths import CONFIG_DIR_ENV, DATA_DIR_ENV, private_data_dir
 from workbench.protocol.http import parse_json_response
 
@@ -193,16 +199,27 @@ def ensure_daemon(
     """The daemon of `data_dir` (default: the user's), started if none runs, and replaced
     if it is of another version or holds other `settings` (default: `local_settings()`):
     one data dir is one deployment, and every answered run is stored, so a replacement
-    loses no state. Once `given_up` is set (the caller stopped waiting), the waits for
-    another client's start and for the daemon's answer end (`DaemonStartError`)."""
+    loses no state. A daemon that `serve` started (it listens on TCP too) is not replaced:
+    that would end the gateway of every remote client (`ConfigError`). Once `given_up` is
+    set (the caller stopped waiting), the waits for another client's start and for the
+    daemon's answer end (`DaemonStartError`)."""
     wanted = local_settings() if settings is None else settings
     directory = private_data_dir(data_dir).absolute()  # the daemon runs elsewhere
     path = socket_path(directory)
     info = probe(path)
-    if info is not None and info.version == __version__ and info.settings == wanted:
+    if info is not None and _matches(info, wanted):
         return info
     with _spawn_lock(directory, given_up):
         info = probe(path)
+        if info is not None and info.tcp is not None and not _matches(info, wanted):
+            # Replacing it would end `serve` and every remote client's gateway with it.
+            raise ConfigError(
+                f"the local daemon (pid {info.pid}, sandbox-workbench {info.version}) serves "
+                f"remote clients at {info.tcp} (sandbox-workbench serve) with "
+                f"{describe_settings(info.settings)}; this command asks for "
+                f"{describe_settings(wanted)} with version {__version__}: give it the "
+                "same settings, or stop serve first"
+            )
         if info is not None and info.version != __version__:
             stop(path, directory)
             warn_untrusted(
@@ -220,6 +237,11 @@ def ensure_daemon(
         if info is None:
             info = _start(directory, path, wanted, given_up)
     return info
+
+
+def _matches(info: DaemonInfo, settings: LocalSettings) -> bool:
+    """The daemon is of this version and holds `settings`."""
+    return info.version == __version__ and info.settings == settings
 
 
 def describe_settings(settings: LocalSettings | None) -> str:
