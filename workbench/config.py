@@ -110,7 +110,11 @@ def is_loopback_host(host: str) -> bool:
 def url_problem(url: str, *, allow_insecure: bool) -> str | None:
     """Why `url` cannot be a gateway URL, or None. Plain `http://` would send the bearer
     token in clear text, so it is only for loopback hosts unless explicitly allowed."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (reading it checks it: 0-65535, digits only)
+    except ValueError as error:  # `https://[::1`, `:99999`, `:abc`
+        return f"{url!r} is not a valid URL ({error})"
     if parts.scheme not in ("https", "http") or not parts.hostname:
         return f"{url!r} is not an https:// URL"
     if parts.scheme == "http" and not allow_insecure and not is_loopback_host(parts.hostname):

@@ -94,6 +94,23 @@ def test_plain_http_is_for_loopback_unless_allowed(tmp_path: Path) -> None:
     assert "would send the token in clear text" in used.stderr
 
 
+def test_a_malformed_url_is_a_usage_error_wherever_it_is_given(tmp_path: Path) -> None:
+    """An unclosed IPv6 bracket or a port out of range or not a number: exit 2 naming the
+    URL, from `profiles add`, `gateway init` and the config file alike (each ended in
+    "unexpected ValueError", or was stored and failed at first use)."""
+    env = cli_env(tmp_path, TOKEN="t" * 20)
+    for url in ("https://[::1", "https://127.0.0.1:99999", "https://127.0.0.1:abc"):
+        added = run_cli(env, "profiles", "add", "bad", "--token-env", "TOKEN", "--url", url)
+        assert added.returncode == 2 and "is not a valid URL" in added.stderr, url
+        assert not config_path(tmp_path).exists()
+        rendered = run_cli(env, "gateway", "init", str(tmp_path / "gw"), "--url", url)
+        assert rendered.returncode == 2 and "is not a valid URL" in rendered.stderr, url
+    config_path(tmp_path).parent.mkdir(parents=True, exist_ok=True)
+    config_path(tmp_path).write_text('[profiles.v6]\nurl = "https://[::1"\ntoken_env = "TOKEN"\n')
+    used = run_cli(env, "sandboxes", "list", "-p", "v6")
+    assert used.returncode == 2 and "is not a valid URL" in one_error_line(used)
+
+
 def test_removing_a_profile_deletes_its_keyring_token(tmp_path: Path) -> None:
     keyring_file = tmp_path / "keyring.json"
     env = cli_env(

@@ -127,6 +127,23 @@ def gateway_answering(body: bytes, status: int = 200) -> Iterator[str]:
         yield url
 
 
+def test_out_of_range_numbers_and_undecodable_code_are_usage_errors(tmp_path: Path) -> None:
+    """Each ended in "unexpected …" (OverflowError, UnicodeDecodeError) or, for a port past
+    65535, in serve listening on another port."""
+    env = cli_env(tmp_path)
+    binary = tmp_path / "code.bin"
+    binary.write_bytes(b"print(1)\n\xad\xff")
+    for args, expected in [
+        (("run", "-l", "python", str(binary)), "not UTF-8 text (byte 0xad at offset 9)"),
+        (("serve", "--port", "99999", "--token", "t" * 20), "99999 is not in the range"),
+        (("serve", "--port", "-1", "--token", "t" * 20), "-1 is not in the range"),
+        (("daemon", "logs", "-n", "9" * 20), "is not in the range"),
+    ]:
+        refused = run_cli(env, *args)
+        assert refused.returncode == 2 and expected in refused.stderr, (args, refused.stderr)
+        assert "Traceback" not in refused.stderr
+
+
 def test_malformed_gateway_answers_are_exit_3(tmp_path: Path) -> None:
     env = cli_env(tmp_path, TOKEN="t" * 20)
     answers = [

@@ -131,7 +131,12 @@ Examples:
 )
 @data_dir_option
 @click.option(
-    "--lines", "-n", default=50, show_default=True, type=click.IntRange(min=1), help="How many."
+    "--lines",
+    "-n",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 1_000_000),  # more than a rotated log (1 MiB) holds
+    help="How many.",
 )
 def logs_command(data_dir: Path | None, lines: int) -> None:
     """The last lines of the daemon's log."""

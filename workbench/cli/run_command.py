@@ -61,6 +61,11 @@ def read_code(code: str | None, source: str | None) -> str:
         return Path(source).read_text(encoding="utf-8")
     except OSError as error:
         raise click.UsageError(f"cannot read {source}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise click.UsageError(
+            f"cannot read {source}: not UTF-8 text (byte {error.object[error.start]:#04x} "
+            f"at offset {error.start})"
+        ) from error
 
 
 async def binding_for_language(backend: Backend, language: str) -> str:

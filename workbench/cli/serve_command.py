@@ -48,7 +48,13 @@ Examples:
   sandbox-workbench serve --port 0 --timeout 60    # any free port, 60 s per run""",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8787, show_default=True, type=int, help="Port (0: any free).")
+@click.option(
+    "--port",
+    default=8787,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port (0: any free).",
+)
 @click.option(
     "--token",
     help=f"Bearer token: at least {MIN_TOKEN_LENGTH} visible ASCII characters "
