@@ -126,6 +126,10 @@ def test_a_flag_restarts_the_daemon_with_its_settings_and_contexts_say_local_onl
         plain = run_cli(env, "run", "-s", "box", "-b", "RUBY", "--json", "-c", "$x = 41")
         assert plain.returncode == 0, plain.stderr
         assert "context" not in json.loads(plain.stdout)
+        assert plain.stderr == (  # said, as a sandbox's run is otherwise stateful
+            "note: ruby has no code contexts here: it ran statelessly, without REPL state or "
+            "/workspace (Ruby contexts are a local extension: --ruby-contexts)\n"
+        )
         before = json.loads(run_cli(env, "daemon", "status", "--json").stdout)
         assert before["settings"] == {"ruby_contexts": False, "file_api": True}
         extended = run_cli(env, "--ruby-contexts", "run", "-s", "box", "-b", "RUBY", "-c", "$x = 7")

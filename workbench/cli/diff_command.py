@@ -27,7 +27,7 @@ EXAMPLES = """\b
 Examples:
   sandbox-workbench diff --against staging -l python -c 'import sys; sys.version_info[:2]'
   sandbox-workbench diff -p dev --against staging -b PERL script.pl --json
-  sandbox-workbench diff --against staging -s demo -l ruby -c 'File.read("data.csv").size'
+  sandbox-workbench diff --against staging -s demo -l python -c 'len(open("data.csv").read())'
   echo 'print(6 * 7)' | sandbox-workbench diff --against staging -l python -
 
 \b

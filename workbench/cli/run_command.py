@@ -216,7 +216,17 @@ async def run_command(
         )
 
     result = await with_backend(profile, data_dir, body, timeout=timeout)
-    session_state = result.session if not global_options().quiet else None
+    quiet = global_options().quiet
+    if sandbox_id is not None and result.context is None and not quiet:
+        # The binding has no code contexts, so the sandbox ran it statelessly (spec 2.4.1).
+        hint = " (Ruby contexts are a local extension: --ruby-contexts)"
+        echo_untrusted(
+            f"note: {result.language} has no code contexts here: it ran statelessly, without "
+            f"REPL state or /workspace{hint if result.language == 'ruby' else ''}",
+            err=True,
+            fg="yellow",
+        )
+    session_state = result.session if not quiet else None
     if session_state is not None and session_state.state_lost:
         for note in session_state.boot_notes:
             echo_untrusted(f"warning: {note}", err=True, fg="yellow")

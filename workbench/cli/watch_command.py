@@ -71,7 +71,7 @@ async def _binding_for_entry(backend: Backend, entry: str) -> str:
 Examples:
   sandbox-workbench watch ./my-project --run main.py     # sandbox my-project
   sandbox-workbench watch ./site --dest /workspace/site --json
-  sandbox-workbench watch . -s demo --run app.rb --once""",
+  sandbox-workbench watch . -s demo --run app.pl --once""",
 )
 @click.argument(
     "folder", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="DIR"
