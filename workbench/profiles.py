@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from workbench.api.display import warn_untrusted
 from workbench.config import (
     DEFAULT_TIMEOUT_S,
     LOCAL_PROFILE,
@@ -46,8 +47,9 @@ def open_profile_backend(
     data_dir: Path | None = None,
     timeout: float | None = None,
     embedded: bool | None = None,
+    note: Callable[[str], None] = warn_untrusted,
 ) -> Backend:
-    """Open the backend of profile `name`.
+    """Open the backend of profile `name` (`note`: where a replaced daemon is told of).
 
     `timeout` (seconds; default `$SANDBOX_WORKBENCH_TIMEOUT_S`): on the local backend the
     engines' wall-clock limit per execution (30 s when neither is set); on a remote one
@@ -68,7 +70,9 @@ def open_profile_backend(
             from workbench.backends.daemon import open_daemon_backend
 
             return open_daemon_backend(
-                data_dir, execution_timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout
+                data_dir,
+                execution_timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout,
+                note=note,
             )
     try:
         config = Config.load()

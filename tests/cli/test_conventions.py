@@ -181,3 +181,8 @@ def test_quiet_keeps_results_and_drops_notes(tmp_path: Path) -> None:
     failed = run_cli(env, "-q", "run", "-l", "python", "-c", "1/0")
     assert failed.returncode == 1
     assert "ZeroDivisionError" in failed.stderr
+    # Nor the note that the daemon was restarted with other settings.
+    restarted = run_cli(env, "-q", "--no-file-api", "run", "-s", "py", "-l", "python", "-c", "1")
+    assert (restarted.returncode, restarted.stdout, restarted.stderr) == (0, "1\n", "")
+    assert "restarted the local daemon" in run_cli(env, "run", "-l", "python", "-c", "2").stderr
+    run_cli(env, "daemon", "stop")

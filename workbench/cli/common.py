@@ -170,7 +170,9 @@ def open_backend(profile: str, data_dir: Path | None, timeout: float | None = No
         warn_about_config()
     embedded = True if global_options().no_daemon else None
     with _ctrl_c_raises():  # it may wait up to a minute for a daemon to start
-        return open_profile_backend(profile, data_dir=data_dir, timeout=timeout, embedded=embedded)
+        return open_profile_backend(
+            profile, data_dir=data_dir, timeout=timeout, embedded=embedded, note=note
+        )
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,6 +195,7 @@ def ensure_daemon(
     settings: LocalSettings | None = None,
     *,
     given_up: threading.Event | None = None,
+    note: Callable[[str], None] = warn_untrusted,
 ) -> DaemonInfo:
     """The daemon of `data_dir` (default: the user's), started if none runs, and replaced
     if it is of another version or holds other `settings` (default: `local_settings()`):
@@ -202,7 +203,8 @@ def ensure_daemon(
     loses no state. A daemon that `serve` started (it listens on TCP too) is not replaced:
     that would end the gateway of every remote client (`ConfigError`). Once `given_up` is
     set (the caller stopped waiting), the waits for another client's start and for the
-    daemon's answer end (`DaemonStartError`)."""
+    daemon's answer end (`DaemonStartError`). `note` tells of a replacement (on stderr by
+    default)."""
     wanted = local_settings() if settings is None else settings
     directory = private_data_dir(data_dir).absolute()  # the daemon runs elsewhere
     path = socket_path(directory)
@@ -222,14 +224,14 @@ def ensure_daemon(
             )
         if info is not None and info.version != __version__:
             stop(path, directory)
-            warn_untrusted(
+            note(
                 f"note: replaced the local daemon of sandbox-workbench {info.version} "
                 f"(pid {info.pid}) with one of this version ({__version__})"
             )
             info = None
         elif info is not None and info.settings != wanted:
             stop(path, directory)
-            warn_untrusted(
+            note(
                 f"note: restarted the local daemon (pid {info.pid}) with "
                 f"{describe_settings(wanted)} (it had {describe_settings(info.settings)})"
             )
@@ -254,11 +256,15 @@ def describe_settings(settings: LocalSettings | None) -> str:
 
 
 def open_daemon_backend(
-    data_dir: Path | None = None, *, execution_timeout: float | None = None
+    data_dir: Path | None = None,
+    *,
+    execution_timeout: float | None = None,
+    note: Callable[[str], None] = warn_untrusted,
 ) -> Backend:
     """The local backend through its daemon (started on demand); `execution_timeout` is
-    every execution's wall-clock limit unless a call gives its own."""
-    info = ensure_daemon(data_dir)
+    every execution's wall-clock limit unless a call gives its own; `note` as in
+    `ensure_daemon`."""
+    info = ensure_daemon(data_dir, note=note)
     transport = SocketTransport(Path(info.socket), f"local ({info.data_dir})", Path(info.data_dir))
     return Backend(
         transport,
