@@ -219,6 +219,22 @@ def test_gateway_init_renders_and_adds_a_profile(env: dict[str, str], tmp_path: 
     assert "Refusing to overwrite" in again.stderr
 
 
+def test_gateway_init_flags_it_cannot_use_are_usage_errors(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Exit 2, as for every other flag the workbench refuses (they were exit 1)."""
+    for flags, expected in [
+        (("--bindings", "COBOL"), "Unknown runtime binding 'COBOL'"),
+        (("--bindings", "PYTHON,PYTHON"), "Duplicate runtime binding 'PYTHON'"),
+        (("--bindings", ""), "Choose at least one runtime binding"),
+        (("--name-prefix", "bad prefix!"), "Invalid Worker name"),
+    ]:
+        refused = cli(env, "gateway", "init", str(tmp_path / "deploy"), *flags)
+        assert refused.returncode == 2, (flags, refused.stderr)
+        assert expected in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "deploy").exists()
+
+
 def test_gateway_init_never_replaces_a_profile_silently(
     env: dict[str, str], tmp_path: Path
 ) -> None:

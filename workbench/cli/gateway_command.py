@@ -118,15 +118,20 @@ def init_command(
             raise click.BadParameter(f"{entry!r} is not BINDING=NAME", param_hint="--service")
         named[binding.strip()] = name.strip()
     chosen = [name for name in bindings.split(",") if name.strip()]
-    try:
+    try:  # what the flags ask for: a binding, a Worker name, a directory to fill
         workers = plan_runtimes(
             chosen, name_prefix=name_prefix, services=named, stateless=stateless
         )
+    except ValueError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    try:
         versions = load_versions(templates_root())
         written = render(
             directory, chosen, name_prefix=name_prefix, services=named, stateless=stateless
         )
-    except (ValueError, FileExistsError, FileNotFoundError) as error:
+    except ValueError as error:
+        raise CommandError(str(error), EXIT_USAGE) from error
+    except (FileExistsError, FileNotFoundError) as error:  # files in the way; no templates
         raise CommandError(str(error)) from error
     token = secrets.token_urlsafe(32)
     dev_vars = directory / "gateway" / DEV_VARS
