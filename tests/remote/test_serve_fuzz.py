@@ -32,7 +32,7 @@ from schemathesis import Case
 
 from tests.conftest import require_engine
 from tests.serve_process import ServeProcess, serve_process
-from workbench.server.app import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES
+from workbench.protocol.http import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES
 
 OPENAPI = Path(__file__).parents[2] / "docs" / "gateway-openapi.json"
 EXECUTE = r"/execute$"

@@ -37,8 +37,8 @@ from workbench.daemon.server import (
     RepeatLimit,
 )
 from workbench.paths import private_data_dir
-from workbench.protocol.http import Request, Response
-from workbench.server.app import MAX_BODY_BYTES, GatewayApp
+from workbench.protocol.http import MAX_BODY_BYTES, Request, Response
+from workbench.server.app import GatewayApp
 
 TOKEN = "limits-token-0123456789"
 READY = re.compile(r"listening on http://(127\.0\.0\.1):(\d+)")

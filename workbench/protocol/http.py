@@ -26,6 +26,8 @@ __all__ = [
     "FILES_BATCH_BODY_CAP",
     "FILES_BATCH_MAX_ENTRIES",
     "FILES_BODY_CAP",
+    "MAX_BATCH_BODY_BYTES",
+    "MAX_BODY_BYTES",
     "NDJSON",
     "REASONS",
     "EventSink",
@@ -34,6 +36,7 @@ __all__ = [
     "Request",
     "Response",
     "answer_event",
+    "body_cap",
     "error_json",
     "internal_error",
     "invalid_response",
@@ -57,6 +60,17 @@ one request's peak memory stays bounded, and room for five 1 MiB files sent as b
 FILES_BATCH_MAX_ENTRIES: Final = 1000
 """Entries of one `POST /files/batch`: bounds one request's work and answer; a full
 workspace (4,096 entries) is refilled in five batches."""
+MAX_BODY_BYTES = FILES_BODY_CAP + 4096
+"""The largest body any route but `/files/batch` accepts (2 MiB for /files), plus slack
+for headers' sake."""
+MAX_BATCH_BODY_BYTES = FILES_BATCH_BODY_CAP + 4096
+"""`/files/batch` (8 MiB, also after gzip decoding, which the route checks)."""
+
+
+def body_cap(path: str) -> int:
+    """The largest request body a gateway server reads for `path`."""
+    return MAX_BATCH_BODY_BYTES if path.endswith("/files/batch") else MAX_BODY_BYTES
+
 
 REASONS = {
     200: "OK",

@@ -23,13 +23,12 @@ from typing import Any
 
 from workbench.protocol.errors import error_response
 from workbench.protocol.http import (
-    FILES_BATCH_BODY_CAP,
-    FILES_BODY_CAP,
     NDJSON,
     Handler,
     Request,
     Response,
     answer_event,
+    body_cap,
     error_json,
     validation_error,
     wants_stream,
@@ -41,11 +40,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 PUBLIC_PATHS = frozenset({"/v1/health"})
-MAX_BODY_BYTES = FILES_BODY_CAP + 4096
-"""The largest body any route but `/files/batch` accepts (2 MiB for /files), plus slack
-for headers' sake."""
-MAX_BATCH_BODY_BYTES = FILES_BATCH_BODY_CAP + 4096
-"""`/files/batch` (8 MiB, also after gzip decoding, which the route checks)."""
 DISCARD_BYTES = 4 << 20
 """Bytes past the limit read and dropped rather than cut off, so that an authorized
 client reads its 413 (closing with its body unread resets the connection under the
@@ -113,7 +107,7 @@ class GatewayApp:
         if not authorized and path not in PUBLIC_PATHS:
             await self._send(send, unauthorized(), close=True)
             return
-        cap = MAX_BATCH_BODY_BYTES if path.endswith("/files/batch") else MAX_BODY_BYTES
+        cap = body_cap(path)
         declared = _declared_length(headers)
         method = scope.get("method", "GET")
         if not authorized:  # a public route without the token: its body stays unread
