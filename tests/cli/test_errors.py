@@ -144,6 +144,21 @@ def test_out_of_range_numbers_and_undecodable_code_are_usage_errors(tmp_path: Pa
         assert "Traceback" not in refused.stderr
 
 
+def test_a_body_too_large_for_the_daemon_is_exit_2_not_a_crash(tmp_path: Path) -> None:
+    """Past what the daemon reads (its cap and 4 MiB more), it answers 413 without reading
+    and closes under the body: the client said the daemon "may have crashed" (exit 3)."""
+    env = cli_env(tmp_path)
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * 5_000_000)
+    try:
+        refused = run_cli(env, "files", "put", "box", str(big))
+        assert refused.returncode == 2
+        assert one_error_line(refused) == ("error: Request too large (VALIDATION_FAILED, HTTP 413)")
+        assert run_cli(env, "files", "put", "box", "-", "a.txt", stdin="fits").returncode == 0
+    finally:
+        run_cli(env, "daemon", "stop")
+
+
 def test_malformed_gateway_answers_are_exit_3(tmp_path: Path) -> None:
     env = cli_env(tmp_path, TOKEN="t" * 20)
     answers = [

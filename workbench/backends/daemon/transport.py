@@ -26,6 +26,8 @@ from workbench.protocol.http import (
     EventSink,
     Request,
     Response,
+    body_cap,
+    error_json,
     read_event_stream,
     validation_error,
 )
@@ -101,6 +103,10 @@ class SocketTransport:
             extra_headers = {**extra_headers, "accept": NDJSON}
         if any("\r" in part or "\n" in part for part in (method, path, *extra_headers.values())):
             raise validation_error("A request line or header holds a line break")
+        if len(payload) > body_cap(path):
+            # The daemon's own answer: it would refuse such a body before reading it, and the
+            # connection it then closes under the body would read as a crash here.
+            return error_json(validation_error("Request too large", 413))
         extra = "".join(f"{name}: {value}\r\n" for name, value in extra_headers.items() if value)
         head = (
             f"{method} {path} HTTP/1.1\r\nhost: local-daemon\r\n"
