@@ -114,10 +114,15 @@ sub _vi {
     return $out . chr($value);
 }
 
-# A length-delimited field; `$value` is text (encoded to UTF-8) or already bytes.
+# A length-delimited field; `$value` is text (encoded to UTF-8) or already bytes. Text
+# holds Unicode scalar values only: a protobuf string must be valid UTF-8, and Perl's
+# strings may hold surrogates and code points past U+10FFFF ("\x{d800}"): U+FFFD each.
 sub _len {
     my ($field, $value, $is_bytes) = @_;
-    utf8::encode($value) unless $is_bytes;
+    unless ($is_bytes) {
+        $value =~ s/[^\x{0}-\x{D7FF}\x{E000}-\x{10FFFF}]/\x{FFFD}/g;
+        utf8::encode($value);
+    }
     return _vi(($field << 3) | 2) . _vi(length $value) . $value;
 }
 

@@ -120,6 +120,16 @@ def test_result_mapping(stateless: Guest, code: str, expected: tuple[str, str]) 
     assert run.result == expected
 
 
+def test_text_that_is_not_unicode_comes_back_with_replacement_characters(
+    stateless: Guest,
+) -> None:
+    """Perl strings may hold surrogates and code points past U+10FFFF; a protobuf string
+    may not (the host refused the whole answer as an EngineError): U+FFFD each."""
+    assert stateless.run('"a\\x{d800}b" . "\\x{110000}é"').result == ("text", "a\ufffdb\ufffdé")
+    error = stateless.run('die "x\\x{dfff}y\\n"').error
+    assert error == ("PerlError", "x\ufffdy")
+
+
 @pytest.mark.parametrize("code", ["undef", "my $u; $u", "return", "sub f {}"])
 def test_undef_gives_no_result(stateless: Guest, code: str) -> None:
     run = stateless.run(code)
