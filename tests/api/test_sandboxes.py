@@ -174,6 +174,21 @@ async def test_list_sandboxes(backend: Backend) -> None:
     assert second.id not in {summary.id for summary in await backend.list_sandboxes()}
 
 
+async def test_a_failing_files_request_makes_no_sandbox(backend: Backend) -> None:
+    """Spec 8.3: a failing file operation does not touch. It made the sandbox all the
+    same, with no idle deadline, so a typo'd id stayed listed for good."""
+    typo = backend.sandbox(fresh_id("typo"))
+    with pytest.raises(SandboxError):
+        await typo.read_file("missing.txt")
+    with pytest.raises(SandboxError):
+        await typo.delete_file("missing.txt")
+    assert typo.id not in {summary.id for summary in await backend.list_sandboxes()}
+    await typo.write_file("a.txt", "x")  # one that succeeds makes it, with its deadline
+    listed = {summary.id: summary for summary in await backend.list_sandboxes()}
+    assert isinstance(listed[typo.id].expires_at, int)
+    await typo.destroy()
+
+
 async def test_destroy_wipes_everything(sandbox: SandboxClient, perl_engine: None) -> None:
     await sandbox.set_env_vars({"KEEP": "no"})
     await sandbox.mkdir("d")

@@ -423,8 +423,10 @@ SANDBOX_ROUTES: RouteTable[SandboxEndpoint] = RouteTable(
             SandboxEndpoint(delete_checkpoint),
         ),
         Route("POST", "/env", SandboxEndpoint(set_env)),
-        Route("POST", "/files", SandboxEndpoint(files)),
-        Route("POST", "/files/batch", SandboxEndpoint(files_batch)),
+        # A files request makes the sandbox only if it stores something (spec 8.3: a
+        # failing one does not touch): a typo'd id leaves no sandbox behind.
+        Route("POST", "/files", SandboxEndpoint(files, creates=False)),
+        Route("POST", "/files/batch", SandboxEndpoint(files_batch, creates=False)),
     ],
     wrong_method=not_found,
 )

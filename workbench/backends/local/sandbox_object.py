@@ -143,17 +143,20 @@ class SandboxObject:
                 {"feature": "files"},
             )
 
+    def _created_at(self, now: int) -> str:
+        """When the sandbox was made: `now` for one that a request makes (its row is stored
+        with what the request stores: a request that fails makes no sandbox)."""
+        meta = self._state.meta
+        return iso_from_ms(now if meta is None else meta.created_at)
+
     def files(self, body: object) -> FilesResult:
         """One files-API request (spec 5); the tree changes only if the store commits."""
         self.require_file_api()
-        meta = self._state.ensure_meta()
         workspace = self._state.workspace
+        now = self._clock.now_ms()
         with workspace.undo_on_error():
             result, changes = files_request(
-                workspace,
-                body,
-                now=self._clock.now_ms(),
-                sandbox_created_at=iso_from_ms(meta.created_at),
+                workspace, body, now=now, sandbox_created_at=self._created_at(now)
             )
             with self._state.stored() as tx:
                 self._state.persist_changes(tx, changes)
@@ -166,14 +169,11 @@ class SandboxObject:
         """`POST /files/batch`: every entry in order, all stored in one transaction; when
         it cannot commit, the request fails and the tree is as before."""
         self.require_file_api()
-        meta = self._state.ensure_meta()
         workspace = self._state.workspace
+        now = self._clock.now_ms()
         with workspace.undo_on_error():
             result, changes = await files_batch(
-                workspace,
-                body,
-                now=self._clock.now_ms(),
-                sandbox_created_at=iso_from_ms(meta.created_at),
+                workspace, body, now=now, sandbox_created_at=self._created_at(now)
             )
             with self._state.stored() as tx:
                 self._state.persist_changes(tx, changes)

@@ -175,18 +175,21 @@ class SandboxState:
 
     # ----- the sandbox row -----------------------------------------------------------
 
-    def ensure_meta(self) -> StoredSandbox:
-        """The sandbox row, created (and stored) on first touch."""
+    def ensure_meta(self, tx: Transaction | None = None) -> StoredSandbox:
+        """The sandbox row, created (and stored, in `tx` when given) on first touch."""
         if self.meta is None:
             now = self._clock.now_ms()
             self.meta = StoredSandbox(self.id, now, now, {}, None)
-            with self._store.transaction() as tx:
+            if tx is not None:
                 tx.put_sandbox(self.meta)
+            else:
+                with self._store.transaction() as own:
+                    own.put_sandbox(self.meta)
         return self.meta
 
     def touch(self, tx: Transaction | None = None, *, write_last_used: bool = False) -> None:
         """Spec 8.3 touch policy: move the deadline only in steps larger than TTL/10."""
-        meta = self.ensure_meta()
+        meta = self.ensure_meta(tx)
         now = self._clock.now_ms()
         ttl = self._settings.ttl_ms
         changed = write_last_used
