@@ -80,20 +80,27 @@ class ConfigError(Exception):
     """The configuration file is unreadable or invalid, or a profile is incomplete."""
 
 
+MAX_TIMEOUT_S = 86_400
+"""The longest execution deadline a gateway takes (`timeoutMs` up to a day)."""
+
+
 def parse_timeout(value: str | None, source: str = TIMEOUT_ENV) -> float:
     """Seconds from `SANDBOX_WORKBENCH_TIMEOUT_S` (or `source`, e.g. `--timeout`); unset
     or empty means the default.
 
     Raises `ValueError` with a message naming the source for anything else than a
-    positive number."""
+    positive number of seconds up to `MAX_TIMEOUT_S`."""
     if value is None or not value.strip():
         return DEFAULT_TIMEOUT_S
     try:
         seconds = float(value)
     except ValueError:
         seconds = float("nan")
-    if not 0 < seconds < float("inf"):
-        raise ValueError(f"{source} must be a positive number of seconds, not {value!r}")
+    if not 0 < seconds <= MAX_TIMEOUT_S:
+        raise ValueError(
+            f"{source} must be a positive number of seconds, at most {MAX_TIMEOUT_S} "
+            f"(a day), not {value!r}"
+        )
     return seconds
 
 

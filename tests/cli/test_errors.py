@@ -138,6 +138,8 @@ def test_out_of_range_numbers_and_undecodable_code_are_usage_errors(tmp_path: Pa
         (("serve", "--port", "99999", "--token", "t" * 20), "99999 is not in the range"),
         (("serve", "--port", "-1", "--token", "t" * 20), "-1 is not in the range"),
         (("daemon", "logs", "-n", "9" * 20), "is not in the range"),
+        (("watch", str(tmp_path), "--once", "--debounce", "nan"), "nan is not a number"),
+        (("watch", str(tmp_path), "--once", "--debounce", "-1"), "is not in the range"),
     ]:
         refused = run_cli(env, *args)
         assert refused.returncode == 2 and expected in refused.stderr, (args, refused.stderr)

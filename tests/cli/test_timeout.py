@@ -34,7 +34,7 @@ def test_the_reset_note_follows_the_error_it_explains(tmp_path: Path) -> None:
 
 def test_bad_timeouts_are_one_line_usage_errors(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
-    for value in ("0", "-3", "abc", "nan", "inf"):
+    for value in ("0", "-3", "abc", "nan", "inf", "100000"):  # past a day: the gateway's cap
         refused = run_cli(env, "run", "--timeout", value, "-l", "python", "-c", "1")
         assert refused.returncode == 2, refused.stderr
         assert "--timeout must be a positive number of seconds" in refused.stderr
@@ -43,7 +43,8 @@ def test_bad_timeouts_are_one_line_usage_errors(tmp_path: Path) -> None:
         bad_env = run_cli({**env, "SANDBOX_WORKBENCH_TIMEOUT_S": "soon"}, *args)
         assert bad_env.returncode == 2
         assert one_error_line(bad_env) == (
-            "error: SANDBOX_WORKBENCH_TIMEOUT_S must be a positive number of seconds, not 'soon'"
+            "error: SANDBOX_WORKBENCH_TIMEOUT_S must be a positive number of seconds, at most "
+            "86400 (a day), not 'soon'"
         )
 
 

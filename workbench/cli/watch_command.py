@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import signal
 from pathlib import Path, PurePosixPath
@@ -65,6 +66,13 @@ async def _binding_for_entry(backend: Backend, entry: str) -> str:
     return await binding_for_language(backend, language)
 
 
+def _not_nan(value: float) -> float:
+    """FloatRange lets NaN through (it compares false with both ends)."""
+    if math.isnan(value):
+        raise click.BadParameter("nan is not a number of seconds")
+    return value
+
+
 @click.command(
     "watch",
     epilog="""\b
@@ -108,7 +116,14 @@ Examples:
     help="Mirror exactly: also delete sandbox entries under --dest that DIR lacks and the "
     "sync did not create (ignored paths are kept).",
 )
-@click.option("--debounce", type=float, default=0.05, show_default=True, help="Quiet period (s).")
+@click.option(
+    "--debounce",
+    type=click.FloatRange(0, 60),
+    default=0.05,
+    show_default=True,
+    callback=lambda _context, _param, value: _not_nan(value),
+    help="Quiet period (s).",
+)
 @click.option("--once", is_flag=True, help="Sync (and run) once, then exit.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per run (or per sync).")
 @timeout_option

@@ -22,6 +22,7 @@ from workbench import __version__
 from workbench.backends.local.context_runner import ENGINE_THREADS
 from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.local.sandbox_object import SandboxObject, cancel_on
+from workbench.config import MAX_TIMEOUT_S
 from workbench.core.envvars import (
     context_env_vars,
     env_request_vars,
@@ -85,7 +86,7 @@ FEATURES = [
 ]
 """The extensions this gateway serves (`GET /v1/health`)."""
 FILES_BATCH_LIMITS = FilesBatchLimits(FILES_BATCH_MAX_ENTRIES, FILES_BATCH_BODY_CAP)
-MAX_TIMEOUT_MS = 86_400_000
+MAX_TIMEOUT_MS = MAX_TIMEOUT_S * 1000
 """A day: the longest execution deadline a request may ask for."""
 
 Params = dict[str, str]
