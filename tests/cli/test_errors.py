@@ -129,10 +129,19 @@ def gateway_answering(body: bytes, status: int = 200) -> Iterator[str]:
 
 def test_out_of_range_numbers_and_undecodable_code_are_usage_errors(tmp_path: Path) -> None:
     """Each ended in "unexpected …" (OverflowError, UnicodeDecodeError) or, for a port past
-    65535, in serve listening on another port."""
+    65535, in serve listening on another port; a code file's byte order mark was a guest's
+    syntax error."""
     env = cli_env(tmp_path)
     binary = tmp_path / "code.bin"
     binary.write_bytes(b"print(1)\n\xad\xff")
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbf6 * 7\n")  # some editors start UTF-8 files so: not code
+    require_engine("python")
+    ran = run_cli(env, "run", "-l", "python", str(bom))
+    assert (ran.returncode, ran.stdout) == (0, "42\n"), ran.stderr
+    piped = run_cli(env, "run", "-l", "python", "-", stdin="\ufeff6 * 7\n")
+    assert (piped.returncode, piped.stdout) == (0, "42\n"), piped.stderr
+    run_cli(env, "daemon", "stop")
     for args, expected in [
         (("run", "-l", "python", str(binary)), "not UTF-8 text (byte 0xad at offset 9)"),
         (("serve", "--port", "99999", "--token", "t" * 20), "99999 is not in the range"),

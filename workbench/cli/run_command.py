@@ -48,6 +48,11 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     return env
 
 
+BOM = "\ufeff"
+"""A byte order mark some editors start a UTF-8 file with: not code (a guest's syntax
+error otherwise)."""
+
+
 def read_code(code: str | None, source: str | None) -> str:
     if code is not None and source is not None:
         raise click.UsageError("give either -c CODE or a FILE (or - for stdin), not both")
@@ -56,9 +61,9 @@ def read_code(code: str | None, source: str | None) -> str:
     if source is None:
         raise click.UsageError("nothing to run: give -c CODE, a FILE, or - to read stdin")
     if source == "-":
-        return sys.stdin.read()
+        return sys.stdin.read().removeprefix(BOM)
     try:
-        return Path(source).read_text(encoding="utf-8")
+        return Path(source).read_text(encoding="utf-8").removeprefix(BOM)
     except OSError as error:
         raise click.UsageError(f"cannot read {source}: {error.strerror}") from error
     except UnicodeDecodeError as error:
