@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
 
 KEYRING_SERVICE = "sandbox-workbench"
 LOCAL_PROFILE = "local"
+PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+"""A profile name: it is a TOML key, a keyring entry and a word in listings and errors."""
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """The built-in profile's name, reserved in the file."""
 
 TIMEOUT_ENV = "SANDBOX_WORKBENCH_TIMEOUT_S"
@@ -112,6 +116,21 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def profile_problem(name: str, token_env: str | None = None) -> str | None:
+    """Why `name` (with `token_env`, the variable holding its token) cannot name a profile,
+    or None."""
+    if name == LOCAL_PROFILE:
+        return "`local` is built in; choose another profile name"
+    if not PROFILE_NAME.fullmatch(name):
+        return (
+            f"{name!r} cannot name a profile: letters, digits, '.', '_' and '-', starting "
+            "with a letter or digit, at most 63"
+        )
+    if token_env is not None and not ENV_NAME.fullmatch(token_env):
+        return f"{token_env!r} is not an environment variable's name"
+    return None
 
 
 def url_problem(url: str, *, allow_insecure: bool) -> str | None:

@@ -111,6 +111,27 @@ def test_a_malformed_url_is_a_usage_error_wherever_it_is_given(tmp_path: Path) -
     assert used.returncode == 2 and "is not a valid URL" in one_error_line(used)
 
 
+def test_a_profile_name_or_token_variable_that_cannot_work_is_refused(tmp_path: Path) -> None:
+    """A newline in a name broke `profiles list` and the error lines naming profiles; a
+    token variable with a space or '=' can never be set."""
+    env = cli_env(tmp_path, TOKEN="t" * 20)
+    url = "https://gw.example.test"
+    for name, token_env, expected in [
+        ("two\nlines", "TOKEN", "cannot name a profile"),
+        ("../x", "TOKEN", "cannot name a profile"),
+        ('q"uote', "TOKEN", "cannot name a profile"),
+        ("local", "TOKEN", "`local` is built in"),
+        ("ok", "a b=c", "is not an environment variable's name"),
+    ]:
+        refused = run_cli(env, "profiles", "add", name, "--url", url, "--token-env", token_env)
+        assert refused.returncode == 2 and expected in refused.stderr, (name, refused.stderr)
+        assert not config_path(tmp_path).exists()
+    rendered = run_cli(env, "gateway", "init", str(tmp_path / "gw"), "--profile", "a b")
+    assert rendered.returncode == 2 and "cannot name a profile" in rendered.stderr
+    added = run_cli(env, "profiles", "add", "staging-2.eu_1", "--url", url, "--token-env", "TOKEN")
+    assert added.returncode == 0, added.stderr
+
+
 def test_removing_a_profile_deletes_its_keyring_token(tmp_path: Path) -> None:
     keyring_file = tmp_path / "keyring.json"
     env = cli_env(

@@ -14,11 +14,11 @@ from workbench.cli.errors import CommandError
 from workbench.cli.profile_commands import load_config, save_config
 from workbench.cli.terminal import echo_untrusted
 from workbench.config import (
-    LOCAL_PROFILE,
     ConfigError,
     RemoteProfile,
     keyring_available,
     keyring_set,
+    profile_problem,
     url_problem,
 )
 
@@ -100,8 +100,8 @@ def init_command(
     from workbench.deploy.templates import plan_runtimes, render, templates_root
     from workbench.deploy.versions import CORE_PACKAGE, load_versions, runtime_package
 
-    if profile_name == LOCAL_PROFILE:
-        raise click.UsageError("`local` is built in; choose another --profile name")
+    if (problem := profile_problem(profile_name)) is not None:
+        raise click.BadParameter(problem, param_hint="--profile")
     if url is not None and (problem := url_problem(url, allow_insecure=False)) is not None:
         raise click.BadParameter(problem, param_hint="--url")
     if profile_name in load_config().profiles and not force:

@@ -17,6 +17,7 @@ from workbench.config import (
     RemoteProfile,
     keyring_delete,
     keyring_set,
+    profile_problem,
     url_problem,
 )
 
@@ -139,8 +140,9 @@ def add_command(
     Plain http:// is for a `serve` on this machine (loopback) only, unless
     --allow-insecure.
     """
-    if name == LOCAL_PROFILE:
-        raise click.UsageError("`local` is built in")
+    problem = profile_problem(name, token_env)
+    if problem is not None:
+        raise click.UsageError(problem)
     problem = url_problem(url, allow_insecure=allow_insecure)
     if problem is not None:
         raise click.BadParameter(problem, param_hint="--url")
