@@ -281,7 +281,7 @@ def test_gateway_init_refuses_bad_choices_in_one_line(
         cli_env(tmp_path), "gateway", "init", str(tmp_path / "d"), "--bindings", "PYTHON",
         *arguments,
     )  # fmt: skip
-    assert completed.returncode == 1
+    assert completed.returncode == 2  # a usage error, as every other refused flag
     assert message in one_error_line(completed)
     assert not (tmp_path / "d").exists()
 

@@ -124,12 +124,15 @@ def init_command(
         )
     except ValueError as error:
         raise CommandError(str(error), EXIT_USAGE) from error
-    try:
+    try:  # the installation's pins and templates
         versions = load_versions(templates_root())
+    except (ValueError, FileNotFoundError) as error:
+        raise CommandError(str(error)) from error
+    try:
         written = render(
             directory, chosen, name_prefix=name_prefix, services=named, stateless=stateless
         )
-    except ValueError as error:
+    except ValueError as error:  # what the flags name
         raise CommandError(str(error), EXIT_USAGE) from error
     except (FileExistsError, FileNotFoundError) as error:  # files in the way; no templates
         raise CommandError(str(error)) from error
