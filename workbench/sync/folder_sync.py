@@ -80,10 +80,10 @@ from workbench.sync.relative_paths import ancestors, is_plain, is_under, top_lev
 from workbench.sync.sandbox_folder import SandboxFolder
 from workbench.sync.watching import PendingChanges, watch_folder
 
-__all__ = ["FolderSync", "kept_out_of"]
+__all__ = ["FolderSync"]
 
 
-def kept_out_of(root: Path, keep_out: Iterable[Path] = ()) -> list[str]:
+def _kept_out_of(root: Path, keep_out: Iterable[Path] = ()) -> list[str]:
     """The workbench's own directories (and `keep_out`) inside `root`, folder-relative.
     Raises ValueError when `root` is one of them or inside one."""
     own = [
@@ -136,7 +136,7 @@ class FolderSync:
         self.root = Path(local_dir).resolve()
         if not self.root.is_dir():
             raise NotADirectoryError(f"not a directory: {local_dir}")
-        kept_out = kept_out_of(self.root, keep_out)
+        kept_out = _kept_out_of(self.root, keep_out)
         self.sandbox = sandbox
         self.dest = normalize_dest(dest)
         self.policy = ConflictPolicy(policy)
