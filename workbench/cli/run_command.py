@@ -22,7 +22,6 @@ from workbench.cli.common import (
 )
 from workbench.cli.completion import complete_bindings, complete_sandbox_ids
 from workbench.cli.terminal import echo_json, echo_untrusted
-from workbench.transcripts.documents import error_header, error_traceback
 
 EXAMPLES = """\b
 Examples:
@@ -104,6 +103,9 @@ def print_result(result: ExecutionResult, *, logs: bool = True) -> int:
         else:
             echo_untrusted(entry.text or "")
     if result.error is not None:
+        # Here: the transcripts package costs 15 ms of start-up, needed only for an error.
+        from workbench.transcripts.documents import error_header, error_traceback
+
         # Once: Python's traceback starts with the `Name: message` line printed first.
         for line in error_header(result.error):
             echo_untrusted(line, err=True, fg="red")
