@@ -66,8 +66,8 @@ async def _binding_for_entry(backend: Backend, entry: str) -> str:
     return await binding_for_language(backend, language)
 
 
-def _not_nan(value: float) -> float:
-    """FloatRange lets NaN through (it compares false with both ends)."""
+def _not_nan(context: click.Context, param: click.Parameter, value: float) -> float:
+    """A callback: FloatRange lets NaN through (it compares false with both ends)."""
     if math.isnan(value):
         raise click.BadParameter("nan is not a number of seconds")
     return value
@@ -121,7 +121,7 @@ Examples:
     type=click.FloatRange(0, 60),
     default=0.05,
     show_default=True,
-    callback=lambda _context, _param, value: _not_nan(value),
+    callback=_not_nan,
     help="Quiet period (s).",
 )
 @click.option("--once", is_flag=True, help="Sync (and run) once, then exit.")
