@@ -265,6 +265,8 @@ async def test_a_long_history_reopens_with_its_newest_cells(
         await wait_for(pilot, lambda: len(reopened.transcript.cells) == 2)
         assert [cell.code for cell in reopened.transcript.cells] == ["3 * 10", "4 * 10"]
         assert reopened.history == ["1 * 10", "2 * 10", "3 * 10", "4 * 10"]
+        # The pane's log renders what it was given once it knows its width.
+        await wait_for(pilot, lambda: bool(reopened.transcript.lines))
         assert "2 earlier runs" in reopened.transcript.lines[0].text
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections import deque
+from typing import Self
+
+from rich.console import RenderableType
 from textual.widgets import RichLog
 
 from workbench.config import Prices
@@ -33,14 +37,46 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         """What a cell's footer estimates its cost on Workers with (None: no estimate)."""
         self.cells: list[TranscriptCell] = []
         self.cell_start_lines: list[int] = []
+        """The first line of each rendered cell (a cell written before the log has a
+        size is rendered, and gets its line, when the size is known)."""
         self.current_cell_index: int | None = None
         self._search_line = -1
+        self._writing_cell = False
+        self._waiting_writes: deque[bool] = deque()
+        """For each write waiting for the log's size: whether it is a cell."""
 
     def add_cell(self, cell: TranscriptCell) -> None:
-        self.cell_start_lines.append(len(self.lines))
         self.cells.append(cell)
         self.current_cell_index = len(self.cells) - 1
-        self.write(render_cell(cell, show_measurements=self.show_measurements, prices=self.prices))
+        self._writing_cell = True
+        try:
+            self.write(
+                render_cell(cell, show_measurements=self.show_measurements, prices=self.prices)
+            )
+        finally:
+            self._writing_cell = False
+
+    def write(
+        self,
+        content: RenderableType | object,
+        width: int | None = None,
+        expand: bool = False,
+        shrink: bool = True,
+        scroll_end: bool | None = None,
+        animate: bool = False,
+    ) -> Self:
+        """RichLog's write, noting where a cell's lines start once they exist. A write
+        adds at least one line when rendered and none when it waits for the size; the
+        waiting writes are rendered in order, before any later one."""
+        lines_before = len(self.lines)
+        super().write(content, width, expand, shrink, scroll_end, animate)
+        if len(self.lines) == lines_before:
+            self._waiting_writes.append(self._writing_cell)
+            return self
+        is_cell = self._waiting_writes.popleft() if self._waiting_writes else self._writing_cell
+        if is_cell:
+            self.cell_start_lines.append(lines_before)
+        return self
 
     @property
     def current_cell(self) -> TranscriptCell | None:

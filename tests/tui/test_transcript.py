@@ -1,0 +1,41 @@
+"""The transcript widget on its own: where each cell's lines start, whether the cells
+were written before or after the log knew its size."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from workbench.tui.transcript_cell import TranscriptCell
+from workbench.tui.widgets.transcript import Transcript
+
+
+class TranscriptApp(App[None]):
+    """A transcript filled on mount, before its first resize: RichLog holds such writes
+    back until it knows its width (a reopened context's past cells are written so)."""
+
+    def compose(self) -> ComposeResult:
+        yield Transcript(show_measurements=False)
+
+    def on_mount(self) -> None:
+        transcript = self.query_one(Transcript)
+        transcript.write(Text("… 2 earlier runs"))
+        transcript.add_cell(TranscriptCell(3, "print 'three'", "perl", None, "lost three"))
+        transcript.add_cell(TranscriptCell(4, "print 'four'", "perl", None, "lost four"))
+
+
+async def test_cells_written_before_the_size_is_known_keep_their_start_lines() -> None:
+    app = TranscriptApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        transcript = app.query_one(Transcript)
+        transcript.add_cell(TranscriptCell(5, "print 'five'", "perl", None, "lost five"))
+        texts = [line.text for line in transcript.lines]
+        starts = transcript.cell_start_lines
+        assert len(starts) == 3 and starts[0] == 1
+        for start, number in zip(starts, [3, 4, 5], strict=True):
+            assert texts[start].startswith(f"In [{number}]")
+        assert transcript.find_next("lost three") is not None
+        assert transcript.current_cell_index == 0
+        assert transcript.find_next("lost four") is not None
+        assert transcript.current_cell_index == 1
