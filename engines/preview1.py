@@ -480,7 +480,7 @@ class Preview1Host(MemoryUser):
             return ERRNO["EBADF"]
         parent = directory.parent or directory
         listing: list[tuple[str, Node]] = [(".", directory), ("..", parent)]
-        listing.extend(directory.children.items())
+        listing.extend(self._fs(descriptor).listing(directory))
         out = bytearray()
         for index in range(u64(cookie), len(listing)):
             if len(out) >= length:

@@ -11,7 +11,10 @@ limits where the change happens and fails with an errno the guest can catch:
 - the bytes of a file that was unlinked while open count until its last handle closes,
   so unlinking frees nothing early;
 - there are no links of any kind: `link` and `symlink` fail (EPERM), and `..` never
-  leaves the directory a path starts from (EPERM, as wasmtime's cap-std answers).
+  leaves the directory a path starts from (EPERM, as wasmtime's cap-std answers);
+- a tree with `denied` limits refuses every path below its root and every listing with
+  EACCES: the guest of a deployment with the File API off sees `/workspace` so (spec
+  6.7). The root itself is there, so that it stays the guest's current directory.
 
 A run is a transaction: `begin` starts it, every change records the original state of
 the paths it touches (once), and `finish` either returns the run's change set (the paths
@@ -50,6 +53,8 @@ class VfsLimits:
     name_bytes: int = 255
     path_bytes: int = 3072
     """Of a path below the root ("a/b"), in UTF-8."""
+    denied: bool = False
+    """Every use of the tree is refused (EACCES), whatever the other limits say."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +222,8 @@ class VirtualFS:
         """Follow `path` from directory `start`: "." and empty components are skipped, ".."
         goes back up but never above `start` (EPERM, as cap-std answers for a directory
         descriptor), and an absolute path is EPERM."""
+        if self.limits.denied and any(part not in ("", ".") for part in path.split("/")):
+            raise VfsError("EACCES")  # only the root itself is there (a guest's cwd)
         if "\0" in path:
             raise VfsError("EINVAL")
         if not path:
@@ -244,6 +251,12 @@ class VirtualFS:
                 raise VfsError("ENOTDIR")
             walked.append(child)
         return Found(walked[-1], ".", walked[-1], True)
+
+    def listing(self, directory: Directory) -> list[tuple[str, Node]]:
+        """The entries of `directory`, by name, as a guest lists them."""
+        if self.limits.denied:
+            raise VfsError("EACCES")
+        return list(directory.children.items())
 
     def lookup(self, start: Directory, path: str) -> Node:
         """The node `path` names (ENOENT, ENOTDIR as the path demands)."""

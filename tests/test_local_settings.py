@@ -96,6 +96,75 @@ async def test_the_file_api_can_be_off_as_in_a_deployment(
         await backend.aclose()
 
 
+# Each writes a file, lists /workspace, makes a directory and reads a relative path,
+# printing what each attempt met, then its cwd.
+REFUSED_GUEST_CALLS = {
+    "PYTHON": """
+import os
+def attempt(call):
+    try:
+        call()
+        return "ok"
+    except OSError as error:
+        return os.strerror(error.errno)
+calls = (lambda: open("/workspace/a.txt", "w"), lambda: os.listdir("/workspace"),
+         lambda: os.mkdir("/workspace/d"), lambda: open("a.txt"))
+print([attempt(call) for call in calls], os.getcwd())
+""",
+    "JAVASCRIPT": """
+const attempt = (call) => { try { call(); return "ok"; } catch (error) { return error.code; } };
+console.log(JSON.stringify([
+  attempt(() => fs.writeFileSync("/workspace/a.txt", "x")),
+  attempt(() => fs.readdirSync("/workspace")),
+  attempt(() => fs.mkdirSync("/workspace/d")), fs.existsSync("a.txt"), process.cwd()]));
+""",
+    "PERL": """
+my @met = (open(my $f, '>', '/workspace/a.txt') ? 'ok' : "$!");
+push @met, (opendir(my $d, '/workspace') ? 'ok' : "$!");
+push @met, (mkdir('/workspace/d') ? 'ok' : "$!");
+push @met, (open(my $g, '<', 'a.txt') ? 'ok' : "$!");
+use Cwd; print join('|', @met, getcwd()), "\n";
+""",
+    "RUBY": """
+calls = [-> { File.write("/workspace/a.txt", "x") }, -> { Dir.children("/workspace") },
+         -> { Dir.mkdir("/workspace/d") }, -> { File.read("a.txt") }]
+met = calls.map { |call| begin; call.call; "ok"; rescue SystemCallError => e; e.class.name; end }
+puts (met + [Dir.pwd]).inspect
+""",
+}
+DENIED = "Permission denied"
+REFUSED_OUTPUT = {
+    "PYTHON": f"{[DENIED] * 4} /workspace",
+    "JAVASCRIPT": '["EACCES","EACCES","EACCES",false,"/workspace"]',
+    "PERL": "|".join([DENIED] * 4 + ["/workspace"]),
+    "RUBY": '["Errno::EACCES", "Errno::EACCES", "Errno::EACCES", "Errno::EACCES", "/workspace"]',
+}
+
+
+async def test_with_the_file_api_off_guests_are_refused_their_workspace(
+    tmp_path: Path, all_engines: None
+) -> None:
+    """Spec 6.7: every guest read, write, mkdir and listing under /workspace is EACCES,
+    in every language; the sandbox's files stay empty and the cwd stays /workspace."""
+    backend = open_local_backend(
+        tmp_path / "data",
+        embedded=True,
+        settings=LocalSettings(file_api=False, ruby_contexts=True),
+    )
+    try:
+        sandbox = backend.sandbox("box")
+        for binding, code in REFUSED_GUEST_CALLS.items():
+            context = await sandbox.interpreter.create_code_context(binding)
+            ran = await sandbox.interpreter.run_code(code, context=context)
+            assert ran.error is None, (binding, ran.error)
+            assert ran.stdout == [REFUSED_OUTPUT[binding]], binding
+        info = await sandbox.get_info()
+        assert info.workspace_files == 0
+        assert {context.cwd for context in info.contexts} == {"/workspace"}
+    finally:
+        await backend.aclose()
+
+
 def test_settings_come_from_the_environment_then_the_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -52,7 +52,12 @@ def vfs_limits_to_json(limits: VfsLimits) -> dict[str, Any]:
 
 def vfs_limits_from_json(data: dict[str, Any]) -> VfsLimits:
     return VfsLimits(
-        **{field.name: int(data[field.name]) for field in dataclasses.fields(VfsLimits)}
+        file_bytes=int(data["file_bytes"]),
+        total_bytes=int(data["total_bytes"]),
+        entries=int(data["entries"]),
+        name_bytes=int(data["name_bytes"]),
+        path_bytes=int(data["path_bytes"]),
+        denied=bool(data["denied"]),
     )
 
 

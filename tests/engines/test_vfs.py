@@ -210,3 +210,15 @@ def test_dev_null_reads_nothing_takes_writes_and_holds_nothing_else() -> None:
     assert errno_of(devices.create_file, devices.resolve(devices.root, "x")) == "EPERM"
     assert errno_of(devices.mkdir, devices.resolve(devices.root, "d")) == "EPERM"
     assert errno_of(devices.unlink, devices.resolve(devices.root, "null")) == "EPERM"
+
+
+def test_a_denied_tree_has_only_its_root_and_lists_nothing() -> None:
+    """A deployment with the File API off (spec 6.7): every path below the root and every
+    listing is EACCES; the root itself resolves, so it can stay the guest's cwd."""
+    fs = VirtualFS(VfsLimits(denied=True))
+    for path in ("a.txt", "./d/e", "..", "/workspace", "\0"):
+        assert errno_of(fs.resolve, fs.root, path) == "EACCES", path
+    assert fs.resolve(fs.root, ".").node is fs.root
+    assert fs.resolve(fs.root, "./").node is fs.root
+    assert errno_of(fs.listing, fs.root) == "EACCES"
+    assert VirtualFS().listing(VirtualFS().root) == []

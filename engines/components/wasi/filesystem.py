@@ -319,9 +319,10 @@ def write(call: Call, handle: int, ptr: int, length: int, offset: int, ret: int)
 @implements("wasi:filesystem/types#[method]descriptor.read-directory", params="ii")
 def read_directory(call: Call, handle: int, ret: int) -> None:
     def run() -> int:
-        _, directory = _directory(call, handle)
+        entry, directory = _directory(call, handle)
         call.host.check_room("directory-entry-stream")
-        listed = [[_type_code(node), name] for name, node in directory.children.items()]
+        children = call.host.fs(entry).listing(directory)
+        listed = [[_type_code(node), name] for name, node in children]
         stream = {"type": "directory-entry-stream", "entries": listed, "position": 0}
         return call.host.add(stream)
 

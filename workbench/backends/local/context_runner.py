@@ -186,6 +186,10 @@ class ContextRunner:
         self._clock = resources.clock
         self._settings = resources.settings
         self._engine_process_pool = resources.engine_process_pool
+        self._guest_workspace = (
+            GUEST_LIMITS if self._settings.file_api else replace(GUEST_LIMITS, denied=True)
+        )
+        """The guest's `/workspace`: with the File API off, one it may not touch (spec 6.7)."""
         self._cancellation: Cancellation | None = None
         """The cancel of the execution in progress (None: none is)."""
 
@@ -264,7 +268,7 @@ class ContextRunner:
                 session = ProcessSession(
                     copy.runtime.language_engine,
                     pool=self._engine_process_pool,
-                    workspace=GUEST_LIMITS,
+                    workspace=self._guest_workspace,
                     limits=self._settings.limits,
                     restore_source=lambda build: copy.restore_point,
                     progress=copy.runtime.prepare_progress,
@@ -316,7 +320,7 @@ class ContextRunner:
             return ProcessSession(
                 runtime.language_engine,
                 pool=self._engine_process_pool,
-                workspace=GUEST_LIMITS,
+                workspace=self._guest_workspace,
                 limits=limits,
                 restore_source=lambda build: self._snapshots.restore_point(row, build),
                 progress=runtime.prepare_progress,
@@ -362,7 +366,7 @@ class ContextRunner:
         except Exception as error:  # the engine cannot be prepared or loaded
             raise EngineUnavailableError() from error
         try:
-            # With the File API off, the guest's files stay in its engine process.
+            # With the File API off, the guest's /workspace refuses it everything.
             use_files = self._settings.file_api
             workspace = self._state.workspace if use_files else None
             report = session.execute(
