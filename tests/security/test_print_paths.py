@@ -152,3 +152,22 @@ def test_a_watch_notice_naming_a_hostile_symlink_shows_no_escape(tmp_path: Path)
     )
     assert "link\\x1b]0;PWNED\\x07" in shown, shown
     assert "\x1b]" not in shown and "\x07" not in shown
+
+
+def test_a_listed_name_holding_a_newline_stays_one_entry_on_a_terminal(tmp_path: Path) -> None:
+    """`files ls` prints one line per entry: on a terminal a newline or tab in a guest's
+    file name is escaped too; on a pipe the name is written as it is (`--json` is exact)."""
+    env = private_env(tmp_path)
+    script = str(Path(sys.executable).with_name("sandbox-workbench"))
+    source = tmp_path / "source.txt"
+    source.write_text("x")
+    subprocess.run(
+        [script, "files", "put", "box", str(source), "a\nb\tc.txt"], env=env, cwd=ROOT, check=True
+    )
+    shown = run_in_pty([script, "files", "ls", "box"], env)
+    [entry] = shown.splitlines()
+    assert entry.endswith("a\\x0ab\\x09c.txt"), shown
+    piped = subprocess.run(
+        [script, "files", "ls", "box"], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert piped.stdout.endswith("a\nb\tc.txt\n"), piped.stdout

@@ -72,7 +72,7 @@ async def list_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
             echo_json({"contexts": [context.to_json() for context in contexts]})
             return
         for context in contexts:
-            echo_untrusted(context_line(context))
+            echo_untrusted(context_line(context), one_line=True)
         if not contexts:
             echo_untrusted("no contexts")
 
@@ -158,7 +158,7 @@ async def inspect_command(
             echo_json(inspection.to_json())
             return
         for line in name_lines(inspection.names):
-            echo_untrusted(line)
+            echo_untrusted(line, one_line=True)
         if not inspection.names:
             echo_untrusted("no names")
         if inspection.more:
@@ -272,7 +272,7 @@ async def checkpoint_list_command(
             echo_json(listed.to_json())
             return
         for checkpoint in listed.checkpoints:
-            echo_untrusted(checkpoint_line(checkpoint))
+            echo_untrusted(checkpoint_line(checkpoint), one_line=True)
         if not listed.checkpoints:
             echo_untrusted("no checkpoints")
         note(

@@ -58,7 +58,8 @@ async def ls_command(
         for info in listing.files:
             suffix = "/" if info.is_directory else ""
             echo_untrusted(
-                f"{info.mode}  {info.size:>9}  {info.modified_at}  {info.relative_path}{suffix}"
+                f"{info.mode}  {info.size:>9}  {info.modified_at}  {info.relative_path}{suffix}",
+                one_line=True,
             )
 
     await with_backend(profile, data_dir, body)

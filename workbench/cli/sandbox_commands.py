@@ -74,7 +74,8 @@ def print_info(info: SandboxInfo) -> None:
         local_only = "  (local only)" if context.local_only else ""
         echo_untrusted(
             f"  {context.id}  {context.language}  {context.cwd}  "
-            f"{context.executions} runs, last {context.last_used}{local_only}"
+            f"{context.executions} runs, last {context.last_used}{local_only}",
+            one_line=True,
         )
 
 

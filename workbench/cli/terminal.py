@@ -18,18 +18,27 @@ import click
 
 
 def echo_untrusted(
-    text: str, *, err: bool = False, fg: str | None = None, dim: bool = False
+    text: str,
+    *,
+    err: bool = False,
+    fg: str | None = None,
+    dim: bool = False,
+    one_line: bool = False,
 ) -> None:
     """One line of text (plus newline) to stdout or stderr, safely; every other module of
     the CLI prints through this (a test holds them to it).
 
     On a terminal the text is neutralised first and our own style (`fg`, `dim`) applied;
-    on a pipe or file it is written exactly, without style.
+    on a pipe or file it is written exactly, without style. `one_line`: the text is one
+    entry of a listing, so on a terminal its newlines and tabs are escaped too (a name
+    holding a newline would otherwise look like two entries).
     """
     if (sys.stderr if err else sys.stdout).isatty():
         from workbench.api.display import neutralise  # here: --help and --version stay quick
 
         safe = neutralise(text)
+        if one_line:
+            safe = safe.replace("\t", "\\x09").replace("\n", "\\x0a")
         styled = click.style(safe, fg=fg, dim=dim or None) if fg or dim else safe
         click.echo(styled, err=err)
     else:
