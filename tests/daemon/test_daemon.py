@@ -180,6 +180,16 @@ def test_a_socket_that_is_not_private_is_refused(tmp_path: Path, perl_engine: No
         f"{planted} is not a directory of this user: refusing it; set "
         "SANDBOX_WORKBENCH_RUNTIME_DIR to a private directory of yours"
     ) in one_error_line(refused)
+    under_a_file = tmp_path / "planted-file" / "run"  # cannot be made: named, not the store
+    under_a_file.parent.write_text("")
+    refused = run_cli(
+        {**env, "SANDBOX_WORKBENCH_RUNTIME_DIR": str(under_a_file)}, "sandboxes", "list"
+    )
+    assert refused.returncode == 3
+    assert one_error_line(refused) == (
+        f"error: cannot make the runtime directory {under_a_file}: File exists; set "
+        "SANDBOX_WORKBENCH_RUNTIME_DIR to a private directory of yours"
+    )
 
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # the venv's may sit under a home only root can enter

@@ -51,8 +51,14 @@ def private_runtime_dir() -> Path:
     """`runtime_dir()`, created 0700; refused unless it is ours and private."""
     directory = runtime_dir()
     if not os.path.lexists(directory):
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        private_directory(directory, tighten=True)
+        try:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            private_directory(directory, tighten=True)
+        except OSError as error:  # a file on its way, no permission: not the store's fault
+            raise UnsafeLocationError(
+                f"cannot make the runtime directory {directory}: {error.strerror or error}; "
+                f"set {RUNTIME_DIR_ENV} to a private directory of yours"
+            ) from error
     status = directory.lstat()
     if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid():
         raise UnsafeLocationError(
