@@ -118,3 +118,11 @@ async def test_a_run_reports_what_it_took(backend: Backend, sandbox: SandboxClie
     assert total is not None and total.runs == 2
     each = [run_cost(answer, PRICES).usd for answer in (first, wrote)]
     assert total.usd == pytest.approx(sum(each))
+
+    # A fork's history starts with a copy of its origin's two runs: counted once.
+    fork = await interpreter.fork_code_context(context)
+    third = await interpreter.run_code("y = 2", context=fork)
+    total = await sandbox_cost(sandbox, await sandbox.get_info(), PRICES)
+    assert total is not None and total.runs == 3
+    each.append(run_cost(third, PRICES).usd)
+    assert total.usd == pytest.approx(sum(each))

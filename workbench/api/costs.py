@@ -97,17 +97,21 @@ async def sandbox_cost(
 ) -> CostTotal | None:
     """The estimate for the runs the sandbox's contexts keep in their history; None when
     the backend keeps no history of the runs it had (a Worker gateway). A context whose
-    history is gone (deleted since the info was read) adds nothing."""
-    results: list[ExecutionResult | None] = []
+    history is gone (deleted since the info was read) adds nothing. A fork's history
+    begins with a copy of its origin's runs: each run counts once, under the context it
+    ran in (its result says which)."""
+    runs: dict[tuple[str, int], ExecutionResult | None] = {}
     kept = missing = False
     for context in info.contexts:
         history = await sandbox.interpreter.history(context.id)
         kept = kept or bool(history)
         missing = missing or (context.executions > 0 and not history)
-        results.extend(entry.result for entry in history)
+        for entry in history:
+            ran_in = entry.result.context if entry.result is not None else None
+            runs[(context.id if ran_in is None else ran_in.id, entry.seq)] = entry.result
     if missing and not kept:
         return None
-    return total_cost(results, prices)
+    return total_cost(runs.values(), prices)
 
 
 def per_million_text(usd: float) -> str:
