@@ -282,8 +282,53 @@ def test_session_persistence(session: Guest) -> None:
     )
     assert first.error is None and not first.has_result
     assert session.run("f() + typeof K", session=True).text == "'42function'"
-    assert session.run("let x = 2; x", session=True).text == "2"
+    assert session.run("x = 2; x", session=True).text == "2"
     assert session.run("1; var z = 3", session=True).has_result is False
+
+
+def test_session_declarations_follow_a_classic_script(session: Guest) -> None:
+    """Spec 7.8: each run is a classic script in one realm, so its top-level let, const and
+    class are global lexical bindings: a const cannot be assigned (even later, even in
+    strict code), and no later script declares their names again, nor a lexical name over
+    an earlier var or function (a SyntaxError before any of the script runs)."""
+
+    def error(code: str) -> tuple[str, str, list[str]]:
+        run = session.run(code, session=True)
+        assert run.error is not None, code
+        return run.error.name, run.error.message, list(run.error.traceback)
+
+    assert error("const Q = 1; Q = 2") == (
+        "TypeError",
+        "invalid assignment to const 'Q'",
+        ["@<sandbox>:1:14"],
+    )
+    assert session.run("Q", session=True).text == "1"
+    assert error("(() => { 'use strict'; Q++ })()")[:2] == (
+        "TypeError",
+        "invalid assignment to const 'Q'",
+    )
+    assert session.run("let L = 1; class K {}; var v; function f() {}", session=True).error is None
+    assert session.run("L = 2; K = 3; [L, K]", session=True).json == [2, 3]
+    for code, kind, name, column in (
+        ("let Q = 1", "const", "Q", 5),
+        ("var ok = 1;\nconst L = 2", "let", "L", 7),
+        ("class K {}", "let", "K", 7),
+        ("var K", "let", "K", 5),
+        ("function L() {}", "let", "L", 10),
+        ("let v", "var", "v", 5),
+        ("const {a, f} = {}", "var", "f", 11),
+        ("let undefined", "non-configurable global property", "undefined", 5),
+    ):
+        line = 2 if "\n" in code else 1
+        assert error(code) == (
+            "SyntaxError",
+            f"redeclaration of {kind} {name}",
+            [f"@<sandbox>:{line}:{column}"],
+        ), code
+    # A refused script ran none of its statements.
+    assert session.run("typeof ok", session=True).text == "'undefined'"
+    assert session.run("const {a, b: [c]} = {a: 1, b: [2]}; a + c", session=True).text == "3"
+    assert error("c = 0")[:2] == ("TypeError", "invalid assignment to const 'c'")
 
 
 def test_session_top_level_await(session: Guest) -> None:
@@ -415,7 +460,7 @@ def test_cwd_and_chdir(session: Guest, workspace: VirtualFS) -> None:
     assert removed.response.cwd == "/workspace"
     for target, code_name in (("/etc", "EACCES"), ("nope", "ENOENT")):
         err = session.run(
-            f"let c; try {{ process.chdir('{target}') }} catch (e) {{ c = e.code }}; c",
+            f"var c; try {{ process.chdir('{target}') }} catch (e) {{ c = e.code }}; c",
             session=True,
         )
         assert err.text == f"'{code_name}'"

@@ -6,7 +6,7 @@
 import './intl.js';
 import { decodeRequest, encodeResponse } from './proto.js';
 import { fs, getCwd, chdir, resetCwd, reportedCwd } from './fs.js';
-import { rewriteStateless, rewriteSession } from './rewrite.js';
+import { DECLARE_FUNCTION, rewriteStateless, rewriteSession } from './rewrite.js';
 import { IMPORT_FUNCTION, importFromWorkspace, loadErrors, mountWorkspace } from './modules.js';
 
 const globalEval = globalThis.eval;
@@ -256,6 +256,65 @@ let sessionStarted = false;
 
 Object.defineProperty(globalThis, IMPORT_FUNCTION, { value: importFromWorkspace });
 
+// ---- a context's global declarations (spec 7.8) ------------------------------------------
+
+// The reference evaluates each run as a classic script, whose top-level let/const/class are
+// global lexical bindings: they persist, a const cannot be assigned, and no later script
+// may declare one of their names again, nor a let/const/class over an earlier var or
+// function (SyntaxError before any of it runs). Runs here are indirect evals, so the
+// rewrite makes them vars and these records keep the rest of those rules. The vars stay
+// enumerable global properties, which the context inspector lists.
+const lexicalKinds = new Map(); // name -> 'let' | 'const'
+const varNames = new Set();
+
+/** Called by the rewritten code once a let/const/class statement has run. */
+function declareLexical(names, constant) {
+  for (const name of names) {
+    if (constant) {
+      const value = globalThis[name];
+      Object.defineProperty(globalThis, name, {
+        get: () => value,
+        set: () => {
+          throw new TypeError(`invalid assignment to const '${name}'`);
+        },
+        enumerable: true,
+        configurable: false,
+      });
+    } else {
+      Object.defineProperty(globalThis, name, { configurable: false });
+    }
+  }
+}
+
+Object.defineProperty(globalThis, DECLARE_FUNCTION, { value: declareLexical });
+
+/** Refuse a script that declares a name again as a classic script's would be, else record
+ * its declarations (before it runs, as the reference's global declaration instantiation). */
+function instantiateDeclarations({ lexical, vars }) {
+  const conflict = (declaration, kind) =>
+    new GuestFailure({
+      name: 'SyntaxError',
+      message: `redeclaration of ${kind} ${declaration.name}`,
+      traceback: [`@<sandbox>:${declaration.line}:${declaration.column}`],
+    });
+  for (const declaration of lexical) {
+    const { name } = declaration;
+    if (lexicalKinds.has(name)) throw conflict(declaration, lexicalKinds.get(name));
+    if (varNames.has(name)) throw conflict(declaration, 'var');
+    const property = Object.getOwnPropertyDescriptor(globalThis, name);
+    if (property && !property.configurable) {
+      throw conflict(declaration, 'non-configurable global property');
+    }
+  }
+  for (const declaration of vars) {
+    if (lexicalKinds.has(declaration.name)) {
+      throw conflict(declaration, lexicalKinds.get(declaration.name));
+    }
+  }
+  for (const { name, kind } of lexical) lexicalKinds.set(name, kind);
+  for (const { name } of vars) varNames.add(name);
+}
+
 async function evaluateStateless(request) {
   globalThis.process = Object.freeze({ env: makeEnv(request.env) });
   if (globalThis.fs === fs) delete globalThis.fs;
@@ -290,6 +349,7 @@ async function evaluateSession(request) {
   const rewritten = rewriteSession(request.code);
   const { source, async, hasResult } = rewritten;
   shifts = rewritten.shifts;
+  instantiateDeclarations(rewritten.declarations);
   let value = globalEval(source);
   if (!hasResult && !async) return { value: undefined, hasResult: false };
   if (async || isThenable(value)) value = await settle(value);

@@ -100,27 +100,69 @@ function hasTopLevelAwait(node) {
   return childNodes(node).some(hasTopLevelAwait);
 }
 
-function patternNames(pattern, out) {
+/** The Identifier nodes a declaration's pattern binds. */
+function patternIdentifiers(pattern, out) {
   if (!pattern) return;
   switch (pattern.type) {
     case 'Identifier':
-      out.push(pattern.name);
+      out.push(pattern);
       break;
     case 'ObjectPattern':
       for (const property of pattern.properties) {
-        patternNames(property.type === 'RestElement' ? property.argument : property.value, out);
+        patternIdentifiers(
+          property.type === 'RestElement' ? property.argument : property.value,
+          out,
+        );
       }
       break;
     case 'ArrayPattern':
-      for (const element of pattern.elements) patternNames(element, out);
+      for (const element of pattern.elements) patternIdentifiers(element, out);
       break;
     case 'RestElement':
-      patternNames(pattern.argument, out);
+      patternIdentifiers(pattern.argument, out);
       break;
     case 'AssignmentPattern':
-      patternNames(pattern.left, out);
+      patternIdentifiers(pattern.left, out);
       break;
   }
+}
+
+function patternNames(pattern, out) {
+  const identifiers = [];
+  patternIdentifiers(pattern, identifiers);
+  out.push(...identifiers.map((identifier) => identifier.name));
+}
+
+/** A name a script declares at its top level, where (1-based column), and its kind. */
+function declared(identifier, kind) {
+  const start = identifier.loc.start;
+  return { name: identifier.name, kind, line: start.line, column: start.column + 1 };
+}
+
+/**
+ * The script's top-level declarations: `lexical` ({name, kind: 'let' | 'const', line,
+ * column}; a class is a `let`) and `vars` (var and function names), as the global
+ * declaration instantiation of a classic script checks them against earlier scripts.
+ * With top-level await every name is hoisted to a var (spec 7.8).
+ */
+function topLevelDeclarations(ast, hoistAll) {
+  const lexical = [];
+  const vars = [];
+  for (const node of ast.body) {
+    if (node.type === 'VariableDeclaration') {
+      const identifiers = [];
+      for (const declarator of node.declarations) patternIdentifiers(declarator.id, identifiers);
+      for (const identifier of identifiers) {
+        if (node.kind === 'var' || hoistAll) vars.push(declared(identifier, 'var'));
+        else lexical.push(declared(identifier, node.kind === 'const' ? 'const' : 'let'));
+      }
+    } else if (node.type === 'ClassDeclaration') {
+      (hoistAll ? vars : lexical).push(declared(node.id, hoistAll ? 'var' : 'let'));
+    } else if (node.type === 'FunctionDeclaration') {
+      vars.push(declared(node.id, 'var'));
+    }
+  }
+  return { lexical, vars };
 }
 
 function applyEdits(code, edits) {
@@ -175,31 +217,53 @@ export function rewriteStateless(original) {
   return { source: `${prefix}${body}\n})()`, illegalReturn: null, shifts };
 }
 
+/** The global the rewrite calls after a top-level let/const/class: see main.js. */
+export const DECLARE_FUNCTION = '__workbench_lexical__';
+
 /**
- * Session rewrite (spec 7.8). Without top-level await: top-level let/const/class become
- * `var` so they persist across runs; the script is evaluated with indirect eval and its
- * completion value is the result when the last statement is an expression.
+ * Session rewrite (spec 7.8). Without top-level await the script is evaluated with
+ * indirect eval, whose own let/const/class would not outlive it, so each becomes a `var`
+ * (`const` as `var  `, so no column moves) followed by a call of `DECLARE_FUNCTION`, which
+ * makes the names behave as a script's global lexical bindings (a const cannot be
+ * assigned); its completion value is the result when the last statement is an expression.
  * With top-level await (Node-REPL style): declared names are hoisted to `var` and the body
  * runs in an async arrow that returns the last expression.
- * Returns {source, async, hasResult, shifts} (column shifts as in rewriteStateless).
+ * Returns {source, async, hasResult, shifts, declarations} (column shifts as in
+ * rewriteStateless; `declarations` as `topLevelDeclarations` gives them).
  */
 export function rewriteSession(original) {
   const parsed = parseScript(original);
   const code = parsed.code;
   const ast = parsed.ast;
-  if (!ast) return { source: code, async: false, hasResult: false, shifts: [] };
+  const none = { lexical: [], vars: [] };
+  if (!ast) return { source: code, async: false, hasResult: false, shifts: [], declarations: none };
   const edits = [];
+  const shifts = [];
+  const insert = (offset, location, text) => {
+    edits.push([offset, offset, text]);
+    shifts.push({ line: location.line, column: location.column + 1, delta: text.length });
+  };
   const last = lastExpression(ast);
   if (!hasTopLevelAwait(ast)) {
     for (const node of ast.body) {
       if (node.type === 'VariableDeclaration' && node.kind !== 'var') {
-        edits.push([node.start, node.start + node.kind.length, 'var']);
+        const names = [];
+        for (const declarator of node.declarations) patternNames(declarator.id, names);
+        edits.push([node.start, node.start + node.kind.length, node.kind === 'const' ? 'var  ' : 'var']);
+        const constant = node.kind === 'const';
+        insert(node.end, node.loc.end, `;${DECLARE_FUNCTION}(${JSON.stringify(names)}, ${constant});`);
       } else if (node.type === 'ClassDeclaration') {
-        edits.push([node.start, node.start, `var ${node.id.name} = `]);
-        edits.push([node.end, node.end, ';']);
+        insert(node.start, node.loc.start, `var ${node.id.name} = `);
+        insert(node.end, node.loc.end, `;${DECLARE_FUNCTION}(${JSON.stringify([node.id.name])}, false);`);
       }
     }
-    return { source: applyEdits(code, edits), async: false, hasResult: last !== null, shifts: [] };
+    return {
+      source: applyEdits(code, edits),
+      async: false,
+      hasResult: last !== null,
+      shifts,
+      declarations: topLevelDeclarations(ast, false),
+    };
   }
   const hoisted = [];
   const functions = [];
@@ -231,7 +295,6 @@ export function rewriteSession(original) {
       functions.push(node.id.name);
     }
   }
-  const shifts = [];
   if (last) {
     edits.push(returnEdit(code, last));
     shifts.push(returnShift(last));
@@ -242,5 +305,11 @@ export function rewriteSession(original) {
   // Everything before the user's first line stays on line 1 so line numbers still match.
   const prefix = `${declare}(async () => {${publish.join(' ')}`;
   shifts.push({ line: 1, column: 1, delta: prefix.length });
-  return { source: `${prefix}${body}\n})()`, async: true, hasResult: last !== null, shifts };
+  return {
+    source: `${prefix}${body}\n})()`,
+    async: true,
+    hasResult: last !== null,
+    shifts,
+    declarations: topLevelDeclarations(ast, true),
+  };
 }
