@@ -501,7 +501,10 @@ class Session:
             or output.writes > self.limits.output_writes
         ):
             return "Output limit exceeded"
-        encoded = json.dumps([entry.to_json() for entry in results], ensure_ascii=False)
+        # Compact, as the reference encodes the results array it measures.
+        encoded = json.dumps(
+            [entry.to_json() for entry in results], ensure_ascii=False, separators=(",", ":")
+        )
         if len(encoded.encode()) > self.limits.result_bytes:
             return "Result limit exceeded"
         return None

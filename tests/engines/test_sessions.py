@@ -46,6 +46,10 @@ class Snippets:
     loop: str
     flood: str
     big_result: str
+    x_text: str
+    """A string of `{count}` x's as the result."""
+    longest_x_text: int
+    """The most x's whose result (its compact JSON) is within the result limit."""
     define: str
     use: str
     use_text: str
@@ -70,6 +74,8 @@ SNIPPETS = {
         loop="for (;;) {}",
         flood="for (let i = 0; i < 300; i++) console.log(i)",
         big_result="'x'.repeat(70000)",
+        x_text="'x'.repeat({count})",
+        longest_x_text=65_523,
         define="let answer = 41",
         use="answer + 1",
         use_text="42",
@@ -89,6 +95,8 @@ SNIPPETS = {
         loop="while True: pass",
         flood="print('x' * 40000)",
         big_result="'x' * 70000",
+        x_text="'x' * {count}",
+        longest_x_text=65_521,  # [{"text":"'x…'"}]
         define="answer = 41",
         use="answer + 1",
         use_text="42",
@@ -108,6 +116,8 @@ SNIPPETS = {
         loop="1 while 1",
         flood='print "x" x 40000',
         big_result='"x" x 70000',
+        x_text='"x" x {count}',
+        longest_x_text=65_523,  # [{"text":"x…"}]
         define="our $answer = 41",
         use="$answer + 1",
         use_text="42",
@@ -127,6 +137,8 @@ SNIPPETS = {
         loop="loop {}",
         flood='print "x" * 40000',
         big_result='"x" * 70000',
+        x_text='"x" * {count}',
+        longest_x_text=65_519,  # [{"text":"\\"x…\\""}]
         define="answer = 41",
         use="answer + 1",
         use_text="42",
@@ -317,6 +329,13 @@ def test_result_limit(session: Session, language: str) -> None:
     assert report.result.error is not None
     assert report.result.error.message == "Result limit exceeded"
     assert report.result.results == []
+    # The limit is on the results' compact JSON, as the reference encodes it: one x more
+    # than fits is over it (a space after the colon would put the longest over too).
+    longest = snippets.longest_x_text
+    fits = session.execute(snippets.x_text.format(count=longest)).result
+    assert fits.error is None and "x" * longest in fits.results[0].text
+    over = session.execute(snippets.x_text.format(count=longest + 1)).result
+    assert over.error is not None and over.error.message == "Result limit exceeded"
 
 
 def test_memory_cap_is_an_error_not_a_crash(session: Session, language: str) -> None:
