@@ -374,6 +374,49 @@ def test_workspace_read_write(session: Guest, workspace: VirtualFS) -> None:
     assert binary.json == [120]
 
 
+def test_fs_follows_the_workspace_path_rules(session: Guest, workspace: VirtualFS) -> None:
+    """Spec 6.2 and 4.2: a `..` with nothing to pop escapes (EACCES, even back into
+    /workspace), an empty path is ENOENT, the root is neither removed nor renamed (EACCES)
+    nor written (EISDIR); a directory's stat time is 0 (spec 6.3)."""
+    put_files(workspace, {"d/f": "1"})
+    code = """
+var met = [];
+var attempt = (call) => { try { met.push(String(call())); } catch (e) { met.push(e.code); } };
+attempt(() => fs.readFileSync('/../workspace/d/f', 'utf8'));
+attempt(() => fs.readFileSync('../../workspace/d/f', 'utf8'));
+attempt(() => fs.existsSync('/../workspace'));
+attempt(() => process.chdir('/../workspace/d'));
+attempt(() => fs.readFileSync(''));
+attempt(() => fs.rmSync('/workspace', {recursive: true}));
+attempt(() => fs.rmdirSync('.'));
+attempt(() => fs.renameSync('/workspace', 'x'));
+attempt(() => fs.renameSync('d', '/workspace'));
+attempt(() => fs.writeFileSync('/workspace', 'x'));
+attempt(() => fs.writeFileSync('d', 'x'));
+attempt(() => fs.statSync('d').mtimeMs);
+attempt(() => fs.readFileSync('/workspace/../workspace/d/f', 'utf8'));
+met
+"""
+    run = session.run(code, session=True)
+    assert run.error is None, run.error
+    assert run.json == [
+        "EACCES",
+        "EACCES",
+        "false",
+        "EACCES",
+        "ENOENT",
+        "EACCES",
+        "EACCES",
+        "EACCES",
+        "EACCES",
+        "EISDIR",
+        "EISDIR",
+        "0",
+        "1",
+    ]
+    assert workspace.files() == {"d/f": b"1"}
+
+
 def test_fs_operations(session: Guest, workspace: VirtualFS) -> None:
     code = """
 fs.mkdirSync('a/b', {recursive: true});

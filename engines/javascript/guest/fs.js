@@ -82,19 +82,22 @@ function workspaceRoot(syscall, path) {
 }
 
 /** Absolute, normalized guest path of `path` relative to the current directory. */
+/** `path` made absolute against `base` (spec 6.2), or null when a `..` has nothing to pop
+ * (the path escapes, even if it would come back: `/../workspace`). */
 export function normalize(path, base = cwd) {
   const absolute = path.startsWith('/') ? path : `${base}/${path}`;
   const parts = [];
   for (const segment of absolute.split('/')) {
     if (segment === '' || segment === '.') continue;
-    if (segment === '..') parts.pop();
-    else parts.push(segment);
+    if (segment !== '..') parts.push(segment);
+    else if (parts.length) parts.pop();
+    else return null;
   }
   return `/${parts.join('/')}`;
 }
 
-function insideWorkspace(absolute) {
-  return absolute === WORKSPACE || absolute.startsWith(`${WORKSPACE}/`);
+export function insideWorkspace(absolute) {
+  return absolute !== null && (absolute === WORKSPACE || absolute.startsWith(`${WORKSPACE}/`));
 }
 
 function checkPath(path) {
@@ -110,6 +113,7 @@ function checkPath(path) {
 /** Resolve `path` to [preopen descriptor, relative path, absolute path] or throw EACCES. */
 function resolve(path, syscall) {
   checkPath(path);
+  if (path === '') throw nodeError('ENOENT', syscall, path); // spec 6.2: a path is required
   const absolute = normalize(path);
   if (!insideWorkspace(absolute)) throw nodeError('EACCES', syscall, path);
   const relative = absolute === WORKSPACE ? '.' : absolute.slice(WORKSPACE.length + 1);
@@ -199,7 +203,9 @@ function writeAll(file, bytes, start) {
 function writeFile(path, data, append, syscall) {
   const [dir, relative] = resolve(path, syscall);
   const bytes = toBytes(data);
-  const existed = tryStat(dir, relative, true) !== null;
+  const before = tryStat(dir, relative, true);
+  if (before !== null && before.type === 'directory') throw nodeError('EISDIR', syscall, path);
+  const existed = before !== null;
   const file = wasi(syscall, path, () =>
     dir.openAt({ symlinkFollow: true }, relative, { create: true }, { write: true }),
   );
@@ -249,8 +255,12 @@ function listNames(dir, relative, path, syscall) {
 
 function makeStats(stat) {
   const time = stat.dataModificationTimestamp;
-  const mtimeMs = time ? Number(time.seconds) * 1000 + Math.floor(time.nanoseconds / 1e6) : 0;
   const type = stat.type;
+  // A directory's time is 0, as the workspace's stat reports it (spec 6.3).
+  const mtimeMs =
+    time && type !== 'directory'
+      ? Number(time.seconds) * 1000 + Math.floor(time.nanoseconds / 1e6)
+      : 0;
   const stats = { size: Number(stat.size), mtimeMs };
   Object.defineProperties(stats, {
     isFile: { value: () => type === 'regular-file' },
@@ -342,6 +352,7 @@ export const fs = {
 
   rmSync(path, options) {
     const [dir, relative] = resolve(path, 'rm');
+    if (relative === '.') throw nodeError('EACCES', 'rm', path); // the root stays (spec 4.2)
     const recursive = Boolean(options && options.recursive);
     const force = Boolean(options && options.force);
     const stat = tryStat(dir, relative, false);
@@ -350,7 +361,6 @@ export const fs = {
       throw nodeError('ENOENT', 'rm', path);
     }
     if (stat.type === 'directory') {
-      if (relative === '.') throw nodeError('EPERM', 'rm', path);
       if (!recursive) throw nodeError('EISDIR', 'rm', path);
       removeTree(dir, relative, path);
     } else {
@@ -361,12 +371,14 @@ export const fs = {
 
   unlinkSync(path) {
     const [dir, relative] = resolve(path, 'unlink');
+    if (relative === '.') throw nodeError('EACCES', 'unlink', path);
     wasi('unlink', path, () => dir.unlinkFileAt(relative));
     return null;
   },
 
   rmdirSync(path) {
     const [dir, relative] = resolve(path, 'rmdir');
+    if (relative === '.') throw nodeError('EACCES', 'rmdir', path);
     wasi('rmdir', path, () => dir.removeDirectoryAt(relative));
     return null;
   },
@@ -381,6 +393,9 @@ export const fs = {
     }
     const [dir, relativeFrom] = resolve(from, 'rename');
     const [, relativeTo] = resolve(to, 'rename');
+    if (relativeFrom === '.' || relativeTo === '.') {
+      throw nodeError('EACCES', 'rename', from, to); // the root stays (spec 4.2)
+    }
     wasi('rename', from, () => dir.renameAt(relativeFrom, dir, relativeTo), to);
     return null;
   },

@@ -8,7 +8,7 @@
 // specifiers resolve against its own directory, the user's against the context's cwd.
 import { parse } from 'acorn';
 import { transform } from 'sucrase';
-import { fs, getCwd, normalize, WORKSPACE } from './fs.js';
+import { fs, getCwd, insideWorkspace, normalize } from './fs.js';
 
 // `ımport` (a dotless i) is as long as the keyword and no one's binding.
 export const IMPORT_FUNCTION = '\u0131mport';
@@ -117,7 +117,7 @@ function load(specifier, base) {
     if (known.failed) throw known.error;
     return known;
   }
-  if (absolute !== WORKSPACE && !absolute.startsWith(`${WORKSPACE}/`)) {
+  if (!insideWorkspace(absolute)) {
     throw loadError(specifier, absolute, 'only paths in /workspace can be imported');
   }
   if (!LOADABLE.test(absolute)) {
