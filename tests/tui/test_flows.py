@@ -725,3 +725,28 @@ async def test_python_context_json_result(tmp_path: Path) -> None:
         results = [cell.result for cell in repl.transcript.cells]
         assert all(result is not None and result.error is None for result in results), results
         assert results[-1] is not None and results[-1].results[0].text == "2"
+
+
+async def test_switching_profile_with_a_repl_and_a_file_open_closes_them(
+    tmp_path: Path,
+) -> None:
+    """The profile's tabs go while the footer asks which actions apply (it reads the
+    active tab, whose pane is already gone): the app stays up."""
+    config = Config(
+        profiles={"staging": RemoteProfile("staging", "http://127.0.0.1:9", token="t0ken")},
+        path=tmp_path / "config" / "config.toml",
+    )
+    config.save()
+    app = WorkbenchApp(data_dir=tmp_path / "data")
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        await create_context(pilot, "PERL")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "1 + 1")
+        assert main.tabs.active_repl is repl
+        await pilot.press("f9")
+        await pilot.press("down", "enter")
+        await wait_for(pilot, lambda: app.profile == "staging" and not main.tabs.repls)
+        assert app.is_running and main.tabs.active_file is None

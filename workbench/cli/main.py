@@ -208,7 +208,9 @@ def main(
     if name is None:
         from workbench.tui.app import run_app
 
-        run_app(profile=resolve_profile(None), data_dir=data_dir, no_daemon=no_daemon)
+        code = run_app(profile=resolve_profile(None), data_dir=data_dir, no_daemon=no_daemon)
+        if code:
+            ctx.exit(code)
         return
     accepted = COMMANDS[name].global_flags if name in COMMANDS else frozenset()
     for flag, value in (("--profile", profile), ("--data-dir", data_dir)):

@@ -423,5 +423,9 @@ class WorkbenchApp(App[None]):
         self.main_screen.action_diff_cell(others, profile)
 
 
-def run_app(profile: str = LOCAL, data_dir: Path | None = None, no_daemon: bool = False) -> None:
-    WorkbenchApp(profile, data_dir, no_daemon=no_daemon).run()
+def run_app(profile: str = LOCAL, data_dir: Path | None = None, no_daemon: bool = False) -> int:
+    """Run the workbench until it exits; its exit code (1 after a failure it could not
+    handle, which Textual has shown)."""
+    app = WorkbenchApp(profile, data_dir, no_daemon=no_daemon)
+    app.run()
+    return app.return_code or 0

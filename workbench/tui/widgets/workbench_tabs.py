@@ -7,6 +7,7 @@ from pathlib import PurePosixPath
 
 from textual.await_complete import AwaitComplete
 from textual.content import Content
+from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
@@ -29,6 +30,15 @@ class WorkbenchTabs(TabbedContent):
 
     files_opened = 0
     """How many file tabs were added (their ids count them)."""
+
+    @property
+    def active_pane(self) -> TabPane | None:
+        """The active pane; None also while the active tab's pane is being removed (when
+        Textual's own raises NoMatches, and the footer asks which actions apply)."""
+        try:
+            return super().active_pane
+        except NoMatches:
+            return None
 
     @property
     def active_repl(self) -> ReplPane | None:
