@@ -294,7 +294,7 @@ async def state_checkpoints(pilot: WorkbenchPilot) -> None:
         ("push @weights, 0.125", "tuned"),
     ]:
         await run_cell(pilot, origin, code)
-        await pilot.press("alt+b")
+        await pilot.press("alt+p")
         await wait_for(pilot, lambda: isinstance(app.screen, NameScreen))
         await pilot.press(*name, "enter")
         await wait_for(pilot, lambda: not isinstance(app.screen, NameScreen))

@@ -1,5 +1,5 @@
 """Forking the open REPL's context (`alt+k`) and saving and restoring its checkpoints
-(`alt+b`, `alt+z`) from the TUI."""
+(`alt+p`, `alt+z`) from the TUI."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ async def test_alt_b_saves_a_checkpoint_and_alt_z_goes_back_to_it(
         await wait_for(pilot, lambda: any("No checkpoints" in title for _, title, _ in notes.calls))
         await run_cell(pilot, repl, "our $n = 41")
 
-        await pilot.press("alt+b")
+        await pilot.press("alt+p")
         await wait_for(pilot, lambda: isinstance(app.screen, NameScreen))
         await pilot.press(*"../x")
         accept = app.screen.query_one("#accept")

@@ -103,7 +103,7 @@ async def test_new_file_folder_rename_and_delete_from_the_tree(tmp_path: Path) -
         assert await app.backend.sandbox("demo").read_bytes("/workspace/keep.txt") == b"keep"
 
         # New folder, then rename the open file: its tab follows.
-        await name_it(pilot, "alt+f", "src")
+        await name_it(pilot, "alt+t", "src")
         await wait_for(pilot, lambda: child(workspace, "/workspace/src") is not None)
         assert "/workspace/src" in await workspace_paths(app)
         node = child(workspace, "/workspace/new.py")

@@ -3,7 +3,10 @@ need what selected."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.binding import Binding
+from textual.screen import Screen
 
 # A table, one `Binding` a row: the rows share their shape on purpose (data, not logic).
 WORKBENCH_BINDINGS: list[Binding] = [
@@ -51,8 +54,9 @@ WORKBENCH_BINDINGS: list[Binding] = [
         show=False,
     ),
     Binding("alt+k", "fork_context", "Fork context", id="context.fork", show=False),
+    # Not alt+b or alt+f: terminals that send alt as ESC deliver those as ctrl+left/right.
     Binding(
-        "alt+b", "save_checkpoint", "Save checkpoint", id="context.save_checkpoint", show=False
+        "alt+p", "save_checkpoint", "Save checkpoint", id="context.save_checkpoint", show=False
     ),
     Binding(
         "alt+z",
@@ -65,7 +69,7 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("alt+r", "reset_context", "Reset context", id="context.reset", show=False),
     Binding("alt+l", "reload_file", "Reload file", id="file.reload", show=False),
     Binding("alt+n", "new_file", "New file", id="workspace.new_file", show=False),
-    Binding("alt+f", "new_folder", "New folder", id="workspace.new_folder", show=False),
+    Binding("alt+t", "new_folder", "New folder", id="workspace.new_folder", show=False),
     Binding("alt+e", "rename_path", "Rename", id="workspace.rename", show=False),
     Binding("alt+x", "delete_path", "Delete file/folder", id="workspace.delete", show=False),
 ]
@@ -129,3 +133,13 @@ PALETTE_TITLES = {
     "delete_path": "Delete the selected file or folder…",
 }
 """Palette titles longer than the binding's (short, footer/help-sized) description."""
+
+
+def action_keys(screen: Screen[Any], action: str) -> str:
+    """The keys bound to `action` where `screen` is, after the user's keymap, as the footer
+    writes them (`^g / ^k`); empty when none is."""
+    return " / ".join(
+        screen.app.get_key_display(active.binding)
+        for active in screen.active_bindings.values()
+        if active.binding.action == action
+    )

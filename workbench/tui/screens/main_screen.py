@@ -37,6 +37,7 @@ from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
 from workbench.tui.formatting import human_bytes
 from workbench.tui.history_store import LocalHistoryStore, OpenTabs
+from workbench.tui.key_bindings import action_keys
 from workbench.tui.messages import (
     BackendFailed,
     BackendOpened,
@@ -612,7 +613,11 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         if repl is None:
             return
         if not message.checkpoints:
-            self.notify("Save one first (alt+b).", title="No checkpoints of this context")
+            keys = action_keys(self, "save_checkpoint")
+            self.notify(
+                f"Save one first ({keys})." if keys else "Save one first.",
+                title="No checkpoints of this context",
+            )
             return
 
         def chosen(name: str | None) -> None:

@@ -22,6 +22,7 @@ from textual.widgets import Input
 from workbench.api import CodeContext, ExecutionResult, HistoryEntry, short_id
 from workbench.config import Prices
 from workbench.transcripts.documents import curl_command, history_number
+from workbench.tui.key_bindings import action_keys
 from workbench.tui.screens.cell_picker_screen import CellCopyRequest, CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.export_screen import ExportRequest, ExportScreen
@@ -159,12 +160,8 @@ class ReplPane(Vertical):
 
     def cancel_hint(self) -> str:
         """`^g cancels`, with the keys bound to cancelling (after the user's keymap)."""
-        keys = [
-            self.app.get_key_display(active.binding)
-            for active in self.screen.active_bindings.values()
-            if active.binding.action == "cancel_run"
-        ]
-        return f"{' / '.join(keys)} cancels" if keys else ""
+        keys = action_keys(self.screen, "cancel_run")
+        return f"{keys} cancels" if keys else ""
 
     def note_output_at_end(self) -> None:
         """The backend answers at the end (a Worker gateway): say so while the cell runs."""

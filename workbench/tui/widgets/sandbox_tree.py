@@ -42,7 +42,7 @@ The current profile's sandboxes. Expand a sandbox to see its code contexts
 (binding, cwd, runs, snapshot) and its `/workspace`. **Enter** on a context opens
 its REPL; on a file, its editor; on a sandbox, its info.
 
-In `/workspace`: **alt+n** new file, **alt+f** new folder (in the selected folder),
+In `/workspace`: **alt+n** new file, **alt+t** new folder (in the selected folder),
 **alt+e** rename, **alt+x** delete (asks first; a folder goes with everything in it).
 Expanded folders are listed again after each run, sync and change.
 """
