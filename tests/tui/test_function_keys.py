@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,23 @@ async def test_tab_keys_cycle_the_tabs_and_ctrl_t_focuses_the_tree(tmp_path: Pat
         assert main.sandbox_tree.has_focus
         titles = {command.title for command in workbench_commands(app)}
         assert {"Show the next tab", "Show the previous tab", "Focus the sandbox tree"} <= titles
+
+
+def test_every_alt_binding_arrives_as_itself_from_a_terminal() -> None:
+    """Terminals that send alt as ESC (xterm, tmux) send `ESC b` for alt+b, which Textual's
+    parser reads as ctrl+left (and `ESC f` as ctrl+right): such a binding never fires.
+    Each default alt+letter binding must parse back to itself."""
+    from textual import constants
+    from textual._xterm_parser import XTermParser  # the parser the app reads the terminal with
+
+    for binding in WORKBENCH_BINDINGS:
+        for key in binding.key.split(","):
+            modifier, _, letter = key.strip().partition("+")
+            if modifier != "alt" or len(letter) != 1:
+                continue
+            parser = XTermParser()
+            events = list(parser.feed(f"\x1b{letter}"))
+            time.sleep(constants.ESCAPE_DELAY + 0.05)  # past its wait for more of a sequence
+            events += list(parser.tick())
+            keys = [getattr(event, "key", None) for event in events]
+            assert keys == [key.strip()], (binding.id, keys)
