@@ -419,6 +419,8 @@ async def test_ten_thousand_lines_render_fast_and_are_searchable(tmp_path: Path)
         assert repl.transcript.lines[second].text.strip() == "needle"
         assert second > 10_000 and repl.transcript.scroll_y > 9_000
         assert repl.transcript.scroll_y > 9000
+        await pilot.press("escape")  # closes the find bar, as every dialog closes
+        assert not repl.find_input.has_class("-visible") and repl.code_input.has_focus
 
 
 async def test_copy_the_current_cell_and_its_result(
@@ -693,9 +695,11 @@ async def test_every_binding_has_an_id_and_a_description() -> None:
     from workbench.tui.screens.export_screen import ExportScreen
     from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
     from workbench.tui.screens.watch_screen import WatchScreen
+    from workbench.tui.widgets.find_input import FindInput
 
     owners: list[type[DOMNode]] = [
         WorkbenchApp,
+        FindInput,
         CellPickerScreen,
         ConfirmScreen,
         CreateSandboxScreen,

@@ -31,6 +31,7 @@ from workbench.tui.transcript_cell import CellPart, TranscriptCell
 from workbench.tui.transcript_export import default_export_path, write_transcript
 from workbench.tui.untrusted import shown
 from workbench.tui.widgets.code_input import CodeInput
+from workbench.tui.widgets.find_input import FindInput
 from workbench.tui.widgets.inspector_panel import InspectorPanel
 from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.run_status import RunStatus
@@ -91,7 +92,10 @@ class ReplPane(Vertical):
                     show_measurements=self.show_measurements, prices=self.prices, id="transcript"
                 )
                 yield LiveOutput(id="live-output")
-                yield Input(placeholder="find in transcript (Enter: next match)", id="find-input")
+                yield FindInput(
+                    placeholder="find in transcript (Enter: next match, Escape: close)",
+                    id="find-input",
+                )
                 yield RunStatus(show_measurements=self.show_measurements, id="run-status")
                 yield CodeInput(self.context.language, id="code-input")
             yield InspectorPanel(id="inspector")
@@ -109,8 +113,8 @@ class ReplPane(Vertical):
         return self.query_one(RunStatus)
 
     @property
-    def find_input(self) -> Input:
-        return self.query_one("#find-input", Input)
+    def find_input(self) -> FindInput:
+        return self.query_one("#find-input", FindInput)
 
     @property
     def inspector(self) -> InspectorPanel:
@@ -290,6 +294,12 @@ class ReplPane(Vertical):
             find_input.focus()
         else:
             self.code_input.focus()
+
+    @on(FindInput.Closed)
+    def close_find(self, event: FindInput.Closed) -> None:
+        event.stop()
+        if self.find_input.has_class("-visible"):
+            self.toggle_find()
 
     @on(Input.Submitted, "#find-input")
     def find_next(self, event: Input.Submitted) -> None:
