@@ -34,6 +34,7 @@ from workbench.config import Config, RemoteProfile
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.formatting import MASK
 from workbench.tui.palette_commands import keys_shown, workbench_commands
+from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
@@ -587,6 +588,9 @@ async def test_destroy_delete_and_reset(tmp_path: Path) -> None:
         repl = await create_context(pilot, "PERL")
         first_id = repl.context.id
         await pilot.press("alt+r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "checkpoints are lost" in app.screen.question  # the reset takes them too
         await pilot.click("#confirm")
         await wait_for(
             pilot,
@@ -689,7 +693,6 @@ async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
 
 async def test_every_binding_has_an_id_and_a_description() -> None:
     from workbench.tui.screens.cell_picker_screen import CellPickerScreen
-    from workbench.tui.screens.confirm_screen import ConfirmScreen
     from workbench.tui.screens.create_context_screen import CreateContextScreen
     from workbench.tui.screens.env_vars_screen import EnvVarsScreen
     from workbench.tui.screens.export_screen import ExportScreen

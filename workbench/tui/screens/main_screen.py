@@ -654,9 +654,10 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
 
         verb = "Reset" if recreate else "Delete"
         question = f"{verb} context {context.binding} {short_id(context.id)}?\n" + (
-            "It is deleted and created again: its REPL state is lost."
+            "It is deleted and created again, with a new id: its REPL state, history and "
+            "checkpoints are lost."
             if recreate
-            else "Its REPL state and history are deleted."
+            else "Its REPL state, history and checkpoints are deleted."
         )
         self.app.push_screen(ConfirmScreen(question, verb), confirmed)
 
