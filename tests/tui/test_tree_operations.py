@@ -11,7 +11,7 @@ from textual.widgets import Input, Static
 from textual.widgets.tree import TreeNode
 
 from tests.tui.test_file_editing import write_files
-from tests.tui.test_flows import make_app
+from tests.tui.test_flows import Notifications, make_app
 from tour import (
     WorkbenchPilot,
     create_context,
@@ -56,9 +56,12 @@ async def name_it(pilot: WorkbenchPilot, key: str, name: str, *, clear: bool = F
     await wait_for(pilot, lambda: not isinstance(app.screen, NameScreen))
 
 
-async def test_new_file_folder_rename_and_delete_from_the_tree(tmp_path: Path) -> None:
+async def test_new_file_folder_rename_and_delete_from_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await write_files(tmp_path, {"keep.txt": b"keep"})
     app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
     main = app.main_screen
     tree = main.sandbox_tree
     async with app.run_test(size=(120, 40)) as pilot:
@@ -98,7 +101,10 @@ async def test_new_file_folder_rename_and_delete_from_the_tree(tmp_path: Path) -
         tree.focus()
         tree.move_cursor(workspace)
         await name_it(pilot, "alt+n", "keep.txt")
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: bool(notes.errors()))
+        assert notes.errors() == [
+            "Creating /workspace/keep.txt failed: /workspace/keep.txt exists already"
+        ]
         assert app.backend is not None
         assert await app.backend.sandbox("demo").read_bytes("/workspace/keep.txt") == b"keep"
 
@@ -117,6 +123,18 @@ async def test_new_file_folder_rename_and_delete_from_the_tree(tmp_path: Path) -
         assert view is not None and main.tabs.file_view("demo", "/workspace/new.py") is None
         tab_titles = [str(tab.label) for tab in main.tabs.query("ContentTab")]
         assert "renamed.py" in tab_titles and "new.py" not in tab_titles
+        # Renaming onto an existing file is refused, said plainly, and replaces nothing.
+        node = child(workspace, "/workspace/renamed.py")
+        assert node is not None
+        tree.focus()
+        tree.move_cursor(node)
+        await name_it(pilot, "alt+e", "keep.txt", clear=True)
+        await wait_for(pilot, lambda: len(notes.errors()) == 2)
+        assert notes.errors()[-1] == (
+            "Renaming /workspace/renamed.py failed: /workspace/keep.txt exists already: "
+            "rename or delete it first"
+        )
+        assert await app.backend.sandbox("demo").read_bytes("/workspace/keep.txt") == b"keep"
 
         # Delete asks first: cancelling changes nothing.
         await wait_for(pilot, lambda: tree.cursor_node is not None)

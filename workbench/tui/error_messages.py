@@ -5,8 +5,15 @@ from __future__ import annotations
 from workbench.api import SandboxError
 
 
+class Declined(Exception):
+    """An operation the workbench declined before asking the backend: its message is
+    shown as it is."""
+
+
 def describe_error(error: Exception) -> str:
     """One line for a notification: the server's message, code and status."""
+    if isinstance(error, Declined):
+        return str(error)
     if isinstance(error, SandboxError):
         if error.http_status == 401:
             return f"unauthorized (HTTP 401): check the profile's token. {error.message}"

@@ -30,7 +30,7 @@ from workbench.api import (
     SandboxError,
     SandboxFileNotFoundError,
 )
-from workbench.tui.error_messages import describe_error
+from workbench.tui.error_messages import Declined, describe_error
 from workbench.tui.messages import (
     DirectoryListed,
     FileGone,
@@ -163,7 +163,7 @@ class WorkspaceFiles:
             entry = BatchEntry.write(path, "", if_absent=True)
             failure = (await sandbox.files_batch([entry])).results[0].failure
             if isinstance(failure, PreconditionFailedError):
-                raise ValueError(f"{path} exists already")
+                raise Declined(f"{path} exists already")
             if failure is not None:
                 raise failure
             self.owner.post_message(WorkspaceChanged(sandbox_id, select=path))
@@ -185,7 +185,7 @@ class WorkspaceFiles:
         async def rename(backend: Backend) -> None:
             sandbox = backend.sandbox(sandbox_id)
             if (await sandbox.exists(new_path)).exists:
-                raise ValueError(f"{new_path} exists already")
+                raise Declined(f"{new_path} exists already: rename or delete it first")
             await sandbox.rename_file(old_path, new_path)
             self.owner.post_message(PathRenamed(sandbox_id, old_path, new_path))
 
