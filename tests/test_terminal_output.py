@@ -138,3 +138,23 @@ def test_files_ls_and_cat_on_a_terminal_and_piped(env: dict[str, str]) -> None:
     assert status == 0, shown
     assert shown == b"a\\x1b]52;c;SGVsbG8=\\x07\n\\x9b\n\\x9b\\xff\\x1b[2J"
     assert piped(env, "files", "cat", "demo", evil_name).stdout == content
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(env: dict[str, str]) -> None:
+    """`run … | head -1`: the lines stream while the daemon answers, and the closed pipe
+    is the reader's doing: no `error:` line blaming the daemon, the exit code of a
+    Python tool whose stdout broke (1)."""
+    require_engine("perl")
+    process = subprocess.Popen(
+        [CONSOLE_SCRIPT, "run", "-s", "box", "-b", "PERL", "-c", 'print "x\\n" x 20000'],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline() == b"x\n"
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == 1
+    assert stderr == b"", stderr

@@ -8,6 +8,7 @@ Exit codes: 0 ok, 1 guest error, limit or other failure, 2 usage or configuratio
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 
@@ -109,6 +110,11 @@ def _describe_sandbox_error(error: Exception) -> tuple[str, int]:
 
 def report(error: Exception) -> int:
     """Print `error` (with its traceback under --debug) and return the exit code."""
+    if isinstance(error, BrokenPipeError) and not global_options().debug:
+        # The reader went away (`| head`): nothing to say, as other tools; stdout goes to
+        # /dev/null so that Python's flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
     message, code = describe(error)
     if global_options().debug:
         traceback.print_exception(error, file=sys.stderr)

@@ -114,10 +114,13 @@ class SocketTransport:
             "connection: close\r\n\r\n"
         ).encode("latin-1")
         reader, writer = await self._connect()
+        sink = None if on_event is None else _guarded(on_event)
         try:
             writer.write(head + payload)
             await writer.drain()
-            return await asyncio.wait_for(_read_response(reader, on_event), timeout)
+            return await asyncio.wait_for(_read_response(reader, sink), timeout)
+        except _SinkFailed as failed:  # the client's own failure (stdout closed), not the daemon's
+            raise failed.error from None
         except TimeoutError:
             raise unreachable(
                 f"the local daemon did not answer in time (waited {timeout:g} s)", self.socket
@@ -188,6 +191,25 @@ class SocketTransport:
 
     async def aclose(self) -> None:
         """Nothing is kept open between requests."""
+
+
+class _SinkFailed(Exception):
+    """The caller's event sink raised `error`: raised again as it was, never taken for a
+    daemon that broke off (a `| head` that closed stdout is an OSError too)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _guarded(on_event: EventSink) -> EventSink:
+    def sink(event: dict[str, Any]) -> None:
+        try:
+            on_event(event)
+        except Exception as error:
+            raise _SinkFailed(error) from error
+
+    return sink
 
 
 async def _read_response(
