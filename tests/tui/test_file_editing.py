@@ -154,6 +154,27 @@ async def test_another_writer_is_a_conflict_until_reloaded(
         assert await sandbox_file(app, "shared.txt") == b"v2 by another!"
         assert not notes.errors()
 
+        # Its folder deleted meanwhile: saving again makes the folder again, and there is
+        # nothing to reload (both choices failed with a 404).
+        sandbox = app.backend.sandbox("demo")
+        await sandbox.mkdir("/workspace/sub")
+        await sandbox.write_file("/workspace/sub/deep.txt", "deep")
+        main = app.main_screen
+        main.workspace_files.open("demo", "/workspace/sub/deep.txt")
+        await wait_for(pilot, lambda: main.tabs.file_view("demo", "/workspace/sub/deep.txt"))
+        deep = main.tabs.file_view("demo", "/workspace/sub/deep.txt")
+        assert deep is not None
+        await type_at_the_end(pilot, deep, "!")
+        await sandbox.delete_file("/workspace/sub", recursive=True)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SaveConflictScreen))
+        assert not app.screen.query("#reload")
+        await pilot.click("#overwrite")
+        await wait_for(pilot, lambda: not deep.is_dirty and not deep.saving)
+        assert deep.editor.text in ("deep!", "!deep")  # where the editor's cursor was
+        assert await sandbox_file(app, "sub/deep.txt") == deep.editor.text.encode()
+        assert not notes.errors()
+
 
 async def test_bad_input_opens_read_only_and_a_failed_save_keeps_the_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -133,18 +133,27 @@ class WorkspaceFiles:
         self.connection.call(f"Opening {path} failed", read)
 
     def save(self, sandbox_id: str, path: str, text: str, expected: FileVersion | None) -> None:
-        """Write `text` if the file is still at `expected` (None: if nothing is there);
-        `FileSaved`, `FileSaveConflict` or `FileSaveFailed` follows."""
+        """Write `text` if the file is still at `expected` (None: if nothing is there, its
+        folders made first, as a file whose folder went is saved again); `FileSaved`,
+        `FileSaveConflict` or `FileSaveFailed` follows."""
 
         async def save(backend: Backend) -> None:
             entry = BatchEntry.write(path, text, if_match=expected, if_absent=expected is None)
+            entries = (
+                [entry]
+                if expected is not None
+                else [BatchEntry.mkdir(parent_path(path), recursive=True), entry]
+            )
             try:
-                answer = await backend.sandbox(sandbox_id).files_batch([entry])
+                answer = await backend.sandbox(sandbox_id).files_batch(entries)
             except Exception as error:
                 self.owner.post_message(FileSaveFailed(sandbox_id, path, save_failure(error)))
                 return
-            outcome = answer.results[0]
-            failure = outcome.failure
+            outcome = answer.results[-1]
+            failure = (
+                next((result.failure for result in answer.results[:-1] if result.failure), None)
+                or outcome.failure
+            )
             if isinstance(failure, PreconditionFailedError):
                 self.owner.post_message(FileSaveConflict(sandbox_id, path, outcome.current))
             elif failure is not None:
@@ -327,9 +336,10 @@ class WorkspaceFileHandlers(Screen[None]):
             what = (
                 f"changed in the sandbox (now {current.size} bytes, modified {current.modified_at})"
             )
-        question = (
-            f"{message.path} {what} since you opened it, so your edits were not saved.\n"
-            "Overwrite it with your text, or reload it and lose your edits?"
+        question = f"{message.path} {what} since you opened it, so your edits were not saved.\n" + (
+            "Save your text again (its folders are made again if they went)?"
+            if current is None
+            else "Overwrite it with your text, or reload it and lose your edits?"
         )
 
         def chosen(choice: ConflictChoice | None) -> None:
@@ -340,7 +350,7 @@ class WorkspaceFileHandlers(Screen[None]):
             elif choice == "reload":
                 self.workspace_files.open(view.sandbox_id, view.path, discard_edits=True)
 
-        self.app.push_screen(SaveConflictScreen(question), chosen)
+        self.app.push_screen(SaveConflictScreen(question, gone=current is None), chosen)
 
     def action_reload_file(self) -> None:
         view = self.tabs.active_file

@@ -22,9 +22,11 @@ class SaveConflictScreen(ModalScreen[ConflictChoice | None]):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Keep editing", id="conflict.keep")]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, *, gone: bool = False) -> None:
         super().__init__(classes="dialog-screen")
         self.question = question
+        self.gone = gone
+        """The file was deleted: there is nothing to reload (Overwrite makes it again)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -32,8 +34,11 @@ class SaveConflictScreen(ModalScreen[ConflictChoice | None]):
             # The question names a path the backend listed.
             yield Static(shown_content(self.question), classes="dialog-question")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Overwrite", variant="error", id="overwrite")
-                yield Button("Reload", variant="warning", id="reload")
+                yield Button(
+                    "Save again" if self.gone else "Overwrite", variant="error", id="overwrite"
+                )
+                if not self.gone:
+                    yield Button("Reload", variant="warning", id="reload")
                 yield Button("Keep editing", id="keep")
 
     def on_mount(self) -> None:
