@@ -757,3 +757,38 @@ async def test_switching_profile_with_a_repl_and_a_file_open_closes_them(
         await pilot.press("down", "enter")
         await wait_for(pilot, lambda: app.profile == "staging" and not main.tabs.repls)
         assert app.is_running and main.tabs.active_file is None
+
+
+@pytest.mark.usefixtures("python_engine")
+async def test_closing_or_quitting_while_a_cell_runs_asks_first(tmp_path: Path) -> None:
+    """Closing the tab or quitting cancels the running cell (the context goes back to its
+    last snapshot): both ask first, as unsaved edits do."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PYTHON")
+        repl.set_code("import time\ntime.sleep(30)")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: repl.running)
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.screen.question == f"Close {repl.title}? Its running cell is cancelled."
+        await pilot.click("#cancel")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert main.tabs.repl_for(repl.context.id) is repl and repl.running
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.screen.question == (
+            f"Quit? These contexts are running a cell, which is cancelled:\n{repl.title}"
+        )
+        await pilot.click("#cancel")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert app.is_running and repl.running
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: main.tabs.repl_for(repl.context.id) is None)

@@ -236,17 +236,19 @@ class WorkbenchApp(App[None]):
             self.main_screen.switch_profile(profile)
             self.notify(f"Switched to profile {profile}", timeout=2)
 
-        self.unless_edits_kept(f"Switch to profile {profile}", "Switch", switch)
+        self.unless_work_is_lost(f"Switch to profile {profile}", "Switch", switch)
 
     async def action_quit(self) -> None:
         """Quit; with unsaved edits in open files, once the user says to lose them."""
-        self.unless_edits_kept("Quit", "Quit", self.exit)
+        self.unless_work_is_lost("Quit", "Quit", self.exit)
 
-    def unless_edits_kept(self, act: str, confirm_label: str, then: Callable[[], None]) -> None:
-        """`then()` now, or, when open files have unsaved edits, once the user confirms
-        that `act` loses them."""
-        unsaved = self.main_screen.tabs.unsaved_files()
-        if not unsaved:
+    def unless_work_is_lost(self, act: str, confirm_label: str, then: Callable[[], None]) -> None:
+        """`then()` now, or, when open files have unsaved edits or cells are running, once
+        the user confirms that `act` loses them (a running cell is cancelled)."""
+        tabs = self.main_screen.tabs
+        unsaved = tabs.unsaved_files()
+        running = [repl.title for repl in tabs.repls if repl.running]
+        if not unsaved and not running:
             then()
             return
 
@@ -254,8 +256,14 @@ class WorkbenchApp(App[None]):
             if yes:
                 then()
 
-        listed = "\n".join(unsaved)
-        question = f"{act}? These files have unsaved edits, which are lost:\n{listed}"
+        losses = []
+        if unsaved:
+            losses.append("These files have unsaved edits, which are lost:\n" + "\n".join(unsaved))
+        if running:
+            losses.append(
+                "These contexts are running a cell, which is cancelled:\n" + "\n".join(running)
+            )
+        question = f"{act}? " + "\n".join(losses)
         self.push_screen(ConfirmScreen(question, confirm_label), confirmed)
 
     def remember_theme(self, theme: object) -> None:

@@ -488,10 +488,24 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             await self.close_file(file_view)
             return
         repl = self.active_repl
-        if repl is not None:
-            self.connection.abandon_run(repl.context.id)
-            self.open_tabs.closed(self.connection.profile, repl.context.id)
-            await self.tabs.close_repl(repl.context.id)
+        if repl is None:
+            return
+        if not repl.running:
+            await self.close_repl(repl)
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes and repl.is_attached:
+                self.call_later(self.close_repl, repl)
+
+        question = f"Close {repl.title}? Its running cell is cancelled."
+        self.app.push_screen(ConfirmScreen(question, "Close"), confirmed)
+
+    async def close_repl(self, repl: ReplPane) -> None:
+        """Close the REPL's tab for good (not reopened); a cell it runs is given up."""
+        self.connection.abandon_run(repl.context.id)
+        self.open_tabs.closed(self.connection.profile, repl.context.id)
+        await self.tabs.close_repl(repl.context.id)
 
     def action_fork_context(self) -> None:
         """A new context from a copy of the open REPL's state, opened beside it."""

@@ -136,6 +136,11 @@ class ReplPane(Vertical):
     def running(self) -> bool:
         return self.run_status.running
 
+    @property
+    def title(self) -> str:
+        """The context as the workbench names it: `PYTHON 27301560`."""
+        return f"{self.context.binding} {short_id(self.context.id)}"
+
     def focus_input(self) -> None:
         """Focus the editor at once (`Widget.focus` waits for the app, which may still be
         closing a dialog): what is typed next lands in it."""
