@@ -16,6 +16,7 @@ from workbench.api.costs import (
     dollars_text,
     per_million_text,
     run_cost,
+    runs_text,
     sandbox_cost,
     total_cost,
 )
@@ -58,7 +59,10 @@ def test_the_estimate_adds_each_unit_at_its_price() -> None:
 
 def test_amounts_read_as_people_write_them() -> None:
     assert per_million_text(0.0000310593) == "$31.06/M runs"
-    assert dollars_text(0.0000310593) == "$0.0000310593"
+    assert dollars_text(0.0000310593) == "$0.000031"  # an estimate: two digits
+    assert dollars_text(0.0008766386) == "$0.00088"
+    assert dollars_text(0.0099) == "$0.0099"
+    assert (runs_text(1), runs_text(25)) == ("1 run", "25 runs")
     assert dollars_text(12.345) == "$12.35"
     assert dollars_text(0) == "$0"
     assert dollars_text(3e-12) == "$3e-12"

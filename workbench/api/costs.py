@@ -17,6 +17,7 @@ this is the marginal cost of one more such run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
@@ -120,9 +121,18 @@ def per_million_text(usd: float) -> str:
 
 
 def dollars_text(usd: float) -> str:
-    """An amount small enough to need more than cents: `$0.0000012`."""
+    """An amount in dollars, below a cent to two significant digits (an estimate has no
+    more): `$0.0000012`."""
     if usd == 0:
         return "$0"
     if usd >= 0.01:
         return f"${usd:,.2f}"
-    return f"${usd:.2g}" if usd < 1e-9 else f"${usd:.10f}".rstrip("0")
+    if usd < 1e-9:
+        return f"${usd:.2g}"
+    decimals = 1 - math.floor(math.log10(usd))
+    return f"${usd:.{decimals}f}"
+
+
+def runs_text(count: int) -> str:
+    """`1 run`, `25 runs`."""
+    return f"{count} run" if count == 1 else f"{count} runs"

@@ -11,7 +11,7 @@ from workbench.api import (
     SandboxInfo,
     iso_from_ms,
 )
-from workbench.api.costs import ESTIMATE_NOTE, dollars_text, sandbox_cost
+from workbench.api.costs import ESTIMATE_NOTE, dollars_text, runs_text, sandbox_cost
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
@@ -121,9 +121,9 @@ async def info_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
         cost = await sandbox_cost(sandbox, info, prices)
         if cost is not None:
             echo_untrusted(
-                f"cost       ≈ {dollars_text(cost.usd)} on Workers for the {cost.runs} runs "
-                f"kept ({ESTIMATE_NOTE}; prices of {prices.date or 'unknown date'} from "
-                f"{prices.source})"
+                f"cost       ≈ {dollars_text(cost.usd)} on Workers for the "
+                f"{runs_text(cost.runs)} kept ({ESTIMATE_NOTE}; prices of "
+                f"{prices.date or 'unknown date'} from {prices.source})"
             )
 
     await with_backend(profile, data_dir, body)
