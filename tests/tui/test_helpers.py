@@ -156,6 +156,7 @@ def test_a_typed_name_stays_one_segment_under_its_directory() -> None:
 
     assert name_problem("report.py") is None and name_problem("ünï cödé") is None
     assert name_problem("") == "type a name"
+    assert name_problem("   ") == "a name, not only spaces"  # a blank entry in the tree
     assert name_problem("a/b") == "a name, not a path: no /"
     assert name_problem("..") is not None and name_problem(".") is not None
     assert name_problem("evil\x1b[2J") == "no control characters"

@@ -70,9 +70,12 @@ async def test_watch_a_folder_and_run_on_change(tmp_path: Path) -> None:
         assert "does not exist" in str(dialog.query_one("#watch-problem").render())
         assert dialog.query_one("#start", Button).disabled
         dialog.query_one("#watch-folder", Input).value = str(folder)
-        dialog.query_one("#watch-run", Checkbox).value = True
-        dialog.query_one("#watch-entry", Input).value = "main.pl"
+        entry = dialog.query_one("#watch-entry", Input)
+        assert entry.placeholder == "entry file, e.g. main.pl"  # the context's language
+        assert not dialog.query_one("#watch-run", Checkbox).value
+        entry.value = "main.pl"
         await pilot.pause()
+        assert dialog.query_one("#watch-run", Checkbox).value  # typing an entry asks for it
         assert not dialog.query_one("#start", Button).disabled
         dialog.query_one("#start", Button).press()
 

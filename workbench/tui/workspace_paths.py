@@ -17,6 +17,8 @@ def name_problem(name: str) -> str | None:
     the path made from it stays in the directory it is typed for."""
     if not name:
         return "type a name"
+    if not name.strip():
+        return "a name, not only spaces"
     if "/" in name:
         return "a name, not a path: no /"
     if name in (".", ".."):

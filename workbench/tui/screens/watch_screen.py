@@ -47,6 +47,15 @@ def dest_problem(text: str) -> str | None:
     return None
 
 
+ENTRY_EXAMPLES = {
+    "python": "main.py",
+    "javascript": "main.js",
+    "perl": "main.pl",
+    "ruby": "main.rb",
+}
+"""An entry file's name in each language, for the field's placeholder."""
+
+
 def entry_problem(folder: str, entry: str) -> str | None:
     relative = PurePosixPath(entry.strip()).as_posix().lstrip("/")
     if not entry.strip() or relative in ("", "."):
@@ -85,7 +94,8 @@ class WatchScreen(ModalScreen[WatchRequest | None]):
                     ),
                     id="watch-run",
                 )
-                yield Input(placeholder="entry file, e.g. main.pl", id="watch-entry")
+                example = ENTRY_EXAMPLES.get(context.language, "main")
+                yield Input(placeholder=f"entry file, e.g. {example}", id="watch-entry")
             yield Static("", id="watch-problem", classes="field-problem", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Start watching", variant="primary", id="start", disabled=True)
@@ -106,6 +116,12 @@ class WatchScreen(ModalScreen[WatchRequest | None]):
         if problem is None and self.run_on_change:
             problem = entry_problem(folder, self.query_one("#watch-entry", Input).value)
         return problem
+
+    @on(Input.Changed, "#watch-entry")
+    def entry_typed(self, event: Input.Changed) -> None:
+        """Typing an entry file asks for it to run: the box is ticked (it was ignored)."""
+        if event.value.strip():
+            self.query_one("#watch-run", Checkbox).value = True
 
     @on(Input.Changed)
     @on(Checkbox.Changed)
