@@ -23,9 +23,6 @@ _ID_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,63}")
 RESERVED_SANDBOX_IDS: Final = frozenset(
     {"www", "api", "admin", "root", "system", "cloudflare", "workers"}
 )
-DOT_SEGMENTS: Final = frozenset({".", ".."})
-"""Valid by spec 8.1 (whose ids travel in a header), but a URL path (ours: `/v1/sandboxes/<id>`)
-resolves them, even percent-encoded, before any server sees them: refused everywhere."""
 
 
 _CHECKPOINT_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -68,11 +65,6 @@ def sandbox_id_error(id: object) -> str | None:
         return f'Invalid sandbox id "{text}": cannot start or end with a hyphen'
     if text.lower() in RESERVED_SANDBOX_IDS:
         return f"Invalid sandbox id \"{text}\": '{text}' is a reserved name"
-    if text in DOT_SEGMENTS:
-        return (
-            f"Invalid sandbox id \"{text}\": '.' and '..' are path steps in the gateway's "
-            "URLs, so they cannot name a sandbox there"
-        )
     return None
 
 
