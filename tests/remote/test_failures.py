@@ -197,3 +197,27 @@ async def test_error_response_maps_to_the_spec_class(
     assert caught.value.operation == "file.read"
     assert caught.value.context["errno"] == "ENOENT"
     await backend.aclose()
+
+
+@pytest.mark.parametrize("sandbox_id", [".", ".."])
+async def test_dot_ids_never_reach_a_gateway_as_another_route(
+    gateway_factory: Callable[[Handler], Awaitable[str]], sandbox_id: str
+) -> None:
+    """`.` and `..` are valid ids (spec 8.1), but a URL path resolves them:
+    `/v1/sandboxes/./execute` was a request about a sandbox named `execute`. The client
+    refuses to send them; the local backend keeps them (tests/security/test_host_paths.py)."""
+    requests: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        requests.append(await reader.readline())
+        writer.close()
+
+    backend = open_remote_backend("dots", await gateway_factory(handle), "t0ken")
+    try:
+        with pytest.raises(SandboxError) as caught:
+            await backend.sandbox(sandbox_id).interpreter.run_code("1", binding="PYTHON")
+        assert caught.value.http_status == 400
+        assert "cannot travel in a gateway's URL" in caught.value.message
+        assert requests == []
+    finally:
+        await backend.aclose()

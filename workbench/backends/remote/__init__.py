@@ -22,6 +22,7 @@ from workbench.protocol.http import (
     Response,
     invalid_response,
     read_event_stream,
+    validation_error,
 )
 from workbench.protocol.types import VersionReport
 
@@ -176,6 +177,14 @@ class HttpTransport:
         `VersionReport`), and a runtime call that failed is explained by one more.
         `on_event`: take a streamed answer (`serve` streams an execution's output; a Worker
         gateway answers plainly)."""
+        if any(step in (".", "..") for step in path.partition("?")[0].split("/")):
+            # Valid sandbox ids (spec 8.1), but every URL parser resolves them, so the
+            # request would reach another route (`/v1/sandboxes/./execute`: a sandbox
+            # named `execute`). The local backend's own server keeps them as they are.
+            raise validation_error(
+                f"The sandbox ids '.' and '..' cannot travel in a gateway's URL ({path}): "
+                "use them on the local backend only"
+            )
         reply = await self._send(method, path, body, timeout, on_event)
         if method == "GET" and path in VERSION_PATHS and reply.status == 200:
             self._check_versions(reply.body)
