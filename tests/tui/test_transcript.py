@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 
 from workbench.tui.transcript_cell import TranscriptCell
-from workbench.tui.widgets.transcript import Transcript
+from workbench.tui.widgets.transcript import REFLOW_DELAY_S, Transcript
 
 
 class TranscriptApp(App[None]):
@@ -39,3 +39,28 @@ async def test_cells_written_before_the_size_is_known_keep_their_start_lines() -
         assert transcript.current_cell_index == 0
         assert transcript.find_next("lost four") is not None
         assert transcript.current_cell_index == 1
+
+
+async def test_cells_are_rendered_again_for_a_new_width() -> None:
+    """Narrower, a cell's long line wraps again (it was cut at the old width); wider, it
+    takes one line again; cell starts and search follow."""
+    app = TranscriptApp()
+    async with app.run_test(size=(120, 24)) as pilot:
+        await pilot.pause()
+        transcript = app.query_one(Transcript)
+        long_code = "print '" + "word " * 30 + "'"
+        transcript.add_cell(TranscriptCell(5, long_code, "perl", None, "lost five"))
+        wide = len(transcript.lines)
+        await pilot.resize_terminal(50, 24)
+        await pilot.pause(REFLOW_DELAY_S + 0.3)
+        narrow = len(transcript.lines)
+        assert narrow > wide
+        assert all(line.cell_length <= 50 for line in transcript.lines)
+        texts = [line.text for line in transcript.lines]
+        for start, number in zip(transcript.cell_start_lines, [3, 4, 5], strict=True):
+            assert texts[start].startswith(f"In [{number}]")
+        assert transcript.find_next("lost five") is not None
+        assert transcript.current_cell_index == 2
+        await pilot.resize_terminal(120, 24)
+        await pilot.pause(REFLOW_DELAY_S + 0.3)
+        assert len(transcript.lines) == wide
