@@ -14,9 +14,10 @@ import pytest
 
 from tests.cli import cli_env, run_cli
 from tests.daemon import wait_for_a_run
-from tour import create_context, create_sandbox, run_cell, until_connected
+from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
 from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.confirm_screen import ConfirmScreen
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("all_engines")]
 
@@ -124,7 +125,12 @@ async def test_closing_a_tab_cancels_its_running_cell(
         await pilot.press("ctrl+r")
         await asyncio.to_thread(wait_for_a_run, env)
         await app.action_close_tab()
-        await pilot.pause()
+        await wait_for(  # it asks first
+            pilot,
+            lambda: isinstance(app.screen, ConfirmScreen) and bool(app.screen.query("#confirm")),
+        )
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: app.main_screen.tabs.repl_for(context_id) is None)
         started = time.monotonic()
         after = await asyncio.to_thread(
             run_cli, env, "run", "-s", "closing", "--context", context_id, "-c", "x + 1"

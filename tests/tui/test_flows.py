@@ -588,7 +588,7 @@ async def test_destroy_delete_and_reset(tmp_path: Path) -> None:
         repl = await create_context(pilot, "PERL")
         first_id = repl.context.id
         await pilot.press("alt+r")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: bool(app.screen.query("#confirm")))
         assert isinstance(app.screen, ConfirmScreen)
         assert "checkpoints are lost" in app.screen.question  # the reset takes them too
         await pilot.click("#confirm")
@@ -773,14 +773,14 @@ async def test_closing_or_quitting_while_a_cell_runs_asks_first(tmp_path: Path) 
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: repl.running)
         await pilot.press("alt+w")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: bool(app.screen.query("#confirm")))
         assert isinstance(app.screen, ConfirmScreen)
         assert app.screen.question == f"Close {repl.title}? Its running cell is cancelled."
         await pilot.click("#cancel")
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         assert main.tabs.repl_for(repl.context.id) is repl and repl.running
         await pilot.press("ctrl+q")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: bool(app.screen.query("#confirm")))
         assert isinstance(app.screen, ConfirmScreen)
         assert app.screen.question == (
             f"Quit? These contexts are running a cell, which is cancelled:\n{repl.title}"
@@ -789,6 +789,6 @@ async def test_closing_or_quitting_while_a_cell_runs_asks_first(tmp_path: Path) 
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         assert app.is_running and repl.running
         await pilot.press("alt+w")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: bool(app.screen.query("#confirm")))
         await pilot.click("#confirm")
         await wait_for(pilot, lambda: main.tabs.repl_for(repl.context.id) is None)
