@@ -110,3 +110,40 @@ def test_watch_rejects_an_invalid_sandbox_id(tmp_path: Path) -> None:
     )
     assert completed.returncode == 2
     assert "Invalid sandbox id" in completed.stderr
+
+
+def test_a_python_entry_s_traceback_starts_at_the_entry_file(tmp_path: Path) -> None:
+    """The generated runner's frames (and runpy's) are not the user's: `watch --once`
+    shows the error from the entry file's frame on, as `python main.py` would."""
+    require_engine("python")
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "main.py").write_text('print("v3")\nraise RuntimeError("watch boom")\n')
+    env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run(
+        [*watch_argv(), str(folder), "--run", "main.py", "--json", "--once"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parents[2],
+        timeout=120,
+    )
+    try:
+        run = next(
+            value
+            for value in map(json.loads, done.stdout.splitlines())
+            if value.get("event") == "run"
+        )
+        assert run["logs"]["stdout"] == ["v3"]
+        assert run["error"]["traceback"] == [
+            "RuntimeError: watch boom",
+            '  File "/workspace/main.py", line 2, in <module>',
+        ]
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "workbench", "daemon", "stop"],
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )

@@ -171,7 +171,7 @@ async def watch_command(
     from workbench.paths import data_dir as resolve_data_dir
     from workbench.sync import FolderSync, SyncConflictError, remote_path, sync_state_file
     from workbench.sync.manifest import normalize_dest
-    from workbench.sync.runner import entry_runner_code
+    from workbench.sync.runner import entry_result, entry_runner_code
 
     sandbox_name = sandbox_id or sandbox_id_for_folder(folder)
     problem = sandbox_id_error(sandbox_name)
@@ -259,7 +259,8 @@ async def watch_command(
                 context = await full_context_id(sandbox, context_id)
             language = await _context_language(backend, sandbox, context, target_binding)
             await prepare_engine(backend, language)
-            runner = entry_runner_code(language, remote_path(sync.dest, entry), sync.dest)
+            entry_path = remote_path(sync.dest, entry)
+            runner = entry_runner_code(language, entry_path, sync.dest)
         exit_code = EXIT_OK
 
         async def after_sync(report: SyncReport) -> None:
@@ -277,6 +278,7 @@ async def watch_command(
                 context=context,
                 binding=None if context else target_binding,
             )
+            result = entry_result(result, entry_path)
             exit_code = EXIT_OK if result.error is None else EXIT_FAILED
             if as_json:
                 _json_line({"event": "run", **result.to_json(), "sync": report.to_json()})

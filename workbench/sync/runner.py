@@ -3,10 +3,13 @@ users expect (`python main.py`, `perl main.pl`, …), re-reading changed helper 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Final
 
-__all__ = ["LANGUAGE_BY_EXTENSION", "entry_runner_code"]
+from workbench.protocol.types import ExecutionResult
+
+__all__ = ["LANGUAGE_BY_EXTENSION", "entry_result", "entry_runner_code"]
 
 LANGUAGE_BY_EXTENSION: Final = {
     ".py": "python",
@@ -92,3 +95,19 @@ def entry_runner_code(language: str, entry: str, root: str) -> str:
             "nil\n"
         )
     raise ValueError(f"no entry runner for {language}")
+
+
+def entry_result(result: ExecutionResult, entry: str) -> ExecutionResult:
+    """The run of `entry` (absolute) as its own: a Python traceback starts at the entry
+    file, without the frames of the generated runner and of `runpy` before it (the
+    result the backend keeps is unchanged)."""
+    error = result.error
+    if result.language != "python" or error is None:
+        return result
+    marker = f'File "{entry}"'
+    first = next((index for index, line in enumerate(error.traceback) if marker in line), None)
+    if first is None:
+        return result
+    header = [line for line in error.traceback[:first] if not line.lstrip().startswith("File ")]
+    traceback = header + error.traceback[first:]
+    return dataclasses.replace(result, error=dataclasses.replace(error, traceback=traceback))

@@ -30,7 +30,7 @@ from workbench.sync import (
     remote_path,
     sync_state_file,
 )
-from workbench.sync.runner import entry_runner_code
+from workbench.sync.runner import entry_result, entry_runner_code
 from workbench.tui.error_messages import describe_error
 from workbench.tui.messages import (
     WatchEnded,
@@ -218,7 +218,10 @@ class FolderWatch:
             nonlocal first_pass
             started, first_pass = first_pass, False
             post(WatchSynced(watch_id, watch.sandbox_id, watch.sync.dest, report))
-            if watch.runner is None or watch.context_id is None or watch.stop.is_set():
+            entry = watch.entry
+            if watch.runner is None or entry is None or watch.context_id is None:
+                return
+            if watch.stop.is_set():
                 return
             if not (started or report.changed):  # the entry runs once as the watch starts
                 return
@@ -230,7 +233,8 @@ class FolderWatch:
                 watch.context_id,
                 self.language_of(watch.context_id),
                 watch.runner,
-                label=f"watch run: {watch.entry} · {reason}",
+                label=f"watch run: {entry} · {reason}",
+                shown=partial(entry_result, entry=remote_path(watch.sync.dest, entry)),
             )
 
         failure: str | None = None

@@ -19,6 +19,7 @@ from workbench.api import (
     Backend,
     CodeContext,
     EnginePrepareError,
+    ExecutionResult,
     SandboxError,
     VersionReport,
 )
@@ -479,9 +480,11 @@ class ProfileConnection:
         language: str | None,
         code: str,
         label: str | None = None,
+        shown: Callable[[ExecutionResult], ExecutionResult] | None = None,
     ) -> None:
         """Worker body: one execution; the outcome (or failure) comes back as `CellFinished`.
-        A local engine for `language` that is not prepared yet is prepared first."""
+        A local engine for `language` that is not prepared yet is prepared first.
+        `shown`: the result as the transcript shows it (a watch run's, as the entry's)."""
         if (
             language is not None
             and backend.engines is not None
@@ -515,6 +518,8 @@ class ProfileConnection:
             output.drop()  # the finished cell shows them all
         if result.error is not None and result.error.name == "EngineError" and language:
             self.ready_engines.discard(language)  # ask again before the next cell
+        if shown is not None:
+            result = shown(result)
         self.owner.post_message(CellFinished(sandbox_id, context_id, code, result, None, label))
 
     def cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> Worker[None]:
