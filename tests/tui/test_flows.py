@@ -760,11 +760,15 @@ async def test_switching_profile_with_a_repl_and_a_file_open_closes_them(
 
 
 @pytest.mark.usefixtures("python_engine")
-async def test_closing_or_quitting_while_a_cell_runs_asks_first(tmp_path: Path) -> None:
+async def test_closing_or_quitting_while_a_cell_runs_asks_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Closing the tab or quitting cancels the running cell (the context goes back to its
-    last snapshot): both ask first, as unsaved edits do."""
+    last snapshot): both ask first, as unsaved edits do. Running another cell meanwhile
+    says why it does not."""
     app = make_app(tmp_path)
     main = app.main_screen
+    notes = Notifications(app, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
@@ -772,6 +776,10 @@ async def test_closing_or_quitting_while_a_cell_runs_asks_first(tmp_path: Path) 
         repl.set_code("import time\ntime.sleep(30)")
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: repl.running)
+        repl.set_code("1 + 1")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: any("A cell is running" in call[0] for call in notes.calls))
+        assert repl.code_input.text == "1 + 1"
         await pilot.press("alt+w")
         await wait_for(pilot, lambda: bool(app.screen.query("#confirm")))
         assert isinstance(app.screen, ConfirmScreen)

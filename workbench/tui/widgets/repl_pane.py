@@ -155,8 +155,15 @@ class ReplPane(Vertical):
         self.code_input.call_later(self._run_typed_code)
 
     def _run_typed_code(self) -> None:
-        """Ask for the typed code to run (nothing while a cell runs or for blank code)."""
+        """Ask for the typed code to run (not while a cell runs: it says so; nothing for
+        blank code)."""
         if self.running:
+            hint = self.cancel_hint()
+            self.notify(
+                f"A cell is running; your code stays in the editor{f' ({hint})' if hint else ''}.",
+                severity="warning",
+                timeout=3,
+            )
             return
         code = self.code_input.text
         if not code.strip():
