@@ -159,15 +159,31 @@ def test_a_body_too_large_for_the_daemon_is_exit_2_not_a_crash(tmp_path: Path) -
     """Past what the daemon reads (its cap and 4 MiB more), it answers 413 without reading
     and closes under the body: the client said the daemon "may have crashed" (exit 3)."""
     env = cli_env(tmp_path)
-    big = tmp_path / "big.bin"
-    big.write_bytes(b"\0" * 5_000_000)
+    big = tmp_path / "big.pl"
+    big.write_text("#" * 5_000_000)  # a code file (`files put` refuses past 1 MiB itself)
     try:
-        refused = run_cli(env, "files", "put", "box", str(big))
+        refused = run_cli(env, "run", "-s", "box", "-b", "PERL", str(big))
         assert refused.returncode == 2
         assert one_error_line(refused) == ("error: Request too large (VALIDATION_FAILED, HTTP 413)")
         assert run_cli(env, "files", "put", "box", "-", "a.txt", stdin="fits").returncode == 0
     finally:
         run_cli(env, "daemon", "stop")
+
+
+def test_a_file_past_the_workspace_limit_is_refused_before_it_is_sent(tmp_path: Path) -> None:
+    """`files put` of more than 1 MiB names the workspace's limit (past about 1.5 MiB the
+    base64 body would be refused unread, as `Request too large`)."""
+    env = cli_env(tmp_path, SANDBOX_WORKBENCH_NO_DAEMON="1")
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * 3_000_000)
+    refused = run_cli(env, "files", "put", "box", str(big))
+    assert refused.returncode == 2
+    assert one_error_line(refused) == (
+        f"error: {big} is 3,000,000 bytes: a workspace file holds at most 1,048,576 bytes (1 MiB)"
+    )
+    exactly = tmp_path / "exactly.bin"
+    exactly.write_bytes(b"\0" * 1_048_576)
+    assert run_cli(env, "files", "put", "box", str(exactly)).returncode == 0
 
 
 def test_malformed_gateway_answers_are_exit_3(tmp_path: Path) -> None:

@@ -9,13 +9,16 @@ import click
 
 from workbench.api import Backend
 from workbench.cli.common import (
+    EXIT_USAGE,
     announce_destructive,
     backend_options,
     run_async,
     with_backend,
 )
 from workbench.cli.completion import complete_sandbox_ids
+from workbench.cli.errors import CommandError
 from workbench.cli.terminal import echo_json, echo_untrusted, write_untrusted_bytes
+from workbench.core.workspace import MAX_FILE_BYTES
 
 
 @click.group("files")
@@ -112,6 +115,12 @@ async def put_command(
         except OSError as error:
             raise click.UsageError(f"cannot read {source}: {error.strerror}") from error
     destination = path or f"/workspace/{Path(source).name}"
+    if len(data) > MAX_FILE_BYTES:  # said here: a larger body would be refused unread (413)
+        raise CommandError(
+            f"{'stdin' if source == '-' else source} is {len(data):,} bytes: a workspace "
+            f"file holds at most {MAX_FILE_BYTES:,} bytes (1 MiB)",
+            EXIT_USAGE,
+        )
 
     async def body(backend: Backend) -> None:
         written = await backend.sandbox(sandbox_id).write_file(destination, data)
