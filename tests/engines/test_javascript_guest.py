@@ -329,6 +329,19 @@ def test_session_declarations_follow_a_classic_script(session: Guest) -> None:
     assert session.run("typeof ok", session=True).text == "'undefined'"
     assert session.run("const {a, b: [c]} = {a: 1, b: [2]}; a + c", session=True).text == "3"
     assert error("c = 0")[:2] == ("TypeError", "invalid assignment to const 'c'")
+    # A var in a block, a loop or under a label counts too.
+    assert error("{ var L = 7 }") == ("SyntaxError", "redeclaration of let L", ["@<sandbox>:1:7"])
+    assert session.run("for (var i = 0; i < 1; i++) {}", session=True).error is None
+    assert error("let i = 5")[:2] == ("SyntaxError", "redeclaration of var i")
+    # A name whose statement never ran (the run threw first) stays out of reach.
+    assert error('throw new Error("first"); const k = 1')[:2] == ("Error", "first")
+    unreachable = ("ReferenceError", "can't access lexical declaration 'k' before initialization")
+    assert error("k")[:2] == unreachable and error("k = 9")[:2] == unreachable
+    # Strict code keeps its declarations to its run: they can be declared again.
+    strict = session.run('"use strict"; const s = 1; let t = 2; s + t', session=True)
+    assert strict.text == "3"
+    assert session.run("typeof s", session=True).text == "'undefined'"
+    assert session.run("let t = 3; t", session=True).text == "3"
 
 
 def test_session_top_level_await(session: Guest) -> None:

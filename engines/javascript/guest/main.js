@@ -266,10 +266,12 @@ Object.defineProperty(globalThis, IMPORT_FUNCTION, { value: importFromWorkspace 
 // enumerable global properties, which the context inspector lists.
 const lexicalKinds = new Map(); // name -> 'let' | 'const'
 const varNames = new Set();
+let uninitialised = new Set(); // this run's lexical names whose statement has not run yet
 
 /** Called by the rewritten code once a let/const/class statement has run. */
 function declareLexical(names, constant) {
   for (const name of names) {
+    uninitialised.delete(name);
     if (constant) {
       const value = globalThis[name];
       Object.defineProperty(globalThis, name, {
@@ -313,6 +315,24 @@ function instantiateDeclarations({ lexical, vars }) {
   }
   for (const { name, kind } of lexical) lexicalKinds.set(name, kind);
   for (const { name } of vars) varNames.add(name);
+  uninitialised = new Set(lexical.map(({ name }) => name));
+}
+
+/** A lexical name whose statement never ran (the script threw first) stays out of reach
+ * for good, as a script's binding in its temporal dead zone does. */
+function sealUninitialised() {
+  for (const name of uninitialised) {
+    const unreachable = () => {
+      throw new ReferenceError(`can't access lexical declaration '${name}' before initialization`);
+    };
+    Object.defineProperty(globalThis, name, {
+      get: unreachable,
+      set: unreachable,
+      enumerable: false,
+      configurable: false,
+    });
+  }
+  uninitialised = new Set();
 }
 
 async function evaluateStateless(request) {
@@ -350,7 +370,12 @@ async function evaluateSession(request) {
   const { source, async, hasResult } = rewritten;
   shifts = rewritten.shifts;
   instantiateDeclarations(rewritten.declarations);
-  let value = globalEval(source);
+  let value;
+  try {
+    value = globalEval(source);
+  } finally {
+    sealUninitialised();
+  }
   if (!hasResult && !async) return { value: undefined, hasResult: false };
   if (async || isThenable(value)) value = await settle(value);
   return { value, hasResult };

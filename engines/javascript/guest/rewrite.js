@@ -149,20 +149,64 @@ function topLevelDeclarations(ast, hoistAll) {
   const lexical = [];
   const vars = [];
   for (const node of ast.body) {
-    if (node.type === 'VariableDeclaration') {
+    if (node.type === 'VariableDeclaration' && node.kind !== 'var') {
       const identifiers = [];
       for (const declarator of node.declarations) patternIdentifiers(declarator.id, identifiers);
       for (const identifier of identifiers) {
-        if (node.kind === 'var' || hoistAll) vars.push(declared(identifier, 'var'));
+        if (hoistAll) vars.push(declared(identifier, 'var'));
         else lexical.push(declared(identifier, node.kind === 'const' ? 'const' : 'let'));
       }
     } else if (node.type === 'ClassDeclaration') {
       (hoistAll ? vars : lexical).push(declared(node.id, hoistAll ? 'var' : 'let'));
-    } else if (node.type === 'FunctionDeclaration') {
-      vars.push(declared(node.id, 'var'));
     }
   }
+  if (hoistAll) {
+    // The body runs in an async function: only its top-level names become globals.
+    for (const node of ast.body) {
+      if (node.type === 'VariableDeclaration' && node.kind === 'var') {
+        const identifiers = [];
+        for (const declarator of node.declarations) patternIdentifiers(declarator.id, identifiers);
+        for (const identifier of identifiers) vars.push(declared(identifier, 'var'));
+      } else if (node.type === 'FunctionDeclaration') {
+        vars.push(declared(node.id, 'var'));
+      }
+    }
+  } else {
+    collectVarNames(ast, vars, true);
+  }
   return { lexical, vars };
+}
+
+/** The script's var-scoped names, as a classic script's global declaration instantiation
+ * sees them: `var`s at any depth of blocks, loops, `try` and labels (not inside a
+ * function), and function declarations at the top level or under labels. */
+function collectVarNames(node, vars, topLevel) {
+  if (!node || typeof node.type !== 'string') return;
+  if (node.type === 'VariableDeclaration' && node.kind === 'var') {
+    const identifiers = [];
+    for (const declarator of node.declarations) patternIdentifiers(declarator.id, identifiers);
+    for (const identifier of identifiers) vars.push(declared(identifier, 'var'));
+  } else if (node.type === 'FunctionDeclaration') {
+    if (topLevel) vars.push(declared(node.id, 'var'));
+    return;
+  } else if (
+    FUNCTION_NODES.has(node.type) ||
+    node.type === 'ClassDeclaration' ||
+    node.type === 'ClassExpression'
+  ) {
+    return;
+  }
+  const keepsTopLevel = node.type === 'Program' || node.type === 'LabeledStatement';
+  for (const child of childNodes(node)) collectVarNames(child, vars, keepsTopLevel);
+}
+
+/** Does the script start with a "use strict" directive? */
+function isStrict(ast) {
+  for (const node of ast.body) {
+    if (node.type !== 'ExpressionStatement' || typeof node.directive !== 'string') return false;
+    if (node.directive === 'use strict') return true;
+  }
+  return false;
 }
 
 function applyEdits(code, edits) {
@@ -244,6 +288,11 @@ export function rewriteSession(original) {
     shifts.push({ line: location.line, column: location.column + 1, delta: text.length });
   };
   const last = lastExpression(ast);
+  if (isStrict(ast)) {
+    // Strict eval code keeps its own declarations, var included: none outlives the run,
+    // so none is rewritten or recorded (the names can be declared again).
+    return { source: code, async: false, hasResult: last !== null, shifts: [], declarations: none };
+  }
   if (!hasTopLevelAwait(ast)) {
     for (const node of ast.body) {
       if (node.type === 'VariableDeclaration' && node.kind !== 'var') {
