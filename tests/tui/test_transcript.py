@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.widgets import Static, TabbedContent, TabPane
 
 from workbench.tui.transcript_cell import TranscriptCell
-from workbench.tui.widgets.transcript import REFLOW_DELAY_S, Transcript
+from workbench.tui.widgets.transcript import Transcript
 
 
 class TranscriptApp(App[None]):
@@ -52,7 +53,7 @@ async def test_cells_are_rendered_again_for_a_new_width() -> None:
         transcript.add_cell(TranscriptCell(5, long_code, "perl", None, "lost five"))
         wide = len(transcript.lines)
         await pilot.resize_terminal(50, 24)
-        await pilot.pause(REFLOW_DELAY_S + 0.3)
+        await pilot.pause(0.2)
         narrow = len(transcript.lines)
         assert narrow > wide
         assert all(line.cell_length <= 50 for line in transcript.lines)
@@ -62,5 +63,36 @@ async def test_cells_are_rendered_again_for_a_new_width() -> None:
         assert transcript.find_next("lost five") is not None
         assert transcript.current_cell_index == 2
         await pilot.resize_terminal(120, 24)
-        await pilot.pause(REFLOW_DELAY_S + 0.3)
+        await pilot.pause(0.2)
         assert len(transcript.lines) == wide
+
+
+class HiddenTranscriptApp(App[None]):
+    """A transcript in a tab that is not shown (a REPL whose run ends while another tab
+    is active): RichLog renders such writes at its minimum width."""
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(initial="repl"):
+            with TabPane("Other", id="other"):
+                yield Static("another tab")
+            with TabPane("REPL", id="repl"):
+                yield Transcript(show_measurements=False)
+
+
+async def test_cells_written_while_hidden_are_rendered_again_when_shown() -> None:
+    app = HiddenTranscriptApp()
+    async with app.run_test(size=(100, 24)) as pilot:
+        await pilot.pause()
+        transcript = app.query_one(Transcript)
+        transcript.write("shown once, so its size is known")
+        app.query_one(TabbedContent).active = "other"
+        await pilot.pause()
+        transcript.add_cell(TranscriptCell(1, "print '" + "word " * 30 + "'", "perl", None))
+        await pilot.pause()
+        app.query_one(TabbedContent).active = "repl"
+        await pilot.pause(0.3)
+        start = transcript.cell_start_lines[0]
+        widths = [line.cell_length for line in transcript.lines[start:]]
+        assert max(widths) > 20, widths  # rendered again for the shown width, not at 20
+        assert transcript.lines[transcript.cell_start_lines[0]].text.startswith("In [1]")
+        assert transcript.lines[0].text.startswith("shown once")

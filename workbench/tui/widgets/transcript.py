@@ -7,23 +7,21 @@ from typing import Self
 
 from rich.console import RenderableType
 from textual.events import Resize
-from textual.timer import Timer
 from textual.widgets import RichLog
 
 from workbench.config import Prices
 from workbench.tui.transcript_cell import TranscriptCell, render_cell
 
-REFLOW_DELAY_S = 0.2
-"""How long the width of a long transcript must stay put before its lines are rendered
-again for it (a short one is rendered again at once)."""
-LONG_TRANSCRIPT_LINES = 2000
-"""From this many lines, rendering again waits for the width to stay put (while a
-terminal is dragged wider, every step would render it all again)."""
+REFLOW_MAX_LINES = 3000
+"""Up to this many lines, the transcript is rendered again when its width changes (about
+0.3 s at most); a longer one keeps the widths its lines were written at, as rendering it
+all again would stall the app on every resize or inspector toggle."""
 
 
 class Transcript(RichLog):
-    """Cells rendered into lines, again only when the width changes; only the visible
-    lines are painted, so long outputs (10,000+ lines) stay fast."""
+    """Cells rendered into lines, again when the width changes (up to
+    `REFLOW_MAX_LINES`); only the visible lines are painted, so long outputs (10,000+
+    lines) stay fast."""
 
     HELP = """\
 ## Transcript
@@ -50,25 +48,31 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         size is rendered, and gets its line, when the size is known)."""
         self.current_cell_index: int | None = None
         self._search_line = -1
-        self._writing_cell = False
+        self._cell_written: TranscriptCell | None = None
+        """The cell the write in progress renders (None: a note)."""
         self._waiting_writes: deque[bool] = deque()
         """For each write waiting for the log's size: whether it is a cell."""
-        self._written: list[tuple[RenderableType | object, bool]] = []
-        """Every write (and whether it is a cell), to render again at another width."""
+        self._written: list[TranscriptCell | RenderableType | object] = []
+        """Every write in order, a cell as itself (rendered again from it)."""
         self._rendered_width = 0
-        """The width the lines were rendered for."""
-        self._reflow_timer: Timer | None = None
+        """The width every line was rendered for (0: none yet)."""
+        self._mixed_widths = False
+        """Some lines were rendered for another width (the pane was hidden, or narrower)."""
+        self._reflow_pending = False
 
     def add_cell(self, cell: TranscriptCell) -> None:
         self.cells.append(cell)
         self.current_cell_index = len(self.cells) - 1
-        self._writing_cell = True
+        self._write_cell(cell)
+
+    def _write_cell(self, cell: TranscriptCell) -> None:
+        self._cell_written = cell
         try:
             self.write(
                 render_cell(cell, show_measurements=self.show_measurements, prices=self.prices)
             )
         finally:
-            self._writing_cell = False
+            self._cell_written = None
 
     def write(
         self,
@@ -83,54 +87,79 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         adds at least one line when rendered and none when it waits for the size; the
         waiting writes are rendered in order, before any later one."""
         lines_before = len(self.lines)
-        replayed = bool(self._waiting_writes)
         super().write(content, width, expand, shrink, scroll_end, animate)
-        if len(self.lines) == lines_before:
-            self._waiting_writes.append(self._writing_cell)
-            self._written.append((content, self._writing_cell))
-            return self
-        self._rendered_width = self.scrollable_content_region.width
-        is_cell = self._waiting_writes.popleft() if replayed else self._writing_cell
+        writing_cell = self._cell_written is not None
+        rendered = len(self.lines) != lines_before
+        replayed = rendered and bool(self._waiting_writes)
         if not replayed:
-            self._written.append((content, is_cell))
+            self._written.append(self._cell_written or content)
+        if not rendered:
+            self._waiting_writes.append(writing_cell)
+            return self
+        self._note_width(self.scrollable_content_region.width)
+        is_cell = self._waiting_writes.popleft() if replayed else writing_cell
         if is_cell:
             self.cell_start_lines.append(lines_before)
         return self
 
+    def _note_width(self, width: int) -> None:
+        """Lines were just rendered for `width` (0: while hidden, at the minimum width)."""
+        if not self._rendered_width and width:
+            self._rendered_width = width
+        elif width != self._rendered_width:
+            self._mixed_widths = True
+
     def on_resize(self, event: Resize) -> None:
         # RichLog's own handler runs too (Textual calls each class's): the first size
         # renders the waiting writes.
-        if not self._rendered_width or self.scrollable_content_region.width == self._rendered_width:
+        self._reflow_if_needed()
+
+    def on_show(self) -> None:
+        self._reflow_if_needed()  # lines written while the pane was hidden
+
+    def _reflow_if_needed(self) -> None:
+        width = self.scrollable_content_region.width
+        stale = self._mixed_widths or (self._rendered_width and width != self._rendered_width)
+        if not width or not stale or self._reflow_pending or len(self.lines) > REFLOW_MAX_LINES:
             return
-        if self._reflow_timer is not None:
-            self._reflow_timer.stop()
-            self._reflow_timer = None
-        if len(self.lines) < LONG_TRANSCRIPT_LINES:
-            self.call_after_refresh(self._reflow)
-        else:
-            self._reflow_timer = self.set_timer(REFLOW_DELAY_S, self._reflow)
+        self._reflow_pending = True
+        self.call_after_refresh(self._reflow)
 
     def _reflow(self) -> None:
-        """Render every write again at the current width (the lines keep the width they
-        were rendered at: wider ones were cut, narrower ones left room)."""
-        self._reflow_timer = None
-        if self.scrollable_content_region.width == self._rendered_width:
+        """Render every write again at the current width; the view keeps its end, or its
+        place in the cell at its top."""
+        self._reflow_pending = False
+        width = self.scrollable_content_region.width
+        if not width or len(self.lines) > REFLOW_MAX_LINES:
             return
         # At the end, give or take the line a horizontal scrollbar took when it narrowed.
         at_end = self.max_scroll_y - self.scroll_y <= 1
-        top_cell = self._cell_at_line(round(self.scroll_y))
+        top = round(self.scroll_y)
+        top_cell = self._cell_at_line(top)
+        old_span = self._cell_span(top_cell) if top_cell is not None else None
         written, self._written = self._written, []
         self.clear()
         self.cell_start_lines = []
         self._search_line = -1
-        for content, is_cell in written:
-            self._writing_cell = is_cell
-            self.write(content, scroll_end=False)
-        self._writing_cell = False
-        if at_end or top_cell is None:
+        self._rendered_width = width
+        self._mixed_widths = False
+        for item in written:
+            if isinstance(item, TranscriptCell):
+                self._write_cell(item)
+            else:
+                self.write(item, scroll_end=False)
+        if at_end or top_cell is None or old_span is None:
             self.scroll_end(animate=False, immediate=True)
-        else:  # the cell read at the top stays there
-            self.scroll_to(y=self.cell_start_lines[top_cell], animate=False, immediate=True)
+            return
+        old_start, old_length = old_span
+        new_start, new_length = self._cell_span(top_cell)
+        within = round((top - old_start) * new_length / max(1, old_length))
+        self.scroll_to(y=new_start + within, animate=False, immediate=True)
+
+    def _cell_span(self, index: int) -> tuple[int, int]:
+        """The first line of cell `index` and how many lines it has."""
+        starts = [*self.cell_start_lines, len(self.lines)]
+        return starts[index], starts[index + 1] - starts[index]
 
     @property
     def current_cell(self) -> TranscriptCell | None:
