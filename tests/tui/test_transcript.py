@@ -1,5 +1,6 @@
 """The transcript widget on its own: where each cell's lines start, whether the cells
-were written before or after the log knew its size."""
+were written before or after the log knew its size, and its lines rendered again for a
+new width or once its hidden tab is shown."""
 
 from __future__ import annotations
 
