@@ -389,6 +389,8 @@ async def state_inspector(pilot: WorkbenchPilot) -> None:
     await wait_for(pilot, lambda: table.row_count == 7, 60)
     table.move_cursor(row=1)
     await pilot.pause()
+    # The inspector narrowed the transcript: its cells are rendered again for that width.
+    await wait_for(pilot, lambda: repl.transcript.fits_its_width)
 
 
 async def settle(pilot: WorkbenchPilot) -> None:

@@ -7,6 +7,7 @@ from typing import Self
 
 from rich.console import RenderableType
 from textual.events import Resize
+from textual.strip import Strip
 from textual.widgets import RichLog
 
 from workbench.config import Prices
@@ -109,6 +110,15 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         elif width != self._rendered_width:
             self._mixed_widths = True
 
+    @property
+    def fits_its_width(self) -> bool:
+        """Every line is rendered for the width the transcript has now (or it is hidden,
+        or past `REFLOW_MAX_LINES`, where lines keep their widths)."""
+        width = self.scrollable_content_region.width
+        if not width or len(self.lines) > REFLOW_MAX_LINES:
+            return True
+        return not (self._mixed_widths or self._reflow_pending) and width == self._rendered_width
+
     def on_resize(self, event: Resize) -> None:
         # RichLog's own handler runs too (Textual calls each class's): the first size
         # renders the waiting writes.
@@ -117,13 +127,19 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
     def on_show(self) -> None:
         self._reflow_if_needed()  # lines written while the pane was hidden
 
+    def render_line(self, y: int) -> Strip:
+        # Painted at a width its lines were not rendered for: a Resize is not always
+        # delivered when a sibling (the inspector) takes room, a paint always is.
+        self._reflow_if_needed()
+        return super().render_line(y)
+
     def _reflow_if_needed(self) -> None:
         width = self.scrollable_content_region.width
         stale = self._mixed_widths or (self._rendered_width and width != self._rendered_width)
         if not width or not stale or self._reflow_pending or len(self.lines) > REFLOW_MAX_LINES:
             return
         self._reflow_pending = True
-        self.call_after_refresh(self._reflow)
+        self.call_later(self._reflow)
 
     def _reflow(self) -> None:
         """Render every write again at the current width; the view keeps its end, or its
