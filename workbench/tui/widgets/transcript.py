@@ -6,7 +6,6 @@ from collections import deque
 from typing import Self
 
 from rich.console import RenderableType
-from textual.events import Resize
 from textual.strip import Strip
 from textual.widgets import RichLog
 
@@ -119,17 +118,10 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
             return True
         return not (self._mixed_widths or self._reflow_pending) and width == self._rendered_width
 
-    def on_resize(self, event: Resize) -> None:
-        # RichLog's own handler runs too (Textual calls each class's): the first size
-        # renders the waiting writes.
-        self._reflow_if_needed()
-
-    def on_show(self) -> None:
-        self._reflow_if_needed()  # lines written while the pane was hidden
-
     def render_line(self, y: int) -> Strip:
-        # Painted at a width its lines were not rendered for: a Resize is not always
-        # delivered when a sibling (the inspector) takes room, a paint always is.
+        # Painted at a width its lines were not rendered for (a resize, the inspector
+        # taking room, a tab shown after a write while hidden): rendered again. A paint is
+        # the one sure sign; a Resize is not always delivered when a sibling takes room.
         self._reflow_if_needed()
         return super().render_line(y)
 
