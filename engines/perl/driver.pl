@@ -30,6 +30,17 @@ BEGIN {
     *CORE::GLOBAL::exit = sub (;$) { die bless { status => $_[0] // 0 }, 'SBW::Exit' };
 }
 
+# Spec 9.3's fixed POSIX stubs: pid 1, parent 0, uid and gid 1000 (zeroperl's libc says
+# 42, unimplemented, and 0). Each variable's glob gets a plain scalar, as %ENV does below,
+# so user code compiled later reads the fixed value instead of the magic one.
+BEGIN {
+    *CORE::GLOBAL::getppid = sub () { 0 };
+}
+for my $stub (['$', 1], ['<', 1000], ['>', 1000], ['(', 1000], [')', 1000]) {
+    no strict 'refs';
+    *{"main::$stub->[0]"} = \(my $value = $stub->[1]);
+}
+
 my $FILE = '(sandbox)';
 my $JSON = JSON::PP->new->canonical;
 my $JSON_CHECK = JSON::PP->new;

@@ -48,6 +48,14 @@ module SandboxWorkbenchDriver
   end
   Kernel.send(:private, :exit!)
 
+  # ---- Spec 9.3's fixed POSIX stubs: pid 1, parent 0, uid and gid 1000 --------------------
+  # (ruby.wasm's libc says 42 and 0). `$$` reads the getpid stub, so it becomes an alias.
+  { pid: 1, ppid: 0, uid: 1000, gid: 1000, euid: 1000, egid: 1000 }.each do |name, value|
+    Process.singleton_class.send(:define_method, name) { value }
+  end
+  $sandbox_workbench_pid = 1
+  alias $$ $sandbox_workbench_pid
+
   # ---- Output streams while a run lasts ----------------------------------------------------
   # STDOUT and STDERR stay buffered (few writes: spec 9.2 counts them), but a completed line
   # reaches the host once STREAM_SECONDS passed since the last did, and before a sleep, so a

@@ -273,6 +273,23 @@ def test_environment_is_exactly_env(
         guest.close()
 
 
+@pytest.mark.parametrize("session_mode", [False, True])
+def test_a_stateless_environ_is_a_plain_dict(
+    prepared: Prepared, workspace: VirtualFS, session_mode: bool
+) -> None:
+    """Spec 9.4: a plain dict in a stateless run; a context's is refilled (spec 7.8)."""
+    guest = Guest(prepared, workspace if session_mode else None)
+    try:
+        run = guest.run(
+            "import os\n(type(os.environ) is dict, os.getenv('A'), os.environ is os.environ)",
+            session=session_mode,
+            env={"A": "1"},
+        )
+        assert run.text == f"({not session_mode}, '1', True)"
+    finally:
+        guest.close()
+
+
 # --- stateless semantics (spec 9.4) ---------------------------------------------------------
 
 

@@ -201,6 +201,33 @@ def test_environment_is_exactly_what_is_given(language: str) -> None:
     assert [entry.text for entry in result.results] == [snippets.env_text]
 
 
+POSIX_STUBS = {
+    "python": "import os\n[os.getpid()]",
+    "perl": '[$$, getppid(), $<, $>, "$(", "$)"]',
+    "ruby": "[$$, Process.pid, Process.ppid, Process.uid, Process.gid, Process.euid, Process.egid]",
+}
+"""Spec 9.3's fixed POSIX stubs, read the ways each language offers (Python on WASI has
+only `getpid`)."""
+
+POSIX_STUB_VALUES = {
+    "python": [1],
+    "perl": [1, 0, 1000, 1000, "1000", "1000"],
+    "ruby": [1, 1, 0, 1000, 1000, 1000, 1000],
+}
+
+
+@pytest.mark.parametrize("language", sorted(POSIX_STUBS))
+def test_process_ids_are_the_fixed_stubs(language: str) -> None:
+    require_engine(language)
+    stateless = run(language, POSIX_STUBS[language])
+    assert stateless.error is None
+    assert stateless.results[0].json == POSIX_STUB_VALUES[language]
+    with Session(language, workspace=VirtualFS()) as live:
+        in_session = live.execute(POSIX_STUBS[language]).result
+    assert in_session.error is None
+    assert in_session.results[0].json == POSIX_STUB_VALUES[language]
+
+
 def test_state_persists_in_a_session(session: Session, language: str) -> None:
     snippets = SNIPPETS[language]
     assert session.execute(snippets.define).result.error is None

@@ -323,6 +323,15 @@ WORKSPACE = "/workspace"
 _DRIVER_FILE = sys._getframe().f_code.co_filename
 _session_main = None
 _initialized = False
+_SESSION_ENVIRON = os.environ
+
+
+def _getpid():
+    """Spec 9.3's fixed POSIX stub (wasi-libc's is 42)."""
+    return 1
+
+
+os.getpid = _getpid
 
 
 def _exit_as_exception(status=0):
@@ -358,7 +367,13 @@ def _fresh_main():
     return module
 
 
-def _set_environ(env):
+def _set_environ(env, session):
+    """Spec 9.4: a stateless run's `os.environ` is a plain dict of the supplied variables;
+    a context's is the real mapping, cleared and refilled before each run (spec 7.8)."""
+    if not session:
+        os.environ = dict(env)
+        return
+    os.environ = _SESSION_ENVIRON
     os.environ.clear()
     for key, value in env.items():
         try:
@@ -474,7 +489,7 @@ def execute(request):
         _first_run_init()
         _initialized = True
     session = request["session"]
-    _set_environ(request["env"])
+    _set_environ(request["env"], session)
     _set_sys_path(session)
     if session:
         if _session_main is None:
