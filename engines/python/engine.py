@@ -105,6 +105,7 @@ class PythonEngine(SnapshotComponentEngine):
     or so between builds), leaving about 36 MiB to user code; past the cap allocations fail
     with a Python `MemoryError` and the instance stays usable."""
     contexts = True
+    devices = True
 
     def prepare(self, work_dir: Path, progress: Progress) -> Path:
         """Build the component with componentize-py in `work_dir` (about 20-40 s)."""

@@ -242,6 +242,7 @@ class RubyEngine(SnapshotModuleEngine):
     memory_bytes = 96 * 1024 * 1024
     """The spec's cap (100,663,296); the VM needs ~63 MiB after init."""
     contexts = True
+    devices = True
 
     def link(
         self, engine: wasmtime.Engine, module: wasmtime.Module, store: wasmtime.Store

@@ -228,6 +228,29 @@ def test_process_ids_are_the_fixed_stubs(language: str) -> None:
     assert in_session.results[0].json == POSIX_STUB_VALUES[language]
 
 
+DEV_NULL = {
+    "python": "import os\nwith open(os.devnull, 'w') as sink: sink.write('gone')\n"
+    "with open(os.devnull) as source: read = source.read()\n[read, *os.listdir('/dev')]",
+    "perl": 'open(my $sink, ">", "/dev/null") or die $!; print $sink "gone"; close $sink; '
+    'open(my $source, "<", "/dev/null") or die $!; my $read = join "", <$source>; '
+    'opendir(my $dev, "/dev") or die $!; [$read, sort grep { !/^\\./ } readdir $dev]',
+    "ruby": 'File.write(File::NULL, "gone"); [File.read(File::NULL), *Dir.children("/dev")]',
+}
+"""Spec 9.3: `/dev/null` is there, read-only directory, writes vanish, reads are empty."""
+
+
+@pytest.mark.parametrize("language", sorted(DEV_NULL))
+def test_dev_null_takes_writes_and_reads_empty(language: str) -> None:
+    require_engine(language)
+    stateless = run(language, DEV_NULL[language])
+    assert stateless.error is None
+    assert stateless.results[0].json == ["", "null"]
+    with Session(language, workspace=VirtualFS()) as live:
+        in_session = live.execute(DEV_NULL[language]).result
+    assert in_session.error is None
+    assert in_session.results[0].json == ["", "null"]
+
+
 def test_state_persists_in_a_session(session: Session, language: str) -> None:
     snippets = SNIPPETS[language]
     assert session.execute(snippets.define).result.error is None
