@@ -25,7 +25,7 @@ from workbench.backends.remote import open_remote_backend
 from workbench.config import Config, RemoteProfile
 from workbench.transcripts import read_transcript
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.palette_commands import workbench_commands
+from workbench.tui.palette_commands import PaletteCommand, workbench_commands
 from workbench.tui.screens.diff_screen import DiffScreen, RerunProfilePickerScreen
 from workbench.tui.screens.export_screen import ExportScreen
 
@@ -124,3 +124,86 @@ async def test_rerun_a_cell_on_another_profile_and_export_a_transcript(
 
 def test_the_diff_screen_binding_has_an_id() -> None:
     assert all(binding.id for binding in DiffScreen.BINDINGS)  # type: ignore[union-attr]
+
+
+def staging_config(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Config:
+    """A config whose `staging` profile is the session's serve process (Ruby runs
+    statelessly there: it starts without Ruby contexts)."""
+    served = session_serve(request)
+    monkeypatch.setenv("STAGING_TOKEN", served.token)
+    config = Config(
+        profiles={"staging": RemoteProfile("staging", served.url, token_env="STAGING_TOKEN")},
+        path=tmp_path / "config" / "config.toml",
+    )
+    config.save()
+    return config
+
+
+async def test_a_rerun_the_other_profile_cannot_replay_says_why(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ruby_engine: None,
+) -> None:
+    config = staging_config(request, tmp_path, monkeypatch)
+    monkeypatch.setenv("SANDBOX_WORKBENCH_RUBY_CONTEXTS", "1")
+    data = tmp_path / "data"
+    app = WorkbenchApp(data_dir=data, backend_factory=local_backend_factory(data), config=config)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "RUBY")
+        await run_cell(pilot, repl, "6 * 7")
+        await commands_of(app)["Rerun the current cell on staging and compare"].callback()
+        await wait_for(pilot, lambda: any("not rerun" in title for _, title, _ in notes.calls))
+    [(reason, title)] = [(text, title) for text, title, _ in notes.calls if "not rerun" in title]
+    assert title == "Cell [1] was not rerun on staging"
+    assert reason.startswith("known difference: the transcript ran in a ruby code context")
+    assert not notes.errors()
+
+
+async def test_a_rerun_can_be_cancelled_from_the_palette(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = staging_config(request, tmp_path, monkeypatch)
+    served = session_serve(request)
+    data = tmp_path / "data"
+    app = WorkbenchApp(data_dir=data, backend_factory=local_backend_factory(data), config=config)
+    notes = Notifications(app, monkeypatch)
+    async with (
+        open_remote_backend("staging", served.url, served.token) as staging,
+        app.run_test(size=(140, 45)) as pilot,
+    ):
+
+        async def scratch_sandboxes() -> list[str]:
+            listed = await staging.list_sandboxes()
+            return [sandbox.id for sandbox in listed if sandbox.id.startswith("replay-")]
+
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PYTHON")
+        await run_cell(pilot, repl, "import time\ntime.sleep(5)")
+        await run_cell(pilot, repl, "6 * 7")
+        assert "Cancel the rerun on another profile" not in commands_of(app)
+        assert not await scratch_sandboxes()
+        await commands_of(app)["Rerun the current cell on staging and compare"].callback()
+        assert any("after replaying 1 earlier cell…" in text for text, _, _ in notes.calls)
+        for _ in range(100):  # the replay reached staging: its scratch sandbox is there
+            if await scratch_sandboxes():
+                break
+            await pilot.pause(0.05)
+        assert app.main_screen.rerunning and await scratch_sandboxes()
+        commands_of(app)["Cancel the rerun on another profile"].callback()
+        await wait_for(pilot, lambda: not app.main_screen.rerunning)
+        assert not await scratch_sandboxes()  # destroyed as the rerun ended
+        await pilot.pause(0.5)
+        assert not isinstance(app.screen, DiffScreen)
+    assert ("Rerun cancelled.", "", "information") in notes.calls
+    assert not notes.errors()
+
+
+def commands_of(app: WorkbenchApp) -> dict[str, PaletteCommand]:
+    return {command.title: command for command in workbench_commands(app)}

@@ -2,8 +2,9 @@
 
 The cells before it are replayed first in a fresh context of a scratch sandbox there
 (destroyed afterwards), so the REPL state matches. `rerun_cell` is the worker: it posts
-`CellRerun` (or `OperationFailed`); `CellRerunHandlers` holds the action and the handler
-that opens `DiffScreen` (the only code that changes the screen).
+`CellRerun` (or `CellNotRerun`, `OperationFailed`); `CellRerunHandlers` holds the action,
+its cancel, and the handlers (the one that opens `DiffScreen` is the only code that
+changes the screen).
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from textual.widget import Widget
 from workbench.api import Backend, CodeContext
 from workbench.transcripts import replay_transcript
 from workbench.tui.error_messages import describe_error
-from workbench.tui.messages import CellRerun, OperationFailed
+from workbench.tui.messages import CellNotRerun, CellRerun, OperationFailed
 from workbench.tui.profile_connection import ProfileConnection
 from workbench.tui.screens.diff_screen import DiffScreen, RerunProfilePickerScreen
 from workbench.tui.transcript_cell import TranscriptCell
 from workbench.tui.transcript_export import replayable_transcript
 from workbench.tui.widgets.workbench_tabs import WorkbenchTabs
 from workbench.tui.worker_reports import on_report
+
+RERUN_GROUP = "rerun-cell"
+"""The worker group of the (one, exclusive) rerun."""
 
 
 async def rerun_cell(
@@ -46,6 +50,10 @@ async def rerun_cell(
         owner.post_message(
             OperationFailed(f"Rerunning cell [{number}] on {profile} failed", describe_error(error))
         )
+        return
+    if report.known_difference is not None or not report.cells:
+        reason = report.known_difference or "it replayed nothing"
+        owner.post_message(CellNotRerun(number, profile, reason))
         return
     *earlier, last = report.cells
     assert last.recorded is not None
@@ -85,10 +93,13 @@ class CellRerunHandlers(Screen[None]):
         def chosen(target: str | None) -> None:
             if target is None:
                 return
-            self.notify(f"Rerunning cell [{cells[-1].number}] on {target}…", timeout=3)
+            started = f"Rerunning cell [{cells[-1].number}] on {target}"
+            if earlier := len(cells) - 1:
+                started += f" after replaying {earlier} earlier cell{'s' if earlier != 1 else ''}"
+            self.notify(f"{started}… (the command palette can cancel it)", timeout=5)
             self.run_worker(
                 rerun_cell(self, self.connection.backend_factory, here, target, context, cells),
-                group="rerun-cell",
+                group=RERUN_GROUP,
                 exclusive=True,
                 exit_on_error=False,
             )
@@ -98,6 +109,29 @@ class CellRerunHandlers(Screen[None]):
         else:
             self.app.push_screen(RerunProfilePickerScreen(profiles, here), chosen)
 
+    @property
+    def rerunning(self) -> bool:
+        """A rerun is replaying cells on another profile."""
+        return any(
+            worker.group == RERUN_GROUP and worker.is_running
+            for worker in self.workers
+            if worker.node is self
+        )
+
+    def cancel_rerun(self) -> None:
+        """Stop the rerun; its scratch sandbox there is destroyed as it ends."""
+        if self.rerunning:
+            self.workers.cancel_group(self, RERUN_GROUP)
+            self.notify("Rerun cancelled.", timeout=3)
+
     @on_report(CellRerun)
     def cell_rerun(self, message: CellRerun) -> None:
         self.app.push_screen(DiffScreen(message))
+
+    @on_report(CellNotRerun)
+    def cell_not_rerun(self, message: CellNotRerun) -> None:
+        self.notify(
+            message.reason,
+            title=f"Cell [{message.number}] was not rerun on {message.profile}",
+            severity="warning",
+        )

@@ -322,3 +322,13 @@ class CellRerun(Message, bubble=False):
     earlier: int
     """Cells replayed before it."""
     earlier_diverged: int
+
+
+@dataclass
+class CellNotRerun(Message, bubble=False):
+    """`profile` could not replay the cell's context, a known difference (`reason`), as
+    when it runs Ruby statelessly."""
+
+    number: int
+    profile: str
+    reason: str

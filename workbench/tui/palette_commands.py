@@ -61,6 +61,14 @@ def workbench_commands(app: WorkbenchApp) -> list[PaletteCommand]:
                     partial(app.run_action, binding.action),
                 )
             )
+    if app.main_screen.rerunning:
+        commands.append(
+            PaletteCommand(
+                "Cancel the rerun on another profile",
+                "Stops replaying the cells there; its scratch sandbox is destroyed",
+                app.main_screen.cancel_rerun,
+            )
+        )
     repl = app.main_screen.active_repl
     can_rerun = repl is not None and bool(repl.cells_to_rerun())
     for name in profile_names(app.config):
