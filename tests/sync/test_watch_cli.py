@@ -112,13 +112,28 @@ def test_watch_rejects_an_invalid_sandbox_id(tmp_path: Path) -> None:
     assert "Invalid sandbox id" in completed.stderr
 
 
-def test_a_python_entry_s_traceback_starts_at_the_entry_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("source", "stdout", "traceback"),
+    [
+        (
+            'print("v3")\nraise RuntimeError("watch boom")\n',
+            ["v3"],
+            ["RuntimeError: watch boom", '  File "/workspace/main.py", line 2, in <module>'],
+        ),
+        ("x = (\n", [], ["SyntaxError: '(' was never closed (main.py, line 1)"]),
+    ],
+    ids=["raised", "syntax-error"],
+)
+def test_a_python_entry_s_traceback_starts_at_the_entry_file(
+    tmp_path: Path, source: str, stdout: list[str], traceback: list[str]
+) -> None:
     """The generated runner's frames (and runpy's) are not the user's: `watch --once`
-    shows the error from the entry file's frame on, as `python main.py` would."""
+    shows the error from the entry file's frame on, as `python main.py` would, and an
+    error before the entry ran (a SyntaxError) without any of them."""
     require_engine("python")
     folder = tmp_path / "project"
     folder.mkdir()
-    (folder / "main.py").write_text('print("v3")\nraise RuntimeError("watch boom")\n')
+    (folder / "main.py").write_text(source)
     env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data")}
     done = subprocess.run(
         [*watch_argv(), str(folder), "--run", "main.py", "--json", "--once"],
@@ -134,11 +149,8 @@ def test_a_python_entry_s_traceback_starts_at_the_entry_file(tmp_path: Path) -> 
             for value in map(json.loads, done.stdout.splitlines())
             if value.get("event") == "run"
         )
-        assert run["logs"]["stdout"] == ["v3"]
-        assert run["error"]["traceback"] == [
-            "RuntimeError: watch boom",
-            '  File "/workspace/main.py", line 2, in <module>',
-        ]
+        assert run["logs"]["stdout"] == stdout
+        assert run["error"]["traceback"] == traceback
     finally:
         subprocess.run(
             [sys.executable, "-m", "workbench", "daemon", "stop"],
@@ -147,3 +159,38 @@ def test_a_python_entry_s_traceback_starts_at_the_entry_file(tmp_path: Path) -> 
             timeout=60,
             check=False,
         )
+
+
+def test_sigint_cancels_a_running_entry_at_once(tmp_path: Path) -> None:
+    """Ctrl-C while the entry runs stops the watch now, cancelling the run, instead of
+    waiting for it to end (or to time out)."""
+    require_engine("python")
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "main.py").write_text("import time\ntime.sleep(60)\n")
+    env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data")}
+    process = subprocess.Popen(
+        [*watch_argv(), str(folder), "--run", "main.py", "--timeout", "90"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parents[2],
+    )
+    assert process.stderr is not None
+    try:
+        seen = []
+        for line in process.stderr:
+            seen.append(line)
+            if "running main.py" in line:
+                break
+        assert any("running main.py" in line for line in seen), seen
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, rest
+    assert "cancelled the run of main.py" in rest and "stopped" in rest
+    assert "Traceback" not in rest

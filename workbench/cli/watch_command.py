@@ -273,11 +273,16 @@ async def watch_command(
                 return
             if not as_json:
                 echo_untrusted(f"synced: {report.summary()}; running {entry}", dim=True, err=True)
-            result: ExecutionResult = await sandbox.interpreter.run_code(
-                runner,
-                context=context,
-                binding=None if context else target_binding,
-            )
+            try:
+                result: ExecutionResult = await sandbox.interpreter.run_code(
+                    runner,
+                    context=context,
+                    binding=None if context else target_binding,
+                )
+            except asyncio.CancelledError:  # the watch stopped while it ran
+                if not as_json:
+                    echo_untrusted(f"cancelled the run of {entry}", dim=True, err=True)
+                raise
             result = entry_result(result, entry_path)
             exit_code = EXIT_OK if result.error is None else EXIT_FAILED
             if as_json:

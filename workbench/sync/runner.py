@@ -99,15 +99,18 @@ def entry_runner_code(language: str, entry: str, root: str) -> str:
 
 def entry_result(result: ExecutionResult, entry: str) -> ExecutionResult:
     """The run of `entry` (absolute) as its own: a Python traceback starts at the entry
-    file, without the frames of the generated runner and of `runpy` before it (the
-    result the backend keeps is unchanged)."""
+    file, without the frames of the generated runner and of `runpy` before it; an error
+    before the entry ran (its SyntaxError, or no such file) has none of theirs (the result
+    the backend keeps is unchanged)."""
     error = result.error
     if result.language != "python" or error is None:
         return result
     marker = f'File "{entry}"'
     first = next((index for index, line in enumerate(error.traceback) if marker in line), None)
     if first is None:
-        return result
-    header = [line for line in error.traceback[:first] if not line.lstrip().startswith("File ")]
-    traceback = header + error.traceback[first:]
+        runners = ('File "<sandbox>"', 'File "<frozen runpy>"')
+        traceback = [line for line in error.traceback if not line.lstrip().startswith(runners)]
+    else:
+        header = [line for line in error.traceback[:first] if not line.lstrip().startswith("File ")]
+        traceback = header + error.traceback[first:]
     return dataclasses.replace(result, error=dataclasses.replace(error, traceback=traceback))

@@ -168,7 +168,9 @@ async def watch_folder(
             failures = 0
             emit(EventKind.SYNCED, report.summary(), report=report)
             if after_sync is not None and (report.changed or first):
-                await after_sync(report)
+                finished = await _unless_stopped(after_sync(report), stop_task)
+                if not finished:
+                    break
             first = False
     finally:
         stop.set()
@@ -176,6 +178,20 @@ async def watch_folder(
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await asyncio.wait_for(watch_task, timeout=5)
         emit(EventKind.STOPPED, "stopped watching")
+
+
+async def _unless_stopped(work: Awaitable[None], stop_task: asyncio.Task[bool]) -> bool:
+    """Await `work` (an entry's run), cancelled when the watch stops: a Ctrl-C must not
+    wait for a long run, and a client that gives up cancels its execution. False: stopped."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False
 
 
 async def _rest_of_quiet_period(
