@@ -7,7 +7,14 @@ import re
 import pytest
 
 from tests.api.conftest import fresh_id
-from workbench.api import Backend, SandboxClient, SandboxError, ValidationFailedError, parse_iso
+from workbench.api import (
+    Backend,
+    ContextNotFoundError,
+    SandboxClient,
+    SandboxError,
+    ValidationFailedError,
+    parse_iso,
+)
 from workbench.protocol.http import parse_json_response
 from workbench.protocol.timestamps import ms_from_iso
 
@@ -187,6 +194,27 @@ async def test_a_failing_files_request_makes_no_sandbox(backend: Backend) -> Non
     listed = {summary.id: summary for summary in await backend.list_sandboxes()}
     assert isinstance(listed[typo.id].expires_at, int)
     await typo.destroy()
+
+
+async def test_a_run_that_fails_before_it_runs_makes_no_sandbox(
+    backend: Backend, perl_engine: None
+) -> None:
+    """A REPL tab of a destroyed sandbox ran in its context again: the run made the
+    sandbox anew and failed with a 404 all the same, and the destroyed sandbox came back
+    in the list. Nor does an unknown binding make one (the Worker gateway lists a
+    sandbox after a request that succeeded only)."""
+    sandbox = backend.sandbox(fresh_id("gone"))
+    context = await sandbox.interpreter.create_code_context("PERL")
+    await sandbox.destroy()
+    with pytest.raises(ContextNotFoundError):
+        await sandbox.interpreter.run_code("1", context=context.id)
+    with pytest.raises(ValidationFailedError):
+        await sandbox.interpreter.run_code("1", binding="NO_SUCH_BINDING")
+    assert sandbox.id not in {summary.id for summary in await backend.list_sandboxes()}
+    result = await sandbox.interpreter.run_code("6 * 7", binding="PERL")  # a run makes it
+    assert result.error is None
+    assert sandbox.id in {summary.id for summary in await backend.list_sandboxes()}
+    await sandbox.destroy()
 
 
 async def test_destroy_wipes_everything(sandbox: SandboxClient, perl_engine: None) -> None:

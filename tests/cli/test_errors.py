@@ -170,6 +170,23 @@ def test_a_body_too_large_for_the_daemon_is_exit_2_not_a_crash(tmp_path: Path) -
         run_cli(env, "daemon", "stop")
 
 
+def test_code_at_the_size_limit_in_any_script_fits_the_daemon_s_body_cap(
+    tmp_path: Path,
+) -> None:
+    """64 KiB of code of three-byte characters is a 96 KiB body only as UTF-8 JSON (as
+    httpx sends it); escaped as `\\uXXXX` it was twice that, refused as too large."""
+    require_engine("python")
+    env = cli_env(tmp_path)
+    code = tmp_path / "wide.py"
+    code.write_text("len('" + "中" * 21_840 + "')", encoding="utf-8")
+    assert 65_000 < code.stat().st_size <= 65_536
+    try:
+        ran = run_cli(env, "run", "-l", "python", str(code))
+        assert (ran.returncode, ran.stdout.strip(), ran.stderr) == (0, "21840", "")
+    finally:
+        run_cli(env, "daemon", "stop")
+
+
 def test_a_file_past_the_workspace_limit_is_refused_before_it_is_sent(tmp_path: Path) -> None:
     """`files put` of more than 1 MiB names the workspace's limit (past about 1.5 MiB the
     base64 body would be refused unread, as `Request too large`)."""

@@ -80,6 +80,40 @@ def test_unknown_route_and_wrong_method(http: httpx.Client) -> None:
     assert_error(http.delete("/v1/runtimes"), 405, "VALIDATION_FAILED", "Method not allowed")
 
 
+WRONG_METHODS = [
+    ("POST", "/v1/health", "GET"),
+    ("DELETE", "/v1/runtimes", "GET"),
+    ("GET", "/v1/runtimes/PYTHON/execute", "POST"),
+    ("PUT", "/v1/sandboxes", "GET"),
+    ("PUT", "/v1/sandboxes/demo", "GET, POST, DELETE"),
+    ("PATCH", "/v1/sandboxes/demo/execute", "GET, POST, DELETE"),
+    ("OPTIONS", "/v1/sandboxes/demo/files", "GET, POST, DELETE"),
+]
+"""A method a route does not take, and the `Allow` its 405 gives (spec 2.7: what the
+gateway passes on to a sandbox is GET, POST and DELETE)."""
+
+
+@pytest.mark.parametrize(("method", "path", "allowed"), WRONG_METHODS)
+def test_a_405_names_the_methods_its_route_takes(
+    http: httpx.Client, method: str, path: str, allowed: str
+) -> None:
+    response = http.request(method, path)
+    assert_error(response, 405, "VALIDATION_FAILED", "Method not allowed")
+    assert response.headers["allow"] == allowed
+
+
+def test_a_405_names_the_methods_also_in_front_of_a_daemon(tmp_path: Path) -> None:
+    """A second `serve` of the data dir passes requests on to the first (its daemon)."""
+    with serve_process(tmp_path) as daemon, serve_process(tmp_path) as front:
+        assert daemon.url != front.url
+        headers = {"authorization": f"Bearer {front.token}"}
+        with httpx.Client(base_url=front.url, headers=headers) as client:
+            for method, path, allowed in WRONG_METHODS:
+                response = client.request(method, path)
+                assert_error(response, 405, "VALIDATION_FAILED", "Method not allowed")
+                assert response.headers["allow"] == allowed, (method, path)
+
+
 def test_invalid_sandbox_id(http: httpx.Client) -> None:
     assert_error(
         http.get("/v1/sandboxes/-bad"),

@@ -32,7 +32,7 @@ from schemathesis import Case
 
 from tests.conftest import require_engine
 from tests.serve_process import ServeProcess, serve_process
-from workbench.protocol.http import MAX_BATCH_BODY_BYTES, MAX_BODY_BYTES
+from workbench.protocol.http import body_cap
 
 OPENAPI = Path(__file__).parents[2] / "docs" / "gateway-openapi.json"
 EXECUTE = r"/execute$"
@@ -301,7 +301,7 @@ def test_slow_and_oversized_bodies(
     declared length beyond the limit 413 before the body; a body a little past the limit
     is dropped so the 413 can be read; a slow body within the limits is answered as its
     route says, without an internal error or a logged exception."""
-    cap = MAX_BATCH_BODY_BYTES if path.endswith("/batch") else MAX_BODY_BYTES
+    cap = body_cap(path)
     bounds = [0, *itertools.accumulate(cuts), len(body)]
     pieces = [body[start:end] for start, end in itertools.pairwise(bounds) if body[start:end]]
     if oversized and chunked:

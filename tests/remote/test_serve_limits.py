@@ -37,7 +37,13 @@ from workbench.daemon.server import (
     RepeatLimit,
 )
 from workbench.paths import private_data_dir
-from workbench.protocol.http import MAX_BODY_BYTES, Request, Response
+from workbench.protocol.http import (
+    EXECUTE_BODY_CAP,
+    FILES_BATCH_BODY_CAP,
+    FILES_BODY_CAP,
+    Request,
+    Response,
+)
 from workbench.server.app import GatewayApp
 
 TOKEN = "limits-token-0123456789"
@@ -167,6 +173,70 @@ def test_a_body_declared_too_large_is_refused_before_it_is_sent(served: Served) 
         assert closed_by_server(connection, ANSWER_SECONDS)
 
 
+@pytest.mark.parametrize(
+    ("path", "declared"),
+    [
+        ("/v1/runtimes/PYTHON/execute", EXECUTE_BODY_CAP + 1),
+        ("/v1/sandboxes/big/execute", EXECUTE_BODY_CAP + 1),
+        ("/v1/sandboxes/big/contexts", EXECUTE_BODY_CAP + 1),
+        ("/v1/sandboxes/big/env", EXECUTE_BODY_CAP + 1),
+        ("/v1/sandboxes/big/files", FILES_BODY_CAP + 1),
+        ("/v1/sandboxes/big/files/batch", FILES_BATCH_BODY_CAP + 1),
+        ("/v1/sandboxes/big/execute", 10_000_000),
+    ],
+)
+def test_a_body_declared_past_its_route_s_cap_is_answered_413_at_once(
+    served: Served, path: str, declared: int
+) -> None:
+    """The spec's caps (96 KiB; 2 MiB for /files; 8 MiB for the batch): headers declaring
+    more and no body get their 413 within 2 s, not once a body came, and the connection
+    is closed."""
+    head = request_head(
+        "POST", path, "content-type: application/json", f"content-length: {declared}", token=True
+    )
+    with socket.create_connection(served.address, timeout=10) as connection:
+        started = time.monotonic()
+        connection.sendall(head)
+        status, headers = read_answer(connection, 2.0)
+        assert time.monotonic() - started < 2.0
+        assert (status, headers["connection"]) == (413, "close")
+        assert closed_by_server(connection, ANSWER_SECONDS)
+
+
+@pytest.mark.parametrize(
+    ("path", "cap"),
+    [("/v1/sandboxes/caps/env", EXECUTE_BODY_CAP), ("/v1/sandboxes/caps/files", FILES_BODY_CAP)],
+)
+def test_a_body_of_the_cap_is_read_and_one_byte_more_is_413(
+    served: Served, path: str, cap: int
+) -> None:
+    """Bodies sent whole: one of exactly the cap gets its route's answer; one byte more
+    gets 413, which the client reads after sending it all (the rest is dropped)."""
+    start = (
+        b'{"envVars": {"A": "1"}}' if path.endswith("/env") else b'{"op": "exists", "path": "a"}'
+    )
+    headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+    for size, status in [(cap, 200), (cap + 1, 413)]:
+        client = http.client.HTTPConnection(*served.address, timeout=ANSWER_SECONDS * 4)
+        try:
+            client.request("POST", path, body=start.ljust(size), headers=headers)
+            response = client.getresponse()
+            assert (size, response.status) == (size, status), response.read()
+            response.read()
+        finally:
+            client.close()
+
+
+def test_without_the_token_a_body_past_the_cap_is_still_401(served: Served) -> None:
+    head = request_head(
+        "POST", "/v1/sandboxes/big/execute", "content-length: 10000000", token=False
+    )
+    with socket.create_connection(served.address, timeout=10) as connection:
+        connection.sendall(head)
+        status, headers = read_answer(connection, ANSWER_SECONDS)
+        assert (status, headers["connection"]) == (401, "close")
+
+
 def test_a_chunked_body_growing_too_large_is_refused_and_not_read_on(served: Served) -> None:
     """Sent as fast as the server takes it: once past the limit (2 MiB), 413 comes and
     the connection closes, long before the 32 MiB on offer are sent."""
@@ -183,7 +253,7 @@ def test_a_chunked_body_growing_too_large_is_refused_and_not_read_on(served: Ser
             pass
         status, headers = read_answer(connection, ANSWER_SECONDS)
     assert (status, headers["connection"]) == (413, "close")
-    assert MAX_BODY_BYTES < sent < 16 * 2**20
+    assert FILES_BODY_CAP < sent < 16 * 2**20
 
 
 def test_an_authorized_body_sent_too_slowly_is_answered_408() -> None:

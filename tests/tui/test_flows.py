@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import io
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +18,8 @@ from rich.console import Console
 from textual import events
 from textual.binding import Binding
 from textual.dom import DOMNode
-from textual.widgets import RichLog, Static
+from textual.widgets import Button, Input, OptionList, RichLog, Select, Static, TextArea
+from textual.widgets.tabbed_content import ContentTabs
 
 from tour import (
     FOCUS_NOTICE_HOPS,
@@ -35,6 +38,7 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.formatting import MASK
 from workbench.tui.palette_commands import keys_shown, workbench_commands
 from workbench.tui.screens.confirm_screen import ConfirmScreen
+from workbench.tui.screens.create_context_screen import CreateContextScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
@@ -86,6 +90,12 @@ def panel_text(app: WorkbenchApp) -> str:
     console = Console(width=100, record=True, file=io.StringIO())
     console.print(app.main_screen.info_panel.render())
     return console.export_text()
+
+
+def screen_text(app: WorkbenchApp) -> str:
+    """What the screen shows, as plain text (from the SVG screenshot)."""
+    svg = app.export_screenshot()
+    return html.unescape(re.sub(r"<[^>]*>", "", svg)).replace("\xa0", " ")
 
 
 class Notifications:
@@ -162,6 +172,28 @@ async def test_run_cells_see_results_and_walk_history(tmp_path: Path) -> None:
         await pilot.press(*"GREET", "enter")
         await wait_for(pilot, lambda: not isinstance(app.screen, HistorySearchScreen))
         assert repl.code_input.text.startswith('print "$ENV{GREETING}')
+
+
+async def test_history_search_shows_each_cell_as_one_row(tmp_path: Path) -> None:
+    """A multi-line cell is its first line and how many more it has, a long line ends in
+    an ellipsis; choosing one recalls the whole cell."""
+    loop = "for my $n (1..3) {\n    print $n;\n}"
+    long_line = "print " + "+1" * 200
+    app = make_app(tmp_path)
+    chosen: list[str | None] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        screen = HistorySearchScreen(["1+1", long_line, "\n" + loop])
+        await app.push_screen(screen, chosen.append)
+        await pilot.pause()
+        matches = screen.query_one("#history-matches", OptionList)
+        assert matches.option_count == 3
+        assert matches.virtual_size.height == 3  # one row each
+        first = str(matches.get_option_at_index(0).prompt)
+        assert "for my $n (1..3) {" in first and "(+3 lines)" in first
+        await pilot.press("down", "enter")  # the newest first: the loop
+        await wait_for(pilot, lambda: bool(chosen))
+        assert chosen == ["\n" + loop]
 
 
 async def test_cells_ask_for_the_engines_once_not_per_cell(tmp_path: Path) -> None:
@@ -330,6 +362,53 @@ async def test_a_tab_shown_keeps_the_focus_leaving_the_hidden_one(tmp_path: Path
         assert main.tabs.active == file_tab and view is not None and view.editor.has_focus
 
 
+async def test_the_active_tab_is_scrolled_into_view(tmp_path: Path) -> None:
+    """More tabs than fit the tab bar: one opened from the tree (a file, a REPL), or
+    switched to by keys, is scrolled into sight."""
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        sandbox = backend.sandbox("demo")
+        for number in range(6):
+            await sandbox.write_file(f"/workspace/quarterly_report_{number}.txt", "x")
+        context = await sandbox.interpreter.create_code_context("PERL")
+    app = make_app(tmp_path)
+    main = app.main_screen
+    tree = main.sandbox_tree
+
+    def active_tab_shown() -> bool:
+        tab_bar = main.tabs.query_one(ContentTabs)
+        tab = tab_bar.active_tab
+        return tab is not None and tab_bar.region.contains_region(tab.region)
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_connected(pilot)
+        workspace = await expanded_workspace(pilot, app, "demo")
+        for node in list(workspace.children):
+            tree.focus()
+            tree.move_cursor(node)
+            await pilot.press("enter")
+            await wait_for(
+                pilot,
+                lambda shown=node.data: (
+                    main.tabs.active_file is not None
+                    and main.tabs.active_file.path == getattr(shown, "path", None)
+                ),
+            )
+            await wait_for(pilot, active_tab_shown, timeout=5)
+        context_node = tree.sandbox_node("demo")
+        assert context_node is not None
+        tree.focus()
+        tree.move_cursor(context_node.children[0].children[0])  # contexts (1) → the context
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: main.active_repl is not None)
+        assert main.active_repl is not None and main.active_repl.context.id == context.id
+        await wait_for(pilot, active_tab_shown, timeout=5)
+        for key in ["ctrl+pagedown"] * 3 + ["ctrl+pageup"] * 3:
+            before = main.tabs.active
+            await pilot.press(key)
+            await wait_for(pilot, lambda previous=before: main.tabs.active != previous)
+            await wait_for(pilot, active_tab_shown, timeout=5)
+
+
 ENDLESS_PERL = 'my $s = "a" x 8e6; my $t = $s . 1 while 1;'
 """Runs for minutes: fuel counts loops and calls, and an 8 MB copy is neither."""
 
@@ -382,17 +461,83 @@ async def test_errors_are_shown_not_raised(tmp_path: Path, monkeypatch: pytest.M
         cell = repl.transcript.cells[-1]
         assert cell.result is not None and cell.result.error is not None
         assert "boom" in cell.result.error.message
-        # A request the server rejects: a context in a cwd outside /workspace.
-        main.connection.create_context("demo", _context_request("PERL", "/etc"))
+        # A request the server rejects: the sandbox id of a sandbox listed no more.
+        main.connection.load_sandbox_info("-no-such-")
         await wait_for(pilot, lambda: bool(notes.errors()))
-        assert "Creating the context failed" in notes.errors()[0]
+        assert "Loading -no-such- failed" in notes.errors()[0]
         assert app.is_running
 
 
-def _context_request(binding: str, cwd: str) -> Any:
-    from workbench.tui.screens.create_context_screen import ContextRequest
+async def test_a_refused_new_context_keeps_the_dialog_and_what_was_typed(
+    tmp_path: Path,
+) -> None:
+    """F3's dialog stays open with the backend's reason and the fields as typed; once
+    corrected, the context is made, the dialog closes and its REPL opens."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        await pilot.press("f3")
+        await pilot.pause()
+        dialog = app.screen
+        assert isinstance(dialog, CreateContextScreen)
+        dialog.query_one("#binding", Select).value = "PERL"
+        dialog.query_one("#cwd", Input).value = "/etc"  # outside /workspace: refused
+        dialog.query_one("#context-env TextArea").focus()
+        await pilot.press(*"GREETING=hello", "ctrl+s")
 
-    return ContextRequest(binding, cwd, {})
+        def problem() -> str:
+            shown = dialog.query("#create-problem")
+            return str(shown.first(Static).render()) if shown else ""
+
+        await wait_for(pilot, lambda: app.screen is not dialog or bool(problem()))
+        assert app.screen is dialog and main.active_repl is None
+        assert "/etc" in problem() and "HTTP 400" in problem()
+        assert dialog.query_one("#binding", Select).value == "PERL"
+        assert dialog.query_one("#cwd", Input).value == "/etc"
+        assert dialog.query_one("#context-env TextArea", TextArea).text == "GREETING=hello"
+        assert not dialog.query_one("#create", Button).disabled
+        dialog.query_one("#cwd", Input).value = "/workspace"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: main.active_repl is not None)
+        assert app.screen is main
+        await wait_for(pilot, lambda: len(main.sandbox_infos["demo"].contexts) == 1)
+        repl = main.active_repl
+        assert repl is not None
+        await run_cell(pilot, repl, "$ENV{GREETING}")
+        result = repl.transcript.cells[-1].result
+        assert result is not None and result.results[0].text == "hello"
+
+
+async def test_a_new_context_dialog_closed_while_creating_lists_the_sandbox_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Escape while the backend creates the context: the answer is not awaited, and the
+    sandbox's info is read again, since the context may exist all the same."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    made = asyncio.Event()
+    create_context_now = main.connection.create_context
+
+    async def made_but_slow_to_answer(*args: Any) -> Any:
+        await create_context_now(*args)
+        made.set()
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(main.connection, "create_context", made_but_slow_to_answer)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        await wait_for(pilot, lambda: "demo" in main.sandbox_infos)
+        await pilot.press("f3")
+        await pilot.pause()
+        assert isinstance(app.screen, CreateContextScreen)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, made.is_set)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: len(main.sandbox_infos["demo"].contexts) == 1)
+        assert app.screen is main and main.active_repl is None
 
 
 async def test_ten_thousand_lines_render_fast_and_are_searchable(tmp_path: Path) -> None:
@@ -689,6 +834,30 @@ async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
         app.theme = "dracula"
         await pilot.pause()
     assert Config.load(tmp_path / "config" / "config.toml").theme == "dracula"
+
+
+@pytest.mark.parametrize("width", [160, 80])
+async def test_help_shows_binding_ids_whole(tmp_path: Path, width: int) -> None:
+    """The ids (what `config.toml` remaps) are never cut, nor the descriptions: a long
+    one wraps, at a wide terminal as at a narrow one."""
+    long_description = (
+        "Show the transcripts of every context of the sandbox side by side, newest first"
+    )
+    rows = [
+        ("f1", "Help", "app.help"),
+        ("alt+a", "Inspect by running code", "context.inspect_by_running"),
+        ("shift+f11", long_description, "sandbox.transcripts_side_by_side"),
+        ("alt+z", "Restore checkpoint", "context.restore_checkpoint"),
+        ("shift+^k", "Delete line", ""),
+    ]
+    app = make_app(tmp_path)
+    async with app.run_test(size=(width, 40)) as pilot:
+        await until_connected(pilot)
+        await app.push_screen(HelpScreen("Help for the focused widget.", rows))
+        await pilot.pause()
+        shown = screen_text(app)
+        assert [binding_id for _, _, binding_id in rows if binding_id not in shown] == []
+        assert [word for word in long_description.split() if word not in shown] == []
 
 
 async def test_every_binding_has_an_id_and_a_description() -> None:

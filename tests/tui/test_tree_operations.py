@@ -222,3 +222,39 @@ async def test_the_cursor_reaches_a_node_added_since_the_tree_last_drew() -> Non
         assert listed is not None
         tree.move_cursor(listed)
         assert tree.cursor_node is listed
+
+
+async def test_the_tree_lists_a_folder_in_natural_order() -> None:
+    """Folders first, then files; digits compare as numbers, case aside, the exact name
+    breaking ties; a listing again keeps that order for the entries it adds."""
+
+    class TreeApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield SandboxTree(id="sidebar")
+
+    def entry(name: str, kind: str = "file") -> FileInfo:
+        return FileInfo(name, f"/workspace/{name}", name, kind, 1, "", "rw-r--r--")
+
+    def shown_names(node: TreeNode[TreeNodeData]) -> list[str]:
+        return [str(item.label).split()[0] for item in node.children]
+
+    app = TreeApp()
+    async with app.run_test() as pilot:
+        tree = app.query_one(SandboxTree)
+        tree.show_profile("local")
+        tree.show_sandboxes([SandboxSummary("demo", "", "", None)])
+        tree.show_sandbox_info(SandboxInfo("demo", "", "", {}, [], 0, 0, True, None))
+        sandbox = tree.sandbox_node("demo")
+        assert sandbox is not None
+        workspace = next(c for c in sandbox.children if isinstance(c.data, DirectoryNode))
+        workspace.expand()
+        await pilot.pause()
+        names = ["f10", "f2", "F1", "f02", "b", "A", "run9", "run10"]
+        listing = [entry(name) for name in names] + [entry("d10", "directory")]
+        listing.append(entry("d9", "directory"))
+        tree.show_directory("demo", "/workspace", listing)
+        expected = ["d9/", "d10/", "A", "b", "F1", "f02", "f2", "f10", "run9", "run10"]
+        assert shown_names(workspace) == expected
+        tree.show_directory("demo", "/workspace", [*listing, entry("f3"), entry("f100")])
+        again = ["d9/", "d10/", "A", "b", "F1", "f02", "f2", "f3", "f10", "f100", "run9", "run10"]
+        assert shown_names(workspace) == again

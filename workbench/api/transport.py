@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from workbench.protocol.http import EventSink, Handler, Request, Response
+from workbench.protocol.http import EventSink, Handler, Request, Response, json_payload
 
 
 class Transport(Protocol):
@@ -60,7 +59,7 @@ async def answer_in_process(
     gateway receives it. Given up (its timeout, its task cancelled), the request's
     `given_up` is set and the handler's work still ends: a gateway then cancels the
     sandbox's execution, which is stored as any other."""
-    payload = b"" if body is None else json.dumps(body).encode()
+    payload = b"" if body is None else json_payload(body)
     headers = {"content-type": "application/json", "content-length": str(len(payload))}
     events = None if on_event is None else _on_this_loop(on_event)
     request = Request(method, path, payload, headers, events=events)

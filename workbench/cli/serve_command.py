@@ -194,6 +194,7 @@ async def _serve_in_front(
     import uvicorn
 
     from workbench.backends.daemon.transport import SocketTransport
+    from workbench.backends.local.routes import allowing
     from workbench.daemon.server import limit_log_rate, socket_route, tcp_server_config
     from workbench.protocol.http import Request, Response, error_json, not_found
     from workbench.server.app import GatewayApp
@@ -203,8 +204,8 @@ async def _serve_in_front(
     async def forward(request: Request) -> Response:
         if socket_route(request.path) is not None:  # the daemon's own: not for TCP clients
             return error_json(not_found())
-        try:
-            return await transport.forward(request)
+        try:  # the transport relays status and body: a 405's `Allow` is made again here
+            return allowing(await transport.forward(request), request.path)
         except SandboxError as error:
             return error_json(error)
 

@@ -24,12 +24,14 @@ from workbench.store import open_failure
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workbench.daemon")
     parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--client-pid", type=int, default=None, help="the client starting it")
     args = parser.parse_args(argv)
     data_dir = private_data_dir(args.data_dir)
     open_log(data_dir)
     LOG.info("starting (pid %d)", os.getpid())
     try:
-        asyncio.run(Daemon(data_dir, idle_seconds=idle_seconds_from_env()).run())
+        daemon = Daemon(data_dir, idle_seconds=idle_seconds_from_env(), started_by=args.client_pid)
+        asyncio.run(daemon.run())
     except StoreOwnedError as error:
         LOG.info("not starting: %s", error)
         return OWNED_ELSEWHERE

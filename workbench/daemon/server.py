@@ -9,6 +9,9 @@ TCP listener behind the bearer token. Besides the gateway's routes the socket an
 - `POST /v1/daemon/stop`: write pending snapshots and exit;
 - `GET /v1/engines`: the state of each language's engine.
 
+Every answer on the socket names the daemon (`DAEMON_HEADER`: pid, start, version,
+settings, the client that started it), so that clients see when it was replaced.
+
 It exits on its own once no client has been connected and no request has come for the
 idle period (`SANDBOX_WORKBENCH_DAEMON_IDLE_S`, default 15 minutes; 0 never), on
 SIGTERM, SIGINT or SIGHUP, and on `stop`; its live sessions' snapshots are written first.
@@ -40,11 +43,12 @@ from typing import Any
 
 from workbench import __version__
 from workbench.backends.daemon.location import log_path, peer_is_this_user, socket_path
+from workbench.backends.daemon.transport import DAEMON_HEADER, DaemonIdentity
 from workbench.backends.local import LocalGateway, open_local_gateway
 from workbench.paths import private_data_dir, private_directory
 from workbench.protocol.errors import error_response
 from workbench.protocol.http import Request, Response
-from workbench.server.app import GatewayApp, Receive, Scope, Send
+from workbench.server.app import GatewayApp, Message, Receive, Scope, Send
 
 IDLE_ENV = "SANDBOX_WORKBENCH_DAEMON_IDLE_S"
 DEFAULT_IDLE_SECONDS = 900.0
@@ -368,13 +372,16 @@ class Daemon:
         idle_seconds: float,
         tcp: tuple[socket.socket, str] | None = None,
         gateway_options: dict[str, Any] | None = None,
+        started_by: int | None = None,
     ) -> None:
-        """`tcp`: a bound listener and its bearer token (`serve`)."""
+        """`tcp`: a bound listener and its bearer token (`serve`); `started_by`: the pid of
+        the client that started it."""
         self.data_dir = private_data_dir(data_dir)
         self.socket = socket_path(self.data_dir)
         self.idle_seconds = idle_seconds
         self.tcp = tcp
         self.started_at = int(time.time() * 1000)
+        self.started_by = started_by
         self.activity = Activity()
         self._gateway_options = gateway_options or {}
         self._gateway: LocalGateway | None = None
@@ -481,6 +488,7 @@ class Daemon:
     # -- the socket's own routes ------------------------------------------------------------
     def _app(self) -> Callable[[Scope, Receive, Send], Any]:
         gateway_app = GatewayApp(self._handle, None)
+        identity = (DAEMON_HEADER.encode(), json.dumps(self.identity().to_json()).encode())
 
         async def app(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != "http":
@@ -490,8 +498,14 @@ class Daemon:
             self.activity.touch()
             self.activity.requests += 1
             self.activity.executions += executes
+
+            async def send_naming_the_daemon(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    message = {**message, "headers": [*message.get("headers", []), identity]}
+                await send(message)
+
             try:
-                await gateway_app(scope, receive, send)
+                await gateway_app(scope, receive, send_naming_the_daemon)
             finally:
                 self.activity.requests -= 1
                 self.activity.executions -= executes
@@ -521,6 +535,11 @@ class Daemon:
             for engine_process in gateway.resources.engine_process_pool.processes()
         ]
 
+    def identity(self) -> DaemonIdentity:
+        gateway = self._gateway
+        settings = None if gateway is None else gateway.resources.local
+        return DaemonIdentity(os.getpid(), self.started_at, __version__, settings, self.started_by)
+
     def info(self) -> dict[str, Any]:
         gateway = self._gateway
         tcp = None
@@ -541,6 +560,7 @@ class Daemon:
             "idleSeconds": self.idle_seconds,
             "tcp": tcp,
             "settings": None if gateway is None else gateway.resources.local.to_json(),
+            "startedBy": self.started_by,
         }
 
 

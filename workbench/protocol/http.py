@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
+import re
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,8 +27,6 @@ __all__ = [
     "FILES_BATCH_BODY_CAP",
     "FILES_BATCH_MAX_ENTRIES",
     "FILES_BODY_CAP",
-    "MAX_BATCH_BODY_BYTES",
-    "MAX_BODY_BYTES",
     "NDJSON",
     "REASONS",
     "EventSink",
@@ -40,6 +39,7 @@ __all__ = [
     "error_json",
     "internal_error",
     "invalid_response",
+    "json_payload",
     "method_not_allowed",
     "not_found",
     "output_event",
@@ -60,16 +60,17 @@ one request's peak memory stays bounded, and room for five 1 MiB files sent as b
 FILES_BATCH_MAX_ENTRIES: Final = 1000
 """Entries of one `POST /files/batch`: bounds one request's work and answer; a full
 workspace (4,096 entries) is refilled in five batches."""
-MAX_BODY_BYTES = FILES_BODY_CAP + 4096
-"""The largest body any route but `/files/batch` accepts (2 MiB for /files), plus slack
-for headers' sake."""
-MAX_BATCH_BODY_BYTES = FILES_BATCH_BODY_CAP + 4096
-"""`/files/batch` (8 MiB, also after gzip decoding, which the route checks)."""
+_FILES_PATH = re.compile(r"/v1/sandboxes/[^/]+/files(/batch)?")
 
 
 def body_cap(path: str) -> int:
-    """The largest request body a gateway server reads for `path`."""
-    return MAX_BATCH_BODY_BYTES if path.endswith("/files/batch") else MAX_BODY_BYTES
+    """The largest request body the gateway route at `path` takes (spec 2.4, 2.7): 2 MiB
+    for a sandbox's `/files`, 8 MiB for `/files/batch` (also after gzip decoding, which
+    the route checks), 96 KiB for any other."""
+    files = _FILES_PATH.fullmatch(path.split("?", 1)[0])
+    if files is None:
+        return EXECUTE_BODY_CAP
+    return FILES_BATCH_BODY_CAP if files.group(1) else FILES_BODY_CAP
 
 
 REASONS = {
@@ -187,6 +188,8 @@ class Response:
     status: int
     body: bytes
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    """Further headers (lower-case names), such as a 405's `allow`."""
 
     @property
     def reason(self) -> str:
@@ -199,6 +202,16 @@ class Response:
             return cls(status, text.encode())
         except UnicodeEncodeError:  # a lone surrogate (guest strings may hold them)
             return cls(status, json.dumps(payload).encode())  # escaped as \udXXX
+
+
+def json_payload(body: Any) -> bytes:
+    """A request's JSON body as httpx sends it: compact UTF-8 (a `\\uXXXX` escape for each
+    non-ASCII character would make code under the 64 KiB limit a body over the gateway's
+    96 KiB cap), escaped only where a lone surrogate cannot be UTF-8."""
+    try:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode()
 
 
 Handler = Callable[[Request], Awaitable[Response]]

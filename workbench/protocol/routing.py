@@ -17,11 +17,10 @@ from typing import Generic, TypeVar
 from workbench.protocol.errors import SandboxError
 from workbench.protocol.http import not_found
 
-__all__ = ["ANY_METHOD", "Found", "Route", "RouteTable"]
+__all__ = ["Found", "Route", "RouteTable"]
 
 Target = TypeVar("Target")
 
-ANY_METHOD = "*"
 _PARAMETER = re.compile(r"/\{(\w+)(\.\.\.)?\}")
 
 
@@ -39,7 +38,6 @@ def _compile(pattern: str) -> re.Pattern[str]:
 @dataclass(frozen=True)
 class Route(Generic[Target]):
     method: str
-    """An HTTP method, or `ANY_METHOD`."""
     pattern: str
     target: Target
     regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
@@ -73,8 +71,13 @@ class RouteTable(Generic[Target]):
             match = route.regex.fullmatch(path)
             if match is None:
                 continue
-            if route.method in (method, ANY_METHOD):
+            if route.method == method:
                 params = {name: value or "" for name, value in match.groupdict().items()}
                 return Found(route.target, params)
             path_known = True
         return self._wrong_method() if path_known else not_found()
+
+    def methods(self, path: str) -> tuple[str, ...]:
+        """The methods `path` is served for, in table order (a 405's `Allow`)."""
+        found = [route.method for route in self.routes if route.regex.fullmatch(path)]
+        return tuple(dict.fromkeys(found))

@@ -41,10 +41,11 @@ Send = Callable[[Message], Awaitable[None]]
 
 PUBLIC_PATHS = frozenset({"/v1/health"})
 DISCARD_BYTES = 4 << 20
-"""Bytes past the limit read and dropped rather than cut off, so that an authorized
-client reads its 413 (closing with its body unread resets the connection under the
-answer); `DISCARD_IDLE_S`: how long dropping waits for more."""
+"""Bytes past the limit read and dropped after the 413 rather than cut off, so that an
+authorized client reads its answer (closing with its body unread resets the connection
+under it); `DISCARD_IDLE_S`: how long dropping waits for more, `DISCARD_S` in all."""
 DISCARD_IDLE_S = 0.5
+DISCARD_S = 5.0
 BODY_TIMEOUT_S = 60.0
 """How long an authorized client may take to send a whole body: the largest (8 MiB) at
 about 1 Mbit/s. One that sends slower is answered 408 and its connection closed."""
@@ -120,18 +121,16 @@ class GatewayApp:
         if declared > cap + DISCARD_BYTES:
             await self._refuse(send, 413, "Request too large")
             return
-        try:
-            async with asyncio.timeout(self._body_timeout):
-                body = None if declared > cap else await _read_body(receive, cap)
-                # A body a little too large is read on and dropped (never kept) while it
-                # keeps coming, so the token holder reads its 413 rather than a reset.
-                whole = body is not None or await _discard_body(receive, DISCARD_BYTES)
-        except TimeoutError:
-            await self._refuse(send, 408, "Request body not received in time")
-            return
-        if body is None:
-            too_large = error_json(validation_error("Request too large", 413))
-            await self._send(send, too_large, close=not whole)
+        body = None
+        if declared <= cap:
+            try:
+                async with asyncio.timeout(self._body_timeout):
+                    body = await _read_body(receive, cap)
+            except TimeoutError:
+                await self._refuse(send, 408, "Request body not received in time")
+                return
+        if body is None:  # declared, or grown, past the cap
+            await self._refuse_then_drop(send, receive)
             return
         if method == "POST" and path.endswith("/execute") and wants_stream(headers):
             await self._stream_answer(Request(method, path, body, headers), receive, send)
@@ -220,19 +219,37 @@ class GatewayApp:
         """Answer a request whose body was not (wholly) read, and close its connection."""
         await cls._send(send, error_json(validation_error(message, status)), close=True)
 
+    @classmethod
+    async def _refuse_then_drop(cls, send: Send, receive: Receive) -> None:
+        """Answer 413 before reading on; then drop (never keep) what keeps coming, up to
+        `DISCARD_BYTES` and `DISCARD_S`, so the client reads the answer rather than a
+        reset; then close the connection."""
+        too_large = error_json(validation_error("Request too large", 413))
+        await cls._send(send, too_large, close=True, complete=False)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DISCARD_S):
+                await _discard_body(receive, DISCARD_BYTES)
+        await send({"type": "http.response.body", "body": b""})
+
     @staticmethod
-    async def _send(send: Send, response: Response, *, close: bool = False) -> None:
+    async def _send(
+        send: Send, response: Response, *, close: bool = False, complete: bool = True
+    ) -> None:
         """Send `response`; `close`: then close the connection (uvicorn does so after a
-        `connection: close` answer), leaving whatever the client still sends unread."""
+        `connection: close` answer), leaving whatever the client still sends unread;
+        `complete` False: the caller ends the response (the bytes go out now)."""
         headers = [
             (b"content-type", response.content_type.encode()),
             (b"cache-control", b"no-store"),
             (b"content-length", str(len(response.body)).encode()),
         ]
+        headers += [
+            (name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers
+        ]
         if close:
             headers.append((b"connection", b"close"))
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
-        await send({"type": "http.response.body", "body": response.body})
+        await send({"type": "http.response.body", "body": response.body, "more_body": not complete})
 
 
 def _declared_length(headers: dict[str, str]) -> int:
@@ -262,24 +279,20 @@ async def _read_body(receive: Receive, cap: int) -> bytes | None:
     return b"".join(chunks)
 
 
-async def _discard_body(receive: Receive, limit: int) -> bool:
-    """Read the rest of the body and drop it; False once `limit` bytes were dropped and
-    more is coming, when none came for `DISCARD_IDLE_S` (a client waiting for its answer
-    before it sends), or when the client went away."""
+async def _discard_body(receive: Receive, limit: int) -> None:
+    """Read the rest of the body and drop it, until it ends, `limit` bytes were dropped,
+    none came for `DISCARD_IDLE_S` (a client that sends nothing before its answer) or the
+    client went away."""
     dropped = 0
-    while True:
+    while dropped <= limit:
         try:
             async with asyncio.timeout(DISCARD_IDLE_S):
                 message = await receive()
         except TimeoutError:
-            return False
-        if message["type"] == "http.disconnect":
-            return False
+            return
+        if message["type"] == "http.disconnect" or not message.get("more_body", False):
+            return
         dropped += len(message.get("body", b""))
-        if not message.get("more_body", False):
-            return True
-        if dropped > limit:
-            return False
 
 
 async def _disconnected(receive: Receive) -> None:

@@ -332,3 +332,26 @@ class CellNotRerun(Message, bubble=False):
     number: int
     profile: str
     reason: str
+
+
+@dataclass
+class DaemonReplaced(Message, bubble=False):
+    """Another local daemon answers than at the last health check (another client
+    restarted it, or it exited and was started again); `note` says so, a `warning` when
+    its settings or version differ."""
+
+    profile: str
+    note: str
+    warning: bool
+
+
+@dataclass
+class ContextGone(Message, bubble=False):
+    """A run found its context gone (another client deleted it, or its sandbox): the run
+    failed with `failure`, and the context's tab runs no more."""
+
+    sandbox_id: str
+    context_id: str
+    code: str
+    failure: str
+    label: str | None = None

@@ -7,8 +7,11 @@ as a message (`workbench.tui.messages`); widgets are changed only by the owner's
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from textual.widget import Widget
 from textual.worker import Worker
@@ -18,13 +21,14 @@ from workbench.api import (
     OUTPUT_STREAM_FEATURE,
     Backend,
     CodeContext,
+    ContextNotFoundError,
     EnginePrepareError,
     ExecutionResult,
     SandboxError,
     VersionReport,
 )
 from workbench.api.costs import sandbox_cost
-from workbench.config import ConfigError, Prices
+from workbench.config import ConfigError, LocalSettings, Prices
 from workbench.profiles import LOCAL, UnknownProfileError
 from workbench.tui.error_messages import describe_error
 from workbench.tui.history_store import LocalHistoryStore
@@ -36,9 +40,11 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     CheckpointRestored,
     CheckpointSaved,
     CheckpointsLoaded,
+    ContextGone,
     ContextInspected,
     ContextOpened,
     ContextRemoved,
+    DaemonReplaced,
     DirectoryListed,
     EnginePrepared,
     EngineProgress,
@@ -69,6 +75,82 @@ def connection_detail(backend: Backend) -> str:
     """What the status bar says about a connected backend: `local (DIR) · daemon pid N`."""
     served = f" · {backend.served_by}" if backend.served_by else ""
     return f"{backend.description}{served}"
+
+
+@dataclass(frozen=True)
+class ServingDaemon:
+    """The local daemon that answered a health check (the `daemon` its backend adds)."""
+
+    pid: int
+    started_at: int
+    version: str
+    settings: LocalSettings | None
+    started_by: int | None
+    """The pid of the client that started it."""
+
+    @classmethod
+    def read(cls, health: dict[str, Any]) -> ServingDaemon | None:
+        """The daemon `health` names; None for a backend that is not a daemon's."""
+        data = health.get("daemon")
+        if not isinstance(data, dict):
+            return None
+        pid, started_at, version = data.get("pid"), data.get("startedAt"), data.get("version")
+        started_by = data.get("startedBy")
+        if not isinstance(pid, int) or not isinstance(started_at, int):
+            return None
+        return cls(
+            pid,
+            started_at,
+            str(version),
+            LocalSettings.from_json(data.get("settings")),
+            started_by if isinstance(started_by, int) else None,
+        )
+
+    def replaced(self, previous: ServingDaemon) -> bool:
+        return (self.pid, self.started_at) != (previous.pid, previous.started_at)
+
+
+def daemon_change_note(
+    previous: ServingDaemon, current: ServingDaemon, own_pid: int
+) -> tuple[str, bool]:
+    """What the workbench says of a replaced daemon, and whether it is a warning (the new
+    one differs in settings or version)."""
+    if current.started_by == own_pid:
+        said = (
+            f"This workbench started a new local daemon (pid {current.pid}): the one it "
+            f"used (pid {previous.pid}) had gone away."
+        )
+    elif current.started_by is not None:
+        said = (
+            f"Another client (pid {current.started_by}) restarted the local daemon: "
+            f"pid {previous.pid} → pid {current.pid}."
+        )
+    else:
+        said = f"The local daemon was restarted: pid {previous.pid} → pid {current.pid}."
+    changes = settings_changes(previous.settings, current.settings)
+    if current.version != previous.version:
+        changes.append(f"version {current.version} (was {previous.version})")
+    if not changes:
+        return f"{said} Contexts continue from their last runs.", False
+    return (
+        f"{said} It has {', '.join(changes)}: new contexts and runs follow it. "
+        "Give every client the same settings ([local] in the config) to keep them.",
+        True,
+    )
+
+
+def settings_changes(before: LocalSettings | None, after: LocalSettings | None) -> list[str]:
+    """`Ruby contexts off (were on)`: each setting that differs."""
+    if before is None or after is None:
+        return [] if before == after else ["other settings"]
+    changes = []
+    for label, verb, was, now in (
+        ("Ruby contexts", "were", before.ruby_contexts, after.ruby_contexts),
+        ("the File API", "was", before.file_api, after.file_api),
+    ):
+        if was != now:
+            changes.append(f"{label} {'on' if now else 'off'} ({verb} {'on' if was else 'off'})")
+    return changes
 
 
 class OutputBatch:
@@ -135,6 +217,8 @@ class ProfileConnection:
         self.ready_engines: set[str] = set()
         """Languages whose local engine the current backend reported prepared: a cell in
         one of them runs without asking again."""
+        self.daemon: ServingDaemon | None = None
+        """The local daemon the last health check found (None: not a daemon's backend)."""
 
     # ----------------------------------------------------------------- opening
 
@@ -172,6 +256,7 @@ class ProfileConnection:
             return False
         previous, self.backend = self.backend, backend
         self.ready_engines.clear()
+        self.daemon = None
         if previous is not None and previous is not backend:
             await previous.aclose()
         return True
@@ -203,7 +288,17 @@ class ProfileConnection:
             features = set(listed) if isinstance(listed, list) else set()
             self.streams_output = OUTPUT_STREAM_FEATURE in features
             self.inspects_copies = CONTEXT_INSPECT_FEATURE in features
+            self.notice_daemon(profile, ServingDaemon.read(health))
         self.owner.post_message(HealthChecked(profile, True, connection_detail(backend)))
+
+    def notice_daemon(self, profile: str, daemon: ServingDaemon | None) -> None:
+        """Post `DaemonReplaced` when another daemon answers than at the last check."""
+        previous, self.daemon = self.daemon, daemon
+        if previous is None or daemon is None or not daemon.replaced(previous):
+            return
+        self.ready_engines.clear()  # the new daemon's engines are asked again
+        note, warning = daemon_change_note(previous, daemon, os.getpid())
+        self.owner.post_message(DaemonReplaced(profile, note, warning))
 
     # ----------------------------------------------------------------- calls
 
@@ -333,15 +428,14 @@ class ProfileConnection:
         if self.profile != LOCAL:
             self.history_store.append(self.profile, sandbox_id, context_id, code)
 
-    def create_context(self, sandbox_id: str, request: ContextRequest) -> None:
-        async def create(backend: Backend) -> None:
-            context = await backend.sandbox(sandbox_id).interpreter.create_code_context(
-                request.binding, request.cwd, request.env_vars or None
-            )
-            self.owner.post_message(ContextOpened(sandbox_id, context, []))
-            self.owner.post_message(SandboxInfoLoaded(await backend.sandbox(sandbox_id).get_info()))
-
-        self.call("Creating the context failed", create)
+    async def create_context(
+        self, backend: Backend, sandbox_id: str, request: ContextRequest
+    ) -> CodeContext:
+        """Create a context: awaited in the new-context dialog's worker, which shows a
+        refusal in the dialog (its result opens the context)."""
+        return await backend.sandbox(sandbox_id).interpreter.create_code_context(
+            request.binding, request.cwd, request.env_vars or None
+        )
 
     def fork_context(self, sandbox_id: str, context: CodeContext) -> None:
         """Fork the context; the fork opens with the history it copied (`ContextOpened`)."""
@@ -509,6 +603,10 @@ class ProfileConnection:
                 on_stdout=partial(output.add, "stdout"),
                 on_stderr=partial(output.add, "stderr"),
             )
+        except ContextNotFoundError as error:
+            failure = describe_error(error)
+            self.owner.post_message(ContextGone(sandbox_id, context_id, code, failure, label))
+            return
         except Exception as error:
             self.owner.post_message(
                 CellFinished(sandbox_id, context_id, code, None, describe_error(error), label)

@@ -2,11 +2,11 @@
 # globals and constants the user made, or shows one of them in full. Its code is a method
 # of an anonymous module (a method is a scope of its own), so it leaves no name behind.
 Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_hex}}', {{offset}}, {{short_chars}}, {{page_chars}}, {{max_names}}, {{budget}})
-  # Globals every interpreter has.
+  # Globals every interpreter has (`$sandbox_workbench_pid` is the driver's `$$`).
   BUILT_IN_GLOBALS = %i[
     $! $" $$ $& $' $* $+ $, $-0 $-F $-I $-W $-a $-d $-i $-l $-p $-v $-w $. $/ $0 $: $;
     $< $= $> $? $@ $DEBUG $FILENAME $LOADED_FEATURES $LOAD_PATH $PROGRAM_NAME $VERBOSE
-    $\\ $_ $` $stderr $stdin $stdout $~
+    $\\ $_ $` $stderr $stdin $stdout $~ $sandbox_workbench_pid
   ].freeze
   SIZED = [String, Symbol, Array, Hash, Struct].freeze
 

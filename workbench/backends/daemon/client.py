@@ -39,7 +39,7 @@ from workbench.backends.daemon.location import (
     socket_path,
     spawn_lock_path,
 )
-from workbench.backends.daemon.transport import SocketTransport, unreachable
+from workbench.backends.daemon.transport import DaemonIdentity, SocketTransport, unreachable
 from workbench.backends.owner import StoreOwnedError, current_owner
 from workbench.config import (
     FILE_API_ENV,
@@ -93,6 +93,14 @@ class DaemonInfo:
     tcp: str | None
     settings: LocalSettings | None
     """How its sandboxes differ from a default deployment (None: it did not say)."""
+    started_by: int | None = None
+    """The pid of the client that started it (None: `serve`, or started by hand)."""
+
+    @property
+    def identity(self) -> DaemonIdentity:
+        return DaemonIdentity(
+            self.pid, self.started_at, self.version, self.settings, self.started_by
+        )
 
     @classmethod
     def from_json(cls, data: Any) -> DaemonInfo:
@@ -112,6 +120,7 @@ class DaemonInfo:
             float(data["idleSeconds"]),
             None if data.get("tcp") is None else str(data["tcp"]),
             LocalSettings.from_json(data.get("settings")),
+            data["startedBy"] if isinstance(data.get("startedBy"), int) else None,
         )
 
 
@@ -196,6 +205,7 @@ def ensure_daemon(
     *,
     given_up: threading.Event | None = None,
     note: Callable[[str], None] = warn_untrusted,
+    adopt: bool = False,
 ) -> DaemonInfo:
     """The daemon of `data_dir` (default: the user's), started if none runs, and replaced
     if it is of another version or holds other `settings` (default: `local_settings()`):
@@ -204,15 +214,24 @@ def ensure_daemon(
     that would end the gateway of every remote client (`ConfigError`). Once `given_up` is
     set (the caller stopped waiting), the waits for another client's start and for the
     daemon's answer end (`DaemonStartError`). `note` tells of a replacement (on stderr by
-    default)."""
+    default). With `adopt` (a client reconnecting to a daemon that went away), a daemon of
+    this version is taken whatever its settings: `settings` apply only to one started
+    here, and two clients of different settings do not replace each other's daemon in
+    turn."""
     wanted = local_settings() if settings is None else settings
     directory = private_data_dir(data_dir).absolute()  # the daemon runs elsewhere
     path = socket_path(directory)
+
+    def suits(info: DaemonInfo) -> bool:
+        return info.version == __version__ and (adopt or info.settings == wanted)
+
     info = probe(path)
-    if info is not None and _matches(info, wanted):
+    if info is not None and suits(info):
         return info
     with _spawn_lock(directory, given_up):
         info = probe(path)
+        if info is not None and suits(info):
+            return info
         if info is not None and info.tcp is not None and not _matches(info, wanted):
             # Replacing it would end `serve` and every remote client's gateway with it.
             raise ConfigError(
@@ -266,13 +285,40 @@ def open_daemon_backend(
     `ensure_daemon`."""
     info = ensure_daemon(data_dir, note=note)
     transport = SocketTransport(Path(info.socket), f"local ({info.data_dir})", Path(info.data_dir))
-    return Backend(
-        transport,
-        name="local",
-        engines=DaemonEngineManager(transport),
-        execution_timeout=execution_timeout,
-        served_by=f"daemon pid {info.pid}",
-    )
+    transport.daemon = info.identity
+    return DaemonBackend(transport, execution_timeout=execution_timeout)
+
+
+class DaemonBackend(Backend):
+    """The local backend through its daemon. `served_by` names the daemon that answered
+    last, and `health()` adds its identity (`daemon`: `DaemonIdentity.to_json`): another
+    client may have replaced it since this one opened (other settings, another version),
+    or it exited when idle and was started again."""
+
+    def __init__(self, transport: SocketTransport, *, execution_timeout: float | None) -> None:
+        self.socket_transport = transport
+        super().__init__(
+            transport,
+            name="local",
+            engines=DaemonEngineManager(transport),
+            execution_timeout=execution_timeout,
+        )
+
+    @property
+    def served_by(self) -> str:
+        daemon = self.socket_transport.daemon
+        return "" if daemon is None else f"daemon pid {daemon.pid}"
+
+    @served_by.setter
+    def served_by(self, value: str) -> None:
+        """Ignored (`Backend.__init__` sets it): the daemon's answers say who serves."""
+
+    async def health(self) -> dict[str, Any]:
+        data = await super().health()
+        daemon = self.socket_transport.daemon  # the one that just answered
+        if daemon is not None:
+            data["daemon"] = daemon.to_json()
+        return data
 
 
 class DaemonEngineManager:
@@ -358,8 +404,9 @@ def _spawn(directory: Path, settings: LocalSettings) -> subprocess.Popen[bytes]:
     # The settings the client resolved, whatever the config file says by the time it reads.
     environment[RUBY_CONTEXTS_ENV] = "1" if settings.ruby_contexts else "0"
     environment[FILE_API_ENV] = "enabled" if settings.file_api else "disabled"
+    command = [sys.executable, "-m", "workbench.daemon", "--data-dir", str(directory.absolute())]
     process = subprocess.Popen(
-        [sys.executable, "-m", "workbench.daemon", "--data-dir", str(directory.absolute())],
+        [*command, "--client-pid", str(os.getpid())],
         env=environment,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -5,7 +5,9 @@ hand rather than through httpx: importing httpx alone takes longer than a whole 
 may (benchmarks/README.md, cli). The daemon is ours, so the subset is small: a
 Content-Length body each way, and a chunked NDJSON answer for an execution whose output
 streams. A request given up (its timeout, a cancelled task, Ctrl+C)
-closes its connection, and the daemon cancels the execution it was waiting for.
+closes its connection, and the daemon cancels the execution it was waiting for. Every
+answer names the daemon that gave it (`DAEMON_HEADER`), so that a client that lives long
+sees when another client replaced it.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import contextlib
 import json
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from workbench.backends.daemon.location import peer_is_this_user
+from workbench.config import LocalSettings
 from workbench.protocol.errors import SandboxError, error_response
 from workbench.protocol.http import (
     NDJSON,
@@ -28,6 +32,7 @@ from workbench.protocol.http import (
     Response,
     body_cap,
     error_json,
+    json_payload,
     read_event_stream,
     validation_error,
 )
@@ -35,6 +40,57 @@ from workbench.protocol.http import (
 CONNECT_SECONDS = 5.0
 KEEPALIVE_SECONDS = 60.0
 MAX_HEAD_BYTES = 65_536
+DAEMON_HEADER = "x-sandbox-workbench-daemon"
+"""On every answer of the daemon's socket (never on `serve`'s TCP): `DaemonIdentity` as
+JSON. A header, not a field of `/v1/health`: `serve` in front of a daemon passes bodies
+on to its TCP clients, and health needs no token there."""
+
+
+@dataclass(frozen=True)
+class DaemonIdentity:
+    """Which daemon answered: another pid or start time is another daemon (a client that
+    asked for other settings or another version replaced it, or it exited and was
+    started again)."""
+
+    pid: int
+    started_at: int
+    """Epoch ms."""
+    version: str
+    settings: LocalSettings | None
+    started_by: int | None
+    """The pid of the client that started it (None: `serve`, or started by hand)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "startedAt": self.started_at,
+            "version": self.version,
+            "settings": None if self.settings is None else self.settings.to_json(),
+            "startedBy": self.started_by,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> DaemonIdentity | None:
+        """The identity `data` holds; None when it holds none."""
+        if not isinstance(data, dict):
+            return None
+        pid, started_at, version = data.get("pid"), data.get("startedAt"), data.get("version")
+        started_by = data.get("startedBy")
+        if not isinstance(pid, int) or not isinstance(started_at, int):
+            return None
+        if not isinstance(version, str) or not isinstance(started_by, int | None):
+            return None
+        settings = LocalSettings.from_json(data.get("settings"))
+        return cls(pid, started_at, version, settings, started_by)
+
+    @classmethod
+    def from_header(cls, value: str | None) -> DaemonIdentity | None:
+        if not value:
+            return None
+        try:
+            return cls.from_json(json.loads(value))
+        except ValueError:
+            return None
 
 
 class DaemonUnreachableError(SandboxError):
@@ -58,6 +114,8 @@ class SocketTransport:
         self.socket = socket
         self.description = description
         self.data_dir = data_dir
+        self.daemon: DaemonIdentity | None = None
+        """The daemon that answered last (or was found when the backend opened)."""
 
     async def request(
         self,
@@ -68,7 +126,7 @@ class SocketTransport:
         timeout: float | None = None,
         on_event: EventSink | None = None,
     ) -> Response:
-        payload = b"" if body is None else json.dumps(body).encode()
+        payload = b"" if body is None else json_payload(body)
         return await self._exchange(method, path, payload, {}, timeout, on_event)
 
     async def forward(self, request: Request) -> Response:
@@ -118,7 +176,7 @@ class SocketTransport:
         try:
             writer.write(head + payload)
             await writer.drain()
-            return await asyncio.wait_for(_read_response(reader, sink), timeout)
+            response, headers = await asyncio.wait_for(_read_response(reader, sink), timeout)
         except _SinkFailed as failed:  # the client's own failure (stdout closed), not the daemon's
             raise failed.error from None
         except TimeoutError:
@@ -135,6 +193,8 @@ class SocketTransport:
             writer.close()
             with contextlib.suppress(OSError, asyncio.CancelledError):
                 await writer.wait_closed()
+        self.daemon = DaemonIdentity.from_header(headers.get(DAEMON_HEADER)) or self.daemon
+        return response
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """A connection to the daemon, started again first when it is gone."""
@@ -147,8 +207,14 @@ class SocketTransport:
 
             given_up = threading.Event()
             try:
-                info = await asyncio.to_thread(ensure_daemon, self.data_dir, given_up=given_up)
+                # Whatever daemon runs by then is taken, even one of other settings that
+                # another client started: replacing it would have that client replace
+                # this one's in turn, back and forth (docs/architecture.md, Processes).
+                info = await asyncio.to_thread(
+                    ensure_daemon, self.data_dir, given_up=given_up, adopt=True
+                )
                 self.socket = Path(info.socket)
+                self.daemon = info.identity
                 return await self._open()
             except asyncio.CancelledError:
                 given_up.set()  # its thread stops polling now, not a minute later
@@ -214,7 +280,8 @@ def _guarded(on_event: EventSink) -> EventSink:
 
 async def _read_response(
     reader: asyncio.StreamReader, on_event: EventSink | None = None
-) -> Response:
+) -> tuple[Response, dict[str, str]]:
+    """The answer, and its headers (lower-case names)."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.LimitOverrunError:
@@ -237,11 +304,12 @@ async def _read_response(
     try:
         if content_type.startswith(NDJSON) and on_event is not None:
             chunked = "chunked" in headers.get("transfer-encoding", "")
-            return await read_event_stream(_chunks(reader) if chunked else _rest(reader), on_event)
+            chunks = _chunks(reader) if chunked else _rest(reader)
+            return await read_event_stream(chunks, on_event), headers
         body = await reader.readexactly(int(length)) if length else await reader.read()
     except asyncio.IncompleteReadError as error:
         raise EOFError("the answer was cut off") from error
-    return Response(int(parts[1]), body, content_type)
+    return Response(int(parts[1]), body, content_type), headers
 
 
 async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:

@@ -4,14 +4,16 @@ One table maps method and path to a handler; the handlers are the wire side only
 read and check the request (in the order the spec gives its messages), call one typed
 method of the gateway or of a `SandboxObject`, and encode the protocol type it returns.
 Paths below ``/v1/sandboxes/{id}`` go to that sandbox's own table, in the sandbox's turn
-(spec 1.5); there an unknown path or method is 404, never 405, as on the real system.
+(spec 1.5), for GET, POST and DELETE (else 405, as the spec's gateway, 2.7); there an
+unknown path or method is 404, never 405, as on the real system. A 405 carries `Allow`:
+the methods the table serves the path for.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -49,7 +51,7 @@ from workbench.protocol.http import (
     validation_error,
 )
 from workbench.protocol.ids import validate_sandbox_id
-from workbench.protocol.routing import ANY_METHOD, Found, Route, RouteTable
+from workbench.protocol.routing import Found, Route, RouteTable
 from workbench.protocol.types import (
     CHECKPOINTS_FEATURE,
     CONTEXT_FORK_FEATURE,
@@ -104,10 +106,18 @@ async def dispatch(gateway: LocalGateway, request: Request) -> Response:
     try:
         found = GATEWAY_ROUTES.find(request.method, request.path.split("?", 1)[0])
         if isinstance(found, SandboxError):
-            raise found
+            return allowing(error_json(found), request.path)
         return await found.target(gateway, request, found.params)
     except SandboxError as error:
         return error_json(error)
+
+
+def allowing(response: Response, path: str) -> Response:
+    """`response`; a 405 gets the `Allow` header: the methods `path` is served for."""
+    if response.status != 405 or any(name == "allow" for name, _ in response.headers):
+        return response
+    allowed = ", ".join(GATEWAY_ROUTES.methods(path.split("?", 1)[0]))
+    return replace(response, headers=(*response.headers, ("allow", allowed)))
 
 
 # ----- /v1 -----------------------------------------------------------------------------
@@ -234,7 +244,8 @@ class SandboxEndpoint:
     in_turn: bool = True
     """False: answered at once, even while another request of the sandbox runs."""
     creates: bool = True
-    """The sandbox comes into existence before the handler runs (every route but DELETE)."""
+    """The sandbox comes into existence before the handler runs (every route but DELETE,
+    the files routes and execute, which make it only when they get that far)."""
 
 
 async def cancel(sandbox: SandboxObject, request: Request, params: Params) -> Response:
@@ -385,7 +396,10 @@ GATEWAY_ROUTES: RouteTable[GatewayHandler] = RouteTable(
         Route("GET", "/v1/runtimes", runtimes),
         Route("POST", "/v1/runtimes/{binding...}/execute", execute_stateless),
         Route("GET", "/v1/sandboxes", list_sandboxes),
-        Route(ANY_METHOD, "/v1/sandboxes/{sandbox_id}/{tail...}", sandbox_request),
+        # The methods the spec's gateway passes on to a sandbox (2.7).
+        Route("GET", "/v1/sandboxes/{sandbox_id}/{tail...}", sandbox_request),
+        Route("POST", "/v1/sandboxes/{sandbox_id}/{tail...}", sandbox_request),
+        Route("DELETE", "/v1/sandboxes/{sandbox_id}/{tail...}", sandbox_request),
     ],
     wrong_method=method_not_allowed,
 )
@@ -395,7 +409,9 @@ SANDBOX_ROUTES: RouteTable[SandboxEndpoint] = RouteTable(
         Route("POST", "/cancel", SandboxEndpoint(cancel, in_turn=False)),
         Route("DELETE", "/", SandboxEndpoint(destroy, creates=False)),
         Route("GET", "/", SandboxEndpoint(info)),
-        Route("POST", "/execute", SandboxEndpoint(execute)),
+        # A run makes the sandbox only once it passed its checks and found its context:
+        # a stale tab of a destroyed sandbox, or a typo'd id, leaves no sandbox behind.
+        Route("POST", "/execute", SandboxEndpoint(execute, creates=False)),
         Route("POST", "/contexts", SandboxEndpoint(create_context)),
         Route("GET", "/contexts", SandboxEndpoint(list_contexts)),
         Route("DELETE", "/contexts/{context_id}", SandboxEndpoint(delete_context)),

@@ -329,7 +329,8 @@ class SandboxObject:
         cancellation: Cancellation,
         on_output: OutputListener | None,
     ) -> ExecutionResult:
-        meta = self._state.ensure_meta()
+        # The sandbox is made (spec 2.4: on first touch) only once the run found its
+        # context or binding: a run in a context that is gone makes no sandbox.
         if context_id is not None:
             row = self._state.context(context_id)
             if not self._state.runtime(row.binding).contexts:
@@ -338,8 +339,10 @@ class SandboxObject:
                     f"({row.language}); this {row.language} context was made with local "
                     "Ruby contexts on ([local] ruby_contexts = true, --ruby-contexts)"
                 )
+            meta = self._state.ensure_meta()
         elif binding is not None:
             runtime = self._state.runtime(binding)
+            meta = self._state.ensure_meta()
             if not runtime.contexts:
                 return await self._runner.run_stateless(
                     runtime, code, env_vars, timeout, cancellation

@@ -21,6 +21,7 @@ from workbench.protocol.http import (
     EventSink,
     Response,
     invalid_response,
+    json_payload,
     read_event_stream,
     validation_error,
 )
@@ -217,7 +218,7 @@ class HttpTransport:
             return {}
         if not path.endswith(GZIP_PATH_SUFFIX):
             return {"json": body}
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        payload = json_payload(body)
         packed = await asyncio.to_thread(_compressed, payload)
         headers = {"content-type": "application/json"}
         if packed is None:

@@ -1,17 +1,20 @@
-"""Ask for a new code context: binding, cwd and env vars."""
+"""Ask for a new code context (binding, cwd and env vars) and create it."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select, TextArea
+from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
-from workbench.api import RuntimeInfo, neutralise
+from workbench.api import CodeContext, RuntimeInfo, neutralise
+from workbench.tui.error_messages import describe_error
 from workbench.tui.untrusted import shown_content
 from workbench.tui.widgets.env_vars_input import EnvVarsInput
 
@@ -23,7 +26,23 @@ class ContextRequest:
     env_vars: dict[str, str]
 
 
-class CreateContextScreen(ModalScreen[ContextRequest | None]):
+ContextCreator = Callable[[ContextRequest], Awaitable[CodeContext]]
+"""Asks the backend for the context (raises what it answers when it refuses)."""
+
+
+class CreateContextScreen(ModalScreen[CodeContext | None]):
+    """Dismissed with the new context once the backend made it. A refusal (a cwd outside
+    /workspace, a binding without contexts there…) is shown here, keeping what was typed
+    to correct it."""
+
+    @dataclass
+    class Created(Message, bubble=False):
+        context: CodeContext
+
+    @dataclass
+    class Refused(Message, bubble=False):
+        reason: str
+
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel"),
         # From any field (the env editor takes Enter for its lines).
@@ -31,13 +50,20 @@ class CreateContextScreen(ModalScreen[ContextRequest | None]):
     ]
 
     def __init__(
-        self, sandbox_id: str, runtimes: list[RuntimeInfo], preferred: str | None = None
+        self,
+        sandbox_id: str,
+        runtimes: list[RuntimeInfo],
+        create_context: ContextCreator,
+        preferred: str | None = None,
     ) -> None:
         """`preferred`: the binding proposed first (when it offers contexts)."""
         super().__init__()
         self.sandbox_id = sandbox_id
         self.runtimes = [runtime for runtime in runtimes if runtime.contexts]
+        self.create_context = create_context
         self.preferred = preferred
+        self.creating = False
+        """A creation is in flight (closed meanwhile, the context may exist anyway)."""
 
     def compose(self) -> ComposeResult:
         # The backend names the sandbox and the bindings.
@@ -59,6 +85,7 @@ class CreateContextScreen(ModalScreen[ContextRequest | None]):
             yield Input("/workspace", id="cwd")
             yield Label("Env vars (KEY=VALUE per line)")
             yield EnvVarsInput(id="context-env")
+            yield Static("", id="create-problem", classes="field-problem", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Create", variant="primary", id="create")
                 yield Button("Cancel", id="cancel")
@@ -71,7 +98,7 @@ class CreateContextScreen(ModalScreen[ContextRequest | None]):
         env_input = self.query_one(EnvVarsInput)
         parsed = env_input.parsed
         env_input.show_problems(parsed)
-        self.query_one("#create", Button).disabled = not parsed.valid
+        self.query_one("#create", Button).disabled = self.creating or not parsed.valid
 
     def action_create(self) -> None:
         self.create()
@@ -81,10 +108,41 @@ class CreateContextScreen(ModalScreen[ContextRequest | None]):
     def create(self) -> None:
         binding = self.query_one("#binding", Select).value
         parsed = self.query_one(EnvVarsInput).parsed
-        if not isinstance(binding, str) or not parsed.valid:
+        if self.creating or not isinstance(binding, str) or not parsed.valid:
             return
         cwd = self.query_one("#cwd", Input).value.strip() or "/workspace"
-        self.dismiss(ContextRequest(binding, cwd, parsed.values))
+        self.creating = True
+        self.query_one("#create", Button).disabled = True
+        self.query_one("#create-problem", Static).remove_class("-refused")
+        self.run_worker(
+            self.run_creation(ContextRequest(binding, cwd, parsed.values)),
+            name="create_context",
+            exit_on_error=False,
+        )
+
+    async def run_creation(self, request: ContextRequest) -> None:
+        """Worker body: the backend's answer comes back as a message."""
+        try:
+            context = await self.create_context(request)
+        except Exception as error:
+            self.post_message(self.Refused(describe_error(error)))
+            return
+        self.post_message(self.Created(context))
+
+    @on(Created)
+    def created(self, message: Created) -> None:
+        self.creating = False
+        self.dismiss(message.context)
+
+    @on(Refused)
+    def refused(self, message: Refused) -> None:
+        """The reason under the fields (from the backend: neutralised); the fields keep
+        what was typed."""
+        self.creating = False
+        problem = self.query_one("#create-problem", Static)
+        problem.update(shown_content(message.reason))
+        problem.add_class("-refused")
+        self.validate_env()
 
     @on(Button.Pressed, "#cancel")
     def cancel(self) -> None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label, Markdown
+from textual.widgets import Label, Markdown, Static
 
 
 class HelpScreen(ModalScreen[None]):
+    """The bindings as a grid (app.tcss): keys and ids as wide as the longest, so an id
+    is never cut; the description takes the rest and wraps where the dialog is narrow."""
+
     BINDINGS = [Binding("escape,f1", "dismiss(None)", "Close help", id="help.close")]
 
     def __init__(self, help_markdown: str, bindings: list[tuple[str, str, str]]) -> None:
@@ -18,11 +21,12 @@ class HelpScreen(ModalScreen[None]):
         self.bindings_rows = bindings
 
     def compose(self) -> ComposeResult:
-        table: DataTable[str] = DataTable(id="help-bindings", cursor_type="row")
-        table.add_columns("Keys", "Description", "Binding id")
-        for row in self.bindings_rows:
-            table.add_row(*row)
         with Vertical(classes="dialog dialog-wide", id="help-dialog"):
             yield Markdown(self.help_markdown, id="help-text")
             yield Label("Keys here (Escape closes)", classes="dialog-title")
-            yield table
+            with VerticalScroll(id="help-bindings"), Grid(id="help-bindings-grid"):
+                for heading in ("Keys", "Description", "Binding id"):
+                    yield Static(heading, classes="help-heading", markup=False)
+                for row in self.bindings_rows:
+                    for cell in row:
+                        yield Static(cell, markup=False)

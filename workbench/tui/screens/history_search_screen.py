@@ -10,12 +10,26 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.fuzzy import Matcher
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from workbench.tui.untrusted import shown_content
+
+
+def entry_summary(entry: str) -> Content:
+    """An entry as one row: its first line that is not blank (at most 200 characters),
+    and how many lines it has besides."""
+    lines = entry.splitlines() or [""]
+    first = next((line for line in lines if line.strip()), lines[0])
+    shown = first if len(first) <= 200 else first[:200] + "…"
+    summary = shown_content(shown)
+    more = len(lines) - 1
+    if more:
+        summary += Content.styled(f"  (+{more} line{'s' if more > 1 else ''})", "dim")
+    return summary
 
 
 class HistorySearchScreen(ModalScreen[str | None]):
@@ -53,8 +67,7 @@ class HistorySearchScreen(ModalScreen[str | None]):
         else:
             ranked = self.entries
         for index, entry in enumerate(ranked[:200]):
-            summary = entry if len(entry) < 200 else entry[:200] + "…"
-            matches.add_option(Option(shown_content(summary), id=str(index)))
+            matches.add_option(Option(entry_summary(entry), id=str(index)))
         self._ranked = ranked
         if ranked:
             matches.highlighted = 0

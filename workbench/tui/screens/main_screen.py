@@ -10,6 +10,7 @@ what changes the widgets.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from textual import on
@@ -46,9 +47,11 @@ from workbench.tui.messages import (
     CheckpointRestored,
     CheckpointSaved,
     CheckpointsLoaded,
+    ContextGone,
     ContextInspected,
     ContextOpened,
     ContextRemoved,
+    DaemonReplaced,
     DirectoryListed,
     EnginePrepared,
     EngineProgress,
@@ -69,7 +72,7 @@ from workbench.tui.screens.checkpoint_picker_screen import (
     checkpoint_summary,
 )
 from workbench.tui.screens.confirm_screen import ConfirmScreen
-from workbench.tui.screens.create_context_screen import ContextRequest, CreateContextScreen
+from workbench.tui.screens.create_context_screen import CreateContextScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.env_vars_screen import EnvVarsScreen
 from workbench.tui.screens.name_screen import NameScreen
@@ -82,6 +85,7 @@ from workbench.tui.tree_nodes import (
     TreeNodeData,
     context_from_info,
 )
+from workbench.tui.untrusted import shown_content
 from workbench.tui.widgets.info_panel import InfoPanel
 from workbench.tui.widgets.inspector_panel import InspectorPanel
 from workbench.tui.widgets.repl_pane import ReplPane
@@ -259,6 +263,20 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         self.status.detail = message.detail
         if message.healthy:
             self.show_versions(self.connection.versions)
+
+    @on_report(DaemonReplaced)
+    def daemon_replaced(self, message: DaemonReplaced) -> None:
+        """Another local daemon answers: what it offers (languages, engines) is read again
+        (the health check that found it updates the status bar)."""
+        if message.profile != self.profile:
+            return
+        self.notify(
+            message.note,
+            title="Local daemon restarted",
+            severity="warning" if message.warning else "information",
+            timeout=15,
+        )
+        self.connection.load_runtimes()
 
     def show_versions(self, versions: VersionReport) -> None:
         """The backend's versions in the status bar and the Runtimes tab; a runtime its
@@ -460,14 +478,21 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         if not self.runtimes:
             self.notify("No runtimes loaded yet.", severity="warning")
             return
+        backend = self.connection.backend_or_warn()
+        if backend is None:
+            return
 
-        def chosen(request: ContextRequest | None) -> None:
-            if request is not None:
-                self.last_context_binding = request.binding
-                self.connection.create_context(sandbox_id, request)
+        def created(context: CodeContext | None) -> None:
+            """The dialog made the context (or was closed, maybe while it was made)."""
+            if context is not None:
+                self.last_context_binding = context.binding
+                self.post_message(ContextOpened(sandbox_id, context, []))
+            if context is not None or screen.creating:
+                self.connection.load_sandbox_info(sandbox_id)
 
-        screen = CreateContextScreen(sandbox_id, self.runtimes, self.proposed_binding())
-        self.app.push_screen(screen, chosen)
+        create = partial(self.connection.create_context, backend, sandbox_id)
+        screen = CreateContextScreen(sandbox_id, self.runtimes, create, self.proposed_binding())
+        self.app.push_screen(screen, created)
 
     def proposed_binding(self) -> str | None:
         """The binding a new context most likely wants: the open REPL's, else the
@@ -745,6 +770,20 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
                     title="REPL state",
                     severity="warning" if result.session.state_lost else "information",
                 )
+
+    @on_report(ContextGone)
+    def context_gone(self, message: ContextGone) -> None:
+        """The tab's context no longer exists: the tab says so and runs no more, it is not
+        reopened next time, and the tree is listed again (a listing makes no sandbox; the
+        info of a sandbox that is gone is not asked for, which would make it again)."""
+        self.open_tabs.closed(self.connection.profile, message.context_id)
+        self.stale_infos.discard(message.sandbox_id)
+        pane = self.tabs.repl_for(message.context_id)
+        if pane is not None:
+            pane.mark_gone(message.code, message.failure, message.label)
+            tab = self.tabs.get_tab(repl_tab_id(message.context_id))
+            tab.label = shown_content(f"{pane.title} (gone)")
+        self.connection.load_sandboxes()
 
     @on_report(RunAbandoned)
     def run_abandoned(self, message: RunAbandoned) -> None:

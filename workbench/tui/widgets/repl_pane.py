@@ -39,6 +39,11 @@ from workbench.tui.widgets.transcript import Transcript
 
 ABANDONED_NOTE = "abandoned request (the remote guest runs until its fuel runs out)"
 OUTPUT_AT_END = "running (this gateway sends the output when the run ends)"
+GONE_NOTE = (
+    "This context no longer exists: another client deleted it, or its sandbox. Nothing "
+    "runs here any more; the transcript stays to read, copy and export."
+)
+GONE_REFUSAL = "This context no longer exists: nothing runs here. Open or create another one."
 
 
 class ReplPane(Vertical):
@@ -84,6 +89,8 @@ class ReplPane(Vertical):
         self.prices = prices
         self.data_dir = data_dir
         self.now_ms = now_ms
+        self.gone = False
+        """The context no longer exists (a run found it gone): runs are refused."""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="repl-body"):
@@ -155,8 +162,11 @@ class ReplPane(Vertical):
         self.code_input.call_later(self._run_typed_code)
 
     def _run_typed_code(self) -> None:
-        """Ask for the typed code to run (not while a cell runs: it says so; nothing for
-        blank code)."""
+        """Ask for the typed code to run (not while a cell runs, nor in a context that is
+        gone: it says so; nothing for blank code)."""
+        if self.gone:
+            self.notify(GONE_REFUSAL, title=self.title, severity="warning", timeout=5)
+            return
         if self.running:
             hint = self.cancel_hint()
             self.notify(
@@ -212,6 +222,14 @@ class ReplPane(Vertical):
         self.query_one(LiveOutput).clear_lines()
         cell = TranscriptCell(number, code, self.context.language, result, failure, label)
         self.add_cell(code, cell, remember=label is None)
+
+    def mark_gone(self, code: str, failure: str, label: str | None) -> None:
+        """The run of `code` found the context gone: its cell shows `failure`, and the
+        transcript says (once) that nothing runs here any more."""
+        self.finish_cell(code, None, failure, label)
+        if not self.gone:
+            self.gone = True
+            self.transcript.write(shown(f"✕ {GONE_NOTE}", "bold red"))
 
     def show_past(self, past: list[HistoryEntry], earlier: int) -> None:
         """Fill the transcript with the context's past runs (a reopened context: its REPL

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.text import Text, TextType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
@@ -17,6 +19,24 @@ from workbench.tui.tree_nodes import (
 )
 from workbench.tui.untrusted import shown_text
 from workbench.tui.workspace_paths import WORKSPACE, parent_path
+
+DIGIT_RUNS = re.compile(r"([0-9]+)")
+
+
+def natural_key(name: str) -> tuple[tuple[str | tuple[int, str], ...], str]:
+    """Sort key of a workspace name: case-insensitive, runs of digits compared as numbers
+    (`f2` before `f10`), ties broken by the exact name. A run is compared by its length
+    without leading zeros, then its digits: no `int()` of a name's arbitrary digits."""
+    pieces: list[str | tuple[int, str]] = []
+    for index, piece in enumerate(DIGIT_RUNS.split(name)):
+        # `split` with a group alternates text and digits, text first: the types match
+        # position by position between any two keys.
+        if index % 2:
+            digits = piece.lstrip("0")
+            pieces.append((len(digits), digits))
+        else:
+            pieces.append(piece.casefold())
+    return tuple(pieces), name
 
 
 def entry_data(sandbox_id: str, entry: FileInfo) -> DirectoryNode | FileNode:
@@ -141,7 +161,8 @@ Expanded folders are listed again after each run, sync and change.
                 kept[child.data] = child
             else:
                 child.remove()  # "loading…" or "empty"
-        listed = sorted(files, key=lambda item: (not item.is_directory, item.name))
+        # Folders first, each group in natural order (for display: the API keeps its order).
+        listed = sorted(files, key=lambda item: (not item.is_directory, natural_key(item.name)))
         wanted = [entry_data(sandbox_id, entry) for entry in listed]
         for data in set(kept) - set(wanted):
             kept.pop(data).remove()

@@ -10,6 +10,7 @@ from textual.content import Content
 from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
+from textual.widgets.tabbed_content import ContentTabs
 
 from workbench.api import short_id
 from workbench.tui.untrusted import shown_content
@@ -133,6 +134,16 @@ class WorkbenchTabs(TabbedContent):
         if pane is not None and pane.id != tab_id and hiding_focus:
             self.screen.set_focus(focus_target)
         self.active = tab_id
+        self.call_after_refresh(self.scroll_to_active_tab)
+
+    def scroll_to_active_tab(self) -> None:
+        """Center the active tab in the tab bar. Textual does as it activates the tab,
+        which is too early for a tab just added (it has no place yet): with more tabs than
+        fit, that one stayed out of sight."""
+        tab_bar = self.get_child_by_type(ContentTabs)
+        tab = tab_bar.active_tab
+        if tab is not None:
+            tab_bar.scroll_to_widget(tab, animate=False, center=True, force=True)
 
 
 def file_pane(view: FileView) -> TabPane | None:

@@ -1,0 +1,68 @@
+"""A REPL tab whose context another client deleted (with its sandbox): its next run makes
+no sandbox, and the tab says the context is gone and runs no more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
+from workbench.backends.local import open_local_backend
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.widgets.repl_pane import GONE_NOTE, GONE_REFUSAL
+from workbench.tui.widgets.workbench_tabs import repl_tab_id
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+async def test_a_tab_of_a_destroyed_sandbox_is_marked_gone_and_makes_no_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its run made the sandbox again (and failed with a 404 all the same), the destroyed
+    sandbox came back in the tree, and the tab failed that way at every run."""
+    data = tmp_path / "data"
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
+    notes: list[tuple[str, str]] = []
+    notify = app.notify
+
+    def record(message: str, *, title: str = "", **kw: Any) -> None:
+        notes.append((message, title))
+        notify(message, title=title, **kw)
+
+    monkeypatch.setattr(app, "notify", record)
+    main = app.main_screen
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "doomed")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "6 * 7")
+        backend = main.backend
+        assert backend is not None
+        await backend.sandbox("doomed").destroy()  # another client, unknown to the tab
+
+        await run_cell(pilot, repl, "1 + 1")
+        await wait_for(pilot, lambda: repl.gone)
+        failed = repl.transcript.cells[-1]
+        assert failed.result is None and failed.failure is not None
+        assert "CONTEXT_NOT_FOUND" in failed.failure
+        shown = " ".join(line.text.strip() for line in repl.transcript.lines)
+        assert f"✕ {GONE_NOTE}" in shown
+        tab = main.tabs.get_tab(repl_tab_id(repl.context.id))
+        assert str(tab.label).endswith(" (gone)")
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("doomed") is None)
+        await pilot.pause(0.3)
+        assert "doomed" not in {summary.id for summary in await backend.list_sandboxes()}
+        assert main.open_tabs.tabs(main.profile) == []  # not reopened next time
+
+        cells = len(repl.transcript.cells)
+        repl.code_input.focus()
+        repl.set_code("2 + 2")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: (GONE_REFUSAL, repl.title) in notes)
+        assert len(repl.transcript.cells) == cells and repl.code_input.text == "2 + 2"
+        assert not repl.running
+        assert "doomed" not in {summary.id for summary in await backend.list_sandboxes()}
