@@ -13,6 +13,7 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -187,9 +188,21 @@ def test_a_socket_that_is_not_private_is_refused(tmp_path: Path, perl_engine: No
     )
     assert refused.returncode == 3
     assert one_error_line(refused) == (
-        f"error: cannot make the runtime directory {under_a_file}: File exists; set "
+        f"error: cannot make the runtime directory {under_a_file}: Not a directory; set "
         "SANDBOX_WORKBENCH_RUNTIME_DIR to a private directory of yours"
     )
+    # `$XDG_RUNTIME_DIR` is the system's: one that does not exist is not made.
+    with tempfile.TemporaryDirectory(prefix="sbw-") as short:  # a socket path fits under it
+        gone = Path(short) / "gone" / "user"
+        xdg_env = {k: v for k, v in env.items() if k != "SANDBOX_WORKBENCH_RUNTIME_DIR"}
+        xdg_env["SANDBOX_WORKBENCH_DATA_DIR"] = str(tmp_path / "no-daemon-yet")
+        refused = run_cli({**xdg_env, "XDG_RUNTIME_DIR": str(gone)}, "sandboxes", "list")
+        assert refused.returncode == 3
+        assert one_error_line(refused) == (
+            f"error: cannot make the runtime directory {gone / 'sandbox-workbench'}: No such "
+            "file or directory; set SANDBOX_WORKBENCH_RUNTIME_DIR to a private directory of yours"
+        )
+        assert not gone.parent.exists()
 
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # the venv's may sit under a home only root can enter

@@ -10,6 +10,7 @@ the daemon checks every peer's uid (`SO_PEERCRED`) on top.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import socket
@@ -48,11 +49,14 @@ def runtime_dir() -> Path:
 
 
 def private_runtime_dir() -> Path:
-    """`runtime_dir()`, created 0700; refused unless it is ours and private."""
+    """`runtime_dir()`, created 0700; refused unless it is ours and private. Only a
+    directory the user named gets its missing parents made (0700): `$XDG_RUNTIME_DIR` is
+    the system's to make, so a missing one is an error that names it."""
     directory = runtime_dir()
     if not os.path.lexists(directory):
         try:
-            directory.parent.mkdir(parents=True, exist_ok=True)
+            if not os.environ.get(RUNTIME_DIR_ENV) and not directory.parent.is_dir():
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
             private_directory(directory, tighten=True)
         except OSError as error:  # a file on its way, no permission: not the store's fault
             raise UnsafeLocationError(
