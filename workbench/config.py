@@ -108,6 +108,49 @@ def parse_timeout(value: str | None, source: str = TIMEOUT_ENV) -> float:
     return seconds
 
 
+HISTORY_LIMIT_ENV = "SANDBOX_WORKBENCH_HISTORY_LIMIT"
+"""Execution history entries kept per context (a positive integer; default 1000)."""
+MAX_RESIDENT_ENV = "SANDBOX_WORKBENCH_MAX_RESIDENT"
+MEMORY_BUDGET_ENV = "SANDBOX_WORKBENCH_MEMORY_BUDGET_MIB"
+DAEMON_IDLE_ENV = "SANDBOX_WORKBENCH_DAEMON_IDLE_S"
+LOCAL_COUNT_ENVS = (HISTORY_LIMIT_ENV, MAX_RESIDENT_ENV, MEMORY_BUDGET_ENV)
+"""The local backend's settings that are positive integers."""
+
+
+def env_count(name: str, default: int) -> int:
+    """`$name` as a positive integer; unset or empty means `default`. Anything else is a
+    `ConfigError` naming the variable (never silently the default)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isascii() or not raw.isdigit() or int(raw) == 0:
+        raise ConfigError(f"{name} must be a positive whole number, not {raw!r}")
+    return int(raw)
+
+
+def env_seconds(name: str, default: float) -> float:
+    """`$name` as a finite number of seconds ≥ 0; unset or empty means `default`; anything
+    else is a `ConfigError` naming the variable."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds < float("inf"):
+        raise ConfigError(f"{name} must be a number of seconds (0 or more), not {raw!r}")
+    return seconds
+
+
+def check_local_environment() -> None:
+    """Refuse a bad value of a local backend setting before a daemon starts with it (the
+    daemon reads them only when it starts, where an error would be a line in its log)."""
+    for name in LOCAL_COUNT_ENVS:
+        env_count(name, 1)
+    env_seconds(DAEMON_IDLE_ENV, 0.0)
+
+
 def is_loopback_host(host: str) -> bool:
     """`localhost` or a loopback address (where plain HTTP never leaves the machine)."""
     if host.lower() == "localhost":

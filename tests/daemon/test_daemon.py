@@ -676,3 +676,24 @@ async def test_a_reconnect_given_up_stops_waiting_for_a_daemon_start(tmp_path: P
     finally:
         os.close(lock)
     assert not daemon_pids(data)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("SANDBOX_WORKBENCH_DAEMON_IDLE_S", "abc", "must be a number of seconds (0 or more)"),
+        ("SANDBOX_WORKBENCH_MAX_RESIDENT", "0", "must be a positive whole number"),
+        ("SANDBOX_WORKBENCH_HISTORY_LIMIT", "-3", "must be a positive whole number"),
+        ("SANDBOX_WORKBENCH_MEMORY_BUDGET_MIB", "1.5", "must be a positive whole number"),
+    ],
+)
+def test_a_bad_daemon_setting_is_a_usage_error_before_any_daemon_starts(
+    tmp_path: Path, variable: str, value: str, expected: str
+) -> None:
+    """The daemon reads these when it starts, where a bad value was only a log line (or
+    silently the default): the command that would start it refuses it instead."""
+    env = cli_env(tmp_path)
+    refused = run_cli({**env, variable: value}, "sandboxes", "list")
+    assert refused.returncode == 2
+    assert one_error_line(refused) == f"error: {variable} {expected}, not {value!r}"
+    assert "no local daemon runs" in run_cli(env, "daemon", "status").stdout

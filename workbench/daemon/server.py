@@ -45,12 +45,13 @@ from workbench import __version__
 from workbench.backends.daemon.location import log_path, peer_is_this_user, socket_path
 from workbench.backends.daemon.transport import DAEMON_HEADER, DaemonIdentity
 from workbench.backends.local import LocalGateway, open_local_gateway
+from workbench.config import DAEMON_IDLE_ENV, ConfigError, env_seconds
 from workbench.paths import private_data_dir, private_directory
 from workbench.protocol.errors import error_response
 from workbench.protocol.http import Request, Response
 from workbench.server.app import GatewayApp, Message, Receive, Scope, Send
 
-IDLE_ENV = "SANDBOX_WORKBENCH_DAEMON_IDLE_S"
+IDLE_ENV = DAEMON_IDLE_ENV
 DEFAULT_IDLE_SECONDS = 900.0
 STOP_GRACE_SECONDS = 10
 """How long answers in progress may take once a stop cancelled their executions."""
@@ -87,17 +88,12 @@ the daemon's refusals."""
 
 
 def idle_seconds_from_env() -> float:
-    raw = os.environ.get(IDLE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_IDLE_SECONDS
+    """`$SANDBOX_WORKBENCH_DAEMON_IDLE_S` (the client that started this daemon checked it)."""
     try:
-        value = float(raw)
-    except ValueError:
-        LOG.warning(
-            "%s=%r is not a number of seconds: using %g", IDLE_ENV, raw, DEFAULT_IDLE_SECONDS
-        )
+        return env_seconds(IDLE_ENV, DEFAULT_IDLE_SECONDS)
+    except ConfigError as error:
+        LOG.warning("%s: using %g", error, DEFAULT_IDLE_SECONDS)
         return DEFAULT_IDLE_SECONDS
-    return max(value, 0.0)
 
 
 class Activity:

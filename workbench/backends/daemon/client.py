@@ -46,6 +46,7 @@ from workbench.config import (
     RUBY_CONTEXTS_ENV,
     ConfigError,
     LocalSettings,
+    check_local_environment,
     local_settings,
 )
 from workbench.paths import CONFIG_DIR_ENV, DATA_DIR_ENV, private_data_dir
@@ -218,6 +219,7 @@ def ensure_daemon(
     this version is taken whatever its settings: `settings` apply only to one started
     here, and two clients of different settings do not replace each other's daemon in
     turn."""
+    check_local_environment()  # the values a daemon started here would read
     wanted = local_settings() if settings is None else settings
     directory = private_data_dir(data_dir).absolute()  # the daemon runs elsewhere
     path = socket_path(directory)

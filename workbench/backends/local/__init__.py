@@ -21,7 +21,16 @@ from workbench.backends.local.sessions import (
 )
 from workbench.backends.local.settings import LocalResources, SandboxSettings, parse_ttl
 from workbench.backends.owner import OwnerInfo, OwnerLock
-from workbench.config import TIMEOUT_ENV, LocalSettings, local_settings, parse_timeout
+from workbench.config import (
+    HISTORY_LIMIT_ENV,
+    MAX_RESIDENT_ENV,
+    MEMORY_BUDGET_ENV,
+    TIMEOUT_ENV,
+    LocalSettings,
+    env_count,
+    local_settings,
+    parse_timeout,
+)
 from workbench.core.clock import SYSTEM_CLOCK, Clock
 from workbench.paths import DATABASE_NAME, private_data_dir
 from workbench.protocol.http import EventSink, Response
@@ -29,10 +38,6 @@ from workbench.store import Store
 from workbench.store.database import DEFAULT_HISTORY_LIMIT
 
 IDLE_TTL_ENV = "SANDBOX_WORKBENCH_IDLE_TTL_MS"
-MAX_RESIDENT_ENV = "SANDBOX_WORKBENCH_MAX_RESIDENT"
-MEMORY_BUDGET_ENV = "SANDBOX_WORKBENCH_MEMORY_BUDGET_MIB"
-HISTORY_LIMIT_ENV = "SANDBOX_WORKBENCH_HISTORY_LIMIT"
-"""Execution history entries kept per context (a positive integer; default 1000)."""
 __all__ = ["LocalGateway", "LocalTransport", "open_local_backend", "open_local_gateway"]
 
 
@@ -124,16 +129,13 @@ def _open_gateway(
     settings: LocalSettings,
 ) -> LocalGateway:
     if history_limit is None:
-        raw = os.environ.get(HISTORY_LIMIT_ENV, "")
-        history_limit = int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_HISTORY_LIMIT
+        history_limit = env_count(HISTORY_LIMIT_ENV, DEFAULT_HISTORY_LIMIT)
     if ttl_ms is None:
         ttl_ms = parse_ttl(os.environ.get(IDLE_TTL_ENV))
     if max_resident is None:
-        raw = os.environ.get(MAX_RESIDENT_ENV, "")
-        max_resident = int(raw) if raw.isdigit() else DEFAULT_MAX_RESIDENT
+        max_resident = env_count(MAX_RESIDENT_ENV, DEFAULT_MAX_RESIDENT)
     if memory_budget is None:
-        raw = os.environ.get(MEMORY_BUDGET_ENV, "")
-        memory_budget = (int(raw) if raw.isdigit() else DEFAULT_MEMORY_BUDGET_MIB) << 20
+        memory_budget = env_count(MEMORY_BUDGET_ENV, DEFAULT_MEMORY_BUDGET_MIB) << 20
     if limits is None:
         limits = Limits(timeout_seconds=parse_timeout(os.environ.get(TIMEOUT_ENV)))
     return_large_buffers()
