@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import CTRL_C_TAKEN, ROOT, SCRIPT, cli_env, one_error_line, run_cli
+from tests.conftest import require_engine
 from tests.daemon import wait_for_a_run
 from workbench.backends.daemon import probe, socket_path, stop_at
 from workbench.backends.local import open_local_backend
@@ -697,3 +698,36 @@ def test_a_bad_daemon_setting_is_a_usage_error_before_any_daemon_starts(
     assert refused.returncode == 2
     assert one_error_line(refused) == f"error: {variable} {expected}, not {value!r}"
     assert "no local daemon runs" in run_cli(env, "daemon", "status").stdout
+
+
+def _tree_kib(pid: int, name: str, key: str) -> int:
+    """`key` of `/proc/P/NAME` summed over `pid` and every process below it."""
+    members, total = [pid], 0
+    while members:
+        member = members.pop()
+        proc = Path(f"/proc/{member}")
+        for task in (proc / "task").iterdir():
+            members += [int(child) for child in (task / "children").read_text().split()]
+        for line in (proc / name).read_text().splitlines():
+            if line.startswith(key):
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="needs Linux PSS")
+def test_daemon_status_memory_counts_shared_pages_once(tmp_path: Path) -> None:
+    """Engine processes share their image's pages (forked from one server): the memory
+    shown is their PSS, not their RSS summed (which counted those pages once in each)."""
+    require_engine("python")
+    env = cli_env(tmp_path)
+    try:
+        for number in range(3):
+            ran = run_cli(env, "run", "-s", f"box{number}", "-l", "python", "-c", "v = 1")
+            assert ran.returncode == 0, ran.stderr
+        shown = status(env)
+        pid = int(str(shown["pid"]))
+        pss, rss = _tree_kib(pid, "smaps_rollup", "Pss:"), _tree_kib(pid, "status", "VmRSS:")
+        assert rss > 1.5 * pss  # what summing RSS overstated
+        assert 0.75 * pss < int(str(shown["memory_bytes"])) / 1024 < 1.25 * pss
+    finally:
+        run_cli(env, "daemon", "stop")

@@ -76,7 +76,8 @@ def status_command(data_dir: Path | None, as_json: bool) -> None:
         ),
         (
             "memory",
-            f"{info.memory_bytes / (1 << 20):.0f} MiB (the daemon and its engine processes)",
+            f"{info.memory_bytes / (1 << 20):.0f} MiB (PSS of the daemon and its engine "
+            "processes: a page they share counts once)",
         ),
         ("idle exit", idle),
         ("log", info.log_file),

@@ -551,7 +551,7 @@ class Daemon:
             "liveSessions": 0 if gateway is None else len(gateway.sessions),
             "requestsInFlight": self.activity.requests - 1,  # not counting this one
             "executionsInFlight": self.activity.executions,
-            "memoryBytes": process_tree_rss(os.getpid(), self._engine_pids()),
+            "memoryBytes": process_tree_memory(os.getpid(), self._engine_pids()),
             "logFile": str(log_path(self.data_dir)),
             "idleSeconds": self.idle_seconds,
             "tcp": tcp,
@@ -601,22 +601,46 @@ def _engine_statuses() -> list[dict[str, str]]:
     ]
 
 
-def process_tree_rss(pid: int, children: list[int]) -> int:
-    """Resident bytes of `pid` and its `children` (the engine processes); on a system
+def process_tree_memory(pid: int, children: list[int]) -> int:
+    """The memory of `pid`, its `children` (the engine processes) and its other
+    descendants (the engines' fork server) as their summed PSS: a page they share (the
+    engines' images, copy-on-write after the fork) counts once in all, not once in each
+    as summed RSS would. A process whose PSS cannot be read counts its RSS; on a system
     without `/proc`, the daemon's own peak."""
     if not Path("/proc").is_dir():
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return int(peak if sys.platform == "darwin" else peak * 1024)
-    total = 0
-    for member in (pid, *children):
+    members = {pid, *children, *_descendants(pid)}
+    return sum(_proc_kib(member, "smaps_rollup", "Pss:") for member in members) * 1024
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from `/proc/PID/task/*/children` (none where unreadable)."""
+    found: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return found
+    for task in tasks:
         try:
-            status = Path(f"/proc/{member}/status").read_text()
-        except OSError:
+            children = [int(child) for child in (task / "children").read_text().split()]
+        except (OSError, ValueError):
             continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) * 1024
-    return total
+        for child in children:
+            found += [child, *_descendants(child)]
+    return found
+
+
+def _proc_kib(pid: int, name: str, key: str) -> int:
+    """The KiB of `key` in `/proc/PID/NAME` (VmRSS of `status` when that cannot be read)."""
+    try:
+        text = Path(f"/proc/{pid}/{name}").read_text()
+    except OSError:
+        return 0 if name == "status" else _proc_kib(pid, "status", "VmRSS:")
+    for line in text.splitlines():
+        if line.startswith(key):
+            return int(line.split()[1])
+    return 0 if name == "status" else _proc_kib(pid, "status", "VmRSS:")
 
 
 def open_log(data_dir: Path) -> Path:
