@@ -6,12 +6,15 @@ environment or the config's `[local]` table; the data dir's daemon holds one set
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.cli import cli_env, one_error_line, run_cli
+from tests.cli import SCRIPT, cli_env, one_error_line, run_cli
+from tests.conftest import require_engine
+from tests.daemon import wait_for_a_run
 from tests.serve_process import serve_process
 from workbench.api import SandboxError
 from workbench.backends.local import open_local_backend
@@ -265,3 +268,46 @@ def test_replaying_a_ruby_context_where_ruby_is_stateless_is_a_known_difference(
     replayed = run_cli(env, "--no-daemon", "--ruby-contexts", "replay", str(transcript))
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout.endswith("all 2 cells agree on local\n")
+
+
+def test_other_settings_never_replace_a_daemon_while_it_runs_code(
+    tmp_path: Path, ruby_engine: None
+) -> None:
+    """Replacing the daemon for a flag would cancel another client's run, which would get
+    only "Execution cancelled": the command is refused instead, and the run ends well."""
+    require_engine("python")
+    env = cli_env(tmp_path)
+    try:
+        running = subprocess.Popen(
+            [
+                str(SCRIPT),
+                "run",
+                "-s",
+                "long",
+                "-l",
+                "python",
+                "-c",
+                "import time\ntime.sleep(3)\n7",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        wait_for_a_run(env)
+        pid = json.loads(run_cli(env, "daemon", "status", "--json").stdout)["pid"]
+        refused = run_cli(env, "--ruby-contexts", "run", "-l", "ruby", "-c", "1")
+        assert refused.returncode == 2
+        assert one_error_line(refused) == (
+            f"error: the local daemon (pid {pid}) holds Ruby contexts off, File API on and is "
+            "running 1 execution(s) for other clients; this command asks for Ruby contexts "
+            "on, File API on: try again when they end, use the same settings, or stop it "
+            "with `sandbox-workbench daemon stop`"
+        )
+        stdout, stderr = running.communicate(timeout=60)
+        assert (running.returncode, stdout, stderr) == (0, "7\n", "")
+        # Once nothing runs, the flag restarts it as before.
+        restarted = run_cli(env, "--ruby-contexts", "run", "-l", "ruby", "-c", "1")
+        assert restarted.returncode == 0 and "restarted the local daemon" in restarted.stderr
+    finally:
+        run_cli(env, "daemon", "stop")

@@ -212,13 +212,14 @@ def ensure_daemon(
     if it is of another version or holds other `settings` (default: `local_settings()`):
     one data dir is one deployment, and every answered run is stored, so a replacement
     loses no state. A daemon that `serve` started (it listens on TCP too) is not replaced:
-    that would end the gateway of every remote client (`ConfigError`). Once `given_up` is
-    set (the caller stopped waiting), the waits for another client's start and for the
-    daemon's answer end (`DaemonStartError`). `note` tells of a replacement (on stderr by
-    default). With `adopt` (a client reconnecting to a daemon that went away), a daemon of
-    this version is taken whatever its settings: `settings` apply only to one started
-    here, and two clients of different settings do not replace each other's daemon in
-    turn."""
+    that would end the gateway of every remote client (`ConfigError`); nor, for its
+    settings, one running code for other clients: that would cancel their runs. Once
+    `given_up` is set (the caller stopped waiting), the waits for another client's start
+    and for the daemon's answer end (`DaemonStartError`). `note` tells of a replacement
+    (on stderr by default). With `adopt` (a client reconnecting to a daemon that went
+    away), a daemon of this version is taken whatever its settings: `settings` apply only
+    to one started here, and two clients of different settings do not replace each
+    other's daemon in turn."""
     check_local_environment()  # the values a daemon started here would read
     wanted = local_settings() if settings is None else settings
     directory = private_data_dir(data_dir).absolute()  # the daemon runs elsewhere
@@ -251,6 +252,15 @@ def ensure_daemon(
             )
             info = None
         elif info is not None and info.settings != wanted:
+            if info.executions_in_flight:
+                # Replacing it would cancel other clients' runs, with no word of why.
+                raise ConfigError(
+                    f"the local daemon (pid {info.pid}) holds {describe_settings(info.settings)}"
+                    f" and is running {info.executions_in_flight} execution(s) for other "
+                    f"clients; this command asks for {describe_settings(wanted)}: try again "
+                    "when they end, use the same settings, or stop it with "
+                    "`sandbox-workbench daemon stop`"
+                )
             stop(path, directory)
             note(
                 f"note: restarted the local daemon (pid {info.pid}) with "
