@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from tests.cli import cli_env, one_error_line, run_cli
+from workbench.tui.formatting import human_bytes
 
 
 def test_list_and_fork_contexts(tmp_path: Path, perl_engine: None) -> None:
@@ -21,7 +22,7 @@ def test_list_and_fork_contexts(tmp_path: Path, perl_engine: None) -> None:
         listed = run_cli(env, "contexts", "list", "-s", "demo")
         assert listed.returncode == 0, listed.stderr
         (line,) = listed.stdout.splitlines()
-        assert line.startswith(f"{origin}  PERL  perl  /workspace  1 runs  snapshot ")
+        assert line.startswith(f"{origin}  PERL  perl  /workspace  1 run  snapshot ")
 
         forked = run_cli(env, "contexts", "fork", "-s", "demo", "--context", origin[:8])
         assert forked.returncode == 0, forked.stderr
@@ -65,7 +66,7 @@ def test_checkpoints_survive_the_daemon_and_put_the_context_back(
         (checkpoint,) = json.loads(listed.stdout)["checkpoints"]
         assert (checkpoint["name"], checkpoint["executions"]) == ("answer", 1)
         info = run_cli(env, "sandboxes", "info", "demo")
-        assert f"  checkpoints: 1, {checkpoint['bytes']} of a 268435456-byte budget" in info.stdout
+        assert f"  checkpoints: 1, {human_bytes(checkpoint['bytes'])} of a 256.0 MiB" in info.stdout
         restored = run_cli(env, "contexts", "checkpoint", "restore", "answer", *where)
         assert restored.returncode == 0, restored.stderr
         assert f"restored {context} to answer" in restored.stderr
@@ -131,7 +132,7 @@ def test_inspect_lists_names_and_writes_one_out(tmp_path: Path, perl_engine: Non
         assert "more:" not in rest.stderr
 
         unknown_name = run_cli(env, "contexts", "inspect", *where, "--name", "$nope")
-        assert unknown_name.returncode == 2
+        assert unknown_name.returncode == 4
         assert "no name '$nope' to inspect" in one_error_line(unknown_name)
         unknown = run_cli(env, "contexts", "inspect", "-s", "demo", "--context", "zz")
         assert unknown.returncode == 4

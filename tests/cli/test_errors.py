@@ -26,7 +26,7 @@ def write_config(tmp_path: Path, text: str) -> Path:
 def test_help_documents_the_exit_codes(tmp_path: Path) -> None:
     shown = run_cli(cli_env(tmp_path), "--help").stdout
     assert "Exit codes:" in shown
-    for line in ("0  ok", "2  usage or configuration error", "4  not found (sandbox"):
+    for line in ("0  ok", "2  usage or configuration error", "4  not found: a /workspace file"):
         assert line in shown
 
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
-from workbench.cli.completion import complete_profiles
+from workbench.cli.completion import complete_profiles, complete_sandbox_ids
 from workbench.cli.terminal import echo_untrusted
-from workbench.config import LOCAL_PROFILE
+from workbench.config import DEFAULT_TIMEOUT_S, LOCAL_PROFILE
 from workbench.profiles import NO_DAEMON_ENV as NO_DAEMON_ENV
 
 if TYPE_CHECKING:
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 T = TypeVar("T")
+Command = TypeVar("Command", bound=Callable[..., Any])
+"""A click command function, as option decorators take and return it."""
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -38,7 +40,8 @@ EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
 """The backend cannot be reached or used: connection, TLS, auth, unreadable store."""
 EXIT_NOT_FOUND = 4
-"""The sandbox, context or file does not exist."""
+"""A /workspace file, code context, checkpoint or inspected name does not exist (a sandbox
+comes into being on first use: only `transcript export` reports a missing one)."""
 
 PROFILE_ENV = "SANDBOX_WORKBENCH_PROFILE"
 DEBUG_ENV = "SANDBOX_WORKBENCH_DEBUG"
@@ -147,10 +150,13 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: str | None) -> f
 
 
 TIMEOUT_HELP = (
-    "Wall-clock limit of an execution in seconds (default: $SANDBOX_WORKBENCH_TIMEOUT_S or "
-    "30). Local backend: the engine stops the guest then. Remote profile: how long to wait "
-    "for the answer; the gateway keeps its own limit."
+    "Wall-clock limit of an execution in seconds (default: $SANDBOX_WORKBENCH_TIMEOUT_S, "
+    f"else {DEFAULT_TIMEOUT_S:g} on the local backend and 120 on a remote profile). Local "
+    "backend: the engine stops the guest then. Remote profile: how long to wait for the "
+    "answer; the gateway keeps its own limit."
 )
+"""120: the remote backend's read timeout (`workbench.backends.remote.DEFAULT_TIMEOUT`,
+which --help does not import: it loads httpx; a test keeps the two equal)."""
 
 
 def timeout_option(command: Callable[P, T]) -> Callable[P, T]:
@@ -159,6 +165,44 @@ def timeout_option(command: Callable[P, T]) -> Callable[P, T]:
     return click.option(
         "--timeout", default=None, metavar="SECONDS", callback=_seconds, help=TIMEOUT_HELP
     )(command)
+
+
+def non_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Callback of an option whose empty value would read as absent (`--context ''`): a
+    usage error naming the option."""
+    if value == "":
+        raise click.BadParameter("must not be empty")
+    return value
+
+
+def sandbox_option(command: Command) -> Command:
+    """`-s/--sandbox ID` (required), for the commands that act in one sandbox."""
+    return click.option(
+        "--sandbox",
+        "-s",
+        "sandbox_id",
+        required=True,
+        callback=non_empty,
+        shell_complete=complete_sandbox_ids,
+        help="The sandbox's id.",
+    )(command)
+
+
+def parse_env(pairs: tuple[str, ...], param_hint: str = "--env") -> dict[str, str]:
+    """`KEY=VALUE` arguments as env vars (the backend checks the keys); anything else is a
+    usage error naming `param_hint`."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, separator, value = pair.partition("=")
+        if not separator or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint=param_hint)
+        env[key] = value
+    return env
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 file`, `3 files`: a count with its noun (regular plurals only)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def open_backend(profile: str, data_dir: Path | None, timeout: float | None = None) -> Backend:
@@ -293,3 +337,11 @@ def announce_destructive(action: str, backend: Backend) -> None:
     """Say on stderr, before acting, which backend a destructive command changes (even
     with --quiet: it is what keeps `-p` mistakes from deleting the wrong thing)."""
     echo_untrusted(f"{action} on {describe_backend(backend)}", err=True)
+
+
+def confirm(question: str) -> None:
+    """Ask `question` before a destructive change; no aborts the command (`Aborted!`,
+    exit 1). The question names the backend: `announce_destructive` comes after it."""
+    from workbench.api import neutralise  # the prompt may quote a server's ids
+
+    click.confirm(neutralise(question), abort=True)

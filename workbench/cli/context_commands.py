@@ -1,53 +1,88 @@
-"""`sandbox-workbench contexts list | inspect | fork | checkpoint save|list|restore|delete`:
-a sandbox's code contexts, their names and their checkpoints."""
+"""`sandbox-workbench contexts create | list | inspect | fork | reset | delete | checkpoint
+save|list|restore|delete`: a sandbox's code contexts, their names and their checkpoints."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
-from workbench.api import Backend, Checkpoint, ContextInfo, InspectedName, inspected_size
+from workbench.api import (
+    Backend,
+    Checkpoint,
+    CodeContext,
+    ContextInfo,
+    ErrorCode,
+    InspectedName,
+    SandboxClient,
+    SandboxError,
+    inspected_size,
+)
+from workbench.api.costs import runs_text
 from workbench.cli.common import (
     EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    Command,
+    announce_destructive,
     backend_options,
+    confirm,
+    describe_backend,
     find_context,
     full_context_id,
+    non_empty,
     note,
+    parse_env,
     run_async,
+    sandbox_option,
     with_backend,
 )
-from workbench.cli.completion import complete_sandbox_ids
+from workbench.cli.completion import complete_bindings
 from workbench.cli.errors import CommandError
+from workbench.cli.run_command import binding_for_language
 from workbench.cli.terminal import echo_json, echo_untrusted
+from workbench.tui.formatting import human_bytes
 
-Command = TypeVar("Command", bound=Callable[..., Any])
+NO_SUCH_NAME = "The context has no name "
+"""How every backend's inspector starts its answer (400 VALIDATION_FAILED) for a name the
+context does not have; the CLI reports it as not found."""
 
 
 @click.group("contexts")
 def contexts_group() -> None:
-    """List, inspect, fork and checkpoint a sandbox's code contexts."""
+    """Create, list, inspect, fork, reset, delete and checkpoint a sandbox's code
+    contexts."""
 
 
 def context_options(function: Command) -> Command:
     """`-s/--sandbox` and `--context`, as `run` takes them."""
     function = click.option(
-        "--context", "context_id", required=True, help="The code context's id or a unique prefix."
+        "--context",
+        "context_id",
+        required=True,
+        callback=non_empty,
+        help="The code context's id or a unique prefix.",
     )(function)
-    return click.option(
-        "--sandbox", "-s", "sandbox_id", required=True, shell_complete=complete_sandbox_ids
-    )(function)
+    return sandbox_option(function)
+
+
+async def existing_context(sandbox: SandboxClient, given: str) -> CodeContext:
+    """The sandbox's context that `given` names (an id or a unique prefix); none is a
+    not-found error."""
+    context = await find_context(sandbox, given)
+    if context is None:
+        raise CommandError(
+            f"Code context '{given}' not found in sandbox {sandbox.id}", EXIT_NOT_FOUND
+        )
+    return context
 
 
 def context_line(context: ContextInfo) -> str:
     snapshot = context.snapshot
-    state = "no snapshot" if snapshot is None else f"snapshot {snapshot.bytes} bytes"
+    state = "no snapshot" if snapshot is None else f"snapshot {human_bytes(snapshot.bytes)}"
     local_only = "  (local only)" if context.local_only else ""
     return (
         f"{context.id}  {context.binding}  {context.language}  {context.cwd}  "
-        f"{context.executions} runs  {state}  last used {context.last_used}{local_only}"
+        f"{runs_text(context.executions)}  {state}  last used {context.last_used}{local_only}"
     )
 
 
@@ -58,7 +93,7 @@ Examples:
   sandbox-workbench contexts list -s demo
   sandbox-workbench contexts list -s demo -p staging --json""",
 )
-@click.option("--sandbox", "-s", "sandbox_id", required=True, shell_complete=complete_sandbox_ids)
+@sandbox_option
 @click.option("--json", "as_json", is_flag=True, help="Print the contexts as JSON.")
 @backend_options
 @run_async
@@ -112,7 +147,9 @@ itself: pass --run-code to allow that (it counts as a run and stays in the histo
 @context_options
 @click.option("--name", help="Write out this name's value in full (as listed: x, $x, @x...).")
 @click.option(
-    "--offset", type=click.IntRange(min=0), default=0, help="With --name: from this character."
+    "--offset",
+    type=click.IntRange(min=0),
+    help="With --name: from this character (default 0).",
 )
 @click.option(
     "--run-code",
@@ -126,24 +163,37 @@ async def inspect_command(
     sandbox_id: str,
     context_id: str,
     name: str | None,
-    offset: int,
+    offset: int | None,
     run_code: bool,
     as_json: bool,
     profile: str,
     data_dir: Path | None,
 ) -> None:
     """List the names in a context's REPL state, or write one out in full."""
+    if offset is not None and name is None:
+        raise click.UsageError("--offset needs --name")
 
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
-        context = await find_context(sandbox, context_id)
-        if context is None:
-            raise CommandError(
-                f"Code context '{context_id}' not found in sandbox {sandbox_id}", EXIT_NOT_FOUND
-            )
+        context = await existing_context(sandbox, context_id)
         interpreter = sandbox.interpreter
         if name is not None:
-            value = await interpreter.inspect_value(context, name, offset, run_code=run_code)
+            try:
+                value = await interpreter.inspect_value(
+                    context, name, offset or 0, run_code=run_code
+                )
+            except SandboxError as error:
+                if error.code == ErrorCode.VALIDATION_FAILED and error.message.startswith(
+                    NO_SUCH_NAME
+                ):
+                    raise CommandError(error.message, EXIT_NOT_FOUND) from None
+                raise
+            if value.offset > 0 and value.offset >= value.total:
+                raise CommandError(
+                    f"--offset {value.offset} is past the end of {value.name}: it has "
+                    f"{value.total} characters",
+                    EXIT_USAGE,
+                )
             if as_json:
                 echo_json(value.to_json())
                 return
@@ -208,6 +258,155 @@ async def fork_command(
     await with_backend(profile, data_dir, body)
 
 
+@contexts_group.command(
+    "create",
+    epilog="""\b
+Examples:
+  sandbox-workbench contexts create -s demo -l python
+  sandbox-workbench contexts create -s demo -b PERL --cwd /workspace/src -e DEBUG=1 --json
+  ctx=$(sandbox-workbench contexts create -s demo -l python)
+  sandbox-workbench run -s demo --context "$ctx" -c 'import os; os.getcwd()'
+
+\b
+A sandbox holds at most 8 contexts: `contexts delete` frees one. The context's own
+env vars (-e) override the sandbox's (`sandboxes env`) in each of its runs.""",
+)
+@sandbox_option
+@click.option(
+    "--binding",
+    "-b",
+    callback=non_empty,
+    shell_complete=complete_bindings,
+    help="Runtime binding, e.g. PYTHON.",
+)
+@click.option(
+    "--language", "-l", callback=non_empty, help="Language; picks the backend's binding for it."
+)
+@click.option("--cwd", callback=non_empty, help="Its working directory (default: /workspace).")
+@click.option(
+    "--env",
+    "-e",
+    "env_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="An env var of the context's own.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the new CodeContext JSON.")
+@backend_options
+@run_async
+async def create_context_command(
+    sandbox_id: str,
+    binding: str | None,
+    language: str | None,
+    cwd: str | None,
+    env_pairs: tuple[str, ...],
+    as_json: bool,
+    profile: str,
+    data_dir: Path | None,
+) -> None:
+    """Create a code context; print its id."""
+    if (binding is None) == (language is None):
+        raise click.UsageError("choose exactly one of --binding, --language")
+    env = parse_env(env_pairs)
+
+    async def body(backend: Backend) -> None:
+        target = binding if language is None else await binding_for_language(backend, language)
+        assert target is not None
+        interpreter = backend.sandbox(sandbox_id).interpreter
+        created = await interpreter.create_code_context(target, cwd, env or None)
+        if as_json:
+            echo_json(created.to_json())
+            return
+        note(f"created a {created.binding} context in {created.cwd}")
+        echo_untrusted(created.id)
+
+    await with_backend(profile, data_dir, body)
+
+
+@contexts_group.command(
+    "delete",
+    epilog="""\b
+Examples:
+  sandbox-workbench contexts delete -s demo --context 3f2a
+  sandbox-workbench -p staging contexts delete -s demo --context 3f2a --yes""",
+)
+@context_options
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@backend_options
+@run_async
+async def delete_context_command(
+    sandbox_id: str, context_id: str, yes: bool, profile: str, data_dir: Path | None
+) -> None:
+    """Delete a code context: its REPL state, history and checkpoints.
+
+    Which backend it acts on is named in the question and printed on stderr before it
+    acts.
+    """
+
+    async def body(backend: Backend) -> None:
+        sandbox = backend.sandbox(sandbox_id)
+        context = await existing_context(sandbox, context_id)
+        if not yes:
+            confirm(
+                f"Delete {context.binding} context {context.id} of sandbox {sandbox.id} on "
+                f"{describe_backend(backend)}, with its REPL state, history and checkpoints?"
+            )
+        announce_destructive(f"deleting context {context.id} of sandbox {sandbox.id}", backend)
+        await sandbox.interpreter.delete_code_context(context)
+        echo_untrusted(f"deleted context {context.id}")
+
+    await with_backend(profile, data_dir, body)
+
+
+@contexts_group.command(
+    "reset",
+    epilog="""\b
+Examples:
+  sandbox-workbench contexts reset -s demo --context 3f2a
+  new=$(sandbox-workbench contexts reset -s demo --context 3f2a --yes)
+
+\b
+As the workbench's reset: the context is deleted and a new one of the same binding
+and cwd is created, with a new id. Its REPL state, history and checkpoints are lost;
+so are its own env vars, which the gateway protocol does not report (give them to
+`contexts create -e` instead).""",
+)
+@context_options
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print the new CodeContext JSON.")
+@backend_options
+@run_async
+async def reset_context_command(
+    sandbox_id: str, context_id: str, yes: bool, as_json: bool, profile: str, data_dir: Path | None
+) -> None:
+    """Start a context afresh (a new context in its place); print the new id.
+
+    Which backend it acts on is named in the question and printed on stderr before it
+    acts.
+    """
+
+    async def body(backend: Backend) -> None:
+        sandbox = backend.sandbox(sandbox_id)
+        context = await existing_context(sandbox, context_id)
+        if not yes:
+            confirm(
+                f"Reset {context.binding} context {context.id} of sandbox {sandbox.id} on "
+                f"{describe_backend(backend)}? It is deleted and created again with a new "
+                "id: its REPL state, history and checkpoints are lost."
+            )
+        announce_destructive(f"resetting context {context.id} of sandbox {sandbox.id}", backend)
+        interpreter = sandbox.interpreter
+        await interpreter.delete_code_context(context)
+        fresh = await interpreter.create_code_context(context.binding, context.cwd)
+        if as_json:
+            echo_json(fresh.to_json())
+            return
+        note(f"reset {context.id}: a new {fresh.binding} context in {fresh.cwd}")
+        echo_untrusted(fresh.id)
+
+    await with_backend(profile, data_dir, body)
+
+
 @contexts_group.group("checkpoint")
 def checkpoint_group() -> None:
     """Keep a context's state under a name, and go back to it (local and serve)."""
@@ -216,7 +415,7 @@ def checkpoint_group() -> None:
 def checkpoint_line(checkpoint: Checkpoint) -> str:
     return (
         f"{checkpoint.name}  saved {checkpoint.created_at}  after run {checkpoint.executions}  "
-        f"{checkpoint.bytes} bytes"
+        f"{human_bytes(checkpoint.bytes)}"
     )
 
 
@@ -276,8 +475,8 @@ async def checkpoint_list_command(
         if not listed.checkpoints:
             echo_untrusted("no checkpoints")
         note(
-            f"the sandbox's checkpoints hold {listed.sandbox_bytes} of their "
-            f"{listed.budget_bytes}-byte budget"
+            f"the sandbox's checkpoints hold {human_bytes(listed.sandbox_bytes)} of their "
+            f"{human_bytes(listed.budget_bytes)} budget"
         )
 
     await with_backend(profile, data_dir, body)

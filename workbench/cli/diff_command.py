@@ -11,12 +11,14 @@ from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     backend_options,
+    non_empty,
     note,
+    parse_env,
     run_async,
     with_backend,
 )
 from workbench.cli.completion import complete_bindings, complete_profiles, complete_sandbox_ids
-from workbench.cli.run_command import binding_for_language, parse_env, read_code
+from workbench.cli.run_command import binding_for_language, read_code
 from workbench.cli.terminal import echo_json, echo_untrusted
 
 if TYPE_CHECKING:
@@ -86,14 +88,21 @@ def _side(profile: str, description: str, outcome: Outcome) -> dict[str, Any]:
     "--sandbox",
     "-s",
     "sandbox_id",
+    callback=non_empty,
     shell_complete=complete_sandbox_ids,
     help="Run in a new context of this sandbox on both backends (deleted afterwards) "
     "instead of a scratch sandbox.",
 )
 @click.option(
-    "--binding", "-b", shell_complete=complete_bindings, help="Runtime binding, e.g. PYTHON."
+    "--binding",
+    "-b",
+    callback=non_empty,
+    shell_complete=complete_bindings,
+    help="Runtime binding, e.g. PYTHON.",
 )
-@click.option("--language", "-l", help="Language; picks each backend's binding for it.")
+@click.option(
+    "--language", "-l", callback=non_empty, help="Language; picks each backend's binding for it."
+)
 @click.option("--stateless", is_flag=True, help="Run statelessly on the runtime (no sandbox).")
 @click.option("--env", "-e", "env_pairs", multiple=True, metavar="KEY=VALUE", help="Env var.")
 @click.option("--json", "as_json", is_flag=True, help="Print both outcomes and the verdict.")

@@ -3,12 +3,14 @@ that says what to do, and an exit code; never a traceback (unless `--debug`).
 
 Exit codes: 0 ok, 1 guest error, limit or other failure, 2 usage or configuration,
 3 backend unreachable or unusable (connection, TLS, auth, unreadable store),
-4 not found (sandbox, context, file).
+4 not found (a file, code context, checkpoint or inspected name: sandboxes come into being
+on first use).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
 
@@ -27,9 +29,17 @@ EXIT_CODES_EPILOG = """Exit codes:
   1  guest error or limit (or another failure)
   2  usage or configuration error
   3  backend unreachable or unusable (connection, TLS, auth, unreadable store)
-  4  not found (sandbox, context, file)"""
+  4  not found: a /workspace file, code context, checkpoint or inspected name
+     (a sandbox comes into being on first use: only `transcript export` reports a
+     missing one)"""
 
-_NOT_FOUND_CODES = frozenset({"FILE_NOT_FOUND", "CONTEXT_NOT_FOUND", "SANDBOX_NOT_FOUND"})
+_NOT_FOUND_CODES = frozenset({"FILE_NOT_FOUND", "CONTEXT_NOT_FOUND"})
+_CONTEXT_LIMIT = re.compile(r"Cannot create more than \d+ code contexts")
+"""The backends' answer to a context past a sandbox's limit (400 VALIDATION_FAILED)."""
+_FREE_A_CONTEXT = (
+    "delete one with `sandbox-workbench contexts delete -s SANDBOX --context ID` "
+    "(`contexts list -s SANDBOX` lists them)"
+)
 
 
 class CommandError(Exception):
@@ -99,6 +109,8 @@ def _describe_sandbox_error(error: Exception) -> tuple[str, int]:
     if error.code == "CONNECTION_FAILED":
         return error.message, EXIT_UNAVAILABLE
     detail = f"{error.message} ({error.code}, HTTP {error.http_status})"
+    if _CONTEXT_LIMIT.fullmatch(error.message):
+        detail = f"{detail}: {_FREE_A_CONTEXT}"
     if error.http_status in (401, 403) and error.code in ("UNAUTHORIZED", "FORBIDDEN"):
         return f"{detail}: check the profile's token", EXIT_UNAVAILABLE
     if error.code in _NOT_FOUND_CODES or error.http_status == 404:
@@ -111,11 +123,15 @@ def _describe_sandbox_error(error: Exception) -> tuple[str, int]:
 def report(error: Exception) -> int:
     """Print `error` (with its traceback under --debug) and return the exit code."""
     if isinstance(error, BrokenPipeError) and not global_options().debug:
-        # The reader went away (`| head`): nothing to say, as other tools; stdout goes to
-        # /dev/null so that Python's flush at exit does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # The reader went away (`| head`) or stdout is closed (`>&-`): nothing to say, as
+        # other tools; stdout goes to /dev/null so that Python's flush at exit does not
+        # fail again.
+        if sys.stdout is not None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
     message, code = describe(error)
+    if sys.stderr is None:  # closed (`2>&-`): the exit code alone tells
+        return code
     if global_options().debug:
         traceback.print_exception(error, file=sys.stderr)
         for cause in _chain(error):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from workbench.api import Backend
+from workbench.api import Backend, ErrorCode, SandboxError
 from workbench.cli.common import (
     EXIT_USAGE,
     announce_destructive,
@@ -19,6 +19,7 @@ from workbench.cli.completion import complete_sandbox_ids
 from workbench.cli.errors import CommandError
 from workbench.cli.terminal import echo_json, echo_untrusted, write_untrusted_bytes
 from workbench.core.workspace import MAX_FILE_BYTES
+from workbench.tui.formatting import human_bytes
 
 
 @click.group("files")
@@ -124,7 +125,7 @@ async def put_command(
 
     async def body(backend: Backend) -> None:
         written = await backend.sandbox(sandbox_id).write_file(destination, data)
-        echo_untrusted(f"wrote {len(data)} bytes to {written.path}")
+        echo_untrusted(f"wrote {human_bytes(len(data))} to {written.path}")
 
     await with_backend(profile, data_dir, body)
 
@@ -151,7 +152,19 @@ async def rm_command(
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
         announce_destructive(f"deleting {path} in sandbox {sandbox.id}", backend)
-        deleted = await sandbox.delete_file(path, recursive=recursive or None, force=force or None)
+        try:
+            # Without `force`: its answer is the same whether or not there was a file.
+            deleted = await sandbox.delete_file(path, recursive=recursive or None)
+        except SandboxError as error:
+            if force and error.code == ErrorCode.FILE_NOT_FOUND:
+                echo_untrusted(f"nothing to delete: no {path} in sandbox {sandbox.id}")
+                return
+            if error.code == ErrorCode.IS_DIRECTORY:
+                raise CommandError(
+                    f"{path} is a directory: pass -r to delete it with everything in it",
+                    EXIT_USAGE,
+                ) from None
+            raise
         echo_untrusted(f"deleted {deleted.path}")
 
     await with_backend(profile, data_dir, body)

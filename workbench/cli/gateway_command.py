@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.common import EXIT_USAGE, note
+from workbench.cli.common import EXIT_USAGE, counted, note
 from workbench.cli.errors import CommandError
 from workbench.cli.profile_commands import load_config, save_config
 from workbench.cli.terminal import echo_untrusted
@@ -143,7 +143,7 @@ def init_command(
     descriptor = os.open(dev_vars, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write(f"WORKBENCH_TOKEN={token}\n")
-    echo_untrusted(f"rendered {len(written)} files into {directory}")
+    echo_untrusted(f"rendered {counted(len(written), 'file')} into {directory}")
     languages = sorted({worker.language for worker in workers})
     pinned = [f"{CORE_PACKAGE} {versions.core}"]
     pinned += [

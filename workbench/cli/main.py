@@ -52,13 +52,13 @@ COMMANDS: dict[str, LazyCommand] = {
     "sandboxes": LazyCommand(
         "workbench.cli.sandbox_commands:sandboxes_group",
         "Sandboxes",
-        "List, inspect and destroy sandboxes.",
+        "List, inspect and destroy sandboxes; show and set their env vars.",
         BACKEND_FLAGS,
     ),
     "contexts": LazyCommand(
         "workbench.cli.context_commands:contexts_group",
         "Sandboxes",
-        "List, fork and checkpoint a sandbox's code contexts.",
+        "Create, list, inspect, fork, checkpoint, reset, delete contexts.",
         BACKEND_FLAGS,
     ),
     "files": LazyCommand(

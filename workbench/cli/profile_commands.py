@@ -187,6 +187,10 @@ Examples:
 @click.argument("name", shell_complete=complete_profiles)
 def remove_command(name: str) -> None:
     """Remove a profile, and its token from the OS keyring if it is kept there."""
+    if name == LOCAL_PROFILE:
+        raise CommandError(
+            f"the {LOCAL_PROFILE} profile is built in and cannot be removed", EXIT_USAGE
+        )
     config = load_config()
     profile = config.profiles.pop(name, None)
     if profile is None:

@@ -4,11 +4,10 @@ backend fetches or builds and compiles its engine, which takes minutes."""
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from workbench.cli.common import global_options
-from workbench.cli.terminal import echo_untrusted
+from workbench.cli.terminal import echo_untrusted, stderr_is_terminal
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -45,7 +44,7 @@ async def prepare_engine(backend: Backend, language: str) -> None:
     if global_options().quiet:
         await manager.prepare(language, lambda label, fraction: None)
         return
-    if sys.stderr.isatty():
+    if stderr_is_terminal():
         from rich.console import Console
 
         with engine_progress(Console(stderr=True)) as progress:

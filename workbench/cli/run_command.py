@@ -16,6 +16,8 @@ from workbench.cli.common import (
     backend_options,
     full_context_id,
     global_options,
+    non_empty,
+    parse_env,
     run_async,
     timeout_option,
     with_backend,
@@ -34,17 +36,7 @@ Examples:
 
 \b
 Exit status: 0 success, 1 guest error or limit, 2 usage error, 3 backend
-unreachable, 4 sandbox or context not found."""
-
-
-def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for pair in pairs:
-        key, separator, value = pair.partition("=")
-        if not separator or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--env")
-        env[key] = value
-    return env
+unreachable, 4 code context not found (a sandbox comes into being on first use)."""
 
 
 BOM = "\ufeff"
@@ -147,16 +139,24 @@ async def _binding_and_language(
     "--sandbox",
     "-s",
     "sandbox_id",
+    callback=non_empty,
     shell_complete=complete_sandbox_ids,
     help="Run in this sandbox (stateful).",
 )
 @click.option(
-    "--binding", "-b", shell_complete=complete_bindings, help="Runtime binding, e.g. PYTHON."
+    "--binding",
+    "-b",
+    callback=non_empty,
+    shell_complete=complete_bindings,
+    help="Runtime binding, e.g. PYTHON.",
 )
-@click.option("--language", "-l", help="Language; picks the backend's binding for it.")
+@click.option(
+    "--language", "-l", callback=non_empty, help="Language; picks the backend's binding for it."
+)
 @click.option(
     "--context",
     "context_id",
+    callback=non_empty,
     help="Run in this code context, by id or a unique prefix of it (needs --sandbox).",
 )
 @click.option("--env", "-e", "env_pairs", multiple=True, metavar="KEY=VALUE", help="Env var.")
@@ -191,11 +191,11 @@ async def run_command(
             ("--language", language),
             ("--context", context_id),
         )
-        if value
+        if value is not None
     ]
     if len(chosen) != 1:
         raise click.UsageError("choose exactly one of --binding, --language, --context")
-    if context_id and not sandbox_id:
+    if context_id is not None and sandbox_id is None:
         raise click.UsageError("--context needs --sandbox")
     program = read_code(code, source)
     env = parse_env(env_pairs)

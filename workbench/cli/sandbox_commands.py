@@ -1,4 +1,4 @@
-"""`sandbox-workbench sandboxes list | info ID | destroy ID`."""
+"""`sandbox-workbench sandboxes list | info ID | env ID | destroy ID`."""
 
 from __future__ import annotations
 
@@ -15,17 +15,23 @@ from workbench.api.costs import ESTIMATE_NOTE, dollars_text, runs_text, sandbox_
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
+    confirm,
+    counted,
+    describe_backend,
+    note,
+    parse_env,
     run_async,
     with_backend,
 )
 from workbench.cli.completion import complete_sandbox_ids
 from workbench.cli.terminal import echo_json, echo_untrusted
 from workbench.config import Config, ConfigError, Prices
+from workbench.tui.formatting import human_bytes
 
 
 @click.group("sandboxes")
 def sandboxes_group() -> None:
-    """List, inspect and destroy sandboxes."""
+    """List, inspect and destroy sandboxes; show and set their env vars."""
 
 
 @sandboxes_group.command(
@@ -64,7 +70,10 @@ def print_info(info: SandboxInfo) -> None:
         ("created", info.created_at),
         ("last used", info.last_used),
         ("expires", expires),
-        ("workspace", f"{info.workspace_files} files, {info.workspace_bytes} bytes"),
+        (
+            "workspace",
+            f"{counted(info.workspace_files, 'file')}, {human_bytes(info.workspace_bytes)}",
+        ),
         ("env vars", ", ".join(sorted(info.env_vars)) or "none"),
         ("contexts", str(len(info.contexts)) if info.contexts else "none"),
     ]
@@ -74,7 +83,7 @@ def print_info(info: SandboxInfo) -> None:
         local_only = "  (local only)" if context.local_only else ""
         echo_untrusted(
             f"  {context.id}  {context.language}  {context.cwd}  "
-            f"{context.executions} runs, last {context.last_used}{local_only}",
+            f"{runs_text(context.executions)}, last {context.last_used}{local_only}",
             one_line=True,
         )
 
@@ -114,8 +123,8 @@ async def info_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
         usage = await sandbox.interpreter.checkpoint_usage(contexts)
         if usage is not None:
             echo_untrusted(
-                f"  checkpoints: {usage.count}, {usage.sandbox_bytes} of a "
-                f"{usage.budget_bytes}-byte budget"
+                f"  checkpoints: {usage.count}, {human_bytes(usage.sandbox_bytes)} of a "
+                f"{human_bytes(usage.budget_bytes)} budget"
             )
         prices = configured_prices()
         cost = await sandbox_cost(sandbox, info, prices)
@@ -125,6 +134,67 @@ async def info_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
                 f"{runs_text(cost.runs)} kept ({ESTIMATE_NOTE}; prices of "
                 f"{prices.date or 'unknown date'} from {prices.source})"
             )
+
+    await with_backend(profile, data_dir, body)
+
+
+@sandboxes_group.command(
+    "env",
+    epilog="""\b
+Examples:
+  sandbox-workbench sandboxes env demo
+  sandbox-workbench sandboxes env demo API_URL=https://example.com DEBUG=1
+  sandbox-workbench sandboxes env demo --unset DEBUG --json
+
+\b
+Every context of the sandbox and every run in it sees these (a context's own env vars
+and a run's --env override them). Values are printed: they may be secrets.""",
+)
+@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
+@click.argument("assignments", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option("--unset", "unset_keys", multiple=True, metavar="KEY", help="Remove this env var.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the env vars (after a change) as JSON."
+)
+@backend_options
+@run_async
+async def env_command(
+    sandbox_id: str,
+    assignments: tuple[str, ...],
+    unset_keys: tuple[str, ...],
+    as_json: bool,
+    profile: str,
+    data_dir: Path | None,
+) -> None:
+    """Show a sandbox's env vars as KEY=VALUE lines, or set and unset some."""
+    values = parse_env(assignments, param_hint="'[KEY=VALUE]...'")
+    both = sorted(set(values) & set(unset_keys))
+    if both:
+        raise click.UsageError(f"{', '.join(both)}: both set and --unset; choose one")
+
+    async def body(backend: Backend) -> None:
+        sandbox = backend.sandbox(sandbox_id)
+        env_vars = (await sandbox.get_info()).env_vars
+        if values or unset_keys:
+            was_set = [key for key in unset_keys if key in env_vars]
+            await sandbox.set_env_vars({**dict.fromkeys(unset_keys), **values})
+            env_vars = (await sandbox.get_info()).env_vars
+            not_set = [key for key in unset_keys if key not in was_set]
+            if not_set:
+                note(f"note: not set, so not unset: {', '.join(not_set)}")
+            if not as_json:
+                changes = [f"set {', '.join(values)}"] if values else []
+                changes += [f"unset {', '.join(was_set)}"] if was_set else []
+                done = " and ".join(changes) or "nothing changed"
+                echo_untrusted(f"{done} in sandbox {sandbox.id}")
+                return
+        if as_json:
+            echo_json({"envVars": env_vars})
+            return
+        for key in sorted(env_vars):
+            echo_untrusted(f"{key}={env_vars[key]}", one_line=True)
+        if not env_vars:
+            echo_untrusted("no env vars")
 
     await with_backend(profile, data_dir, body)
 
@@ -143,15 +213,25 @@ Examples:
 async def destroy_command(sandbox_id: str, yes: bool, profile: str, data_dir: Path | None) -> None:
     """Destroy a sandbox: its files, env vars, contexts and history.
 
-    Which backend it acts on is printed on stderr first.
+    Which backend it acts on is named in the question and printed on stderr before it
+    acts. The local backend says when there is nothing to destroy; a gateway cannot
+    tell (it lists only the sandboxes it saw created), so it is asked to destroy one
+    it does not list too, and the answer says so.
     """
 
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
-        announce_destructive(f"destroying sandbox {sandbox.id}", backend)
+        where = describe_backend(backend)
         if not yes:
-            click.confirm(f"Destroy sandbox {sandbox.id} and everything in it?", abort=True)
+            confirm(f"Destroy sandbox {sandbox.id} on {where} and everything in it?")
+        announce_destructive(f"destroying sandbox {sandbox.id}", backend)
+        # DELETE answers success whether or not it existed: only the listing can tell.
+        listed = sandbox.id in {summary.id for summary in await backend.list_sandboxes()}
+        if not listed and backend.engines is not None:  # the local backend lists them all
+            echo_untrusted(f"nothing to destroy: no sandbox {sandbox.id} on {where}")
+            return
         await sandbox.destroy()
-        echo_untrusted(f"destroyed {sandbox.id}")
+        unlisted = "" if listed else " (the gateway did not list it: it may not have existed)"
+        echo_untrusted(f"destroyed {sandbox.id}{unlisted}")
 
     await with_backend(profile, data_dir, body)

@@ -6,15 +6,37 @@ A guest that can write escape sequences to the user's terminal can set its clipb
 terminal, every control character except newline and tab is shown as a visible `\\xNN`
 escape instead: C0 (U+0000-U+001F, so also carriage return), DEL (U+007F) and C1
 (U+0080-U+009F). When it is a pipe or a file the text is written exactly as received.
+
+A closed stdout (`>&-`) is a `BrokenPipeError`, as when a pipe's reader went away: the
+error boundary ends the command quietly (exit 1). Lines for a closed stderr (`2>&-`) are
+dropped: notes and errors have nowhere to go, and the exit code still tells.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import click
+
+
+def _stdout() -> TextIO:
+    """stdout; closed, a `BrokenPipeError`."""
+    if sys.stdout is None:
+        raise BrokenPipeError(errno.EBADF, "stdout is closed")
+    return sys.stdout
+
+
+def _stream(err: bool) -> TextIO | None:
+    """stderr (None: closed) or stdout."""
+    return sys.stderr if err else _stdout()
+
+
+def stderr_is_terminal() -> bool:
+    """Whether stderr is a terminal (a closed one is not)."""
+    return sys.stderr is not None and sys.stderr.isatty()
 
 
 def echo_untrusted(
@@ -33,7 +55,10 @@ def echo_untrusted(
     entry of a listing, so on a terminal its newlines and tabs are escaped too (a name
     holding a newline would otherwise look like two entries).
     """
-    if (sys.stderr if err else sys.stdout).isatty():
+    stream = _stream(err)
+    if stream is None:
+        return
+    if stream.isatty():
         from workbench.api.display import neutralise  # here: --help and --version stay quick
 
         safe = neutralise(text)
@@ -49,8 +74,11 @@ def echo_untrusted(
 def echo_json(payload: Any, *, err: bool = False, indent: int | None = 2) -> None:
     """`payload` as JSON (indented, or one line with `indent=None`), which stays valid
     JSON on a terminal (`json_escaped`)."""
+    stream = _stream(err)
+    if stream is None:
+        return
     text = json.dumps(payload, indent=indent, ensure_ascii=False)
-    if (sys.stderr if err else sys.stdout).isatty():
+    if stream.isatty():
         from workbench.api.display import json_escaped
 
         text = json_escaped(text)
@@ -63,11 +91,12 @@ def write_untrusted_bytes(data: bytes) -> None:
     On a terminal, bytes that are not UTF-8 are shown as `\\xNN` too (backslashreplace),
     so a stray 0x9b byte cannot act as an 8-bit control either.
     """
-    if sys.stdout.isatty():
+    stdout = _stdout()
+    if stdout.isatty():
         from workbench.api.display import neutralise
 
-        sys.stdout.write(neutralise(data.decode("utf-8", errors="backslashreplace")))
-        sys.stdout.flush()
+        stdout.write(neutralise(data.decode("utf-8", errors="backslashreplace")))
+        stdout.flush()
     else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        stdout.buffer.write(data)
+        stdout.buffer.flush()

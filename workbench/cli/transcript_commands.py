@@ -14,12 +14,14 @@ from workbench.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     backend_options,
+    counted,
     full_context_id,
+    non_empty,
     note,
     run_async,
+    sandbox_option,
     with_backend,
 )
-from workbench.cli.completion import complete_sandbox_ids
 from workbench.cli.diff_command import show_comparison
 from workbench.cli.errors import CommandError
 from workbench.cli.terminal import echo_json, echo_untrusted
@@ -59,9 +61,13 @@ All come from the backend's history (local and serve keep one; the Worker gatewa
 does not: export from the workbench there). A context's own env vars are not
 reported by the gateway protocol and are not recorded.""",
 )
-@click.option("--sandbox", "-s", "sandbox_id", required=True, shell_complete=complete_sandbox_ids)
+@sandbox_option
 @click.option(
-    "--context", "context_id", required=True, help="The code context's id or a unique prefix."
+    "--context",
+    "context_id",
+    required=True,
+    callback=non_empty,
+    help="The code context's id or a unique prefix.",
 )
 @click.option(
     "--output",
@@ -129,8 +135,7 @@ async def export_command(
         write_private_text(Path(output), text, overwrite=force)
     except FileExistsError:
         raise CommandError(f"{output} exists; pass --force to overwrite it", EXIT_USAGE) from None
-    cells = len(exported.transcript.cells)
-    note(f"wrote {cells} cell{'s' if cells != 1 else ''} to {output}")
+    note(f"wrote {counted(len(exported.transcript.cells), 'cell')} to {output}")
     return EXIT_OK
 
 
@@ -257,7 +262,8 @@ async def replay_command(path: str, as_json: bool, profile: str, data_dir: Path 
     else:
         total, diverged = len(report.cells), len(report.divergences)
         if diverged:
-            echo_untrusted(f"{diverged} of {total} cells diverged on {profile}")
+            echo_untrusted(f"{diverged} of {counted(total, 'cell')} diverged on {profile}")
         elif report.known_difference is None:
-            echo_untrusted(f"all {total} cells agree on {profile}")
+            everything = "the one cell agrees" if total == 1 else f"all {total} cells agree"
+            echo_untrusted(f"{everything} on {profile}")
     return EXIT_FAILED if report.divergences else EXIT_OK

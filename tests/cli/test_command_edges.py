@@ -1,0 +1,196 @@
+"""What commands say at their edges: nothing to delete or destroy, a directory without
+-r, a built-in profile, empty option values, closed output streams, help that tells the
+real defaults, counts and sizes for people, and inspect offsets past the end."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import click
+
+from tests.cli import SCRIPT, cli_env, one_error_line, run_cli
+from tests.cli.test_conventions import all_command_paths
+from workbench.backends.remote import DEFAULT_TIMEOUT
+from workbench.cli.main import main
+from workbench.config import DEFAULT_TIMEOUT_S
+
+
+def test_destroy_and_rm_say_when_there_was_nothing(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    try:
+        never = run_cli(env, "sandboxes", "destroy", "never-existed", "-y")
+        assert never.returncode == 0, never.stderr
+        assert never.stdout.startswith("nothing to destroy: no sandbox never-existed on local (")
+        assert run_cli(env, "files", "put", "box", "-", "a.txt", stdin="1").returncode == 0
+        declined = run_cli(env, "sandboxes", "destroy", "box", stdin="n\n")
+        assert declined.returncode == 1
+        assert "Destroy sandbox box on local (" in declined.stdout
+        assert "destroying" not in declined.stderr  # announced only once confirmed
+
+        missing = run_cli(env, "files", "rm", "box", "gone.txt", "-f")
+        assert (missing.returncode, missing.stdout) == (
+            0,
+            "nothing to delete: no gone.txt in sandbox box\n",
+        )
+        assert run_cli(env, "files", "mkdir", "box", "dir").returncode == 0
+        directory = run_cli(env, "files", "rm", "box", "dir")
+        assert directory.returncode == 2
+        assert one_error_line(directory) == (
+            "error: dir is a directory: pass -r to delete it with everything in it"
+        )
+        removed = run_cli(env, "files", "rm", "box", "a.txt", "-f")
+        assert (removed.returncode, removed.stdout) == (0, "deleted /workspace/a.txt\n")
+        destroyed = run_cli(env, "sandboxes", "destroy", "box", "-y")
+        assert (destroyed.returncode, destroyed.stdout) == (0, "destroyed box\n")
+    finally:
+        run_cli(env, "daemon", "stop")
+
+
+def test_the_local_profile_cannot_be_removed(tmp_path: Path) -> None:
+    removed = run_cli(cli_env(tmp_path), "profiles", "remove", "local")
+    assert removed.returncode == 2
+    assert one_error_line(removed) == ("error: the local profile is built in and cannot be removed")
+
+
+def test_an_empty_option_value_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    cases = [
+        (("run", "-s", "demo", "--context", "", "-c", "x"), "'--context'"),
+        (("run", "-s", "", "-l", "perl", "-c", "x"), "'--sandbox' / '-s'"),
+        (("contexts", "list", "-s", ""), "'--sandbox' / '-s'"),
+        (("contexts", "fork", "-s", "demo", "--context", ""), "'--context'"),
+        (("transcript", "export", "-s", "", "--context", "x", "-o", "-"), "'--sandbox' / '-s'"),
+    ]
+    for args, option in cases:
+        refused = run_cli(env, *args)
+        assert refused.returncode == 2, args
+        assert f"Invalid value for {option}: must not be empty" in refused.stderr, args
+
+
+def run_with_closed(
+    descriptor: int, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """The console script with stdout (1) or stderr (2) closed, as `>&-` and `2>&-` do."""
+    return subprocess.run(
+        ["sh", "-c", f'exec "$0" "$@" {descriptor}>&-', str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_a_closed_stdout_or_stderr_ends_quietly(tmp_path: Path, perl_engine: None) -> None:
+    env = cli_env(tmp_path)
+    for args in (("--no-daemon", "run", "-l", "perl", "-c", "6 * 7"), ("profiles", "list")):
+        no_stdout = run_with_closed(1, env, *args)
+        assert (no_stdout.returncode, no_stdout.stderr) == (1, ""), args
+    # Without stderr the lines for it are dropped and the exit code still tells.
+    failed = run_with_closed(2, env, "--no-daemon", "run", "-l", "perl", "-c", 'die "x\\n"')
+    assert (failed.returncode, failed.stdout) == (1, "")
+    refused = run_with_closed(2, env, "profiles", "remove", "nowhere")
+    assert (refused.returncode, refused.stdout) == (2, "")
+    ran = run_with_closed(2, env, "--no-daemon", "run", "-l", "perl", "-c", "6 * 7")
+    assert (ran.returncode, ran.stdout) == (0, "42\n")
+
+
+def flat_help(env: dict[str, str], *words: str) -> str:
+    """A command's --help with its line breaks and indents as single spaces."""
+    return " ".join(run_cli(env, *words, "--help").stdout.split())
+
+
+def test_help_tells_the_real_defaults_and_exit_codes(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    shown = flat_help(env, "run")
+    assert (
+        f"else {DEFAULT_TIMEOUT_S:g} on the local backend and {DEFAULT_TIMEOUT.read:g} on a "
+        "remote profile" in shown
+    )
+    assert "4 code context not found (a sandbox comes into being on first use)" in shown
+    top = flat_help(env)
+    assert "4 not found: a /workspace file, code context, checkpoint or inspected name" in top
+    assert "4 not found (sandbox" not in top
+
+
+def test_every_option_is_described_and_the_listing_names_every_subcommand(
+    tmp_path: Path,
+) -> None:
+    context = click.Context(main)
+    undescribed = []
+    for words in all_command_paths():
+        command: click.Command | None = main
+        for word in words:
+            assert isinstance(command, click.Group)
+            command = command.get_command(context, word)
+        assert command is not None
+        undescribed += [
+            f"{' '.join(words)} {param.opts[0]}"
+            for param in command.params
+            if isinstance(param, click.Option) and not param.help
+        ]
+    assert undescribed == []
+    listing = run_cli(cli_env(tmp_path), "--help").stdout
+    for group in ("contexts", "sandboxes"):
+        (line,) = [line for line in listing.splitlines() if line.strip().startswith(group + " ")]
+        subcommands = main.get_command(context, group)
+        assert isinstance(subcommands, click.Group)
+        said = {"info": "inspect"}  # `sandboxes info` is listed as inspecting
+        missing = [
+            name
+            for name in subcommands.commands
+            if not re.search(rf"\b{said.get(name, name)}\b", line, re.IGNORECASE)
+        ]
+        assert missing == [], line
+
+
+def test_counts_and_sizes_read_as_words(tmp_path: Path, perl_engine: None) -> None:
+    env = cli_env(tmp_path)
+    try:
+        put = run_cli(env, "files", "put", "demo", "-", "a.txt", stdin="12345")
+        assert put.stdout == "wrote 5 B to /workspace/a.txt\n"
+        assert run_cli(env, "run", "-s", "demo", "-l", "perl", "-c", "our $n = 1").returncode == 0
+        (line,) = run_cli(env, "contexts", "list", "-s", "demo").stdout.splitlines()
+        assert re.search(r"  1 run  snapshot \d+(\.\d)? (B|KiB|MiB)  last used ", line), line
+        info = run_cli(env, "sandboxes", "info", "demo").stdout
+        assert "workspace  1 file, 5 B\n" in info
+        assert " 1 run, last " in info
+        context = line.split()[0]
+        where = ("-s", "demo", "--context", context)
+        saved = run_cli(env, "contexts", "checkpoint", "save", "one", *where)
+        assert re.search(r"after run 1  \d+(\.\d)? (B|KiB|MiB)\n$", saved.stdout), saved.stdout
+        listed = run_cli(env, "contexts", "checkpoint", "list", *where)
+        assert re.search(r"hold \d+(\.\d)? (B|KiB|MiB) of their 256\.0 MiB budget", listed.stderr)
+        exported = run_cli(env, "transcript", "export", *where, "-o", str(tmp_path / "t.json"))
+        assert exported.stderr.endswith(f"wrote 1 cell to {tmp_path / 't.json'}\n")
+    finally:
+        run_cli(env, "daemon", "stop")
+
+
+def test_inspect_refuses_offsets_past_the_end_and_missing_names(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    env = cli_env(tmp_path)
+    try:
+        code = 'our $long = "ab" x 5000; 1'
+        defined = run_cli(env, "run", "-s", "demo", "-l", "perl", "--json", "-c", code)
+        where = ("-s", "demo", "--context", json.loads(defined.stdout)["context"]["id"][:8])
+        last = run_cli(env, "contexts", "inspect", *where, "--name", "$long", "--offset", "10001")
+        assert (last.returncode, last.stdout) == (0, '"\n')
+        for offset in ("10002", "99999"):
+            past = run_cli(
+                env, "contexts", "inspect", *where, "--name", "$long", "--offset", offset
+            )
+            assert past.returncode == 2
+            assert one_error_line(past) == (
+                f"error: --offset {offset} is past the end of $long: it has 10002 characters"
+            )
+        alone = run_cli(env, "contexts", "inspect", *where, "--offset", "0")
+        assert alone.returncode == 2 and "--offset needs --name" in alone.stderr
+        missing = run_cli(env, "contexts", "inspect", *where, "--name", "$nope")
+        assert missing.returncode == 4
+        assert one_error_line(missing) == "error: The context has no name '$nope' to inspect"
+    finally:
+        run_cli(env, "daemon", "stop")
