@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tests.cli import cli_env, one_error_line, run_cli
-from workbench.tui.formatting import human_bytes
+from workbench.api.display import human_bytes
 
 
 def test_list_and_fork_contexts(tmp_path: Path, perl_engine: None) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from workbench.api import ExecutionError, ExecutionResult, ResultEntry, Usage
+from workbench.api.display import human_bytes
 from workbench.transcripts.documents import (
     error_header,
     error_traceback,
@@ -15,7 +16,7 @@ from workbench.transcripts.documents import (
     transcript_markdown,
 )
 from workbench.tui.env_vars_text import env_vars_update, parse_env_vars_text
-from workbench.tui.formatting import countdown, execution_footer, human_bytes
+from workbench.tui.formatting import countdown, execution_footer
 from workbench.tui.history_store import LocalHistoryStore
 from workbench.tui.transcript_cell import TranscriptCell
 from workbench.tui.transcript_export import write_transcript

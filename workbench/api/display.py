@@ -52,3 +52,13 @@ def inspected_size(length: int | None, size_bytes: int | None) -> str:
     if size_bytes is not None:
         parts.append(f"{size_bytes} B")
     return ", ".join(parts)
+
+
+def human_bytes(count: int) -> str:
+    """`1.5 KiB`-style size."""
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"

@@ -19,6 +19,7 @@ from workbench.api import (
     inspected_size,
 )
 from workbench.api.costs import runs_text
+from workbench.api.display import human_bytes
 from workbench.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
@@ -40,7 +41,6 @@ from workbench.cli.completion import complete_bindings
 from workbench.cli.errors import CommandError
 from workbench.cli.run_command import binding_for_language
 from workbench.cli.terminal import echo_json, echo_untrusted
-from workbench.tui.formatting import human_bytes
 
 NO_SUCH_NAME = "The context has no name "
 """How every backend's inspector starts its answer (400 VALIDATION_FAILED) for a name the

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from workbench.api import Backend, ErrorCode, SandboxError
+from workbench.api.display import human_bytes
 from workbench.cli.common import (
     EXIT_USAGE,
     announce_destructive,
@@ -19,7 +20,6 @@ from workbench.cli.completion import complete_sandbox_ids
 from workbench.cli.errors import CommandError
 from workbench.cli.terminal import echo_json, echo_untrusted, write_untrusted_bytes
 from workbench.core.workspace import MAX_FILE_BYTES
-from workbench.tui.formatting import human_bytes
 
 
 @click.group("files")

@@ -12,6 +12,7 @@ from workbench.api import (
     iso_from_ms,
 )
 from workbench.api.costs import ESTIMATE_NOTE, dollars_text, runs_text, sandbox_cost
+from workbench.api.display import human_bytes
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
@@ -26,7 +27,6 @@ from workbench.cli.common import (
 from workbench.cli.completion import complete_sandbox_ids
 from workbench.cli.terminal import echo_json, echo_untrusted
 from workbench.config import Config, ConfigError, Prices
-from workbench.tui.formatting import human_bytes
 
 
 @click.group("sandboxes")

@@ -4,19 +4,10 @@ from __future__ import annotations
 
 from workbench.api import ExecutionResult
 from workbench.api.costs import per_million_text, run_cost
+from workbench.api.display import human_bytes
 from workbench.config import Prices
 
 MASK = "••••••"
-
-
-def human_bytes(count: int) -> str:
-    """`1.5 KiB`-style size."""
-    size = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
 
 
 def human_duration_ms(milliseconds: float) -> str:

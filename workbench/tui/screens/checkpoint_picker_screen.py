@@ -11,7 +11,7 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from workbench.api import Checkpoint
-from workbench.tui.formatting import human_bytes
+from workbench.api.display import human_bytes
 from workbench.tui.untrusted import shown_content
 
 

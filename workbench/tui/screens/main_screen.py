@@ -33,10 +33,10 @@ from workbench.api import (
     short_id,
 )
 from workbench.api.costs import ESTIMATE_NOTE, CostTotal, dollars_text, runs_text
+from workbench.api.display import human_bytes
 from workbench.config import Prices
 from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
-from workbench.tui.formatting import human_bytes
 from workbench.tui.history_store import LocalHistoryStore, OpenTabs
 from workbench.tui.key_bindings import action_keys
 from workbench.tui.messages import (

@@ -17,7 +17,7 @@ from textual.widgets import RichLog, Static, TextArea
 from textual.widgets.text_area import Document
 
 from workbench.api import FileVersion, ReadFileResult, neutralise, without_controls
-from workbench.tui.formatting import human_bytes
+from workbench.api.display import human_bytes
 from workbench.tui.untrusted import shown_content
 from workbench.tui.widgets.file_editor import FileEditor
 

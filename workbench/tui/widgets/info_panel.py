@@ -11,7 +11,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from workbench.api import SandboxInfo, iso_from_ms, short_id
-from workbench.tui.formatting import MASK, countdown, human_bytes
+from workbench.api.display import human_bytes
+from workbench.tui.formatting import MASK, countdown
 from workbench.tui.untrusted import shown
 
 

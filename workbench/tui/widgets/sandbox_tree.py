@@ -9,7 +9,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from workbench.api import FileInfo, SandboxInfo, SandboxSummary, short_id
-from workbench.tui.formatting import human_bytes
+from workbench.api.display import human_bytes
 from workbench.tui.tree_nodes import (
     ContextNode,
     DirectoryNode,
