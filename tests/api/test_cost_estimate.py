@@ -16,10 +16,10 @@ from workbench.api.costs import (
     dollars_text,
     per_million_text,
     run_cost,
-    runs_text,
     sandbox_cost,
     total_cost,
 )
+from workbench.api.display import counted
 from workbench.config import DEFAULT_PRICES_SOURCE, Config, ConfigError, Prices
 
 PRICES = Prices(
@@ -62,7 +62,7 @@ def test_amounts_read_as_people_write_them() -> None:
     assert dollars_text(0.0000310593) == "$0.000031"  # an estimate: two digits
     assert dollars_text(0.0008766386) == "$0.00088"
     assert dollars_text(0.0099) == "$0.0099"
-    assert (runs_text(1), runs_text(25)) == ("1 run", "25 runs")
+    assert (counted(1, "run"), counted(25, "run")) == ("1 run", "25 runs")
     assert dollars_text(12.345) == "$12.35"
     assert dollars_text(0) == "$0"
     assert dollars_text(3e-12) == "$3e-12"

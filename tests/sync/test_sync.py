@@ -13,6 +13,7 @@ from tests.conftest import require_engine
 from tests.sync.conftest import eventually, local_tree, remote_tree, watching
 from workbench.api import SandboxClient
 from workbench.sync import ConflictPolicy, EventKind, FolderSync, SyncConflictError
+from workbench.sync.events import SyncIssue, SyncReport
 
 BINARY = bytes(range(256)) * 4 + b"\x00\xff\xfe"
 
@@ -275,3 +276,13 @@ async def test_burst_of_1000_writes_converges(folder: Path, sandbox: SandboxClie
 
         await eventually(converged, timeout=40, interval=0.3)
     assert not watch.of(EventKind.ERROR)
+
+
+def test_a_report_summary_counts_in_words() -> None:
+    one = SyncIssue("a.txt", "EIO", "disk full")
+    report = SyncReport(
+        full=False, uploaded=["a"], created_dirs=["d"], errors=[one], conflicts=[one]
+    )
+    assert report.summary() == "1 uploaded, 1 dir created, 1 error, 1 conflict in 0 ms"
+    two = SyncReport(full=False, created_dirs=["d", "e"], errors=[one, one], conflicts=[one, one])
+    assert two.summary() == "2 dirs created, 2 errors, 2 conflicts in 0 ms"

@@ -131,8 +131,3 @@ def dollars_text(usd: float) -> str:
         return f"${usd:.2g}"
     decimals = 1 - math.floor(math.log10(usd))
     return f"${usd:.{decimals}f}"
-
-
-def runs_text(count: int) -> str:
-    """`1 run`, `25 runs`."""
-    return f"{count} run" if count == 1 else f"{count} runs"

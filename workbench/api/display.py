@@ -62,3 +62,8 @@ def human_bytes(count: int) -> str:
             return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GiB"
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 file`, `3 files`: a count with its noun (regular plurals only)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

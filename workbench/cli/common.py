@@ -200,11 +200,6 @@ def parse_env(pairs: tuple[str, ...], param_hint: str = "--env") -> dict[str, st
     return env
 
 
-def counted(count: int, noun: str) -> str:
-    """`1 file`, `3 files`: a count with its noun (regular plurals only)."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
 def open_backend(profile: str, data_dir: Path | None, timeout: float | None = None) -> Backend:
     """The backend a profile names (the local one through its daemon unless
     `--no-daemon`)."""

@@ -18,8 +18,7 @@ from workbench.api import (
     SandboxError,
     inspected_size,
 )
-from workbench.api.costs import runs_text
-from workbench.api.display import human_bytes
+from workbench.api.display import counted, human_bytes
 from workbench.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
@@ -82,7 +81,7 @@ def context_line(context: ContextInfo) -> str:
     local_only = "  (local only)" if context.local_only else ""
     return (
         f"{context.id}  {context.binding}  {context.language}  {context.cwd}  "
-        f"{runs_text(context.executions)}  {state}  last used {context.last_used}{local_only}"
+        f"{counted(context.executions, 'run')}  {state}  last used {context.last_used}{local_only}"
     )
 
 

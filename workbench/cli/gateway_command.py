@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.common import EXIT_USAGE, counted, note
+from workbench.api.display import counted
+from workbench.cli.common import EXIT_USAGE, note
 from workbench.cli.errors import CommandError
 from workbench.cli.profile_commands import load_config, save_config
 from workbench.cli.terminal import echo_untrusted

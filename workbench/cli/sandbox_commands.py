@@ -11,13 +11,12 @@ from workbench.api import (
     SandboxInfo,
     iso_from_ms,
 )
-from workbench.api.costs import ESTIMATE_NOTE, dollars_text, runs_text, sandbox_cost
-from workbench.api.display import human_bytes
+from workbench.api.costs import ESTIMATE_NOTE, dollars_text, sandbox_cost
+from workbench.api.display import counted, human_bytes
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
     confirm,
-    counted,
     describe_backend,
     note,
     parse_env,
@@ -83,7 +82,7 @@ def print_info(info: SandboxInfo) -> None:
         local_only = "  (local only)" if context.local_only else ""
         echo_untrusted(
             f"  {context.id}  {context.language}  {context.cwd}  "
-            f"{runs_text(context.executions)}, last {context.last_used}{local_only}",
+            f"{counted(context.executions, 'run')}, last {context.last_used}{local_only}",
             one_line=True,
         )
 
@@ -131,7 +130,7 @@ async def info_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
         if cost is not None:
             echo_untrusted(
                 f"cost       ≈ {dollars_text(cost.usd)} on Workers for the "
-                f"{runs_text(cost.runs)} kept ({ESTIMATE_NOTE}; prices of "
+                f"{counted(cost.runs, 'run')} kept ({ESTIMATE_NOTE}; prices of "
                 f"{prices.date or 'unknown date'} from {prices.source})"
             )
 

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from workbench.api.display import counted
 from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
     backend_options,
-    counted,
     full_context_id,
     non_empty,
     note,

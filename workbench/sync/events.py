@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from workbench.api.display import counted
+
 __all__ = [
     "ConflictPolicy",
     "EmitEvent",
@@ -93,14 +95,14 @@ class SyncReport:
     def summary(self) -> str:
         """One human line, e.g. `3 uploaded, 1 deleted in 12 ms`."""
         parts = [
-            f"{count} {label}"
-            for count, label in (
-                (len(self.uploaded), "uploaded"),
-                (len(self.renamed), "renamed"),
-                (len(self.deleted), "deleted"),
-                (len(self.created_dirs), "dirs created"),
-                (len(self.errors), "errors"),
-                (len(self.conflicts), "conflicts"),
+            text
+            for count, text in (
+                (len(self.uploaded), f"{len(self.uploaded)} uploaded"),
+                (len(self.renamed), f"{len(self.renamed)} renamed"),
+                (len(self.deleted), f"{len(self.deleted)} deleted"),
+                (len(self.created_dirs), f"{counted(len(self.created_dirs), 'dir')} created"),
+                (len(self.errors), counted(len(self.errors), "error")),
+                (len(self.conflicts), counted(len(self.conflicts), "conflict")),
             )
             if count
         ]

@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from workbench.api import neutralise, short_id
+from workbench.api.display import counted
 from workbench.profiles import profile_names
 from workbench.tui.key_bindings import PALETTE_TITLES, WORKBENCH_BINDINGS
 
@@ -96,7 +97,7 @@ def workbench_commands(app: WorkbenchApp) -> list[PaletteCommand]:
             commands.append(
                 PaletteCommand(
                     neutralise(f"Open context {context.binding} {short_id(context.id)}"),
-                    neutralise(f"{info.id} · {context.cwd} · {context.executions} runs"),
+                    neutralise(f"{info.id} · {context.cwd} · {counted(context.executions, 'run')}"),
                     partial(app.run_action, f"open_context({info.id!r}, {context.id!r})"),
                 )
             )

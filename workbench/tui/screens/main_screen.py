@@ -32,8 +32,8 @@ from workbench.api import (
     iso_from_ms,
     short_id,
 )
-from workbench.api.costs import ESTIMATE_NOTE, CostTotal, dollars_text, runs_text
-from workbench.api.display import human_bytes
+from workbench.api.costs import ESTIMATE_NOTE, CostTotal, dollars_text
+from workbench.api.display import counted, human_bytes
 from workbench.config import Prices
 from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
@@ -903,6 +903,6 @@ def checkpoints_line(usage: CheckpointUsage) -> str:
 def cost_line(cost: CostTotal, prices: Prices) -> str:
     """`≈ $0.0000123 on Workers for the 25 runs kept (an estimate, not a bill; prices of …)`."""
     return (
-        f"≈ {dollars_text(cost.usd)} on Workers for the {runs_text(cost.runs)} kept "
+        f"≈ {dollars_text(cost.usd)} on Workers for the {counted(cost.runs, 'run')} kept "
         f"({ESTIMATE_NOTE}; prices of {prices.date or 'unknown date'})"
     )

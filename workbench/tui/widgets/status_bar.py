@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from workbench.api.display import counted
 from workbench.sync import EventKind, SyncEvent
 from workbench.tui.untrusted import shown_text
 
@@ -96,9 +97,9 @@ class StatusBar(Static):
             if self.watch_last_sync:
                 text.append(f"  last sync {self.watch_last_sync}", style="dim")
             if self.watch_errors:
-                text.append(f"  {self.watch_errors} errors", style="red")
+                text.append(f"  {counted(self.watch_errors, 'error')}", style="red")
             if self.watch_conflicts:
-                text.append(f"  {self.watch_conflicts} conflicts", style="yellow")
+                text.append(f"  {counted(self.watch_conflicts, 'conflict')}", style="yellow")
         if self.detail:
             text.append(f"  {self.detail}", style="dim")
         # Versions, warnings and the detail (an error message) come from the backend.
