@@ -240,9 +240,9 @@ class RemoteProfile:
         if self.token_env:
             value = os.environ.get(self.token_env)
             if not value:
+                state = "which is not set" if value is None else "which is empty"
                 raise ConfigError(
-                    f"profile {self.name!r} reads its token from ${self.token_env}, "
-                    "which is not set"
+                    f"profile {self.name!r} reads its token from ${self.token_env}, {state}"
                 )
             return value
         if self.token_keyring:

@@ -194,3 +194,35 @@ def test_inspect_refuses_offsets_past_the_end_and_missing_names(
         assert one_error_line(missing) == "error: The context has no name '$nope' to inspect"
     finally:
         run_cli(env, "daemon", "stop")
+
+
+def test_the_workbench_without_a_terminal_is_refused(tmp_path: Path) -> None:
+    """Piped or redirected, the interactive workbench would write its escapes into the
+    file and wait for keys forever: it says to use a command instead."""
+    env = cli_env(tmp_path)
+    refused = run_cli(env, stdin="")  # stdin and stdout are pipes
+    assert refused.returncode == 2
+    assert refused.stdout == ""
+    assert refused.stderr.splitlines()[-1] == (
+        "Error: the workbench needs a terminal (stdin and stdout); for scripts, use a "
+        "command: `sandbox-workbench --help` lists them"
+    )
+
+
+def test_an_empty_token_variable_is_named_as_empty(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, DEV_TOKEN="")
+    added = run_cli(
+        env, "profiles", "add", "dev", "--url", "http://127.0.0.1:9", "--token-env", "DEV_TOKEN"
+    )
+    assert added.returncode == 0, added.stderr
+    refused = run_cli(env, "sandboxes", "list", "-p", "dev")
+    assert refused.returncode == 2
+    assert one_error_line(refused) == (
+        "error: profile 'dev' reads its token from $DEV_TOKEN, which is empty"
+    )
+
+
+def test_serve_s_timeout_help_is_about_serve(tmp_path: Path) -> None:
+    shown = run_cli(cli_env(tmp_path), "serve", "--help")
+    text = " ".join(shown.stdout.split())
+    assert "whose request names none" in text and "Remote profile" not in text

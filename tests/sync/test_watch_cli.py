@@ -194,3 +194,18 @@ def test_sigint_cancels_a_running_entry_at_once(tmp_path: Path) -> None:
     assert process.returncode == 0, rest
     assert "cancelled the run of main.py" in rest and "stopped" in rest
     assert "Traceback" not in rest
+
+
+def test_an_empty_sandbox_or_context_is_a_usage_error(tmp_path: Path) -> None:
+    """An empty `--sandbox` used to fall back to the folder's name, silently."""
+    env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data")}
+    for option in ("--sandbox", "--context", "--binding"):
+        done = subprocess.run(
+            [*watch_argv(), str(tmp_path), option, "", "--once"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert f"Invalid value for '{option}'" in done.stderr and "must not be empty" in done.stderr

@@ -159,12 +159,24 @@ TIMEOUT_HELP = (
 which --help does not import: it loads httpx; a test keeps the two equal)."""
 
 
+SERVE_TIMEOUT_HELP = (
+    "Wall-clock limit of an execution whose request names none, in seconds (default: "
+    f"$SANDBOX_WORKBENCH_TIMEOUT_S, else {DEFAULT_TIMEOUT_S:g}). In front of a running "
+    "daemon, the daemon's limit applies."
+)
+
+
+def timeout_option_with(help_text: str) -> Callable[[Command], Command]:
+    """`timeout_option` with its own help (`serve`'s)."""
+    return click.option(
+        "--timeout", default=None, metavar="SECONDS", callback=_seconds, help=help_text
+    )
+
+
 def timeout_option(command: Callable[P, T]) -> Callable[P, T]:
     """`--timeout SECONDS` (None when not given: $SANDBOX_WORKBENCH_TIMEOUT_S or the
     backend's default applies, see `open_profile_backend`)."""
-    return click.option(
-        "--timeout", default=None, metavar="SECONDS", callback=_seconds, help=TIMEOUT_HELP
-    )(command)
+    return timeout_option_with(TIMEOUT_HELP)(command)
 
 
 def non_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

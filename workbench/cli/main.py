@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import click
@@ -206,6 +207,12 @@ def main(
     )
     name = ctx.invoked_subcommand
     if name is None:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            # Textual would write its escapes into the file or pipe and wait for keys.
+            raise click.UsageError(
+                "the workbench needs a terminal (stdin and stdout); for scripts, use a "
+                "command: `sandbox-workbench --help` lists them"
+            )
         from workbench.tui.app import run_app
 
         code = run_app(profile=resolve_profile(None), data_dir=data_dir, no_daemon=no_daemon)

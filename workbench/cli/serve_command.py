@@ -13,7 +13,13 @@ from pathlib import Path
 
 import click
 
-from workbench.cli.common import EXIT_USAGE, data_dir_option, note, timeout_option
+from workbench.cli.common import (
+    EXIT_USAGE,
+    SERVE_TIMEOUT_HELP,
+    data_dir_option,
+    note,
+    timeout_option_with,
+)
 from workbench.cli.errors import CommandError
 from workbench.cli.terminal import echo_untrusted
 from workbench.config import is_loopback_host
@@ -61,7 +67,7 @@ Examples:
     f"(default: ${TOKEN_ENV} if set, even to empty; else generated and printed).",
 )
 @data_dir_option
-@timeout_option
+@timeout_option_with(SERVE_TIMEOUT_HELP)
 @click.option(
     "--allow-non-loopback",
     is_flag=True,

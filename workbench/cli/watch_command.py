@@ -18,6 +18,7 @@ from workbench.cli.common import (
     EXIT_OK,
     backend_options,
     full_context_id,
+    non_empty,
     run_async,
     timeout_option,
     with_backend,
@@ -89,6 +90,7 @@ Examples:
     "-s",
     "sandbox_id",
     shell_complete=complete_sandbox_ids,
+    callback=non_empty,
     help="Sandbox id (default: from DIR's name).",
 )
 @click.option("--dest", default="/workspace", show_default=True, help="Target directory.")
@@ -97,10 +99,14 @@ Examples:
     "--binding",
     "-b",
     shell_complete=complete_bindings,
+    callback=non_empty,
     help="Runtime binding for --run (default: by file extension).",
 )
 @click.option(
-    "--context", "context_id", help="Run in this existing code context (id or unique prefix)."
+    "--context",
+    "context_id",
+    callback=non_empty,
+    help="Run in this existing code context (id or unique prefix).",
 )
 @click.option(
     "--policy",
