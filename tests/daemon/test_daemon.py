@@ -731,3 +731,24 @@ def test_daemon_status_memory_counts_shared_pages_once(tmp_path: Path) -> None:
         assert 0.75 * pss < int(str(shown["memory_bytes"])) / 1024 < 1.25 * pss
     finally:
         run_cli(env, "daemon", "stop")
+
+
+def test_status_from_another_runtime_dir_names_the_daemon_that_runs(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    """It said "no local daemon runs" for a daemon that runs, reached through another
+    runtime dir's socket."""
+    env = cli_env(tmp_path)
+    try:
+        assert run_cli(env, "run", "-s", "box", "-b", "PERL", "-c", "1").returncode == 0
+        shown = status(env)
+        with tempfile.TemporaryDirectory(prefix="sbw-") as other:
+            elsewhere = run_cli({**env, "SANDBOX_WORKBENCH_RUNTIME_DIR": other}, "daemon", "status")
+        assert elsewhere.returncode == 0
+        assert elsewhere.stdout == (
+            f"the local daemon of {shown['data_dir']} (pid {shown['pid']}) runs, listening on "
+            f"{shown['socket']}: another runtime dir than this shell's ($XDG_RUNTIME_DIR or "
+            "$SANDBOX_WORKBENCH_RUNTIME_DIR); use the same one to reach it\n"
+        )
+    finally:
+        run_cli(env, "daemon", "stop")

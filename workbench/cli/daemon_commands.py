@@ -47,7 +47,7 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status_command(data_dir: Path | None, as_json: bool) -> None:
     """Whether a daemon runs for the data dir, and what it holds."""
-    from workbench.backends.daemon import probe, socket_path
+    from workbench.backends.daemon import probe, socket_location, socket_path
     from workbench.backends.owner import current_owner
 
     directory = _data_dir(data_dir)
@@ -57,6 +57,21 @@ def status_command(data_dir: Path | None, as_json: bool) -> None:
         return
     if info is None:
         holder = current_owner(directory) if directory.exists() else None
+        if holder is not None and holder.kind == "daemon" and holder.socket is not None:
+            if Path(holder.socket) != socket_location(directory):
+                # Its socket is in the runtime dir of the environment that started it.
+                echo_untrusted(
+                    f"the local daemon of {directory} (pid {holder.pid}) runs, listening on "
+                    f"{holder.socket}: another runtime dir than this shell's "
+                    "($XDG_RUNTIME_DIR or $SANDBOX_WORKBENCH_RUNTIME_DIR); use the same one "
+                    "to reach it"
+                )
+            else:
+                echo_untrusted(
+                    f"the local daemon of {directory} (pid {holder.pid}) holds it but does "
+                    f"not answer on {holder.socket}"
+                )
+            return
         owned = f"; the store is in use by {holder.describe()}" if holder is not None else ""
         echo_untrusted(f"no local daemon runs for {directory}{owned}")
         return

@@ -9,7 +9,12 @@ from workbench.backends.daemon.client import (
     stop,
     stop_at,
 )
-from workbench.backends.daemon.location import UnsafeLocationError, log_path, socket_path
+from workbench.backends.daemon.location import (
+    UnsafeLocationError,
+    log_path,
+    socket_location,
+    socket_path,
+)
 
 __all__ = [
     "DaemonInfo",
@@ -19,6 +24,7 @@ __all__ = [
     "log_path",
     "open_daemon_backend",
     "probe",
+    "socket_location",
     "socket_path",
     "stop",
     "stop_at",
