@@ -51,6 +51,9 @@ async def test_a_transcript_from_local_replays_on_every_backend(
     exported = run_cli(env, *args, "--with-env", "--with-files")
     assert exported.returncode == 0, exported.stderr
     assert exported.stderr == f"wrote 3 cells to {path}\n"
+    into_a_folder = run_cli(env, *args[:-1], str(tmp_path), "--force")  # --force cannot help
+    assert into_a_folder.returncode == 2
+    assert one_error_line(into_a_folder) == f"error: {tmp_path} is a directory: name a file in it"
     data = json.loads(path.read_text())
     assert data["sandbox"] == {"envVars": {"GREETING": "hello"}}
     assert data["cells"][2]["outcome"]["error"] == {"name": "PerlError", "message": "boom"}

@@ -131,6 +131,8 @@ async def export_command(
     if output == "-":
         echo_untrusted(text.removesuffix("\n"))
         return EXIT_OK
+    if Path(output).is_dir():  # --force would not help: name a file in it
+        raise CommandError(f"{output} is a directory: name a file in it", EXIT_USAGE)
     try:
         write_private_text(Path(output), text, overwrite=force)
     except FileExistsError:
