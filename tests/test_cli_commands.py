@@ -276,3 +276,9 @@ def test_locate_and_engines_list(env: dict[str, str], tmp_path: Path) -> None:
     engines = json.loads(cli(env, "engines", "list", "--json").stdout)
     assert [row["language"] for row in engines] == ["javascript", "python", "perl", "ruby"]
     assert all(row["state"] in {"ready", "not prepared", "cannot prepare"} for row in engines)
+    # Piped, one whole line per engine (not wrapped at 80 columns), without trailing spaces.
+    lines = cli(env, "engines", "list").stdout.splitlines()
+    assert lines[0].split() == ["language", "engine", "version", "state"]
+    assert [line.split()[0] for line in lines[1:]] == ["javascript", "python", "perl", "ruby"]
+    assert all(line == line.rstrip() for line in lines)
+    assert lines[1].rsplit("  ", 1)[1].strip() == engines[0]["state"]

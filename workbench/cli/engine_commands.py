@@ -59,6 +59,21 @@ def list_command(as_json: bool) -> None:
         ]
         echo_untrusted(json.dumps(rows, indent=2))
         return
+    if not sys.stdout.isatty():  # whole lines for scripts: no wrapping at 80, no padding
+        rows = [("language", "engine", "version", "state")] + [
+            (
+                status.language,
+                status.engine,
+                status.version,
+                status.state.value + (f" ({status.detail})" if status.detail else ""),
+            )
+            for status in statuses
+        ]
+        widths = [max(len(row[column]) for row in rows) for column in range(3)]
+        for row in rows:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+            echo_untrusted("  ".join([*cells, row[3]]))
+        return
     from rich.console import Console
     from rich.table import Table
 
