@@ -60,7 +60,7 @@ def list_command(as_json: bool) -> None:
         echo_untrusted(json.dumps(rows, indent=2))
         return
     if not sys.stdout.isatty():  # whole lines for scripts: no wrapping at 80, no padding
-        rows = [("language", "engine", "version", "state")] + [
+        table_rows = [("language", "engine", "version", "state")] + [
             (
                 status.language,
                 status.engine,
@@ -69,8 +69,8 @@ def list_command(as_json: bool) -> None:
             )
             for status in statuses
         ]
-        widths = [max(len(row[column]) for row in rows) for column in range(3)]
-        for row in rows:
+        widths = [max(len(row[column]) for row in table_rows) for column in range(3)]
+        for row in table_rows:
             cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
             echo_untrusted("  ".join([*cells, row[3]]))
         return
