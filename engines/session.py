@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -66,6 +67,22 @@ def _close_store(store: wasmtime.Store) -> None:
 
 def _host_message(error: BaseException) -> str:
     return str(error).strip()[:HOST_MESSAGE_CHARS]
+
+
+_MOZ_CRASH = re.compile(r"MOZ_CRASH\((.*)\)")
+
+
+def _trap_message(trap: BaseException, stderr: str) -> str:
+    """A trap's cause, without wasmtime's backtrace of unnamed functions (`<wasm function
+    7555>` tells a user nothing), and with SpiderMonkey's reason when it crashed (its
+    heap is full: `MOZ_CRASH([unhandlable oom] …)` on the guest's stderr)."""
+    text = str(trap).strip()
+    _, caused, cause = text.partition("Caused by:")
+    message = cause.strip() if caused else text
+    crash = _MOZ_CRASH.search(stderr)
+    if crash is not None:
+        message += f" (SpiderMonkey crashed: {crash.group(1)})"
+    return message[:HOST_MESSAGE_CHARS]
 
 
 def _up_to(budget: int, listener: OutputListener) -> OutputListener:
@@ -390,7 +407,8 @@ class Session:
             detail = f": {stderr.splitlines()[0]}" if stderr else ""
             name, text = ENGINE_ERROR, f"guest exited with status {trap.code}{detail}"
         else:
-            name, text = ENGINE_ERROR, _host_message(trap)
+            stderr = self._output.stderr.decode("utf-8", errors="replace")
+            name, text = ENGINE_ERROR, _trap_message(trap, stderr)
         stdout, stderr_lines = self._logs(session)
         self._drop_instance()
         if (

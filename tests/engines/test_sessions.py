@@ -1193,3 +1193,18 @@ def test_a_restore_that_fails_lets_go_of_the_files_its_snapshot_held_open(
         assert report.boot is Boot.FRESH and report.result.error is None
         assert any("could not be restored" in note for note in report.notes)
     assert workspace.total_bytes == 100_000
+
+
+def test_a_full_javascript_heap_is_said_plainly_and_the_session_recovers() -> None:
+    """SpiderMonkey cannot make its heap full a catchable error here (spec 9.2 asks for an
+    InternalError; README says so): the engine crashes. The error says why, without
+    wasmtime's backtrace of unnamed wasm functions, and the next run starts afresh."""
+    require_engine("javascript")
+    with Session("javascript", workspace=VirtualFS()) as live:
+        crashed = live.execute('const b = []; for (;;) b.push("x".repeat(1e6))').result
+        assert crashed.error is not None and crashed.error.name == "EngineError"
+        assert crashed.error.message == (
+            "wasm trap: wasm `unreachable` instruction executed (SpiderMonkey crashed: "
+            "[unhandlable oom] Failed to allocate new chunk during GC)"
+        )
+        assert [entry.text for entry in live.execute("1 + 1").result.results] == ["2"]
