@@ -95,6 +95,9 @@ class LanguageEngine(ABC):
     """Glob patterns (relative to the language package) of the files that shape the
     prepared engine and its snapshots (guest driver, WIT, lockfiles, the pin of a
     downloaded module), never the host adapter; see `inputs_digest`."""
+    result_limit_on_envelope: bool = False
+    """The 64 KiB result limit measures the driver's whole answer (results and error, so a
+    traceback too), not only the results (spec 3.2: Ruby)."""
     console_in_envelope: bool = False
     """The guest reports its logs in `ExecuteResponse.console` (JavaScript's console.*)
     instead of writing stdout/stderr through WASI."""

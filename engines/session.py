@@ -34,6 +34,7 @@ from engines.result import (
     ExecutionError,
     ExecutionReport,
     ExecutionResult,
+    JsonValue,
     Limits,
     OutputListener,
     ResultEntry,
@@ -488,12 +489,14 @@ class Session:
             stdout = _split_lines(bytes(self._output.stdout))
             stderr = _split_lines(bytes(self._output.stderr))
         invalidated = False
-        limit = self._wasi_limit_exceeded(results)
+        notes: list[str] = []
+        limit = self._wasi_limit_exceeded(results, error)
         if limit is not None:
             error = ExecutionError(LIMIT_ERROR, limit, [])
             stdout, stderr = self._logs(session)
             results = []
             invalidated = True
+            notes.append(reset_note(restorable=self.restore_point is not None))
             self._drop_instance()
         new_cwd = response.cwd if session and response.cwd else cwd
         result = ExecutionResult(
@@ -507,10 +510,13 @@ class Session:
             error=error,
             usage=usage if (session or limit is None) else None,
         )
-        return ExecutionReport(result, new_cwd, boot, invalidated=invalidated)
+        return ExecutionReport(result, new_cwd, boot, invalidated=invalidated, notes=notes)
 
-    def _wasi_limit_exceeded(self, results: list[ResultEntry]) -> str | None:
-        """Spec 9.2 output and result limits for languages whose stdio the host captures."""
+    def _wasi_limit_exceeded(
+        self, results: list[ResultEntry], error: ExecutionError | None
+    ) -> str | None:
+        """Spec 9.2 output and result limits for languages whose stdio the host captures
+        (spec 3.2: Ruby's result limit covers its whole answer, `error` too)."""
         if self.language_engine.console_in_envelope:
             return None
         output = self._output
@@ -520,9 +526,10 @@ class Session:
         ):
             return "Output limit exceeded"
         # Compact, as the reference encodes the results array it measures.
-        encoded = json.dumps(
-            [entry.to_json() for entry in results], ensure_ascii=False, separators=(",", ":")
-        )
+        measured: JsonValue = [entry.to_json() for entry in results]
+        if self.language_engine.result_limit_on_envelope:
+            measured = {"results": measured, "error": None if error is None else error.to_json()}
+        encoded = json.dumps(measured, ensure_ascii=False, separators=(",", ":"))
         if len(encoded.encode()) > self.limits.result_bytes:
             return "Result limit exceeded"
         return None

@@ -243,6 +243,7 @@ class RubyEngine(SnapshotModuleEngine):
     """The spec's cap (100,663,296); the VM needs ~63 MiB after init."""
     contexts = True
     devices = True
+    result_limit_on_envelope = True
 
     def link(
         self, engine: wasmtime.Engine, module: wasmtime.Module, store: wasmtime.Store

@@ -22,7 +22,7 @@ from engines import snapshot as snapshots
 from engines.host import make_engine, new_store
 from engines.process.handle import private_bytes
 from engines.registry import LANGUAGES, language_engine
-from engines.result import Boot, ExecutionReport, Limits
+from engines.result import RESET_NOTE, Boot, ExecutionReport, Limits
 from engines.session import Session
 from engines.snapshot import (
     ARM_AFTER,
@@ -138,7 +138,7 @@ SNIPPETS = {
         flood='print "x" * 40000',
         big_result='"x" * 70000',
         x_text='"x" * {count}',
-        longest_x_text=65_519,  # [{"text":"\\"x…\\""}]
+        longest_x_text=65_494,  # {"results":[{"text":"\"x…\""}],"error":null}: its whole answer
         define="answer = 41",
         use="answer + 1",
         use_text="42",
@@ -370,6 +370,10 @@ def test_output_limit(session: Session, language: str) -> None:
     assert error is not None
     assert error.name == "ExecutionLimitError"
     assert error.message == OUTPUT_LIMIT.get(language, "Output limit exceeded")
+    # A WASI language's limit ends its interpreter, and the run says so (as fuel does).
+    ended = language != "javascript"
+    assert report.invalidated is ended
+    assert [note.startswith(RESET_NOTE) for note in report.notes] == ([True] if ended else [])
     assert session.execute(snippets.value).result.error is None
 
 
@@ -379,6 +383,8 @@ def test_result_limit(session: Session, language: str) -> None:
     assert report.result.error is not None
     assert report.result.error.message == "Result limit exceeded"
     assert report.result.results == []
+    ended = language != "javascript"
+    assert [note.startswith(RESET_NOTE) for note in report.notes] == ([True] if ended else [])
     # The limit is on the results' compact JSON, as the reference encodes it: one x more
     # than fits is over it (a space after the colon would put the longest over too).
     longest = snippets.longest_x_text
@@ -1208,3 +1214,15 @@ def test_a_full_javascript_heap_is_said_plainly_and_the_session_recovers() -> No
             "[unhandlable oom] Failed to allocate new chunk during GC)"
         )
         assert [entry.text for entry in live.execute("1 + 1").result.results] == ["2"]
+
+
+def test_ruby_s_result_limit_covers_its_whole_answer() -> None:
+    """Spec 3.2: for Ruby the driver's whole answer is at most 64 KiB, so an error whose
+    message or traceback is larger (deep recursion) is the result limit."""
+    require_engine("ruby")
+    for code in ("raise 'y' * 70000", "def f(n) = f(n + 1)\nf(0)"):
+        over = run("ruby", code)
+        assert over.error is not None and over.error.message == "Result limit exceeded", code
+        assert (over.stdout, over.stderr, over.usage) == ([], [], None)  # stateless: host-thrown
+    fits = run("ruby", "raise 'y' * 60000")
+    assert fits.error is not None and fits.error.name == "RuntimeError"
