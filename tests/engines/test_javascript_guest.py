@@ -153,10 +153,21 @@ def test_exception_shape(stateless: Guest) -> None:
     assert list(run.error.traceback) == ["f@<sandbox>:2:9", "@<sandbox>:4:1"]
 
 
-def test_non_error_throw(stateless: Guest) -> None:
-    run = stateless.run("throw 42")
+@pytest.mark.parametrize(
+    ("code", "name", "message"),
+    [
+        ("throw 42", "Error", "42"),
+        ("throw null", "Error", "null"),
+        ("throw {a: 1}", "Error", "[object Object]"),
+        ("throw {name: 'X', message: 'm'}", "X", "m"),  # spec 3.3: its name and message
+        ("throw {message: 7}", "Error", "7"),
+        ("throw {get message() { throw 1 }}", "Error", "[object Object]"),
+    ],
+)
+def test_non_error_throw(stateless: Guest, code: str, name: str, message: str) -> None:
+    run = stateless.run(code)
     assert run.error is not None
-    assert (run.error.name, run.error.message, list(run.error.traceback)) == ("Error", "42", [])
+    assert (run.error.name, run.error.message, list(run.error.traceback)) == (name, message, [])
 
 
 def test_syntax_error(stateless: Guest) -> None:

@@ -194,6 +194,21 @@ function toError(thrown) {
       traceback,
     };
   }
+  // Spec 3.3: `error.name` and `error.message` of any thrown object that has a message
+  // (`throw {name: 'X', message: 'm'}`), `String(thrown)` otherwise.
+  if (thrown !== null && typeof thrown === 'object') {
+    try {
+      if (thrown.message !== undefined) {
+        return {
+          name: String(thrown.name ?? 'Error'),
+          message: String(thrown.message),
+          traceback: [],
+        };
+      }
+    } catch {
+      // a getter that throws, or a name or message that cannot be a string: as below
+    }
+  }
   let message;
   try {
     message = String(thrown);
