@@ -13,7 +13,12 @@ import pytest
 from tests.cli import cli_env, one_error_line, run_cli
 from tests.cli.test_diff import open_profile, profiles_env
 from workbench.api import ExecutionError, ExecutionResult, ResultEntry
-from workbench.transcripts.documents import DocumentCell, transcript_notebook
+from workbench.transcripts.documents import (
+    DocumentCell,
+    transcript_json,
+    transcript_markdown,
+    transcript_notebook,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -163,3 +168,25 @@ def test_guest_text_is_never_markup_in_a_notebook() -> None:
     unknown = nbformat.from_dict(transcript_notebook("t", "cobol", []))
     nbformat.validate(unknown)
     assert unknown.metadata.kernelspec.language == "cobol"
+
+
+def test_guest_escapes_in_a_markdown_export_are_shown_not_sent() -> None:
+    """A Markdown document is read on a terminal too (`cat`): a guest's escape sequences
+    are written as visible `\\xNN`, newlines and tabs kept; JSON keeps the exact text."""
+    result = ExecutionResult(
+        "x",
+        "python",
+        "e",
+        1.0,
+        stdout=["\x1b[2J\x1b]52;c;eA==\x07cleared", "tab\there"],
+        results=[ResultEntry(text="'\\x9b'\x9b")],
+    )
+    cells = [DocumentCell(1, "print('\x1b[2J')", "python", result)]
+    markdown = transcript_markdown("t\x1b[31m", cells)
+    assert not any(
+        (0x00 <= ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in markdown
+    )
+    assert "\\x1b[2J\\x1b]52;c;eA==\\x07cleared\ntab\there" in markdown
+    assert "# t\\x1b[31m" in markdown and "'\\x9b'\\x9b" in markdown
+    exact = json.loads(transcript_json("t", cells))
+    assert exact["cells"][0]["result"]["logs"]["stdout"][0] == "\x1b[2J\x1b]52;c;eA==\x07cleared"

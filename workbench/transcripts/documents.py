@@ -20,6 +20,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from workbench.api import ExecutionError, ExecutionResult, HistoryEntry
+from workbench.api.display import neutralise
 
 FENCE_LANGUAGES = {"python": "python", "javascript": "js", "ruby": "ruby", "perl": "perl"}
 PYTHON_TRACEBACK_TITLE = "Traceback (most recent call last):"
@@ -108,6 +109,14 @@ def fence_for(body: Sequence[str]) -> str:
 
 
 def transcript_markdown(title: str, cells: Sequence[DocumentCell]) -> str:
+    """The cells as a Markdown document. A document is read, in an editor or on a terminal
+    (`cat`), so guest text's control characters are written as visible `\\xNN` escapes
+    (newline and tab stay): an escape sequence in a guest's output cannot act on the
+    reader's terminal. The JSON and notebook exports keep the exact text."""
+    return neutralise(_markdown(title, cells))
+
+
+def _markdown(title: str, cells: Sequence[DocumentCell]) -> str:
     lines = [f"# {title}", ""]
     for cell in cells:
         fence = fence_for([cell.code])
