@@ -195,3 +195,34 @@ async def test_watch_remembers_what_it_uploaded_across_sessions(tmp_path: Path) 
         assert await sandbox_file(app, "/workspace/guest.txt") == "made by a guest"
         await pilot.press("shift+f6")
         await wait_for(pilot, lambda: app.main_screen.folder_watch.active is None)
+
+
+async def test_a_watch_whose_context_is_gone_stops(tmp_path: Path) -> None:
+    """Another client destroyed the sandbox: the entry's next run finds its context gone,
+    and the watch stops instead of running into it (and filling a new sandbox of the same
+    id with only the files that change) at every save."""
+    data = tmp_path / "data"
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "main.pl").write_text('print "first\\n";\n')
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
+    main = app.main_screen
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        main.start_watch("demo", repl.context, WatchRequest(folder, "/workspace", "main.pl"))
+        await wait_for(pilot, lambda: bool(repl.transcript.cells), timeout=20)
+        assert app.backend is not None
+        await app.backend.sandbox("demo").destroy()  # another client
+
+        (folder / "main.pl").write_text('print "second\\n";\n')
+        await wait_for(pilot, lambda: repl.gone, timeout=20)
+        await wait_for(pilot, lambda: main.folder_watch.active is None)
+        assert "watching" not in status_text(app)
+        await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
+        (folder / "other.pl").write_text("1;\n")
+        await pilot.pause(1.0)
+        assert await sandbox_file(app, "/workspace/other.pl") is None

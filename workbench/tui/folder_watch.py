@@ -318,6 +318,14 @@ class FolderWatchHandlers(Screen[None]):
             self.status.clear_watch()
             self.app.refresh_bindings()
 
+    def stop_watch_into_gone_context(self, context_id: str) -> None:
+        """The watch whose entry runs in `context_id` stops once that context is gone (its
+        sandbox destroyed by another client): its runs would fail each time, and its
+        passes would fill a new sandbox of the same id with only the files that change."""
+        active = self.folder_watch.active
+        if active is not None and active.context_id == context_id:
+            self.stop_watch("stopped: its context no longer exists (was the sandbox destroyed?)")
+
     @on_report(WatchEventReceived)
     def watch_event(self, message: WatchEventReceived) -> None:
         if self.folder_watch.current(message.watch_id) is None:

@@ -777,6 +777,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         reopened next time, and the tree is listed again (a listing makes no sandbox; the
         info of a sandbox that is gone is not asked for, which would make it again)."""
         self.open_tabs.closed(self.connection.profile, message.context_id)
+        self.stop_watch_into_gone_context(message.context_id)
         self.stale_infos.discard(message.sandbox_id)
         pane = self.tabs.repl_for(message.context_id)
         if pane is not None:
