@@ -209,3 +209,30 @@ def test_an_empty_sandbox_or_context_is_a_usage_error(tmp_path: Path) -> None:
         )
         assert done.returncode == 2, done.stderr
         assert f"Invalid value for '{option}'" in done.stderr and "must not be empty" in done.stderr
+
+
+def test_an_entry_of_another_language_than_its_binding_is_refused(tmp_path: Path) -> None:
+    require_engine("perl")
+    (tmp_path / "main.py").write_text("print(1)\n")
+    env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run(
+        [*watch_argv(), str(tmp_path), "--run", "main.py", "-b", "PERL", "--once"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    try:
+        assert done.returncode == 2, done.stderr
+        assert (
+            "main.py is a python file, and this context runs perl. Give --binding or "
+            "--context of its language." in " ".join(done.stderr.split())
+        )
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "workbench", "daemon", "stop"],
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )

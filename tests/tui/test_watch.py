@@ -226,3 +226,34 @@ async def test_a_watch_whose_context_is_gone_stops(tmp_path: Path) -> None:
         (folder / "other.pl").write_text("1;\n")
         await pilot.pause(1.0)
         assert await sandbox_file(app, "/workspace/other.pl") is None
+
+
+async def test_the_watch_dialog_refuses_an_entry_of_another_language(tmp_path: Path) -> None:
+    """From a Perl tab, `main.py` would run as Perl (a confusing SyntaxError each save)."""
+    data = tmp_path / "data"
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "main.py").write_text("print(1)\n")
+    (folder / "main.pl").write_text("print 1;\n")
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        await create_context(pilot, "PERL")
+        await pilot.press("f6")
+        await wait_for(pilot, lambda: isinstance(app.screen, WatchScreen))
+        dialog = app.screen
+        dialog.query_one("#watch-folder", Input).value = str(folder)
+        entry = dialog.query_one("#watch-entry", Input)
+        entry.value = "main.py"
+        await pilot.pause()
+        assert str(dialog.query_one("#watch-problem").render()) == (
+            "main.py is a python file, and this context runs perl."
+        )
+        assert dialog.query_one("#start", Button).disabled
+        entry.value = "main.pl"
+        await pilot.pause()
+        assert not dialog.query_one("#start", Button).disabled
+        await pilot.press("escape")

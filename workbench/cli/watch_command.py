@@ -177,7 +177,7 @@ async def watch_command(
     from workbench.paths import data_dir as resolve_data_dir
     from workbench.sync import FolderSync, SyncConflictError, remote_path, sync_state_file
     from workbench.sync.manifest import normalize_dest
-    from workbench.sync.runner import entry_result, entry_runner_code
+    from workbench.sync.runner import entry_language_problem, entry_result, entry_runner_code
 
     sandbox_name = sandbox_id or sandbox_id_for_folder(folder)
     problem = sandbox_id_error(sandbox_name)
@@ -264,6 +264,9 @@ async def watch_command(
             if context_id is not None:
                 context = await full_context_id(sandbox, context_id)
             language = await _context_language(backend, sandbox, context, target_binding)
+            mismatch = entry_language_problem(entry, language)
+            if mismatch is not None:
+                raise click.UsageError(f"{mismatch} Give --binding or --context of its language.")
             await prepare_engine(backend, language)
             entry_path = remote_path(sync.dest, entry)
             runner = entry_runner_code(language, entry_path, sync.dest)

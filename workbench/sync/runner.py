@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import PurePosixPath
 from typing import Final
 
 from workbench.protocol.types import ExecutionResult
 
-__all__ = ["LANGUAGE_BY_EXTENSION", "entry_result", "entry_runner_code"]
+__all__ = [
+    "LANGUAGE_BY_EXTENSION",
+    "entry_language_problem",
+    "entry_result",
+    "entry_runner_code",
+]
 
 LANGUAGE_BY_EXTENSION: Final = {
     ".py": "python",
@@ -95,6 +101,15 @@ def entry_runner_code(language: str, entry: str, root: str) -> str:
             "nil\n"
         )
     raise ValueError(f"no entry runner for {language}")
+
+
+def entry_language_problem(entry: str, language: str) -> str | None:
+    """Why `entry` is not code of `language`, by its extension (None: it is, or the
+    extension says nothing): a Python file run as JavaScript fails in confusing ways."""
+    named = LANGUAGE_BY_EXTENSION.get(PurePosixPath(entry).suffix.lower())
+    if named is None or not language or named == language:
+        return None
+    return f"{entry} is a {named} file, and this context runs {language}."
 
 
 def entry_result(result: ExecutionResult, entry: str) -> ExecutionResult:

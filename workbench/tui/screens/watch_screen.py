@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from workbench.api import CodeContext, short_id
+from workbench.sync.runner import entry_language_problem
 from workbench.tui.untrusted import shown_content
 
 DEFAULT_DEST = "/workspace"
@@ -56,7 +57,8 @@ ENTRY_EXAMPLES = {
 """An entry file's name in each language, for the field's placeholder."""
 
 
-def entry_problem(folder: str, entry: str) -> str | None:
+def entry_problem(folder: str, entry: str, language: str) -> str | None:
+    """Why `entry` cannot be run in a context of `language` (None: it can)."""
     relative = PurePosixPath(entry.strip()).as_posix().lstrip("/")
     if not entry.strip() or relative in ("", "."):
         return "Enter the entry file to run (relative to the folder)."
@@ -64,7 +66,7 @@ def entry_problem(folder: str, entry: str) -> str | None:
         return "The entry file must be inside the folder."
     if not (Path(folder.strip()).expanduser() / relative).is_file():
         return f"{relative} is not a file in the folder."
-    return None
+    return entry_language_problem(relative, language)
 
 
 class WatchScreen(ModalScreen[WatchRequest | None]):
@@ -114,7 +116,9 @@ class WatchScreen(ModalScreen[WatchRequest | None]):
         folder = self.query_one("#watch-folder", Input).value
         problem = folder_problem(folder) or dest_problem(self.query_one("#watch-dest", Input).value)
         if problem is None and self.run_on_change:
-            problem = entry_problem(folder, self.query_one("#watch-entry", Input).value)
+            entry = self.query_one("#watch-entry", Input).value
+            language = "" if self.context is None else self.context.language
+            problem = entry_problem(folder, entry, language)
         return problem
 
     @on(Input.Changed, "#watch-entry")
