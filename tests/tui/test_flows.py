@@ -124,10 +124,11 @@ async def test_create_sandbox_validates_the_id_as_typed(tmp_path: Path) -> None:
     main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
-        await pilot.press("f2")
-        await pilot.press(*"admin")
+        await pilot.press("f2", "enter")  # an empty id is asked for, not silently ignored
         dialog = app.screen
         assert isinstance(dialog, CreateSandboxScreen)
+        assert str(dialog.query_one("#sandbox-id-problem").render()) == "Enter a sandbox id."
+        await pilot.press(*"admin")
         problem = str(dialog.query_one("#sandbox-id-problem").render())
         assert "reserved name" in problem
         assert dialog.query_one("#create").disabled

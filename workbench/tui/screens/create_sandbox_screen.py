@@ -36,6 +36,8 @@ class CreateSandboxScreen(ModalScreen[str | None]):
         value = self.query_one("#sandbox-id", Input).value
         if value and sandbox_id_error(value) is None:
             self.dismiss(value)
+        elif not value:  # Enter on an empty field: say what it wants
+            self.query_one("#sandbox-id-problem", Static).update("Enter a sandbox id.")
 
     @on(Button.Pressed, "#cancel")
     def cancel(self) -> None:
