@@ -60,6 +60,9 @@ class CreateContextScreen(ModalScreen[CodeContext | None]):
         super().__init__()
         self.sandbox_id = sandbox_id
         self.runtimes = [runtime for runtime in runtimes if runtime.contexts]
+        self.stateless = [runtime.binding for runtime in runtimes if not runtime.contexts]
+        """Bindings left out: they run statelessly on this backend (Ruby, unless the local
+        backend has its contexts on)."""
         self.create_context = create_context
         self.preferred = preferred
         self.creating = False
@@ -75,6 +78,17 @@ class CreateContextScreen(ModalScreen[CodeContext | None]):
                 shown_content(f"New code context in {self.sandbox_id}"), classes="dialog-title"
             )
             yield Label("Binding")
+            if self.stateless:
+                # Ruby's contexts are a local extension, off unless the daemon has the flag.
+                flag = " · --ruby-contexts" if "RUBY" in self.stateless else ""
+                yield Static(
+                    neutralise(
+                        f"Not offered (no contexts here): {', '.join(self.stateless)}{flag}"
+                    ),
+                    id="stateless-bindings",
+                    classes="field-note",
+                    markup=False,
+                )
             yield Select(
                 options,
                 id="binding",

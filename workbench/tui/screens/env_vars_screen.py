@@ -25,6 +25,7 @@ class EnvVarsScreen(ModalScreen[dict[str, str | None] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(shown_content(f"Env vars of {self.sandbox_id}"), classes="dialog-title")
+            yield Label("KEY=VALUE per line; every context and run of the sandbox sees them")
             yield EnvVarsInput(env_vars_as_text(self.env_vars), id="sandbox-env")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Save", variant="primary", id="save")
