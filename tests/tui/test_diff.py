@@ -80,6 +80,7 @@ async def test_rerun_a_cell_on_another_profile_and_export_a_transcript(
         await pilot.press("enter")
         diff = await diff_shown(pilot)
         assert diff.summary == "Different: stdout."
+        assert diff.query_one("#diff-dialog").size.width >= 120  # 90% of 140, not 64
         here, there = shown(diff, "#diff-here"), shown(diff, "#diff-there")
         assert here.splitlines()[:2] == ["- stdout | hello!\\x1b[2J", "  result | 42"]
         assert there.splitlines()[:2] == ["+ stdout | !\\x1b[2J", "  result | 42"]

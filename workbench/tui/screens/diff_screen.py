@@ -51,13 +51,6 @@ class DiffScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Close", id="diff.close")]
 
-    DEFAULT_CSS = """
-    DiffScreen #diff-dialog { width: 90%; height: 80%; }
-    DiffScreen #diff-sides { height: 1fr; }
-    DiffScreen .diff-side { width: 1fr; border: round $primary 40%; }
-    DiffScreen #diff-summary { height: auto; margin-bottom: 1; }
-    """
-
     def __init__(self, rerun: CellRerun) -> None:
         super().__init__()
         self.rerun = rerun
