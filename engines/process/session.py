@@ -24,6 +24,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from engines.cache import EngineCache
@@ -136,14 +137,26 @@ class Cancellation:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requested = False
+        self.reason: str | None = None
+        """Why, when the first cancel said (`explained`)."""
         self._actions: list[Callable[[], None]] = []
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str | None = None) -> None:
         with self._lock:
+            if not self.requested:
+                self.reason = reason
             self.requested = True
             actions = list(self._actions)
         for action in actions:
             action()
+
+    def explained(self, result: ExecutionResult) -> ExecutionResult:
+        """`result`, its "Execution cancelled" followed by the reason the cancel gave (a
+        run cancelled because the daemon stopped should say so)."""
+        error = result.error
+        if self.reason is None or error is None or error.message != CANCELLED:
+            return result
+        return replace(result, error=replace(error, message=f"{CANCELLED}: {self.reason}"))
 
     def on_cancel(self, action: Callable[[], None]) -> Callable[[], None]:
         """Call `action` on cancel (at once if it came already); returns the undo."""

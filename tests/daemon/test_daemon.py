@@ -609,7 +609,8 @@ def test_stopping_cancels_runs_and_the_next_command_starts_a_new_daemon(
     assert (after.returncode, after.stdout) == (0, "42\n"), after.stderr
     assert stopping.communicate(timeout=60)[0] == f"stopped the local daemon (pid {pid})\n"
     out, _ = long_run.communicate(timeout=60)
-    assert json.loads(out)["error"]["message"] == "Execution cancelled"
+    message = json.loads(out)["error"]["message"]  # why, not a bare "Execution cancelled"
+    assert message == "Execution cancelled: the local daemon stopped (`daemon stop`)"
     assert time.monotonic() - started < 30  # not the run's 600 s
     assert int(str(status(env)["pid"])) != pid
 

@@ -414,7 +414,7 @@ class Daemon:
                 tasks.append(asyncio.create_task(server.serve(sockets=[sock])))
             loop = asyncio.get_running_loop()
             for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                loop.add_signal_handler(number, self.stop, f"signal {number}")
+                loop.add_signal_handler(number, self.stop, number.name)
             while not all(server.started for server in self._servers):
                 if any(task.done() for task in tasks):
                     break
@@ -454,7 +454,7 @@ class Daemon:
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
         if self._gateway is not None:
-            self._gateway.cancel_all()
+            self._gateway.cancel_all(f"the local daemon stopped ({reason})")
 
     def _listen_on_socket(self) -> socket.socket:
         """The socket, replacing a stale one (the owner lock says no daemon uses it)."""

@@ -197,13 +197,13 @@ class ContextRunner:
     def executing(self) -> bool:
         return self._cancellation is not None
 
-    def cancel(self) -> bool:
+    def cancel(self, reason: str | None = None) -> bool:
         """Cancel the execution in progress, wherever it is (waiting for its session, being
-        restored, running); False when none is."""
+        restored, running), saying `reason`; False when none is."""
         cancellation = self._cancellation
         if cancellation is None:
             return False
-        cancellation.cancel()
+        cancellation.cancel(reason)
         return True
 
     @contextlib.contextmanager

@@ -128,12 +128,13 @@ class LocalGateway:
         sandbox = self._sandboxes.get(sandbox_id)
         return sandbox is not None and sandbox.cancel()
 
-    def cancel_all(self) -> None:
-        """Cancel every execution in progress, in sandboxes and stateless (closing)."""
+    def cancel_all(self, reason: str | None = None) -> None:
+        """Cancel every execution in progress, in sandboxes and stateless (closing); their
+        results say `reason`."""
         for sandbox in list(self._sandboxes.values()):
-            sandbox.cancel()
+            sandbox.cancel(reason)
         for cancellation in list(self.stateless_runs):
-            cancellation.cancel()
+            cancellation.cancel(reason)
 
     def close(self) -> None:
         """Stop every session, release the store."""

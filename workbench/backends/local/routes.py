@@ -192,7 +192,7 @@ async def execute_stateless(gateway: LocalGateway, request: Request, params: Par
     finally:
         gateway.stateless_runs.discard(cancellation)
         watcher.cancel()
-    return answer(result)
+    return answer(cancellation.explained(result))
 
 
 def execution_timeout(body: dict[str, Any]) -> float | None:

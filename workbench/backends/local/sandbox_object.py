@@ -104,9 +104,10 @@ class SandboxObject:
         self._sessions.discard_sandbox(self.id)
         self._state.clear()
 
-    def cancel(self) -> bool:
-        """Interrupt the execution in progress, if any (needs no turn)."""
-        return self._runner.cancel()
+    def cancel(self, reason: str | None = None) -> bool:
+        """Interrupt the execution in progress, if any (needs no turn); its result says
+        `reason`."""
+        return self._runner.cancel(reason)
 
     # ----- the sandbox ---------------------------------------------------------------
 
@@ -312,9 +313,10 @@ class SandboxObject:
         if given_up is not None:
             watcher = asyncio.create_task(cancel_on(given_up, cancellation))
         try:
-            return await self._execute(
+            result = await self._execute(
                 code, context_id, binding, env_vars, timeout, cancellation, on_output
             )
+            return cancellation.explained(result)
         finally:
             if watcher is not None:
                 watcher.cancel()
