@@ -93,12 +93,15 @@ async def test_guest_output_results_errors_and_file_names(tmp_path: Path) -> Non
         await run_cell(pilot, repl, f'"text{PERL_PAYLOAD}"')
         await run_cell(pilot, repl, f'die "boom{PERL_PAYLOAD}\\n"')
         first = repl.transcript.cells[0].result
-        # The guest really sent them (and the model, copies and exports keep them exact).
+        # The guest really sent them (and the model, copies and the JSON and notebook
+        # exports keep them exact; a Markdown document, read on a terminal too, shows them).
         assert first is not None and first.stdout == [f"out{PAYLOAD}"]
         assert repl.transcript.cells[1].part_text("result") == f"text{PAYLOAD}"
         markdown = tmp_path / "export.md"
         repl.write_export(markdown, "t", repl.transcript.cells, "markdown", overwrite=False)
-        assert markdown.read_text().count(PAYLOAD) == 4  # stdout, stderr, text, error
+        exported = markdown.read_text()
+        assert exported.count(SHOWN) == 4  # stdout, stderr, text, error
+        assert CONTROL.search(exported) is None
 
         shown = transcript_text(repl)
         assert CONTROL.search(shown) is None
