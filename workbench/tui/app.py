@@ -6,13 +6,14 @@ wires together; the app's actions hand each binding to the screen or the active 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import BindingType
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.widget import Widget
 
 from workbench.api import SYSTEM_CLOCK, Backend, Clock, neutralise
@@ -45,6 +46,18 @@ from workbench.tui.transcript_cell import CellPart
 from workbench.tui.widgets.repl_pane import ReplPane
 
 HEALTH_INTERVAL_SECONDS = 15.0
+
+FileSignature = tuple[int, int] | None
+"""A file's modification time (ns) and size; None when it cannot be read."""
+
+
+def file_signature(path: Path) -> FileSignature:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
 
 APP_HELP = """\
 ## sandbox-workbench
@@ -91,6 +104,8 @@ class WorkbenchApp(App[None]):
                 self.config_problem = str(error)
                 config = Config()
         self.config = config
+        self.config_signature = file_signature(config.path)
+        """The config file as it was when `config` was read (or last written) from it."""
         self.started_remote = profile != LOCAL and config.last_remote != profile
         """Started on a remote profile other than the last one: it becomes the last remote
         (so `ctrl+l` comes back to it), saved once the app runs."""
@@ -162,6 +177,13 @@ class WorkbenchApp(App[None]):
         """The current profile's open backend (None until it opens)."""
         return self.main_screen.backend
 
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Textual's palette commands but its Quit: the workbench lists its own (`ctrl+q`,
+        which asks first about unsaved edits and running cells)."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Quit":
+                yield command
+
     # ----------------------------------------------------------------- global actions
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -212,14 +234,41 @@ class WorkbenchApp(App[None]):
         rows.sort(key=lambda row: (row[2] == "", row[2], row[1]))
         self.push_screen(HelpScreen(help_markdown, rows))
 
+    def reload_config(self) -> None:
+        """Read the config file again if it changed since it was read (a profile added or
+        removed from a shell): cheap when it did not (one `stat`). A file that cannot be
+        read is an error notification, once per change of it, and the config read last
+        stays in use."""
+        signature = file_signature(self.config.path)
+        if signature == self.config_signature:
+            return
+        self.config_signature = signature
+        try:
+            config = Config.load(self.config.path)
+        except ConfigError as error:
+            self.notify(
+                f"{error}\nThe profiles read before stay in use until it is fixed.",
+                title="Cannot read the config",
+                severity="error",
+                timeout=10,
+            )
+            return
+        self.config = config
+
+    def current_profile_names(self) -> list[str]:
+        """The profiles of the config file as it is now."""
+        self.reload_config()
+        return profile_names(self.config)
+
     def action_pick_profile(self) -> None:
         def chosen(profile: str | None) -> None:
             if profile is not None and profile != self.profile:
                 self.action_use_profile(profile)
 
-        self.push_screen(ProfilePickerScreen(profile_names(self.config), self.profile), chosen)
+        self.push_screen(ProfilePickerScreen(self.current_profile_names(), self.profile), chosen)
 
     def action_toggle_remote(self) -> None:
+        self.reload_config()
         if self.profile != LOCAL:
             self.action_use_profile(LOCAL)
         elif self.config.last_remote is not None:
@@ -272,10 +321,17 @@ class WorkbenchApp(App[None]):
             self.save_config()
 
     def save_config(self) -> None:
+        """Write the app's settings into the config file (as it is now: a profile added
+        from a shell meanwhile stays)."""
+        theme, last_remote = self.config.theme, self.config.last_remote
+        self.reload_config()
+        self.config.theme, self.config.last_remote = theme, last_remote
         try:
             self.config.save()
         except (OSError, ConfigError) as error:
             self.notify(str(error), title="Cannot save the config", severity="error")
+            return
+        self.config_signature = file_signature(self.config.path)
 
     # ----------------------------------------------------------------- main screen actions
     # One explicit (typed, greppable) method per binding: the bindings stay on the app so
@@ -332,6 +388,11 @@ class WorkbenchApp(App[None]):
 
     def action_restore_checkpoint(self) -> None:
         self.main_screen.action_restore_checkpoint()
+
+    def action_delete_checkpoint(self) -> None:
+        """Pick one of the open REPL's checkpoints to delete (the palette's command; in
+        the `restore_checkpoint` picker, Delete does it too)."""
+        self.main_screen.action_delete_checkpoint()
 
     def action_fork_context(self) -> None:
         self.main_screen.action_fork_context()
@@ -397,6 +458,7 @@ class WorkbenchApp(App[None]):
     def action_copy_curl(self) -> None:
         """The current cell as a `curl` command for the remote profile's gateway, the token
         as an env var reference (the profile's `token_env`, else SANDBOX_WORKBENCH_TOKEN)."""
+        self.reload_config()
         profile = self.config.profiles.get(self.profile)
         if profile is None:
             self.notify(
@@ -427,7 +489,7 @@ class WorkbenchApp(App[None]):
 
     def action_diff_cell(self, profile: str | None = None) -> None:
         """Rerun the current cell on `profile` (picked when None) and compare."""
-        others = [name for name in profile_names(self.config) if name != self.profile]
+        others = [name for name in self.current_profile_names() if name != self.profile]
         self.main_screen.action_diff_cell(others, profile)
 
 

@@ -94,6 +94,7 @@ REPL_ACTIONS = frozenset(
         "fork_context",
         "save_checkpoint",
         "restore_checkpoint",
+        "delete_checkpoint",
         "delete_context",
         "reset_context",
     }

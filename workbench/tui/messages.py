@@ -228,6 +228,15 @@ class CheckpointRestored(Message, bubble=False):
 
 
 @dataclass
+class CheckpointDeleted(Message, bubble=False):
+    """The context's checkpoint `name` was deleted."""
+
+    sandbox_id: str
+    context_id: str
+    name: str
+
+
+@dataclass
 class SandboxDestroyed(Message, bubble=False):
     sandbox_id: str
 
@@ -355,3 +364,18 @@ class ContextGone(Message, bubble=False):
     code: str
     failure: str
     label: str | None = None
+
+
+@dataclass
+class HistoryCaughtUp(Message, bubble=False):
+    """A context's history runs after run `after` (before run `before`, when given),
+    read for a REPL tab to show the runs another client made (`ReplPane.catch_up`)."""
+
+    context_id: str
+    after: int
+    before: int | None
+    generation: int
+    """The tab's generation when it asked (see `ReplPane.generation`)."""
+    entries: list[HistoryEntry]
+    oldest_kept: int | None
+    """The oldest run the history keeps (None: it keeps none): older ones were pruned."""

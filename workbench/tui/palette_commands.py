@@ -15,7 +15,6 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from workbench.api import neutralise, short_id
 from workbench.api.display import counted
-from workbench.profiles import profile_names
 from workbench.tui.key_bindings import PALETTE_TITLES, WORKBENCH_BINDINGS
 
 if TYPE_CHECKING:
@@ -34,8 +33,8 @@ def inapplicable_actions(app: WorkbenchApp) -> set[str]:
     the footer does not change, and need no re-render, at every run)."""
     repl = app.main_screen.active_repl
     if repl is None:
-        return {"quit"}
-    return {"quit", "run_cell"} if repl.running else {"quit", "cancel_run"}
+        return set()
+    return {"run_cell"} if repl.running else {"cancel_run"}
 
 
 def keys_shown(app: WorkbenchApp, binding: Binding) -> str:
@@ -45,6 +44,16 @@ def keys_shown(app: WorkbenchApp, binding: Binding) -> str:
     return " / ".join(
         app.get_key_display(replace(binding, key=key.strip())) for key in keys.split(",")
     )
+
+
+def palette_title(app: WorkbenchApp, binding: Binding) -> str:
+    """The binding's command title; preparing an engine says whose it prepares."""
+    if binding.action == "prepare_engine":
+        target = app.main_screen.engine_to_prepare()
+        if target is not None:
+            language, whose = target
+            return f"Prepare the local engine of {whose} ({language})"
+    return PALETTE_TITLES.get(binding.action, binding.description)
 
 
 def workbench_commands(app: WorkbenchApp) -> list[PaletteCommand]:
@@ -57,7 +66,7 @@ def workbench_commands(app: WorkbenchApp) -> list[PaletteCommand]:
         if app.check_action(binding.action, ()):
             commands.append(
                 PaletteCommand(
-                    PALETTE_TITLES.get(binding.action, binding.description),
+                    palette_title(app, binding),
                     f"{keys_shown(app, binding)} · {binding.id}",
                     partial(app.run_action, binding.action),
                 )
@@ -71,8 +80,16 @@ def workbench_commands(app: WorkbenchApp) -> list[PaletteCommand]:
             )
         )
     repl = app.main_screen.active_repl
+    if repl is not None:
+        commands.append(
+            PaletteCommand(
+                "Delete one of the context's checkpoints…",
+                "Picked from a list, confirmed first (Delete in the restore picker does it too)",
+                partial(app.run_action, "delete_checkpoint"),
+            )
+        )
     can_rerun = repl is not None and bool(repl.cells_to_rerun())
-    for name in profile_names(app.config):
+    for name in app.current_profile_names():
         if name != app.profile:
             commands.append(
                 PaletteCommand(

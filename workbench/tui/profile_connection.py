@@ -30,6 +30,7 @@ from workbench.api import (
 from workbench.api.costs import sandbox_cost
 from workbench.config import ConfigError, LocalSettings, Prices
 from workbench.profiles import LOCAL, UnknownProfileError
+from workbench.transcripts.documents import history_number
 from workbench.tui.error_messages import describe_error
 from workbench.tui.history_store import LocalHistoryStore
 from workbench.tui.messages import (  # the reports posted here; MainScreen handles them
@@ -50,6 +51,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     EngineProgress,
     EngineStatesLoaded,
     HealthChecked,
+    HistoryCaughtUp,
     OperationFailed,
     RunAbandoned,
     RuntimesLoaded,
@@ -340,11 +342,14 @@ class ProfileConnection:
 
         self.call("Listing runtimes failed", load)
 
-    def load_sandbox_info(self, sandbox_id: str) -> None:
+    def load_sandbox_info(self, sandbox_id: str, *, listed_only: bool = False) -> None:
         """The sandbox's info, then its checkpoints' usage and (with `prices`) the
-        estimated cost of its kept runs."""
+        estimated cost of its kept runs. `listed_only`: not when the sandbox is no longer
+        listed (another client destroyed it: asking for its info makes it again)."""
 
         async def load(backend: Backend) -> None:
+            if listed_only and not await self._listed(backend, sandbox_id):
+                return
             sandbox = backend.sandbox(sandbox_id)
             info = await sandbox.get_info()
             self.owner.post_message(SandboxInfoLoaded(info))
@@ -356,6 +361,11 @@ class ProfileConnection:
             self.owner.post_message(SandboxUsageLoaded(sandbox_id, checkpoints, cost))
 
         self.call(f"Loading {sandbox_id} failed", load)
+
+    @staticmethod
+    async def _listed(backend: Backend, sandbox_id: str) -> bool:
+        """Whether the sandbox exists (a listing makes none)."""
+        return sandbox_id in {summary.id for summary in await backend.list_sandboxes()}
 
     def list_directory(self, sandbox_id: str, path: str) -> None:
         async def load(backend: Backend) -> None:
@@ -422,6 +432,37 @@ class ProfileConnection:
             await self._load_history(backend, sandbox_id, current)
 
         self.call("Reopening a tab of the last session failed", reopen)
+
+    def catch_up(
+        self,
+        sandbox_id: str,
+        context_id: str,
+        after: int,
+        before: int | None,
+        generation: int,
+        *,
+        listed_only: bool,
+    ) -> None:
+        """Read the context's history for the runs after run `after` (and before run
+        `before`): `HistoryCaughtUp`. `listed_only`: not when the sandbox is no longer
+        listed (reading a sandbox's history makes it again)."""
+
+        async def load(backend: Backend) -> None:
+            if listed_only and not await self._listed(backend, sandbox_id):
+                return
+            server = await backend.sandbox(sandbox_id).interpreter.history(context_id)
+            oldest = history_number(server[0]) if server else None
+            entries = [
+                entry
+                for entry in server
+                if history_number(entry) > after
+                and (before is None or history_number(entry) < before)
+            ]
+            self.owner.post_message(
+                HistoryCaughtUp(context_id, after, before, generation, entries, oldest)
+            )
+
+        self.call("Reading the context's history failed", load)
 
     def remember_input(self, sandbox_id: str, context_id: str, code: str) -> None:
         """Keep a run's input here when the profile is remote."""

@@ -42,6 +42,8 @@ class TranscriptCell(DocumentCell):
 
     label: str | None = None
     """Shown next to the prompt when the cell ran by itself (e.g. a watch run)."""
+    from_another_client: bool = False
+    """Another client ran it in the context (the history showed it): a dim note says so."""
 
     @property
     def output_text(self) -> str:
@@ -82,13 +84,19 @@ def json_text(value: object) -> Text:
     return text
 
 
+FROM_ANOTHER_CLIENT = "⇄ from another client"
+
+
 def cell_input(
-    number: str, language: str, code: str, label: str | None = None
+    number: str, language: str, code: str, label: str | None = None, *, foreign: bool = False
 ) -> list[RenderableType]:
-    """A cell's prompt (`In [number]`, `*` while it runs) and code."""
+    """A cell's prompt (`In [number]`, `*` while it runs; `foreign`: noting that another
+    client ran it) and code."""
     prompt = Text.assemble((f"In [{number}] ", "bold cyan"), shown(language, "dim"))
     if label:
         prompt.append_text(shown(f"  ⟳ {label}", "bold magenta"))
+    if foreign:
+        prompt.append(f"  {FROM_ANOTHER_CLIENT}", style="dim")
     parts: list[RenderableType] = [prompt]
     if not label:  # a labelled cell's code is generated (a watch's runner): the label says it
         parts.append(
@@ -106,7 +114,9 @@ def render_cell(
     cell: TranscriptCell, *, show_measurements: bool, prices: Prices | None = None
 ) -> RenderableType:
     """The cell as the transcript shows it: prompt and code, then each kind of output."""
-    parts = cell_input(str(cell.number), cell.language, cell.code, cell.label)
+    parts = cell_input(
+        str(cell.number), cell.language, cell.code, cell.label, foreign=cell.from_another_client
+    )
     result = cell.result
     if result is not None:
         if result.session is not None:

@@ -44,6 +44,7 @@ from workbench.tui.messages import (
     BackendOpened,
     CellFinished,
     CellOutput,
+    CheckpointDeleted,
     CheckpointRestored,
     CheckpointSaved,
     CheckpointsLoaded,
@@ -57,6 +58,7 @@ from workbench.tui.messages import (
     EngineProgress,
     EngineStatesLoaded,
     HealthChecked,
+    HistoryCaughtUp,
     OperationFailed,
     RunAbandoned,
     RuntimesLoaded,
@@ -68,6 +70,7 @@ from workbench.tui.messages import (
 )
 from workbench.tui.profile_connection import BackendFactory, ProfileConnection, connection_detail
 from workbench.tui.screens.checkpoint_picker_screen import (
+    CheckpointChoice,
     CheckpointPickerScreen,
     checkpoint_summary,
 )
@@ -144,6 +147,8 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         self.highlighted_sandbox_id: str | None = None
         self.last_context_binding: str | None = None
         """The binding of the last context created here (proposed for the next one)."""
+        self.checkpoints_to_delete: set[str] = set()
+        """Contexts whose checkpoints are being listed to pick one to delete."""
         self.sandbox_tree = SandboxTree(id="sidebar")
         self.tabs = WorkbenchTabs(id="tabs", initial=INFO_TAB)
         self.folder_watch = FolderWatch(self, self.connection, data_dir, self.tabs.language_of)
@@ -309,6 +314,9 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         for sandbox_id in list(self.sandbox_infos):
             if sandbox_id not in known:
                 del self.sandbox_infos[sandbox_id]
+        for pane in self.tabs.repls:
+            if pane.sandbox_id not in known and not pane.gone:
+                self.mark_tab_gone(pane)
         for summary in message.sandboxes:
             node = self.sandbox_tree.sandbox_node(summary.id)
             if node is not None and node.is_expanded:
@@ -646,8 +654,32 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         if repl is not None:
             self.connection.load_checkpoints(repl.sandbox_id, repl.context)
 
+    def action_delete_checkpoint(self) -> None:
+        """List the open REPL's checkpoints to pick one to delete (`checkpoints_loaded`)."""
+        repl = self.active_repl
+        if repl is not None:
+            self.checkpoints_to_delete.add(repl.context.id)
+            self.connection.load_checkpoints(repl.sandbox_id, repl.context)
+
+    def delete_checkpoint(self, sandbox_id: str, context: CodeContext, name: str) -> None:
+        async def delete(backend: Backend) -> None:
+            await backend.sandbox(sandbox_id).interpreter.delete_checkpoint(context.id, name)
+            self.post_message(CheckpointDeleted(sandbox_id, context.id, name))
+
+        self.connection.call(f"Deleting the checkpoint {name} failed", delete)
+
+    @on_report(CheckpointDeleted)
+    def checkpoint_deleted(self, message: CheckpointDeleted) -> None:
+        self.notify(
+            f"Deleted {message.name} of context {short_id(message.context_id)}.",
+            title="Checkpoint deleted",
+        )
+        self.connection.load_sandbox_info(message.sandbox_id)  # the checkpoints' usage
+
     @on_report(CheckpointsLoaded)
     def checkpoints_loaded(self, message: CheckpointsLoaded) -> None:
+        deleting = message.context_id in self.checkpoints_to_delete
+        self.checkpoints_to_delete.discard(message.context_id)
         repl = self.tabs.repl_for(message.context_id)
         if repl is None:
             return
@@ -659,11 +691,15 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             )
             return
 
-        def chosen(name: str | None) -> None:
-            if name is not None:
-                self.connection.restore_checkpoint(message.sandbox_id, repl.context, name)
+        def chosen(choice: CheckpointChoice | None) -> None:
+            if choice is not None and choice.delete:
+                self.delete_checkpoint(message.sandbox_id, repl.context, choice.name)
+            elif choice is not None:
+                self.connection.restore_checkpoint(message.sandbox_id, repl.context, choice.name)
 
-        self.app.push_screen(CheckpointPickerScreen(message.checkpoints), chosen)
+        context = f"{repl.context.binding} {short_id(repl.context.id)}"
+        picker = CheckpointPickerScreen(message.checkpoints, context, deleting=deleting)
+        self.app.push_screen(picker, chosen)
 
     @on_report(CheckpointSaved)
     def checkpoint_saved(self, message: CheckpointSaved) -> None:
@@ -711,6 +747,26 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             pane = self.tabs.repl_for(message.context.id)
             if pane is not None and not self.connection.streams_output:
                 pane.note_output_at_end()
+
+    @on(ReplPane.CatchUpRequested)
+    def catch_up_requested(self, message: ReplPane.CatchUpRequested) -> None:
+        """A tab asks for the runs another client made (after a jump: the run just found
+        the sandbox; on a refresh: only while the sandbox is listed)."""
+        message.stop()
+        self.connection.catch_up(
+            message.sandbox_id,
+            message.context_id,
+            message.after,
+            message.before,
+            message.generation,
+            listed_only=message.before is None,
+        )
+
+    @on_report(HistoryCaughtUp)
+    def history_caught_up(self, message: HistoryCaughtUp) -> None:
+        pane = self.tabs.repl_for(message.context_id)
+        if pane is not None:
+            pane.show_caught_up(message)
 
     @on(ReplPane.CancelRequested)
     def cancel_requested(self, message: ReplPane.CancelRequested) -> None:
@@ -786,6 +842,14 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             tab.label = shown_content(f"{pane.title} (gone)")
         self.connection.load_sandboxes()
 
+    def mark_tab_gone(self, pane: ReplPane) -> None:
+        """A listing no longer has the tab's sandbox (another client destroyed it): the
+        tab says so and runs no more, and it is not reopened next time."""
+        self.open_tabs.closed(self.connection.profile, pane.context.id)
+        pane.note_gone()
+        tab = self.tabs.get_tab(repl_tab_id(pane.context.id))
+        tab.label = shown_content(f"{pane.title} (gone)")
+
     @on_report(RunAbandoned)
     def run_abandoned(self, message: RunAbandoned) -> None:
         self.connection.abandon_run(message.context_id)
@@ -797,10 +861,13 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
 
     def action_refresh(self) -> None:
         self.connection.load_sandboxes()
+        for pane in self.tabs.repls:
+            pane.catch_up()
         self.connection.load_runtimes()
         sandbox_id = self.selected_sandbox_id
         if sandbox_id is not None:
-            self.connection.load_sandbox_info(sandbox_id)
+            self.connection.load_sandbox_info(sandbox_id, listed_only=True)
+        self.refresh_workspaces()
         self.connection.check_health()
 
     def action_show_runtimes(self) -> None:
@@ -811,13 +878,24 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         if backend is None or backend.engines is None:
             self.notify("This backend's runtimes are deployed Workers.", severity="warning")
             return
-        binding = self.runtimes_table.selected_binding
-        runtime = next((item for item in self.runtimes if item.binding == binding), None)
-        if runtime is None:
+        target = self.engine_to_prepare()
+        if target is None:
             self.show_tab(RUNTIMES_TAB)
             self.notify("Select a runtime in the Runtimes tab first.", severity="warning")
             return
-        self.connection.prepare_engine(backend, runtime.language)
+        self.connection.prepare_engine(backend, target[0])
+
+    def engine_to_prepare(self) -> tuple[str, str] | None:
+        """The language `action_prepare_engine` prepares, and whose it is (for the palette's
+        title): the active REPL's, else the Runtimes tab's selected runtime's."""
+        repl = self.active_repl
+        if repl is not None:
+            return repl.context.language, f"the {repl.context.binding} tab"
+        binding = self.runtimes_table.selected_binding
+        runtime = next((item for item in self.runtimes if item.binding == binding), None)
+        if runtime is None:
+            return None
+        return runtime.language, f"the selected runtime {runtime.binding}"
 
     def action_create_sandbox(self) -> None:
         def created(sandbox_id: str | None) -> None:

@@ -64,9 +64,9 @@ def editable_text(read: ReadFileResult) -> EditableText:
 
 class FileView(Vertical):
     """One file of a sandbox's `/workspace`, read when opened and again after each run and
-    sync of its sandbox. `version` is the file's size and modification time (as listed)
-    that the shown text was read at: a save expects it, so that it never overwrites a
-    change it did not see. Unsaved edits are never replaced by a read."""
+    sync of its sandbox and each refresh (F5). `version` is the file's size and
+    modification time (as listed) that the shown text was read at: a save expects it, so
+    that it never overwrites a change it did not see. Unsaved edits are never replaced by a read."""
 
     HELP = FileEditor.HELP
 
@@ -200,22 +200,25 @@ class FileView(Vertical):
         self.show_header()
 
     def state_note(self) -> str:
-        """The header's last part: what the view's text is to the sandbox's file."""
+        """The header's last part: what the view's text is to the sandbox's file (unsaved
+        edits are said whatever else is)."""
         dirty = self.is_dirty
+        notes = ["● modified" if dirty else ""]
         if self.gone:
             edits = ": your edits are kept, saving asks first" if dirty else ""
-            return f"gone (what it held when last read){edits}"
-        if self.changed_underneath:
-            return (
+            notes.append(f"gone (what it held when last read){edits}")
+        elif self.changed_underneath:
+            notes.append(
                 "changed in the sandbox since you opened it: saving asks whether to "
                 "overwrite it or reload it (discarding your edits)"
             )
-        if self.saving:
-            return "saving…"
-        if self.read_only_reason is not None:
-            return f"read-only: {self.read_only_reason}"
-        hidden = "control characters not shown" if self.hides_controls else ""
-        return " · ".join(note for note in ("● modified" if dirty else "", hidden) if note)
+        elif self.saving:
+            notes.append("saving…")
+        elif self.read_only_reason is not None:
+            notes.append(f"read-only: {self.read_only_reason}")
+        else:
+            notes.append("control characters not shown" if self.hides_controls else "")
+        return " · ".join(note for note in notes if note)
 
     def show_header(self) -> None:
         kind = "binary" if self.read.is_binary else self.read.mime_type

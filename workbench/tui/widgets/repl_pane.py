@@ -19,10 +19,17 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Input
 
-from workbench.api import CodeContext, ExecutionResult, HistoryEntry, short_id
+from workbench.api import (
+    CodeContext,
+    ExecutionResult,
+    HistoryEntry,
+    restored_checkpoint,
+    short_id,
+)
 from workbench.config import Prices
 from workbench.transcripts.documents import curl_command, history_number
 from workbench.tui.key_bindings import action_keys
+from workbench.tui.messages import HistoryCaughtUp
 from workbench.tui.screens.cell_picker_screen import CellCopyRequest, CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.export_screen import ExportRequest, ExportScreen
@@ -65,6 +72,18 @@ class ReplPane(Vertical):
         sandbox_id: str
         context_id: str
 
+    @dataclass
+    class CatchUpRequested(Message):
+        """Read the context's history for the runs after run `after` (before run `before`,
+        the cell whose count jumped; None: up to the newest), which another client made;
+        `HistoryCaughtUp` answers with them."""
+
+        sandbox_id: str
+        context_id: str
+        after: int
+        before: int | None
+        generation: int
+
     def __init__(
         self,
         sandbox_id: str,
@@ -91,6 +110,17 @@ class ReplPane(Vertical):
         self.now_ms = now_ms
         self.gone = False
         """The context no longer exists (a run found it gone): runs are refused."""
+        self.last_run = 0
+        """The context's newest execution count the transcript accounts for."""
+        self.generation = 0
+        """Counts runs started and cells shown: a catch-up of the newest runs asked for
+        before either is stale (its runs come with the next cell's jump instead)."""
+        self._gap_cells: dict[int, TranscriptCell] = {}
+        """The cell of each run whose count jumped, until the runs before it are shown."""
+        self._own_runs: set[int] = set()
+        """Runs of this tab that show no cell (the context inspector's)."""
+        self._own_restores = 0
+        """Checkpoint restores of this tab whose history entries were not seen yet."""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="repl-body"):
@@ -179,6 +209,7 @@ class ReplPane(Vertical):
         if not code.strip():
             return
         self.post_message(self.RunRequested(self.sandbox_id, self.context, code))
+        self.generation += 1
         self.pending_code = code
         self.code_input.text = ""
         self.run_status.start("running", self.cancel_hint())
@@ -203,6 +234,7 @@ class ReplPane(Vertical):
         """A folder watch runs its entry file here (unless a cell is running already)."""
         if self.running:
             return
+        self.generation += 1
         self.pending_code = code
         self.run_status.start("watch run", self.cancel_hint())
         self.query_one(LiveOutput).start_cell(self.context.language, code, "watch run")
@@ -214,7 +246,8 @@ class ReplPane(Vertical):
         failure: str | None,
         label: str | None,
     ) -> None:
-        """Show a finished run; a labelled (watch) run's code stays out of the history."""
+        """Show a finished run; a labelled (watch) run's code stays out of the history.
+        When its count jumped, the runs between (another client's) are asked for."""
         number = len(self.transcript.cells) + 1
         if result is not None and result.execution_count is not None:
             number = result.execution_count
@@ -222,11 +255,97 @@ class ReplPane(Vertical):
         self.query_one(LiveOutput).clear_lines()
         cell = TranscriptCell(number, code, self.context.language, result, failure, label)
         self.add_cell(code, cell, remember=label is None)
+        self.generation += 1
+        if result is not None and result.execution_count is not None:
+            self._follow_count(result.execution_count, cell)
+
+    def _follow_count(self, count: int, cell: TranscriptCell) -> None:
+        """`cell` ran as run `count`: ask for the runs it skipped (none when the count went
+        back, as after a reset: the transcript follows it from there)."""
+        after, self.last_run = self.last_run, count
+        skipped = set(range(after + 1, count)) - self._own_runs
+        if skipped:
+            self._gap_cells[count] = cell
+            self.post_message(
+                self.CatchUpRequested(
+                    self.sandbox_id, self.context.id, after, count, self.generation
+                )
+            )
+
+    def catch_up(self) -> None:
+        """Ask for the runs newer than the transcript's (a refresh); not while a cell runs
+        (its count shows what it skipped), nor when the context is gone."""
+        if not self.gone and not self.running:
+            self.post_message(
+                self.CatchUpRequested(
+                    self.sandbox_id, self.context.id, self.last_run, None, self.generation
+                )
+            )
+
+    def show_caught_up(self, caught: HistoryCaughtUp) -> None:
+        """Show the runs another client made that the history answered with, in order:
+        before the cell whose count jumped, else after the last cell (a refresh's, unless
+        a run started or ended since it was asked for). Runs this tab made (the inspector,
+        a checkpoint restore) and runs already shown are left out."""
+        before: TranscriptCell | None = None
+        if caught.before is not None:
+            before = self._gap_cells.pop(caught.before, None)
+            if before is None:
+                return
+        elif caught.generation != self.generation or self.running or self.gone:
+            return
+        after = caught.after if caught.before is not None else max(caught.after, self.last_run)
+        end = caught.before
+        entries = [
+            entry
+            for entry in caught.entries
+            if history_number(entry) > after and (end is None or history_number(entry) < end)
+        ]
+        items: list[TranscriptCell | Text] = []
+        if caught.oldest_kept is not None and caught.oldest_kept > after + 1:
+            first_kept = caught.oldest_kept if end is None else min(end, caught.oldest_kept)
+            pruned = first_kept - after - 1
+            if pruned:
+                note = f"… {pruned} runs by another client are past the history's limit"
+                items.append(Text(note, style="dim"))
+        for entry in entries:
+            number = history_number(entry)
+            if number in self._own_runs:
+                continue
+            if (
+                self._own_restores
+                and entry.result is None
+                and restored_checkpoint(entry.code) is not None
+            ):
+                self._own_restores -= 1  # this tab's restore: its note says so already
+                continue
+            items.append(self._past_cell(entry, from_another_client=True))
+        if caught.before is None and entries:
+            self.last_run = max(self.last_run, history_number(entries[-1]))
+        if not items:
+            return
+        self.transcript.insert_before(before, items)
+        codes = [item.code for item in items if isinstance(item, TranscriptCell)]
+        later = self._remembered_from(before)
+        at = len(self.history) - later
+        self.history[at:at] = [code for code in codes if code.strip()]
+        self.history_position = len(self.history)
+
+    def _remembered_from(self, cell: TranscriptCell | None) -> int:
+        """How many history inputs the transcript's cells from `cell` on put there."""
+        cells = self.transcript.cells
+        start = next((index for index, shown in enumerate(cells) if shown is cell), len(cells))
+        later = sum(1 for shown in cells[start:] if shown.label is None and shown.code.strip())
+        return min(later, len(self.history))
 
     def mark_gone(self, code: str, failure: str, label: str | None) -> None:
         """The run of `code` found the context gone: its cell shows `failure`, and the
         transcript says (once) that nothing runs here any more."""
         self.finish_cell(code, None, failure, label)
+        self.note_gone()
+
+    def note_gone(self) -> None:
+        """The context no longer exists: the transcript says so (once); runs are refused."""
         if not self.gone:
             self.gone = True
             self.transcript.write(shown(f"✕ {GONE_NOTE}", "bold red"))
@@ -239,19 +358,32 @@ class ReplPane(Vertical):
                 Text(f"… {earlier} earlier runs: the history search finds them", style="dim")
             )
         for entry in past:
-            number = history_number(entry)
-            self.transcript.add_cell(
-                TranscriptCell(number, entry.code, self.context.language, entry.result)
-            )
+            self.transcript.add_cell(self._past_cell(entry))
+            self.last_run = max(self.last_run, history_number(entry))
+
+    def _past_cell(
+        self, entry: HistoryEntry, *, from_another_client: bool = False
+    ) -> TranscriptCell:
+        """A cell for a run of the context's history."""
+        return TranscriptCell(
+            history_number(entry),
+            entry.code,
+            self.context.language,
+            entry.result,
+            from_another_client=from_another_client,
+        )
 
     def note_restored(self, checkpoint: str) -> None:
         """The context went back to a checkpoint (described by `checkpoint`)."""
         self.transcript.write(shown(f"↺ restored checkpoint {checkpoint}", "bold magenta"))
+        self._own_restores += 1  # a run in the history, not another client's
 
     def note_inspector_run(self, execution_count: int | None) -> None:
         """The inspector ran in the context (a remote gateway), as run `execution_count`
         where the answer says which."""
         run = "a run" if execution_count is None else f"run {execution_count}"
+        if execution_count is not None:
+            self._own_runs.add(execution_count)
         self.transcript.write(shown(f"◇ {run} was the context inspector", "dim"))
 
     def show_output(self, lines: list[tuple[str, str]]) -> None:

@@ -64,7 +64,8 @@ its REPL; on a file, its editor; on a sandbox, its info.
 
 In `/workspace`: **alt+n** new file, **alt+t** new folder (in the selected folder),
 **alt+e** rename, **alt+x** delete (asks first; a folder goes with everything in it).
-Expanded folders are listed again after each run, sync and change.
+Expanded folders are listed again after each run, sync, change and refresh (**F5**),
+and stay expanded.
 """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -92,17 +93,24 @@ Expanded folders are listed again after each run, sync and change.
         self.root.expand()
 
     def show_sandboxes(self, sandboxes: list[SandboxSummary]) -> None:
-        expanded = {
-            node.data.sandbox_id
-            for node in self.root.children
-            if isinstance(node.data, SandboxNode) and node.is_expanded
-        }
-        self.root.remove_children()
-        for summary in sorted(sandboxes, key=lambda item: item.id):
-            node = self.root.add(Text.assemble(("▣ ", "cyan"), summary.id), SandboxNode(summary.id))
+        """The profile's sandboxes, merged into the tree: the nodes of sandboxes still
+        there stay as they are (expanded, with their contexts, their `/workspace` and its
+        expanded folders, and the cursor), new ones are added in order, gone ones removed."""
+        kept: dict[str, TreeNode[TreeNodeData]] = {}
+        for node in list(self.root.children):
+            if isinstance(node.data, SandboxNode):
+                kept[node.data.sandbox_id] = node
+            else:
+                node.remove()  # "no sandboxes yet"
+        wanted = sorted({summary.id for summary in sandboxes})
+        for sandbox_id in set(kept) - set(wanted):
+            kept.pop(sandbox_id).remove()
+        for index, sandbox_id in enumerate(wanted):
+            if sandbox_id in kept:
+                continue
+            label = Text.assemble(("▣ ", "cyan"), sandbox_id)
+            node = self.root.add(label, SandboxNode(sandbox_id), before=index)
             node.add_leaf(Text("loading…", style="dim"))
-            if summary.id in expanded:
-                node.expand()
         if not sandboxes:
             self.root.add_leaf(Text("no sandboxes yet (F2 creates one)", style="dim"))
 

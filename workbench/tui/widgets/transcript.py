@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Self
 
 from rich.console import RenderableType
@@ -145,17 +146,7 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         top = round(self.scroll_y)
         top_cell = self._cell_at_line(top)
         old_span = self._cell_span(top_cell) if top_cell is not None else None
-        written, self._written = self._written, []
-        self.clear()
-        self.cell_start_lines = []
-        self._search_line = -1
-        self._rendered_width = width
-        self._mixed_widths = False
-        for item in written:
-            if isinstance(item, TranscriptCell):
-                self._write_cell(item)
-            else:
-                self.write(item, scroll_end=False)
+        self._render_again()
         if at_end or top_cell is None or old_span is None:
             self.scroll_end(animate=False, immediate=True)
             return
@@ -163,6 +154,44 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         new_start, new_length = self._cell_span(top_cell)
         within = round((top - old_start) * new_length / max(1, old_length))
         self.scroll_to(y=new_start + within, animate=False, immediate=True)
+
+    def _render_again(self) -> None:
+        """Render every write again, in order, at the current width (or when the log has
+        a size, if it has none yet)."""
+        written, self._written = self._written, []
+        self.clear()
+        self._waiting_writes.clear()
+        self.cell_start_lines = []
+        self._search_line = -1
+        self._rendered_width = self.scrollable_content_region.width
+        self._mixed_widths = False
+        for item in written:
+            if isinstance(item, TranscriptCell):
+                self._write_cell(item)
+            else:
+                self.write(item, scroll_end=False)
+
+    def insert_before(
+        self, cell: TranscriptCell | None, items: Sequence[TranscriptCell | RenderableType]
+    ) -> None:
+        """Put `items` (cells and notes) before `cell`, or after the last write when `cell`
+        is None or no longer shown; the transcript is rendered again, its end in view."""
+        at = next((index for index, shown in enumerate(self.cells) if shown is cell), None)
+        if at is None:
+            for item in items:
+                if isinstance(item, TranscriptCell):
+                    self.add_cell(item)
+                else:
+                    self.write(item)
+            return
+        cells = [item for item in items if isinstance(item, TranscriptCell)]
+        self.cells[at:at] = cells
+        if self.current_cell_index is not None and self.current_cell_index >= at:
+            self.current_cell_index += len(cells)
+        where = next(index for index, item in enumerate(self._written) if item is cell)
+        self._written[where:where] = items
+        self._render_again()
+        self.scroll_end(animate=False, immediate=True)
 
     def _cell_span(self, index: int) -> tuple[int, int]:
         """The first line of cell `index` and how many lines it has."""

@@ -1,0 +1,127 @@
+"""A REPL tab follows its context's history: runs another client made there show up, in
+order and once, when a run's count jumps over them or on a refresh (F5); tabs of a
+sandbox another client destroyed are marked gone by a refresh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
+from workbench.api import Backend
+from workbench.backends.local import open_local_backend
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.transcript_cell import FROM_ANOTHER_CLIENT
+from workbench.tui.widgets.repl_pane import GONE_NOTE, ReplPane
+from workbench.tui.widgets.workbench_tabs import repl_tab_id
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+def embedded_app(data: Path, **options: object) -> WorkbenchApp:
+    """The app on an embedded local backend: the test's calls on it are another client."""
+    return WorkbenchApp(
+        data_dir=data,
+        backend_factory=lambda name: open_local_backend(data, embedded=True, **options),
+    )
+
+
+async def other_client_runs(backend: Backend, sandbox_id: str, repl: ReplPane, code: str) -> None:
+    await backend.sandbox(sandbox_id).interpreter.run_code(code, context=repl.context.id)
+
+
+def numbers(repl: ReplPane) -> list[int]:
+    return [cell.number for cell in repl.transcript.cells]
+
+
+def shown_text(repl: ReplPane) -> str:
+    return "\n".join(line.text for line in repl.transcript.lines)
+
+
+async def test_runs_of_another_client_show_before_the_run_that_skipped_them(
+    tmp_path: Path,
+) -> None:
+    app = embedded_app(tmp_path / "data")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "shared")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "my $x = 1; $x")
+        backend = app.main_screen.backend
+        assert backend is not None
+        await other_client_runs(backend, "shared", repl, 'print "from cli\\n"; 40 + 2')
+        await other_client_runs(backend, "shared", repl, "6 * 7")
+        await run_cell(pilot, repl, "1 + 1")
+        await wait_for(pilot, lambda: numbers(repl) == [1, 2, 3, 4])
+        cells = repl.transcript.cells
+        assert [cell.from_another_client for cell in cells] == [False, True, True, False]
+        assert cells[1].result is not None and cells[1].result.stdout == ["from cli"]
+        assert repl.history == ["my $x = 1; $x", 'print "from cli\\n"; 40 + 2', "6 * 7", "1 + 1"]
+        assert shown_text(repl).count(FROM_ANOTHER_CLIENT) == 2
+        assert shown_text(repl).index("from cli") < shown_text(repl).index("1 + 1")
+        assert repl.transcript.current_cell is cells[-1]
+
+        await pilot.press("f5")  # nothing new: nothing added again
+        await pilot.pause(0.5)
+        await run_cell(pilot, repl, "2 + 2")
+        await pilot.pause(0.3)
+        assert numbers(repl) == [1, 2, 3, 4, 5]
+
+
+async def test_a_refresh_shows_the_runs_of_another_client_once(tmp_path: Path) -> None:
+    app = embedded_app(tmp_path / "data")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "shared")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "1")
+        backend = app.main_screen.backend
+        assert backend is not None
+        await other_client_runs(backend, "shared", repl, "our $z = 42")
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: numbers(repl) == [1, 2])
+        assert repl.transcript.cells[1].from_another_client
+        await pilot.press("f5")
+        await pilot.pause(0.5)
+        await run_cell(pilot, repl, "$z")
+        await pilot.pause(0.3)
+        assert numbers(repl) == [1, 2, 3]
+        assert repl.history == ["1", "our $z = 42", "$z"]
+
+
+async def test_runs_past_the_history_limit_are_counted_not_shown(tmp_path: Path) -> None:
+    app = embedded_app(tmp_path / "data", history_limit=2)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "shared")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "1")
+        backend = app.main_screen.backend
+        assert backend is not None
+        for value in range(2, 6):
+            await other_client_runs(backend, "shared", repl, str(value))
+        await run_cell(pilot, repl, "6")
+        await wait_for(pilot, lambda: numbers(repl) == [1, 5, 6])
+        assert "… 3 runs by another client are past the history's limit" in shown_text(repl)
+
+
+async def test_a_refresh_marks_the_tabs_of_a_destroyed_sandbox_gone(tmp_path: Path) -> None:
+    app = embedded_app(tmp_path / "data")
+    main = app.main_screen
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "doomed")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "6 * 7")
+        backend = main.backend
+        assert backend is not None
+        await backend.sandbox("doomed").destroy()  # another client
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: repl.gone)
+        tab = main.tabs.get_tab(repl_tab_id(repl.context.id))
+        assert str(tab.label).endswith(" (gone)")
+        assert GONE_NOTE in " ".join(line.text.strip() for line in repl.transcript.lines)
+        assert main.open_tabs.tabs(main.profile) == []
+        await pilot.pause(0.3)
+        assert "doomed" not in {summary.id for summary in await backend.list_sandboxes()}

@@ -1,0 +1,79 @@
+"""Small review fixes: the info panel's file count, one Quit in the palette (the
+workbench's), and preparing the active REPL's engine from the palette."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.command import CommandPalette
+from textual.widgets import OptionList
+
+from tests.tui.test_file_editing import write_files
+from tests.tui.test_flows import make_app, panel_text
+from tour import WorkbenchPilot, create_context, until_connected, wait_for
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.palette_commands import workbench_commands
+from workbench.tui.widgets.workbench_tabs import INFO_TAB
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+async def palette_entries(pilot: WorkbenchPilot, app: WorkbenchApp) -> list[str]:
+    """What the command palette lists before anything is typed (title, then help)."""
+    await pilot.press("ctrl+p")
+    await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette))
+    options = app.screen.query_one(OptionList)
+    await wait_for(pilot, lambda: options.option_count > 5)
+    await pilot.pause(0.3)
+    entries = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+    await pilot.press("escape")
+    return entries
+
+
+async def test_the_info_panel_counts_one_file(tmp_path: Path) -> None:
+    await write_files(tmp_path, {"only.txt": b"x"})
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        main.connection.load_sandbox_info("demo")
+        main.show_tab(INFO_TAB)
+        await wait_for(pilot, lambda: main.info_panel.info is not None)
+        text = panel_text(app)
+        assert "Workspace  1 file, " in text and "1 files" not in text
+
+
+async def test_the_palette_lists_one_quit_the_workbenchs(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 60)) as pilot:
+        await until_connected(pilot)
+        entries = await palette_entries(pilot, app)
+        quits = [entry for entry in entries if entry.splitlines()[0] == "Quit"]
+        assert quits == ["Quit\n^q · app.quit"]
+
+
+async def test_prepare_engine_on_a_repl_tab_prepares_its_language(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(tmp_path)
+    main = app.main_screen
+    prepared: list[str] = []
+    monkeypatch.setattr(
+        main.connection, "prepare_engine", lambda backend, language: prepared.append(language)
+    )
+    async with app.run_test(size=(120, 60)) as pilot:
+        await until_connected(pilot)
+        await wait_for(pilot, lambda: main.runtimes_table.row_count > 1)
+        bindings = [runtime.binding for runtime in main.runtimes]
+        main.runtimes_table.move_cursor(row=bindings.index("JAVASCRIPT"))
+        titles = [command.title for command in workbench_commands(app)]
+        assert "Prepare the local engine of the selected runtime JAVASCRIPT (javascript)" in titles
+
+        await pilot.press("f2", *"demo", "enter")
+        await wait_for(pilot, lambda: "demo" in main.sandbox_infos)
+        await create_context(pilot, "PERL")
+        commands = {command.title: command for command in workbench_commands(app)}
+        assert "Prepare the local engine of the PERL tab (perl)" in commands
+        await commands["Prepare the local engine of the PERL tab (perl)"].callback()
+        assert prepared == ["perl"]
