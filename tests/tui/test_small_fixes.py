@@ -12,10 +12,8 @@ from textual.widgets import OptionList
 from tests.tui.test_file_editing import write_files
 from tests.tui.test_flows import make_app, panel_text
 from tour import WorkbenchPilot, create_context, until_connected, wait_for
-from workbench.api import ExecutionResult, ResultEntry
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.palette_commands import workbench_commands
-from workbench.tui.transcript_cell import TranscriptCell
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
@@ -79,31 +77,3 @@ async def test_prepare_engine_on_a_repl_tab_prepares_its_language(
         assert "Prepare the local engine of the PERL tab (perl)" in commands
         await commands["Prepare the local engine of the PERL tab (perl)"].callback()
         assert prepared == ["perl"]
-
-
-def test_a_cell_s_output_is_what_it_printed_not_its_result() -> None:
-    """Copy output of a cell that printed nothing said it copied the output, and copied
-    the result (a part of its own); the search still reads both."""
-    quiet = TranscriptCell(
-        8,
-        "1 + 1",
-        "python",
-        ExecutionResult("1 + 1", "python", "e", 1.0, results=[ResultEntry(text="2")]),
-    )
-    assert quiet.part_text("output") == "" and quiet.part_text("result") == "2"
-    assert quiet.output_text == "2"
-    loud = TranscriptCell(
-        9,
-        "x",
-        "python",
-        ExecutionResult(
-            "x",
-            "python",
-            "e",
-            1.0,
-            stdout=["hi"],
-            stderr=["careful"],
-            results=[ResultEntry(text="2")],
-        ),
-    )
-    assert loud.part_text("output") == "hi\ncareful"

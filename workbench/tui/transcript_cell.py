@@ -48,15 +48,11 @@ class TranscriptCell(DocumentCell):
     @property
     def output_text(self) -> str:
         """stdout, stderr, results and error as plain text (for copying and search)."""
-        return self._text(with_results=True)
-
-    def _text(self, *, with_results: bool) -> str:
         lines: list[str] = []
         if self.result is not None:
             lines.extend(self.result.stdout)
             lines.extend(shown_stderr(self.result))
-            if with_results:
-                lines.extend(result_text(self.result))
+            lines.extend(result_text(self.result))
             if self.result.error is not None:
                 lines.extend(error_header(self.result.error))
                 lines.extend(error_traceback(self.result.error))
@@ -74,8 +70,8 @@ class TranscriptCell(DocumentCell):
             return self.full_text
         if part == "code":
             return self.code
-        if part == "output":  # what the cell printed: its result is a part of its own
-            return self._text(with_results=False)
+        if part == "output":
+            return self.output_text
         return "\n".join(result_text(self.result)) if self.result is not None else ""
 
 
