@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import re
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workbench.api.client import Backend
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """C0 controls except tab (0x09) and newline (0x0a), DEL, and C1 controls."""
@@ -67,3 +71,10 @@ def human_bytes(count: int) -> str:
 def counted(count: int, noun: str) -> str:
     """`1 file`, `3 files`: a count with its noun (regular plurals only)."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def describe_backend(backend: Backend) -> str:
+    """`profile NAME (URL)` or `local (DATA DIR)`: which backend an action changes."""
+    if backend.engines is not None:
+        return backend.description
+    return f"profile {backend.name} ({backend.description})"

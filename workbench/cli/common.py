@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
+from workbench.api.display import describe_backend
 from workbench.cli.completion import complete_profiles, complete_sandbox_ids
 from workbench.cli.terminal import echo_untrusted
 from workbench.config import DEFAULT_TIMEOUT_S, LOCAL_PROFILE
@@ -331,13 +332,6 @@ async def with_backend(
         ) from error
     finally:
         await backend.aclose()
-
-
-def describe_backend(backend: Backend) -> str:
-    """`profile NAME (URL)` or `local (DATA DIR)`: which backend a command acts on."""
-    if backend.engines is not None:
-        return backend.description
-    return f"profile {backend.name} ({backend.description})"
 
 
 def announce_destructive(action: str, backend: Backend) -> None:

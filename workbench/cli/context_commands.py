@@ -18,7 +18,7 @@ from workbench.api import (
     SandboxError,
     inspected_size,
 )
-from workbench.api.display import counted, human_bytes
+from workbench.api.display import counted, describe_backend, human_bytes
 from workbench.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
@@ -26,7 +26,6 @@ from workbench.cli.common import (
     announce_destructive,
     backend_options,
     confirm,
-    describe_backend,
     find_context,
     full_context_id,
     non_empty,

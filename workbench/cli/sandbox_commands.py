@@ -12,12 +12,11 @@ from workbench.api import (
     iso_from_ms,
 )
 from workbench.api.costs import ESTIMATE_NOTE, dollars_text, sandbox_cost
-from workbench.api.display import counted, human_bytes
+from workbench.api.display import counted, describe_backend, human_bytes
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
     confirm,
-    describe_backend,
     note,
     parse_env,
     run_async,
