@@ -737,6 +737,8 @@ async def test_destroy_delete_and_reset(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: bool(app.screen.query("#confirm")))
         assert isinstance(app.screen, ConfirmScreen)
         assert "checkpoints are lost" in app.screen.question  # the reset takes them too
+        assert main.backend is not None  # and it names the backend it changes, as the CLI
+        assert f" on {main.backend.description}?" in app.screen.question.splitlines()[0]
         await pilot.click("#confirm")
         await wait_for(
             pilot,
@@ -749,6 +751,11 @@ async def test_destroy_delete_and_reset(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: not main.sandbox_infos["demo"].contexts)
         main.sandbox_tree.focus()
         await pilot.press("f8")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.screen.question.startswith(
+            f"Destroy sandbox demo on {main.backend.description}?"
+        )
         await pilot.click("#confirm")
         await wait_for(pilot, lambda: "demo" not in main.sandbox_infos)
         assert main.sandbox_tree.sandbox_node("demo") is None

@@ -33,7 +33,7 @@ from workbench.api import (
     short_id,
 )
 from workbench.api.costs import ESTIMATE_NOTE, CostTotal, dollars_text
-from workbench.api.display import counted, human_bytes
+from workbench.api.display import counted, describe_backend, human_bytes
 from workbench.config import Prices
 from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
@@ -728,7 +728,8 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
                 self.connection.change_context(sandbox_id, context, recreate=recreate)
 
         verb = "Reset" if recreate else "Delete"
-        question = f"{verb} context {context.binding} {short_id(context.id)}?\n" + (
+        on = "" if self.backend is None else f" on {describe_backend(self.backend)}"
+        question = f"{verb} context {context.binding} {short_id(context.id)}{on}?\n" + (
             "It is deleted and created again, with a new id: its REPL state, history and "
             "checkpoints are lost."
             if recreate
@@ -916,8 +917,10 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             if yes:
                 self.connection.destroy_sandbox(sandbox_id)
 
+        on = "" if self.backend is None else f" on {describe_backend(self.backend)}"
         question = (
-            f"Destroy sandbox {sandbox_id}?\nIts files, env vars, contexts and history are deleted."
+            f"Destroy sandbox {sandbox_id}{on}?\n"
+            "Its files, env vars, contexts and history are deleted."
         )
         self.app.push_screen(ConfirmScreen(question, "Destroy"), confirmed)
 
