@@ -586,9 +586,12 @@ async def test_copy_the_current_cell_and_its_result(
         assert json.loads(copied[1]) == {"answer": 42}
 
 
-async def test_env_var_editor_validates_keys_and_masks_values(tmp_path: Path) -> None:
+async def test_env_var_editor_validates_keys_and_masks_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = make_app(tmp_path)
     main = app.main_screen
+    notes = Notifications(app, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
@@ -601,6 +604,7 @@ async def test_env_var_editor_validates_keys_and_masks_values(tmp_path: Path) ->
         assert not dialog.query_one("#save").disabled
         await pilot.click("#save")
         await wait_for(pilot, lambda: main.sandbox_infos["demo"].env_vars == {"BAD": "x"})
+        assert ("demo: 1 variable set", "Env vars saved", "information") in notes.calls
         main.tabs.active = "info-tab"
         await pilot.pause()
         assert MASK in panel_text(app)

@@ -82,6 +82,15 @@ class EnginePrepared(Message, bubble=False):
 
 
 @dataclass
+class EnvVarsSaved(Message, bubble=False):
+    """The sandbox's env vars changed as asked: `set` keys given a value, `unset` removed."""
+
+    sandbox_id: str
+    set: int
+    unset: int
+
+
+@dataclass
 class SandboxInfoLoaded(Message, bubble=False):
     info: SandboxInfo
 

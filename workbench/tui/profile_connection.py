@@ -50,6 +50,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     EnginePrepared,
     EngineProgress,
     EngineStatesLoaded,
+    EnvVarsSaved,
     HealthChecked,
     HistoryCaughtUp,
     OperationFailed,
@@ -394,6 +395,8 @@ class ProfileConnection:
         async def save(backend: Backend) -> None:
             sandbox = backend.sandbox(sandbox_id)
             await sandbox.set_env_vars(update)
+            unset = sum(1 for value in update.values() if value is None)
+            self.owner.post_message(EnvVarsSaved(sandbox_id, len(update) - unset, unset))
             self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
 
         self.call("Saving env vars failed", save)

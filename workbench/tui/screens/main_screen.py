@@ -57,6 +57,7 @@ from workbench.tui.messages import (
     EnginePrepared,
     EngineProgress,
     EngineStatesLoaded,
+    EnvVarsSaved,
     HealthChecked,
     HistoryCaughtUp,
     OperationFailed,
@@ -374,6 +375,23 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         if message.cost is not None and self.prices is not None:
             panel.costs[message.sandbox_id] = cost_line(message.cost, self.prices)
         panel.refresh(layout=True)
+
+    @on_report(EnvVarsSaved)
+    def env_vars_saved(self, message: EnvVarsSaved) -> None:
+        """Saving env vars changes nothing on screen but the panel: say it was done."""
+        changes = [
+            text
+            for count, text in (
+                (message.set, f"{counted(message.set, 'variable')} set"),
+                (message.unset, f"{message.unset} unset"),
+            )
+            if count
+        ]
+        self.notify(
+            f"{message.sandbox_id}: {', '.join(changes) or 'nothing changed'}",
+            title="Env vars saved",
+            timeout=3,
+        )
 
     @on_report(SandboxInfoLoaded)
     def sandbox_info_loaded(self, message: SandboxInfoLoaded) -> None:
