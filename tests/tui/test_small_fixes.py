@@ -11,7 +11,7 @@ from textual.widgets import OptionList
 
 from tests.tui.test_file_editing import write_files
 from tests.tui.test_flows import make_app, panel_text
-from tour import WorkbenchPilot, create_context, until_connected, wait_for
+from tour import WorkbenchPilot, create_context, create_sandbox, until_connected, wait_for
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
@@ -77,3 +77,27 @@ async def test_prepare_engine_on_a_repl_tab_prepares_its_language(
         assert "Prepare the local engine of the PERL tab (perl)" in commands
         await commands["Prepare the local engine of the PERL tab (perl)"].callback()
         assert prepared == ["perl"]
+
+
+async def test_the_sidebar_hides_and_the_tabs_take_its_room(tmp_path: Path) -> None:
+    """At 80 columns the tree leaves a REPL little room: ctrl+b hides it (the focus goes to
+    the tabs' content), ctrl+b or ctrl+t (which also focuses it) shows it again."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        tabs_width = main.tabs.size.width
+        main.sandbox_tree.focus()
+        await pilot.press("ctrl+b")
+        await pilot.pause()
+        assert not main.sandbox_tree.display
+        assert main.tabs.size.width > tabs_width
+        assert repl.code_input.has_focus
+        await pilot.press("ctrl+b")
+        await pilot.pause()
+        assert main.sandbox_tree.display and main.tabs.size.width == tabs_width
+        await pilot.press("ctrl+b", "ctrl+t")
+        await pilot.pause()
+        assert main.sandbox_tree.display and main.sandbox_tree.has_focus

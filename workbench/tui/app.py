@@ -381,7 +381,11 @@ class WorkbenchApp(App[None]):
         self.main_screen.switch_tab(-1)
 
     def action_focus_tree(self) -> None:
+        self.main_screen.show_sidebar(True)
         self.main_screen.sandbox_tree.focus()
+
+    def action_toggle_sidebar(self) -> None:
+        self.main_screen.show_sidebar(not self.main_screen.sandbox_tree.display)
 
     def action_save_checkpoint(self) -> None:
         self.main_screen.action_save_checkpoint()

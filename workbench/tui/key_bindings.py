@@ -45,6 +45,7 @@ WORKBENCH_BINDINGS: list[Binding] = [
         "ctrl+pageup", "previous_tab", "Previous tab", id="tabs.previous", show=False, priority=True
     ),
     Binding("ctrl+t", "focus_tree", "Sandbox tree", id="sidebar.focus", show=False),
+    Binding("ctrl+b", "toggle_sidebar", "Sidebar", id="sidebar.toggle", show=False),
     Binding("alt+g", "toggle_inspector", "Inspector", id="context.inspector", show=False),
     Binding(
         "alt+a",
@@ -126,6 +127,7 @@ PALETTE_TITLES = {
     "next_tab": "Show the next tab",
     "previous_tab": "Show the previous tab",
     "focus_tree": "Focus the sandbox tree",
+    "toggle_sidebar": "Show or hide the sandbox tree (the tabs take its room)",
     "save_file": "Save the file to the sandbox",
     "reload_file": "Reload the file from the sandbox (discarding unsaved edits)",
     "new_file": "New file in the selected folder…",

@@ -564,6 +564,23 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         if repl is not None:
             self.connection.fork_context(repl.sandbox_id, repl.context)
 
+    def show_sidebar(self, shown: bool) -> None:
+        """Show or hide the sandbox tree; hidden, the tabs take its room (80 columns are
+        tight for a REPL beside it), and the focus leaves it for the tabs."""
+        tree = self.sandbox_tree
+        if tree.display == shown:
+            return
+        had_focus = tree.has_focus
+        tree.display = shown
+        if not shown and had_focus:
+            repl, file_view = self.tabs.active_repl, self.tabs.active_file
+            if repl is not None:
+                repl.code_input.focus()
+            elif file_view is not None:
+                file_view.focus_content()
+            else:
+                self.tabs.focus()
+
     def action_toggle_inspector(self) -> None:
         """Show or hide the open REPL's inspector; shown, it reads the names at once where
         that runs no code, and otherwise says how to ask."""
