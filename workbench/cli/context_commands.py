@@ -321,6 +321,27 @@ async def create_context_command(
     await with_backend(profile, data_dir, body)
 
 
+async def _context_to_change(
+    backend: Backend,
+    sandbox_id: str,
+    context_id: str,
+    question: tuple[str, str] | None,
+    doing: str,
+) -> tuple[SandboxClient, CodeContext]:
+    """The sandbox and context a destructive command changes: asked about first (`question`:
+    its verb and the rest of the sentence; None: `--yes`), then announced on stderr."""
+    sandbox = backend.sandbox(sandbox_id)
+    context = await existing_context(sandbox, context_id)
+    if question is not None:
+        verb, consequence = question
+        confirm(
+            f"{verb} {context.binding} context {context.id} of sandbox {sandbox.id} on "
+            f"{describe_backend(backend)}{consequence}"
+        )
+    announce_destructive(f"{doing} context {context.id} of sandbox {sandbox.id}", backend)
+    return sandbox, context
+
+
 @contexts_group.command(
     "delete",
     epilog="""\b
@@ -342,14 +363,13 @@ async def delete_context_command(
     """
 
     async def body(backend: Backend) -> None:
-        sandbox = backend.sandbox(sandbox_id)
-        context = await existing_context(sandbox, context_id)
-        if not yes:
-            confirm(
-                f"Delete {context.binding} context {context.id} of sandbox {sandbox.id} on "
-                f"{describe_backend(backend)}, with its REPL state, history and checkpoints?"
-            )
-        announce_destructive(f"deleting context {context.id} of sandbox {sandbox.id}", backend)
+        sandbox, context = await _context_to_change(
+            backend,
+            sandbox_id,
+            context_id,
+            None if yes else ("Delete", ", with its REPL state, history and checkpoints?"),
+            "deleting",
+        )
         await sandbox.interpreter.delete_code_context(context)
         echo_untrusted(f"deleted context {context.id}")
 
@@ -384,15 +404,13 @@ async def reset_context_command(
     """
 
     async def body(backend: Backend) -> None:
-        sandbox = backend.sandbox(sandbox_id)
-        context = await existing_context(sandbox, context_id)
-        if not yes:
-            confirm(
-                f"Reset {context.binding} context {context.id} of sandbox {sandbox.id} on "
-                f"{describe_backend(backend)}? It is deleted and created again with a new "
-                "id: its REPL state, history and checkpoints are lost."
-            )
-        announce_destructive(f"resetting context {context.id} of sandbox {sandbox.id}", backend)
+        consequence = (
+            "? It is deleted and created again with a new id: its REPL state, history and "
+            "checkpoints are lost."
+        )
+        sandbox, context = await _context_to_change(
+            backend, sandbox_id, context_id, None if yes else ("Reset", consequence), "resetting"
+        )
         interpreter = sandbox.interpreter
         await interpreter.delete_code_context(context)
         fresh = await interpreter.create_code_context(context.binding, context.cwd)
