@@ -258,3 +258,41 @@ async def test_the_tree_lists_a_folder_in_natural_order() -> None:
         tree.show_directory("demo", "/workspace", [*listing, entry("f3"), entry("f100")])
         again = ["d9/", "d10/", "A", "b", "F1", "f02", "f2", "f3", "f10", "f100", "run9", "run10"]
         assert shown_names(workspace) == again
+
+
+async def test_a_new_node_takes_the_cursor_at_once_and_never_later() -> None:
+    """A file or folder just made is selected by the listing that adds it; a move the user
+    makes after it stays (a move deferred to the next refresh took the cursor back, so
+    a rename right after went to the new folder instead of the file chosen)."""
+
+    class TreeApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield SandboxTree(id="sidebar")
+
+    app = TreeApp()
+    async with app.run_test() as pilot:
+        tree = app.query_one(SandboxTree)
+        tree.show_profile("local")
+        tree.show_sandboxes([SandboxSummary("demo", "", "", None)])
+        tree.show_sandbox_info(SandboxInfo("demo", "", "", {}, [], 0, 0, True, None))
+        sandbox = tree.sandbox_node("demo")
+        assert sandbox is not None
+        workspace = next(c for c in sandbox.children if isinstance(c.data, DirectoryNode))
+        workspace.expand()
+        await pilot.pause()
+        tree.select_when_listed("demo", "/workspace/src")
+        tree.show_directory(
+            "demo",
+            "/workspace",
+            [
+                FileInfo("src", "/workspace/src", "src", "directory", 0, "", "rwxr-xr-x"),
+                FileInfo("new.py", "/workspace/new.py", "new.py", "file", 1, "", "rw-r--r--"),
+            ],
+        )
+        made = child(workspace, "/workspace/src")
+        assert made is not None and tree.cursor_node is made
+        chosen = child(workspace, "/workspace/new.py")
+        tree.move_cursor(chosen)
+        await pilot.pause()
+        await pilot.pause()
+        assert tree.cursor_node is chosen

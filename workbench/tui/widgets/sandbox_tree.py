@@ -174,6 +174,7 @@ and stay expanded.
         wanted = [entry_data(sandbox_id, entry) for entry in listed]
         for data in set(kept) - set(wanted):
             kept.pop(data).remove()
+        selected: TreeNode[TreeNodeData] | None = None
         for index, (entry, data) in enumerate(zip(listed, wanted, strict=True)):
             label = entry_label(entry)
             node = kept.get(data)
@@ -187,9 +188,13 @@ and stay expanded.
                 node = directory.add_leaf(label, data, before=index)
             if (data.sandbox_id, data.path) == self.cursor_wanted:
                 self.cursor_wanted = None
-                self.call_after_refresh(self.move_cursor, node)
+                selected = node
         if not files:
             directory.add_leaf(Text("empty", style="dim"))
+        if selected is not None:
+            # Now, in the handler that adds the node: a move after the next refresh would
+            # take the cursor from wherever the user put it in between.
+            self.move_cursor(selected)
 
     def select_when_listed(self, sandbox_id: str, path: str) -> None:
         """Move the cursor to the node of the sandbox's `path` once a listing adds it, its
