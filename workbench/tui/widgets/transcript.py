@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Self
 
 from rich.console import RenderableType
+from textual.geometry import Size
 from textual.strip import Strip
 from textual.widgets import RichLog
 
@@ -175,7 +176,8 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         self, cell: TranscriptCell | None, items: Sequence[TranscriptCell | RenderableType]
     ) -> None:
         """Put `items` (cells and notes) before `cell`, or after the last write when `cell`
-        is None or no longer shown; the transcript is rendered again, its end in view."""
+        is None or no longer shown; the transcript is rendered again from `cell` on (all
+        of it when some lines wait or are at another width), its end in view."""
         at = next((index for index, shown in enumerate(self.cells) if shown is cell), None)
         if at is None:
             for item in items:
@@ -184,14 +186,36 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
                 else:
                     self.write(item)
             return
+        every_cell_rendered = len(self.cell_start_lines) == len(self.cells)
         cells = [item for item in items if isinstance(item, TranscriptCell)]
         self.cells[at:at] = cells
         if self.current_cell_index is not None and self.current_cell_index >= at:
             self.current_cell_index += len(cells)
         where = next(index for index, item in enumerate(self._written) if item is cell)
         self._written[where:where] = items
-        self._render_again()
+        if every_cell_rendered and self.fits_its_width and not self._waiting_writes:
+            # Cells are inserted before the last run or so: keep the lines above it.
+            self._render_from(where, first_line=self.cell_start_lines[at], first_cell=at)
+        else:
+            self._render_again()
         self.scroll_end(animate=False, immediate=True)
+
+    def _render_from(self, where: int, *, first_line: int, first_cell: int) -> None:
+        """Render the writes from `where` on again, in place of the lines from
+        `first_line` on (where cell `first_cell`, the first of them, starts)."""
+        written, self._written = self._written[where:], self._written[:where]
+        del self.lines[first_line:]
+        del self.cell_start_lines[first_cell:]
+        self._line_cache.clear()
+        self._search_line = -1
+        self._widest_line_width = max((line.cell_length for line in self.lines), default=0)
+        self.virtual_size = Size(self._widest_line_width, len(self.lines))
+        for item in written:
+            if isinstance(item, TranscriptCell):
+                self._write_cell(item)
+            else:
+                self.write(item, scroll_end=False)
+        self.refresh()
 
     def _cell_span(self, index: int) -> tuple[int, int]:
         """The first line of cell `index` and how many lines it has."""
