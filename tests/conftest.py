@@ -163,3 +163,17 @@ def _sockets(runtime: Path) -> list[Path]:
 
 RUNTIME_ENV = "SANDBOX_WORKBENCH_RUNTIME_DIR"
 STATE_ENV = "SANDBOX_WORKBENCH_STATE_DIR"
+
+
+def _quick_idle_checks() -> None:
+    """Textual's Pilot waits, after each key, until the process has been idle for one
+    sleep of `SLEEP_GRANULARITY` (20 ms), twice: typing a 40-key env line took 3.7 s,
+    most of the TUI tests' time. A 2.5 ms sleep with the same idle ratio (under 5% of CPU)
+    tells the same thing. Tests still wait for what they assert (`tour.wait_for`)."""
+    import textual._wait
+
+    textual._wait.SLEEP_GRANULARITY = 1 / 400
+    textual._wait.SLEEP_IDLE = textual._wait.SLEEP_GRANULARITY / 20.0
+
+
+_quick_idle_checks()

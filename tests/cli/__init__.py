@@ -24,6 +24,7 @@ from tests.serve_process import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "sandbox-workbench"
+"""The console script `pip install` made for the project."""
 CTRL_C_TAKEN = [
     sys.executable,
     "-c",
@@ -33,7 +34,6 @@ CTRL_C_TAKEN = [
 """Prefix of a command whose process takes SIGINT as a foreground job of a terminal does:
 a test run started as a background job of a shell without job control has SIGINT ignored,
 which its processes inherit, and a CLI command keeps an ignored SIGINT ignored (POSIX)."""
-"""The console script `pip install` made for the project."""
 
 INHERITED_SETTINGS = (
     "SANDBOX_WORKBENCH_PROFILE",
