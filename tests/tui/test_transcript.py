@@ -141,9 +141,7 @@ async def test_runs_caught_up_before_the_last_cell_render_only_from_there() -> N
         expected.write(note)
         for number in (41, 42, 43):
             expected.add_cell(numbered_cell(number))
-        assert [line.text for line in transcript.lines] == [
-            line.text for line in expected.lines
-        ]
+        assert [line.text for line in transcript.lines] == [line.text for line in expected.lines]
         assert transcript.cell_start_lines == expected.cell_start_lines
         assert [cell.number for cell in transcript.cells] == list(range(1, 44))
         assert transcript.find_next("out 42") is not None
