@@ -541,8 +541,11 @@ async def test_a_new_context_dialog_closed_while_creating_lists_the_sandbox_agai
         assert app.screen is main and main.active_repl is None
 
 
-async def test_ten_thousand_lines_render_fast_and_are_searchable(tmp_path: Path) -> None:
+async def test_ten_thousand_lines_render_fast_and_are_searchable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
@@ -566,6 +569,10 @@ async def test_ten_thousand_lines_render_fast_and_are_searchable(tmp_path: Path)
         assert repl.transcript.lines[second].text.strip() == "needle"
         assert second > 10_000 and repl.transcript.scroll_y > 9_000
         assert repl.transcript.scroll_y > 9000
+        await pilot.press("enter")  # past the last match: the first again
+        assert repl.transcript._search_line == first
+        found = [message for message, _, _ in notes.calls if "found in" in message]
+        assert found == [f"'needle' found in cell [1] ({n} of 2)" for n in (1, 2, 1)]
         await pilot.press("escape")  # closes the find bar, as every dialog closes
         assert not repl.find_input.has_class("-visible") and repl.code_input.has_focus
 

@@ -146,3 +146,21 @@ async def test_runs_caught_up_before_the_last_cell_render_only_from_there() -> N
         assert [cell.number for cell in transcript.cells] == list(range(1, 44))
         assert transcript.find_next("out 42") is not None
         assert transcript.current_cell_index == 41
+
+
+async def test_find_counts_the_matching_lines_and_wraps() -> None:
+    app = PlainTranscriptApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        transcript = app.query_one(Transcript)
+        for number in (1, 2, 3):
+            transcript.add_cell(numbered_cell(number))
+        places = []
+        for _ in range(4):
+            found = transcript.find_next("OUT 2")
+            assert found is not None
+            places.append((found.position, found.total, transcript.current_cell_index))
+            assert "out 2" in transcript.lines[found.line].text
+        assert places == [(1, 3, 1), (2, 3, 1), (3, 3, 1), (1, 3, 1)]
+        assert transcript.find_next("nowhere") is None
+        assert transcript.find_next("") is None

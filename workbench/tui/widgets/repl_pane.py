@@ -466,13 +466,16 @@ class ReplPane(Vertical):
     @on(Input.Submitted, "#find-input")
     def find_next(self, event: Input.Submitted) -> None:
         event.stop()
-        line = self.transcript.find_next(event.value)
-        if line is None:
+        found = self.transcript.find_next(event.value)
+        if found is None:
             self.notify(f"{event.value!r} not found", severity="warning")
         else:
             cell = self.transcript.current_cell
-            where = f"cell [{cell.number}]" if cell is not None else f"line {line + 1}"
-            self.notify(f"{event.value!r} found in {where}", timeout=2)
+            where = f"cell [{cell.number}]" if cell is not None else f"line {found.line + 1}"
+            self.notify(
+                f"{event.value!r} found in {where} ({found.position} of {found.total})",
+                timeout=2,
+            )
 
     # ----------------------------------------------------------------- copy
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
-from typing import Self
+from typing import NamedTuple, Self
 
 from rich.console import RenderableType
 from textual.geometry import Size
@@ -18,6 +19,15 @@ REFLOW_MAX_LINES = 3000
 """Up to this many lines, the transcript is rendered again when its width changes (about
 0.3 s at most); a longer one keeps the widths its lines were written at, as rendering it
 all again would stall the app on every resize or inspector toggle."""
+
+
+class FindMatch(NamedTuple):
+    """A line found by `Transcript.find_next`: its index, and its place (from 1) among
+    the `total` lines that match."""
+
+    line: int
+    position: int
+    total: int
 
 
 class Transcript(RichLog):
@@ -228,20 +238,21 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
             return None
         return self.cells[self.current_cell_index]
 
-    def find_next(self, query: str) -> int | None:
-        """Scroll to the next line containing `query` (wrapping); its line or None."""
+    def find_next(self, query: str) -> FindMatch | None:
+        """Scroll to the next line containing `query` (wrapping, case-insensitive): that
+        line and its place among every matching line, or None."""
         needle = query.casefold()
-        total = len(self.lines)
-        if not needle or not total:
+        if not needle:
             return None
-        for offset in range(1, total + 1):
-            line_index = (self._search_line + offset) % total
-            if needle in self.lines[line_index].text.casefold():
-                self._search_line = line_index
-                self.current_cell_index = self._cell_at_line(line_index)
-                self.scroll_to(y=max(0, line_index - 2), animate=False)
-                return line_index
-        return None
+        matches = [index for index, line in enumerate(self.lines) if needle in line.text.casefold()]
+        if not matches:
+            return None
+        position = bisect_right(matches, self._search_line) % len(matches)
+        line_index = matches[position]
+        self._search_line = line_index
+        self.current_cell_index = self._cell_at_line(line_index)
+        self.scroll_to(y=max(0, line_index - 2), animate=False)
+        return FindMatch(line_index, position + 1, len(matches))
 
     def _cell_at_line(self, line_index: int) -> int | None:
         found = None
