@@ -4,6 +4,7 @@ its own `/files` call; here it must answer exactly the same)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -244,3 +245,18 @@ async def test_a_batch_is_bounded(backend: Backend, sandbox: SandboxClient) -> N
         with pytest.raises(errors.ValidationFailedError) as raised:
             await raw_call(backend, sandbox.id, "POST", "/files/batch", body)
         assert (raised.value.http_status, raised.value.message) == (400, message)
+
+
+async def test_a_batch_answer_says_when_its_sandbox_was_made(sandbox: SandboxClient) -> None:
+    """`sandboxCreatedAt`: the sandbox's `createdAt`, the same for every batch until the
+    sandbox is destroyed and made again (a folder sync then sends everything again)."""
+    first = await sandbox.files_batch([BatchEntry.write("a.txt", "a")])
+    info = await sandbox.get_info()
+    assert first.sandbox_created_at == info.created_at
+    again = await sandbox.files_batch([BatchEntry.write("b.txt", "b")])
+    assert again.sandbox_created_at == info.created_at
+    await asyncio.sleep(0.002)  # `createdAt` counts milliseconds
+    await sandbox.destroy()
+    made_again = await sandbox.files_batch([BatchEntry.write("c.txt", "c")])
+    assert made_again.sandbox_created_at == (await sandbox.get_info()).created_at
+    assert made_again.sandbox_created_at != info.created_at

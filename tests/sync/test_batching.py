@@ -73,7 +73,8 @@ class Gateway:
         on_event: Any = None,
     ) -> Response:
         _, _, below = path.partition("/v1/sandboxes/")
-        self.calls.append(Call(method, below[below.find("/") :] if below else path, body))
+        below = below[below.find("/") :] if "/" in below else "/" if below else ""
+        self.calls.append(Call(method, below or path, body))
         if path.endswith("/files/batch"):
             if self.transient:
                 self.transient -= 1
@@ -152,6 +153,7 @@ async def test_an_initial_sync_takes_a_few_requests(
     assert [call.path for call in batched.calls] == [
         "/files",  # mkdir dest
         "/v1/health",  # asked meanwhile, once
+        "/",  # and when the sandbox was made
         "/files",  # list dest
         "/files/batch",
     ]
@@ -352,4 +354,33 @@ async def test_batches_stay_within_the_gateways_byte_limit(
     assert len(report.uploaded) == 12 and not report.errors
     sizes = [len(json.dumps(call.body).encode()) for call in gateway.of("/files/batch")]
     assert len(sizes) == 4 and max(sizes) <= 10_000  # three files each
+    assert await remote_tree(client) == local_tree(folder)
+
+
+@pytest.mark.parametrize("policy", ["local-wins", "fail"])
+async def test_a_sandbox_destroyed_under_a_sync_is_filled_again(
+    backend: Backend, client: SandboxClient, folder: Path, policy: str
+) -> None:
+    """Another client destroys the sandbox; the next save's batch makes it again with that
+    one file, and says the sandbox is a new one: the pass sends the whole folder again (it
+    sent only the saved file, so a watch-and-run entry found its imports missing)."""
+    make_tree(folder, files=12)
+    gateway = Gateway(backend.transport)
+    sync = FolderSync(folder, through(backend, client, gateway), policy=policy)
+    await sync.initial_sync()
+    await client.destroy()
+    (folder / "d1" / "sub" / "f1.txt").write_text("saved after the destroy")
+    report = await sync.sync_paths(["d1/sub/f1.txt"])
+    assert await remote_tree(client) == local_tree(folder)
+    assert [issue.code for issue in report.notices] == ["SANDBOX_REPLACED"]
+    assert len(report.uploaded) == 13 and report.full
+    assert not report.conflicts and not report.errors  # the refill settled them
+    # The new sandbox is the one from now on: the next save is one batch again (after
+    # the listing that `fail` checks first).
+    gateway.calls.clear()
+    (folder / "d2" / "sub" / "f2.txt").write_text("saved again")
+    again = await sync.sync_paths(["d2/sub/f2.txt"])
+    checked_first = ["/files"] if policy == "fail" else []
+    assert [call.path for call in gateway.calls] == [*checked_first, "/files/batch"]
+    assert not again.notices
     assert await remote_tree(client) == local_tree(folder)

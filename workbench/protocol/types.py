@@ -644,7 +644,10 @@ class BatchEntryResult(WireType):
 
 @dataclass(frozen=True)
 class FilesBatchResult(WireType):
-    """`POST /files/batch`: one result per entry, in order."""
+    """`POST /files/batch`: one result per entry, in order, and when the sandbox the
+    entries went to was made (a value that changes between two batches says it was
+    destroyed and made again in between: what a folder sync put there is gone)."""
 
     results: list[BatchEntryResult]
     timestamp: str
+    sandbox_created_at: str | None = field(default=None, metadata=wire(omit_none=True))

@@ -55,6 +55,7 @@ from workbench.paths import cache_dir, config_dir, data_dir
 from workbench.sync.applying import PlanApplier, apply_in_batches
 from workbench.sync.conflicts import (
     SandboxEntry,
+    SyncConflictError,
     find_conflicts,
     preconditions_for,
     resolve_conflicts,
@@ -233,10 +234,13 @@ class FolderSync:
         started = time.perf_counter()
         self._emit(EventKind.SYNCING, f"initial sync of {self.root} to {self.dest}")
         self.status.state = "syncing"
-        # Whether the gateway takes batches is asked while `dest` is made: no extra wait.
+        # Whether the gateway takes batches, and when the sandbox was made, are asked while
+        # `dest` is made: no extra wait.
+        self._folder.replaced = False
         await asyncio.gather(
             self._folder.retrying(lambda: self.sandbox.mkdir(self.dest, recursive=True)),
             self._folder.batch_limits(),
+            self._folder.sandbox_made(),
         )
         listing: dict[str, FileInfo] = {}
         for info in await self._folder.list_entries("", recursive=True) or []:
@@ -331,13 +335,44 @@ class FolderSync:
                     path for path in self.manifest if any(is_under(path, top) for top in scope)
                 ]
             await self._apply(report, local, current)
+        except SyncConflictError:
+            # Policy `fail` checks before it sends anything: is a conflict a sandbox made
+            # again, without the files this sync had put there?
+            if not self._folder.replaced:
+                await self._folder.sandbox_made()
+            if not self._folder.replaced:
+                self._pending.put_back(scope)
+                raise
         except BaseException:
             # Keep everything for the next attempt (the pass is state-based).
             self._pending.put_back(scope)
             raise
         finally:
             self._finish(report, started)
+        if self._folder.replaced:
+            return await self._refill(report)
         return report
+
+    async def _refill(self, report: SyncReport) -> SyncReport:
+        """The sandbox was destroyed and made again since the last pass, and this pass sent
+        only what changed: mirror the whole folder again (an initial sync), reported
+        together with what the pass changed (its conflicts and errors were the new
+        sandbox's missing files, which the refill settles)."""
+        notice = SyncIssue(
+            self.dest,
+            "SANDBOX_REPLACED",
+            f"sandbox {self.sandbox.id} was destroyed and made again: the whole folder is "
+            "sent again",
+        )
+        self._emit(EventKind.NOTICE, notice.message, issue=notice)
+        self._initialized = False
+        refill = await self.initial_sync()
+        refill.uploaded = sorted({*report.uploaded, *refill.uploaded})
+        refill.deleted = sorted({*report.deleted, *refill.deleted})
+        refill.renamed = [*report.renamed, *refill.renamed]
+        refill.created_dirs = sorted({*report.created_dirs, *refill.created_dirs})
+        refill.notices = [*report.notices, notice, *refill.notices]
+        return refill
 
     def _local_ancestors(self, relative: str) -> dict[str, LocalEntry]:
         return {

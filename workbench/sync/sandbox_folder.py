@@ -91,6 +91,19 @@ class SandboxFolder:
         self.retries = retries
         self.retry_backoff = retry_backoff
         self.concurrency = concurrency
+        self.sandbox_created_at: str | None = None
+        """When the sandbox was made, as the gateway last said (None: not said)."""
+        self.replaced = False
+        """An answer named another making than the one before: the sandbox was destroyed
+        and made again since, without what this sync had put there."""
+
+    def note_sandbox_made(self, created_at: str | None) -> None:
+        """An answer said when the sandbox was made (None: the gateway does not say)."""
+        if created_at is None:
+            return
+        if self.sandbox_created_at not in (None, created_at):
+            self.replaced = True
+        self.sandbox_created_at = created_at
 
     def path(self, relative: str) -> str:
         return remote_path(self.dest, relative)
@@ -108,7 +121,14 @@ class SandboxFolder:
         after an attempt that did land is safe: writes, deletes with `force` and recursive
         mkdirs repeat cleanly, a rename falls back to upload and delete, and a write whose
         precondition the first attempt used up is found in sync by the conflict check."""
-        return await self.retrying(lambda: self.sandbox.files_batch(entries))
+        answer = await self.retrying(lambda: self.sandbox.files_batch(entries))
+        self.note_sandbox_made(answer.sandbox_created_at)
+        return answer
+
+    async def sandbox_made(self) -> None:
+        """Ask when the sandbox was made (the baseline the batches' answers are held to)."""
+        info = await self.retrying(self.sandbox.get_info)
+        self.note_sandbox_made(info.created_at)
 
     async def list_entries(self, relative: str, recursive: bool) -> list[FileInfo] | None:
         """Entries under a sandbox directory (None when it does not exist)."""

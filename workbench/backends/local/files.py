@@ -364,7 +364,8 @@ async def files_batch(
             continue
         changes.update((change.path, change) for change in applied)
         results.append(BatchEntryResult(True, result=answer.to_json()))
-    return FilesBatchResult(results, timestamp), ChangeSet(changes.values())
+    batch = FilesBatchResult(results, timestamp, sandbox_created_at)
+    return batch, ChangeSet(changes.values())
 
 
 def _parse_entry(entry: object, timestamp: str) -> tuple[FilesBody, Precondition]:

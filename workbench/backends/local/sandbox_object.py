@@ -161,7 +161,7 @@ class SandboxObject:
             )
             with self._state.stored() as tx:
                 self._state.persist_changes(tx, changes)
-                self._state.touch(tx)
+                self._state.touch(tx, made_at=now)
         return result
 
     # Same shape as `files`: kept apart, as the batch handler is a coroutine (it yields to
@@ -178,7 +178,7 @@ class SandboxObject:
             )
             with self._state.stored() as tx:
                 self._state.persist_changes(tx, changes)
-                self._state.touch(tx)
+                self._state.touch(tx, made_at=now)
         return result
 
     # ----- contexts ------------------------------------------------------------------

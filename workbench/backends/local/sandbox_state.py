@@ -175,10 +175,13 @@ class SandboxState:
 
     # ----- the sandbox row -----------------------------------------------------------
 
-    def ensure_meta(self, tx: Transaction | None = None) -> StoredSandbox:
-        """The sandbox row, created (and stored, in `tx` when given) on first touch."""
+    def ensure_meta(
+        self, tx: Transaction | None = None, *, made_at: int | None = None
+    ) -> StoredSandbox:
+        """The sandbox row, created (and stored, in `tx` when given) on first touch, as
+        made at `made_at` when given (the time the request's answer already named)."""
         if self.meta is None:
-            now = self._clock.now_ms()
+            now = self._clock.now_ms() if made_at is None else made_at
             self.meta = StoredSandbox(self.id, now, now, {}, None)
             if tx is not None:
                 tx.put_sandbox(self.meta)
@@ -187,9 +190,16 @@ class SandboxState:
                     own.put_sandbox(self.meta)
         return self.meta
 
-    def touch(self, tx: Transaction | None = None, *, write_last_used: bool = False) -> None:
-        """Spec 8.3 touch policy: move the deadline only in steps larger than TTL/10."""
-        meta = self.ensure_meta(tx)
+    def touch(
+        self,
+        tx: Transaction | None = None,
+        *,
+        write_last_used: bool = False,
+        made_at: int | None = None,
+    ) -> None:
+        """Spec 8.3 touch policy: move the deadline only in steps larger than TTL/10. A
+        sandbox this touch makes was made at `made_at` when given."""
+        meta = self.ensure_meta(tx, made_at=made_at)
         now = self._clock.now_ms()
         ttl = self._settings.ttl_ms
         changed = write_last_used

@@ -407,9 +407,30 @@ async function filesBatch(request: Request, env: Env, id: string): Promise<Respo
     console.error(`Sandbox '${id}' failed during a files batch`, error);
     return errorResponse("INTERNAL_ERROR", `Sandbox call failed: ${errorMessage(error)}`, 502);
   }
-  const response = json(200, { results, timestamp });
+  const answer: JsonObject = { results, timestamp };
+  const createdAt = await sandboxCreatedAt(stub, id);
+  if (createdAt !== undefined) answer.sandboxCreatedAt = createdAt;
+  const response = json(200, answer);
   await updateRegistry(env, id, "POST", "/files/batch", response, Date.now());
   return response;
+}
+
+/**
+ * When the sandbox was made (`GET /` of its object), or undefined when that call fails:
+ * a client holds each batch's answer to it, to notice a sandbox destroyed and made again
+ * since its last batch (docs/gateway-protocol.md, "Batches of file changes").
+ */
+async function sandboxCreatedAt(stub: DurableObjectStub, id: string): Promise<string | undefined> {
+  try {
+    const response = await stub.fetch(
+      new Request(`${INTERNAL_ORIGIN}/`, { method: "GET", headers: { "x-sandbox-id": id } }),
+    );
+    if (!response.ok) return undefined;
+    const info: unknown = await response.json();
+    return isObject(info) && typeof info.createdAt === "string" ? info.createdAt : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Registry bookkeeping after a successful sandbox route; never fails the request. */
