@@ -164,3 +164,20 @@ async def test_find_counts_the_matching_lines_and_wraps() -> None:
         assert places == [(1, 3, 1), (2, 3, 1), (3, 3, 1), (1, 3, 1)]
         assert transcript.find_next("nowhere") is None
         assert transcript.find_next("") is None
+
+
+async def test_cells_written_while_hidden_before_any_line_are_rendered_again_when_shown() -> None:
+    """The tab was shown only while empty: cells written while hidden (at the minimum
+    width) still fit the width once it is shown (they stayed 20 columns wide)."""
+    app = HiddenTranscriptApp()
+    async with app.run_test(size=(100, 24)) as pilot:
+        await pilot.pause()
+        transcript = app.query_one(Transcript)
+        app.query_one(TabbedContent).active = "other"
+        await pilot.pause()
+        transcript.add_cell(TranscriptCell(1, "print '" + "word " * 30 + "'", "perl", None))
+        await pilot.pause()
+        app.query_one(TabbedContent).active = "repl"
+        await pilot.pause(0.3)
+        assert max(line.cell_length for line in transcript.lines) > 20
+        assert transcript.fits_its_width

@@ -115,8 +115,11 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         return self
 
     def _note_width(self, width: int) -> None:
-        """Lines were just rendered for `width` (0: while hidden, at the minimum width)."""
-        if not self._rendered_width and width:
+        """Lines were just rendered for `width` (0: while hidden, at the minimum width,
+        which is never the width the transcript is shown at)."""
+        if not width:
+            self._mixed_widths = True
+        elif not self._rendered_width:
             self._rendered_width = width
         elif width != self._rendered_width:
             self._mixed_widths = True
