@@ -23,7 +23,14 @@ from workbench.protocol.http import (
     not_found,
     validation_error,
 )
-from workbench.sync import EventKind, FolderSync, SyncEvent, SyncReport, TransientSyncError
+from workbench.sync import (
+    EventKind,
+    FolderSync,
+    SyncConflictError,
+    SyncEvent,
+    SyncReport,
+    TransientSyncError,
+)
 
 
 @dataclass(frozen=True)
@@ -357,30 +364,80 @@ async def test_batches_stay_within_the_gateways_byte_limit(
     assert await remote_tree(client) == local_tree(folder)
 
 
-@pytest.mark.parametrize("policy", ["local-wins", "fail"])
+@pytest.mark.parametrize("batches", [True, False], ids=["batches", "file by file"])
+@pytest.mark.parametrize("policy", ["local-wins", "sandbox-wins", "fail"])
 async def test_a_sandbox_destroyed_under_a_sync_is_filled_again(
-    backend: Backend, client: SandboxClient, folder: Path, policy: str
+    backend: Backend, client: SandboxClient, folder: Path, policy: str, batches: bool
 ) -> None:
-    """Another client destroys the sandbox; the next save's batch makes it again with that
-    one file, and says the sandbox is a new one: the pass sends the whole folder again (it
-    sent only the saved file, so a watch-and-run entry found its imports missing)."""
+    """Another client destroys the sandbox; the next save makes it again with that one
+    file, and a batch's answer (or, file by file and under `fail`, the conflict check's
+    question) says it is a new sandbox: the pass sends the whole folder again (it sent
+    only the saved file, so a watch-and-run entry found its imports missing). The saved
+    file gone with the old sandbox is no conflict."""
     make_tree(folder, files=12)
-    gateway = Gateway(backend.transport)
+    gateway = Gateway(backend.transport, advertise=batches)
     sync = FolderSync(folder, through(backend, client, gateway), policy=policy)
+    events: list[SyncEvent] = []
+    sync.subscribe(events.append)
     await sync.initial_sync()
     await client.destroy()
+    events.clear()
     (folder / "d1" / "sub" / "f1.txt").write_text("saved after the destroy")
     report = await sync.sync_paths(["d1/sub/f1.txt"])
     assert await remote_tree(client) == local_tree(folder)
     assert [issue.code for issue in report.notices] == ["SANDBOX_REPLACED"]
     assert len(report.uploaded) == 13 and report.full
-    assert not report.conflicts and not report.errors  # the refill settled them
-    # The new sandbox is the one from now on: the next save is one batch again (after
-    # the listing that `fail` checks first).
+    assert not report.conflicts and not report.errors
+    kinds = [event.kind for event in events]
+    assert EventKind.CONFLICT not in kinds and EventKind.ERROR not in kinds, events
+    assert sync.status.conflicts == 0
+    # The new sandbox is the one from now on: a save costs what it did.
     gateway.calls.clear()
     (folder / "d2" / "sub" / "f2.txt").write_text("saved again")
     again = await sync.sync_paths(["d2/sub/f2.txt"])
-    checked_first = ["/files"] if policy == "fail" else []
-    assert [call.path for call in gateway.calls] == [*checked_first, "/files/batch"]
+    if batches:
+        checked_first = ["/files"] if policy == "fail" else []
+        assert [call.path for call in gateway.calls] == [*checked_first, "/files/batch"]
+    assert "/" not in [call.path for call in gateway.calls]
     assert not again.notices
     assert await remote_tree(client) == local_tree(folder)
+
+
+class Unaskable(Gateway):
+    """A gateway whose `GET /v1/sandboxes/:id` answers 503 once `unaskable` is set."""
+
+    unaskable = False
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: Any = None,
+    ) -> Response:
+        info = method == "GET" and path.startswith("/v1/sandboxes/") and path.count("/") == 3
+        if info and self.unaskable:
+            self.calls.append(Call(method, "/", body))
+            return internal_error("Service unavailable", 503)
+        return await super().request(method, path, body, timeout=timeout, on_event=on_event)
+
+
+async def test_a_conflict_stays_one_when_the_sandbox_cannot_be_asked_if_it_was_made_again(
+    backend: Backend, client: SandboxClient, folder: Path
+) -> None:
+    """Under `fail`, a conflict asks whether the sandbox was made again; a gateway that
+    cannot answer leaves it a conflict, and the save stays pending."""
+    (folder / "a.txt").write_text("synced")
+    gateway = Unaskable(backend.transport)
+    sync = FolderSync(folder, through(backend, client, gateway), policy="fail", retries=0)
+    await sync.initial_sync()
+    await client.write_file("a.txt", "guest's")
+    (folder / "a.txt").write_text("local")
+    gateway.unaskable = True
+    with pytest.raises(SyncConflictError):
+        await sync.sync_paths(["a.txt"])
+    assert "/" in [call.path for call in gateway.calls]  # it did ask
+    assert sync.has_pending
+    assert await remote_tree(client) == {"a.txt": b"guest's"}

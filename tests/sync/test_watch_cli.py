@@ -56,6 +56,9 @@ def perl() -> None:
     require_engine("perl")
 
 
+SANDBOX = ["--sandbox", "watched"]
+
+
 @pytest.mark.usefixtures("perl")
 def test_watch_runs_the_entry_after_each_change_and_stops_on_sigint(tmp_path: Path) -> None:
     folder = tmp_path / "My Project"
@@ -64,7 +67,7 @@ def test_watch_runs_the_entry_after_each_change_and_stops_on_sigint(tmp_path: Pa
     (folder / "main.pl").write_text('use Greeting; print Greeting::text(), " v1\\n";\n')
     env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data")}
     process = subprocess.Popen(
-        [*watch_argv(), str(folder), "--run", "main.pl", "--json", "--debounce", "0.03"],
+        [*watch_argv(), str(folder), "--run", "main.pl", "--json", "--debounce", "0.03", *SANDBOX],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -90,6 +93,21 @@ def test_watch_runs_the_entry_after_each_change_and_stops_on_sigint(tmp_path: Pa
         (folder / "main.pl").write_text('die "broken\\n";\n')
         failed = lines.next()
         assert failed["error"]["message"].startswith("broken")
+
+        # Another client destroys the sandbox: the next save fills it again, module too.
+        destroyed = subprocess.run(
+            [sys.executable, "-m", "workbench", "sandboxes", "destroy", "watched", "-y"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert destroyed.returncode == 0, destroyed.stderr
+        (folder / "main.pl").write_text('use Greeting; print Greeting::text(), " v3\\n";\n')
+        refilled = lines.next()
+        assert refilled["logs"]["stdout"] == ["bye v3"], refilled
+        assert [notice["code"] for notice in refilled["sync"]["notices"]] == ["SANDBOX_REPLACED"]
+        assert refilled["sync"]["uploaded"] == 2 and refilled["sync"]["conflicts"] == []
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=20)

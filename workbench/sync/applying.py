@@ -510,18 +510,24 @@ class _BatchedPass:
                 step.kind in _SKIPPED_UNDER_FAILED_DIRS and self._under_failed_dir(step.relative)
             )
         ]
-        if not steps:
+        folder = self.applier.folder
+        if not steps or folder.replaced:
             return
         if self.refused:
             self.unsent.extend(steps)
             return
         try:
-            answer = await self.applier.folder.send_batch([step.entry for step in steps])
+            answer = await folder.send_batch([step.entry for step in steps])
         except TransientSyncError:
             raise
         except errors.SandboxError:
             self.refused = True
             self.unsent.extend(steps)
+            return
+        if folder.replaced:
+            # The entries went to a sandbox made again: what failed there (a precondition
+            # on a file that went with the old one) is no conflict, and the pass's refill
+            # (`FolderSync`) sends the whole folder.
             return
         unreachable: errors.SandboxError | None = None
         for step, outcome in zip(steps, answer.results, strict=True):

@@ -88,6 +88,7 @@ class SyncReport:
             "unchanged": self.unchanged,
             "errors": [issue.to_json() for issue in self.errors],
             "conflicts": [issue.to_json() for issue in self.conflicts],
+            "notices": [issue.to_json() for issue in self.notices],
             "incomplete": self.incomplete,
             "durationMs": round(self.duration_s * 1000, 1),
         }

@@ -55,7 +55,6 @@ from workbench.paths import cache_dir, config_dir, data_dir
 from workbench.sync.applying import PlanApplier, apply_in_batches
 from workbench.sync.conflicts import (
     SandboxEntry,
-    SyncConflictError,
     find_conflicts,
     preconditions_for,
     resolve_conflicts,
@@ -78,7 +77,7 @@ from workbench.sync.manifest import (
 )
 from workbench.sync.planning import Plan, plan_pass
 from workbench.sync.relative_paths import ancestors, is_plain, is_under, top_level
-from workbench.sync.sandbox_folder import SandboxFolder
+from workbench.sync.sandbox_folder import SandboxFolder, TransientSyncError
 from workbench.sync.watching import PendingChanges, watch_folder
 
 __all__ = ["FolderSync"]
@@ -105,6 +104,14 @@ def _kept_out_of(root: Path, keep_out: Iterable[Path] = ()) -> list[str]:
         if resolved.is_relative_to(root):
             relative.append(resolved.relative_to(root).as_posix())
     return relative
+
+
+_REFILLS = 3
+"""Initial passes in a row that may find their sandbox destroyed and made again."""
+
+
+class _SandboxMadeAgain(Exception):
+    """The pass found its sandbox destroyed and made again: a refill takes over."""
 
 
 class FolderSync:
@@ -225,11 +232,29 @@ class FolderSync:
 
     async def initial_sync(self) -> SyncReport:
         """Make `dest` mirror the folder, uploading only what differs (and deleting only
-        what the module docstring allows).
+        what the module docstring allows). A sandbox destroyed and made again meanwhile is
+        filled again from the start (`_REFILLS` times at most; then the report is
+        incomplete and the next pass starts over).
 
         Raises `TransientSyncError` when the sandbox cannot be reached, and
         `SyncConflictError` under policy `fail`.
         """
+        report = SyncReport(full=True, incomplete=True)
+        for _ in range(_REFILLS):
+            try:
+                report = await self._initial_pass()
+            except _SandboxMadeAgain:
+                self._note_made_again(report)
+                continue
+            if not self._folder.replaced:
+                self._initialized = True
+                return report
+            self._note_made_again(report)
+        self._initialized = False
+        report.incomplete = True
+        return report
+
+    async def _initial_pass(self) -> SyncReport:
         report = SyncReport(full=True)
         started = time.perf_counter()
         self._emit(EventKind.SYNCING, f"initial sync of {self.root} to {self.dest}")
@@ -237,6 +262,7 @@ class FolderSync:
         # Whether the gateway takes batches, and when the sandbox was made, are asked while
         # `dest` is made: no extra wait.
         self._folder.replaced = False
+        self._folder.told_this_pass = False
         await asyncio.gather(
             self._folder.retrying(lambda: self.sandbox.mkdir(self.dest, recursive=True)),
             self._folder.batch_limits(),
@@ -263,7 +289,6 @@ class FolderSync:
             await self._apply(report, local, list(self.manifest), listing=listing)
         finally:
             self._finish(report, started)
-        self._initialized = True
         return report
 
     async def sync_paths(self, paths: Iterable[str | Path]) -> SyncReport:
@@ -314,6 +339,7 @@ class FolderSync:
         if not self._initialized:
             return await self.initial_sync()
         scope = self._pending.take()
+        self._folder.told_this_pass = False
         full = scope is None
         report = SyncReport(full=full)
         started = time.perf_counter()
@@ -335,14 +361,8 @@ class FolderSync:
                     path for path in self.manifest if any(is_under(path, top) for top in scope)
                 ]
             await self._apply(report, local, current)
-        except SyncConflictError:
-            # Policy `fail` checks before it sends anything: is a conflict a sandbox made
-            # again, without the files this sync had put there?
-            if not self._folder.replaced:
-                await self._folder.sandbox_made()
-            if not self._folder.replaced:
-                self._pending.put_back(scope)
-                raise
+        except _SandboxMadeAgain:
+            pass  # the refill below sends everything
         except BaseException:
             # Keep everything for the next attempt (the pass is state-based).
             self._pending.put_back(scope)
@@ -356,23 +376,38 @@ class FolderSync:
     async def _refill(self, report: SyncReport) -> SyncReport:
         """The sandbox was destroyed and made again since the last pass, and this pass sent
         only what changed: mirror the whole folder again (an initial sync), reported
-        together with what the pass changed (its conflicts and errors were the new
-        sandbox's missing files, which the refill settles)."""
-        notice = SyncIssue(
-            self.dest,
-            "SANDBOX_REPLACED",
-            f"sandbox {self.sandbox.id} was destroyed and made again: the whole folder is "
-            "sent again",
-        )
-        self._emit(EventKind.NOTICE, notice.message, issue=notice)
+        together with what the pass changed."""
+        self._note_made_again(report)
         self._initialized = False
         refill = await self.initial_sync()
         refill.uploaded = sorted({*report.uploaded, *refill.uploaded})
         refill.deleted = sorted({*report.deleted, *refill.deleted})
         refill.renamed = [*report.renamed, *refill.renamed]
         refill.created_dirs = sorted({*report.created_dirs, *refill.created_dirs})
-        refill.notices = [*report.notices, notice, *refill.notices]
+        refill.notices = [*report.notices, *refill.notices]
         return refill
+
+    def _note_made_again(self, report: SyncReport) -> None:
+        notice = SyncIssue(
+            self.dest,
+            "SANDBOX_REPLACED",
+            f"sandbox {self.sandbox.id} was destroyed and made again: the whole folder is "
+            "sent again",
+        )
+        report.notices.append(notice)
+        self._emit(EventKind.NOTICE, notice.message, issue=notice)
+
+    async def _made_again(self) -> bool:
+        """Whether the sandbox was destroyed and made again since it was last asked (so
+        what looks like a conflict is a file this sync had put there that went with it).
+        Asked only when no answer of this pass said it already; unknown (False) when the
+        sandbox cannot be asked."""
+        if not self._folder.replaced and not self._folder.told_this_pass:
+            try:
+                await self._folder.sandbox_made()
+            except TransientSyncError:
+                return False
+        return self._folder.replaced
 
     def _local_ancestors(self, relative: str) -> dict[str, LocalEntry]:
         return {
@@ -456,6 +491,8 @@ class FolderSync:
         """Check `plan` for conflicts, settle them by the policy, then apply it (in
         batches when the gateway takes them)."""
         check = await find_conflicts(plan, listing, self.manifest, self._folder)
+        if check.issues and await self._made_again():
+            raise _SandboxMadeAgain
         resolve_conflicts(
             plan, report, check, manifest=self.manifest, policy=self.policy, emit=self._emit
         )

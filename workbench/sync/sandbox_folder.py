@@ -96,11 +96,14 @@ class SandboxFolder:
         self.replaced = False
         """An answer named another making than the one before: the sandbox was destroyed
         and made again since, without what this sync had put there."""
+        self.told_this_pass = False
+        """An answer of the pass under way said when the sandbox was made (a batch's)."""
 
     def note_sandbox_made(self, created_at: str | None) -> None:
         """An answer said when the sandbox was made (None: the gateway does not say)."""
         if created_at is None:
             return
+        self.told_this_pass = True
         if self.sandbox_created_at not in (None, created_at):
             self.replaced = True
         self.sandbox_created_at = created_at
