@@ -203,6 +203,27 @@ def test_a_body_declared_past_its_route_s_cap_is_answered_413_at_once(
         assert closed_by_server(connection, ANSWER_SECONDS)
 
 
+@pytest.mark.parametrize("sent", [False, True], ids=["declared", "sent"])
+def test_a_stateless_execution_past_the_cap_that_is_not_json_is_415(
+    served: Served, sent: bool
+) -> None:
+    """Spec 2.2.1 checks the content type before the length: a body past the cap that is
+    not JSON gets 415, declared (at once) or sent whole; a sandbox route takes any content
+    type (spec 2.4), so its answer stays 413."""
+    size = EXECUTE_BODY_CAP + 1
+    for path, status in [
+        ("/v1/runtimes/PYTHON/execute", 415),
+        ("/v1/sandboxes/big/execute", 413),
+    ]:
+        head = request_head(
+            "POST", path, "content-type: text/plain", f"content-length: {size}", token=True
+        )
+        with socket.create_connection(served.address, timeout=10) as connection:
+            connection.sendall(head + (b"x" * size if sent else b""))
+            answer, headers = read_answer(connection, ANSWER_SECONDS)
+            assert (path, answer, headers["connection"]) == (path, status, "close")
+
+
 @pytest.mark.parametrize(
     ("path", "cap"),
     [("/v1/sandboxes/caps/env", EXECUTE_BODY_CAP), ("/v1/sandboxes/caps/files", FILES_BODY_CAP)],

@@ -63,6 +63,26 @@ workspace (4,096 entries) is refilled in five batches."""
 _FILES_PATH = re.compile(r"/v1/sandboxes/[^/]+/files(/batch)?")
 
 
+_STATELESS_EXECUTE = re.compile(r"/v1/runtimes(?:/.*)?/execute")
+"""The route of `POST /v1/runtimes/{binding...}/execute` (workbench.backends.local)."""
+
+
+def is_json_content(headers: Mapping[str, str]) -> bool:
+    """Spec 2.2.1's first check: the `content-type` header, lower-cased, starts with
+    `application/json`."""
+    return headers.get("content-type", "").lower().startswith("application/json")
+
+
+def oversize_refusal(method: str, path: str, headers: Mapping[str, str]) -> tuple[int, str]:
+    """What a request with a body past its route's cap answers, before the body is read:
+    413, or 415 for a stateless execution that is not JSON (spec 2.2.1 checks the content
+    type first)."""
+    stateless = method == "POST" and _STATELESS_EXECUTE.fullmatch(path.split("?", 1)[0])
+    if stateless and not is_json_content(headers):
+        return 415, "Content-Type must be application/json"
+    return 413, "Request too large"
+
+
 def body_cap(path: str) -> int:
     """The largest request body the gateway route at `path` takes (spec 2.4, 2.7): 2 MiB
     for a sandbox's `/files`, 8 MiB for `/files/batch` (also after gzip decoding, which

@@ -30,6 +30,7 @@ from workbench.protocol.http import (
     answer_event,
     body_cap,
     error_json,
+    oversize_refusal,
     validation_error,
     wants_stream,
 )
@@ -113,13 +114,13 @@ class GatewayApp:
         method = scope.get("method", "GET")
         if not authorized:  # a public route without the token: its body stays unread
             if declared > cap:
-                await self._refuse(send, 413, "Request too large")
+                await self._refuse(send, *oversize_refusal(method, path, headers))
                 return
             request = Request(method, path, b"", headers)
             await self._send(send, await self.handle(request), close=True)
             return
         if declared > cap + DISCARD_BYTES:
-            await self._refuse(send, 413, "Request too large")
+            await self._refuse(send, *oversize_refusal(method, path, headers))
             return
         body = None
         if declared <= cap:
@@ -130,7 +131,7 @@ class GatewayApp:
                 await self._refuse(send, 408, "Request body not received in time")
                 return
         if body is None:  # declared, or grown, past the cap
-            await self._refuse_then_drop(send, receive)
+            await self._refuse_then_drop(send, receive, *oversize_refusal(method, path, headers))
             return
         if method == "POST" and path.endswith("/execute") and wants_stream(headers):
             await self._stream_answer(Request(method, path, body, headers), receive, send)
@@ -220,12 +221,14 @@ class GatewayApp:
         await cls._send(send, error_json(validation_error(message, status)), close=True)
 
     @classmethod
-    async def _refuse_then_drop(cls, send: Send, receive: Receive) -> None:
-        """Answer 413 before reading on; then drop (never keep) what keeps coming, up to
-        `DISCARD_BYTES` and `DISCARD_S`, so the client reads the answer rather than a
-        reset; then close the connection."""
-        too_large = error_json(validation_error("Request too large", 413))
-        await cls._send(send, too_large, close=True, complete=False)
+    async def _refuse_then_drop(
+        cls, send: Send, receive: Receive, status: int, message: str
+    ) -> None:
+        """Answer (413, or 415) before reading on; then drop (never keep) what keeps
+        coming, up to `DISCARD_BYTES` and `DISCARD_S`, so the client reads the answer
+        rather than a reset; then close the connection."""
+        refusal = error_json(validation_error(message, status))
+        await cls._send(send, refusal, close=True, complete=False)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(DISCARD_S):
                 await _discard_body(receive, DISCARD_BYTES)

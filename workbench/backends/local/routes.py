@@ -44,6 +44,7 @@ from workbench.protocol.http import (
     Response,
     error_json,
     internal_error,
+    is_json_content,
     method_not_allowed,
     not_found,
     parse_object,
@@ -165,8 +166,7 @@ async def execute_stateless(gateway: LocalGateway, request: Request, params: Par
     runtime = gateway.runtimes.get(binding)
     if runtime is None:
         raise validation_error(f"Unknown binding '{binding}'")
-    content_type = request.headers.get("content-type", "").lower()
-    if not content_type.startswith("application/json"):
+    if not is_json_content(request.headers):
         raise validation_error("Content-Type must be application/json", 415)
     if not request.body:
         declared = request.headers.get("content-length")
