@@ -56,6 +56,28 @@ async def test_invalid_sandbox_ids_are_rejected_by_the_server(
     assert caught.value.message == expected.value.message
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/sandboxes/"),
+        ("POST", "/v1/sandboxes//execute"),
+        ("DELETE", "/v1/sandboxes/"),
+        ("POST", "/v1/runtimes//execute"),
+        ("POST", "/v1/runtimes/PYTHON/x/execute"),
+    ],
+)
+async def test_an_empty_id_or_binding_segment_is_an_unknown_route(
+    backend: Backend, method: str, path: str
+) -> None:
+    """Every gateway answers 404 `Not found` (the Worker's routes take one segment, not
+    empty, for `:id` and `:binding`; serve answered 400 for an invalid id)."""
+    body = {"code": "1", "binding": "PYTHON"} if method == "POST" else None
+    response = await backend.transport.request(method, path, body)
+    with pytest.raises(SandboxError) as caught:
+        parse_json_response(response)
+    assert (response.status, caught.value.message) == (404, "Not found")
+
+
 async def test_valid_ids_and_normalization(backend: Backend) -> None:
     longest = "a" * 63
     for sandbox_id in (longest, "A.b_c-d", "0", "a-b", "user-42"):

@@ -162,6 +162,8 @@ def _check_language(runtime: LocalRuntime, body: dict[str, Any]) -> None:
 
 async def execute_stateless(gateway: LocalGateway, request: Request, params: Params) -> Response:
     """Stateless `POST /v1/runtimes/:binding/execute` (spec 2.2.1, in its check order)."""
+    if not params["binding"] or "/" in params["binding"]:
+        raise not_found()  # as the Worker gateway, whose `:binding` is one segment
     binding = unquote(params["binding"])
     runtime = gateway.runtimes.get(binding)
     if runtime is None:
@@ -218,6 +220,8 @@ async def list_sandboxes(gateway: LocalGateway, request: Request, params: Params
 
 async def sandbox_request(gateway: LocalGateway, request: Request, params: Params) -> Response:
     """`/v1/sandboxes/:id/...`: the id is checked first, then the sandbox's table."""
+    if not params["sandbox_id"]:
+        raise not_found()  # as the Worker gateway, whose `:id` is one segment, not empty
     sandbox_id = unquote(params["sandbox_id"])
     validate_sandbox_id(sandbox_id)
     sandbox = gateway.sandbox(sandbox_id)
