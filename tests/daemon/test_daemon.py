@@ -753,3 +753,43 @@ def test_status_from_another_runtime_dir_names_the_daemon_that_runs(
         )
     finally:
         run_cli(env, "daemon", "stop")
+
+
+def test_the_daemon_s_own_routes_name_their_method_on_a_wrong_one(
+    tmp_path: Path,
+) -> None:
+    """`DELETE /v1/daemon` on the socket: 405 with `Allow: GET` (it was the gateway's 404),
+    and the daemon still runs."""
+    import socket as unix
+
+    env = cli_env(tmp_path)
+    assert run_cli(env, "sandboxes", "list").returncode == 0  # starts the daemon
+    path = socket_path(Path(env["SANDBOX_WORKBENCH_DATA_DIR"]))
+    try:
+        for method, route, allowed in (
+            ("DELETE", "/v1/daemon", "GET"),
+            ("GET", "/v1/daemon/stop", "POST"),
+            ("POST", "/v1/engines", "GET"),
+        ):
+            with unix.socket(unix.AF_UNIX, unix.SOCK_STREAM) as connection:
+                connection.settimeout(30)
+                connection.connect(str(path))
+                connection.sendall(
+                    f"{method} {route} HTTP/1.1\r\nhost: daemon\r\ncontent-length: 0\r\n"
+                    "connection: close\r\n\r\n".encode()
+                )
+                answer = b""
+                while chunk := connection.recv(65536):
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            headers = {
+                name.lower(): value
+                for name, _, value in (line.partition(": ") for line in lines[1:])
+            }
+            assert lines[0].split()[1] == "405", answer
+            assert headers["allow"] == allowed
+            assert json.loads(body)["message"] == "Method not allowed"
+        assert status(env)["running"] is True
+    finally:
+        assert run_cli(env, "daemon", "stop").returncode == 0

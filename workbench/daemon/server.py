@@ -38,8 +38,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from workbench import __version__
 from workbench.backends.daemon.location import log_path, peer_is_this_user, socket_path
@@ -48,7 +49,7 @@ from workbench.backends.local import LocalGateway, open_local_gateway
 from workbench.config import DAEMON_IDLE_ENV, ConfigError, env_seconds
 from workbench.paths import private_data_dir, private_directory
 from workbench.protocol.errors import error_response
-from workbench.protocol.http import Request, Response
+from workbench.protocol.http import Request, Response, error_json, method_not_allowed
 from workbench.server.app import GatewayApp, Message, Receive, Scope, Send
 
 IDLE_ENV = DAEMON_IDLE_ENV
@@ -513,6 +514,9 @@ class Daemon:
         gateway = self._gateway
         assert gateway is not None
         path = socket_route(request.path)
+        allowed = None if path is None else SOCKET_ROUTES[path]
+        if allowed is not None and request.method != allowed:
+            return replace(error_json(method_not_allowed()), headers=(("allow", allowed),))
         if path == "/v1/daemon" and request.method == "GET":
             return _json(200, await asyncio.to_thread(self.info))
         if path == "/v1/daemon/stop" and request.method == "POST":
@@ -560,8 +564,9 @@ class Daemon:
         }
 
 
-SOCKET_ROUTES = frozenset({"/v1/daemon", "/v1/daemon/stop", "/v1/engines"})
-"""The daemon's own routes: on its socket only, never passed on from TCP."""
+SOCKET_ROUTES: Final = {"/v1/daemon": "GET", "/v1/daemon/stop": "POST", "/v1/engines": "GET"}
+"""The daemon's own routes and their methods: on its socket only, never passed on from
+TCP."""
 
 
 def socket_route(target: str) -> str | None:
