@@ -292,6 +292,7 @@ import json, os, socket, sys
 from workbench.backends.owner import OwnerInfo, OwnerLock
 from pathlib import Path
 data, path = Path(sys.argv[1]), sys.argv[2]
+busy = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 lock = OwnerLock(data)
 lock.acquire(OwnerInfo(os.getpid(), "daemon", "0.0.1", path))
 server = socket.socket(socket.AF_UNIX)
@@ -309,7 +310,7 @@ while True:
         sys.exit(0)
     body = json.dumps({"pid": os.getpid(), "version": "0.0.1", "dataDir": str(data),
         "socket": path, "startedAt": 0, "liveSessions": 0, "memoryBytes": 0,
-        "logFile": "", "idleSeconds": 900, "tcp": None}).encode()
+        "logFile": "", "idleSeconds": 900, "tcp": None, "executionsInFlight": busy}).encode()
     connection.sendall(b"HTTP/1.1 200 OK\\r\\ncontent-length: %d\\r\\n\\r\\n%s" % (len(body), body))
     connection.close()
 """
@@ -334,6 +335,34 @@ def test_a_daemon_of_another_version_is_replaced(tmp_path: Path, perl_engine: No
         ran.stderr
     )
     assert status(env)["version"] == "0.1.0"
+
+
+def test_a_daemon_of_another_version_running_code_is_not_replaced(tmp_path: Path) -> None:
+    """Replacing it would cancel another client's run with no word of why: the command
+    is refused (exit 2), and the daemon keeps running."""
+    env = cli_env(tmp_path)
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    path = str(socket_path(data))
+    old = subprocess.Popen(
+        [sys.executable, "-c", OLD_DAEMON, str(data), path, "1"],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert old.stdout is not None and old.stdout.readline() == "ready\n"
+        refused = run_cli(env, "sandboxes", "list")
+        assert refused.returncode == 2
+        assert one_error_line(refused) == (
+            f"error: the local daemon (pid {old.pid}) is of sandbox-workbench 0.0.1 and is "
+            "running 1 execution(s) for other clients; this command asks for version 0.1.0: "
+            "try again when they end, or stop it with `sandbox-workbench daemon stop`"
+        )
+        assert old.poll() is None
+    finally:
+        old.kill()
+        old.wait()
 
 
 async def test_an_embedded_owner_and_the_daemon_never_share_a_store(

@@ -245,6 +245,9 @@ def ensure_daemon(
                 "same settings, or stop serve first"
             )
         if info is not None and info.version != __version__:
+            _refuse_while_busy(
+                info, f"is of sandbox-workbench {info.version}", f"version {__version__}"
+            )
             stop(path, directory)
             note(
                 f"note: replaced the local daemon of sandbox-workbench {info.version} "
@@ -252,15 +255,12 @@ def ensure_daemon(
             )
             info = None
         elif info is not None and info.settings != wanted:
-            if info.executions_in_flight:
-                # Replacing it would cancel other clients' runs, with no word of why.
-                raise ConfigError(
-                    f"the local daemon (pid {info.pid}) holds {describe_settings(info.settings)}"
-                    f" and is running {info.executions_in_flight} execution(s) for other "
-                    f"clients; this command asks for {describe_settings(wanted)}: try again "
-                    "when they end, use the same settings, or stop it with "
-                    "`sandbox-workbench daemon stop`"
-                )
+            _refuse_while_busy(
+                info,
+                f"holds {describe_settings(info.settings)}",
+                describe_settings(wanted),
+                "use the same settings, ",
+            )
             stop(path, directory)
             note(
                 f"note: restarted the local daemon (pid {info.pid}) with "
@@ -270,6 +270,19 @@ def ensure_daemon(
         if info is None:
             info = _start(directory, path, wanted, given_up)
     return info
+
+
+def _refuse_while_busy(info: DaemonInfo, holds: str, wanted: str, other_way: str = "") -> None:
+    """Replacing a daemon that runs code for other clients would cancel their runs, with
+    no word of why: a `ConfigError` instead, saying what the daemon `holds` and what this
+    command asks for."""
+    if info.executions_in_flight:
+        raise ConfigError(
+            f"the local daemon (pid {info.pid}) {holds} and is running "
+            f"{info.executions_in_flight} execution(s) for other clients; this command asks "
+            f"for {wanted}: try again when they end, {other_way}or stop it with "
+            "`sandbox-workbench daemon stop`"
+        )
 
 
 def _matches(info: DaemonInfo, settings: LocalSettings) -> bool:
