@@ -212,8 +212,8 @@ def ensure_daemon(
     if it is of another version or holds other `settings` (default: `local_settings()`):
     one data dir is one deployment, and every answered run is stored, so a replacement
     loses no state. A daemon that `serve` started (it listens on TCP too) is not replaced:
-    that would end the gateway of every remote client (`ConfigError`); nor, for its
-    settings, one running code for other clients: that would cancel their runs. Once
+    that would end the gateway of every remote client (`ConfigError`); nor one running
+    code for other clients: that would cancel their runs. Once
     `given_up` is set (the caller stopped waiting), the waits for another client's start
     and for the daemon's answer end (`DaemonStartError`). `note` tells of a replacement
     (on stderr by default). With `adopt` (a client reconnecting to a daemon that went
