@@ -441,3 +441,45 @@ async def test_a_conflict_stays_one_when_the_sandbox_cannot_be_asked_if_it_was_m
     assert "/" in [call.path for call in gateway.calls]  # it did ask
     assert sync.has_pending
     assert await remote_tree(client) == {"a.txt": b"guest's"}
+
+
+class DestroyingBefore(Gateway):
+    """Destroys the sandbox just before the `nth` batch reaches it (another client)."""
+
+    def __init__(self, inner: Transport, sandbox_id: str, nth: int) -> None:
+        super().__init__(inner)
+        self.sandbox_id, self.nth, self.batches = sandbox_id, nth, 0
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: Any = None,
+    ) -> Response:
+        if path.endswith("/files/batch"):
+            self.batches += 1
+            if self.batches == self.nth:
+                await self.inner.request("DELETE", f"/v1/sandboxes/{self.sandbox_id}")
+        return await super().request(method, path, body, timeout=timeout, on_event=on_event)
+
+
+async def test_a_sandbox_destroyed_again_during_its_refill_is_filled_from_the_start(
+    backend: Backend, client: SandboxClient, folder: Path
+) -> None:
+    """Batches 1 (the initial sync) and 2 (a save after a destroy) go through; the
+    sandbox is destroyed again just before 3, the refill's, which makes it again: the
+    refill starts over, lists what batch 3 put there, and finds nothing left to send."""
+    make_tree(folder, files=12)
+    gateway = DestroyingBefore(backend.transport, client.id, nth=3)
+    sync = FolderSync(folder, through(backend, client, gateway))
+    await sync.initial_sync()
+    await client.destroy()
+    (folder / "d1" / "sub" / "f1.txt").write_text("saved after the destroy")
+    report = await sync.sync_paths(["d1/sub/f1.txt"])
+    assert gateway.batches == 3
+    assert [issue.code for issue in report.notices] == ["SANDBOX_REPLACED"] * 2
+    assert not report.incomplete and not report.conflicts and not report.errors
+    assert await remote_tree(client) == local_tree(folder)

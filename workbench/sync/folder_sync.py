@@ -239,19 +239,22 @@ class FolderSync:
         Raises `TransientSyncError` when the sandbox cannot be reached, and
         `SyncConflictError` under policy `fail`.
         """
-        report = SyncReport(full=True, incomplete=True)
+        report = SyncReport(full=True)
+        made_again: list[SyncIssue] = []
         for _ in range(_REFILLS):
             try:
                 report = await self._initial_pass()
             except _SandboxMadeAgain:
-                self._note_made_again(report)
+                made_again.append(self._note_made_again())
                 continue
             if not self._folder.replaced:
                 self._initialized = True
+                report.notices[:0] = made_again
                 return report
-            self._note_made_again(report)
+            made_again.append(self._note_made_again())
         self._initialized = False
         report.incomplete = True
+        report.notices[:0] = made_again
         return report
 
     async def _initial_pass(self) -> SyncReport:
@@ -377,25 +380,26 @@ class FolderSync:
         """The sandbox was destroyed and made again since the last pass, and this pass sent
         only what changed: mirror the whole folder again (an initial sync), reported
         together with what the pass changed."""
-        self._note_made_again(report)
+        notice = self._note_made_again()
         self._initialized = False
         refill = await self.initial_sync()
         refill.uploaded = sorted({*report.uploaded, *refill.uploaded})
         refill.deleted = sorted({*report.deleted, *refill.deleted})
         refill.renamed = [*report.renamed, *refill.renamed]
         refill.created_dirs = sorted({*report.created_dirs, *refill.created_dirs})
-        refill.notices = [*report.notices, *refill.notices]
+        refill.notices = [*report.notices, notice, *refill.notices]
         return refill
 
-    def _note_made_again(self, report: SyncReport) -> None:
+    def _note_made_again(self) -> SyncIssue:
+        """Tell that the sandbox was made again (the notice, for the pass's report)."""
         notice = SyncIssue(
             self.dest,
             "SANDBOX_REPLACED",
             f"sandbox {self.sandbox.id} was destroyed and made again: the whole folder is "
             "sent again",
         )
-        report.notices.append(notice)
         self._emit(EventKind.NOTICE, notice.message, issue=notice)
+        return notice
 
     async def _made_again(self) -> bool:
         """Whether the sandbox was destroyed and made again since it was last asked (so
