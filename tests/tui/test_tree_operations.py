@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 from textual.widgets import Input, Static
 from textual.widgets.tree import TreeNode
 
@@ -194,25 +195,36 @@ async def test_the_tree_is_listed_again_after_a_run(tmp_path: Path) -> None:
         assert tree.cursor_node is selected
 
 
+class TreeApp(App[None]):
+    """The sandbox tree alone."""
+
+    def compose(self) -> ComposeResult:
+        yield SandboxTree(id="sidebar")
+
+
+async def shown_workspace(
+    app: TreeApp, pilot: Pilot[None]
+) -> tuple[SandboxTree, TreeNode[TreeNodeData]]:
+    """The tree showing sandbox `demo`, its `/workspace` node expanded."""
+    tree = app.query_one(SandboxTree)
+    tree.show_profile("local")
+    tree.show_sandboxes([SandboxSummary("demo", "", "", None)])
+    tree.show_sandbox_info(SandboxInfo("demo", "", "", {}, [], 0, 0, True, None))
+    sandbox = tree.sandbox_node("demo")
+    assert sandbox is not None
+    workspace = next(c for c in sandbox.children if isinstance(c.data, DirectoryNode))
+    workspace.expand()
+    await pilot.pause()
+    return tree, workspace
+
+
 async def test_the_cursor_reaches_a_node_added_since_the_tree_last_drew() -> None:
     """Textual builds a tree's lines when idle; a move to a node listed in between (a file
     just made, or a test's Enter right after a listing) still lands on it."""
 
-    class TreeApp(App[None]):
-        def compose(self) -> ComposeResult:
-            yield SandboxTree(id="sidebar")
-
     app = TreeApp()
     async with app.run_test() as pilot:
-        tree = app.query_one(SandboxTree)
-        tree.show_profile("local")
-        tree.show_sandboxes([SandboxSummary("demo", "", "", None)])
-        tree.show_sandbox_info(SandboxInfo("demo", "", "", {}, [], 0, 0, True, None))
-        sandbox = tree.sandbox_node("demo")
-        assert sandbox is not None
-        workspace = next(c for c in sandbox.children if isinstance(c.data, DirectoryNode))
-        workspace.expand()
-        await pilot.pause()
+        tree, workspace = await shown_workspace(app, pilot)
         files = [
             FileInfo(name, f"/workspace/{name}", name, "file", 1, "", "rw-r--r--")
             for name in ("a.txt", "b.txt")
@@ -228,10 +240,6 @@ async def test_the_tree_lists_a_folder_in_natural_order() -> None:
     """Folders first, then files; digits compare as numbers, case aside, the exact name
     breaking ties; a listing again keeps that order for the entries it adds."""
 
-    class TreeApp(App[None]):
-        def compose(self) -> ComposeResult:
-            yield SandboxTree(id="sidebar")
-
     def entry(name: str, kind: str = "file") -> FileInfo:
         return FileInfo(name, f"/workspace/{name}", name, kind, 1, "", "rw-r--r--")
 
@@ -240,15 +248,7 @@ async def test_the_tree_lists_a_folder_in_natural_order() -> None:
 
     app = TreeApp()
     async with app.run_test() as pilot:
-        tree = app.query_one(SandboxTree)
-        tree.show_profile("local")
-        tree.show_sandboxes([SandboxSummary("demo", "", "", None)])
-        tree.show_sandbox_info(SandboxInfo("demo", "", "", {}, [], 0, 0, True, None))
-        sandbox = tree.sandbox_node("demo")
-        assert sandbox is not None
-        workspace = next(c for c in sandbox.children if isinstance(c.data, DirectoryNode))
-        workspace.expand()
-        await pilot.pause()
+        tree, workspace = await shown_workspace(app, pilot)
         names = ["f10", "f2", "F1", "f02", "b", "A", "run9", "run10"]
         listing = [entry(name) for name in names] + [entry("d10", "directory")]
         listing.append(entry("d9", "directory"))
@@ -265,21 +265,9 @@ async def test_a_new_node_takes_the_cursor_at_once_and_never_later() -> None:
     makes after it stays (a move deferred to the next refresh took the cursor back, so
     a rename right after went to the new folder instead of the file chosen)."""
 
-    class TreeApp(App[None]):
-        def compose(self) -> ComposeResult:
-            yield SandboxTree(id="sidebar")
-
     app = TreeApp()
     async with app.run_test() as pilot:
-        tree = app.query_one(SandboxTree)
-        tree.show_profile("local")
-        tree.show_sandboxes([SandboxSummary("demo", "", "", None)])
-        tree.show_sandbox_info(SandboxInfo("demo", "", "", {}, [], 0, 0, True, None))
-        sandbox = tree.sandbox_node("demo")
-        assert sandbox is not None
-        workspace = next(c for c in sandbox.children if isinstance(c.data, DirectoryNode))
-        workspace.expand()
-        await pilot.pause()
+        tree, workspace = await shown_workspace(app, pilot)
         tree.select_when_listed("demo", "/workspace/src")
         tree.show_directory(
             "demo",

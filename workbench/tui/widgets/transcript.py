@@ -179,6 +179,10 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         self._search_line = -1
         self._rendered_width = self.scrollable_content_region.width
         self._mixed_widths = False
+        self._write_again(written)
+
+    def _write_again(self, written: list[TranscriptCell | RenderableType | object]) -> None:
+        """Write `written` (earlier writes, in order) again at the current width."""
         for item in written:
             if isinstance(item, TranscriptCell):
                 self._write_cell(item)
@@ -223,11 +227,7 @@ with duration, fuel, memory and execution count. *Find in transcript* searches i
         self._search_line = -1
         self._widest_line_width = max((line.cell_length for line in self.lines), default=0)
         self.virtual_size = Size(self._widest_line_width, len(self.lines))
-        for item in written:
-            if isinstance(item, TranscriptCell):
-                self._write_cell(item)
-            else:
-                self.write(item, scroll_end=False)
+        self._write_again(written)
         self.refresh()
 
     def _cell_span(self, index: int) -> tuple[int, int]:
