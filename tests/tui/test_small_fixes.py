@@ -13,6 +13,7 @@ from tests.tui.test_file_editing import write_files
 from tests.tui.test_flows import make_app, panel_text
 from tour import WorkbenchPilot, create_context, create_sandbox, until_connected, wait_for
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.messages import ContextOpened
 from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
@@ -101,3 +102,23 @@ async def test_the_sidebar_hides_and_the_tabs_take_its_room(tmp_path: Path) -> N
         await pilot.press("ctrl+b", "ctrl+t")
         await pilot.pause()
         assert main.sandbox_tree.display and main.sandbox_tree.has_focus
+
+
+async def test_an_opened_context_has_the_focus_as_soon_as_its_editor_shows(
+    tmp_path: Path,
+) -> None:
+    """Keys typed the moment the editor appears land in it: the focus moves in the same
+    step that shows the tab, not on a later message (tmux typed into the tree)."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        main.sandbox_tree.focus()
+        await pilot.pause()
+        assert app.backend is not None
+        context = await app.backend.sandbox("demo").interpreter.create_code_context("PERL")
+        await main.context_opened(ContextOpened("demo", context, []))
+        repl = main.tabs.repl_for(context.id)
+        assert repl is not None and main.active_repl is repl
+        assert app.focused is repl.code_input  # where keys go (has_focus follows an event)

@@ -487,6 +487,9 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             prices=self.prices,
         )
         await self.tabs.show_repl(pane)
+        # Now, not on TabActivated: the editor is painted before that message is handled,
+        # and keys typed as soon as it shows would go to the widget that had the focus.
+        pane.focus_input()
         pane.show_past(message.past, message.earlier)
         self.open_tabs.opened(self.connection.profile, message.sandbox_id, message.context)
 
