@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workbench.api.display import warn_untrusted
 from workbench.config import (
     DEFAULT_TIMEOUT_S,
     LOCAL_PROFILE,
@@ -47,9 +46,10 @@ def open_profile_backend(
     data_dir: Path | None = None,
     timeout: float | None = None,
     embedded: bool | None = None,
-    note: Callable[[str], None] = warn_untrusted,
+    note: Callable[[str], None] | None = None,
 ) -> Backend:
-    """Open the backend of profile `name` (`note`: where a replaced daemon is told of).
+    """Open the backend of profile `name` (`note`: where a replaced daemon is told of;
+    by default a warning on stderr).
 
     `timeout` (seconds; default `$SANDBOX_WORKBENCH_TIMEOUT_S`): on the local backend the
     engines' wall-clock limit per execution (30 s when neither is set); on a remote one
@@ -59,6 +59,10 @@ def open_profile_backend(
     """
     if timeout is None:
         timeout = configured_timeout()
+    if note is None:
+        from workbench.api.display import warn_untrusted  # not for --help: it loads the API
+
+        note = warn_untrusted
     if name == LOCAL:
         if embedded is None:
             embedded = no_daemon_from_env()

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
-from workbench.api.display import describe_backend
 from workbench.cli.completion import complete_profiles, complete_sandbox_ids
 from workbench.cli.terminal import echo_untrusted
 from workbench.config import DEFAULT_TIMEOUT_S, LOCAL_PROFILE
@@ -337,6 +336,8 @@ async def with_backend(
 def announce_destructive(action: str, backend: Backend) -> None:
     """Say on stderr, before acting, which backend a destructive command changes (even
     with --quiet: it is what keeps `-p` mistakes from deleting the wrong thing)."""
+    from workbench.api.display import describe_backend  # the API waits for a command
+
     echo_untrusted(f"{action} on {describe_backend(backend)}", err=True)
 
 

@@ -11,7 +11,6 @@ it is checked field by field.
 
 from __future__ import annotations
 
-from importlib.resources import files
 from typing import Any, Final
 
 from engines.result import well_formed
@@ -64,6 +63,8 @@ def inspector_code(language: str, name: str | None = None, offset: int = 0) -> s
         raise make_error(
             ErrorCode.VALIDATION_FAILED, "name must be text (it holds a lone surrogate)"
         )
+    from importlib.resources import files  # 5 ms at start-up, for every command
+
     source = files(__package__).joinpath(script).read_text(encoding="utf-8")
     values = {
         "target_hex": (name or "").encode("utf-8", "surrogatepass").hex(),
