@@ -11,6 +11,7 @@ import pytest
 from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
 from workbench.api import Backend
 from workbench.backends.local import open_local_backend
+from workbench.sync.runner import entry_runner_code
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.transcript_cell import FROM_ANOTHER_CLIENT
 from workbench.tui.widgets.repl_pane import GONE_NOTE, ReplPane
@@ -125,3 +126,43 @@ async def test_a_refresh_marks_the_tabs_of_a_destroyed_sandbox_gone(tmp_path: Pa
         assert main.open_tabs.tabs(main.profile) == []
         await pilot.pause(0.3)
         assert "doomed" not in {summary.id for summary in await backend.list_sandboxes()}
+
+
+async def test_a_watch_run_of_another_client_shows_its_entry_not_its_runner(
+    tmp_path: Path,
+) -> None:
+    """`watch --run` in a process of its own runs generated code in the context: the tab
+    labels that run with its entry, as its own watch's runs, shows the entry's output, and
+    leaves the generated code out of what ↑ and the history search recall; the same once
+    the context is opened again."""
+    app = embedded_app(tmp_path / "data")
+    main = app.main_screen
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "shared")
+        repl = await create_context(pilot, "PERL")
+        backend = main.backend
+        assert backend is not None
+        sandbox = backend.sandbox("shared")
+        await sandbox.mkdir("/workspace/app")
+        await sandbox.write_file("/workspace/app/main.pl", 'print "the entry ran\\n";')
+        runner = entry_runner_code("perl", "/workspace/app/main.pl", "/workspace/app")
+        await sandbox.interpreter.run_code(runner, context=repl.context.id)
+        await run_cell(pilot, repl, "1 + 1")
+        await wait_for(pilot, lambda: numbers(repl) == [1, 2])
+        watched = repl.transcript.cells[0]
+        assert watched.label == "watch run: main.pl" and watched.from_another_client
+        assert "the entry ran" in shown_text(repl)
+        assert "$LOADED_FEATURES" not in shown_text(repl) and "my ($entry" not in shown_text(repl)
+        assert repl.history == ["1 + 1"]
+
+        context = repl.context
+        await main.tabs.close_repl(context.id)
+        main.open_context("shared", context)
+        await wait_for(pilot, lambda: main.tabs.repl_for(context.id) is not None)
+        reopened = main.tabs.repl_for(context.id)
+        assert reopened is not None
+        await wait_for(pilot, lambda: numbers(reopened) == [1, 2])
+        assert reopened.transcript.cells[0].label == "watch run: main.pl"
+        assert "my ($entry" not in shown_text(reopened)
+        assert reopened.history == ["1 + 1"]

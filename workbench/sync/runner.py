@@ -3,8 +3,10 @@ users expect (`python main.py`, `perl main.pl`, …), re-reading changed helper 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
+import re
 from pathlib import PurePosixPath
 from typing import Final
 
@@ -12,8 +14,10 @@ from workbench.protocol.types import ExecutionResult
 
 __all__ = [
     "LANGUAGE_BY_EXTENSION",
+    "EntryRun",
     "entry_language_problem",
     "entry_result",
+    "entry_run_of",
     "entry_runner_code",
 ]
 
@@ -101,6 +105,86 @@ def entry_runner_code(language: str, entry: str, root: str) -> str:
             "nil\n"
         )
     raise ValueError(f"no entry runner for {language}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EntryRun:
+    """A run of a synced entry file, recognised from its code in a context's history."""
+
+    entry: str
+    """The entry file's absolute path in the sandbox."""
+    root: str | None
+    """The synced tree the runner forgot modules under (None where its code does not say:
+    a JavaScript entry run as a classic script)."""
+
+    @property
+    def shown_entry(self) -> str:
+        """The entry as the user named it: relative to the synced tree when known."""
+        if self.root is not None and self.entry.startswith(self.root + "/"):
+            return self.entry[len(self.root) + 1 :]
+        return self.entry
+
+
+_JSON = json.JSONDecoder()
+_PERL_STRING = re.compile(r"'((?:[^'\\]|\\.)*)'")
+
+
+def _json_string_after(code: str, marker: str) -> str | None:
+    """The JSON string literal right after the first `marker` in `code`."""
+    at = code.find(marker)
+    if at < 0:
+        return None
+    try:
+        value, _ = _JSON.raw_decode(code, at + len(marker))
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _runner_arguments(language: str, code: str) -> tuple[str, str | None] | None:
+    """The entry and root that `code` would have been generated from, if it looks like
+    a runner of `language` (`entry_run_of` checks that it is one exactly)."""
+    if language == "python" and code.startswith("def __workbench_run("):
+        call = code.rfind("\n__workbench_run(")
+        if call < 0 or not code.endswith(")\ndel __workbench_run\n"):
+            return None
+        arguments = code[call + len("\n__workbench_run(") : -len(")\ndel __workbench_run\n")]
+        try:
+            values = ast.literal_eval(arguments)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+        if not (isinstance(values, tuple) and len(values) == 3):
+            return None
+        entry, _, root = values
+        return (entry, root) if isinstance(entry, str) and isinstance(root, str) else None
+    if language == "javascript":
+        if code.startswith("if (typeof \\u0131mport"):
+            root = _json_string_after(code, "\\u0131mport.forget(")
+            entry = _json_string_after(code, "await import(")
+            return (entry, root) if entry is not None and root is not None else None
+        entry = _json_string_after(code, "(0, eval)(fs.readFileSync(")
+        return None if entry is None else (entry, None)
+    if language == "perl" and code.startswith("{\n  my ($entry, $dir, $root) = ("):
+        first_line = code.split("\n", 2)[1]
+        strings = [re.sub(r"\\(.)", r"\1", text) for text in _PERL_STRING.findall(first_line)]
+        return (strings[0], strings[2]) if len(strings) == 3 else None
+    if language == "ruby" and code.startswith("__wb_root = "):
+        root = _json_string_after(code, "__wb_root = ")
+        entry = _json_string_after(code, "\nload ")
+        return (entry, root) if entry is not None and root is not None else None
+    return None
+
+
+def entry_run_of(language: str, code: str) -> EntryRun | None:
+    """The entry run that `code` is, if it is exactly what `entry_runner_code` makes for
+    some entry and root (a watch's run, in a history); None for any other code."""
+    found = _runner_arguments(language, code)
+    if found is None:
+        return None
+    entry, root = found
+    if entry_runner_code(language, entry, root or "/workspace") != code:
+        return None
+    return EntryRun(entry, root)
 
 
 def entry_language_problem(entry: str, language: str) -> str | None:

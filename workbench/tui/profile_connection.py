@@ -30,6 +30,7 @@ from workbench.api import (
 from workbench.api.costs import sandbox_cost
 from workbench.config import ConfigError, LocalSettings, Prices
 from workbench.profiles import LOCAL, UnknownProfileError
+from workbench.sync.runner import entry_run_of
 from workbench.transcripts.documents import history_number
 from workbench.tui.error_messages import describe_error
 from workbench.tui.history_store import LocalHistoryStore
@@ -415,7 +416,10 @@ class ProfileConnection:
     async def _load_history(self, backend: Backend, sandbox_id: str, context: CodeContext) -> None:
         profile = self.profile
         server = await backend.sandbox(sandbox_id).interpreter.history(context.id)
-        codes = [entry.code for entry in server]
+        # What was typed: a watch's runs of an entry file are not recalled
+        codes = [
+            entry.code for entry in server if entry_run_of(context.language, entry.code) is None
+        ]
         if not codes and profile != LOCAL:
             codes = self.history_store.entries(profile, sandbox_id, context.id)
         past = server[-PAST_CELLS:]

@@ -27,6 +27,7 @@ from workbench.api import (
     short_id,
 )
 from workbench.config import Prices
+from workbench.sync.runner import entry_result, entry_run_of
 from workbench.transcripts.documents import curl_command, history_number
 from workbench.tui.key_bindings import action_keys
 from workbench.tui.messages import HistoryCaughtUp
@@ -325,7 +326,7 @@ class ReplPane(Vertical):
         if not items:
             return
         self.transcript.insert_before(before, items)
-        codes = [item.code for item in items if isinstance(item, TranscriptCell)]
+        codes = [item.code for item in items if isinstance(item, TranscriptCell) and not item.label]
         later = self._remembered_from(before)
         at = len(self.history) - later
         self.history[at:at] = [code for code in codes if code.strip()]
@@ -364,12 +365,20 @@ class ReplPane(Vertical):
     def _past_cell(
         self, entry: HistoryEntry, *, from_another_client: bool = False
     ) -> TranscriptCell:
-        """A cell for a run of the context's history."""
+        """A cell for a run of the context's history; a watch's run of an entry file is
+        labelled with the entry, as it was when it ran here, instead of its runner's code."""
+        result, label = entry.result, None
+        entry_run = entry_run_of(self.context.language, entry.code)
+        if entry_run is not None:
+            label = f"watch run: {entry_run.shown_entry}"
+            if result is not None:
+                result = entry_result(result, entry_run.entry)
         return TranscriptCell(
             history_number(entry),
             entry.code,
             self.context.language,
-            entry.result,
+            result,
+            label=label,
             from_another_client=from_another_client,
         )
 
