@@ -1,5 +1,6 @@
 """Small review fixes: the info panel's file count, one Quit in the palette (the
-workbench's), and preparing the active REPL's engine from the palette."""
+workbench's), preparing the active REPL's engine from the palette, the focus of a context
+just opened, and the env vars' count."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from textual.command import CommandPalette
-from textual.widgets import OptionList
+from textual.widgets import OptionList, Static, TextArea
 
 from tests.tui.test_file_editing import write_files
 from tests.tui.test_flows import make_app, panel_text
@@ -15,6 +16,8 @@ from tour import WorkbenchPilot, create_context, create_sandbox, until_connected
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.messages import ContextOpened
 from workbench.tui.palette_commands import workbench_commands
+from workbench.tui.screens.create_context_screen import CreateContextScreen
+from workbench.tui.widgets.env_vars_input import EnvVarsInput
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
@@ -122,3 +125,19 @@ async def test_an_opened_context_has_the_focus_as_soon_as_its_editor_shows(
         repl = main.tabs.repl_for(context.id)
         assert repl is not None and main.active_repl is repl
         assert app.focused is repl.code_input  # where keys go (has_focus follows an event)
+
+
+async def test_the_env_vars_count_says_variable_or_variables(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 50)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        await pilot.press("f3")
+        await wait_for(pilot, lambda: isinstance(app.screen, CreateContextScreen))
+        env_input = app.screen.query_one(EnvVarsInput)
+        count = env_input.query_one(".env-problems", Static)
+        assert str(count.render()) == "✓ 0 variables"
+        env_input.query_one(TextArea).text = "ONE=1"
+        await wait_for(pilot, lambda: str(count.render()) == "✓ 1 variable")
+        env_input.query_one(TextArea).text = "ONE=1\nTWO=2"
+        await wait_for(pilot, lambda: str(count.render()) == "✓ 2 variables")

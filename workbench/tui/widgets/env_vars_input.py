@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static, TextArea
 
+from workbench.api.display import counted
 from workbench.tui.env_vars_text import ParsedEnvVars, parse_env_vars_text
 from workbench.tui.untrusted import ControlFreeTextArea
 
@@ -44,4 +45,5 @@ One `KEY=VALUE` per line. Keys must match `^[A-Za-z_][A-Za-z0-9_]*$`;
         label = self.query_one(".env-problems", Static)
         label.set_class(parsed.valid, "-valid")
         count = len(parsed.values)
-        label.update("\n".join(parsed.problems) if parsed.problems else f"✓ {count} variable(s)")
+        shown = "\n".join(parsed.problems) if parsed.problems else f"✓ {counted(count, 'variable')}"
+        label.update(shown)

@@ -101,7 +101,7 @@ and stay expanded.
             if isinstance(node.data, SandboxNode):
                 kept[node.data.sandbox_id] = node
             else:
-                node.remove()  # "no sandboxes yet"
+                node.remove()  # "no sandboxes"
         wanted = sorted({summary.id for summary in sandboxes})
         for sandbox_id in set(kept) - set(wanted):
             kept.pop(sandbox_id).remove()
@@ -112,7 +112,7 @@ and stay expanded.
             node = self.root.add(label, SandboxNode(sandbox_id), before=index)
             node.add_leaf(Text("loading…", style="dim"))
         if not sandboxes:
-            self.root.add_leaf(Text("no sandboxes yet (F2 creates one)", style="dim"))
+            self.root.add_leaf(Text("no sandboxes (F2 creates one)", style="dim"))
 
     def sandbox_node(self, sandbox_id: str) -> TreeNode[TreeNodeData] | None:
         for node in self.root.children:
