@@ -3,6 +3,8 @@ code `entry_runner_code` makes, for any entry and root, and nothing else."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from workbench.sync.runner import EntryRun, entry_run_of, entry_runner_code
@@ -46,12 +48,46 @@ def test_other_code_is_not_a_runner(language: str) -> None:
             assert entry_run_of(other, code) is None
 
 
-def test_a_hostile_look_alike_is_not_evaluated_and_not_a_runner() -> None:
-    """The arguments are read as literals only: a call in them is no runner, and deep
-    nesting is refused, not a crash."""
+def test_a_hostile_look_alike_is_no_runner_and_never_raises() -> None:
+    """Another client's history is untrusted: arguments are read as literals only (a call
+    in them is no runner), and deep nesting, unhashable literals, broken strings and
+    quadratic traps are refused quickly, not raised or parsed for seconds."""
     head = entry_runner_code("python", "/workspace/main.py", "/workspace").partition(
         "\n__workbench_run("
     )[0]
-    for arguments in ["__import__('os').getcwd(), 'a', 'b'", "(" * 100_000 + ")" * 100_000]:
-        code = f"{head}\n__workbench_run({arguments})\ndel __workbench_run\n"
-        assert entry_run_of("python", code) is None
+    python_arguments = [
+        "__import__('os').getcwd(), 'a', 'b'",
+        "(" * 100_000 + ")" * 100_000,
+        "{[]: 1}, 'a', 'b'",
+        "{[1]}, 'a', 'b'",
+    ]
+    looks = [
+        ("python", f"{head}\n__workbench_run({arguments})\ndel __workbench_run\n")
+        for arguments in python_arguments
+    ]
+    looks += [
+        ("javascript", "(0, eval)(fs.readFileSync(" + "[" * 60_000),
+        ("javascript", '// (0, eval)(fs.readFileSync("\\ud800'),
+        ("javascript", "if (typeof \\u0131mport \\u0131mport.forget(" + "{" * 60_000),
+        ("ruby", "__wb_root = " + "[" * 60_000),
+        ("perl", "{\n  my ($entry, $dir, $root) = ('" + "\\'" * 32_000 + "\n'"),
+        (
+            "perl",
+            "{\n  my ($entry, $dir, $root) = ('a', '" + "\\'" * 16_000 + "', 'b" + "x" * 16_000,
+        ),
+        ("python", head + " " * 70_000),
+    ]
+    for language, code in looks:
+        started = time.perf_counter()
+        assert entry_run_of(language, code) is None, code[:80]
+        assert time.perf_counter() - started < 0.5, code[:80]
+
+
+def test_paths_with_newlines_or_an_empty_root_are_recognised() -> None:
+    for language in LANGUAGES:
+        entry = f"/workspace/a\nb/{ENTRIES[language]}"
+        run = entry_run_of(language, entry_runner_code(language, entry, "/workspace/a\nb"))
+        assert run is not None and run.entry == entry
+    assert entry_run_of("python", entry_runner_code("python", "/main.py", "")) == EntryRun(
+        "/main.py", ""
+    )

@@ -13,6 +13,7 @@ from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.sync.runner import entry_runner_code
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.cell_picker_screen import cell_summary
 from workbench.tui.transcript_cell import FROM_ANOTHER_CLIENT
 from workbench.tui.widgets.repl_pane import GONE_NOTE, ReplPane
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
@@ -159,10 +160,11 @@ async def test_a_watch_run_of_another_client_shows_its_entry_not_its_runner(
         context = repl.context
         await main.tabs.close_repl(context.id)
         main.open_context("shared", context)
-        await wait_for(pilot, lambda: main.tabs.repl_for(context.id) is not None)
-        reopened = main.tabs.repl_for(context.id)
-        assert reopened is not None
+        await wait_for(pilot, lambda: main.active_repl not in (None, repl))
+        reopened = main.active_repl
+        assert reopened is not None and reopened.context.id == context.id
         await wait_for(pilot, lambda: numbers(reopened) == [1, 2])
         assert reopened.transcript.cells[0].label == "watch run: main.pl"
         assert "my ($entry" not in shown_text(reopened)
         assert reopened.history == ["1 + 1"]
+        assert cell_summary(reopened.transcript.cells[0]) == "[1] ⟳ watch run: main.pl"

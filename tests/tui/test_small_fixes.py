@@ -126,6 +126,17 @@ async def test_an_opened_context_has_the_focus_as_soon_as_its_editor_shows(
         assert repl is not None and main.active_repl is repl
         assert app.focused is repl.code_input  # where keys go (has_focus follows an event)
 
+        # Asked again before the first answer came (a double Enter): the open tab is shown
+        # and focused, and nothing is added or raised.
+        main.sandbox_tree.focus()
+        await pilot.pause()
+        await app.backend.sandbox("demo").interpreter.run_code("1", context=context.id)
+        past = await app.backend.sandbox("demo").interpreter.history(context.id)
+        assert past
+        await main.context_opened(ContextOpened("demo", context, [], past))
+        assert main.tabs.repl_for(context.id) is repl and app.focused is repl.code_input
+        assert len(main.tabs.repls) == 1
+
 
 async def test_the_env_vars_count_says_variable_or_variables(tmp_path: Path) -> None:
     app = make_app(tmp_path)

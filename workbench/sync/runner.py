@@ -126,33 +126,35 @@ class EntryRun:
 
 
 _JSON = json.JSONDecoder()
-_PERL_STRING = re.compile(r"'((?:[^'\\]|\\.)*)'")
+_PERL_ARGUMENTS = re.compile(
+    r"\{\n  my \(\$entry, \$dir, \$root\) = "
+    r"\('((?:[^'\\]|\\.)*)', '((?:[^'\\]|\\.)*)', '((?:[^'\\]|\\.)*)'\);\n",
+    re.DOTALL,
+)
+_MAX_RUNNER_CHARS = 64 * 1024
+"""Longer code is no runner (its paths are bounded): nothing longer is parsed at all."""
 
 
 def _json_string_after(code: str, marker: str) -> str | None:
-    """The JSON string literal right after the first `marker` in `code`."""
+    """The JSON string literal right after the first `marker` in `code` (only a string:
+    the decoder recurses into arrays and objects)."""
     at = code.find(marker)
-    if at < 0:
+    if at < 0 or not code.startswith('"', at + len(marker)):
         return None
-    try:
-        value, _ = _JSON.raw_decode(code, at + len(marker))
-    except ValueError:
-        return None
+    value, _ = _JSON.raw_decode(code, at + len(marker))
     return value if isinstance(value, str) else None
 
 
 def _runner_arguments(language: str, code: str) -> tuple[str, str | None] | None:
     """The entry and root that `code` would have been generated from, if it looks like
-    a runner of `language` (`entry_run_of` checks that it is one exactly)."""
+    a runner of `language` (`entry_run_of` checks that it is one exactly). May raise on
+    malformed literals."""
     if language == "python" and code.startswith("def __workbench_run("):
         call = code.rfind("\n__workbench_run(")
         if call < 0 or not code.endswith(")\ndel __workbench_run\n"):
             return None
         arguments = code[call + len("\n__workbench_run(") : -len(")\ndel __workbench_run\n")]
-        try:
-            values = ast.literal_eval(arguments)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return None
+        values = ast.literal_eval(arguments)
         if not (isinstance(values, tuple) and len(values) == 3):
             return None
         entry, _, root = values
@@ -164,10 +166,14 @@ def _runner_arguments(language: str, code: str) -> tuple[str, str | None] | None
             return (entry, root) if entry is not None and root is not None else None
         entry = _json_string_after(code, "(0, eval)(fs.readFileSync(")
         return None if entry is None else (entry, None)
-    if language == "perl" and code.startswith("{\n  my ($entry, $dir, $root) = ("):
-        first_line = code.split("\n", 2)[1]
-        strings = [re.sub(r"\\(.)", r"\1", text) for text in _PERL_STRING.findall(first_line)]
-        return (strings[0], strings[2]) if len(strings) == 3 else None
+    if language == "perl":
+        matched = _PERL_ARGUMENTS.match(code)
+        if matched is None:
+            return None
+        entry, _, root = (
+            re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL) for text in matched.groups()
+        )
+        return entry, root
     if language == "ruby" and code.startswith("__wb_root = "):
         root = _json_string_after(code, "__wb_root = ")
         entry = _json_string_after(code, "\nload ")
@@ -177,12 +183,19 @@ def _runner_arguments(language: str, code: str) -> tuple[str, str | None] | None
 
 def entry_run_of(language: str, code: str) -> EntryRun | None:
     """The entry run that `code` is, if it is exactly what `entry_runner_code` makes for
-    some entry and root (a watch's run, in a history); None for any other code."""
-    found = _runner_arguments(language, code)
+    some entry and root (a watch's run, in a history); None for any other code. `code` is
+    untrusted (another client's history): this never raises, and reads at most
+    `_MAX_RUNNER_CHARS` of it."""
+    if len(code) > _MAX_RUNNER_CHARS:
+        return None
+    try:
+        found = _runner_arguments(language, code)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None  # literals that are no runner's (too deep, unhashable, not literals)
     if found is None:
         return None
     entry, root = found
-    if entry_runner_code(language, entry, root or "/workspace") != code:
+    if entry_runner_code(language, entry, "/workspace" if root is None else root) != code:
         return None
     return EntryRun(entry, root)
 

@@ -420,7 +420,7 @@ class ProfileConnection:
         codes = [
             entry.code for entry in server if entry_run_of(context.language, entry.code) is None
         ]
-        if not codes and profile != LOCAL:
+        if not server and profile != LOCAL:
             codes = self.history_store.entries(profile, sandbox_id, context.id)
         past = server[-PAST_CELLS:]
         earlier = len(server) - len(past)

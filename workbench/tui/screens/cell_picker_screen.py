@@ -27,13 +27,12 @@ class CellCopyRequest:
 
 
 def cell_summary(cell: TranscriptCell) -> str:
-    """`[3] first line of the code…  ✗ NameError` for the cell list."""
+    """`[3] first line of the code…  ✗ NameError` for the cell list; a labelled cell (a
+    watch's run) by its label: its code is generated."""
     first_line = next((line.strip() for line in cell.code.splitlines() if line.strip()), "")
     if len(first_line) > SUMMARY_WIDTH:
         first_line = first_line[: SUMMARY_WIDTH - 1] + "…"
-    summary = f"[{cell.number}] {first_line}"
-    if cell.label:
-        summary += f"  ⟳ {cell.label}"
+    summary = f"[{cell.number}] " + (f"⟳ {cell.label}" if cell.label else first_line)
     error = cell.result.error if cell.result is not None else None
     if error is not None:
         summary += f"  ✗ {error.name}"

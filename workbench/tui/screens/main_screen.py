@@ -477,6 +477,11 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
 
     @on_report(ContextOpened)
     async def context_opened(self, message: ContextOpened) -> None:
+        open_already = self.tabs.repl_for(message.context.id)
+        if open_already is not None:  # asked twice before its history came (a double Enter)
+            self.tabs.activate(repl_tab_id(message.context.id))
+            open_already.focus_input()
+            return
         pane = ReplPane(
             message.sandbox_id,
             message.context,
