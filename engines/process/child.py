@@ -249,6 +249,7 @@ class Responder:
         seq = max(int(header.get("seq", 0)), self._done_seq + 1)
         with self._backstop:
             self._running_seq = seq
+            self._backstop.notify()  # the backstop watches from now on
             self._interrupt_reason = self._interrupt_at = None
             if header.get("cancelled"):
                 self._cancel_seq = seq
@@ -297,6 +298,8 @@ class Responder:
         (blocked in a host call), answering for it first."""
         while True:
             with self._backstop:
+                while not self._running_seq:  # idle: nothing to watch, and no wake-ups
+                    self._backstop.wait()
                 self._backstop.wait(0.05)
                 interrupt_at, reason = self._interrupt_at, self._interrupt_reason
             session = self.session

@@ -822,3 +822,49 @@ def test_the_daemon_s_own_routes_name_their_method_on_a_wrong_one(
         assert status(env)["running"] is True
     finally:
         assert run_cli(env, "daemon", "stop").returncode == 0
+
+
+def _process_tree(pid: int) -> list[int]:
+    """`pid` and every process below it."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat_line = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat_line.rsplit(")", 1)[1].split()[1])
+    tree, index = [pid], 0
+    while index < len(tree):
+        tree += [child for child, parent in parents.items() if parent == tree[index]]
+        index += 1
+    return tree
+
+
+def _wake_ups(pids: list[int]) -> int:
+    """Voluntary context switches of every thread of `pids` so far."""
+    total = 0
+    for pid in pids:
+        for status_file in Path(f"/proc/{pid}/task").glob("*/status"):
+            with contextlib.suppress(OSError):
+                for line in status_file.read_text().splitlines():
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        total += int(line.split()[1])
+    return total
+
+
+def test_an_idle_daemon_and_its_engine_processes_sleep(tmp_path: Path, perl_engine: None) -> None:
+    """A workbench kept open all day costs next to no CPU between runs: the daemon's
+    servers tick once a second (uvicorn's loop ticks ten times), and no thread of an engine
+    process wakes up while it waits (its deadline backstop polled twenty times a second)."""
+    env = cli_env(tmp_path)
+    for box in ("one", "two", "three"):
+        ran = run_cli(env, "run", "-s", box, "-b", "PERL", "-c", "1")
+        assert ran.returncode == 0, ran.stderr
+    (daemon,) = daemon_pids(tmp_path / "data")
+    tree = _process_tree(daemon)
+    assert len(tree) >= 5  # the fork server, three engine processes and a spare
+    time.sleep(0.5)
+    before = _wake_ups(tree)
+    time.sleep(3.0)
+    assert _wake_ups(tree) - before <= 12  # was over 250: 10 a second plus 20 per process
+    stopped = run_cli(env, "daemon", "stop")
+    assert stopped.returncode == 0, stopped.stderr

@@ -1,7 +1,8 @@
 """Engine processes are forks of one fork server per pool (issue 23): they share its
 imported pages, hold none of its descriptors, report how they ended, and a fork server
 that dies is replaced without touching the engine processes already running. Their
-cancel channel reaches the execution it names, whatever ran in the process before."""
+cancel channel reaches the execution it names, whatever ran in the process before; an
+idle one sleeps."""
 
 from __future__ import annotations
 
@@ -278,3 +279,26 @@ def test_garbage_from_the_host_ends_the_engine_process(
         assert "a channel from the host is broken" in engine_process.stderr_tail()
     finally:
         session.close()
+
+
+def _context_switches(pid: int) -> int:
+    """Voluntary context switches of all the process's threads so far."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        for line in status.read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
+
+
+def test_an_idle_engine_process_sleeps(pool: EngineProcessPool) -> None:
+    """A context kept all day costs no CPU while nothing runs in it: no thread of its
+    engine process wakes up between requests (the deadline backstop waits for a run)."""
+    with ProcessSession("python", pool=pool) as session:
+        assert session.execute("1 + 1").result.results[0].text == "2"
+        pid = session._process.process.pid  # type: ignore[union-attr]
+        time.sleep(0.2)  # the answer's own wake-ups are over
+        before = _context_switches(pid)
+        time.sleep(1.0)
+        assert _context_switches(pid) - before <= 2  # was 20 a second
+        assert session.execute("1 + 2").result.results[0].text == "3"  # still answers

@@ -432,7 +432,7 @@ class Daemon:
             await self._stopping.wait()
             watcher.cancel()
             for server in self._servers:
-                server.should_exit = True
+                server.stop()
             await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -576,13 +576,30 @@ def socket_route(target: str) -> str | None:
 
 
 def _quiet_server(config: Any) -> Any:
-    """A uvicorn server that leaves signals to the daemon (two servers share one loop)."""
+    """A uvicorn server that leaves signals to the daemon (two servers share one loop) and
+    ticks once a second instead of ten times, so that an idle daemon sleeps; `stop` ends
+    it at once."""
     import uvicorn
 
     class Server(uvicorn.Server):
+        def __init__(self, config: Any) -> None:
+            super().__init__(config)
+            self.exit_requested = asyncio.Event()
+
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             yield
+
+        async def main_loop(self) -> None:
+            counter = 0
+            while not await self.on_tick(counter):
+                counter += 10  # a multiple of ten: each tick refreshes the Date header
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.exit_requested.wait(), 1.0)
+
+        def stop(self) -> None:
+            self.should_exit = True
+            self.exit_requested.set()
 
     return Server(config)
 
