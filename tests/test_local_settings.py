@@ -300,7 +300,7 @@ def test_other_settings_never_replace_a_daemon_while_it_runs_code(
         assert refused.returncode == 2
         assert one_error_line(refused) == (
             f"error: the local daemon (pid {pid}) holds Ruby contexts off, File API on and is "
-            "running 1 execution(s) for other clients; this command asks for Ruby contexts "
+            "running 1 execution for other clients; this command asks for Ruby contexts "
             "on, File API on: try again when they end, use the same settings, or stop it "
             "with `sandbox-workbench daemon stop`"
         )

@@ -1,5 +1,5 @@
 """Conventions every command follows: `--json`, examples in `--help`, shell completion,
-`NO_COLOR` and `--quiet`."""
+`NO_COLOR`, `--quiet`, and counts in words (`1 engine`, `2 engines`, never `engine(s)`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from tests.cli import SCRIPT, cli_env, run_cli
@@ -187,3 +188,50 @@ def test_quiet_keeps_results_and_drops_notes(tmp_path: Path) -> None:
     assert (restarted.returncode, restarted.stdout, restarted.stderr) == (0, "1\n", "")
     assert "restarted the local daemon" in run_cli(env, "run", "-l", "python", "-c", "2").stderr
     run_cli(env, "daemon", "stop")
+
+
+@pytest.mark.parametrize(
+    ("waiting", "said"),
+    [
+        ([], None),
+        (["perl"], "the perl engine is not prepared: the first run in it prepares it"),
+        (
+            ["javascript", "perl", "ruby"],
+            "the javascript, perl and ruby engines are not prepared: the first run of each "
+            "prepares it",
+        ),
+    ],
+)
+def test_serve_names_the_engines_not_prepared_in_words(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    waiting: list[str],
+    said: str | None,
+) -> None:
+    from engines import status
+    from workbench.cli import serve_command
+
+    def statuses() -> list[status.EngineStatus]:
+        return [
+            status.EngineStatus(
+                language,
+                language,
+                "1",
+                True,
+                True,
+                status.EngineState.NOT_PREPARED
+                if language in waiting
+                else status.EngineState.READY,
+            )
+            for language in ("javascript", "perl", "python", "ruby")
+        ]
+
+    monkeypatch.setattr(status, "all_statuses", statuses)
+    serve_command._note_unprepared_engines()
+    printed = capsys.readouterr().err
+    assert printed == (
+        ""
+        if said is None
+        else f"note: {said} (minutes); `sandbox-workbench "
+        "engines install` does it now, with progress\n"
+    )

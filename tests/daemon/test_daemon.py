@@ -356,7 +356,7 @@ def test_a_daemon_of_another_version_running_code_is_not_replaced(tmp_path: Path
         assert refused.returncode == 2
         assert one_error_line(refused) == (
             f"error: the local daemon (pid {old.pid}) is of sandbox-workbench 0.0.1 and is "
-            "running 1 execution(s) for other clients; this command asks for version 0.1.0: "
+            "running 1 execution for other clients; this command asks for version 0.1.0: "
             "try again when they end, or stop it with `sandbox-workbench daemon stop`"
         )
         assert old.poll() is None

@@ -229,12 +229,14 @@ def _note_unprepared_engines() -> None:
     from engines.status import EngineState, all_statuses
 
     waiting = [item.language for item in all_statuses() if item.state is not EngineState.READY]
-    if waiting:
-        note(
-            f"note: the {', '.join(waiting)} engine(s) are not prepared: the first run of each "
-            "prepares it (minutes); `sandbox-workbench engines install` does it now, with "
-            "progress"
-        )
+    if len(waiting) == 1:
+        what = f"the {waiting[0]} engine is not prepared: the first run in it prepares it"
+    elif waiting:
+        languages = f"{', '.join(waiting[:-1])} and {waiting[-1]}"
+        what = f"the {languages} engines are not prepared: the first run of each prepares it"
+    else:
+        return
+    note(f"note: {what} (minutes); `sandbox-workbench engines install` does it now, with progress")
 
 
 def _print_preparation() -> Callable[[str, str, float], None]:

@@ -27,7 +27,7 @@ from typing import Any
 from engines.locations import CACHE_ENV
 from workbench import __version__
 from workbench.api.client import Backend
-from workbench.api.display import warn_untrusted
+from workbench.api.display import counted, warn_untrusted
 from workbench.api.engines import EngineInfo, Progress
 from workbench.backends.daemon.location import (
     RUNTIME_DIR_ENV,
@@ -279,8 +279,8 @@ def _refuse_while_busy(info: DaemonInfo, holds: str, wanted: str, other_way: str
     if info.executions_in_flight:
         raise ConfigError(
             f"the local daemon (pid {info.pid}) {holds} and is running "
-            f"{info.executions_in_flight} execution(s) for other clients; this command asks "
-            f"for {wanted}: try again when they end, {other_way}or stop it with "
+            f"{counted(info.executions_in_flight, 'execution')} for other clients; this "
+            f"command asks for {wanted}: try again when they end, {other_way}or stop it with "
             "`sandbox-workbench daemon stop`"
         )
 
