@@ -868,3 +868,24 @@ def test_an_idle_daemon_and_its_engine_processes_sleep(tmp_path: Path, perl_engi
     assert _wake_ups(tree) - before <= 12  # was over 250: 10 a second plus 20 per process
     stopped = run_cli(env, "daemon", "stop")
     assert stopped.returncode == 0, stopped.stderr
+
+
+def test_serve_in_front_of_a_daemon_sleeps_while_idle(tmp_path: Path, perl_engine: None) -> None:
+    """`serve` in front of a daemon ticks once a second, as the daemon does, and a
+    SIGTERM still ends it at once."""
+    from tests.serve_process import serve_process
+
+    env = cli_env(tmp_path)
+    ran = run_cli(env, "run", "-s", "shared", "-b", "PERL", "-c", "1")  # a daemon runs
+    assert ran.returncode == 0, ran.stderr
+    with serve_process(tmp_path / "data", env=env) as front:
+        assert _remote_run(front.url, front.token, "1 + 1") == "2"
+        time.sleep(0.5)
+        before = _wake_ups([front.process.pid])
+        time.sleep(3.0)
+        assert _wake_ups([front.process.pid]) - before <= 8  # uvicorn's own loop: over 30
+        front.process.terminate()
+        started = time.monotonic()
+        # uvicorn shuts down gracefully, then ends by the signal it took, as it would have
+        assert front.process.wait(timeout=20) == -signal.SIGTERM
+        assert time.monotonic() - started < 5

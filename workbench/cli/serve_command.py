@@ -197,11 +197,14 @@ async def _serve_in_front(
     listener: socket.socket, token: str, daemon_socket: Path, directory: Path
 ) -> None:
     """Pass every authorized request on to the running daemon."""
-    import uvicorn
-
     from workbench.backends.daemon.transport import SocketTransport
     from workbench.backends.local.routes import allowing
-    from workbench.daemon.server import limit_log_rate, socket_route, tcp_server_config
+    from workbench.daemon.server import (
+        limit_log_rate,
+        quiet_server,
+        socket_route,
+        tcp_server_config,
+    )
     from workbench.protocol.http import Request, Response, error_json, not_found
     from workbench.server.app import GatewayApp
 
@@ -219,7 +222,7 @@ async def _serve_in_front(
     limit_log_rate()
     pinger = asyncio.create_task(transport.keep_alive())  # no idle exit while this is up
     try:
-        await uvicorn.Server(config).serve(sockets=[listener])
+        await quiet_server(config, own_signals=True).serve(sockets=[listener])
     finally:
         pinger.cancel()
 

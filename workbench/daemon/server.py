@@ -410,7 +410,7 @@ class Daemon:
             limit_log_rate()
             tasks = []
             for config, sock in configs:
-                server = _quiet_server(config)
+                server = quiet_server(config)
                 self._servers.append(server)
                 tasks.append(asyncio.create_task(server.serve(sockets=[sock])))
             loop = asyncio.get_running_loop()
@@ -575,22 +575,34 @@ def socket_route(target: str) -> str | None:
     return path if path in SOCKET_ROUTES else None
 
 
-def _quiet_server(config: Any) -> Any:
-    """A uvicorn server that leaves signals to the daemon (two servers share one loop) and
-    ticks once a second instead of ten times, so that an idle daemon sleeps; `stop` ends
-    it at once."""
+def quiet_server(config: Any, *, own_signals: bool = False) -> Any:
+    """A uvicorn server that ticks once a second instead of ten times, so that an idle one
+    sleeps; `stop`, or a signal it takes, ends it at once. It leaves signals to its caller
+    (the daemon: two servers share one loop) unless `own_signals` (`serve` in front of a
+    daemon)."""
     import uvicorn
 
     class Server(uvicorn.Server):
         def __init__(self, config: Any) -> None:
             super().__init__(config)
             self.exit_requested = asyncio.Event()
+            self._loop: asyncio.AbstractEventLoop | None = None
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
-            yield
+            if own_signals:
+                with super().capture_signals():
+                    yield
+            else:
+                yield
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            if self._loop is not None:  # a signal handler: the loop may be anywhere
+                self._loop.call_soon_threadsafe(self.exit_requested.set)
 
         async def main_loop(self) -> None:
+            self._loop = asyncio.get_running_loop()
             counter = 0
             while not await self.on_tick(counter):
                 counter += 10  # a multiple of ten: each tick refreshes the Date header
