@@ -301,6 +301,7 @@ class Responder:
                 while not self._running_seq:  # idle: nothing to watch, and no wake-ups
                     self._backstop.wait()
                 self._backstop.wait(0.05)
+                seq = self._running_seq
                 interrupt_at, reason = self._interrupt_at, self._interrupt_reason
             session = self.session
             started = session.in_call_since if session is not None else None
@@ -317,8 +318,11 @@ class Responder:
             else:
                 continue
             report = codec.abandoned_report(session, self.current_code, message)
-            if self.answer({"ok": True, "report": report, "alive": False, "exiting": True}):
-                os._exit(0)
+            with self._backstop:  # the run may have ended meanwhile, and the next begun
+                if not seq or self._running_seq != seq:
+                    continue  # its own answer went out: this report is not the next one's
+                if self.answer({"ok": True, "report": report, "alive": False, "exiting": True}):
+                    os._exit(0)
 
 
 def _next_frame(reader: FrameReader) -> Request:

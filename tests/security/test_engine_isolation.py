@@ -330,3 +330,58 @@ def test_engine_processes_inherit_no_secrets(
         assert str(LOG_BYTES) in file_size
     finally:
         pool.close()
+
+
+class _StuckSession:
+    """What the backstop sees of a guest blocked in a host call past its deadline."""
+
+    def __init__(self) -> None:
+        self.in_call_since: float | None = time.monotonic() - 10
+        self.limits = Limits(timeout_seconds=0.1)
+
+    def timeout_message(self) -> str:
+        return "Execution timed out"
+
+
+@pytest.mark.parametrize("ends_meanwhile", [False, True])
+def test_the_backstop_answers_only_for_the_run_it_watched(
+    monkeypatch: pytest.MonkeyPatch, ends_meanwhile: bool
+) -> None:
+    """The backstop answers for a stuck run and ends the process; but when that run ends
+    while the backstop writes its report, and the next request has begun, the report
+    would be taken for the next request's answer: then it sends nothing."""
+    import select
+    import types
+
+    from engines.process import child, codec
+
+    exits: list[int] = []
+    monkeypatch.setattr(child, "os", types.SimpleNamespace(_exit=exits.append))
+    reader, writer = os.pipe()
+    responder = child.Responder(writer)
+
+    def report(session: _StuckSession, code: str, message: str) -> dict[str, str]:
+        if ends_meanwhile:  # as `execute` ends the run, then the next request begins
+            with responder._backstop:
+                responder._running_seq, responder._done_seq = 0, 7
+            session.in_call_since = None
+            responder._answered = False
+        return {"message": message}
+
+    monkeypatch.setattr(codec, "abandoned_report", report)
+    responder.session = _StuckSession()  # type: ignore[assignment]
+    responder._answered = False
+    with responder._backstop:
+        responder._running_seq = 7
+        responder._backstop.notify()
+    threading.Thread(target=responder.watch_deadlines, daemon=True).start()
+    try:
+        readable, _, _ = select.select([reader], [], [], 1.0)
+        assert bool(readable) is not ends_meanwhile
+        assert exits == ([] if ends_meanwhile else [0])
+    finally:
+        with responder._backstop:  # the watcher goes back to its idle wait
+            responder._running_seq = 0
+        responder.session = None
+        os.close(reader)
+        os.close(writer)
