@@ -577,16 +577,16 @@ def socket_route(target: str) -> str | None:
 
 def quiet_server(config: Any, *, own_signals: bool = False) -> Any:
     """A uvicorn server that ticks once a second instead of ten times, so that an idle one
-    sleeps; `stop`, or a signal it takes, ends it at once. It leaves signals to its caller
-    (the daemon: two servers share one loop) unless `own_signals` (`serve` in front of a
-    daemon)."""
+    sleeps; `stop`, or a signal it takes, starts its (graceful) shutdown at once. It leaves
+    signals to its caller (the daemon: two servers share one loop) unless `own_signals`
+    (`serve` in front of a daemon). Its own attributes are prefixed, clear of uvicorn's."""
     import uvicorn
 
     class Server(uvicorn.Server):
         def __init__(self, config: Any) -> None:
             super().__init__(config)
-            self.exit_requested = asyncio.Event()
-            self._loop: asyncio.AbstractEventLoop | None = None
+            self._quiet_exit = asyncio.Event()
+            self._quiet_loop: asyncio.AbstractEventLoop | None = None
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -598,20 +598,20 @@ def quiet_server(config: Any, *, own_signals: bool = False) -> Any:
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
-            if self._loop is not None:  # a signal handler: the loop may be anywhere
-                self._loop.call_soon_threadsafe(self.exit_requested.set)
+            if self._quiet_loop is not None:  # a signal handler: the loop may be anywhere
+                self._quiet_loop.call_soon_threadsafe(self._quiet_exit.set)
 
         async def main_loop(self) -> None:
-            self._loop = asyncio.get_running_loop()
+            self._quiet_loop = asyncio.get_running_loop()
             counter = 0
             while not await self.on_tick(counter):
                 counter += 10  # a multiple of ten: each tick refreshes the Date header
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.exit_requested.wait(), 1.0)
+                    await asyncio.wait_for(self._quiet_exit.wait(), 1.0)
 
         def stop(self) -> None:
             self.should_exit = True
-            self.exit_requested.set()
+            self._quiet_exit.set()
 
     return Server(config)
 
