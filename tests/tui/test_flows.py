@@ -289,7 +289,7 @@ async def test_a_long_history_reopens_with_its_newest_cells(
         await until_connected(pilot)
         await create_sandbox(pilot)
         repl = await create_context(pilot, "PERL")
-        for value in range(1, 5):
+        for value in range(1, 4):
             await run_cell(pilot, repl, f"{value} * 10")
         context = repl.context
         await pilot.press("alt+w")
@@ -297,11 +297,11 @@ async def test_a_long_history_reopens_with_its_newest_cells(
         main.open_context("demo", context)
         reopened = await opened_repl(pilot, context.id)
         await wait_for(pilot, lambda: len(reopened.transcript.cells) == 2)
-        assert [cell.code for cell in reopened.transcript.cells] == ["3 * 10", "4 * 10"]
-        assert reopened.history == ["1 * 10", "2 * 10", "3 * 10", "4 * 10"]
+        assert [cell.code for cell in reopened.transcript.cells] == ["2 * 10", "3 * 10"]
+        assert reopened.history == ["1 * 10", "2 * 10", "3 * 10"]
         # The pane's log renders what it was given once it knows its width.
         await wait_for(pilot, lambda: bool(reopened.transcript.lines))
-        assert "2 earlier runs" in reopened.transcript.lines[0].text
+        assert reopened.transcript.lines[0].text.startswith("… 1 earlier run: ")
 
 
 async def test_tabs_open_at_exit_reopen_with_their_transcripts(tmp_path: Path) -> None:

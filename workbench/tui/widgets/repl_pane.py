@@ -26,6 +26,7 @@ from workbench.api import (
     restored_checkpoint,
     short_id,
 )
+from workbench.api.display import counted
 from workbench.config import Prices
 from workbench.sync.runner import entry_result, entry_run_of
 from workbench.transcripts.documents import curl_command, history_number
@@ -356,7 +357,10 @@ class ReplPane(Vertical):
         state is still there, so its transcript should be too)."""
         if earlier:
             self.transcript.write(
-                Text(f"… {earlier} earlier runs: the history search finds them", style="dim")
+                Text(
+                    f"… {counted(earlier, 'earlier run')}: the history search finds what was typed",
+                    style="dim",
+                )
             )
         for entry in past:
             self.transcript.add_cell(self._past_cell(entry))
