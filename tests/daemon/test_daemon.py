@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import CTRL_C_TAKEN, ROOT, SCRIPT, cli_env, one_error_line, run_cli
-from tests.conftest import require_engine
+from tests.conftest import require_engine, wake_ups
 from tests.daemon import wait_for_a_run
 from workbench.backends.daemon import probe, socket_path, stop_at
 from workbench.backends.local import open_local_backend
@@ -839,18 +839,6 @@ def _process_tree(pid: int) -> list[int]:
     return tree
 
 
-def _wake_ups(pids: list[int]) -> int:
-    """Voluntary context switches of every thread of `pids` so far."""
-    total = 0
-    for pid in pids:
-        for status_file in Path(f"/proc/{pid}/task").glob("*/status"):
-            with contextlib.suppress(OSError):
-                for line in status_file.read_text().splitlines():
-                    if line.startswith("voluntary_ctxt_switches:"):
-                        total += int(line.split()[1])
-    return total
-
-
 def test_an_idle_daemon_and_its_engine_processes_sleep(tmp_path: Path, perl_engine: None) -> None:
     """A workbench kept open all day costs next to no CPU between runs: the daemon's
     servers tick once a second (uvicorn's loop ticks ten times), and no thread of an engine
@@ -863,9 +851,9 @@ def test_an_idle_daemon_and_its_engine_processes_sleep(tmp_path: Path, perl_engi
     tree = _process_tree(daemon)
     assert len(tree) >= 5  # the fork server, three engine processes and a spare
     time.sleep(0.5)
-    before = _wake_ups(tree)
+    before = wake_ups(tree)
     time.sleep(3.0)
-    assert _wake_ups(tree) - before <= 12  # was over 250: 10 a second plus 20 per process
+    assert wake_ups(tree) - before <= 12  # was over 250: 10 a second plus 20 per process
     stopped = run_cli(env, "daemon", "stop")
     assert stopped.returncode == 0, stopped.stderr
 
@@ -881,9 +869,9 @@ def test_serve_in_front_of_a_daemon_sleeps_while_idle(tmp_path: Path, perl_engin
     with serve_process(tmp_path / "data", env=env) as front:
         assert _remote_run(front.url, front.token, "1 + 1") == "2"
         time.sleep(0.5)
-        before = _wake_ups([front.process.pid])
+        before = wake_ups([front.process.pid])
         time.sleep(3.0)
-        assert _wake_ups([front.process.pid]) - before <= 8  # uvicorn's own loop: over 30
+        assert wake_ups([front.process.pid]) - before <= 8  # uvicorn's own loop: over 30
         front.process.terminate()
         started = time.monotonic()
         # uvicorn shuts down gracefully, then ends by the signal it took, as it would have

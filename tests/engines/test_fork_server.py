@@ -18,6 +18,7 @@ import pytest
 from engines.process import EngineProcessPool, ProcessSession, codec, handle, run_stateless
 from engines.process.handle import EngineProcessDied
 from engines.snapshot import SnapshotDelta
+from tests.conftest import wake_ups
 
 pytestmark = pytest.mark.skipif(not handle.FORK_SERVER, reason="needs pidfd and SCM_RIGHTS")
 
@@ -281,16 +282,6 @@ def test_garbage_from_the_host_ends_the_engine_process(
         session.close()
 
 
-def _context_switches(pid: int) -> int:
-    """Voluntary context switches of all the process's threads so far."""
-    total = 0
-    for status in Path(f"/proc/{pid}/task").glob("*/status"):
-        for line in status.read_text().splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                total += int(line.split()[1])
-    return total
-
-
 def test_an_idle_engine_process_sleeps(pool: EngineProcessPool) -> None:
     """A context kept all day costs no CPU while nothing runs in it: no thread of its
     engine process wakes up between requests (the deadline backstop waits for a run)."""
@@ -298,7 +289,7 @@ def test_an_idle_engine_process_sleeps(pool: EngineProcessPool) -> None:
         assert session.execute("1 + 1").result.results[0].text == "2"
         pid = session._process.process.pid  # type: ignore[union-attr]
         time.sleep(0.2)  # the answer's own wake-ups are over
-        before = _context_switches(pid)
+        before = wake_ups([pid])
         time.sleep(1.0)
-        assert _context_switches(pid) - before <= 2  # was 20 a second
+        assert wake_ups([pid]) - before <= 2  # was 20 a second
         assert session.execute("1 + 2").result.results[0].text == "3"  # still answers

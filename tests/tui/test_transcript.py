@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 from textual.widgets import Static, TabbedContent, TabPane
 
 from workbench.tui.transcript_cell import TranscriptCell
@@ -80,18 +81,25 @@ class HiddenTranscriptApp(App[None]):
                 yield Transcript(show_measurements=False)
 
 
+async def add_a_long_cell_while_hidden(app: HiddenTranscriptApp, pilot: Pilot[None]) -> None:
+    """Hide the transcript's tab, add a cell wider than 20 columns, show the tab again."""
+    tabs = app.query_one(TabbedContent)
+    tabs.active = "other"
+    await pilot.pause()
+    cell = TranscriptCell(1, "print '" + "word " * 30 + "'", "perl", None)
+    app.query_one(Transcript).add_cell(cell)
+    await pilot.pause()
+    tabs.active = "repl"
+    await pilot.pause(0.3)
+
+
 async def test_cells_written_while_hidden_are_rendered_again_when_shown() -> None:
     app = HiddenTranscriptApp()
     async with app.run_test(size=(100, 24)) as pilot:
         await pilot.pause()
         transcript = app.query_one(Transcript)
         transcript.write("shown once, so its size is known")
-        app.query_one(TabbedContent).active = "other"
-        await pilot.pause()
-        transcript.add_cell(TranscriptCell(1, "print '" + "word " * 30 + "'", "perl", None))
-        await pilot.pause()
-        app.query_one(TabbedContent).active = "repl"
-        await pilot.pause(0.3)
+        await add_a_long_cell_while_hidden(app, pilot)
         start = transcript.cell_start_lines[0]
         widths = [line.cell_length for line in transcript.lines[start:]]
         assert max(widths) > 20, widths  # rendered again for the shown width, not at 20
@@ -173,11 +181,6 @@ async def test_cells_written_while_hidden_before_any_line_are_rendered_again_whe
     async with app.run_test(size=(100, 24)) as pilot:
         await pilot.pause()
         transcript = app.query_one(Transcript)
-        app.query_one(TabbedContent).active = "other"
-        await pilot.pause()
-        transcript.add_cell(TranscriptCell(1, "print '" + "word " * 30 + "'", "perl", None))
-        await pilot.pause()
-        app.query_one(TabbedContent).active = "repl"
-        await pilot.pause(0.3)
+        await add_a_long_cell_while_hidden(app, pilot)
         assert max(line.cell_length for line in transcript.lines) > 20
         assert transcript.fits_its_width
