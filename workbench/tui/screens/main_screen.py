@@ -491,7 +491,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             now_ms=self.clock.now_ms,
             prices=self.prices,
         )
-        await self.tabs.show_repl(pane)
+        await self.tabs.add_repl(pane)
         # Now, not on TabActivated: the editor is painted before that message is handled,
         # and keys typed as soon as it shows would go to the widget that had the focus.
         pane.focus_input()

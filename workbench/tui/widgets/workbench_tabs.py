@@ -66,13 +66,13 @@ class WorkbenchTabs(TabbedContent):
         pane = self.repl_for(context_id)
         return pane.context.language if pane is not None else None
 
-    async def show_repl(self, pane: ReplPane) -> None:
-        """Activate the context's tab, adding `pane` as its REPL when none is open."""
+    async def add_repl(self, pane: ReplPane) -> None:
+        """Add `pane` as the tab of its context (none is open: the caller checks) and
+        activate it."""
         context = pane.context
-        if self.repl_for(context.id) is None:
-            local_only = " (local only)" if context.local_only else ""
-            title = shown_content(f"{context.binding} {short_id(context.id)}{local_only}")
-            await self.add_pane(TabPane(title, pane, id=repl_tab_id(context.id)))
+        local_only = " (local only)" if context.local_only else ""
+        title = shown_content(f"{context.binding} {short_id(context.id)}{local_only}")
+        await self.add_pane(TabPane(title, pane, id=repl_tab_id(context.id)))
         self.activate(repl_tab_id(context.id))
 
     @property
