@@ -4,15 +4,20 @@ never a hang or a crash. The misbehaving gateways are real HTTP servers on loopb
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 import socket
+import ssl
+import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import httpx
 import pytest
 
-from workbench.api import SandboxError
-from workbench.backends.remote import ConnectionFailedError, open_remote_backend
+from workbench.api import Backend, SandboxError
+from workbench.backends.remote import ConnectionFailedError, HttpTransport, open_remote_backend
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -221,3 +226,46 @@ async def test_dot_ids_never_reach_a_gateway_as_another_route(
         assert requests == []
     finally:
         await backend.aclose()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="makes its certificate with openssl")
+async def test_clients_share_one_tls_context_that_still_verifies(tmp_path: Path) -> None:
+    """Every client of a process uses one TLS context (making one parses ~150 roots), and
+    it still refuses a gateway whose certificate no root vouches for."""
+    key, certificate = tmp_path / "key.pem", tmp_path / "certificate.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(certificate), "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(certificate, key)
+    answered: list[bool] = []
+
+    async def health(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            await reply("200 OK", b'{"ok": true}')(reader, writer)
+            answered.append(True)
+
+    server = await asyncio.start_server(health, "127.0.0.1", 0, ssl=server_context)
+    url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    first, second = HttpTransport(url, "t", retries=0), HttpTransport(url, "t", retries=0)
+    try:
+        contexts = [
+            transport._client._transport._pool._ssl_context for transport in (first, second)
+        ]
+        assert contexts[0] is contexts[1]
+        assert contexts[0].verify_mode == ssl.CERT_REQUIRED and contexts[0].check_hostname
+        backend = Backend(first, name="self-signed")
+        with pytest.raises(ConnectionFailedError) as caught:
+            await backend.runtimes()
+        assert "its certificate was rejected" in caught.value.message, caught.value.message
+        assert answered == []
+    finally:
+        await first.aclose()
+        await second.aclose()
+        server.close()
