@@ -759,6 +759,11 @@ def test_daemon_status_memory_counts_shared_pages_once(tmp_path: Path) -> None:
         pss, rss = _tree_kib(pid, "smaps_rollup", "Pss:"), _tree_kib(pid, "status", "VmRSS:")
         assert rss > 1.5 * pss  # what summing RSS overstated
         assert 0.75 * pss < int(str(shown["memory_bytes"])) / 1024 < 1.25 * pss
+        # A client connecting does not ask for it: it costs the daemon a read per process.
+        socket = socket_path(Path(env["SANDBOX_WORKBENCH_DATA_DIR"]))
+        brief, full = probe(socket), probe(socket, memory=True)
+        assert brief is not None and brief.pid == pid and brief.memory_bytes is None
+        assert full is not None and full.memory_bytes is not None and full.memory_bytes > 0
     finally:
         run_cli(env, "daemon", "stop")
 

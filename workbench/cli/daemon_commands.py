@@ -51,7 +51,7 @@ def status_command(data_dir: Path | None, as_json: bool) -> None:
     from workbench.backends.owner import current_owner
 
     directory = _data_dir(data_dir)
-    info = probe(socket_path(directory)) if directory.exists() else None
+    info = probe(socket_path(directory), memory=True) if directory.exists() else None
     if as_json:
         echo_untrusted(json.dumps({"running": info is not None, **(asdict(info) if info else {})}))
         return
@@ -91,7 +91,9 @@ def status_command(data_dir: Path | None, as_json: bool) -> None:
         ),
         (
             "memory",
-            f"{info.memory_bytes / (1 << 20):.0f} MiB (PSS of the daemon and its engine "
+            "not reported"
+            if info.memory_bytes is None
+            else f"{info.memory_bytes / (1 << 20):.0f} MiB (PSS of the daemon and its engine "
             "processes: a page they share counts once)",
         ),
         ("idle exit", idle),

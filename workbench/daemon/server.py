@@ -44,7 +44,7 @@ from typing import Any, Final
 
 from workbench import __version__
 from workbench.backends.daemon.location import log_path, peer_is_this_user, socket_path
-from workbench.backends.daemon.transport import DAEMON_HEADER, DaemonIdentity
+from workbench.backends.daemon.transport import BRIEF_HEADER, DAEMON_HEADER, DaemonIdentity
 from workbench.backends.local import LocalGateway, open_local_gateway
 from workbench.config import DAEMON_IDLE_ENV, ConfigError, env_seconds
 from workbench.paths import private_data_dir, private_directory
@@ -518,7 +518,8 @@ class Daemon:
         if allowed is not None and request.method != allowed:
             return replace(error_json(method_not_allowed()), headers=(("allow", allowed),))
         if path == "/v1/daemon" and request.method == "GET":
-            return _json(200, await asyncio.to_thread(self.info))
+            memory = BRIEF_HEADER not in request.headers
+            return _json(200, await asyncio.to_thread(self.info, memory=memory))
         if path == "/v1/daemon/stop" and request.method == "POST":
             asyncio.get_running_loop().call_later(0.05, self.stop, "`daemon stop`")
             return _json(200, {"stopping": True, "pid": os.getpid()})
@@ -540,7 +541,10 @@ class Daemon:
         settings = None if gateway is None else gateway.resources.local
         return DaemonIdentity(os.getpid(), self.started_at, __version__, settings, self.started_by)
 
-    def info(self) -> dict[str, Any]:
+    def info(self, *, memory: bool = True) -> dict[str, Any]:
+        """What `GET /v1/daemon` answers; `memoryBytes` is null unless `memory` (reading
+        it takes milliseconds per engine process, and a client connecting only needs the
+        rest)."""
         gateway = self._gateway
         tcp = None
         if self.tcp is not None:
@@ -555,7 +559,9 @@ class Daemon:
             "liveSessions": 0 if gateway is None else len(gateway.sessions),
             "requestsInFlight": self.activity.requests - 1,  # not counting this one
             "executionsInFlight": self.activity.executions,
-            "memoryBytes": process_tree_memory(os.getpid(), self._engine_pids()),
+            "memoryBytes": (
+                process_tree_memory(os.getpid(), self._engine_pids()) if memory else None
+            ),
             "logFile": str(log_path(self.data_dir)),
             "idleSeconds": self.idle_seconds,
             "tcp": tcp,

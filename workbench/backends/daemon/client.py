@@ -39,7 +39,12 @@ from workbench.backends.daemon.location import (
     socket_path,
     spawn_lock_path,
 )
-from workbench.backends.daemon.transport import DaemonIdentity, SocketTransport, unreachable
+from workbench.backends.daemon.transport import (
+    BRIEF_HEADER,
+    DaemonIdentity,
+    SocketTransport,
+    unreachable,
+)
 from workbench.backends.owner import StoreOwnedError, current_owner
 from workbench.config import (
     FILE_API_ENV,
@@ -88,7 +93,9 @@ class DaemonInfo:
     requests_in_flight: int
     executions_in_flight: int
     """Of those requests, the runs of code (`POST …/execute`)."""
-    memory_bytes: int
+    memory_bytes: int | None
+    """PSS of the daemon's process tree; None unless asked for (`probe(memory=True)`):
+    reading it takes the daemon milliseconds per engine process."""
     log_file: str
     idle_seconds: float
     tcp: str | None
@@ -116,7 +123,7 @@ class DaemonInfo:
             int(data["liveSessions"]),
             int(data.get("requestsInFlight", 0)),
             int(data.get("executionsInFlight", 0)),
-            int(data["memoryBytes"]),
+            None if data.get("memoryBytes") is None else int(data["memoryBytes"]),
             str(data["logFile"]),
             float(data["idleSeconds"]),
             None if data.get("tcp") is None else str(data["tcp"]),
@@ -125,15 +132,17 @@ class DaemonInfo:
         )
 
 
-def probe(path: Path) -> DaemonInfo | None:
-    """The daemon answering on `path`, or None when none does (a stale or missing socket).
-    A socket that is not ours raises `UnsafeLocationError`."""
+def probe(path: Path, *, memory: bool = False) -> DaemonInfo | None:
+    """The daemon answering on `path`, or None when none does (a stale or missing socket);
+    with its `memory_bytes` only if `memory`. A socket that is not ours raises
+    `UnsafeLocationError`."""
     try:
         check_socket(path)
     except FileNotFoundError:
         return None
+    headers = () if memory else ((BRIEF_HEADER, "1"),)
     try:
-        status, body = _blocking_request(path, "GET", "/v1/daemon")
+        status, body = _blocking_request(path, "GET", "/v1/daemon", headers)
     except OSError:
         return None
     if status != 200:
@@ -491,7 +500,9 @@ def _poll_pause(given_up: threading.Event | None) -> None:
         raise DaemonStartError("the wait for the local daemon was given up")
 
 
-def _blocking_request(path: Path, method: str, target: str) -> tuple[int, bytes]:
+def _blocking_request(
+    path: Path, method: str, target: str, headers: tuple[tuple[str, str], ...] = ()
+) -> tuple[int, bytes]:
     """One small request without an event loop (connecting is synchronous for clients)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.settimeout(PROBE_SECONDS)
@@ -500,9 +511,10 @@ def _blocking_request(path: Path, method: str, target: str) -> tuple[int, bytes]
             raise UnsafeLocationError(
                 f"the process answering on {path} is another user's: refusing it"
             )
+        extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
         connection.sendall(
             f"{method} {target} HTTP/1.1\r\nhost: local-daemon\r\ncontent-length: 0\r\n"
-            "connection: close\r\n\r\n".encode()
+            f"{extra}connection: close\r\n\r\n".encode()
         )
         chunks = []
         while chunk := connection.recv(65536):

@@ -44,6 +44,10 @@ DAEMON_HEADER = "x-sandbox-workbench-daemon"
 """On every answer of the daemon's socket (never on `serve`'s TCP): `DaemonIdentity` as
 JSON. A header, not a field of `/v1/health`: `serve` in front of a daemon passes bodies
 on to its TCP clients, and health needs no token there."""
+BRIEF_HEADER = "x-sandbox-workbench-brief"
+"""On a `GET /v1/daemon`: leave `memoryBytes` out (null). A client connecting needs only
+the rest, and reading the memory takes the daemon milliseconds per engine process; a
+daemon of an earlier version includes it anyway."""
 
 
 @dataclass(frozen=True)
