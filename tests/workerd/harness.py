@@ -46,7 +46,7 @@ import pytest
 from engines.locations import cache_root
 from tests.serve_process import ServeProcess, serve_process
 from workbench.api import Backend
-from workbench.backends.remote import open_remote_backend
+from workbench.backends.remote import open_remote_backend, tls_context
 from workbench.config import RUBY_CONTEXTS_ENV
 from workbench.deploy.templates import render
 from workbench.deploy.versions import CORE_PACKAGE, SCOPE, load_versions
@@ -298,6 +298,9 @@ def _dropped_by_dev_proxy(request: httpx.Request, response: httpx.Response) -> b
 class DevProxyRetry(httpx.HTTPTransport):
     """Sends a request `wrangler dev` dropped again (see `DEV_PROXY_DROPPED`)."""
 
+    def __init__(self) -> None:
+        super().__init__(verify=tls_context())  # one per process, as the backend's
+
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         for _ in range(DEV_PROXY_ATTEMPTS - 1):
             response = super().handle_request(request)
@@ -312,6 +315,9 @@ class DevProxyRetry(httpx.HTTPTransport):
 
 class AsyncDevProxyRetry(httpx.AsyncHTTPTransport):
     """`DevProxyRetry` for the async clients (the remote backend)."""
+
+    def __init__(self) -> None:
+        super().__init__(verify=tls_context())
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         for _ in range(DEV_PROXY_ATTEMPTS - 1):

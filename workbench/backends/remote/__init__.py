@@ -32,6 +32,7 @@ __all__ = [
     "ConnectionFailedError",
     "HttpTransport",
     "open_remote_backend",
+    "tls_context",
 ]
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "DELETE"})
@@ -136,7 +137,7 @@ def _describe(error: httpx.HTTPError, base_url: str, waited: float | None) -> st
 
 
 @functools.cache
-def _tls_context() -> ssl.SSLContext:
+def tls_context() -> ssl.SSLContext:
     """httpx's default TLS context (certifi's roots, or `SSL_CERT_FILE` / `SSL_CERT_DIR`),
     made once per process: each client made its own, which parses about 150 certificates
     (30-40 ms, most of the cost of opening a remote backend)."""
@@ -172,7 +173,7 @@ class HttpTransport:
             timeout=timeout,
             transport=transport,
             follow_redirects=False,
-            verify=_tls_context(),
+            verify=tls_context(),
         )
 
     async def request(
