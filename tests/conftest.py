@@ -41,12 +41,13 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(root / package, quiet=1)
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
+def pytest_collection_finish() -> None:
     """Keep the cyclic garbage collector off what every test shares. A worker holds some
     400,000 objects (the imports, Textual's caches), and each full collection walked all
     of them: 0.3 s, a fifth of the TUI tests' time. What exists once the tests are
     collected lives to the end, so it is frozen out of the collections, and young objects
-    are collected ten times less often (Textual makes many per frame)."""
+    are collected ten times less often (Textual makes many per frame), so garbage in
+    cycles may outlive its test a little; a test that needs it gone collects it."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(7000, 10, 10)

@@ -5,7 +5,8 @@ the gateway protocol on a Unix socket in the private runtime directory (0600; ev
 peer's uid checked with `SO_PEERCRED` where the platform has it), and, for `serve`, on a
 TCP listener behind the bearer token. Besides the gateway's routes the socket answers:
 
-- `GET /v1/daemon`: pid, version, data dir, socket, start time, live sessions, memory;
+- `GET /v1/daemon`: pid, version, data dir, socket, start time, live sessions, memory
+  (null when asked with `BRIEF_HEADER`, as a connecting client does);
 - `POST /v1/daemon/stop`: write pending snapshots and exit;
 - `GET /v1/engines`: the state of each language's engine.
 

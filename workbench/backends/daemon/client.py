@@ -140,9 +140,8 @@ def probe(path: Path, *, memory: bool = False) -> DaemonInfo | None:
         check_socket(path)
     except FileNotFoundError:
         return None
-    headers = () if memory else ((BRIEF_HEADER, "1"),)
     try:
-        status, body = _blocking_request(path, "GET", "/v1/daemon", headers)
+        status, body = _blocking_request(path, "GET", "/v1/daemon", brief=not memory)
     except OSError:
         return None
     if status != 200:
@@ -501,9 +500,10 @@ def _poll_pause(given_up: threading.Event | None) -> None:
 
 
 def _blocking_request(
-    path: Path, method: str, target: str, headers: tuple[tuple[str, str], ...] = ()
+    path: Path, method: str, target: str, *, brief: bool = False
 ) -> tuple[int, bytes]:
-    """One small request without an event loop (connecting is synchronous for clients)."""
+    """One small request without an event loop (connecting is synchronous for clients);
+    `brief`: with `BRIEF_HEADER`."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.settimeout(PROBE_SECONDS)
         connection.connect(str(path))
@@ -511,7 +511,7 @@ def _blocking_request(
             raise UnsafeLocationError(
                 f"the process answering on {path} is another user's: refusing it"
             )
-        extra = "".join(f"{name}: {value}\r\n" for name, value in headers)
+        extra = f"{BRIEF_HEADER}: 1\r\n" if brief else ""
         connection.sendall(
             f"{method} {target} HTTP/1.1\r\nhost: local-daemon\r\ncontent-length: 0\r\n"
             f"{extra}connection: close\r\n\r\n".encode()

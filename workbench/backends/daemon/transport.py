@@ -45,9 +45,9 @@ DAEMON_HEADER = "x-sandbox-workbench-daemon"
 JSON. A header, not a field of `/v1/health`: `serve` in front of a daemon passes bodies
 on to its TCP clients, and health needs no token there."""
 BRIEF_HEADER = "x-sandbox-workbench-brief"
-"""On a `GET /v1/daemon`: leave `memoryBytes` out (null). A client connecting needs only
-the rest, and reading the memory takes the daemon milliseconds per engine process; a
-daemon of an earlier version includes it anyway."""
+"""On a `GET /v1/daemon`, whatever its value: `memoryBytes` is null. A client connecting
+needs only the rest, and reading the memory takes the daemon milliseconds per engine
+process; a daemon of an earlier version answers it anyway."""
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,7 @@ class SocketTransport:
         while True:
             await asyncio.sleep(every)
             with contextlib.suppress(SandboxError):
-                await self.request("GET", "/v1/daemon")
+                await self._exchange("GET", "/v1/daemon", b"", {BRIEF_HEADER: "1"}, None)
 
     async def cancel(self, sandbox_id: str) -> bool:
         reply = await self.request("POST", f"/v1/sandboxes/{quote(sandbox_id, safe='')}/cancel")

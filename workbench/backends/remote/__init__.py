@@ -138,9 +138,10 @@ def _describe(error: httpx.HTTPError, base_url: str, waited: float | None) -> st
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
-    """httpx's default TLS context (certifi's roots, or `SSL_CERT_FILE` / `SSL_CERT_DIR`),
-    made once per process: each client made its own, which parses about 150 certificates
-    (30-40 ms, most of the cost of opening a remote backend)."""
+    """httpx's default TLS context (certifi's roots, or `SSL_CERT_FILE` / `SSL_CERT_DIR`
+    as set at the first call), made once per process: each client made its own, which
+    parses about 150 certificates (30-40 ms, most of the cost of opening a remote
+    backend). Every client shares it: never change it."""
     return httpx.create_ssl_context()
 
 
