@@ -565,10 +565,14 @@ class VirtualFS:
         """`_touch` every path of a subtree that is about to move away."""
         if self._journal is None:
             return
-        self._touch(parent, name)
-        if isinstance(node, Directory):
-            for child_name, child in list(node.children.items()):
-                self._touch_subtree(node, child_name, child)
+        stack: list[tuple[Directory, str, Node]] = [(parent, name, node)]
+        while stack:  # not recursion: the path limit allows about 1,500 levels
+            parent, name, node = stack.pop()
+            self._touch(parent, name)
+            if isinstance(node, Directory):
+                stack.extend(
+                    (node, child_name, child) for child_name, child in node.children.items()
+                )
 
     def _touch_new_places(self, parent: Directory, name: str, node: Node) -> None:
         """Record the paths below `name` in `parent` that a subtree moving there will
@@ -675,7 +679,8 @@ class Mount:
 
 def _walk(top: Directory) -> Iterator[tuple[str, Node]]:
     """Every entry below `top` with its path relative to it, a directory before its
-    children."""
+    children. With a stack, not recursion (as every walk here): the path limit allows
+    about 1,500 levels."""
     stack: list[tuple[str, Directory]] = [("", top)]
     while stack:
         prefix, directory = stack.pop()
@@ -691,21 +696,20 @@ def _files(node: Node) -> Iterator[File]:
     if isinstance(node, File):
         yield node
     elif isinstance(node, Directory):
-        for child in node.children.values():
-            yield from _files(child)
+        for _, child in _walk(node):
+            if isinstance(child, File):
+                yield child
 
 
 def _count(node: Node) -> int:
     """Entries of a subtree."""
     if isinstance(node, Directory):
-        return 1 + sum(_count(child) for child in node.children.values())
+        return 1 + sum(1 for _ in _walk(node))
     return 1
 
 
 def _longest_below(node: Node) -> int:
     """Bytes the longest path below `node` adds to `node`'s own path."""
-    if not isinstance(node, Directory) or not node.children:
+    if not isinstance(node, Directory):
         return 0
-    return max(
-        1 + len(name.encode()) + _longest_below(child) for name, child in node.children.items()
-    )
+    return max((1 + len(relative.encode()) for relative, _ in _walk(node)), default=0)

@@ -100,6 +100,62 @@ async def test_state_survives_a_restart(
         await second.aclose()
 
 
+DEPTH = 1520
+"""`/workspace/top`, 1,520 levels of `/d` and `/leaf.txt`: 3,063 bytes (3,065 once
+renamed to `moved`), within the 3,072 of a path."""
+MAKE_DEEP_TREE = f"""
+import os
+path = '/workspace/top'
+os.mkdir(path)
+for _ in range({DEPTH}):
+    path += '/d'
+    os.mkdir(path)
+open(path + '/leaf.txt', 'w').write('at the bottom')
+len(path)
+"""
+
+
+async def test_a_tree_as_deep_as_a_path_allows_keeps_its_sandbox_working(
+    tmp_path: Path, python_engine: None
+) -> None:
+    """Every walk over a tree (the store's, the engine's, a listing's) goes as deep as
+    a path may: Python's recursion stops at 1,000 levels, and a tree deeper than that
+    once made every run of its sandbox fail, a restart included."""
+    data = tmp_path / "data"
+    deepest = "/workspace/moved" + "/d" * DEPTH
+    first = open_local_backend(data, embedded=True)
+    try:
+        sandbox = first.sandbox("deep")
+        context = await sandbox.interpreter.create_code_context("PYTHON")
+        made = ok(await sandbox.interpreter.run_code(MAKE_DEEP_TREE, context=context))
+        assert texts(made) == [str(len("/workspace/top") + 2 * DEPTH)]
+        listed = await sandbox.list_files("/workspace", recursive=True)
+        assert len(listed.files) == 1 + DEPTH + 1
+        # The guest moves the whole chain: the engine walks it to check and record it.
+        moved = "os.rename('/workspace/top', '/workspace/moved')\nos.listdir('/workspace')"
+        renamed = ok(await sandbox.interpreter.run_code(moved, context=context))
+        assert [entry.json for entry in renamed.results] == [["moved"]]
+    finally:
+        await first.aclose()
+
+    second = open_local_backend(data, embedded=True)  # the tree is read from the store
+    try:
+        sandbox = second.sandbox("deep")
+        assert (await sandbox.read_file(f"{deepest}/leaf.txt")).content == "at the bottom"
+        seen = f"open('{deepest}/leaf.txt').read()"
+        assert texts(ok(await sandbox.interpreter.run_code(seen, context=context))) == [
+            "'at the bottom'"
+        ]
+        await sandbox.delete_file("/workspace/moved", recursive=True)
+        info = await sandbox.get_info()
+        assert (info.workspace_files, info.workspace_bytes) == (0, 0)
+        gone = "os.listdir('/workspace')"
+        emptied = ok(await sandbox.interpreter.run_code(gone, context=context))
+        assert [entry.json for entry in emptied.results] == [[]]
+    finally:
+        await second.aclose()
+
+
 # ----- idle expiry on a fixed clock (spec 8.3) --------------------------------------
 
 

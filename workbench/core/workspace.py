@@ -246,12 +246,19 @@ class Workspace:
 
     @staticmethod
     def _walk(d: DirNode, prefix: str) -> Iterator[tuple[str, Node]]:
-        """Pre-order walk: a directory comes before its children, insertion order."""
-        for name, child in d.children.items():
-            path = f"{prefix}/{name}"
-            yield path, child
-            if isinstance(child, DirNode):
-                yield from Workspace._walk(child, path)
+        """Pre-order walk: a directory comes before its children, insertion order. With
+        a stack, not recursion: the path limit allows about 1,500 levels."""
+        stack = [(prefix, iter(d.children.items()))]
+        while stack:
+            base, children = stack[-1]
+            for name, child in children:
+                path = f"{base}/{name}"
+                yield path, child
+                if isinstance(child, DirNode):
+                    stack.append((path, iter(child.children.items())))
+                    break
+            else:
+                stack.pop()
 
     # ----- primitives (no validation; keep counters and record changes) ------------
 
@@ -511,20 +518,16 @@ class Workspace:
             raise WorkspaceOSError("ENOENT", f"No such directory: {path}")
         if not isinstance(node, DirNode):
             raise WorkspaceOSError("ENOTDIR", f"Not a directory: {path}")
-        out: list[Entry] = []
-
-        def walk(d: DirNode, prefix: str) -> None:
-            for name, child in d.children.items():
-                p = f"{prefix}/{name}"
-                if isinstance(child, DirNode):
-                    out.append(Entry(p, "directory", 0, 0))
-                    if recursive:
-                        walk(child, p)
-                else:
-                    out.append(Entry(p, "file", len(child.data), child.updated_at))
-
-        walk(node, np.absolute)
-        return out
+        if recursive:
+            found: Iterable[tuple[str, Node]] = self._walk(node, np.absolute)
+        else:
+            found = ((f"{np.absolute}/{name}", child) for name, child in node.children.items())
+        return [
+            Entry(path, "directory", 0, 0)
+            if isinstance(child, DirNode)
+            else Entry(path, "file", len(child.data), child.updated_at)
+            for path, child in found
+        ]
 
     def exists(self, path: str, cwd: str = ROOT) -> bool:
         """True for ``/workspace`` and any existing entry; never raises."""
