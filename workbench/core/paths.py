@@ -63,9 +63,7 @@ def _check_names(path: str) -> None:
         encoded = path.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidPathError("it is not valid Unicode (a lone surrogate)") from None
-    if len(encoded) > MAX_SEGMENT_BYTES and any(
-        len(segment) > MAX_SEGMENT_BYTES for segment in encoded.split(b"/")
-    ):
+    if len(encoded) > MAX_SEGMENT_BYTES and max(map(len, encoded.split(b"/"))) > MAX_SEGMENT_BYTES:
         raise InvalidPathError(f"a segment is longer than {MAX_SEGMENT_BYTES} bytes")
 
 
@@ -103,16 +101,20 @@ def normalize(path: object, cwd: str = ROOT) -> NormalizedPath:
         raise WorkspaceOSError("ENOENT", "Path is required")
     _check_names(path)
     base = path if path.startswith("/") else f"{cwd}/{path}"
-    parts: list[str] = []
-    for seg in base.split("/"):
-        if seg in ("", "."):
-            continue
-        if seg == "..":
-            if not parts:
-                raise WorkspaceOSError("EACCES", f"Path escapes /workspace: {path}")
-            parts.pop()
-            continue
-        parts.append(seg)
+    pieces = base.split("/")
+    if ".." in pieces:
+        parts: list[str] = []
+        for seg in pieces:
+            if seg in ("", "."):
+                continue
+            if seg == "..":
+                if not parts:
+                    raise WorkspaceOSError("EACCES", f"Path escapes /workspace: {path}")
+                parts.pop()
+                continue
+            parts.append(seg)
+    else:  # the common case, without a step per segment in Python
+        parts = [seg for seg in pieces if seg and seg != "."]
     if not parts or parts[0] != "workspace":
         raise WorkspaceOSError("EACCES", f"Path escapes /workspace: {path}")
     segments = tuple(parts[1:])

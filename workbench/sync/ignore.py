@@ -267,6 +267,10 @@ def _longest_pass(steps: list[_Step]) -> int:
     return max(longest)
 
 
+_KNOWN_MOVES: Final = 4096
+"""Moves a pattern remembers (a hostile one has more sets of states than that)."""
+
+
 class Wildmatch:
     """One compiled wildmatch pattern (`WM_PATHNAME`), matched against whole byte strings
     in one pass over the text: every state of the pattern is followed at once, as a bit
@@ -290,6 +294,9 @@ class Wildmatch:
         self._accepted = 1 << len(steps)
         self._start = self._closure(1)
         self._taking: dict[int, int] = {}
+        self._moves: dict[int, int] = {}
+        """(states << 8 | byte) -> the states after taking `byte`: a path repeats its
+        pieces (a deep folder's paths share their directories), so most moves are known."""
 
     def _closure(self, states: int) -> int:
         """`states` and every state reachable from them without taking a byte."""
@@ -315,12 +322,19 @@ class Wildmatch:
         if self._suffix is not None:
             head = len(text) - len(self._suffix)
             return text.endswith(self._suffix) and b"/" not in text[:head]
-        states = self._start
+        states, moves = self._start, self._moves
         for byte in text:
-            moved = states & self._steps_taking(byte)
-            if not moved:
+            key = states << 8 | byte
+            after = moves.get(key)
+            if after is None:
+                moved = states & self._steps_taking(byte)
+                after = self._closure((moved & ~self._repeating) << 1 | (moved & self._repeating))
+                if len(moves) >= _KNOWN_MOVES:
+                    moves.clear()
+                moves[key] = after
+            if not after:
                 return False
-            states = self._closure((moved & ~self._repeating) << 1 | (moved & self._repeating))
+            states = after
         return bool(states & self._accepted)
 
 
