@@ -14,9 +14,10 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Final
 
 import wasmtime
 
@@ -49,13 +50,45 @@ from engines.watchdog import WATCHDOG
 CANCELLED = "Execution cancelled"
 
 
+MAX_RESULT_NESTING: Final = 512
+"""Levels of nesting of a result's `json` passed on; a deeper value is given as its JSON
+text. Every hop after this one (the engine process's answer, the daemon's or `serve`'s,
+a client, the TUI) encodes or decodes the value with Python's `json`, which recurses once
+per level from wherever it runs: a Python guest's 975 levels made the daemon answer 500.
+The reference's guests nest at most about 1,000 levels (their own encoders stop there)."""
+
+
+def _nesting(value: JsonValue) -> int:
+    """The levels of lists and objects in `value` (a stack, not recursion)."""
+    deepest = 0
+    pending: list[tuple[JsonValue, int]] = [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, dict):
+            children: Iterable[JsonValue] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        pending.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def _json_result(text: str) -> ResultEntry:
     """A JSON result, or its text where Python's parser refuses it (an integer of more than
-    4,300 digits, nesting deeper than its recursion limit): never an error of the host's."""
+    4,300 digits) or it nests deeper than `MAX_RESULT_NESTING`: never an error of the
+    host's."""
     try:
-        return ResultEntry(json=json.loads(text), is_json=True)
+        value = json.loads(text)
     except (ValueError, RecursionError):
         return ResultEntry(text=text)
+    # Only a text with that many brackets can nest that deep (counting them is C speed).
+    if text.count("[") + text.count("{") > MAX_RESULT_NESTING and (
+        _nesting(value) > MAX_RESULT_NESTING
+    ):
+        return ResultEntry(text=text)
+    return ResultEntry(json=value, is_json=True)
 
 
 def _close_store(store: wasmtime.Store) -> None:

@@ -148,6 +148,29 @@ async def test_python_globals_persist(sandbox: SandboxClient, python_engine: Non
     assert [entry.json for entry in result.results] == [{"pi": 3.14}]
 
 
+NESTED = "x = []\nfor _ in range({levels} - 1):\n    x = [x]\nx"
+"""A Python value of that many nested lists (its own encoder stops at about 1,000)."""
+
+
+async def test_a_result_nested_as_deep_as_a_guest_can_is_answered(
+    sandbox: SandboxClient, python_engine: None
+) -> None:
+    """Every hop passes a result's `json` on with Python's `json`, which recurses once per
+    level from wherever it runs: 975 levels made the daemon's and `serve`'s answer a 500.
+    Deeper than `MAX_RESULT_NESTING` the value comes as its JSON text (documented)."""
+    context = await sandbox.interpreter.create_code_context("PYTHON")
+    result = ok(await sandbox.interpreter.run_code(NESTED.format(levels=512), context=context))
+    (entry,) = result.results
+    value, levels = entry.json, 0
+    while isinstance(value, list):
+        value, levels = value[0] if value else None, levels + 1
+    assert levels == 512
+    result = ok(await sandbox.interpreter.run_code(NESTED.format(levels=975), context=context))
+    assert texts(result) == ["[" * 975 + "]" * 975]
+    assert result.results[0].json is None
+    assert texts(ok(await sandbox.interpreter.run_code("len(x)", context=context))) == ["1"]
+
+
 async def test_python_cwd_persists(sandbox: SandboxClient, python_engine: None) -> None:
     await sandbox.mkdir("project/src", recursive=True)
     context = await sandbox.interpreter.create_code_context("PYTHON")

@@ -119,6 +119,29 @@ async def test_garbage_body_is_an_internal_error(
     await backend.aclose()
 
 
+@pytest.mark.parametrize("accept", ["json", "stream"])
+async def test_json_nested_past_what_python_parses_is_an_internal_error(
+    gateway_factory: Callable[[Handler], Awaitable[str]], accept: str
+) -> None:
+    """Valid JSON 100,000 levels deep: Python's parser recurses once per level, and the
+    `RecursionError` it raises is reported as a body that cannot be read."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    if accept == "stream":  # a streamed run's last line holds the answer
+        body = b'{"type": "answer", "status": 200, "body": ' + deep + b"}\n"
+        url = await gateway_factory(reply("200 OK", body, "application/x-ndjson"))
+    else:
+        url = await gateway_factory(reply("200 OK", deep))
+    backend = open_remote_backend("deep", url, "t")
+    sandbox = backend.sandbox("demo")
+    with pytest.raises(SandboxError) as caught:
+        if accept == "stream":
+            await sandbox.interpreter.run_code("1", binding="PYTHON", on_stdout=print)
+        else:
+            await sandbox.get_info()
+    assert caught.value.code == "INTERNAL_ERROR"
+    await backend.aclose()
+
+
 async def test_json_of_the_wrong_shape_is_invalid_sandbox_response(
     gateway_factory: Callable[[Handler], Awaitable[str]],
 ) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "method_not_allowed",
     "not_found",
     "output_event",
+    "parse_json",
     "parse_json_response",
     "parse_object",
     "read_event_stream",
@@ -120,6 +121,16 @@ EventSink = Callable[[dict[str, Any]], None]
 STREAMS = ("stdout", "stderr")
 
 
+def parse_json(raw: bytes | str) -> Any:
+    """`json.loads` of what another process sent: JSON nested deeper than Python parses
+    from where this runs (its parser recurses once per level) is a `ValueError`, as any
+    JSON that cannot be read, never a `RecursionError`."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 def output_event(stream: str, line: str) -> dict[str, Any]:
     """One line of an execution's output, as the guest wrote it."""
     return {"type": "output", "stream": stream, "line": line}
@@ -153,7 +164,7 @@ async def read_event_stream(chunks: AsyncIterator[bytes], on_event: EventSink) -
         for line in lines:
             if not line.strip():
                 continue
-            event = json.loads(line)
+            event = parse_json(line)
             if not isinstance(event, dict):
                 raise ValueError("a line of the streamed answer is not an object")
             if event.get("type") == "answer":
@@ -271,8 +282,8 @@ def parse_object(request: Request, cap: int, *, gzip: bool = False) -> dict[str,
         raise validation_error("Request too large", 413)
     raw = _decoded(request, cap) if gzip else request.body
     try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
+        body = parse_json(raw)
+    except ValueError:
         raise validation_error("Invalid JSON") from None
     if not isinstance(body, dict):
         raise validation_error("Expected an object")
@@ -314,7 +325,7 @@ def parse_json_response(response: Response) -> Any:
     if response.status == 204:
         return {}
     try:
-        body = json.loads(response.body)
+        body = parse_json(response.body)
     except ValueError:
         raise create_error_from_response(None, response.status, response.reason) from None
     if not 200 <= response.status < 300:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import json
 import os
 import signal
 import socket
@@ -55,7 +54,7 @@ from workbench.config import (
     local_settings,
 )
 from workbench.paths import CONFIG_DIR_ENV, DATA_DIR_ENV, private_data_dir
-from workbench.protocol.http import parse_json_response
+from workbench.protocol.http import parse_json, parse_json_response
 
 START_SECONDS = 60.0
 """How long a new daemon may take to answer (it imports wasmtime and opens the store)."""
@@ -147,7 +146,7 @@ def probe(path: Path, *, memory: bool = False) -> DaemonInfo | None:
     if status != 200:
         return None
     try:
-        info = DaemonInfo.from_json(json.loads(body))
+        info = DaemonInfo.from_json(parse_json(body))
     except (KeyError, TypeError, ValueError):
         return None
     return dataclasses.replace(info, socket=str(path))  # the path checked, not the one told

@@ -33,6 +33,7 @@ from workbench.protocol.http import (
     body_cap,
     error_json,
     json_payload,
+    parse_json,
     read_event_stream,
     validation_error,
 )
@@ -254,7 +255,7 @@ class SocketTransport:
     async def cancel(self, sandbox_id: str) -> bool:
         reply = await self.request("POST", f"/v1/sandboxes/{quote(sandbox_id, safe='')}/cancel")
         try:
-            data = json.loads(reply.body)
+            data = parse_json(reply.body)
         except ValueError:
             return False
         return reply.status == 200 and isinstance(data, dict) and data.get("cancelled") is True

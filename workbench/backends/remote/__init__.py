@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import gzip
-import json
 import socket
 import ssl
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from workbench.protocol.http import (
     Response,
     invalid_response,
     json_payload,
+    parse_json,
     read_event_stream,
     validation_error,
 )
@@ -67,7 +67,7 @@ def _runtime_call_failed(reply: Response) -> bool:
     if reply.status != 502:
         return False
     try:
-        data = json.loads(reply.body)
+        data = parse_json(reply.body)
     except ValueError:
         return False
     return (
@@ -207,7 +207,7 @@ class HttpTransport:
 
     def _check_versions(self, body: bytes) -> None:
         try:
-            answer = json.loads(body)
+            answer = parse_json(body)
         except ValueError:
             return
         for line in VersionReport.read(answer).warnings:
@@ -290,7 +290,7 @@ class HttpTransport:
         if reply.status != 200:
             return False
         try:
-            data = json.loads(reply.body)
+            data = parse_json(reply.body)
         except ValueError:
             return False
         return isinstance(data, dict) and data.get("cancelled") is True
