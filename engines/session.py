@@ -563,7 +563,8 @@ class Session:
         if self.language_engine.result_limit_on_envelope:
             measured = {"results": measured, "error": None if error is None else error.to_json()}
         encoded = json.dumps(measured, ensure_ascii=False, separators=(",", ":"))
-        if len(encoded.encode()) > self.limits.result_bytes:
+        # A lone surrogate (a guest's "\ud800") has no UTF-8: it counts as its escape.
+        if len(encoded.encode("utf-8", "backslashreplace")) > self.limits.result_bytes:
             return "Result limit exceeded"
         return None
 

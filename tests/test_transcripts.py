@@ -111,6 +111,35 @@ def test_a_transcript_round_trips_through_its_file(tmp_path: Path) -> None:
         write_private_text(path, "{}", overwrite=False)
 
 
+WRITE_PAST_A_SIZE_LIMIT = """
+import errno, resource, signal, sys
+from pathlib import Path
+from workbench.transcripts import write_private_text
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    write_private_text(Path(sys.argv[1]), "x" * 100_000, overwrite=True)
+except OSError as error:
+    print(errno.errorcode[error.errno])
+"""
+
+
+def test_an_overwrite_that_fails_keeps_the_file_it_was_to_replace(tmp_path: Path) -> None:
+    """A write that fails (past a file size limit here, as on a full disk) leaves the old
+    file as it was and no file of its own; the file used to be emptied first."""
+    path = tmp_path / "cells.md"
+    path.write_text("the last export")
+    failed = subprocess.run(
+        [sys.executable, "-c", WRITE_PAST_A_SIZE_LIMIT, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert failed.stdout.strip() == "EFBIG", failed.stderr
+    assert path.read_text() == "the last export"
+    assert [entry.name for entry in tmp_path.iterdir()] == ["cells.md"]
+
+
 def with_change(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
     data = copy.deepcopy(GOOD)
     target: Any = data

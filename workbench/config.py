@@ -397,6 +397,8 @@ class Config:
             raise ConfigError(f"cannot read {path}: not UTF-8 text ({error.reason})") from None
         except (OSError, tomllib.TOMLDecodeError) as error:
             raise ConfigError(f"cannot read {path}: {error}") from None
+        except RecursionError:  # the parser recurses once per level of arrays or tables
+            raise ConfigError(f"cannot read {path}: it nests too deeply") from None
         check = _Checker(path)
         profiles = {}
         for name, table in check.table(raw, "profiles").items():

@@ -171,6 +171,20 @@ async def test_a_result_nested_as_deep_as_a_guest_can_is_answered(
     assert texts(ok(await sandbox.interpreter.run_code("len(x)", context=context))) == ["1"]
 
 
+async def test_a_result_holding_a_lone_surrogate_is_answered_and_kept(
+    sandbox: SandboxClient, python_engine: None, javascript_engine: None
+) -> None:
+    """A lone surrogate is a valid JSON string escape that no UTF-8 can hold: a Python
+    result with one failed in the host (an EngineError that also dropped the run)."""
+    python = await sandbox.interpreter.create_code_context("PYTHON")
+    result = ok(await sandbox.interpreter.run_code('kept = 5\n["a\\ud800b"]', context=python))
+    assert [entry.json for entry in result.results] == [["a\ud800b"]]
+    assert texts(ok(await sandbox.interpreter.run_code("kept", context=python))) == ["5"]
+    javascript = await sandbox.interpreter.create_code_context("JAVASCRIPT")
+    result = ok(await sandbox.interpreter.run_code('["a\\ud800b"]', context=javascript))
+    assert [entry.json for entry in result.results] == [["a\ud800b"]]
+
+
 async def test_python_cwd_persists(sandbox: SandboxClient, python_engine: None) -> None:
     await sandbox.mkdir("project/src", recursive=True)
     context = await sandbox.interpreter.create_code_context("PYTHON")

@@ -97,6 +97,28 @@ def test_a_closed_stdout_or_stderr_ends_quietly(tmp_path: Path, perl_engine: Non
     assert (ran.returncode, ran.stdout) == (0, "42\n")
 
 
+def test_a_lone_surrogate_prints_and_exports_as_its_escape(
+    tmp_path: Path, javascript_engine: None
+) -> None:
+    """JSON carries lone surrogates (a JavaScript string may hold one), UTF-8 cannot: the
+    CLI crashed with "unexpected UnicodeEncodeError (a bug)", and an export with `--force`
+    emptied the file it was to replace before it failed."""
+    env = cli_env(tmp_path)
+    context_id = run_cli(env, "contexts", "create", "-s", "odd", "-l", "javascript").stdout
+    where = ("-s", "odd", "--context", context_id.strip())
+    ran = run_cli(env, "run", *where, "-c", '["a\\ud800b"]')
+    assert (ran.returncode, ran.stdout) == (0, '[\n  "a\\ud800b"\n]\n'), ran.stderr
+    as_json = run_cli(env, "run", *where, "--json", "-c", '["a\\ud800b"]')
+    assert json.loads(as_json.stdout)["results"] == [{"json": ["a\ud800b"]}]
+    for name in ("cells.md", "cells.json"):
+        target = tmp_path / name
+        target.write_text("kept until replaced")
+        exported = run_cli(env, "transcript", "export", *where, "-o", str(target), "--force")
+        assert exported.returncode == 0, exported.stderr
+        assert "a\\ud800b" in target.read_text()
+    assert json.loads((tmp_path / "cells.json").read_text())["cells"][0]["outcome"] is not None
+
+
 def flat_help(env: dict[str, str], *words: str) -> str:
     """A command's --help with its line breaks and indents as single spaces."""
     return " ".join(run_cli(env, *words, "--help").stdout.split())

@@ -52,6 +52,11 @@ def test_config_values_of_the_wrong_type_name_key_and_file(tmp_path: Path) -> No
     )
     write_config(tmp_path, "not toml at all [\n")
     assert f"cannot read {path}" in one_error_line(run_cli(env, "profiles", "list"))
+    # TOML's parser recurses once per level: 600 levels were a RecursionError, "a bug".
+    write_config(tmp_path, "x = " + "[" * 600 + "]" * 600 + "\n")
+    assert one_error_line(run_cli(env, "profiles", "list")) == (
+        f"error: cannot read {path}: it nests too deeply"
+    )
 
 
 def test_a_broken_config_is_named_once_on_the_local_profile(tmp_path: Path) -> None:

@@ -113,6 +113,13 @@ async def test_state_file_is_private_and_cannot_point_outside_dest(
     assert not report.deleted
     assert (await sandbox.read_bytes("/workspace/precious.txt")) == b"outside dest"
 
+    # A state nested past what Python's parser recurses through is damaged: no state.
+    state_file.write_text("[" * 100_000 + "]" * 100_000)
+    report = await FolderSync(
+        folder, sandbox, dest="/workspace/app", state_file=state_file
+    ).initial_sync()
+    assert not report.deleted and not report.errors
+
 
 async def test_prune_mirrors_exactly_but_keeps_ignored_paths(
     folder: Path, sandbox: SandboxClient

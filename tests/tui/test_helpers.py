@@ -65,6 +65,9 @@ def test_local_history_store_keeps_entries_per_context(tmp_path: Path) -> None:
     assert again.entries("local", "box", "ctx-1") == []
     (tmp_path / "history.json").write_text("not json")
     assert again.entries("staging", "box", "ctx-1") == []
+    # Nested past what Python's parser recurses through: as damaged, not a crash.
+    (tmp_path / "history.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert again.entries("staging", "box", "ctx-1") == []
 
 
 def test_transcript_exports() -> None:

@@ -202,3 +202,13 @@ async def test_backend_env_vars_cwd_errors_and_versions(
         assert f"core 1.0{SHOWN_WITHOUT_BEL}" in main.status.render().plain
         assert app.export_screenshot().count("SGVsbG8=") == 2
         assert painted_controls(app) == []
+
+
+async def test_a_lone_surrogate_is_copied_as_its_escape(tmp_path: Path) -> None:
+    """The clipboard (OSC 52) takes UTF-8, which a lone surrogate in a guest's text
+    (a JavaScript result `["a\\ud800b"]`, copied with alt+y) has none of: the app ended
+    with a UnicodeEncodeError."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)):
+        app.copy_to_clipboard('["a\ud800b"]')
+        assert app.clipboard == '["a\\ud800b"]'

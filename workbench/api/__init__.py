@@ -17,7 +17,13 @@ from workbench.api.client import (
     LineCallback,
     SandboxClient,
 )
-from workbench.api.display import inspected_size, neutralise, short_id, without_controls
+from workbench.api.display import (
+    encodable,
+    inspected_size,
+    neutralise,
+    short_id,
+    without_controls,
+)
 from workbench.api.engines import EngineInfo, EngineManager, EnginePrepareError, Progress
 from workbench.api.transport import MockTransport, Transport
 from workbench.core.clock import SYSTEM_CLOCK, Clock, FixedClock
@@ -151,6 +157,7 @@ __all__ = [
     "ValidationFailedError",
     "VersionReport",
     "checkpoint_name_problem",
+    "encodable",
     "inspected_size",
     "is_valid_env_key",
     "iso_from_ms",

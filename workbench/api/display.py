@@ -24,6 +24,18 @@ def neutralise(text: str) -> str:
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
+def encodable(text: str) -> str:
+    """`text` with each lone surrogate (a guest's or a gateway's `"\\ud800"`: JSON
+    carries them, UTF-8 cannot) as its `\\udXXX` escape, inside a JSON string the
+    escape of the same value: for what writes text out (a terminal, a pipe, the
+    clipboard)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def json_escaped(text: str) -> str:
     """JSON text with the control characters `json.dumps` leaves raw (DEL and C1, which
     it may write only inside strings) as `\\u` escapes: the same JSON value, safe to show."""

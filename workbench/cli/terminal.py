@@ -39,6 +39,18 @@ def stderr_is_terminal() -> bool:
     return sys.stderr is not None and sys.stderr.isatty()
 
 
+def _encodable(text: str) -> str:
+    """`text` as `workbench.api.display.encodable` makes it, imported only for text that
+    needs it (importing the API takes 50 ms)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        from workbench.api.display import encodable
+
+        return encodable(text)
+    return text
+
+
 def echo_untrusted(
     text: str,
     *,
@@ -58,6 +70,7 @@ def echo_untrusted(
     stream = _stream(err)
     if stream is None:
         return
+    text = _encodable(text)
     if stream.isatty():
         from workbench.api.display import neutralise  # here: --help and --version stay quick
 
@@ -77,7 +90,7 @@ def echo_json(payload: Any, *, err: bool = False, indent: int | None = 2) -> Non
     stream = _stream(err)
     if stream is None:
         return
-    text = json.dumps(payload, indent=indent, ensure_ascii=False)
+    text = _encodable(json.dumps(payload, indent=indent, ensure_ascii=False))
     if stream.isatty():
         from workbench.api.display import json_escaped
 

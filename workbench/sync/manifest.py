@@ -117,7 +117,7 @@ def load_owned_entries(path: Path, identity: Mapping[str, str]) -> dict[str, Rem
         with os.fdopen(fd, "rb") as stream:
             raw = stream.read(_MAX_STATE_BYTES + 1)
         document = json.loads(raw) if len(raw) <= _MAX_STATE_BYTES else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
         return {}
     if not (
         isinstance(document, dict)

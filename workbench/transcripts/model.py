@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import json
 import os
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from workbench.api import ResultEntry, is_valid_env_key
+from workbench.api import ResultEntry, encodable, is_valid_env_key
 from workbench.transcripts.outcomes import Outcome, OutcomeError
 
 FORMAT: Final = "sandbox-workbench-transcript"
@@ -291,9 +293,32 @@ def read_transcript(path: Path) -> Transcript:
 
 def write_private_text(path: Path, text: str, *, overwrite: bool) -> None:
     """Write `text` to `path` as a private file (0600). Without `overwrite` an existing
-    file raises FileExistsError; a symlink at `path` is never followed (OSError)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    flags |= os.O_TRUNC if overwrite else os.O_EXCL
+    file raises FileExistsError; a symlink at `path` is never followed (OSError). With
+    it, the file is replaced whole or not at all: a failed write (a full disk) keeps the
+    old one. A lone surrogate in `text` is written as its escape (`encodable`)."""
+    data = encodable(text).encode("utf-8")
+    if not overwrite:
+        _write_new(path, data)
+        return
+    if path.is_symlink():
+        raise OSError(errno.ELOOP, "a symbolic link is not replaced", str(path))
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    _write_new(temporary, data)
+    try:
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create `path` (0600, never through a symlink) holding `data`; a failed write
+    removes the file it created."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     descriptor = os.open(path, flags, TRANSCRIPT_FILE_MODE)
-    with open(descriptor, "w", encoding="utf-8") as file:
-        file.write(text)
+    try:
+        with open(descriptor, "wb") as file:
+            file.write(data)
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise

@@ -16,7 +16,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widget import Widget
 
-from workbench.api import SYSTEM_CLOCK, Backend, Clock, neutralise
+from workbench.api import SYSTEM_CLOCK, Backend, Clock, encodable, neutralise
 from workbench.config import Config, ConfigError
 from workbench.paths import data_dir as resolve_data_dir
 from workbench.profiles import LOCAL, open_profile_backend, profile_names
@@ -166,6 +166,11 @@ class WorkbenchApp(App[None]):
             timeout=timeout,
             markup=False,
         )
+
+    def copy_to_clipboard(self, text: str) -> None:
+        """Every copy (a cell's parts, a curl command): a lone surrogate in a guest's text
+        goes as its escape, since the clipboard takes UTF-8."""
+        super().copy_to_clipboard(encodable(text))
 
     # The screen's profile and backend, for callers holding the app (benchmarks, tests).
     @property

@@ -18,7 +18,7 @@ def _read_json_object(path: Path) -> dict[str, object]:
     """The JSON object in `path`; empty when it is missing or not such an object."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
         return {}
     return raw if isinstance(raw, dict) else {}
 
