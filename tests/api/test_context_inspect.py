@@ -251,8 +251,20 @@ async def test_inspecting_an_unknown_context(backend: Backend) -> None:
 ODD = {  # binding: (code that makes names the inspector must survive, names it lists)
     "PYTHON": (
         "max = 3\ntype = 'circle'\nsorted = len\nlen = 2\nglobals()[1] = 2\n"
-        "class Bad:\n    def __len__(self):\n        return -1\nbad = Bad()\nfine = 1",
-        {"bad": ("Bad", None), "fine": ("int", "1"), "max": ("int", "3"), "type": ("str", None)},
+        "class Bad:\n    def __len__(self):\n        return -1\nbad = Bad()\nfine = 1\n"
+        "class Loud(str):\n    def lower(self):\n        raise RuntimeError('lower')\n"
+        "globals()[Loud('loud')] = 4\n"
+        "import builtins\nclass Meta(builtins.type):\n    def __getattribute__(cls, name):\n"
+        "        if name == '__qualname__':\n            raise RuntimeError('qualname')\n"
+        "        return builtins.type.__getattribute__(cls, name)\n"
+        "class Odd(metaclass=Meta):\n    pass\nodd = Odd()",
+        {
+            "odd": ("?", None),
+            "bad": ("Bad", None),
+            "fine": ("int", "1"),
+            "max": ("int", "3"),
+            "type": ("str", None),
+        },
     ),
     "JAVASCRIPT": (
         "Object.defineProperty(globalThis, 'trap', "
@@ -284,7 +296,9 @@ async def test_odd_values_spoil_only_themselves(
     backend: Backend, sandbox: SandboxClient, binding: str
 ) -> None:
     """Builtins shadowed by the user's names, getters and Proxies that throw, a tied
-    variable that dies, lengths of -1, names that are not text: the listing goes on."""
+    variable that dies, lengths of -1, names that are not text (or a `str` subclass whose
+    methods raise), a class whose `__qualname__` raises: the listing goes on, and such a
+    value is shown on its own."""
     if backend.name != "local":
         pytest.skip("the same inspector code runs everywhere; checked on the local backend")
     code, expected = ODD[binding]
@@ -301,6 +315,7 @@ async def test_odd_values_spoil_only_themselves(
         assert listed[name].length is None or listed[name].length >= 0
     value = await sandbox.interpreter.inspect_value(context, next(iter(expected)))
     assert value.total >= len(value.repr)
+    assert value.type == expected[value.name][0]
 
 
 @pytest.mark.usefixtures("all_engines")
