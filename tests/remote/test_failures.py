@@ -10,6 +10,7 @@ import socket
 import ssl
 import subprocess
 import time
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -17,7 +18,12 @@ import httpx
 import pytest
 
 from workbench.api import Backend, SandboxError
-from workbench.backends.remote import ConnectionFailedError, HttpTransport, open_remote_backend
+from workbench.backends.remote import (
+    MAX_ANSWER_BYTES,
+    ConnectionFailedError,
+    HttpTransport,
+    open_remote_backend,
+)
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -104,6 +110,100 @@ async def test_slow_server_times_out(gateway_factory: Callable[[Handler], Awaita
         await backend.sandbox("demo").get_info()
     assert time.monotonic() - started < 5
     assert "did not answer in time" in caught.value.message
+    await backend.aclose()
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_gateway_trickling_its_answer_is_given_up_in_time(
+    gateway_factory: Callable[[Handler], Awaitable[str]], streamed: bool
+) -> None:
+    """A byte every 0.2 s never trips a read timeout of 1 s: the answer as a whole must
+    come within the wait (the run's `timeout`, else the read timeout); it used to wait
+    for ever."""
+
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
+        writer.write(b"content-length: 100000\r\n\r\n")
+        with contextlib.suppress(ConnectionError):
+            for _ in range(200):
+                writer.write(b" ")
+                await writer.drain()
+                await asyncio.sleep(0.2)
+
+    url = await gateway_factory(trickle)
+    backend = open_remote_backend("trickle", url, "t", timeout=httpx.Timeout(1.0), retries=0)
+    sandbox = backend.sandbox("demo")
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailedError) as caught:
+        if streamed:  # a run's own timeout bounds its whole answer, streamed or not
+            await sandbox.interpreter.run_code("1", binding="PYTHON", timeout=1.5, on_stdout=print)
+        else:
+            await sandbox.get_info()
+    assert time.monotonic() - started < 5
+    assert "did not answer in time" in caught.value.message
+    await backend.aclose()
+
+
+def gzip_bomb(inflated: int) -> bytes:
+    """A gzip body of zeros that inflates to `inflated` bytes (about 1,000 times its size)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    block = bytes(1 << 20)
+    return b"".join(packer.compress(block) for _ in range(inflated >> 20)) + packer.flush()
+
+
+async def test_an_answer_past_the_cap_is_not_read_whole(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    """A gzip bomb (100 KiB that inflate to 96 MiB here, to GiBs in an attack) stops at
+    `MAX_ANSWER_BYTES`; it used to be inflated whole, to a MemoryError."""
+    body = gzip_bomb(MAX_ANSWER_BYTES + (32 << 20))
+    assert len(body) < 200_000
+
+    async def bomb(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\n"
+            + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+
+    url = await gateway_factory(bomb)
+    backend = open_remote_backend("bomb", url, "t", retries=0)
+    with pytest.raises(SandboxError) as caught:
+        await backend.sandbox("demo").get_info()
+    assert caught.value.code == "INTERNAL_ERROR"
+    assert "larger than 64 MiB" in caught.value.message
+    await backend.aclose()
+
+
+async def test_a_redirect_is_named_and_not_followed(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    """An http:// URL of a gateway that lives at https:// answers 301: the error says
+    where it points (it used to be "HTTP 301:"), and the token never goes there."""
+    followed: list[bool] = []
+
+    async def elsewhere(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        followed.append(True)
+        writer.write(
+            b"HTTP/1.1 301 Moved Permanently\r\nlocation: https://gw.example/v1/health\r\n"
+            b"content-length: 0\r\nconnection: close\r\n\r\n"
+        )
+        await writer.drain()
+        writer.close()
+
+    url = await gateway_factory(elsewhere)
+    backend = open_remote_backend("moved", url, "t", retries=0)
+    with pytest.raises(SandboxError) as caught:
+        await backend.sandbox("demo").get_info()
+    assert caught.value.code == "INTERNAL_ERROR"
+    assert "answered a redirect (301) to 'https://gw.example/v1/health'" in caught.value.message
+    assert followed == [True]
     await backend.aclose()
 
 

@@ -8,7 +8,7 @@ import gzip
 import socket
 import ssl
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -29,6 +29,7 @@ from workbench.protocol.http import (
 from workbench.protocol.types import VersionReport
 
 __all__ = [
+    "MAX_ANSWER_BYTES",
     "ConnectionFailedError",
     "HttpTransport",
     "open_remote_backend",
@@ -40,6 +41,13 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
 VERSION_PATHS = frozenset({"/v1/health", "/v1/runtimes"})
 """The answers that report the core's and the runtimes' versions."""
+MAX_ANSWER_BYTES: Final = 64 * 1_048_576
+"""The most of a gateway's answer the client reads, decoded: far above any answer of the
+protocol (a file read is 1 MiB as base64, a result a few MiB at most), and a bound on a
+gzip bomb (a few MiB inflating to GiBs) or an endless body, which took all the memory."""
+SLOWEST_UPLOAD: Final = 16 * 1024
+"""Bytes a second a request's body is given to go at, at the least (an 8 MiB batch: 8.5
+minutes on top of the read timeout)."""
 DIAGNOSE_TIMEOUT = 10.0
 """How long the one health request that explains a failed runtime call may take."""
 GZIP_PATH_SUFFIX = "/files/batch"
@@ -218,24 +226,29 @@ class HttpTransport:
     async def _diagnose(self) -> None:
         """Ask the gateway for its versions (one short request; a failure changes nothing)."""
         try:
-            reply = await self._client.get("/v1/health", timeout=DIAGNOSE_TIMEOUT)
-        except httpx.HTTPError:
+            async with asyncio.timeout(DIAGNOSE_TIMEOUT):
+                reply = await self._exchange(
+                    "GET", "/v1/health", {"timeout": DIAGNOSE_TIMEOUT}, None
+                )
+        except (httpx.HTTPError, TimeoutError, SandboxError):
             return
-        if reply.status_code == 200:
-            self._check_versions(reply.content)
+        if reply.status == 200:
+            self._check_versions(reply.body)
 
-    async def _encoded(self, path: str, body: Any) -> dict[str, Any]:
-        """The request's body arguments: JSON, gzipped for the batch route when it pays."""
+    async def _encoded(self, path: str, body: Any) -> tuple[dict[str, Any], int]:
+        """The request's body arguments, and how many bytes they send: JSON (as
+        `json_payload` makes it, which escapes a lone surrogate where httpx's own encoder
+        failed), gzipped for the batch route when it pays."""
         if body is None:
-            return {}
-        if not path.endswith(GZIP_PATH_SUFFIX):
-            return {"json": body}
+            return {}, 0
         payload = json_payload(body)
-        packed = await asyncio.to_thread(_compressed, payload)
         headers = {"content-type": "application/json"}
+        packed = None
+        if path.endswith(GZIP_PATH_SUFFIX):
+            packed = await asyncio.to_thread(_compressed, payload)
         if packed is None:
-            return {"content": payload, "headers": headers}
-        return {"content": packed, "headers": {**headers, "content-encoding": "gzip"}}
+            return {"content": payload, "headers": headers}, len(payload)
+        return {"content": packed, "headers": {**headers, "content-encoding": "gzip"}}, len(packed)
 
     async def _send(
         self,
@@ -245,14 +258,28 @@ class HttpTransport:
         timeout: float | None,
         on_event: EventSink | None = None,
     ) -> Response:
+        """The request, retried where that is safe. Its answer must arrive whole within
+        `timeout`, else within the client's read timeout plus the time its body takes at
+        `SLOWEST_UPLOAD`: httpx's limits are per read and write, so a gateway sending a
+        byte now and then kept the client waiting for ever. A streamed execution's
+        output is progress: without a `timeout` it may go on while it comes."""
         attempts = 1 + (self.retries if method in IDEMPOTENT else 0)
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        extra.update(await self._encoded(path, body))
+        encoded, sent = await self._encoded(path, body)
+        extra.update(encoded)
+        deadline: float | None = timeout
+        read_timeout = self._client.timeout.read
+        if timeout is None and on_event is None and read_timeout is not None:
+            deadline = read_timeout + sent / SLOWEST_UPLOAD
         for attempt in range(attempts):
             try:
-                if on_event is not None:
-                    return await self._streamed(method, path, extra, on_event)
-                reply = await self._client.request(method, path, **extra)
+                async with asyncio.timeout(deadline):
+                    reply = await self._exchange(method, path, extra, on_event)
+            except TimeoutError as error:
+                message = f"the gateway at {self.base_url} did not answer in time"
+                raise _connection_error(
+                    f"{message} (waited {deadline:g} s)", self.base_url
+                ) from error
             except httpx.HTTPError as error:
                 if attempt + 1 < attempts and not isinstance(error, httpx.ReadTimeout):
                     await asyncio.sleep(0.2 * 2**attempt)
@@ -260,25 +287,47 @@ class HttpTransport:
                 waited = timeout if timeout is not None else self._client.timeout.read
                 message = _describe(error, self.base_url, waited)
                 raise _connection_error(message, self.base_url) from error
-            if reply.status_code in RETRY_STATUSES and attempt + 1 < attempts:
+            if reply.status in RETRY_STATUSES and attempt + 1 < attempts:
                 await asyncio.sleep(0.2 * 2**attempt)
                 continue
-            return Response(reply.status_code, reply.content, reply.headers.get("content-type", ""))
+            return reply
         raise AssertionError("unreachable")
 
-    async def _streamed(
-        self, method: str, path: str, extra: dict[str, Any], on_event: EventSink
+    async def _exchange(
+        self, method: str, path: str, extra: dict[str, Any], on_event: EventSink | None
     ) -> Response:
-        """A request whose answer may stream: events go to `on_event` as they arrive."""
-        headers = {**extra.pop("headers", {}), "accept": f"{NDJSON}, application/json"}
-        async with self._client.stream(method, path, headers=headers, **extra) as reply:
+        """One attempt: the answer, at most `MAX_ANSWER_BYTES` of it (else an
+        INTERNAL_ERROR), or with `on_event` its events as they arrive when it streams."""
+        arguments = dict(extra)
+        if on_event is not None:
+            arguments["headers"] = {
+                **extra.get("headers", {}),
+                "accept": f"{NDJSON}, application/json",
+            }
+        async with self._client.stream(method, path, **arguments) as reply:
+            if reply.is_redirect:  # never followed: the token would go wherever it points
+                where = reply.headers.get("location", "")
+                raise invalid_response(
+                    f"The gateway at {self.base_url} answered a redirect ({reply.status_code}) "
+                    f"to {where[:200]!r}: set the profile's URL to where it should go"
+                )
             content_type = reply.headers.get("content-type", "")
-            if not content_type.startswith(NDJSON):
-                return Response(reply.status_code, await reply.aread(), content_type)
-            try:
-                return await read_event_stream(reply.aiter_bytes(), on_event)
-            except (ValueError, EOFError) as error:
-                raise invalid_response() from error
+            if on_event is not None and content_type.startswith(NDJSON):
+                try:
+                    return await read_event_stream(reply.aiter_bytes(), on_event)
+                except (ValueError, EOFError) as error:
+                    raise invalid_response() from error
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in reply.aiter_bytes():
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise invalid_response(
+                        f"The gateway's answer is larger than {MAX_ANSWER_BYTES >> 20} MiB: "
+                        "it was not read"
+                    )
+                chunks.append(chunk)
+            return Response(reply.status_code, b"".join(chunks), content_type)
 
     async def cancel(self, sandbox_id: str) -> bool:
         """Ask the gateway to interrupt the sandbox's execution (a `serve` extension); a
