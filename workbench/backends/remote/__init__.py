@@ -276,9 +276,10 @@ class HttpTransport:
                 async with asyncio.timeout(deadline):
                     reply = await self._exchange(method, path, extra, on_event)
             except TimeoutError as error:
+                seconds = round(deadline or 0.0, 1)  # the body's share is small, mostly
                 message = f"the gateway at {self.base_url} did not answer in time"
                 raise _connection_error(
-                    f"{message} (waited {deadline:g} s)", self.base_url
+                    f"{message} (waited {seconds:g} s)", self.base_url
                 ) from error
             except httpx.HTTPError as error:
                 if attempt + 1 < attempts and not isinstance(error, httpx.ReadTimeout):
