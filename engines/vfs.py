@@ -569,9 +569,11 @@ class VirtualFS:
         while stack:  # not recursion: the path limit allows about 1,500 levels
             parent, name, node = stack.pop()
             self._touch(parent, name)
-            if isinstance(node, Directory):
+            if isinstance(node, Directory):  # reversed: popped in order, as recursion went
                 stack.extend(
-                    (node, child_name, child) for child_name, child in node.children.items()
+                    reversed(
+                        [(node, child_name, child) for child_name, child in node.children.items()]
+                    )
                 )
 
     def _touch_new_places(self, parent: Directory, name: str, node: Node) -> None:

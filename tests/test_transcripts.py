@@ -7,8 +7,10 @@ import base64
 import copy
 import json
 import os
+import stat
 import subprocess
 import sys
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -138,6 +140,20 @@ def test_an_overwrite_that_fails_keeps_the_file_it_was_to_replace(tmp_path: Path
     assert failed.stdout.strip() == "EFBIG", failed.stderr
     assert path.read_text() == "the last export"
     assert [entry.name for entry in tmp_path.iterdir()] == ["cells.md"]
+
+
+def test_an_overwrite_of_what_is_not_a_file_writes_into_it(tmp_path: Path) -> None:
+    """A FIFO (or `/dev/null`) at the path is written to, as before the writes became
+    atomic: replacing it would have put a regular file where `/dev/null` was."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    write_private_text(fifo, "through the pipe", overwrite=True)
+    reader.join(10)
+    assert received == [b"through the pipe"]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
 def with_change(path: tuple[Any, ...], value: Any) -> dict[str, Any]:

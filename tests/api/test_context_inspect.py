@@ -254,6 +254,10 @@ ODD = {  # binding: (code that makes names the inspector must survive, names it 
         "class Bad:\n    def __len__(self):\n        return -1\nbad = Bad()\nfine = 1\n"
         "class Loud(str):\n    def lower(self):\n        raise RuntimeError('lower')\n"
         "globals()[Loud('loud')] = 4\n"
+        "class Evil(str):\n    def __hash__(self):\n        return str.__hash__('late')\n"
+        "    def __eq__(self, other):\n        if armed:\n            raise RuntimeError('eq')\n"
+        "        return str.__eq__(self, other)\n"
+        "armed = False\nglobals()[Evil('zzz')] = 5\nlate = 6\narmed = True\n"
         "import builtins\nclass Meta(builtins.type):\n    def __getattribute__(cls, name):\n"
         "        if name == '__qualname__':\n            raise RuntimeError('qualname')\n"
         "        return builtins.type.__getattribute__(cls, name)\n"
@@ -262,6 +266,7 @@ ODD = {  # binding: (code that makes names the inspector must survive, names it 
             "odd": ("?", None),
             "bad": ("Bad", None),
             "fine": ("int", "1"),
+            "late": ("int", "6"),
             "max": ("int", "3"),
             "type": ("str", None),
         },

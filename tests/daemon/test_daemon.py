@@ -24,8 +24,9 @@ from tests.cli import CTRL_C_TAKEN, ROOT, SCRIPT, cli_env, one_error_line, run_c
 from tests.conftest import require_engine, wake_ups
 from tests.daemon import wait_for_a_run
 from workbench.backends.daemon import probe, socket_path, stop_at
+from workbench.backends.daemon.transport import DaemonIdentity
 from workbench.backends.local import open_local_backend
-from workbench.backends.owner import OWNER_FILE, StoreOwnedError, current_owner
+from workbench.backends.owner import OWNER_FILE, OwnerInfo, StoreOwnedError, current_owner
 
 pytestmark = pytest.mark.slow
 
@@ -882,3 +883,17 @@ def test_serve_in_front_of_a_daemon_sleeps_while_idle(tmp_path: Path, perl_engin
         # uvicorn shuts down gracefully, then ends by the signal it took, as it would have
         assert front.process.wait(timeout=20) == -signal.SIGTERM
         assert time.monotonic() - started < 5
+
+
+def test_identities_nested_past_python_s_parser_are_unreadable_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """The owner file and the daemon's identity header are JSON another process wrote:
+    nested 2,000 deep (4 KiB), Python's parser raised RecursionError through both."""
+    deep = "[" * 2048 + "]" * 2048
+    assert DaemonIdentity.from_header(deep) is None
+    owner = tmp_path / OWNER_FILE
+    owner.write_text(deep)
+    with owner.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a live owner holds it
+        assert current_owner(tmp_path) == OwnerInfo(0, "unknown", "")

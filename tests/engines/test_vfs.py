@@ -188,6 +188,21 @@ def test_a_failed_run_is_taken_back_whole() -> None:
     assert fs.total_bytes == len(b"before") + 2 and fs.entries == 4
 
 
+def test_a_moved_directory_taken_back_lists_its_entries_in_their_order() -> None:
+    """The journal of a moved subtree is kept in the tree's order, so a rollback puts
+    the entries back as they were listed (`x, y, z`, not `z, y, x`)."""
+    fs = VirtualFS()
+    fs.update(TreeUpdate(tuple(PathState(f"a/{name}", "file", b"1") for name in "xyz")))
+    fs.begin()
+    fs.rename(fs.resolve(fs.root, "a"), fs.resolve(fs.root, "b"))
+    for name in "xyz":
+        fs.unlink(fs.resolve(fs.root, f"b/{name}"))
+    fs.finish(keep=False)
+    directory = fs.lookup(fs.root, "a")
+    assert directory is not None
+    assert [name for name, _ in fs.listing(directory)] == ["x", "y", "z"]
+
+
 def test_an_update_replaces_or_patches_the_tree() -> None:
     fs = VirtualFS()
     fs.update(TreeUpdate((PathState("a/b", "file", b"1"), PathState("c", "file", b"2"))))

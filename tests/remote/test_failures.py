@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
+import json
 import shutil
 import socket
 import ssl
@@ -24,6 +26,7 @@ from workbench.backends.remote import (
     HttpTransport,
     open_remote_backend,
 )
+from workbench.protocol.http import NDJSON
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -113,35 +116,73 @@ async def test_slow_server_times_out(gateway_factory: Callable[[Handler], Awaita
     await backend.aclose()
 
 
-@pytest.mark.parametrize("streamed", [False, True])
-async def test_a_gateway_trickling_its_answer_is_given_up_in_time(
-    gateway_factory: Callable[[Handler], Awaitable[str]], streamed: bool
-) -> None:
-    """A byte every 0.2 s never trips a read timeout of 1 s: the answer as a whole must
-    come within the wait (the run's `timeout`, else the read timeout); it used to wait
-    for ever."""
+def trickling(content_type: str, unit: bytes) -> Handler:
+    """A gateway that answers with `unit` every 0.2 s, for 40 s."""
 
     async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
-        writer.write(b"content-length: 100000\r\n\r\n")
+        writer.write(f"HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\n\r\n".encode())
         with contextlib.suppress(ConnectionError):
             for _ in range(200):
-                writer.write(b" ")
+                writer.write(unit)
                 await writer.drain()
                 await asyncio.sleep(0.2)
 
-    url = await gateway_factory(trickle)
-    backend = open_remote_backend("trickle", url, "t", timeout=httpx.Timeout(1.0), retries=0)
+    return trickle
+
+
+@pytest.mark.parametrize("call", ["info", "run with a timeout", "streamed run", "blank lines"])
+async def test_a_gateway_trickling_its_answer_is_given_up_in_time(
+    gateway_factory: Callable[[Handler], Awaitable[str]], call: str
+) -> None:
+    """A byte every 0.2 s never trips a read timeout of 1 s: the answer as a whole must
+    come within the wait (the run's own timeout, else the read timeout: `run --timeout`
+    on a remote profile); it used to wait for ever. Only a streamed run's output lines
+    start the wait again (blank lines do not)."""
+    if call == "blank lines":
+        url = await gateway_factory(trickling(NDJSON, b"\n"))
+    else:
+        url = await gateway_factory(trickling("application/json", b" "))
+    backend = open_remote_backend("trickle", url, "t", wait_seconds=1, retries=0)
     sandbox = backend.sandbox("demo")
     started = time.monotonic()
     with pytest.raises(ConnectionFailedError) as caught:
-        if streamed:  # a run's own timeout bounds its whole answer, streamed or not
-            await sandbox.interpreter.run_code("1", binding="PYTHON", timeout=1.5, on_stdout=print)
-        else:
+        if call == "info":
             await sandbox.get_info()
+        elif call == "run with a timeout":
+            await sandbox.interpreter.run_code("1", binding="PYTHON", timeout=1.5)
+        else:
+            await sandbox.interpreter.run_code("1", binding="PYTHON", on_stdout=print)
     assert time.monotonic() - started < 5
     assert "did not answer in time" in caught.value.message
+    await backend.aclose()
+
+
+async def test_a_streamed_run_s_output_keeps_its_answer_waited_for(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    """A run printing a line every 0.4 s for 2.4 s, with a wait of 1 s: its answer comes."""
+    answer = {"type": "answer", "status": 200, "body": {"results": [], "logs": {}}}
+
+    async def printing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(f"HTTP/1.1 200 OK\r\ncontent-type: {NDJSON}\r\n\r\n".encode())
+        for number in range(6):
+            line = {"type": "output", "stream": "stdout", "line": f"line {number}"}
+            writer.write(json.dumps(line).encode() + b"\n")
+            await writer.drain()
+            await asyncio.sleep(0.4)
+        writer.write(json.dumps(answer).encode() + b"\n")
+        await writer.drain()
+        writer.close()
+
+    url = await gateway_factory(printing)
+    backend = open_remote_backend("printing", url, "t", wait_seconds=1, retries=0)
+    told: list[str] = []
+    result = await backend.sandbox("demo").interpreter.run_code(
+        "1", binding="PYTHON", on_stdout=told.append
+    )
+    assert result.error is None and told == [f"line {number}" for number in range(6)]
     await backend.aclose()
 
 
@@ -180,30 +221,91 @@ async def test_an_answer_past_the_cap_is_not_read_whole(
     await backend.aclose()
 
 
+async def test_an_answer_gzipped_twice_is_refused_unread(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    """`gzip, gzip`: httpx chained its decoders and inflated each chunk whole, so 980
+    bytes became 1 GiB before the cap looked; the client reads one layer only."""
+    body = gzip.compress(gzip_bomb(32 << 20))
+
+    async def twice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            + b"content-encoding: gzip, gzip\r\n"
+            + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+
+    url = await gateway_factory(twice)
+    backend = open_remote_backend("twice", url, "t", retries=0)
+    with pytest.raises(SandboxError) as caught:
+        await backend.sandbox("demo").get_info()
+    assert caught.value.code == "INTERNAL_ERROR"
+    assert "encoded as 'gzip, gzip', which the client does not read" in caught.value.message
+    await backend.aclose()
+
+
+async def test_a_request_body_with_a_lone_surrogate_is_sent_escaped(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    """httpx's own JSON encoder raised UnicodeEncodeError for code holding a lone
+    surrogate; the body goes as JSON with the escape."""
+    bodies: list[bytes] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        headers = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in headers.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        bodies.append(await reader.readexactly(length))
+        answer = b'{"results": [], "logs": {"stdout": [], "stderr": []}}'
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(answer)}\r\nconnection: close\r\n\r\n".encode()
+            + answer
+        )
+        await writer.drain()
+        writer.close()
+
+    url = await gateway_factory(record)
+    backend = open_remote_backend("odd", url, "t", retries=0)
+    await backend.sandbox("demo").interpreter.run_code("'a\ud800b'", binding="PYTHON")
+    (body,) = bodies
+    assert json.loads(body)["code"] == "'a\ud800b'"
+    await backend.aclose()
+
+
 async def test_a_redirect_is_named_and_not_followed(
     gateway_factory: Callable[[Handler], Awaitable[str]],
 ) -> None:
     """An http:// URL of a gateway that lives at https:// answers 301: the error says
     where it points (it used to be "HTTP 301:"), and the token never goes there."""
-    followed: list[bool] = []
+    requested: list[bytes] = []
+    where: list[str] = []
 
     async def elsewhere(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        followed.append(True)
+        requested.append((await reader.readuntil(b"\r\n")).split()[1])
         writer.write(
-            b"HTTP/1.1 301 Moved Permanently\r\nlocation: https://gw.example/v1/health\r\n"
-            b"content-length: 0\r\nconnection: close\r\n\r\n"
+            f"HTTP/1.1 301 Moved Permanently\r\nlocation: {where[0]}\r\n".encode()
+            + b"content-length: 0\r\nconnection: close\r\n\r\n"
         )
         await writer.drain()
         writer.close()
 
     url = await gateway_factory(elsewhere)
+    where.append(f"{url}/moved-here")  # the same server: a followed redirect would show
     backend = open_remote_backend("moved", url, "t", retries=0)
     with pytest.raises(SandboxError) as caught:
         await backend.sandbox("demo").get_info()
     assert caught.value.code == "INTERNAL_ERROR"
-    assert "answered a redirect (301) to 'https://gw.example/v1/health'" in caught.value.message
-    assert followed == [True]
+    assert f"answered a redirect (301) to '{url}/moved-here'" in caught.value.message
+    assert requested == [b"/v1/sandboxes/demo"]
     await backend.aclose()
 
 

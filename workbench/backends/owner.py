@@ -140,7 +140,7 @@ def current_owner(data_dir: Path) -> OwnerInfo | None:
             raw = os.pread(fd, 4096, 0)
             try:
                 info = OwnerInfo.from_json(json.loads(raw))
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested too deeply
                 info = None
             if info is not None:
                 return info

@@ -113,7 +113,7 @@ def normalize(path: object, cwd: str = ROOT) -> NormalizedPath:
                 parts.pop()
                 continue
             parts.append(seg)
-    else:  # the common case, without a step per segment in Python
+    else:  # the common case: one comprehension, no branches per segment
         parts = [seg for seg in pieces if seg and seg != "."]
     if not parts or parts[0] != "workspace":
         raise WorkspaceOSError("EACCES", f"Path escapes /workspace: {path}")

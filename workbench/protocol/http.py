@@ -240,9 +240,9 @@ def json_payload(body: Any) -> bytes:
     non-ASCII character would make code under the 64 KiB limit a body over the gateway's
     96 KiB cap), escaped only where a lone surrogate cannot be UTF-8."""
     try:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
     except UnicodeEncodeError:
-        return json.dumps(body, separators=(",", ":")).encode()
+        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
 
 
 Handler = Callable[[Request], Awaitable[Response]]

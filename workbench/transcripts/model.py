@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,31 +295,42 @@ def read_transcript(path: Path) -> Transcript:
 def write_private_text(path: Path, text: str, *, overwrite: bool) -> None:
     """Write `text` to `path` as a private file (0600). Without `overwrite` an existing
     file raises FileExistsError; a symlink at `path` is never followed (OSError). With
-    it, the file is replaced whole or not at all: a failed write (a full disk) keeps the
-    old one. A lone surrogate in `text` is written as its escape (`encodable`)."""
+    it, a regular file is replaced whole or not at all (written beside it, then renamed
+    over it, so a failed write such as a full disk keeps the old one; the new file has
+    its own mode and links); anything else there (a FIFO, `/dev/null`) is written to as
+    it is. A lone surrogate in `text` is written as its escape (`encodable`)."""
     data = encodable(text).encode("utf-8")
     if not overwrite:
         _write_new(path, data)
         return
-    if path.is_symlink():
-        raise OSError(errno.ELOOP, "a symbolic link is not replaced", str(path))
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    _write_new(temporary, data)
     try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        found = None
+    if found is not None and stat.S_ISLNK(found.st_mode):
+        raise OSError(errno.ELOOP, "a symbolic link is not replaced", str(path))
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        flags = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        with open(os.open(path, flags), "wb") as stream:
+            stream.write(data)
+        return
+    temporary = path.with_name(f".sbw-{secrets.token_hex(6)}.tmp")  # short: any name fits
+    try:
+        _write_new(temporary, data)
         os.replace(temporary, path)
-    except OSError:
+    except OSError as error:
         temporary.unlink(missing_ok=True)
-        raise
+        raise OSError(error.errno, error.strerror, str(path)) from None
 
 
 def _write_new(path: Path, data: bytes) -> None:
-    """Create `path` (0600, never through a symlink) holding `data`; a failed write
-    removes the file it created."""
+    """Create `path` (0600, never through a symlink) holding `data`; a failed or
+    interrupted write removes the file it created."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     descriptor = os.open(path, flags, TRANSCRIPT_FILE_MODE)
     try:
         with open(descriptor, "wb") as file:
             file.write(data)
-    except OSError:
+    except BaseException:
         path.unlink(missing_ok=True)
         raise

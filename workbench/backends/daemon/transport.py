@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -93,7 +92,7 @@ class DaemonIdentity:
         if not value:
             return None
         try:
-            return cls.from_json(json.loads(value))
+            return cls.from_json(parse_json(value))
         except ValueError:
             return None
 

@@ -7,7 +7,8 @@ import functools
 import gzip
 import socket
 import ssl
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
@@ -144,6 +145,46 @@ def _describe(error: httpx.HTTPError, base_url: str, waited: float | None) -> st
     return f"cannot reach the gateway at {base_url}: {text}"
 
 
+_PIECE: Final = 1 << 20
+"""Bytes of an answer inflated at a time."""
+
+
+async def _decoded(reply: httpx.Response) -> AsyncIterator[bytes]:
+    """The answer's body, inflated here in pieces of at most `_PIECE` bytes: httpx
+    inflates each chunk that arrives whole, and a stacked encoding (`gzip, gzip`) turned
+    a 980-byte answer into 1 GiB before any cap could look. One layer of gzip or deflate
+    is read (what the client accepts); anything else is refused."""
+    encodings = [
+        name
+        for name in (
+            part.strip().lower() for part in reply.headers.get("content-encoding", "").split(",")
+        )
+        if name and name != "identity"
+    ]
+    if not encodings:
+        async for chunk in reply.aiter_raw():
+            yield chunk
+        return
+    if len(encodings) > 1 or encodings[0] not in ("gzip", "x-gzip", "deflate"):
+        raise invalid_response(
+            f"The gateway's answer is encoded as {', '.join(encodings)[:100]!r}, which the "
+            "client does not read (it accepts one layer of gzip or deflate)"
+        )
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or a zlib header
+    try:
+        async for chunk in reply.aiter_raw():
+            while chunk:
+                piece = inflater.decompress(chunk, _PIECE)
+                if piece:
+                    yield piece
+                chunk = inflater.unconsumed_tail
+        rest = inflater.flush()
+    except zlib.error as error:
+        raise invalid_response(f"The gateway's answer could not be inflated: {error}") from None
+    if rest:
+        yield rest
+
+
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """httpx's default TLS context (certifi's roots, or `SSL_CERT_FILE` / `SSL_CERT_DIR`
@@ -178,7 +219,11 @@ class HttpTransport:
         self._warned: set[str] = set()
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
-            headers={"authorization": f"Bearer {token}", "user-agent": "sandbox-workbench"},
+            headers={
+                "authorization": f"Bearer {token}",
+                "user-agent": "sandbox-workbench",
+                "accept-encoding": "gzip, deflate",  # what `_decoded` inflates
+            },
             timeout=timeout,
             transport=transport,
             follow_redirects=False,
@@ -226,10 +271,9 @@ class HttpTransport:
     async def _diagnose(self) -> None:
         """Ask the gateway for its versions (one short request; a failure changes nothing)."""
         try:
-            async with asyncio.timeout(DIAGNOSE_TIMEOUT):
-                reply = await self._exchange(
-                    "GET", "/v1/health", {"timeout": DIAGNOSE_TIMEOUT}, None
-                )
+            async with asyncio.timeout(DIAGNOSE_TIMEOUT) as scope:
+                health = {"timeout": DIAGNOSE_TIMEOUT}
+                reply = await self._exchange("GET", "/v1/health", health, None, scope, None)
         except (httpx.HTTPError, TimeoutError, SandboxError):
             return
         if reply.status == 200:
@@ -258,25 +302,28 @@ class HttpTransport:
         timeout: float | None,
         on_event: EventSink | None = None,
     ) -> Response:
-        """The request, retried where that is safe. Its answer must arrive whole within
-        `timeout`, else within the client's read timeout plus the time its body takes at
-        `SLOWEST_UPLOAD`: httpx's limits are per read and write, so a gateway sending a
-        byte now and then kept the client waiting for ever. A streamed execution's
-        output is progress: without a `timeout` it may go on while it comes."""
+        """The request, retried where that is safe. Each attempt's answer must arrive
+        whole within the wait (`timeout`, else the client's read timeout) plus the time
+        its body takes at `SLOWEST_UPLOAD`: httpx's limits are per read and write, so a
+        gateway sending a byte now and then kept the client waiting for ever. Without a
+        `timeout`, each line of output a run streams starts the wait again."""
         attempts = 1 + (self.retries if method in IDEMPOTENT else 0)
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         encoded, sent = await self._encoded(path, body)
         extra.update(encoded)
-        deadline: float | None = timeout
-        read_timeout = self._client.timeout.read
-        if timeout is None and on_event is None and read_timeout is not None:
-            deadline = read_timeout + sent / SLOWEST_UPLOAD
+        wait = timeout if timeout is not None else self._client.timeout.read
+        deadline: float | None = None
+        if wait is not None:
+            deadline = wait + sent / SLOWEST_UPLOAD
+        again = wait if timeout is None else None
         for attempt in range(attempts):
             try:
-                async with asyncio.timeout(deadline):
-                    reply = await self._exchange(method, path, extra, on_event)
+                async with asyncio.timeout(deadline) as scope:
+                    reply = await self._exchange(method, path, extra, on_event, scope, again)
             except TimeoutError as error:
-                seconds = round(deadline or 0.0, 1)  # the body's share is small, mostly
+                if not scope.expired():
+                    raise
+                seconds = round(deadline or 0.0, 1)
                 message = f"the gateway at {self.base_url} did not answer in time"
                 raise _connection_error(
                     f"{message} (waited {seconds:g} s)", self.base_url
@@ -285,8 +332,7 @@ class HttpTransport:
                 if attempt + 1 < attempts and not isinstance(error, httpx.ReadTimeout):
                     await asyncio.sleep(0.2 * 2**attempt)
                     continue
-                waited = timeout if timeout is not None else self._client.timeout.read
-                message = _describe(error, self.base_url, waited)
+                message = _describe(error, self.base_url, wait)
                 raise _connection_error(message, self.base_url) from error
             if reply.status in RETRY_STATUSES and attempt + 1 < attempts:
                 await asyncio.sleep(0.2 * 2**attempt)
@@ -295,10 +341,17 @@ class HttpTransport:
         raise AssertionError("unreachable")
 
     async def _exchange(
-        self, method: str, path: str, extra: dict[str, Any], on_event: EventSink | None
+        self,
+        method: str,
+        path: str,
+        extra: dict[str, Any],
+        on_event: EventSink | None,
+        scope: asyncio.Timeout,
+        again: float | None,
     ) -> Response:
-        """One attempt: the answer, at most `MAX_ANSWER_BYTES` of it (else an
-        INTERNAL_ERROR), or with `on_event` its events as they arrive when it streams."""
+        """One attempt: the answer, at most `MAX_ANSWER_BYTES` of it decoded (else an
+        INTERNAL_ERROR), or with `on_event` its events as they arrive when it streams;
+        each event puts `scope`'s deadline `again` seconds ahead, when given."""
         arguments = dict(extra)
         if on_event is not None:
             arguments["headers"] = {
@@ -314,13 +367,20 @@ class HttpTransport:
                 )
             content_type = reply.headers.get("content-type", "")
             if on_event is not None and content_type.startswith(NDJSON):
+                loop = asyncio.get_running_loop()
+
+                def progress(event: dict[str, Any]) -> None:
+                    if again is not None:
+                        scope.reschedule(loop.time() + again)
+                    on_event(event)
+
                 try:
-                    return await read_event_stream(reply.aiter_bytes(), on_event)
+                    return await read_event_stream(_decoded(reply), progress)
                 except (ValueError, EOFError) as error:
                     raise invalid_response() from error
             chunks: list[bytes] = []
             size = 0
-            async for chunk in reply.aiter_bytes():
+            async for chunk in _decoded(reply):
                 size += len(chunk)
                 if size > MAX_ANSWER_BYTES:
                     raise invalid_response(
