@@ -308,6 +308,33 @@ async def value_after_restart(data: Path, context_id: str, binding: str) -> str:
         await backend.aclose()
 
 
+async def test_deleted_files_and_sandboxes_give_their_pages_back_once_quiet(
+    tmp_path: Path,
+) -> None:
+    """Pages freed by anything (files deleted, a sandbox destroyed), not only by dropped
+    snapshots, go back to the file system once the store is quiet: 15 MiB of files
+    written and deleted used to leave the store at 15-19 MB for good."""
+    data = tmp_path / "data"
+    backend = open_local_backend(data, embedded=True)
+    try:
+        sandbox = backend.sandbox("files")
+        await sandbox.write_file("/workspace/seed.txt", "x")
+        empty = store_bytes(data)
+        for index in range(15):
+            await sandbox.write_file(f"/workspace/f{index}.bin", os.urandom(1 << 20))
+        assert store_bytes(data) > empty + (15 << 20)
+        for index in range(15):
+            await sandbox.delete_file(f"/workspace/f{index}.bin")
+        await sandbox.destroy()
+        for _ in range(100):  # the upkeep runs once the store has been quiet for 0.5 s
+            if store_bytes(data) <= empty * 1.1:
+                break
+            await asyncio.sleep(0.1)
+        assert store_bytes(data) <= empty * 1.1, (store_bytes(data), empty)
+    finally:
+        await backend.aclose()
+
+
 @pytest.mark.parametrize(("binding", "define", "use"), STATE)
 async def test_snapshots_share_their_blocks_store_only_changes_and_free_them(
     tmp_path: Path, all_engines: None, binding: str, define: str, use: str

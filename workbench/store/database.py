@@ -193,8 +193,6 @@ class Transaction:
         self._history_limit = history_limit
         self.reclaim = False
         """Snapshots were dropped: the file gives back the pages they freed after commit."""
-        self.changes_added = False
-        """A snapshot was stored as changes: the store folds them once it is quiet."""
 
     def put_sandbox(self, sandbox: StoredSandbox) -> None:
         self._db.execute(
@@ -287,7 +285,6 @@ class Transaction:
                 b"".join(snapshot.blocks.values()),
             ),
         )
-        self.changes_added = True
         [(pending,)] = self._db.execute(
             "SELECT total(length(data)) FROM snapshot_changes "
             "WHERE sandbox_id = ? AND context_id = ?",
@@ -687,8 +684,9 @@ class Store:
         with self._locked():
             with self._transaction() as transaction:
                 yield transaction
-            if transaction.changes_added:
-                self._start_folding()
+            # Every write: the store's upkeep runs once it is quiet (any write may have
+            # freed pages: a file deleted or replaced, history trimmed, a sandbox gone).
+            self._start_folding()
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -715,8 +713,8 @@ class Store:
                 self._reclaim()
 
     def _start_folding(self) -> None:
-        """Start the thread that folds snapshot changes once the store is quiet (unless
-        it runs already). Called with the lock held."""
+        """Start the thread that, once the store is quiet, folds snapshot changes and
+        gives free pages back (unless it runs already). Called with the lock held."""
         if self._folder is None and not self._closing.is_set():
             self._folder = threading.Thread(
                 target=self._fold_when_quiet, name="store-folder", daemon=True
@@ -726,9 +724,10 @@ class Store:
     def _fold_when_quiet(self) -> None:
         """Fold each context's snapshot changes into the block store, a context per
         transaction, while no other write came for `FOLD_QUIET_S` (the lock is free
-        between contexts, so a request waits for one fold at most); then checkpoint the
-        write-ahead log (a run's commit would otherwise pay for that now and then), and
-        end when nothing is left to fold."""
+        between contexts, so a request waits for one fold at most); then give the file's
+        free pages back, if any (a deleted file or sandbox, a replaced row), and
+        checkpoint the write-ahead log (a run's commit would otherwise pay for that now
+        and then), and end when nothing is left to fold."""
         seen = -1
         try:
             while not self._closing.wait(FOLD_QUIET_S):
@@ -742,7 +741,10 @@ class Store:
                         ).fetchone()
                         if key is None:
                             self._folder = None
-                            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                            if self._db.execute("PRAGMA freelist_count").fetchone()[0]:
+                                self._reclaim()  # gives the free pages back, then the log
+                            else:
+                                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                             return
                         with self._transaction() as transaction:
                             transaction.fold_changes(*key)
