@@ -897,3 +897,62 @@ def test_identities_nested_past_python_s_parser_are_unreadable_not_a_crash(
     with owner.open("rb") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # as a live owner holds it
         assert current_owner(tmp_path) == OwnerInfo(0, "unknown", "")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, nearest first."""
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        parent = pending.pop(0)
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                for child in map(int, children.read_text().split()):
+                    found.append(child)
+                    pending.append(child)
+    return found
+
+
+def test_a_daemon_stops_even_with_an_engine_process_that_stopped_reading(
+    tmp_path: Path, python_engine: None
+) -> None:
+    """SIGSTOP stands in for a wedged engine process (a deadlock, a stuck host call): the
+    run's thread blocks writing the context's snapshot into its pipe. The daemon said
+    "stopped" and never exited, as the interpreter's exit waits for that thread before
+    the hook that kills engine processes runs."""
+    env = cli_env(tmp_path)
+    context_id = run_cli(env, "contexts", "create", "-s", "wedged", "-l", "python").stdout.strip()
+    where = ("-s", "wedged", "--context", context_id)
+    # A snapshot larger than a pipe's buffer, restored by the next daemon.
+    made = run_cli(env, "run", *where, "-c", "blob = bytes(range(256)) * 8000; n = 1")
+    assert made.returncode == 0, made.stderr
+    assert run_cli(env, "daemon", "stop").returncode == 0
+    assert run_cli(env, "run", "-l", "python", "-c", "1").returncode == 0  # a spare waits
+    info = probe(socket_path(tmp_path / "data"))
+    assert info is not None
+    stopped = descendants(info.pid)[1:]  # the fork server's children: the engine processes
+    assert stopped
+    try:
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        client = subprocess.Popen(
+            [str(SCRIPT), "run", *where, "-c", "n"], env=env, stderr=subprocess.DEVNULL
+        )
+        try:
+            wait_for_a_run(env)
+            time.sleep(0.5)  # its thread is in the write by now
+        finally:
+            client.kill()
+            client.wait()
+        assert run_cli(env, "daemon", "stop", timeout=60).returncode == 0
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and Path(f"/proc/{info.pid}").exists():
+            time.sleep(0.05)
+        gone = not Path(f"/proc/{info.pid}").exists() or (
+            Path(f"/proc/{info.pid}/stat").read_text().split()[2] == "Z"
+        )
+        assert gone, "the daemon is still alive after its stop"
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -440,6 +440,11 @@ class Daemon:
                 self.socket.unlink()
             listener.close()
             await asyncio.to_thread(gateway.close)  # pending snapshots, sessions, the store
+            # Every engine process ends now, whatever its state: the interpreter's exit
+            # waits for the engine threads before its atexit hooks run, and a thread
+            # blocked writing to a process that stopped reading (a wedged engine) kept
+            # the daemon from ever exiting. Killed, its pipe fails the write.
+            gateway.resources.engine_process_pool.close()
             LOG.info("daemon (pid %d) stopped", os.getpid())
 
     def stop(self, reason: str = "asked to stop") -> None:
