@@ -289,6 +289,25 @@ async def test_a_gateway_without_the_feature_is_never_sent_a_batch(
     assert len(gateway.of("/v1/health")) == 1
 
 
+@pytest.mark.parametrize("batches", [True, False])
+async def test_a_directory_another_client_removed_is_made_again(
+    backend: Backend, client: SandboxClient, folder: Path, batches: bool
+) -> None:
+    """The sync made `d1/sub`; another client removes `d1`. A later save under it failed
+    with FILE_NOT_FOUND for as long as the watch ran: the manifest still listed the
+    directory, so no pass made it again. Now the write makes it and is sent once more."""
+    make_tree(folder, files=6)
+    sync = FolderSync(
+        folder, through(backend, client, Gateway(backend.transport, advertise=batches))
+    )
+    await sync.initial_sync()
+    await client.delete_file("d1", recursive=True)
+    (folder / "d1" / "sub" / "f1.txt").write_text("saved after the removal")
+    report = await sync.sync_paths([folder / "d1" / "sub" / "f1.txt"])
+    assert report.uploaded == ["d1/sub/f1.txt"] and not report.errors, report.errors
+    assert (await client.read_file("d1/sub/f1.txt")).content == "saved after the removal"
+
+
 async def test_small_batches_keep_directories_first_and_deletes_last(
     backend: Backend, client: SandboxClient, folder: Path
 ) -> None:

@@ -48,7 +48,14 @@ from workbench.sync.events import EmitEvent, EventKind, SyncIssue, SyncReport
 from workbench.sync.ignore import IgnoreRules
 from workbench.sync.manifest import RemoteEntry
 from workbench.sync.planning import Plan, Upload
-from workbench.sync.relative_paths import ancestors, is_plain, is_under, path_segments, top_level
+from workbench.sync.relative_paths import (
+    ancestors,
+    is_plain,
+    is_under,
+    parent_of,
+    path_segments,
+    top_level,
+)
 from workbench.sync.sandbox_folder import SandboxFolder, TransientSyncError, is_transient
 
 __all__ = [
@@ -259,7 +266,7 @@ class PlanApplier:
         self.made_directory(relative)
         return True
 
-    async def _upload(self, upload: Upload) -> None:
+    async def _upload(self, upload: Upload, *, again: bool = True) -> None:
         content, _ = upload_content(upload.data)
         folder = self.folder
         target = folder.path(upload.relative)
@@ -268,6 +275,10 @@ class PlanApplier:
         except TransientSyncError:
             raise
         except Exception as error:
+            parent = parent_of(upload.relative)
+            if again and parent and _is_missing(error) and await self._mkdir(parent):
+                await self._upload(upload, again=False)  # its directory, made again
+                return
             self.per_path_error(upload.relative, error)
             return
         self.uploaded(upload, result.timestamp)
@@ -356,6 +367,12 @@ class Leftover:
         )
 
 
+def _is_missing(error: BaseException) -> bool:
+    """A write refused as its directory is not there: another client removed a directory
+    the manifest still lists (the sync makes it again, then writes once more)."""
+    return isinstance(error, errors.SandboxError) and error.code == errors.ErrorCode.FILE_NOT_FOUND
+
+
 def _path_bytes(path: str) -> int:
     return len(json.dumps(path))
 
@@ -393,7 +410,9 @@ class _BatchedPass:
         """A batch was refused as a whole: the rest goes file by file (or back)."""
         self.unsent: list[Step] = []
         self.fallbacks: list[Step] = []
-        """Upload and delete for each rename that failed (as `PlanApplier._rename` does)."""
+        """Upload and delete for each rename that failed (as `PlanApplier._rename` does),
+        and mkdir and upload again for each upload whose directory was missing."""
+        self._made_again: set[str] = set()
         self.leftover = Leftover()
 
     # ----- building --------------------------------------------------------------------
@@ -408,6 +427,10 @@ class _BatchedPass:
         )
         return Step(kind, relative, entry, _path_bytes(entry.path) + _ENTRY_OVERHEAD)
 
+    def _mkdir(self, relative: str) -> Step:
+        entry = BatchEntry.mkdir(self.applier.folder.path(relative), recursive=True)
+        return Step("mkdir", relative, entry, _path_bytes(entry.path) + _ENTRY_OVERHEAD)
+
     def _write(self, upload: Upload, kind: StepKind = "upload") -> Step:
         content, size = upload_content(upload.data)
         target = self.applier.folder.path(upload.relative)
@@ -418,9 +441,7 @@ class _BatchedPass:
     def _steps(self, plan: Plan, early_files: list[str], late_files: list[str]) -> list[Step]:
         folder = self.applier.folder
         steps = [self._delete("early-delete", path) for path in early_files]
-        for path in plan.mkdirs:
-            entry = BatchEntry.mkdir(folder.path(path), recursive=True)
-            steps.append(Step("mkdir", path, entry, _path_bytes(entry.path) + _ENTRY_OVERHEAD))
+        steps.extend(self._mkdir(path) for path in plan.mkdirs)
         for source, _, upload in plan.renames:
             entry = BatchEntry.rename(
                 folder.path(source),
@@ -566,6 +587,17 @@ class _BatchedPass:
             self.fallbacks.append(self._delete("delete", step.relative))
         elif step.kind in _SKIPPED_UNDER_FAILED_DIRS and self._under_failed_dir(step.relative):
             pass  # the per-file path skips what lies under a directory it could not make
+        elif (
+            step.kind == "upload"
+            and step.upload is not None
+            and parent_of(step.relative)
+            and _is_missing(failure)
+        ):
+            parent = parent_of(step.relative)
+            if parent not in self._made_again:
+                self._made_again.add(parent)
+                self.fallbacks.append(self._mkdir(parent))
+            self.fallbacks.append(self._write(step.upload, "fallback-upload"))
         else:
             applier.per_path_error(step.relative, failure)
             if step.kind == "mkdir":
