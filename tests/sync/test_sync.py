@@ -5,6 +5,7 @@ burst of writes."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,29 @@ async def test_dest_subdirectory_keeps_sandbox_only_files(
     tree = await remote_tree(sandbox, "/workspace/app")
     assert tree["output.txt"] == b"guest output" and tree["main.py"] == b"print('hi')\n"
     assert (await sandbox.exists("/workspace/elsewhere.txt")).exists
+
+
+async def test_a_watched_folder_removed_and_made_again_is_watched_again(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """A branch switch or a tool may remove the folder and make it again: the watch ended
+    with the directory it was set on, and the sync went silent for good (saves after it
+    never reached the sandbox). It is set again on the new folder, rescanned whole."""
+    (folder / "a.txt").write_text("first")
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    async with watching(sync) as watch:
+        await watch.until_idle()
+        shutil.rmtree(folder)
+        folder.mkdir()
+        (folder / "a.txt").write_text("made again")
+        (folder / "new.txt").write_text("new")
+
+        async def converged() -> bool:
+            return await remote_tree(sandbox) == local_tree(folder)
+
+        await eventually(converged)
+        (folder / "later.txt").write_text("a save after it")
+        await eventually(converged)
 
 
 async def test_watch_applies_every_change_kind(folder: Path, sandbox: SandboxClient) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -83,6 +84,19 @@ class PendingChanges:
         return text if is_plain(text) else None
 
 
+REARM_S: Final = 0.25
+"""How often a watch whose folder is gone looks for it again."""
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """The folder's device and inode (None: it is not there)."""
+    try:
+        found = folder.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 WATCH_STEP_S: Final = 0.01
 """How often watchfiles looks at the file system events; the rest of the quiet period
 (`FolderSync.debounce`) is waited for here, so a save waits for the quiet period itself,
@@ -109,15 +123,37 @@ async def watch_folder(
     step = max(1, int(min(WATCH_STEP_S, sync.debounce) * 1000))
 
     async def watcher() -> None:
-        async for changes in awatch(
-            sync.root,
-            watch_filter=None,
-            step=step,
-            debounce=max(1600, step * 4),
-            stop_event=stop,
-            ignore_permission_denied=True,
-        ):
-            batches.put_nowait({path for _, path in changes})
+        """The folder's changes into `batches`. A watch ends with the directory it was
+        set on: when the folder is removed (and made again, as a branch switch or a
+        tool may do), the watch is set again on the new one, which is then rescanned
+        whole; while it is missing, nothing is watched."""
+        root = os.fspath(sync.root)
+        while not stop.is_set():
+            armed = _identity(sync.root)
+            if armed is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), REARM_S)
+                continue
+            try:
+                async for changes in awatch(
+                    sync.root,
+                    watch_filter=None,
+                    step=step,
+                    debounce=max(1600, step * 4),
+                    stop_event=stop,
+                    ignore_permission_denied=True,
+                ):
+                    paths = {path for _, path in changes}
+                    batches.put_nowait(paths)
+                    # Gone (a new directory may even reuse its inode number): set again.
+                    if root in paths or _identity(sync.root) != armed:
+                        break
+                else:
+                    return  # stopped
+            except FileNotFoundError:
+                pass  # gone before its watch was set
+            pending.full = True
+            batches.put_nowait(set())  # wakes the loop for the rescan
 
     watch_task = asyncio.create_task(watcher())
     stop_task = asyncio.create_task(stop.wait())
