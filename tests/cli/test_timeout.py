@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from engines.process.child import GRACE_SECONDS
+from engines.process.session import BACKSTOP_SECONDS
 from tests.cli import cli_env, one_error_line, run_cli, serving
 from tests.conftest import require_engine
+from workbench.api.client import ANSWER_MARGIN
 
 SLEEPER = "import time; time.sleep(45)"
 
@@ -69,3 +72,11 @@ def test_serve_timeout_is_the_engine_limit_and_run_timeout_the_client_wait(
         assert one_error_line(waited) == (
             f"error: the gateway at {url} did not answer in time (waited 0.5 s)"
         )
+
+
+def test_a_client_waits_past_the_host_s_last_resort() -> None:
+    """An engine process that does not answer is killed `BACKSTOP_SECONDS` after the
+    run's deadline (its own grace first), and the run's timeout result then goes out:
+    a client that gave up as early (both waited 10 s) reported "did not answer in time"
+    instead."""
+    assert ANSWER_MARGIN >= BACKSTOP_SECONDS + GRACE_SECONDS + 2

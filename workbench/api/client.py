@@ -50,9 +50,11 @@ from workbench.protocol.types import (
 )
 
 LineCallback = Callable[[str], Awaitable[None] | None]
-ANSWER_MARGIN: Final = 10.0
+ANSWER_MARGIN: Final = 15.0
 """Seconds a client waits past an execution's own deadline, on a backend that enforces it,
-before it gives up on the answer (and so cancels the execution)."""
+before it gives up on the answer (and so cancels the execution): past the host's last
+resort, which kills an engine process that has not answered 10 s after the deadline, so
+that the run's own timeout result arrives rather than "did not answer in time"."""
 HEALTH_WAIT: Final = 10.0
 """How long `files_batch_limits` waits for `GET /v1/health` (it probes every runtime)."""
 _NOT_ASKED: Final[Any] = object()
