@@ -83,7 +83,7 @@ def open_perl_repl(session: str) -> None:
     """Create a sandbox and a Perl context in it; the REPL's editor has the focus."""
     wait_for_text(session, "connected")
     send(session, "F2")
-    wait_for_text(session, "New sandbox")
+    wait_for_text(session, "sandbox id, e.g. my-sandbox")  # the dialog's; the footer names F2
     send(session, "-l", "e2e-box")
     send(session, "Enter")
     wait_for_text(session, "contexts (0)")  # created, loaded and selected
