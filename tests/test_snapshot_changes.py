@@ -204,3 +204,33 @@ def test_a_request_waits_for_one_fold_at_most(
     with store.transaction() as tx:
         tx.put_snapshot("s", "c", change((2, 2)))
     assert time.monotonic() - started < 0.5  # the fold in progress, not the next ones
+
+
+def test_closing_while_a_write_starts_the_folder_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store closed by one thread while a write on another is starting the folder
+    closes cleanly (found in the suite: `close` joined the thread between its creation
+    and its start, and raised "cannot join thread before it is started")."""
+    store = Store(tmp_path / "db.sqlite3")
+    starting = threading.Event()
+    start = threading.Thread.start
+
+    def slow_start(thread: threading.Thread) -> None:
+        if thread.name == "store-folder":
+            starting.set()
+            time.sleep(0.3)  # `close` runs in this gap
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", slow_start)
+
+    def write() -> None:
+        with store.transaction() as tx:
+            tx.put_snapshot("s", "c", SnapshotDelta(MEMORY, {0: block(1)}, {}, from_image=True))
+
+    writer = threading.Thread(target=write)
+    start(writer)
+    assert starting.wait(10)
+    store.close()  # raised RuntimeError
+    writer.join(10)
+    assert not writer.is_alive()

@@ -881,7 +881,8 @@ class Store:
     def close(self) -> None:
         """Stop folding (changes not folded stay stored) and close the database."""
         self._closing.set()
-        folder = self._folder
+        with self._lock:  # a folder is made and started under it: never one not started
+            folder = self._folder
         if folder is not None:
             folder.join()
         with self._locked():
