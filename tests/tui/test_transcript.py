@@ -4,12 +4,15 @@ new width or once its hidden tab is shown."""
 
 from __future__ import annotations
 
+import re
+
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static, TabbedContent, TabPane
 
-from workbench.tui.transcript_cell import TranscriptCell
+from engines.result import ExecutionResult, ResultEntry
+from workbench.tui.transcript_cell import SHOWN_CHARS, SHOWN_LINES, TranscriptCell
 from workbench.tui.widgets.transcript import Transcript
 
 
@@ -184,3 +187,39 @@ async def test_cells_written_while_hidden_before_any_line_are_rendered_again_whe
         await add_a_long_cell_while_hidden(app, pilot)
         assert max(line.cell_length for line in transcript.lines) > 20
         assert transcript.fits_its_width
+
+
+async def test_a_cell_of_megabytes_is_shown_clipped_and_copied_whole() -> None:
+    """A cell far past what a runtime produces (another client's history, a hostile
+    gateway: megabytes of code, output and JSON) renders each part up to its clip, with a
+    note of what is left out, instead of freezing the app while every line is rendered
+    (a 400 KB cell took 6 s); copies keep everything."""
+    code = "\n".join(f"x_{index} = {index}" for index in range(40_000))
+    stdout = ["y" * 600_000]  # one line: clipped by its characters
+    values = [{"k": index} for index in range(20_000)]  # 80,000 lines pretty-printed
+    result = ExecutionResult(
+        code=code,
+        language="python",
+        engine="test",
+        duration_ms=1,
+        stdout=stdout,
+        results=[ResultEntry(json=values, is_json=True)],
+    )
+    app = TranscriptApp()
+    async with app.run_test(size=(120, 24)) as pilot:
+        await pilot.pause()
+        transcript = app.query_one(Transcript)
+        cell = TranscriptCell(5, code, "python", result)
+        transcript.add_cell(cell)
+        texts = [line.text for line in transcript.lines]
+        notes = [text for text in texts if "not shown (a copy has all)" in text]
+        assert notes[:2] == [
+            f"… 28,000 more lines, {len(code) - code.index('x_12000') + 1:,} characters, "
+            "not shown (a copy has all)",
+            f"… 1 more line, {600_000 - SHOWN_CHARS:,} characters, not shown (a copy has all)",
+        ]
+        assert re.fullmatch(r"… [\d,]+ more lines, [\d,]+ characters, not shown.*", notes[2])
+        assert len(texts) < 3 * SHOWN_LINES + SHOWN_CHARS // 100
+        assert "x_11999 = 11999" in texts and "x_12000 = 12000" not in texts
+        assert cell.part_text("code") == code  # copied whole
+        assert cell.part_text("output").startswith("y" * 600_000 + "\n[")

@@ -14,6 +14,7 @@ from typing import Literal
 
 from rich.console import Group, RenderableType
 from rich.highlighter import JSONHighlighter
+from rich.style import StyleType
 from rich.syntax import Syntax
 from rich.text import Text
 
@@ -30,6 +31,17 @@ from workbench.tui.formatting import execution_footer
 from workbench.tui.untrusted import shown
 
 PYGMENTS_LEXERS = {"python": "python", "javascript": "javascript", "ruby": "ruby", "perl": "perl"}
+
+SHOWN_LINES = 12_000
+"""Lines of one part of a cell (its code, stdout, stderr, a result, a traceback) that the
+transcript renders: rendering takes about 30 µs a line, all at once, so 10,000 lines take
+a third of a second, while a gateway's answer of megabytes would freeze the app for
+minutes. What is past it is left out with a note; copies and exports keep everything."""
+SHOWN_CHARS = 256 * 1024
+"""Characters of one part rendered (a line of 256 KiB wraps into about 2,000)."""
+HIGHLIGHTED_CHARS = 16 * 1024
+"""Code longer than this is shown plain: highlighting 64 KiB (the longest code a runtime
+takes) took almost a second."""
 
 CellPart = Literal["cell", "code", "output", "result"]
 """What can be copied from a cell: all of it, its code, everything below the code, or
@@ -75,13 +87,41 @@ class TranscriptCell(DocumentCell):
         return "\n".join(result_text(self.result)) if self.result is not None else ""
 
 
-def json_text(value: object) -> Text:
-    """`value` pretty-printed and highlighted like `rich.json.JSON` does. JSON escapes C0
-    characters in strings (`\\u001b`) but not DEL and C1 ones: those are neutralised."""
-    text = JSONHighlighter()(neutralise(json.dumps(value, indent=2, ensure_ascii=False)))
+def clipped(text: str) -> tuple[str, str | None]:
+    """`text` cut to `SHOWN_LINES` lines and `SHOWN_CHARS` characters, and a note of what
+    was left out (None when nothing was)."""
+    head = text[:SHOWN_CHARS]
+    cut = -1
+    for _ in range(SHOWN_LINES):
+        cut = head.find("\n", cut + 1)
+        if cut < 0:
+            break
+    if cut >= 0:
+        head = head[:cut]
+    if len(head) == len(text):
+        return text, None
+    lines = text.count("\n", len(head) + 1) + 1
+    return head, (
+        f"… {lines:,} more line{'s' if lines != 1 else ''}, {len(text) - len(head):,} "
+        "characters, not shown (a copy has all)"
+    )
+
+
+def shown_part(text: str, style: StyleType = "") -> list[RenderableType]:
+    """Untrusted `text` as `shown` renders it, clipped, with a note if it was."""
+    head, note = clipped(text)
+    return [shown(head, style)] if note is None else [shown(head, style), Text(note, "dim")]
+
+
+def json_text(value: object) -> list[RenderableType]:
+    """`value` pretty-printed and highlighted like `rich.json.JSON` does, clipped. JSON
+    escapes C0 characters in strings (`\\u001b`) but not DEL and C1 ones: those are
+    neutralised."""
+    head, note = clipped(json.dumps(value, indent=2, ensure_ascii=False))
+    text = JSONHighlighter()(neutralise(head))
     text.no_wrap = True
     text.overflow = None
-    return text
+    return [text] if note is None else [text, Text(note, "dim")]
 
 
 FROM_ANOTHER_CLIENT = "⇄ from another client"
@@ -98,15 +138,18 @@ def cell_input(
     if foreign:
         prompt.append(f"  {FROM_ANOTHER_CLIENT}", style="dim")
     parts: list[RenderableType] = [prompt]
-    if not label:  # a labelled cell's code is generated (a watch's runner): the label says it
-        parts.append(
-            Syntax(
-                neutralise(code),  # may be history recalled from a shared `serve`
-                PYGMENTS_LEXERS.get(language, "text"),
-                background_color="default",
-                word_wrap=True,
-            )
+    if label:  # a labelled cell's code is generated (a watch's runner): the label says it
+        return parts
+    if len(code) > HIGHLIGHTED_CHARS:
+        return parts + shown_part(code)
+    parts.append(
+        Syntax(
+            neutralise(code),  # may be history recalled from a shared `serve`
+            PYGMENTS_LEXERS.get(language, "text"),
+            background_color="default",
+            word_wrap=True,
         )
+    )
     return parts
 
 
@@ -123,26 +166,26 @@ def render_cell(
             for note in result.session.boot_notes:
                 parts.append(shown(f"ⓘ {note}", "bold yellow"))
         if result.stdout:
-            parts.append(shown("\n".join(result.stdout)))
+            parts += shown_part("\n".join(result.stdout))
         stderr = shown_stderr(result)
         if stderr:
-            parts.append(shown("\n".join(stderr), "#d08770 italic"))
+            parts += shown_part("\n".join(stderr), "#d08770 italic")
         for entry in result.results:
             if entry.is_json:
-                parts.append(json_text(entry.json))
+                parts += json_text(entry.json)
             else:
-                parts.append(shown(entry.text or "", "bold green"))
+                parts += shown_part(entry.text or "", "bold green")
         if result.error is not None:
-            parts.append(shown("\n".join(error_header(result.error)), "bold red"))
+            parts += shown_part("\n".join(error_header(result.error)), "bold red")
             traceback = error_traceback(result.error)
             if traceback:
-                parts.append(shown("\n".join(traceback), "red"))
+                parts += shown_part("\n".join(traceback), "red")
         if result.session is not None:
             for note in result.session.reset_notes:  # what the error above did
                 parts.append(shown(f"ⓘ {note}", "bold yellow"))
         footer = execution_footer(result, show_measurements=show_measurements, prices=prices)
         parts.append(Text(footer, style="dim"))
     if cell.failure is not None:
-        parts.append(shown(cell.failure, "bold red"))
+        parts += shown_part(cell.failure, "bold red")
     parts.append(Text(""))
     return Group(*parts)

@@ -7,7 +7,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import RichLog
 
-from workbench.tui.transcript_cell import cell_input
+from workbench.tui.transcript_cell import SHOWN_CHARS, cell_input
 from workbench.tui.untrusted import shown
 
 MAX_LINES = 2000
@@ -31,9 +31,10 @@ class LiveOutput(RichLog):
         self.write(Group(*cell_input("*", language, code, label)))
 
     def add_lines(self, lines: list[tuple[str, str]]) -> None:
-        """(stream, line) pairs, in the order the guest wrote them."""
+        """(stream, line) pairs, in the order the guest wrote them (a line past
+        `SHOWN_CHARS` is cut: the finished cell shows the rest, or says it left it out)."""
         shown_lines = [
-            shown(line, STDERR_STYLE) if stream == "stderr" else shown(line)
+            shown(line[:SHOWN_CHARS], STDERR_STYLE if stream == "stderr" else "")
             for stream, line in lines[-MAX_LINES:]
         ]
         self.add_class("-visible")
