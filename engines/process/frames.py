@@ -50,19 +50,40 @@ def encode_frame(
 
 
 def write_frame(
-    fd: int, header: dict[str, Any], blobs: Sequence[bytes | bytearray | memoryview] = ()
+    fd: int,
+    header: dict[str, Any],
+    blobs: Sequence[bytes | bytearray | memoryview] = (),
+    deadline: float | None = None,
 ) -> None:
-    """Write one whole frame to `fd` (blocking), its pieces gathered a thousand to a call
-    (a restore point is thousands of 4 KiB blocks, sent without joining them)."""
+    """Write one whole frame to `fd`, its pieces gathered a thousand to a call (a restore
+    point is thousands of 4 KiB blocks, sent without joining them). On a non-blocking
+    `fd`, `FrameTimeout` if the reader has not taken it all by `deadline` (None: wait)."""
     pieces = [memoryview(piece).cast("B") for piece in encode_frame(header, blobs)]
     first = 0
     while first < len(pieces):
-        written = os.writev(fd, pieces[first : first + _IOV_MAX])
+        try:
+            written = os.writev(fd, pieces[first : first + _IOV_MAX])
+        except BlockingIOError:
+            _wait_writable(fd, deadline)
+            continue
         while first < len(pieces) and written >= len(pieces[first]):
             written -= len(pieces[first])
             first += 1
         if written:
             pieces[first] = pieces[first][written:]
+
+
+def _wait_writable(fd: int, deadline: float | None) -> None:
+    """Wait until the pipe `fd` takes more (or its reader is gone: the next write says
+    so); `FrameTimeout` at `deadline`."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise FrameTimeout("the reader took nothing more before the deadline")
+        if poller.poll(None if left is None else max(1, int(left * 1000))):
+            return
 
 
 @dataclass

@@ -25,6 +25,9 @@ from engines.process.frames import FrameError, FrameReader, FrameTimeout, write_
 
 START_SECONDS = 60.0
 """How long a new process may take to import wasmtime and report ready."""
+CANCEL_SECONDS = 1.0
+"""How long a cancel may wait for room in its pipe (a process whose cancel thread stopped
+reading is killed instead: a cancel must not hang its caller)."""
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
     "from engines.process.child import main; main(int(sys.argv[1]))"
@@ -271,10 +274,13 @@ class _Channel:
         self._lock = threading.Lock()
 
     def write(
-        self, header: dict[str, Any], blobs: Sequence[bytes | bytearray | memoryview]
+        self,
+        header: dict[str, Any],
+        blobs: Sequence[bytes | bytearray | memoryview],
+        deadline: float | None,
     ) -> None:
         with self._lock:
-            write_frame(self.fd, header, blobs)
+            write_frame(self.fd, header, blobs, deadline)
 
     def close(self) -> None:
         with self._lock:
@@ -333,6 +339,8 @@ class EngineProcess:
             for fd in (child_stdin, child_stdout, child_cancels):
                 os.close(fd)
         self._reader = FrameReader(self._out_fd)
+        for fd in (in_fd, cancel_fd):  # a write waits for the process up to its deadline
+            os.set_blocking(fd, False)
         self._requests, self._cancels = _Channel(in_fd), _Channel(cancel_fd)
         self._last_seq = 0
         self._ready = False
@@ -359,23 +367,35 @@ class EngineProcess:
         self._ready = True
 
     def send(
-        self, header: dict[str, Any], blobs: Sequence[bytes | bytearray | memoryview] | None = None
+        self,
+        header: dict[str, Any],
+        blobs: Sequence[bytes | bytearray | memoryview] | None = None,
+        *,
+        deadline: float | None,
     ) -> None:
-        """Write one frame (thread-safe; a dead process raises `EngineProcessDied`)."""
-        self._write(self._requests, header, blobs or [])
+        """Write one frame (thread-safe). A dead process, or one that has not read it all
+        by `deadline` (None: no limit), raises `EngineProcessDied`; the latter is killed
+        (it stopped reading: it cannot be trusted with the next request either)."""
+        self._write(self._requests, header, blobs or [], deadline)
 
     def send_cancel(self, seq: int) -> None:
         """Cancel execution `seq` (thread-safe; it acts even while the guest runs)."""
-        self._write(self._cancels, {"op": "cancel", "seq": seq}, [])
+        self._write(
+            self._cancels, {"op": "cancel", "seq": seq}, [], time.monotonic() + CANCEL_SECONDS
+        )
 
     def _write(
         self,
         channel: _Channel,
         header: dict[str, Any],
         blobs: Sequence[bytes | bytearray | memoryview],
+        deadline: float | None,
     ) -> None:
         try:
-            channel.write(header, blobs)
+            channel.write(header, blobs, deadline)
+        except FrameTimeout:
+            self.kill()
+            raise EngineProcessDied("the engine process stopped reading its requests") from None
         except OSError as error:
             self.dead = True
             raise EngineProcessDied(self.describe_exit(error)) from None

@@ -231,10 +231,12 @@ class ProcessSession:
         self._alive = False
         self._call_lock = threading.Lock()
         self._flags = threading.Lock()
-        """Guards the three flags below, which `cancel` reads from another thread."""
+        """Guards the four fields below, which `cancel` reads from another thread."""
         self._executing = False
         self._in_call = False
         self._cancel_pending = False
+        self._opening: EngineProcess | None = None
+        """The engine process the session is being opened in (a cancel kills it)."""
         self._seq = 0
         """Number of the last execution sent (a cancel names the one it means)."""
         self._snapshot_pending = False
@@ -290,14 +292,20 @@ class ProcessSession:
         in meanwhile."""
         for attempt in range(2):
             engine_process = self._pool.acquire()
+            deadline = time.monotonic() + REQUEST_SECONDS
+            with self._flags:
+                cancelled = self._cancel_pending
+                self._opening = None if cancelled else engine_process
+            if cancelled:  # before there was a process to kill: this one serves another
+                self._pool.release(engine_process)
+                raise PrepareError("cancelled")
             try:
-                engine_process.send(self._open_request())
+                engine_process.send(self._open_request(), deadline=deadline)
                 restore = self._restore_request()
                 if restore is not None:
-                    engine_process.send(*restore)
+                    engine_process.send(*restore, deadline=deadline)
                 answers = [
-                    engine_process.receive(time.monotonic() + REQUEST_SECONDS)[0]
-                    for _ in range(1 if restore is None else 2)
+                    engine_process.receive(deadline)[0] for _ in range(1 if restore is None else 2)
                 ]
             except (EngineProcessDied, FrameTimeout) as error:
                 engine_process.kill()
@@ -307,6 +315,9 @@ class ProcessSession:
             except BaseException:
                 engine_process.kill()  # its answers are unread: it cannot serve another
                 raise
+            finally:
+                with self._flags:
+                    self._opening = None
             if answers[0].get("ok") and answers[-1].get("kind") == "restore":
                 self._restorable = False  # a malformed restore point: run fresh, say so
                 self._refused_restore = str(answers[-1].get("message"))
@@ -408,6 +419,8 @@ class ProcessSession:
         try:
             engine_process = self._live_process()
         except PrepareError as error:
+            if self._cancel_pending:  # the open was cut short by the cancel
+                return self._failure(code, LIMIT_ERROR, CANCELLED, cwd)
             return self._failure(code, ENGINE_ERROR, str(error), cwd)
         blobs: list[codec.Blob] = []
         update: TreeUpdate | None = None
@@ -435,7 +448,7 @@ class ProcessSession:
             if update is not None:
                 request["update"] = codec.update_to_json(update, blobs)
         try:
-            engine_process.send(request, blobs)
+            engine_process.send(request, blobs, deadline=deadline)
             answer, answer_blobs = engine_process.receive(deadline)
             while "output" in answer:  # streamed output comes before the answer
                 if on_output is not None and answer["output"] in STREAMS and answer_blobs:
@@ -502,6 +515,9 @@ class ProcessSession:
                 return
             if not self._in_call:
                 self._cancel_pending = True
+                opening = self._opening
+                if opening is not None:  # it may wait long for a process that hangs
+                    opening.kill()
                 return
             seq, engine_process = self._seq, self._process
         if engine_process is not None and not engine_process.dead:
@@ -518,7 +534,7 @@ class ProcessSession:
             if engine_process is None or self._snapshot_pending:
                 return
             try:
-                engine_process.send({"op": "snapshot"})
+                engine_process.send({"op": "snapshot"}, deadline=time.monotonic() + REQUEST_SECONDS)
             except EngineProcessDied:
                 self._lost()
                 return
@@ -540,8 +556,9 @@ class ProcessSession:
             if engine_process is None:
                 return
             try:
-                engine_process.send({"op": "reset"})
-                engine_process.receive(time.monotonic() + REQUEST_SECONDS)
+                deadline = time.monotonic() + REQUEST_SECONDS
+                engine_process.send({"op": "reset"}, deadline=deadline)
+                engine_process.receive(deadline)
             except (EngineProcessDied, FrameTimeout):
                 self._lost()
             self._alive = False
@@ -560,8 +577,9 @@ class ProcessSession:
             if engine_process is None or engine_process.dead:
                 return
             try:
-                engine_process.send({"op": "close"})
-                answer, _ = engine_process.receive(time.monotonic() + 2.0)
+                deadline = time.monotonic() + 2.0
+                engine_process.send({"op": "close"}, deadline=deadline)
+                answer, _ = engine_process.receive(deadline)
             except (EngineProcessDied, FrameTimeout):
                 engine_process.kill()
                 return
@@ -610,7 +628,7 @@ def run_stateless(
     deadline = None if timeout is None else time.monotonic() + timeout + BACKSTOP_SECONDS
     undo = None if cancellation is None else cancellation.on_cancel(engine_process.kill)
     try:
-        engine_process.send({**request, "seq": engine_process.next_seq()})
+        engine_process.send({**request, "seq": engine_process.next_seq()}, deadline=deadline)
         answer, _ = engine_process.receive(deadline)
     except FrameTimeout:
         engine_process.kill()

@@ -135,12 +135,12 @@ def test_a_restore_point_goes_only_to_a_session_that_has_not_run(
         header, blobs = codec.restore_to_json(session.unstored)
         engine_process = session._process
         assert engine_process is not None
-        engine_process.send({"op": "restore", **header}, blobs)
+        engine_process.send({"op": "restore", **header}, blobs, deadline=None)
         answer, _ = engine_process.receive(None)
         assert not answer["ok"] and "no session waits for a restore" in answer["message"]
         assert session.execute("kept").result.results[0].text == "7"
         session.reset()  # no live instance now, yet the session has run: still refused
-        engine_process.send({"op": "restore", **header}, blobs)
+        engine_process.send({"op": "restore", **header}, blobs, deadline=None)
         answer, _ = engine_process.receive(None)
         assert not answer["ok"] and "no session waits for a restore" in answer["message"]
     finally:
@@ -169,7 +169,7 @@ def test_a_forked_process_reports_how_it_ended(pool: EngineProcessPool) -> None:
     os.kill(engine_process.process.pid, signal.SIGKILL)
     assert engine_process.process.wait(timeout=10) == -signal.SIGKILL
     with pytest.raises(EngineProcessDied, match="signal 9"):
-        engine_process.send({"op": "close"})
+        engine_process.send({"op": "close"}, deadline=None)
         engine_process.receive(None)
 
 
@@ -255,7 +255,7 @@ def test_a_cancel_that_overtakes_its_request_still_cancels_it(pool: EngineProces
         time.sleep(0.3)  # the cancel is surely read first
         request = {"op": "execute", "seq": seq, "code": SLEEP, "env": {}, "cwd": "/workspace"}
         started = time.monotonic()
-        engine_process.send(request)
+        engine_process.send(request, deadline=None)
         answer, blobs = engine_process.receive(time.monotonic() + 30)
         error = codec.report_from_json(answer["report"], blobs).result.error
         assert error is not None and error.message == "Execution cancelled"

@@ -8,18 +8,21 @@ never the caller's thread, and never another sandbox's run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
+import engines.process.session as session_module
 from engines.process import EngineProcessPool, ProcessSession, engine_process_pool
 from engines.process.child import LOG_BYTES
+from engines.process.handle import EngineProcess
 from engines.result import ExecutionReport, Limits
 from engines.snapshot import SnapshotDelta
 from workbench.api import Backend
@@ -388,3 +391,78 @@ def test_the_backstop_answers_only_for_the_run_it_watched(
         responder.session = None
         os.close(reader)
         os.close(writer)
+
+
+def revisit_into_a_stopped_process(
+    monkeypatch: pytest.MonkeyPatch, then: Callable[[ProcessSession], None]
+) -> ExecutionReport:
+    """A Python context holding 2 MB is evicted; its revisit opens an engine process that
+    stopped reading (SIGSTOP stands in for a wedged one) before the restore point, more
+    than its pipe holds, is sent. `then` acts on the session meanwhile; the revisit's
+    report, once it ended (within 10 s), and the context's state after it are checked."""
+    stored: list[SnapshotDelta] = []
+    pool = EngineProcessPool(spares=0)
+    session = ProcessSession(
+        "python",
+        pool=pool,
+        workspace=GUEST_LIMITS,
+        limits=Limits(timeout_seconds=30),
+        restore_source=lambda build: stored[-1] if stored else None,
+    )
+    stopped: list[int] = []
+    acquire = pool.acquire
+
+    def acquire_stopped() -> EngineProcess:
+        engine_process = acquire()
+        os.kill(engine_process.process.pid, signal.SIGSTOP)
+        stopped.append(engine_process.process.pid)
+        return engine_process
+
+    try:
+        assert session.execute("blob = bytes(range(256)) * 8000").result.error is None
+        session.take_snapshot()
+        session.collect_snapshot()
+        assert session.unstored is not None
+        stored.append(session.unstored)
+        session.unstored = None
+        session._lost()  # evicted: the next run restores the blob into a new process
+        monkeypatch.setattr(pool, "acquire", acquire_stopped)
+        reports: list[ExecutionReport] = []
+        runner = threading.Thread(target=lambda: reports.append(session.execute("len(blob)")))
+        runner.start()
+        time.sleep(0.5)  # the restore point is being written into the full pipe
+        then(session)
+        runner.join(10)
+        assert not runner.is_alive(), "the revisit still waits for the stopped process"
+        monkeypatch.undo()
+        again = session.execute("len(blob)")  # a process that reads: nothing was lost
+        assert again.result.error is None and again.result.results[0].text == "2048000"
+        return reports[0]
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        session.close()
+        pool.close()
+
+
+def test_a_cancel_reaches_a_revisit_whose_engine_process_stopped_reading(
+    engines_ready: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel while the session is opened (the restore point being written) kills the
+    process being opened; before, it waited for the open, which waited for ever."""
+    report = revisit_into_a_stopped_process(monkeypatch, lambda session: session.cancel())
+    assert report.result.error is not None
+    assert report.result.error.message == "Execution cancelled"
+
+
+def test_a_request_the_engine_process_never_reads_ends_at_its_deadline(
+    engines_ready: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request's write waits for the process up to the request's deadline, then the
+    process is killed and the run fails; before, the write blocked for ever."""
+    monkeypatch.setattr(session_module, "REQUEST_SECONDS", 1.5)
+    report = revisit_into_a_stopped_process(monkeypatch, lambda session: None)
+    assert report.result.error is not None
+    assert report.result.error.name == "EngineError"
+    assert "stopped reading its requests" in report.result.error.message
