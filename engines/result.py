@@ -16,6 +16,8 @@ JsonValue = Any
 
 LIMIT_ERROR = "ExecutionLimitError"
 """`error.name` of a resource-limit outcome (spec 9.2): fuel, output, result, time, cancel."""
+CANCELLED = "Execution cancelled"
+"""`error.message` of a cancelled run (a limit: `LIMIT_ERROR`)."""
 ENGINE_ERROR = "EngineError"
 """`error.name` of a host-side failure (the engine could not run or answer)."""
 HOST_MESSAGE_CHARS = 2048

@@ -28,6 +28,7 @@ from engines.language import Artifact, GuestInstance, LanguageEngine
 from engines.proto import envelope_pb2
 from engines.registry import language_engine
 from engines.result import (
+    CANCELLED,
     ENGINE_ERROR,
     HOST_MESSAGE_CHARS,
     LIMIT_ERROR,
@@ -46,9 +47,6 @@ from engines.result import (
 from engines.snapshot import MemorySnapshot
 from engines.vfs import TreeUpdate, VirtualFS
 from engines.watchdog import WATCHDOG
-
-CANCELLED = "Execution cancelled"
-
 
 MAX_RESULT_NESTING: Final = 512
 """Levels of nesting of a result's `json` passed on; a deeper value is given as its JSON

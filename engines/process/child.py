@@ -46,7 +46,8 @@ from typing import Any
 from engines.process import codec
 from engines.process.frames import FrameReader, write_frame
 from engines.process.handle import return_large_buffers
-from engines.session import CANCELLED, Session
+from engines.result import CANCELLED
+from engines.session import Session
 from engines.snapshot import reserve_memory_file
 from engines.vfs import VirtualFS
 

@@ -36,6 +36,7 @@ from engines.process.handle import EngineProcess, EngineProcessDied
 from engines.process.pool import EngineProcessPool
 from engines.registry import language_engine
 from engines.result import (
+    CANCELLED,
     ENGINE_ERROR,
     HOST_MESSAGE_CHARS,
     LIMIT_ERROR,
@@ -48,7 +49,6 @@ from engines.result import (
     OutputListener,
     reset_note,
 )
-from engines.session import CANCELLED
 from engines.snapshot import SnapshotDelta
 from engines.vfs import TreeUpdate, VfsLimits
 
@@ -194,6 +194,7 @@ class ProcessSession:
         restore_source: Callable[[str], SnapshotDelta | None] | None = None,
         cache: EngineCache | None = None,
         progress: Progress | None = None,
+        cancellation: Cancellation | None = None,
     ) -> None:
         """`workspace`: the limits of the guest's `/workspace` (None: it has none).
         `progress` hears about preparing the engine, when it is not prepared yet.
@@ -202,7 +203,9 @@ class ProcessSession:
         snapshot it stored (`from_image`) usable by the given engine build (the session's
         `build_identity`), read whenever an engine process is opened; the session then
         keeps only the blocks taken since (`unstored`), which the owner stores. Without a
-        source the session keeps them all, and restores from them."""
+        source the session keeps them all, and restores from them. `cancellation`: that
+        of the execution the session is made for, which cuts its opening short (a
+        `PrepareError`; the restore point stays where it is)."""
         self.language_engine = (
             language if isinstance(language, LanguageEngine) else language_engine(language)
         )
@@ -241,7 +244,12 @@ class ProcessSession:
         """Number of the last execution sent (a cancel names the one it means)."""
         self._snapshot_pending = False
         self._closed = False
-        self._open()
+        undo = None if cancellation is None else cancellation.on_cancel(self._cancel_opening)
+        try:
+            self._open()
+        finally:
+            if undo is not None:
+                undo()
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -513,16 +521,27 @@ class ProcessSession:
         with self._flags:
             if not self._executing:
                 return
-            if not self._in_call:
+            sent = self._in_call
+            if not sent:  # set with the check: the request takes it, or the open ends
                 self._cancel_pending = True
-                opening = self._opening
-                if opening is not None:  # it may wait long for a process that hangs
-                    opening.kill()
-                return
-            seq, engine_process = self._seq, self._process
+            seq, engine_process, opening = self._seq, self._process, self._opening
+        if not sent:
+            if opening is not None:  # an engine process that hangs would hold it long
+                opening.kill()
+            return
         if engine_process is not None and not engine_process.dead:
             with contextlib.suppress(EngineProcessDied):
                 engine_process.send_cancel(seq)
+
+    def _cancel_opening(self) -> None:
+        """Cancel the opening of the session for its first execution: the process it is
+        opened in is killed (an engine process that hangs would hold the open up to its
+        deadline), and the constructor raises `PrepareError`."""
+        with self._flags:
+            self._cancel_pending = True
+            opening = self._opening
+        if opening is not None:
+            opening.kill()
 
     def take_snapshot(self) -> None:
         """Ask for the snapshot of the state the last run left; it is taken after the

@@ -917,9 +917,12 @@ def test_a_daemon_stops_even_with_an_engine_process_that_stopped_reading(
     tmp_path: Path, python_engine: None
 ) -> None:
     """SIGSTOP stands in for a wedged engine process (a deadlock, a stuck host call): the
-    run's thread blocks writing the context's snapshot into its pipe. The daemon said
-    "stopped" and never exited, as the interpreter's exit waits for that thread before
-    the hook that kills engine processes runs."""
+    run's thread blocks writing the context's snapshot into its pipe while the session
+    is opened. The daemon said "stopped" and never exited, as the interpreter's exit
+    waits for that thread before the hook that kills engine processes runs. Two things
+    end it now, either enough: the client giving up kills the process being opened
+    (`tests/security/test_engine_isolation.py` has the run's side), and the stop kills
+    every engine process once the sessions are closed."""
     env = cli_env(tmp_path)
     context_id = run_cli(env, "contexts", "create", "-s", "wedged", "-l", "python").stdout.strip()
     where = ("-s", "wedged", "--context", context_id)

@@ -466,3 +466,45 @@ def test_a_request_the_engine_process_never_reads_ends_at_its_deadline(
     assert report.result.error is not None
     assert report.result.error.name == "EngineError"
     assert "stopped reading its requests" in report.result.error.message
+
+
+async def test_a_revisit_given_up_while_its_engine_process_hangs_frees_the_context(
+    tmp_path: Path, engines_ready: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that finds its context evicted opens a session for it in a new engine
+    process; one that hangs (SIGSTOP) while the restore point is written into it is
+    killed when the caller gives up, so the context's next run starts at once, restored.
+    Before, the open went on (for ever, then up to its 120 s deadline) and held the
+    context."""
+    backend = open_local_backend(tmp_path / "data", embedded=True, max_resident=1)
+    stopped: list[int] = []
+    acquire = EngineProcessPool.acquire
+
+    def acquire_stopped(pool: EngineProcessPool) -> EngineProcess:
+        engine_process = acquire(pool)
+        os.kill(engine_process.process.pid, signal.SIGSTOP)
+        stopped.append(engine_process.process.pid)
+        return engine_process
+
+    try:
+        sandbox = backend.sandbox("hangs")
+        kept = await sandbox.interpreter.create_code_context("PYTHON")
+        other = await sandbox.interpreter.create_code_context("PYTHON")
+        made = await sandbox.interpreter.run_code("blob = bytes(range(256)) * 8000", context=kept)
+        assert made.error is None
+        assert (await sandbox.interpreter.run_code("1", context=other)).error is None  # evicts
+        monkeypatch.setattr(EngineProcessPool, "acquire", acquire_stopped)
+        revisit = asyncio.ensure_future(sandbox.interpreter.run_code("len(blob)", context=kept))
+        await asyncio.sleep(1.0)  # writing the restore point into the stopped process
+        assert stopped and not revisit.done()
+        revisit.cancel()
+        monkeypatch.undo()
+        again = await asyncio.wait_for(
+            sandbox.interpreter.run_code("len(blob)", context=kept), timeout=20
+        )
+        assert again.error is None and again.results[0].text == "2048000"
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        await backend.aclose()

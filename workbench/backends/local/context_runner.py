@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 from engines.process import Cancellation, GuestSession, ProcessSession
 from engines.result import (
+    CANCELLED,
     LIMIT_ERROR,
     Boot,
     ContextRef,
@@ -264,6 +265,7 @@ class ContextRunner:
         that could not be restored is an error, never a fresh interpreter's answer."""
 
         def run() -> ExecutionResult:
+            started = time.perf_counter()
             try:
                 session = ProcessSession(
                     copy.runtime.language_engine,
@@ -272,8 +274,11 @@ class ContextRunner:
                     limits=self._settings.limits,
                     restore_source=lambda build: copy.restore_point,
                     progress=copy.runtime.prepare_progress,
+                    cancellation=cancellation,
                 )
             except Exception as error:  # the engine cannot be prepared or loaded
+                if cancellation.requested:  # cut short while the copy was restored
+                    return copy.runtime.engine_error(code, CANCELLED, started, LIMIT_ERROR)
                 raise make_error(
                     ErrorCode.INTERNAL_ERROR,
                     f"{copy.runtime.language} engine unavailable: {error}",
@@ -316,7 +321,7 @@ class ContextRunner:
         was_resident = self._sessions.is_resident((self._state.id, row.id))
         limits = self._settings.limits
 
-        def create() -> ProcessSession:
+        def create(cancellation: Cancellation) -> ProcessSession:
             return ProcessSession(
                 runtime.language_engine,
                 pool=self._engine_process_pool,
@@ -324,6 +329,7 @@ class ContextRunner:
                 limits=limits,
                 restore_source=lambda build: self._snapshots.restore_point(row, build),
                 progress=runtime.prepare_progress,
+                cancellation=cancellation,
             )
 
         started = time.perf_counter()
@@ -342,16 +348,19 @@ class ContextRunner:
                     on_output,
                 )
         except EngineUnavailableError as error:
-            result = runtime.engine_error(
-                code, f"{runtime.language} engine unavailable: {error.__cause__}", started
-            )
+            if current.requested:  # cancelled while its session was being opened
+                result = runtime.engine_error(code, CANCELLED, started, LIMIT_ERROR)
+            else:
+                result = runtime.engine_error(
+                    code, f"{runtime.language} engine unavailable: {error.__cause__}", started
+                )
             return self._finish(row, result, ChangeSet(), Boot.FRESH, [])
 
     def _run_blocking(
         self,
         row: ContextRow,
         was_resident: bool,
-        create: Callable[[], GuestSession],
+        create: Callable[[Cancellation], GuestSession],
         code: str,
         env: dict[str, str],
         timeout: float | None,
@@ -362,7 +371,7 @@ class ContextRunner:
         changes in and the run's out), snapshot, and the transaction that stores them."""
         key = (self._state.id, row.id)
         try:
-            session = self._sessions.acquire(key, create)
+            session = self._sessions.acquire(key, lambda: create(cancellation))
         except Exception as error:  # the engine cannot be prepared or loaded
             raise EngineUnavailableError() from error
         try:

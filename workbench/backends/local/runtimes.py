@@ -79,13 +79,16 @@ class LocalRuntime:
         except (PrepareError, EngineProcessDied) as error:
             return self.engine_error(code, f"{self.language} engine unavailable: {error}", started)
 
-    def engine_error(self, code: str, message: str, started: float) -> ExecutionResult:
+    def engine_error(
+        self, code: str, message: str, started: float, name: str = ENGINE_ERROR
+    ) -> ExecutionResult:
+        """A run that failed before its engine ran it (an `EngineError` unless `name`)."""
         return ExecutionResult(
             code=code,
             language=self.language,
             engine=self.language_engine.engine,
             duration_ms=(time.perf_counter() - started) * 1000,
-            error=ExecutionError(ENGINE_ERROR, message[:HOST_MESSAGE_CHARS], []),
+            error=ExecutionError(name, message[:HOST_MESSAGE_CHARS], []),
         )
 
 
