@@ -137,3 +137,36 @@ async def test_an_exception_in_the_handler_reaches_the_caller_as_is() -> None:
 
     with pytest.raises(ConnectionResetError, match="went away"):
         await SandboxClient(MockTransport(handler), "demo").get_info()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [[], {"runtimes": "no", "sandboxes": 3, "contexts": "no", "checkpoints": 1, "history": 2}],
+    ids=["a-list", "wrong-types"],
+)
+async def test_every_answer_of_the_wrong_shape_is_a_clear_sandbox_error(body: object) -> None:
+    """Each call that reads a typed answer (listings, info, contexts, checkpoints,
+    history, files) turns one of the wrong shape into INTERNAL_ERROR "Invalid sandbox
+    response"; before, most let a bare TypeError or KeyError through to the CLI or TUI."""
+    backend = Backend(MockTransport(lambda request: Response.json(200, body)), name="t")
+    sandbox = backend.sandbox("demo")
+    calls = {
+        "runtimes": backend.runtimes(),
+        "list_sandboxes": backend.list_sandboxes(),
+        "get_info": sandbox.get_info(),
+        "contexts": sandbox.interpreter.list_code_contexts(),
+        "create_context": sandbox.interpreter.create_code_context("PYTHON"),
+        "checkpoints": sandbox.interpreter.list_checkpoints("ctx"),
+        "history": sandbox.interpreter.history("ctx"),
+        "read_file": sandbox.read_file("a.txt"),
+        "list_files": sandbox.list_files("."),
+        "exists": sandbox.exists("a.txt"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(SandboxError) as raised:
+            await call
+        assert (raised.value.code, raised.value.message) == (
+            "INTERNAL_ERROR",
+            "Invalid sandbox response",
+        ), name
+    await backend.aclose()

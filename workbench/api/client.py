@@ -10,7 +10,7 @@ import asyncio
 import base64
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol, Self, TypeVar
 from urllib.parse import quote
 
 from workbench.api.engines import EngineManager
@@ -60,6 +60,25 @@ HEALTH_WAIT: Final = 10.0
 _NOT_ASKED: Final[Any] = object()
 
 
+class JsonReadable(Protocol):
+    """A type read from an answer's JSON (a wire type, or the engines' result)."""
+
+    @classmethod
+    def from_json(cls, data: Any) -> Self: ...
+
+
+Decoded = TypeVar("Decoded", bound=JsonReadable)
+
+
+def decoded(kind: type[Decoded], data: Any) -> Decoded:
+    """`data`, an answer's JSON, read as `kind`: one of another shape (a gateway's
+    garbage) is INTERNAL_ERROR "Invalid sandbox response", never a bare `TypeError`."""
+    try:
+        return kind.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise invalid_response() from error  # the cause says what was wrong
+
+
 def _encoding(encoding: str | None) -> str | None:
     """The client normalizes `utf8` to `utf-8` (spec 13.2); other values pass through."""
     return "utf-8" if encoding == "utf8" else encoding
@@ -99,10 +118,10 @@ class Interpreter:
         body = _without_none({"binding": binding, "cwd": cwd})
         if env_vars is not None:
             body["envVars"] = _without_none(env_vars)
-        return CodeContext.from_json(await self._sandbox._call("POST", "/contexts", body))
+        return decoded(CodeContext, await self._sandbox._call("POST", "/contexts", body))
 
     async def list_code_contexts(self) -> list[CodeContext]:
-        return ContextList.from_json(await self._sandbox._call("GET", "/contexts")).contexts
+        return decoded(ContextList, await self._sandbox._call("GET", "/contexts")).contexts
 
     async def delete_code_context(self, context_id: str | CodeContext) -> None:
         identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
@@ -119,7 +138,7 @@ class Interpreter:
             CONTEXT_FORK_FEATURE,
             "fork a context",
         )
-        return CodeContext.from_json(data)
+        return decoded(CodeContext, data)
 
     async def save_checkpoint(self, context_id: str | CodeContext, name: str) -> Checkpoint:
         """Keep the context's state (the snapshot of its last run) under `name`, replacing
@@ -131,7 +150,7 @@ class Interpreter:
             CHECKPOINTS_FEATURE,
             "keep checkpoints",
         )
-        return Checkpoint.from_json(data)
+        return decoded(Checkpoint, data)
 
     async def list_checkpoints(self, context_id: str | CodeContext) -> CheckpointList:
         """The context's checkpoints, oldest first, and the sandbox's checkpoint budget."""
@@ -142,7 +161,7 @@ class Interpreter:
             CHECKPOINTS_FEATURE,
             "keep checkpoints",
         )
-        return CheckpointList.from_json(data)
+        return decoded(CheckpointList, data)
 
     async def checkpoint_usage(self, context_ids: Sequence[str]) -> CheckpointUsage | None:
         """How many checkpoints the contexts keep and what the sandbox's hold of their
@@ -165,7 +184,7 @@ class Interpreter:
         """Put the context back to the checkpoint; its history records the restore."""
         path = f"{_context_path(context_id)}/checkpoints/{quote(name, safe='')}/restore"
         data = await self._extension("POST", path, None, CHECKPOINTS_FEATURE, "keep checkpoints")
-        return Checkpoint.from_json(data)
+        return decoded(Checkpoint, data)
 
     async def delete_checkpoint(self, context_id: str | CodeContext, name: str) -> None:
         path = f"{_context_path(context_id)}/checkpoints/{quote(name, safe='')}"
@@ -186,7 +205,7 @@ class Interpreter:
             if not (run_code and error.code == ErrorCode.NOT_SUPPORTED):
                 raise
         else:
-            return ContextInspection.from_json(data)
+            return decoded(ContextInspection, data)
         result = await self.run_code(
             inspector_code(context.language), context=context, timeout=INSPECT_SECONDS
         )
@@ -205,7 +224,7 @@ class Interpreter:
             if not (run_code and error.code == ErrorCode.NOT_SUPPORTED):
                 raise
         else:
-            return InspectedValue.from_json(data)
+            return decoded(InspectedValue, data)
         code = inspector_code(context.language, name, offset)
         result = await self.run_code(code, context=context, timeout=INSPECT_SECONDS)
         return read_value(result, context.id, name, offset, ran_code=True)
@@ -256,7 +275,7 @@ class Interpreter:
             if error.http_status == 404:
                 return []
             raise
-        return HistoryList.from_json(data).history
+        return decoded(HistoryList, data).history
 
     async def run_code(
         self,
@@ -296,7 +315,7 @@ class Interpreter:
             and isinstance(data.get("logs"), dict)
         ):
             raise invalid_response()
-        result = ExecutionResult.from_json(data)
+        result = decoded(ExecutionResult, data)
         await lines.finish(result)
         return result
 
@@ -392,7 +411,7 @@ class SandboxClient:
         return await self._call("POST", "/files", body)
 
     async def get_info(self) -> SandboxInfo:
-        return SandboxInfo.from_json(await self._call("GET", "/"))
+        return decoded(SandboxInfo, await self._call("GET", "/"))
 
     async def destroy(self) -> None:
         await self._call("DELETE", "/")
@@ -418,11 +437,11 @@ class SandboxClient:
                 "content": content,
                 "encoding": _encoding(encoding) or "utf-8",
             }
-        return FileOpResult.from_json(await self._files(body))
+        return decoded(FileOpResult, await self._files(body))
 
     async def read_file(self, path: str, *, encoding: str | None = None) -> ReadFileResult:
         body = _without_none({"op": "read", "path": path, "encoding": _encoding(encoding)})
-        return ReadFileResult.from_json(await self._files(body))
+        return decoded(ReadFileResult, await self._files(body))
 
     async def read_bytes(self, path: str) -> bytes:
         """The file's raw bytes (the spec's `encoding: "none"`)."""
@@ -430,21 +449,21 @@ class SandboxClient:
 
     async def mkdir(self, path: str, *, recursive: bool | None = None) -> MkdirResult:
         body = _without_none({"op": "mkdir", "path": path, "recursive": recursive})
-        return MkdirResult.from_json(await self._files(body))
+        return decoded(MkdirResult, await self._files(body))
 
     async def delete_file(
         self, path: str, *, recursive: bool | None = None, force: bool | None = None
     ) -> FileOpResult:
         body = _without_none({"op": "delete", "path": path, "recursive": recursive, "force": force})
-        return FileOpResult.from_json(await self._files(body))
+        return decoded(FileOpResult, await self._files(body))
 
     async def rename_file(self, old_path: str, new_path: str) -> FileOpResult:
         body = {"op": "rename", "path": old_path, "newPath": new_path}
-        return FileOpResult.from_json(await self._files(body))
+        return decoded(FileOpResult, await self._files(body))
 
     async def move_file(self, source: str, destination: str) -> FileOpResult:
         body = {"op": "move", "path": source, "newPath": destination}
-        return FileOpResult.from_json(await self._files(body))
+        return decoded(FileOpResult, await self._files(body))
 
     async def list_files(
         self,
@@ -456,10 +475,10 @@ class SandboxClient:
         body = _without_none(
             {"op": "list", "path": path, "recursive": recursive, "includeHidden": include_hidden}
         )
-        return ListFilesResult.from_json(await self._files(body))
+        return decoded(ListFilesResult, await self._files(body))
 
     async def exists(self, path: str) -> ExistsResult:
-        return ExistsResult.from_json(await self._files({"op": "exists", "path": path}))
+        return decoded(ExistsResult, await self._files({"op": "exists", "path": path}))
 
     async def files_batch_limits(self) -> FilesBatchLimits | None:
         """What one `files_batch` may hold on this gateway, from `GET /v1/health` (asked
@@ -468,7 +487,7 @@ class SandboxClient:
         if self._batch_limits is _NOT_ASKED:
             try:
                 reply = await self._transport.request("GET", "/v1/health", timeout=HEALTH_WAIT)
-                limits = Health.from_json(parse_json_response(reply)).batch_limits
+                limits = decoded(Health, parse_json_response(reply)).batch_limits
             except (SandboxError, TimeoutError, KeyError, TypeError, ValueError):
                 return None
             self._batch_limits = limits
@@ -486,10 +505,7 @@ class SandboxClient:
             if error.http_status in (404, 405):
                 self._batch_limits = None
             raise
-        try:
-            result = FilesBatchResult.from_json(data)
-        except (KeyError, TypeError, ValueError):
-            raise invalid_response() from None
+        result = decoded(FilesBatchResult, data)
         if len(result.results) != len(entries):
             raise invalid_response()
         return result
@@ -536,10 +552,10 @@ class Backend:
         return data
 
     async def runtimes(self) -> list[RuntimeInfo]:
-        return RuntimeList.from_json(await self._call("GET", "/v1/runtimes")).runtimes
+        return decoded(RuntimeList, await self._call("GET", "/v1/runtimes")).runtimes
 
     async def list_sandboxes(self) -> list[SandboxSummary]:
-        return SandboxList.from_json(await self._call("GET", "/v1/sandboxes")).sandboxes
+        return decoded(SandboxList, await self._call("GET", "/v1/sandboxes")).sandboxes
 
     def sandbox(self, sandbox_id: str, *, normalize_id: bool = False) -> SandboxClient:
         return SandboxClient(
@@ -569,7 +585,7 @@ class Backend:
         data = parse_json_response(response)
         if not (isinstance(data, dict) and isinstance(data.get("results"), list)):
             raise invalid_response()
-        return ExecutionResult.from_json(data)
+        return decoded(ExecutionResult, data)
 
     async def aclose(self) -> None:
         await self.transport.aclose()

@@ -318,15 +318,21 @@ async def with_backend(
     timeout: float | None = None,
 ) -> T:
     """Open the profile's backend, run `body` with it, close it."""
+    from workbench.api import SandboxError  # the API waits for a command
+
     backend = open_backend(profile, data_dir, timeout)
+    malformed = (KeyError, TypeError, AttributeError, IndexError, ValueError)
     try:
         return await body(backend)
-    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as error:
-        if backend.engines is not None:  # the local backend: a bug, not a bad answer
-            raise
+    except (SandboxError, *malformed) as error:
+        # The client reads an answer of the wrong shape as an INTERNAL_ERROR caused by
+        # what was wrong; a remote gateway is then named, with that cause.
+        cause = error.__cause__ if isinstance(error, SandboxError) else error
+        if backend.engines is not None or not isinstance(cause, malformed):
+            raise  # the local backend: a bug, not a bad answer
         raise MalformedAnswerError(
             f"the gateway at {backend.description} sent an answer this workbench does not "
-            f"understand ({type(error).__name__}: {error}); is the profile's URL a "
+            f"understand ({type(cause).__name__}: {cause}); is the profile's URL a "
             "sandbox-workbench gateway of a matching version?"
         ) from error
     finally:
