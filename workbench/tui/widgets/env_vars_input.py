@@ -10,6 +10,10 @@ from workbench.api.display import counted
 from workbench.tui.env_vars_text import ParsedEnvVars, parse_env_vars_text
 from workbench.tui.untrusted import ControlFreeTextArea
 
+SHOWN_PROBLEMS = 5
+"""Problems listed under the editor, the rest counted: thousands of lines of them (a
+sandbox's hostile values pasted) took a second and a half to lay out at every key."""
+
 
 class EnvVarsInput(Vertical):
     """Env vars, one `KEY=VALUE` per line; `parsed` tells whether they are valid."""
@@ -45,5 +49,8 @@ One `KEY=VALUE` per line. Keys must match `^[A-Za-z_][A-Za-z0-9_]*$`;
         label = self.query_one(".env-problems", Static)
         label.set_class(parsed.valid, "-valid")
         count = len(parsed.values)
-        shown = "\n".join(parsed.problems) if parsed.problems else f"✓ {counted(count, 'variable')}"
+        problems = parsed.problems[:SHOWN_PROBLEMS]
+        if len(parsed.problems) > SHOWN_PROBLEMS:
+            problems.append(f"… {counted(len(parsed.problems) - SHOWN_PROBLEMS, 'more problem')}")
+        shown = "\n".join(problems) if problems else f"✓ {counted(count, 'variable')}"
         label.update(shown)
