@@ -234,3 +234,25 @@ def test_closing_while_a_write_starts_the_folder_waits_for_it(
     store.close()  # raised RuntimeError
     writer.join(10)
     assert not writer.is_alive()
+
+
+def test_a_folder_thread_that_cannot_start_fails_neither_the_write_nor_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of threads, the write that would start the folder stands (it committed), and
+    `close` still closes (found by a review: the write raised, and `close` joined the
+    thread that never started)."""
+    store = Store(tmp_path / "db.sqlite3")
+    start = threading.Thread.start
+
+    def failing_start(thread: threading.Thread) -> None:
+        if thread.name == "store-folder":
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", failing_start)
+    with store.transaction() as tx:
+        tx.put_snapshot("s", "c", SnapshotDelta(MEMORY, {0: block(1)}, {}, from_image=True))
+    monkeypatch.undo()
+    assert store.snapshot_blocks("s", "c") == {0: block(1)}
+    store.close()

@@ -467,6 +467,8 @@ class ProcessSession:
             return self._failure(code, LIMIT_ERROR, _timeout_message(timeout), cwd, boot)
         except EngineProcessDied as error:
             self._lost()
+            if self._cancel_pending:  # killed by a cancel that came as it was opened
+                return self._failure(code, LIMIT_ERROR, CANCELLED, cwd, boot)
             return self._failure(code, ENGINE_ERROR, str(error), cwd, boot)
         if not answer.get("ok"):
             self._lost()

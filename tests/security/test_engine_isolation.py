@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -508,3 +509,40 @@ async def test_a_revisit_given_up_while_its_engine_process_hangs_frees_the_conte
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         await backend.aclose()
+
+
+def test_a_cancel_as_the_open_ends_is_a_cancel_not_an_engine_error(engines_ready: None) -> None:
+    """A cancel landing once the open's answers are in but before the session knows it
+    is open kills the process it was opened in: the run is "Execution cancelled", not
+    the engine error of the killed process (found by a review)."""
+    pool = EngineProcessPool(spares=0)
+    session = ProcessSession("python", pool=pool, limits=Limits(timeout_seconds=30))
+    session._lost()  # the next execution opens a new process
+    acquire = pool.acquire
+
+    def acquire_then_cancel_after_the_open() -> EngineProcess:
+        engine_process = acquire()
+        receive = engine_process.receive
+
+        def receive_then_cancel(deadline: float | None) -> tuple[dict[str, Any], list[memoryview]]:
+            answer = receive(deadline)
+            if session._opening is engine_process:  # the open's last answer is in
+                canceller = threading.Thread(target=session.cancel)
+                canceller.start()
+                canceller.join()
+            return answer
+
+        engine_process.receive = receive_then_cancel  # type: ignore[method-assign]
+        return engine_process
+
+    pool.acquire = acquire_then_cancel_after_the_open  # type: ignore[method-assign]
+    try:
+        report = session.execute("6 * 7")
+        assert report.result.error is not None
+        assert (report.result.error.name, report.result.error.message) == (
+            "ExecutionLimitError",
+            "Execution cancelled",
+        )
+    finally:
+        session.close()
+        pool.close()

@@ -716,10 +716,12 @@ class Store:
         """Start the thread that, once the store is quiet, folds snapshot changes and
         gives free pages back (unless it runs already). Called with the lock held."""
         if self._folder is None and not self._closing.is_set():
-            self._folder = threading.Thread(
-                target=self._fold_when_quiet, name="store-folder", daemon=True
-            )
-            self._folder.start()
+            folder = threading.Thread(target=self._fold_when_quiet, name="store-folder", daemon=True)
+            try:
+                folder.start()
+            except RuntimeError:  # no thread to be had: the write stands, the next one retries
+                return
+            self._folder = folder  # kept once started: `close` joins it
 
     def _fold_when_quiet(self) -> None:
         """Fold each context's snapshot changes into the block store, a context per
