@@ -716,7 +716,9 @@ class Store:
         """Start the thread that, once the store is quiet, folds snapshot changes and
         gives free pages back (unless it runs already). Called with the lock held."""
         if self._folder is None and not self._closing.is_set():
-            folder = threading.Thread(target=self._fold_when_quiet, name="store-folder", daemon=True)
+            folder = threading.Thread(
+                target=self._fold_when_quiet, name="store-folder", daemon=True
+            )
             try:
                 folder.start()
             except RuntimeError:  # no thread to be had: the write stands, the next one retries
