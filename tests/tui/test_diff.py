@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from textual.app import App
 from textual.widgets import Label, OptionList, Static
 
 from tests.cli.test_diff import session_serve
@@ -24,9 +25,11 @@ from tour import (
 from workbench.backends.remote import open_remote_backend
 from workbench.config import Config, RemoteProfile
 from workbench.transcripts import read_transcript
+from workbench.transcripts.outcomes import Outcome
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.messages import CellRerun
 from workbench.tui.palette_commands import PaletteCommand, workbench_commands
-from workbench.tui.screens.diff_screen import DiffScreen, RerunProfilePickerScreen
+from workbench.tui.screens.diff_screen import DIFF_LINES, DiffScreen, RerunProfilePickerScreen
 from workbench.tui.screens.export_screen import ExportScreen
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
@@ -208,3 +211,22 @@ async def test_a_rerun_can_be_cancelled_from_the_palette(
 
 def commands_of(app: WorkbenchApp) -> dict[str, PaletteCommand]:
     return {command.title: command for command in workbench_commands(app)}
+
+
+async def test_a_diff_of_huge_outcomes_compares_and_shows_the_first_lines() -> None:
+    """Each side compares and shows its first `DIFF_LINES` lines and says how much it left
+    out: 20,000 lines a side (a gateway's answer) took seconds to compare and render, and
+    comparing grows with the square of the lines (found by a review)."""
+    recorded = Outcome(stdout=("same",) * 20_000)
+    observed = Outcome(stdout=("same",) * (DIFF_LINES - 1) + ("other",) + ("same",) * 18_000)
+    app = App[None]()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.push_screen(DiffScreen(CellRerun(1, "here", "there", recorded, observed, 0, 0)))
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DiffScreen)
+        here, there = shown(screen, "#diff-here"), shown(screen, "#diff-there")
+        assert here.count("same") == DIFF_LINES and "other" not in here
+        assert there.count("+ stdout | other") == 1 and there.count("same") == DIFF_LINES - 1
+        assert "in 18,000 lines (an export has all)" in here
+        assert "in 18,000 lines (an export has all)" in there

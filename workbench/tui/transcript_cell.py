@@ -14,7 +14,6 @@ from typing import Literal
 
 from rich.console import Group, RenderableType
 from rich.highlighter import JSONHighlighter
-from rich.style import StyleType
 from rich.syntax import Syntax
 from rich.text import Text
 
@@ -28,20 +27,16 @@ from workbench.transcripts.documents import (
     shown_stderr,
 )
 from workbench.tui.formatting import execution_footer
-from workbench.tui.untrusted import shown
+from workbench.tui.untrusted import (
+    HIGHLIGHTED_CHARS,
+    SHOWN_LINES,
+    ShownBudget,
+    clipped,
+    shown,
+    shown_part,
+)
 
 PYGMENTS_LEXERS = {"python": "python", "javascript": "javascript", "ruby": "ruby", "perl": "perl"}
-
-SHOWN_LINES = 12_000
-"""Lines of one part of a cell (its code, stdout, stderr, a result, a traceback) that the
-transcript renders: rendering takes about 30 µs a line, all at once, so 10,000 lines take
-a third of a second, while a gateway's answer of megabytes would freeze the app for
-minutes. What is past it is left out with a note; copies and exports keep everything."""
-SHOWN_CHARS = 256 * 1024
-"""Characters of one part rendered (a line of 256 KiB wraps into about 2,000)."""
-HIGHLIGHTED_CHARS = 16 * 1024
-"""Code longer than this is shown plain: highlighting 64 KiB (the longest code a runtime
-takes) took almost a second."""
 
 CellPart = Literal["cell", "code", "output", "result"]
 """What can be copied from a cell: all of it, its code, everything below the code, or
@@ -87,37 +82,14 @@ class TranscriptCell(DocumentCell):
         return "\n".join(result_text(self.result)) if self.result is not None else ""
 
 
-def clipped(text: str) -> tuple[str, str | None]:
-    """`text` cut to `SHOWN_LINES` lines and `SHOWN_CHARS` characters, and a note of what
-    was left out (None when nothing was)."""
-    head = text[:SHOWN_CHARS]
-    cut = -1
-    for _ in range(SHOWN_LINES):
-        cut = head.find("\n", cut + 1)
-        if cut < 0:
-            break
-    if cut >= 0:
-        head = head[:cut]
-    if len(head) == len(text):
-        return text, None
-    lines = text.count("\n", len(head) + 1) + 1
-    return head, (
-        f"… {lines:,} more line{'s' if lines != 1 else ''}, {len(text) - len(head):,} "
-        "characters, not shown (a copy has all)"
-    )
-
-
-def shown_part(text: str, style: StyleType = "") -> list[RenderableType]:
-    """Untrusted `text` as `shown` renders it, clipped, with a note if it was."""
-    head, note = clipped(text)
-    return [shown(head, style)] if note is None else [shown(head, style), Text(note, "dim")]
-
-
-def json_text(value: object) -> list[RenderableType]:
+def json_text(value: object, budget: ShownBudget | None = None) -> list[RenderableType]:
     """`value` pretty-printed and highlighted like `rich.json.JSON` does, clipped. JSON
     escapes C0 characters in strings (`\\u001b`) but not DEL and C1 ones: those are
     neutralised."""
-    head, note = clipped(json.dumps(value, indent=2, ensure_ascii=False))
+    if budget is not None and budget.spent:
+        budget.skipped += 1
+        return []
+    head, note = clipped(json.dumps(value, indent=2, ensure_ascii=False), budget)
     text = JSONHighlighter()(neutralise(head))
     text.no_wrap = True
     text.overflow = None
@@ -128,10 +100,16 @@ FROM_ANOTHER_CLIENT = "⇄ from another client"
 
 
 def cell_input(
-    number: str, language: str, code: str, label: str | None = None, *, foreign: bool = False
+    number: str,
+    language: str,
+    code: str,
+    label: str | None = None,
+    *,
+    foreign: bool = False,
+    budget: ShownBudget | None = None,
 ) -> list[RenderableType]:
     """A cell's prompt (`In [number]`, `*` while it runs; `foreign`: noting that another
-    client ran it) and code."""
+    client ran it) and code, clipped to `budget`."""
     prompt = Text.assemble((f"In [{number}] ", "bold cyan"), shown(language, "dim"))
     if label:
         prompt.append_text(shown(f"  ⟳ {label}", "bold magenta"))
@@ -141,7 +119,8 @@ def cell_input(
     if label:  # a labelled cell's code is generated (a watch's runner): the label says it
         return parts
     if len(code) > HIGHLIGHTED_CHARS:
-        return parts + shown_part(code)
+        return parts + shown_part(code, budget=budget)
+    clipped(code, budget)  # short enough to show whole: it still takes its share
     parts.append(
         Syntax(
             neutralise(code),  # may be history recalled from a shared `serve`
@@ -154,11 +133,22 @@ def cell_input(
 
 
 def render_cell(
-    cell: TranscriptCell, *, show_measurements: bool, prices: Prices | None = None
+    cell: TranscriptCell,
+    *,
+    show_measurements: bool,
+    prices: Prices | None = None,
+    shown_lines: int = SHOWN_LINES,
 ) -> RenderableType:
-    """The cell as the transcript shows it: prompt and code, then each kind of output."""
+    """The cell as the transcript shows it: prompt and code, then each kind of output,
+    `shown_lines` lines of them at most (its error's header always shows)."""
+    budget = ShownBudget(lines=shown_lines)
     parts = cell_input(
-        str(cell.number), cell.language, cell.code, cell.label, foreign=cell.from_another_client
+        str(cell.number),
+        cell.language,
+        cell.code,
+        cell.label,
+        foreign=cell.from_another_client,
+        budget=budget,
     )
     result = cell.result
     if result is not None:
@@ -166,20 +156,21 @@ def render_cell(
             for note in result.session.boot_notes:
                 parts.append(shown(f"ⓘ {note}", "bold yellow"))
         if result.stdout:
-            parts += shown_part("\n".join(result.stdout))
+            parts += shown_part("\n".join(result.stdout), budget=budget)
         stderr = shown_stderr(result)
         if stderr:
-            parts += shown_part("\n".join(stderr), "#d08770 italic")
+            parts += shown_part("\n".join(stderr), "#d08770 italic", budget)
         for entry in result.results:
             if entry.is_json:
-                parts += json_text(entry.json)
+                parts += json_text(entry.json, budget)
             else:
-                parts += shown_part(entry.text or "", "bold green")
+                parts += shown_part(entry.text or "", "bold green", budget)
         if result.error is not None:
             parts += shown_part("\n".join(error_header(result.error)), "bold red")
             traceback = error_traceback(result.error)
             if traceback:
-                parts += shown_part("\n".join(traceback), "red")
+                parts += shown_part("\n".join(traceback), "red", budget)
+        parts += budget.skipped_note()
         if result.session is not None:
             for note in result.session.reset_notes:  # what the error above did
                 parts.append(shown(f"ⓘ {note}", "bold yellow"))

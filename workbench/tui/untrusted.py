@@ -10,6 +10,9 @@ a `str`): control characters are shown as `\\xNN`, like the CLI does on a termin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from rich.console import RenderableType
 from rich.style import StyleType
 from rich.text import Span, Text
 from textual.content import Content
@@ -17,6 +20,19 @@ from textual.strip import Strip
 from textual.widgets import TextArea
 
 from workbench.api import neutralise, without_controls
+
+SHOWN_LINES = 12_000
+"""Lines of untrusted text rendered in one go: of a cell in the transcript (its code,
+stdout, stderr, results and traceback together), a read-only file, a side of a diff.
+Rendering takes about 30 µs a line, all at once, so 10,000 lines take a third of a
+second, while a gateway's answer of megabytes froze the app for minutes. What is past it
+is left out with a note; copies and exports keep everything."""
+SHOWN_CHARS = 256 * 1024
+"""Characters rendered in one go, with `SHOWN_LINES` (a line of 256 KiB wraps into about
+2,000)."""
+HIGHLIGHTED_CHARS = 16 * 1024
+"""Code longer than this is shown plain: highlighting 64 KiB (the longest code a runtime
+takes) took almost a second."""
 
 
 def shown(text: str, style: StyleType = "") -> Text:
@@ -48,6 +64,72 @@ def shown_text(text: Text) -> Text:
         for span in text.spans
     ]
     return copy
+
+
+@dataclass
+class ShownBudget:
+    """What is left to render of one cell: each part takes its lines and characters
+    from it, so a cell of many parts stays within the clip too."""
+
+    lines: int = SHOWN_LINES
+    chars: int = SHOWN_CHARS
+    skipped: int = 0
+    """Parts that came once it was spent (a note counts them)."""
+
+    @property
+    def spent(self) -> bool:
+        return self.lines <= 0 or self.chars <= 0
+
+    def skipped_note(self) -> list[RenderableType]:
+        """A note of the parts left out whole, if any."""
+        if not self.skipped:
+            return []
+        return [Text(f"… {_counted(self.skipped, 'more part')} not shown (a copy has all)", "dim")]
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def clipped(
+    text: str, budget: ShownBudget | None = None, whole: str = "a copy has all"
+) -> tuple[str, str | None]:
+    """`text` cut to what `budget` has left (a cell's whole budget if None; at least one
+    line), which it then uses up, and a note of what was left out (None when nothing
+    was; `whole` says where the rest is)."""
+    budget = budget or ShownBudget()
+    body = text.removesuffix("\n")  # a last newline ends a line, it starts none
+    head = body[: max(budget.chars, 1)]
+    cut = -1
+    for _ in range(max(budget.lines, 1)):
+        cut = head.find("\n", cut + 1)
+        if cut < 0:
+            break
+    if cut >= 0:
+        head = head[:cut]
+    budget.lines -= head.count("\n") + 1
+    budget.chars -= len(head)
+    if len(head) == len(body):
+        return text, None
+    rest = body[len(head) :]
+    if head and rest.startswith("\n"):  # cut between lines: the newline is not text
+        rest = rest[1:]
+    return head, (
+        f"… {_counted(len(rest), 'more character')} not shown, in "
+        f"{_counted(rest.count(chr(10)) + 1, 'line')} ({whole})"
+    )
+
+
+def shown_part(
+    text: str, style: StyleType = "", budget: ShownBudget | None = None
+) -> list[RenderableType]:
+    """Untrusted `text` as `shown` renders it, clipped to `budget`, with a note if it was
+    (the note alone when the budget was spent)."""
+    if budget is not None and budget.spent:
+        budget.skipped += 1
+        return []
+    head, note = clipped(text, budget)
+    return [shown(head, style)] if note is None else [shown(head, style), Text(note, "dim")]
 
 
 class ControlFreeTextArea(TextArea):

@@ -41,6 +41,10 @@ def cell_summary(cell: TranscriptCell) -> str:
     return summary
 
 
+PREVIEW_LINES = 500
+"""Lines of a cell the preview renders (again at every move through the list)."""
+
+
 class CellPickerScreen(ModalScreen[CellCopyRequest | None]):
     """The cells oldest first, `current` highlighted; the highlighted one is previewed."""
 
@@ -93,7 +97,12 @@ class CellPickerScreen(ModalScreen[CellCopyRequest | None]):
     @on(OptionList.OptionHighlighted, "#cell-list")
     def show_preview(self, event: OptionList.OptionHighlighted) -> None:
         cell = self.cells[event.option_index]
-        preview = render_cell(cell, show_measurements=self.show_measurements, prices=self.prices)
+        preview = render_cell(
+            cell,
+            show_measurements=self.show_measurements,
+            prices=self.prices,
+            shown_lines=PREVIEW_LINES,
+        )
         self.query_one("#cell-preview", Static).update(preview)
         self.query_one("#cell-preview-scroll", VerticalScroll).scroll_home(animate=False)
 

@@ -24,6 +24,7 @@ from workbench.transcripts import (
 )
 from workbench.tui.messages import CellRerun
 from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
+from workbench.tui.untrusted import ShownBudget, clipped
 
 
 class RerunProfilePickerScreen(ProfilePickerScreen):
@@ -33,9 +34,25 @@ class RerunProfilePickerScreen(ProfilePickerScreen):
         self.query_one(".dialog-title", Label).update("Rerun the cell on profile")
 
 
-def side_text(lines: list[str], changed: set[int], marker: str, style: str) -> Text:
+DIFF_LINES = 2_000
+"""Lines of each side compared and shown: comparing is quadratic at worst (4,000 lines
+alike took 1.6 s), and a gateway's answer may hold hundreds of thousands."""
+
+
+def compared_lines(lines: list[str]) -> tuple[list[str], str | None]:
+    """The lines of one side the screen compares and shows, and a note of the rest."""
+    if not lines:
+        return [], None
+    head, note = clipped("\n".join(lines), ShownBudget(lines=DIFF_LINES), whole="an export has all")
+    return head.split("\n"), note
+
+
+def side_text(
+    lines: list[str], changed: set[int], marker: str, style: str, note: str | None = None
+) -> Text:
     """One side's lines (guest output: control characters shown as `\\xNN`); a changed
-    line gets `marker` and `style` (the marker shows the change without colour too)."""
+    line gets `marker` and `style` (the marker shows the change without colour too);
+    `note`: what was left out."""
     text = Text(no_wrap=False)
     for index, line in enumerate(lines):
         visible = neutralise(line)
@@ -43,6 +60,8 @@ def side_text(lines: list[str], changed: set[int], marker: str, style: str) -> T
             text.append(f"{marker} {visible}\n", style=style)
         else:
             text.append(f"  {visible}\n")
+    if note is not None:
+        text.append(note, style="dim")
     return text
 
 
@@ -73,7 +92,8 @@ class DiffScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         rerun = self.rerun
-        left, right = outcome_lines(rerun.recorded), outcome_lines(rerun.observed)
+        left, left_note = compared_lines(outcome_lines(rerun.recorded))
+        right, right_note = compared_lines(outcome_lines(rerun.observed))
         left_changed, right_changed = changed_lines(left, right)
         with Vertical(id="diff-dialog", classes="dialog"):
             yield Label(
@@ -85,11 +105,14 @@ class DiffScreen(ModalScreen[None]):
             with Horizontal(id="diff-sides"):
                 with VerticalScroll(classes="diff-side") as here_side:
                     here_side.border_title = f"{rerun.here} (recorded)"
-                    yield Static(side_text(left, left_changed, "-", "bold red"), id="diff-here")
+                    yield Static(
+                        side_text(left, left_changed, "-", "bold red", left_note), id="diff-here"
+                    )
                 with VerticalScroll(classes="diff-side") as there_side:
                     there_side.border_title = f"{rerun.profile} (rerun)"
                     yield Static(
-                        side_text(right, right_changed, "+", "bold green"), id="diff-there"
+                        side_text(right, right_changed, "+", "bold green", right_note),
+                        id="diff-there",
                     )
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Close", variant="primary", id="close")

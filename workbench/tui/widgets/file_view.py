@@ -18,7 +18,7 @@ from textual.widgets.text_area import Document
 
 from workbench.api import FileVersion, ReadFileResult, neutralise, without_controls
 from workbench.api.display import human_bytes
-from workbench.tui.untrusted import shown_content
+from workbench.tui.untrusted import HIGHLIGHTED_CHARS, clipped, shown_content
 from workbench.tui.widgets.file_editor import FileEditor
 
 HEX_BYTES = 512
@@ -149,11 +149,17 @@ class FileView(Vertical):
         if binary:
             body.write(hex_summary(read.data))
             return
-        text = neutralise(read.data.decode("utf-8", "replace"))
-        lexer = Syntax.guess_lexer(read.path, text)
-        body.write(
-            Syntax(text, lexer, line_numbers=True, background_color="default", word_wrap=False)
-        )
+        decoded = neutralise(read.data.decode("utf-8", "replace"))
+        text, note = clipped(decoded, whole="`sandbox-workbench files cat` shows all")
+        if len(text) > HIGHLIGHTED_CHARS:  # highlighting a MiB froze the app for seconds
+            body.write(Text(text, no_wrap=True))
+        else:
+            lexer = Syntax.guess_lexer(read.path, text)
+            body.write(
+                Syntax(text, lexer, line_numbers=True, background_color="default", word_wrap=False)
+            )
+        if note is not None:
+            body.write(Text(note, "dim"))
 
     def offer(self, read: ReadFileResult, version: FileVersion, *, discard_edits: bool) -> None:
         """A new read of the file: shown, unless it would replace unsaved edits (kept, and

@@ -7,8 +7,8 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import RichLog
 
-from workbench.tui.transcript_cell import SHOWN_CHARS, cell_input
-from workbench.tui.untrusted import shown
+from workbench.tui.transcript_cell import cell_input
+from workbench.tui.untrusted import SHOWN_CHARS, shown
 
 MAX_LINES = 2000
 """Lines kept while a cell runs (the output limit stops a guest long before)."""

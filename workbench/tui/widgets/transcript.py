@@ -42,8 +42,8 @@ Every run of this context: input, stdout, *stderr*, results, errors and a footer
 with duration, fuel, memory and execution count. *Find in transcript* searches it;
 *Copy cell* / *Copy result* copy the current cell (the last one, or the last match);
 *Copy from a cell* picks any cell, with a preview, and copies its code, output or result.
-A part of a cell past 12,000 lines or 256 KiB is shown clipped; copies and exports hold
-all of it.
+A cell past 12,000 lines or 256 KiB is shown clipped; copies and exports hold all of
+it.
 """
 
     def __init__(
