@@ -164,7 +164,11 @@ async def test_another_writer_is_a_conflict_until_reloaded(
         await wait_for(pilot, lambda: main.tabs.file_view("demo", "/workspace/sub/deep.txt"))
         deep = main.tabs.file_view("demo", "/workspace/sub/deep.txt")
         assert deep is not None
+        # Its editor holds the text once mounted: keys typed before that went elsewhere
+        # (under load the save then found nothing to save).
+        await wait_for(pilot, lambda: deep.is_mounted and deep.editor.text == "deep")
         await type_at_the_end(pilot, deep, "!")
+        assert deep.is_dirty
         await sandbox.delete_file("/workspace/sub", recursive=True)
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, SaveConflictScreen))
@@ -189,7 +193,8 @@ async def test_bad_input_opens_read_only_and_a_failed_save_keeps_the_text(
         latin = await open_file(pilot, app, "latin1.txt")
         assert not latin.is_editable and "read-only: not UTF-8" in header(latin)
         body = latin.query_one("#file-body", RichLog)
-        assert "caf" in "".join(line.text for line in body.lines)  # its text, not hex
+        # Its text, not hex, once the log knows its size (it holds writes back until then).
+        await wait_for(pilot, lambda: "caf" in "".join(line.text for line in body.lines))
         await pilot.press("ctrl+s")  # not bound here: the binding is off for read-only views
         binary = await open_file(pilot, app, "blob.bin")
         assert not binary.is_editable and "read-only: binary" in header(binary)

@@ -101,7 +101,9 @@ def changed_lines(expected: Sequence[str], actual: Sequence[str]) -> tuple[set[i
     """The indices of the lines that differ, on each side (for a side-by-side view)."""
     left: set[int] = set()
     right: set[int] = set()
-    matcher = difflib.SequenceMatcher(a=list(expected), b=list(actual), autojunk=False)
+    # Lines repeated all over a long side are junk to the matcher: without that, 2,000
+    # lines of loop output took two minutes to compare (on the UI thread).
+    matcher = difflib.SequenceMatcher(a=list(expected), b=list(actual), autojunk=True)
     for tag, left_start, left_end, right_start, right_end in matcher.get_opcodes():
         if tag != "equal":
             left.update(range(left_start, left_end))
