@@ -5,15 +5,18 @@ new width or once its hidden tab is shown."""
 from __future__ import annotations
 
 import base64
+import io
 
+from rich.console import Console
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import RichLog, Static, TabbedContent, TabPane
 
-from engines.result import ExecutionResult, ResultEntry
+from engines.result import ExecutionError, ExecutionResult, ResultEntry, SessionState
 from workbench.api import FileVersion, ReadFileResult
-from workbench.tui.transcript_cell import TranscriptCell
+from workbench.tui.screens.cell_picker_screen import cell_summary
+from workbench.tui.transcript_cell import TranscriptCell, render_cell
 from workbench.tui.untrusted import SHOWN_CHARS, SHOWN_LINES, ShownBudget, clipped
 from workbench.tui.widgets.file_view import FileView
 from workbench.tui.widgets.transcript import Transcript
@@ -280,3 +283,31 @@ async def test_a_large_read_only_file_is_shown_clipped_and_plain() -> None:
         assert texts[-1].startswith("… ") and texts[-1].endswith(
             "not shown, in 78,000 lines (`sandbox-workbench files cat` shows all)"
         )
+
+
+def test_a_hostile_answer_renders_bounded_in_every_part() -> None:
+    """Past the per-cell clip, what is rendered stays bounded before it is rendered: a
+    value of millions of items is printed only up to the clip, an error's header and
+    each note take a few lines, a thousand notes show ten, and the cell picker names an
+    error of 20,000 lines by its first (found by a review: 9 s, 58 s, 92 s and 7 s)."""
+    result = ExecutionResult(
+        code="x",
+        language="python",
+        engine="test",
+        duration_ms=1,
+        results=[ResultEntry(json=[0] * 3_000_000, is_json=True)],
+        error=ExecutionError("N\n" * 20_000, "ab\n" * 300_000),
+        session=SessionState("restored", notes=("long\n" * 100_000,) * 1_000),
+    )
+    cell = TranscriptCell(1, "x", "python", result)
+    console = Console(width=100, file=io.StringIO(), record=True)
+    console.print(render_cell(cell, show_measurements=False, shown_lines=500))
+    lines = console.export_text().splitlines()
+    assert "… the rest of the value not shown (a copy has all)" in lines
+    assert "… 990 more notes not shown" in lines
+    assert len(lines) < 500 + 200 + 10 * 6 + 40
+    assert cell_summary(cell) == "[1] x  ✗ N"
+    assert clipped("\nabc", ShownBudget(lines=1)) == (
+        "",
+        "… 3 more characters not shown, in 1 line (a copy has all)",
+    )

@@ -9,6 +9,7 @@ characters as `\\xNN`); the plain text for copying and exporting stays exact.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -82,6 +83,19 @@ class TranscriptCell(DocumentCell):
         return "\n".join(result_text(self.result)) if self.result is not None else ""
 
 
+def _json_head(value: object, chars: int) -> tuple[str, bool]:
+    """`value` pretty-printed, and whether that is all of it: printing stops once past
+    `chars` (a 16 MiB answer took 9 s to print whole before it was clipped)."""
+    pieces: list[str] = []
+    length = 0
+    for piece in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(value):
+        pieces.append(piece)
+        length += len(piece)
+        if length > chars:
+            return "".join(pieces), False
+    return "".join(pieces), True
+
+
 def json_text(value: object, budget: ShownBudget | None = None) -> list[RenderableType]:
     """`value` pretty-printed and highlighted like `rich.json.JSON` does, clipped. JSON
     escapes C0 characters in strings (`\\u001b`) but not DEL and C1 ones: those are
@@ -89,7 +103,10 @@ def json_text(value: object, budget: ShownBudget | None = None) -> list[Renderab
     if budget is not None and budget.spent:
         budget.skipped += 1
         return []
-    head, note = clipped(json.dumps(value, indent=2, ensure_ascii=False), budget)
+    pretty, whole = _json_head(value, (budget or ShownBudget()).chars)
+    head, note = clipped(pretty, budget)
+    if not whole:  # its length is not known: it was not printed to the end
+        note = "… the rest of the value not shown (a copy has all)"
     text = JSONHighlighter()(neutralise(head))
     text.no_wrap = True
     text.overflow = None
@@ -118,7 +135,8 @@ def cell_input(
     parts: list[RenderableType] = [prompt]
     if label:  # a labelled cell's code is generated (a watch's runner): the label says it
         return parts
-    if len(code) > HIGHLIGHTED_CHARS:
+    lines_left = budget.lines if budget is not None else SHOWN_LINES
+    if len(code) > HIGHLIGHTED_CHARS or code.count("\n") >= lines_left:
         return parts + shown_part(code, budget=budget)
     clipped(code, budget)  # short enough to show whole: it still takes its share
     parts.append(
@@ -129,6 +147,20 @@ def cell_input(
             word_wrap=True,
         )
     )
+    return parts
+
+
+SHOWN_NOTES = 10
+"""Notes on a run's REPL state shown (a runtime gives one or two; a gateway any number)."""
+
+
+def session_notes(notes: Sequence[str]) -> list[RenderableType]:
+    """Notes on where a run's REPL state came from, each clipped to a few lines."""
+    parts: list[RenderableType] = []
+    for note in notes[:SHOWN_NOTES]:
+        parts += shown_part(f"ⓘ {note}", "bold yellow", ShownBudget(lines=5, chars=2000))
+    if len(notes) > SHOWN_NOTES:
+        parts.append(Text(f"… {len(notes) - SHOWN_NOTES:,} more notes not shown", "dim"))
     return parts
 
 
@@ -153,8 +185,7 @@ def render_cell(
     result = cell.result
     if result is not None:
         if result.session is not None:
-            for note in result.session.boot_notes:
-                parts.append(shown(f"ⓘ {note}", "bold yellow"))
+            parts += session_notes(result.session.boot_notes)
         if result.stdout:
             parts += shown_part("\n".join(result.stdout), budget=budget)
         stderr = shown_stderr(result)
@@ -166,14 +197,14 @@ def render_cell(
             else:
                 parts += shown_part(entry.text or "", "bold green", budget)
         if result.error is not None:
-            parts += shown_part("\n".join(error_header(result.error)), "bold red")
+            header = "\n".join(error_header(result.error))
+            parts += shown_part(header, "bold red", ShownBudget(lines=min(shown_lines, 200)))
             traceback = error_traceback(result.error)
             if traceback:
                 parts += shown_part("\n".join(traceback), "red", budget)
         parts += budget.skipped_note()
         if result.session is not None:
-            for note in result.session.reset_notes:  # what the error above did
-                parts.append(shown(f"ⓘ {note}", "bold yellow"))
+            parts += session_notes(result.session.reset_notes)  # what the error above did
         footer = execution_footer(result, show_measurements=show_measurements, prices=prices)
         parts.append(Text(footer, style="dim"))
     if cell.failure is not None:

@@ -105,15 +105,14 @@ def clipped(
         cut = head.find("\n", cut + 1)
         if cut < 0:
             break
-    if cut >= 0:
+    between_lines = cut >= 0
+    if between_lines:
         head = head[:cut]
     budget.lines -= head.count("\n") + 1
     budget.chars -= len(head)
     if len(head) == len(body):
         return text, None
-    rest = body[len(head) :]
-    if head and rest.startswith("\n"):  # cut between lines: the newline is not text
-        rest = rest[1:]
+    rest = body[len(head) + 1 :] if between_lines else body[len(head) :]  # not the newline
     return head, (
         f"… {_counted(len(rest), 'more character')} not shown, in "
         f"{_counted(rest.count(chr(10)) + 1, 'line')} ({whole})"

@@ -864,9 +864,9 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
             self.connection.remember_input(message.sandbox_id, message.context_id, message.code)
         result = message.result
         if result is not None and result.session is not None:
-            for note in result.session.notes:
+            for note in result.session.notes[:3]:  # a gateway may send any number
                 self.notify(
-                    note,
+                    note if len(note) <= 300 else note[:299] + "…",
                     title="REPL state",
                     severity="warning" if result.session.state_lost else "information",
                 )
