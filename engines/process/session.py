@@ -427,8 +427,8 @@ class ProcessSession:
         try:
             engine_process = self._live_process()
         except PrepareError as error:
-            if self._cancel_pending:  # the open was cut short by the cancel
-                return self._failure(code, LIMIT_ERROR, CANCELLED, cwd)
+            if self._cancel_pending:  # the open was cut short: the state stays where it was
+                return self._failure(code, LIMIT_ERROR, CANCELLED, cwd, self._expected_boot())
             return self._failure(code, ENGINE_ERROR, str(error), cwd)
         blobs: list[codec.Blob] = []
         update: TreeUpdate | None = None

@@ -504,6 +504,19 @@ async def test_a_revisit_given_up_while_its_engine_process_hangs_frees_the_conte
             sandbox.interpreter.run_code("len(blob)", context=kept), timeout=20
         )
         assert again.error is None and again.results[0].text == "2048000"
+        # Its history says it was cancelled, and nothing of a fresh start (found by a
+        # review: "the context had no snapshot to restore; it started fresh").
+        cancelled = [
+            entry.result
+            for entry in await sandbox.interpreter.history(kept)
+            if entry.result is not None and entry.result.error is not None
+        ]
+        assert [result.error.message for result in cancelled if result.error] == [
+            "Execution cancelled"
+        ]
+        session = cancelled[0].session
+        assert session is not None and session.boot == "restored"  # where its state still is
+        assert not any("fresh" in note for note in session.notes)
     finally:
         for pid in stopped:
             with contextlib.suppress(ProcessLookupError):

@@ -328,8 +328,10 @@ async def with_backend(
         # The client reads an answer of the wrong shape as an INTERNAL_ERROR caused by
         # what was wrong; a remote gateway is then named, with that cause.
         cause = error.__cause__ if isinstance(error, SandboxError) else error
-        if backend.engines is not None or not isinstance(cause, malformed):
-            raise  # the local backend: a bug, not a bad answer
+        if not isinstance(cause, malformed):
+            raise
+        if backend.engines is not None:  # the local backend: a bug, not a bad answer
+            raise cause from None
         raise MalformedAnswerError(
             f"the gateway at {backend.description} sent an answer this workbench does not "
             f"understand ({type(cause).__name__}: {cause}); is the profile's URL a "

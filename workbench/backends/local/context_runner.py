@@ -348,13 +348,15 @@ class ContextRunner:
                     on_output,
                 )
         except EngineUnavailableError as error:
-            if current.requested:  # cancelled while its session was being opened
+            boot = Boot.FRESH
+            if current.requested:  # cancelled while its session was opened: state stays
                 result = runtime.engine_error(code, CANCELLED, started, LIMIT_ERROR)
+                boot = Boot.RESTORED if row.snapshot is not None else Boot.FRESH
             else:
                 result = runtime.engine_error(
                     code, f"{runtime.language} engine unavailable: {error.__cause__}", started
                 )
-            return self._finish(row, result, ChangeSet(), Boot.FRESH, [])
+            return self._finish(row, result, ChangeSet(), boot, [])
 
     def _run_blocking(
         self,
@@ -398,7 +400,9 @@ class ContextRunner:
             if session.snapshots and session.alive and not is_limit:
                 taken = self._snapshots.take(session)  # spec 7.7: after every good run
             notes = list(report.notes)
-            if report.boot is Boot.FRESH and row.executions > 0:
+            if is_limit:  # a cancel may have come before the boot: it says nothing of one
+                pass
+            elif report.boot is Boot.FRESH and row.executions > 0:
                 notes.append("the context had no snapshot to restore; it started fresh")
             elif report.boot is Boot.RESTORED and not was_resident and row.snapshot is not None:
                 taken_at = iso_from_ms(int(row.snapshot["takenAt"]))
