@@ -4,6 +4,7 @@ runs no engine: the engine is not the subject here."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,24 @@ async def test_a_run_answered_with_garbage_fails_that_cell_and_the_context_keeps
             result = repl.transcript.cells[-1].result
             assert result is not None and result.error is None
             assert result.results[0].text == "42"  # both runs happened; nothing was lost
+
+
+async def test_a_health_answer_listing_odd_features_still_connects(tmp_path: Path) -> None:
+    """`features` holding something that is not a name (`[[1]]`) is ignored, where the
+    health check raised outside its error handling and never reported (found by a
+    review)."""
+    data = tmp_path / "data"
+    with local_gateway(data) as gateway:
+
+        async def handle(request: Request) -> Response:
+            answer = await gateway.handle(request)
+            if request.path == "/v1/health":
+                body = json.loads(answer.body)
+                body["features"] = [[1], {"a": 1}, *body.get("features", [])]
+                return Response.json(200, body)
+            return answer
+
+        app = app_over(data, MockTransport(handle))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until_connected(pilot)
+            assert app.main_screen.connection.streams_output  # the real names still count

@@ -289,7 +289,9 @@ class ProfileConnection:
         if profile == self.profile:
             self.versions = VersionReport.read(health)
             listed = health.get("features")
-            features = set(listed) if isinstance(listed, list) else set()
+            # Only names count: a gateway's list may hold anything (`[[1]]` is unhashable).
+            listed_names = listed if isinstance(listed, list) else []
+            features = {name for name in listed_names if isinstance(name, str)}
             self.streams_output = OUTPUT_STREAM_FEATURE in features
             self.inspects_copies = CONTEXT_INSPECT_FEATURE in features
             self.notice_daemon(profile, ServingDaemon.read(health))
