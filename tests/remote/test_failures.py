@@ -31,32 +31,43 @@ from workbench.protocol.http import NDJSON
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-async def read_request(reader: asyncio.StreamReader) -> None:
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """One request, read whole: its body."""
     headers = await reader.readuntil(b"\r\n\r\n")
     length = 0
     for line in headers.decode("latin-1").split("\r\n"):
         if line.lower().startswith("content-length:"):
             length = int(line.split(":", 1)[1])
-    if length:
-        await reader.readexactly(length)
+    return await reader.readexactly(length) if length else b""
+
+
+async def write_answer(
+    writer: asyncio.StreamWriter,
+    status: str,
+    body: bytes,
+    content_type: str = "application/json",
+    headers: str = "",
+) -> None:
+    """Write one answer (`headers` each ending in CRLF) and close; a client that stops
+    reading early does not fail it."""
+    writer.write(
+        f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n{headers}"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+        + body
+    )
+    with contextlib.suppress(ConnectionError):
+        await writer.drain()
+    writer.close()
 
 
 def reply(
     status: str, body: bytes, content_type: str = "application/json", headers: str = ""
 ) -> Handler:
-    """A gateway answering `body` (with `headers`, each ending in CRLF) to every request;
-    a client that stops reading early does not fail it."""
+    """A gateway answering `body` to every request (see `write_answer`)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(
-            f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n{headers}"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
-            + body
-        )
-        with contextlib.suppress(ConnectionError):
-            await writer.drain()
-        writer.close()
+        await write_answer(writer, status, body, content_type, headers)
 
     return handle
 
@@ -199,6 +210,20 @@ def gzip_bomb(inflated: int) -> bytes:
     return b"".join(packer.compress(block) for _ in range(inflated >> 20)) + packer.flush()
 
 
+async def info_answered(
+    gateway_factory: Callable[[Handler], Awaitable[str]], body: bytes, encoding: str
+) -> SandboxError:
+    """The error of a sandbox's info answered with `body` in `encoding` (it must fail)."""
+    url = await gateway_factory(reply("200 OK", body, headers=f"content-encoding: {encoding}\r\n"))
+    backend = open_remote_backend("encoded", url, "t", retries=0)
+    try:
+        with pytest.raises(SandboxError) as caught:
+            await backend.sandbox("demo").get_info()
+    finally:
+        await backend.aclose()
+    return caught.value
+
+
 async def test_an_answer_past_the_cap_is_not_read_whole(
     gateway_factory: Callable[[Handler], Awaitable[str]],
 ) -> None:
@@ -206,14 +231,9 @@ async def test_an_answer_past_the_cap_is_not_read_whole(
     `MAX_ANSWER_BYTES`; it used to be inflated whole, to a MemoryError."""
     body = gzip_bomb(MAX_ANSWER_BYTES + (32 << 20))
     assert len(body) < 200_000
-
-    url = await gateway_factory(reply("200 OK", body, headers="content-encoding: gzip\r\n"))
-    backend = open_remote_backend("bomb", url, "t", retries=0)
-    with pytest.raises(SandboxError) as caught:
-        await backend.sandbox("demo").get_info()
-    assert caught.value.code == "INTERNAL_ERROR"
-    assert "larger than 64 MiB" in caught.value.message
-    await backend.aclose()
+    refused = await info_answered(gateway_factory, body, "gzip")
+    assert refused.code == "INTERNAL_ERROR"
+    assert "larger than 64 MiB" in refused.message
 
 
 async def test_an_answer_gzipped_twice_is_refused_unread(
@@ -222,14 +242,9 @@ async def test_an_answer_gzipped_twice_is_refused_unread(
     """`gzip, gzip`: httpx chained its decoders and inflated each chunk whole, so 980
     bytes became 1 GiB before the cap looked; the client reads one layer only."""
     body = gzip.compress(gzip_bomb(32 << 20))
-
-    url = await gateway_factory(reply("200 OK", body, headers="content-encoding: gzip, gzip\r\n"))
-    backend = open_remote_backend("twice", url, "t", retries=0)
-    with pytest.raises(SandboxError) as caught:
-        await backend.sandbox("demo").get_info()
-    assert caught.value.code == "INTERNAL_ERROR"
-    assert "encoded as 'gzip, gzip', which the client does not read" in caught.value.message
-    await backend.aclose()
+    refused = await info_answered(gateway_factory, body, "gzip, gzip")
+    assert refused.code == "INTERNAL_ERROR"
+    assert "encoded as 'gzip, gzip', which the client does not read" in refused.message
 
 
 async def test_a_request_body_with_a_lone_surrogate_is_sent_escaped(
@@ -240,21 +255,8 @@ async def test_a_request_body_with_a_lone_surrogate_is_sent_escaped(
     bodies: list[bytes] = []
 
     async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        headers = await reader.readuntil(b"\r\n\r\n")
-        length = next(
-            int(line.split(b":", 1)[1])
-            for line in headers.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        )
-        bodies.append(await reader.readexactly(length))
-        answer = b'{"results": [], "logs": {"stdout": [], "stderr": []}}'
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-            + f"content-length: {len(answer)}\r\nconnection: close\r\n\r\n".encode()
-            + answer
-        )
-        await writer.drain()
-        writer.close()
+        bodies.append(await read_request(reader))
+        await write_answer(writer, "200 OK", b'{"results": [], "logs": {"stdout": [], "stderr": []}}')
 
     url = await gateway_factory(record)
     backend = open_remote_backend("odd", url, "t", retries=0)
