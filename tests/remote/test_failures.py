@@ -256,7 +256,8 @@ async def test_a_request_body_with_a_lone_surrogate_is_sent_escaped(
 
     async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         bodies.append(await read_request(reader))
-        await write_answer(writer, "200 OK", b'{"results": [], "logs": {"stdout": [], "stderr": []}}')
+        empty_run = b'{"results": [], "logs": {"stdout": [], "stderr": []}}'
+        await write_answer(writer, "200 OK", empty_run)
 
     url = await gateway_factory(record)
     backend = open_remote_backend("odd", url, "t", retries=0)
