@@ -35,6 +35,11 @@ HIGHLIGHTED_CHARS = 16 * 1024
 takes) took almost a second."""
 
 
+def cut(text: str, width: int) -> str:
+    """`text` up to `width` characters, ending in `…` when it was longer."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def shown(text: str, style: StyleType = "") -> Text:
     """Untrusted `text` as a Rich `Text` in `style`: control characters as `\\xNN`."""
     return Text(neutralise(text), style=style)

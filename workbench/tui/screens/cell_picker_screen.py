@@ -14,7 +14,7 @@ from textual.widgets.option_list import Option
 
 from workbench.config import Prices
 from workbench.tui.transcript_cell import CellPart, TranscriptCell, render_cell
-from workbench.tui.untrusted import shown_content
+from workbench.tui.untrusted import cut, shown_content
 
 SUMMARY_WIDTH = 40
 KEYS_HINT = "Enter whole cell · c code · o output · r result · Esc cancel"
@@ -29,8 +29,7 @@ class CellCopyRequest:
 def one_line(text: str) -> str:
     """`text`'s first line, stripped, cut to `SUMMARY_WIDTH` (a guest names its errors:
     one named with 20,000 lines took the picker 7 s to open)."""
-    first = text[: SUMMARY_WIDTH * 4].strip().split("\n", 1)[0]
-    return first if len(first) <= SUMMARY_WIDTH else first[: SUMMARY_WIDTH - 1] + "…"
+    return cut(text[: SUMMARY_WIDTH * 4].strip().split("\n", 1)[0], SUMMARY_WIDTH)
 
 
 def cell_summary(cell: TranscriptCell) -> str:

@@ -89,7 +89,7 @@ from workbench.tui.tree_nodes import (
     TreeNodeData,
     context_from_info,
 )
-from workbench.tui.untrusted import shown_content
+from workbench.tui.untrusted import cut, shown_content
 from workbench.tui.widgets.info_panel import InfoPanel
 from workbench.tui.widgets.inspector_panel import InspectorPanel
 from workbench.tui.widgets.repl_pane import ReplPane
@@ -866,7 +866,7 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
         if result is not None and result.session is not None:
             for note in result.session.notes[:3]:  # a gateway may send any number
                 self.notify(
-                    note if len(note) <= 300 else note[:299] + "…",
+                    cut(note, 300),
                     title="REPL state",
                     severity="warning" if result.session.state_lost else "information",
                 )
