@@ -170,3 +170,43 @@ async def test_every_answer_of_the_wrong_shape_is_a_clear_sandbox_error(body: ob
             "Invalid sandbox response",
         ), name
     await backend.aclose()
+
+
+@pytest.mark.parametrize(
+    ("call", "body"),
+    [
+        ("exists", {"path": "/workspace/a", "exists": "false", "timestamp": "t"}),
+        ("exists", {"path": "/workspace/a", "exists": 0, "timestamp": "t"}),
+        (
+            "read",
+            {"path": "/workspace/a", "content": "aGk", "encoding": "base64", "timestamp": "t"},
+        ),
+    ],
+    ids=["exists-as-a-string", "exists-as-a-number", "base64-that-does-not-decode"],
+)
+async def test_answers_whose_values_cannot_mean_what_they_claim_are_invalid(
+    call: str, body: dict[str, object]
+) -> None:
+    """A boolean sent as the string "false" was coerced to True (a missing file said to
+    exist), and base64 that does not decode raised a bare binascii.Error where the bytes
+    were first used (a traceback in `files read`)."""
+    sandbox = SandboxClient(MockTransport(lambda request: Response.json(200, body)), "demo")
+    with pytest.raises(SandboxError) as raised:
+        if call == "exists":
+            await sandbox.exists("a")
+        else:
+            await sandbox.read_file("a", encoding="base64")
+    assert (raised.value.code, raised.value.message) == (
+        "INTERNAL_ERROR",
+        "Invalid sandbox response",
+    )
+
+
+async def test_a_null_boolean_reads_as_false_and_good_base64_reads_as_its_bytes() -> None:
+    answers = [
+        {"path": "/workspace/a", "exists": None, "timestamp": "t"},
+        {"path": "/workspace/a", "content": "aGk=", "encoding": "base64", "timestamp": "t"},
+    ]
+    sandbox = SandboxClient(MockTransport(lambda request: Response.json(200, answers.pop(0))), "d")
+    assert (await sandbox.exists("a")).exists is False
+    assert (await sandbox.read_file("a", encoding="base64")).data == b"hi"

@@ -226,6 +226,20 @@ def test_malformed_gateway_answers_are_exit_3(tmp_path: Path) -> None:
             )
 
 
+def test_a_malformed_execution_answer_is_exit_3_with_what_was_wrong(tmp_path: Path) -> None:
+    """`run` checked an execution answer's shape without saying why, so the CLI took it
+    for one of its own errors (exit 1, "Invalid sandbox response"), not the gateway's."""
+    env = cli_env(tmp_path, TOKEN="t" * 20)
+    with gateway_answering(b'{"results": "not a list"}') as url:
+        run_cli(env, "profiles", "add", "odd", "--url", url, "--token-env", "TOKEN", "--force")
+        for sandbox in (("-s", "box"), ()):
+            ran = run_cli(env, "run", *sandbox, "-b", "PYTHON", "-c", "1+1", "-p", "odd")
+            assert ran.returncode == 3, ran.stderr
+            line = one_error_line(ran)
+            assert line.startswith(f"error: the gateway at {url} sent an answer"), line
+            assert "an execution's answer needs a results list" in line
+
+
 def test_keyring_failures_are_one_line(tmp_path: Path) -> None:
     env = cli_env(tmp_path, PYTHON_KEYRING_BACKEND="tests.cli.BrokenKeyring")
     write_config(tmp_path, '[profiles.k]\nurl = "https://gw.example"\ntoken_keyring = true\n')

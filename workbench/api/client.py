@@ -314,7 +314,9 @@ class Interpreter:
             and isinstance(data.get("results"), list)
             and isinstance(data.get("logs"), dict)
         ):
-            raise invalid_response()
+            raise invalid_response() from TypeError(
+                "an execution's answer needs a results list and a logs object"
+            )
         result = decoded(ExecutionResult, data)
         await lines.finish(result)
         return result
@@ -507,7 +509,9 @@ class SandboxClient:
             raise
         result = decoded(FilesBatchResult, data)
         if len(result.results) != len(entries):
-            raise invalid_response()
+            raise invalid_response() from ValueError(
+                f"{len(result.results)} results for {len(entries)} entries"
+            )
         return result
 
     async def cancel(self) -> bool:
@@ -548,7 +552,9 @@ class Backend:
     async def health(self) -> dict[str, Any]:
         data = await self._call("GET", "/v1/health")
         if not isinstance(data, dict):
-            raise invalid_response("Invalid health response")
+            raise invalid_response("Invalid health response") from TypeError(
+                "the health answer is not a JSON object"
+            )
         return data
 
     async def runtimes(self) -> list[RuntimeInfo]:
@@ -584,7 +590,7 @@ class Backend:
         )
         data = parse_json_response(response)
         if not (isinstance(data, dict) and isinstance(data.get("results"), list)):
-            raise invalid_response()
+            raise invalid_response() from TypeError("an execution's answer needs a results list")
         return decoded(ExecutionResult, data)
 
     async def aclose(self) -> None:

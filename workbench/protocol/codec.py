@@ -10,7 +10,8 @@ with its own ``to_json``/``from_json`` (the engines' `ExecutionResult`) travels 
 Reading is as lenient as the protocol's clients have always been: scalars are coerced to
 their declared type, a missing or null list or object is empty, a missing optional value is
 None; a missing required scalar fails (``KeyError``), and so does what is not an object
-where one belongs (``TypeError``).
+where one belongs (``TypeError``). A boolean is read only from a boolean (or null, as
+false): coercing would read the string "false" as true.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ Reader = Callable[[Any], Any]
 _MISSING: Any = dataclasses.MISSING
 _NOT_GIVEN: Any = object()
 """`wire(missing=...)` not given (None is a value a missing key may read as)."""
-_COERCE: dict[Any, Reader] = {str: str, int: int, float: float, bool: bool}
+
+
+def _boolean(value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    raise TypeError(f"expected a boolean, got {type(value).__name__}")
+
+
+_COERCE: dict[Any, Reader] = {str: str, int: int, float: float, bool: _boolean}
 
 
 @dataclass(frozen=True)

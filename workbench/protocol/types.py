@@ -9,9 +9,11 @@ own (`engines.result`, which cannot import workbench) and travel by their own co
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from functools import cached_property
+from typing import Any, Self
 
 from engines.result import (
     ContextRef,
@@ -495,7 +497,16 @@ class ReadFileResult(WireType):
     size: int = field(metadata=wire(missing=0))
     timestamp: str
 
-    @property
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        """As every wire type; base64 that does not decode fails here (binascii.Error, a
+        ValueError), not where the bytes are first used."""
+        read = super().from_json(data)
+        if read.encoding == "base64":
+            _ = read.data
+        return read
+
+    @cached_property
     def data(self) -> bytes:
         """The file's bytes (decoded from base64 when the read asked for it)."""
         if self.encoding == "base64":
