@@ -84,7 +84,8 @@ class EngineProcessPool:
             engine_process = None
             while self._idle and engine_process is None:
                 engine_process = self._idle.pop()
-                if engine_process.process.poll() is not None:  # a spare that died while idle
+                # a spare that died while idle, or one killed that has not yet exited
+                if engine_process.dead or engine_process.process.poll() is not None:
                     engine_process.kill()  # reaps it
                     engine_process = None
         if engine_process is None:

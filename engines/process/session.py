@@ -526,10 +526,12 @@ class ProcessSession:
             sent = self._in_call
             if not sent:  # set with the check: the request takes it, or the open ends
                 self._cancel_pending = True
-            seq, engine_process, opening = self._seq, self._process, self._opening
+            seq, engine_process = self._seq, self._process
+            if not sent and self._opening is not None:
+                # Killed under the lock: once the open lets go of the process (to the pool
+                # or to the session) no kill of this cancel can land on it.
+                self._opening.kill()  # an engine process that hangs would hold it long
         if not sent:
-            if opening is not None:  # an engine process that hangs would hold it long
-                opening.kill()
             return
         if engine_process is not None and not engine_process.dead:
             with contextlib.suppress(EngineProcessDied):
@@ -539,11 +541,10 @@ class ProcessSession:
         """Cancel the opening of the session for its first execution: the process it is
         opened in is killed (an engine process that hangs would hold the open up to its
         deadline), and the constructor raises `PrepareError`."""
-        with self._flags:
+        with self._flags:  # killed under the lock, as in `cancel`
             self._cancel_pending = True
-            opening = self._opening
-        if opening is not None:
-            opening.kill()
+            if self._opening is not None:
+                self._opening.kill()
 
     def take_snapshot(self) -> None:
         """Ask for the snapshot of the state the last run left; it is taken after the

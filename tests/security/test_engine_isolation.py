@@ -315,6 +315,24 @@ def test_a_spare_that_died_while_idle_is_never_handed_out(engines_ready: None) -
         pool.close()
 
 
+def test_a_spare_killed_while_idle_is_never_handed_out_before_it_has_exited(
+    engines_ready: None,
+) -> None:
+    """A kill that lands on a process after it went back to the pool (a cancel's, racing
+    the open it meant to end) marks it dead before the process has exited: the pool
+    checked only whether it had exited, and could hand it to the next session."""
+    pool = EngineProcessPool(spares=0)
+    try:
+        spare = pool.acquire()
+        pool.release(spare)
+        spare.dead = True  # as `kill` leaves it until the process has exited (microseconds)
+        engine_process = pool.acquire()
+        assert engine_process is not spare and not engine_process.dead
+        assert spare.process.wait(timeout=10) is not None  # the pool ended it
+    finally:
+        pool.close()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_engine_processes_inherit_no_secrets(
     engines_ready: None, monkeypatch: pytest.MonkeyPatch
