@@ -158,4 +158,4 @@ async def test_the_env_vars_count_says_variable_or_variables(tmp_path: Path) -> 
         await wait_for(pilot, lambda: "more problems" in str(count.render()))
         lines = str(count.render()).splitlines()
         assert lines[0] == "line 1: key '0' must match ^[A-Za-z_][A-Za-z0-9_]*$"
-        assert len(lines) == 6 and lines[5] == "… 4995 more problems"
+        assert len(lines) == 6 and lines[5] == "… 4,995 more problems"

@@ -81,8 +81,8 @@ def human_bytes(count: int) -> str:
 
 
 def counted(count: int, noun: str) -> str:
-    """`1 file`, `3 files`: a count with its noun (regular plurals only)."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    """`1 file`, `3 files`, `1,000 files`: a count with its noun (regular plurals only)."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def describe_backend(backend: Backend) -> str:

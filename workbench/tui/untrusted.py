@@ -20,6 +20,7 @@ from textual.strip import Strip
 from textual.widgets import TextArea
 
 from workbench.api import neutralise, without_controls
+from workbench.api.display import counted
 
 SHOWN_LINES = 12_000
 """Lines of untrusted text rendered in one go: of a cell in the transcript (its code,
@@ -89,11 +90,7 @@ class ShownBudget:
         """A note of the parts left out whole, if any."""
         if not self.skipped:
             return []
-        return [Text(f"… {_counted(self.skipped, 'more part')} not shown (a copy has all)", "dim")]
-
-
-def _counted(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+        return [Text(f"… {counted(self.skipped, 'more part')} not shown (a copy has all)", "dim")]
 
 
 def clipped(
@@ -119,8 +116,8 @@ def clipped(
         return text, None
     rest = body[len(head) + 1 :] if between_lines else body[len(head) :]  # not the newline
     return head, (
-        f"… {_counted(len(rest), 'more character')} not shown, in "
-        f"{_counted(rest.count(chr(10)) + 1, 'line')} ({whole})"
+        f"… {counted(len(rest), 'more character')} not shown, in "
+        f"{counted(rest.count(chr(10)) + 1, 'line')} ({whole})"
     )
 
 
