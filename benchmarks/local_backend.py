@@ -1,6 +1,6 @@
 """Local backend benchmarks: the API's overhead over a bare engine call, a revisit of an
-evicted context, a 1,000-file workspace reaching the engine, and the store's size and
-speed with history.
+evicted context, a run beside many resident contexts, a 1,000-file workspace reaching the
+engine, and the store's size and speed with history.
 Run: `python -m benchmarks local_backend`."""
 
 from __future__ import annotations
@@ -166,6 +166,40 @@ async def revisit(binding: str, data_dir: Path) -> None:
     )
 
 
+CROWD = 31
+"""Other contexts resident beside the one timed (the resident cap is 32)."""
+
+
+async def crowded(data_dir: Path) -> None:
+    """A JavaScript `run_code('1+1')` at a REPL's pace with no other context resident,
+    then with `CROWD` more resident (in sandboxes of their own, as 8 is a sandbox's cap):
+    what a run pays for the sessions it does not use."""
+    backend = open_local_backend(data_dir, embedded=True, memory_budget=8 << 30)
+    interpreter = backend.sandbox("bench-crowd").interpreter
+    context = await interpreter.create_code_context("JAVASCRIPT")
+
+    async def paced() -> float:
+        samples = []
+        for _ in range(40):
+            await asyncio.sleep(PAUSE)
+            started = time.perf_counter()
+            await interpreter.run_code("1+1", context=context)
+            samples.append((time.perf_counter() - started) * 1000)
+        return statistics.median(samples)
+
+    await interpreter.run_code("1+1", context=context)
+    alone = await paced()
+    for index in range(CROWD):
+        other = backend.sandbox(f"bench-crowd-{index}").interpreter
+        await other.run_code("1+1", context=await other.create_code_context("JAVASCRIPT"))
+    crowd = await paced()
+    await backend.aclose()
+    print(
+        f"  JAVASCRIPT run_code('1+1') p50 with {CROWD} other contexts resident {crowd:6.2f} ms "
+        f"vs alone {alone:6.2f} ms ({crowd / alone:4.2f}x)"
+    )
+
+
 async def many_files(data_dir: Path) -> None:
     backend = open_local_backend(data_dir, embedded=True)
     sandbox = backend.sandbox("bench-files")
@@ -214,6 +248,7 @@ async def run() -> None:
             await api_overhead(binding, Path(scratch) / binding)
         for binding in LANGUAGES:
             await revisit(binding, Path(scratch) / f"revisit-{binding}")
+        await crowded(Path(scratch) / "crowd")
         await many_files(Path(scratch) / "files")
         await history_cost(Path(scratch) / "history")
 
