@@ -589,6 +589,48 @@ async def test_a_run_reads_the_memory_of_its_own_engine_process_only(
         await backend.aclose()
 
 
+async def test_the_budget_counts_what_a_running_session_holds_now(
+    tmp_path: Path, python_engine: None, perl_engine: None
+) -> None:
+    """A busy session's memory is read again whenever the pool settles (its run may be
+    growing it), so a run that allocates makes room by evicting idle sessions while it
+    runs: counted as it was when the run began, it let them all stay over the budget."""
+    backend = open_local_backend(tmp_path / "data", embedded=True, memory_budget=4096 << 20)
+    try:
+        gateway = backend.transport.gateway  # type: ignore[attr-defined]
+        idle = backend.sandbox("idle").interpreter
+        idle_context = await idle.create_code_context("PERL")
+        await idle.run_code("our $v = 1", context=idle_context)
+        big = backend.sandbox("big").interpreter
+        big_context = await big.create_code_context("PYTHON")
+        await big.run_code("import time", context=big_context)
+        grower = gateway.sessions.get(("big", big_context.id))
+        at_rest = sum(session.private_bytes for session in gateway.sessions._sessions.values())
+        # room at rest for one more Perl session (the idle one's size) and 20 MiB
+        perl_bytes = gateway.sessions.get(("idle", idle_context.id)).private_bytes
+        gateway.sessions.memory_budget = at_rest + perl_bytes + (20 << 20)
+        rested = grower.private_bytes
+        running = asyncio.ensure_future(  # 30 MiB written (zeros would stay untouched)
+            big.run_code("b = b'x' * (30 << 20)\ntime.sleep(4)", context=big_context)
+        )
+        grown = rested
+        for _ in range(100):
+            if (grown := grower.private_bytes) > rested + (25 << 20):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"the run did not grow its process: {grown}")
+        other = backend.sandbox("other").interpreter
+        await other.run_code("1", context=await other.create_code_context("PERL"))
+        assert gateway.sessions.get(("idle", idle_context.id)) is None  # evicted for room
+        assert (await running).error is None
+        revisit = await idle.run_code("$v", context=idle_context)
+        assert [r.text for r in revisit.results] == ["1"]
+        assert revisit.session is not None and revisit.session.boot == "restored"
+    finally:
+        await backend.aclose()
+
+
 async def test_a_snapshot_is_of_the_build_its_session_runs_and_another_build_drops_it(
     tmp_path: Path, all_engines: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -40,9 +40,10 @@ class SessionPool:
         self._sessions: OrderedDict[SessionKey, GuestSession] = OrderedDict()
         self._busy: set[SessionKey] = set()
         self._held: dict[SessionKey, int] = {}
-        """What each session's engine process held when it was last released (or
-        created): an idle guest runs nothing, so its memory does not grow, and reading
-        every process's memory on every release cost 0.05 ms a resident session."""
+        """What each session's engine process holds: an idle one as its session was last
+        released (an idle guest runs nothing, so its memory does not grow), a busy one as
+        read at the last acquire or release (its run may be growing it). Reading every
+        resident process's memory on every release cost 0.05 ms a session."""
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -59,24 +60,33 @@ class SessionPool:
                 self._busy.add(key)
                 return session
         session = create()
-        held = session.private_bytes
         with self._lock:
             self._sessions[key] = session
-            self._held[key] = held
+            self._held[key] = 0
             self._busy.add(key)
-            evicted = self._evict_locked()
-        self._close(evicted)
+        self._settle(key)
         return session
 
     def release(self, key: SessionKey) -> None:
-        """The session is idle again; what its last run left it holding is measured now."""
+        """The session is idle again: what it holds is measured, with every busy one's."""
+        self._settle(key, released=True)
+
+    def _settle(self, key: SessionKey, *, released: bool = False) -> None:
+        """Measure the memory of `key`'s session and of every busy one (outside the lock:
+        a read of /proc each), then evict what the count and the budget call for."""
         with self._lock:
-            session = self._sessions.get(key)
-        held = 0 if session is None else session.private_bytes  # busy: still ours
+            measured = [
+                (other, self._sessions[other])
+                for other in {key, *self._busy}
+                if other in self._sessions
+            ]
+        held = [(other, session, session.private_bytes) for other, session in measured]
         with self._lock:
-            if self._sessions.get(key) is session is not None:
-                self._held[key] = held
-            self._busy.discard(key)
+            for other, session, private_bytes in held:
+                if self._sessions.get(other) is session:  # not discarded meanwhile
+                    self._held[other] = private_bytes
+            if released:
+                self._busy.discard(key)
             evicted = self._evict_locked()
         self._close(evicted)
 
