@@ -24,9 +24,12 @@ from tests.cli import CTRL_C_TAKEN, ROOT, SCRIPT, cli_env, one_error_line, run_c
 from tests.conftest import require_engine, wake_ups
 from tests.daemon import wait_for_a_run
 from workbench.backends.daemon import probe, socket_path, stop_at
-from workbench.backends.daemon.transport import DaemonIdentity
+from workbench.backends.daemon.client import DaemonBackend
+from workbench.backends.daemon.transport import DaemonIdentity, SocketTransport
 from workbench.backends.local import open_local_backend
 from workbench.backends.owner import OWNER_FILE, OwnerInfo, StoreOwnedError, current_owner
+from workbench.cli import common
+from workbench.cli.errors import describe
 
 pytestmark = pytest.mark.slow
 
@@ -140,6 +143,36 @@ def test_a_killed_daemon_is_replaced_and_acknowledged_state_is_intact(
     assert result["workbench"]["boot"] == "restored"
     assert "started fresh" not in after.stderr
     assert status(env)["pid"] != pid
+
+
+async def test_a_daemon_answer_that_is_not_http_is_a_broken_off_request_not_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The socket transport says CONNECTION_FAILED, caused by a ValueError, when the
+    daemon's answer is not HTTP; the CLI took every SandboxError caused by a ValueError
+    for an answer of the wrong shape and, the backend being local, reported the bare
+    ValueError as a bug (exit 1)."""
+    socket = tmp_path / "d.sock"
+
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"garbage\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_unix_server(garbage, path=str(socket))
+    backend = DaemonBackend(SocketTransport(socket, "the local daemon"), execution_timeout=None)
+    monkeypatch.setattr(common, "open_backend", lambda *args, **kwargs: backend)
+    try:
+        with pytest.raises(Exception) as raised:
+            await common.with_backend(
+                "local", None, lambda backend: backend.sandbox("x").list_files("/workspace")
+            )
+    finally:
+        server.close()
+    message, code = describe(raised.value)
+    assert code == 3, message
+    assert message.startswith("the local daemon broke off"), message
 
 
 def test_a_stale_socket_and_lock_are_replaced(tmp_path: Path, perl_engine: None) -> None:

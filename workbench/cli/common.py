@@ -327,7 +327,9 @@ async def with_backend(
     except (SandboxError, *malformed) as error:
         # The client reads an answer of the wrong shape as an INTERNAL_ERROR caused by
         # what was wrong; a remote gateway is then named, with that cause.
-        cause = error.__cause__ if isinstance(error, SandboxError) else error
+        cause: BaseException | None = error
+        if isinstance(error, SandboxError):  # only the client's own INTERNAL_ERROR is
+            cause = error.__cause__ if error.code == "INTERNAL_ERROR" else None  # unwrapped
         if not isinstance(cause, malformed):
             raise
         if backend.engines is not None:  # the local backend: a bug, not a bad answer
