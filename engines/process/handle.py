@@ -437,9 +437,11 @@ class EngineProcess:
         """End the process now. Its exit (unmapping a large engine can take a second) is
         awaited in the background, never by the caller."""
         self.dead = True
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                self.process.kill()
+        # No poll first: a forked process's waits up to 2 s for its fork server's word on
+        # an exit, and a cancel kills under its session's lock. Either kind of handle
+        # signals an ended process safely (a pidfd; Popen checks its own exit first).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            self.process.kill()
         threading.Thread(target=self._reap, name="engine-reaper", daemon=True).start()
 
     def stop(self, grace: float = 0.5) -> None:

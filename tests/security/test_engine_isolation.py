@@ -23,7 +23,7 @@ import pytest
 import engines.process.session as session_module
 from engines.process import EngineProcessPool, ProcessSession, engine_process_pool
 from engines.process.child import LOG_BYTES
-from engines.process.handle import EngineProcess
+from engines.process.handle import FORK_SERVER, EngineProcess, ForkServer
 from engines.result import ExecutionReport, Limits
 from engines.snapshot import SnapshotDelta
 from workbench.api import Backend
@@ -329,6 +329,35 @@ def test_a_spare_killed_while_idle_is_never_handed_out_before_it_has_exited(
         engine_process = pool.acquire()
         assert engine_process is not spare and not engine_process.dead
         assert spare.process.wait(timeout=10) is not None  # the pool ended it
+    finally:
+        pool.close()
+
+
+@pytest.mark.skipif(not FORK_SERVER, reason="engine processes are forks of a fork server")
+def test_a_kill_never_waits_for_word_of_an_exit(
+    engines_ready: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel kills under its session's lock. `kill` asked first whether the process
+    had ended, which for a process that has just exited waits up to 2 s for the fork
+    server to say so (made slow here: that word comes from another thread)."""
+    pool = EngineProcessPool(spares=0)
+    try:
+        engine_process = pool.acquire()
+        pid = engine_process.process.pid
+        report = ForkServer.exit_code
+
+        def slow(server: ForkServer, exited: int, timeout: float) -> int | None:
+            if exited == pid:
+                time.sleep(timeout)
+            return report(server, exited, timeout)
+
+        monkeypatch.setattr(ForkServer, "exit_code", slow)
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)  # it has exited; the fork server has not yet been asked
+        started = time.monotonic()
+        engine_process.kill()
+        assert time.monotonic() - started < 0.5
+        assert engine_process.dead
     finally:
         pool.close()
 
