@@ -310,3 +310,5 @@ def test_a_report_summary_counts_in_words() -> None:
     assert report.summary() == "1 uploaded, 1 dir created, 1 error, 1 conflict in 0 ms"
     two = SyncReport(full=False, created_dirs=["d", "e"], errors=[one, one], conflicts=[one, one])
     assert two.summary() == "2 dirs created, 2 errors, 2 conflicts in 0 ms"
+    many = SyncReport(full=True, uploaded=["a"] * 1500, created_dirs=["d"] * 1500)
+    assert many.summary() == "1,500 uploaded, 1,500 dirs created in 0 ms"  # one way

@@ -98,9 +98,9 @@ class SyncReport:
         parts = [
             text
             for count, text in (
-                (len(self.uploaded), f"{len(self.uploaded)} uploaded"),
-                (len(self.renamed), f"{len(self.renamed)} renamed"),
-                (len(self.deleted), f"{len(self.deleted)} deleted"),
+                (len(self.uploaded), f"{len(self.uploaded):,} uploaded"),
+                (len(self.renamed), f"{len(self.renamed):,} renamed"),
+                (len(self.deleted), f"{len(self.deleted):,} deleted"),
                 (len(self.created_dirs), f"{counted(len(self.created_dirs), 'dir')} created"),
                 (len(self.errors), counted(len(self.errors), "error")),
                 (len(self.conflicts), counted(len(self.conflicts), "conflict")),
