@@ -154,23 +154,30 @@ class Session:
         restore_point: MemorySnapshot | None = None,
         cache: EngineCache | None = None,
         compiled: Path | None = None,
+        loaded: tuple[wasmtime.Engine, Artifact] | None = None,
     ) -> None:
         """`workspace`: the tree the guest sees at `/workspace` (None: it has none, as a
         stateless run). `compiled`: load this prepared, compiled entry instead of asking
         the cache (an engine process is handed the path by its parent, which prepares
-        engines)."""
+        engines). `loaded`: that entry already loaded into its engine (an engine process
+        forked after its fork server loaded it)."""
         self.language_engine = (
             language if isinstance(language, LanguageEngine) else language_engine(language)
         )
         self.workspace = workspace
         self.limits = limits or Limits()
         self.restore_point = restore_point if self.language_engine.snapshots else None
-        self._engine = self.language_engine.new_engine()
-        self._artifact: Artifact = (
-            self.language_engine.load_compiled(self._engine, compiled)
-            if compiled is not None
-            else (cache or EngineCache(self.language_engine)).load(self._engine)
-        )
+        self._engine: wasmtime.Engine
+        self._artifact: Artifact
+        if loaded is not None:
+            self._engine, self._artifact = loaded
+        else:
+            self._engine = self.language_engine.new_engine()
+            self._artifact = (
+                self.language_engine.load_compiled(self._engine, compiled)
+                if compiled is not None
+                else (cache or EngineCache(self.language_engine)).load(self._engine)
+            )
         self._wake = threading.Event()
         """Set with the epoch when an execution is interrupted: wakes a guest that waits
         in its WASI host (a sleep, a poll) so that it traps at once."""

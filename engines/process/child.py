@@ -43,9 +43,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import wasmtime
+
+from engines.language import Artifact
 from engines.process import codec
 from engines.process.frames import FrameReader, write_frame
-from engines.process.handle import return_large_buffers
+from engines.process.handle import PRELOAD_MESSAGE_BYTES, return_large_buffers
+from engines.registry import language_engine
 from engines.result import CANCELLED
 from engines.session import Session
 from engines.snapshot import reserve_memory_file
@@ -203,20 +207,21 @@ class Responder:
 
     def open(self, header: dict[str, Any], blobs: list[memoryview]) -> dict[str, Any]:
         self.close_session()
-        from engines.registry import language_engine
-
         workspace = header.get("workspace")
+        language, compiled = str(header["language"]), Path(str(header["compiled"]))
+        loaded = preloaded(language, compiled)
         try:
             self.session = Session(
-                language_engine(str(header["language"])),
+                language_engine(language),
                 workspace=VirtualFS(codec.vfs_limits_from_json(workspace)) if workspace else None,
                 limits=codec.limits_from_json(header["limits"]),
-                compiled=Path(str(header["compiled"])),
+                compiled=compiled,
+                loaded=loaded,
             )
         except Exception as error:  # wasmtime refused the compiled module, or a bad request
             self.close_session()
             return {"ok": False, "kind": "load", "message": f"{type(error).__name__}: {error}"}
-        return {"ok": True}
+        return {"ok": True, "preloaded": loaded is not None}
 
     def restore(
         self, header: dict[str, Any], blobs: list[memoryview], *, just_opened: bool
@@ -378,6 +383,73 @@ def main(cancel_fd: int) -> None:
     responder.serve(FrameReader(0, place=codec.place_restore))
 
 
+_PRELOADED: dict[str, tuple[Path, tuple[int, int], wasmtime.Engine, Artifact]] = {}
+"""By language: the compiled entry the fork server loaded (`preload`), its identity on
+disk, and the engine it is loaded into. Its children inherit them."""
+
+
+def _entry_identity(compiled: Path) -> tuple[int, int]:
+    """Which file (or directory) a compiled entry is: the cache replaces an entry by
+    renaming a new one into place, never by writing into it."""
+    stat = compiled.stat()
+    return stat.st_dev, stat.st_ino
+
+
+def _preload(message: bytes) -> None:
+    """In the fork server, for `preload LANGUAGE\0PATH`: load that compiled entry, so that
+    the engine processes forked from now on open a session of it without loading it
+    (Python's takes 6.5 ms, JavaScript's 3.7). Loading runs no guest code. An entry that
+    cannot be loaded is left for the child to load, and to report."""
+    try:
+        language, path = message.removeprefix(b"preload ").decode().split("\0")
+        compiled = Path(path)
+        identity = _entry_identity(compiled)
+        spec = language_engine(language)
+        engine = spec.new_engine()
+        _PRELOADED[language] = (compiled, identity, engine, spec.load_compiled(engine, compiled))
+    except Exception:  # the child loads it itself, and says what is wrong
+        return
+    _KEPT_FDS[:] = _entry_descriptors()
+    gc.freeze()
+
+
+def _entry_descriptors() -> list[int]:
+    """The descriptors of the files of the loaded entries, in order: wasmtime keeps a
+    module's file open and maps each new instance's memory image from it, so a child
+    keeps them (and closes every other descriptor of the server's). An entry whose file
+    would sit where a child puts its channels (0-3) is not kept loaded."""
+    roots = [str(entry[0]) for entry in _PRELOADED.values()]
+    kept = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if any(target == root or target.startswith(root + "/") for root in roots):
+            kept.append(int(name))
+    if any(fd < 4 for fd in kept):
+        _PRELOADED.clear()
+        return []
+    return sorted(kept)
+
+
+_KEPT_FDS: list[int] = []
+"""See `_entry_descriptors`."""
+
+
+def preloaded(language: str, compiled: Path) -> tuple[wasmtime.Engine, Artifact] | None:
+    """The engine and entry the fork server loaded for `language`, if it is still the
+    entry at `compiled` (not one replaced since)."""
+    entry = _PRELOADED.get(language)
+    if entry is None or entry[0] != compiled:
+        return None
+    try:
+        same = _entry_identity(compiled) == entry[1]
+    except OSError:
+        return None
+    return (entry[2], entry[3]) if same else None
+
+
 def serve_forks(control_fd: int) -> None:
     """The fork server (the host's end is `process.ForkServer`): it has imported all an
     engine process needs and never runs guest code. Each `fork` request brings the new
@@ -397,11 +469,14 @@ def serve_forks(control_fd: int) -> None:
         for key, _ in selector.select():
             if key.fileobj is control:
                 try:
-                    message, fds, _, _ = socket.recv_fds(control, 64, 4)
+                    message, fds, _, _ = socket.recv_fds(control, PRELOAD_MESSAGE_BYTES, 4)
                 except OSError:
                     return
                 if not message:
                     return
+                if message.startswith(b"preload ") and not fds:
+                    _preload(message)
+                    continue
                 if message != b"fork" or len(fds) != 4:
                     for fd in fds:
                         os.close(fd)
@@ -432,7 +507,11 @@ def _become_engine_process(stdin: int, stdout: int, stderr: int, cancels: int) -
         os.setsid()  # the terminal's Ctrl+C is the host's to handle
         for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2), (cancels, 3)):
             os.dup2(fd, target)
-        os.closerange(4, os.sysconf("SC_OPEN_MAX"))
+        first = 4
+        for kept in _KEPT_FDS:  # the preloaded entries' files (see `_entry_descriptors`)
+            os.closerange(first, kept)
+            first = kept + 1
+        os.closerange(first, os.sysconf("SC_OPEN_MAX"))
         main(3)
         status = 0
     except BaseException:

@@ -116,6 +116,11 @@ class ChildProcess(Protocol):
     def kill(self) -> None: ...
 
 
+PRELOAD_MESSAGE_BYTES = 8192
+"""The longest message to the fork server: `preload LANGUAGE\0PATH` (a path is at most
+4,096 bytes on Linux)."""
+
+
 class ForkServer:
     """The host's end of a fork server (`child.serve_forks`): a process started once,
     with the clean environment, that imported everything an engine process needs and never
@@ -139,6 +144,8 @@ class ForkServer:
             )
         self._control = host_end
         self._fork_lock = threading.Lock()
+        self.preloads = 0
+        """Entries the server was asked to load so far (see `preload`)."""
         self._forked: queue.Queue[int | None] = queue.Queue()
         self._exits: dict[int, int] = {}
         self._exited = threading.Condition()
@@ -180,7 +187,18 @@ class ForkServer:
             if pid is None:
                 self.close()
                 raise EngineProcessDied(self._describe_end())
-        return ForkedProcess(self, pid)
+            return ForkedProcess(self, pid, self.preloads)
+
+    def preload(self, language: str, compiled: Path) -> None:
+        """Have the server load `language`'s compiled entry, so that the engine processes
+        forked after it open a session of it without loading it (see `child.preloaded`).
+        A server that is gone, or a path too long, loses nothing: they load it."""
+        message = b"preload " + f"{language}\0{compiled}".encode()
+        if len(message) > PRELOAD_MESSAGE_BYTES:
+            return
+        with self._fork_lock, contextlib.suppress(OSError):
+            self._control.send(message)
+            self.preloads += 1
 
     def exit_code(self, pid: int, timeout: float) -> int | None:
         """The exit code of a child known to have ended, as the server reports it (None if
@@ -226,8 +244,10 @@ class ForkedProcess:
     """A child of the fork server, with the part of `subprocess.Popen` the host uses. Its
     pidfd makes every signal reach this process and never one that reused its pid."""
 
-    def __init__(self, server: ForkServer, pid: int) -> None:
+    def __init__(self, server: ForkServer, pid: int, preloads: int) -> None:
         self.pid = pid
+        self.preloads = preloads
+        """The server's `preloads` when it forked this process: the entries it has."""
         self._server = server
         self._pidfd = os.pidfd_open(pid)
         # Closed when the handle goes, never while another thread may use it (nor at exit,
@@ -352,6 +372,14 @@ class EngineProcess:
         that arrives late cannot name an execution of a later session)."""
         self._last_seq += 1
         return self._last_seq
+
+    def has_every_preload(self) -> bool:
+        """It was forked with every entry its fork server has loaded (a process that is not
+        a fork has none to miss)."""
+        process = self.process
+        if isinstance(process, ForkedProcess):
+            return process.preloads == process._server.preloads
+        return True
 
     def private_bytes(self) -> int:
         """See `private_bytes` (0 once the process has gone)."""

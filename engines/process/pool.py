@@ -1,13 +1,15 @@
 """Engine processes kept ready: a spare is started in the background so that opening a
 session or a stateless run does not wait for one, and a process whose session closed
 cleanly is reused. Where the platform allows, processes are forks of the pool's fork
-server (see `ForkServer`)."""
+server (see `ForkServer`), which loads each compiled entry a session opens, so that the
+processes forked after it start with it loaded (`preload`)."""
 
 from __future__ import annotations
 
 import atexit
 import threading
 import weakref
+from pathlib import Path
 
 from engines.process.handle import FORK_SERVER, EngineProcess, EngineProcessDied, ForkServer
 
@@ -28,6 +30,8 @@ class EngineProcessPool:
         self._closed = False
         self._fork_server: ForkServer | None = None
         self._fork_server_lock = threading.Lock()
+        self._preloaded: set[tuple[str, Path]] = set()
+        """What the live fork server was asked to load (`preload`)."""
 
     def _live_fork_server(self) -> ForkServer | None:
         """The fork server, started on first use and again if it ended."""
@@ -38,7 +42,20 @@ class EngineProcessPool:
                 raise EngineProcessDied("the engine pool is closed")
             if self._fork_server is None or self._fork_server.closed:
                 self._fork_server = ForkServer()
+                self._preloaded.clear()
             return self._fork_server
+
+    def preload(self, language: str, compiled: Path) -> None:
+        """Have the engine processes forked from now on start with `language`'s compiled
+        entry loaded (asked of the fork server once; nothing where there is none)."""
+        server = self._live_fork_server()
+        if server is None:
+            return
+        with self._fork_server_lock:
+            if (language, compiled) in self._preloaded:
+                return
+            self._preloaded.add((language, compiled))
+        server.preload(language, compiled)
 
     def _spawn(self) -> EngineProcess:
         try:
@@ -95,9 +112,15 @@ class EngineProcessPool:
         return engine_process
 
     def release(self, engine_process: EngineProcess) -> None:
-        """Keep a healthy process for reuse (up to `max_idle`), stop anything else."""
+        """Keep a healthy process for reuse (up to `max_idle`), stop anything else. One
+        forked before its fork server loaded an entry is not kept: a new fork has them all."""
         with self._lock:
-            keep = not engine_process.dead and not self._closed and len(self._idle) < self.max_idle
+            keep = (
+                not engine_process.dead
+                and engine_process.has_every_preload()
+                and not self._closed
+                and len(self._idle) < self.max_idle
+            )
             if keep:
                 self._idle.append(engine_process)
         if not keep:

@@ -230,6 +230,9 @@ class ProcessSession:
         build = self._cache.ready_build(progress or _no_progress)
         self._compiled = self._cache.compiled_path(build)
         self.build_identity = build.identity
+        self.preloaded = False
+        """Its engine process had the compiled entry loaded before it was forked."""
+        pool.preload(self.language_engine.language, self._compiled)
         self._process: EngineProcess | None = None
         self._alive = False
         self._call_lock = threading.Lock()
@@ -332,6 +335,7 @@ class ProcessSession:
                 answers.pop()
             answer = next((answer for answer in answers if not answer.get("ok")), answers[0])
             if answer.get("ok"):
+                self.preloaded = answers[0].get("preloaded") is True
                 self._process = engine_process
                 self._alive = False
                 self.workspace_version = None
@@ -635,6 +639,7 @@ def run_stateless(
     spec = language if isinstance(language, LanguageEngine) else language_engine(language)
     limits = limits or Limits()
     compiled = EngineCache(spec).ready_compiled_path(progress or _no_progress)
+    pool.preload(spec.language, compiled)
     request = {
         "op": "run",
         "language": spec.language,

@@ -7,6 +7,7 @@ idle one sleeps."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -293,3 +294,54 @@ def test_an_idle_engine_process_sleeps(pool: EngineProcessPool) -> None:
         time.sleep(1.0)
         assert wake_ups([pid]) - before <= 2  # was 20 a second
         assert session.execute("1 + 2").result.results[0].text == "3"  # still answers
+
+
+def test_a_process_forked_after_a_language_was_used_opens_it_without_loading_it(
+    pool: EngineProcessPool,
+) -> None:
+    """The pool has its fork server load each compiled entry a session opens, so the
+    processes forked after start with it loaded (Python's took 6.5 ms a process to
+    load); they keep its files open and no other descriptor of the server."""
+    with ProcessSession("python", pool=pool) as session:
+        assert session.execute("v = 41\nv + 1").result.results[0].text == "42"
+        assert session.preloaded
+        process = session._process
+        assert process is not None
+        targets = [os.readlink(fd) for fd in Path(f"/proc/{process.process.pid}/fd").iterdir()]
+        compiled = str(session._compiled)
+        kept = [target for target in targets if target.startswith(compiled)]
+        assert kept and not [target for target in targets if target.startswith("socket:")]
+        # another instance of the same loaded entry in the same process: a fresh image
+        session.reset()
+        assert session.execute("'v' in globals()").result.results[0].text == "False"
+
+
+def test_an_entry_replaced_since_it_was_loaded_is_loaded_again(
+    pool: EngineProcessPool,
+) -> None:
+    """The cache replaces an entry by renaming a new one into place: a child opens a
+    session of the entry at the path, never of the one its fork server loaded before."""
+    with ProcessSession("perl", pool=pool) as session:
+        assert session.preloaded and session.execute("1").result.error is None
+        compiled = session._compiled
+    copy = compiled.with_name(compiled.name + ".copy")
+    shutil.copy2(compiled, copy)  # the same bytes and times: the cache's record holds
+    os.replace(copy, compiled)
+    for _ in range(2):  # the process released above, then a new fork
+        with ProcessSession("perl", pool=pool) as session:
+            assert not session.preloaded
+            assert session.execute("our $x = 2; $x * 21").result.results[0].text == "42"
+
+
+def test_a_process_forked_before_a_language_was_loaded_is_not_kept(
+    pool: EngineProcessPool,
+) -> None:
+    with ProcessSession("perl", pool=pool) as perl:
+        assert perl.execute("1").result.error is None
+    [older] = pool._idle  # forked before Python's entry was loaded
+    with ProcessSession("python", pool=pool) as python:
+        assert python._process is older and not python.preloaded
+        assert python.execute("1 + 1").result.results[0].text == "2"
+    assert older not in pool._idle and older.dead
+    with ProcessSession("python", pool=pool) as python:
+        assert python.preloaded
