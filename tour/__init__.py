@@ -387,6 +387,10 @@ async def state_inspector(pilot: WorkbenchPilot) -> None:
     await pilot.press("alt+g")
     table = repl.inspector.table
     await wait_for(pilot, lambda: table.row_count == 7, 60)
+    # A table measures new rows when it is next idle; drawn before, they are cut to the
+    # header's width (a loaded machine once caught it so).
+    longest = max(len(str(row_key.value)) for row_key in table.rows)
+    await wait_for(pilot, lambda: table.ordered_columns[0].content_width >= longest)
     table.move_cursor(row=1)
     await pilot.pause()
     # The inspector narrowed the transcript: its cells are rendered again for that width.
