@@ -40,7 +40,9 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 from typing import Any
 
 import wasmtime
@@ -383,16 +385,28 @@ def main(cancel_fd: int) -> None:
     responder.serve(FrameReader(0, place=codec.place_restore))
 
 
-_PRELOADED: dict[str, tuple[Path, tuple[int, int], wasmtime.Engine, Artifact]] = {}
-"""By language: the compiled entry the fork server loaded (`preload`), its identity on
-disk, and the engine it is loaded into. Its children inherit them."""
+@dataclass(frozen=True)
+class _Preloaded:
+    """A compiled entry the fork server loaded (`preload`); its children inherit it."""
+
+    compiled: Path
+    anchor: int
+    """An `O_PATH` descriptor of the entry: which file or directory it is (its inode is
+    not reused while held, so a replaced entry never passes for it)."""
+    files: frozenset[tuple[int, int]]
+    """(device, inode) of the entry and of each file in it."""
+    engine: wasmtime.Engine
+    artifact: Artifact
 
 
-def _entry_identity(compiled: Path) -> tuple[int, int]:
-    """Which file (or directory) a compiled entry is: the cache replaces an entry by
-    renaming a new one into place, never by writing into it."""
-    stat = compiled.stat()
-    return stat.st_dev, stat.st_ino
+_PRELOADED: dict[str, _Preloaded] = {}
+"""By language: the entry loaded last."""
+_KEPT_FDS: list[int] = []
+"""The descriptors a child keeps open: see `_entry_descriptors`."""
+
+
+def _identity(status: os.stat_result) -> tuple[int, int]:
+    return status.st_dev, status.st_ino
 
 
 def _preload(message: bytes) -> None:
@@ -403,51 +417,62 @@ def _preload(message: bytes) -> None:
     try:
         language, path = message.removeprefix(b"preload ").decode().split("\0")
         compiled = Path(path)
-        identity = _entry_identity(compiled)
         spec = language_engine(language)
-        engine = spec.new_engine()
-        _PRELOADED[language] = (compiled, identity, engine, spec.load_compiled(engine, compiled))
+        anchor = os.open(compiled, os.O_PATH)
     except Exception:  # the child loads it itself, and says what is wrong
         return
+    try:
+        members = [compiled / name for name in os.listdir(compiled)] if compiled.is_dir() else []
+        files = frozenset(_identity(os.stat(member)) for member in members)
+        engine = spec.new_engine()
+        artifact = spec.load_compiled(engine, compiled)
+    except Exception:
+        os.close(anchor)
+        return
+    entry = _Preloaded(compiled, anchor, files | {_identity(os.fstat(anchor))}, engine, artifact)
+    replaced = _PRELOADED.get(language)
+    _PRELOADED[language] = entry
+    if replaced is not None:  # its module's own descriptors close as it goes
+        os.close(replaced.anchor)
+    del replaced
     _KEPT_FDS[:] = _entry_descriptors()
     gc.freeze()
 
 
 def _entry_descriptors() -> list[int]:
-    """The descriptors of the files of the loaded entries, in order: wasmtime keeps a
-    module's file open and maps each new instance's memory image from it, so a child
-    keeps them (and closes every other descriptor of the server's). An entry whose file
-    would sit where a child puts its channels (0-3) is not kept loaded."""
-    roots = [str(entry[0]) for entry in _PRELOADED.values()]
+    """The server's descriptors of the loaded entries' files, in order, found by what
+    they are (not by name: a cache dir reached through a symlink is named otherwise):
+    wasmtime keeps a module's file open and maps each new instance's memory image from
+    it, so a child keeps them, and every other descriptor of the server's is closed. An
+    entry whose file would sit where a child puts its channels (0-3) is not kept loaded."""
+    files = frozenset().union(*(entry.files for entry in _PRELOADED.values()))
     kept = []
     for name in os.listdir("/proc/self/fd"):
         try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
+            status = os.fstat(int(name))
+        except OSError:  # the listing's own descriptor, closed by now
             continue
-        if any(target == root or target.startswith(root + "/") for root in roots):
+        if _identity(status) in files and (S_ISREG(status.st_mode) or S_ISDIR(status.st_mode)):
             kept.append(int(name))
     if any(fd < 4 for fd in kept):
+        for entry in _PRELOADED.values():
+            os.close(entry.anchor)
         _PRELOADED.clear()
         return []
     return sorted(kept)
-
-
-_KEPT_FDS: list[int] = []
-"""See `_entry_descriptors`."""
 
 
 def preloaded(language: str, compiled: Path) -> tuple[wasmtime.Engine, Artifact] | None:
     """The engine and entry the fork server loaded for `language`, if it is still the
     entry at `compiled` (not one replaced since)."""
     entry = _PRELOADED.get(language)
-    if entry is None or entry[0] != compiled:
+    if entry is None or entry.compiled != compiled:
         return None
     try:
-        same = _entry_identity(compiled) == entry[1]
+        same = _identity(os.stat(compiled)) == _identity(os.fstat(entry.anchor))
     except OSError:
         return None
-    return (entry[2], entry[3]) if same else None
+    return (entry.engine, entry.artifact) if same else None
 
 
 def serve_forks(control_fd: int) -> None:

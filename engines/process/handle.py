@@ -146,6 +146,7 @@ class ForkServer:
         self._fork_lock = threading.Lock()
         self.preloads = 0
         """Entries the server was asked to load so far (see `preload`)."""
+        self._asked: set[tuple[str, Path]] = set()
         self._forked: queue.Queue[int | None] = queue.Queue()
         self._exits: dict[int, int] = {}
         self._exited = threading.Condition()
@@ -190,13 +191,17 @@ class ForkServer:
             return ForkedProcess(self, pid, self.preloads)
 
     def preload(self, language: str, compiled: Path) -> None:
-        """Have the server load `language`'s compiled entry, so that the engine processes
-        forked after it open a session of it without loading it (see `child.preloaded`).
-        A server that is gone, or a path too long, loses nothing: they load it."""
+        """Have the server load `language`'s compiled entry (once), so that the engine
+        processes forked after it open a session of it without loading it (see
+        `child.preloaded`). A server that is gone, or a path too long, loses nothing: they
+        load it."""
         message = b"preload " + f"{language}\0{compiled}".encode()
         if len(message) > PRELOAD_MESSAGE_BYTES:
             return
         with self._fork_lock, contextlib.suppress(OSError):
+            if (language, compiled) in self._asked:
+                return
+            self._asked.add((language, compiled))
             self._control.send(message)
             self.preloads += 1
 

@@ -30,8 +30,6 @@ class EngineProcessPool:
         self._closed = False
         self._fork_server: ForkServer | None = None
         self._fork_server_lock = threading.Lock()
-        self._preloaded: set[tuple[str, Path]] = set()
-        """What the live fork server was asked to load (`preload`)."""
 
     def _live_fork_server(self) -> ForkServer | None:
         """The fork server, started on first use and again if it ended."""
@@ -42,20 +40,14 @@ class EngineProcessPool:
                 raise EngineProcessDied("the engine pool is closed")
             if self._fork_server is None or self._fork_server.closed:
                 self._fork_server = ForkServer()
-                self._preloaded.clear()
             return self._fork_server
 
     def preload(self, language: str, compiled: Path) -> None:
         """Have the engine processes forked from now on start with `language`'s compiled
         entry loaded (asked of the fork server once; nothing where there is none)."""
         server = self._live_fork_server()
-        if server is None:
-            return
-        with self._fork_server_lock:
-            if (language, compiled) in self._preloaded:
-                return
-            self._preloaded.add((language, compiled))
-        server.preload(language, compiled)
+        if server is not None:
+            server.preload(language, compiled)
 
     def _spawn(self) -> EngineProcess:
         try:

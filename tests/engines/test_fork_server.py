@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from engines.cache import EngineCache
+from engines.locations import cache_root
 from engines.process import EngineProcessPool, ProcessSession, codec, handle, run_stateless
 from engines.process.handle import EngineProcessDied
+from engines.registry import language_engine
 from engines.snapshot import SnapshotDelta
 from tests.conftest import wake_ups
 
@@ -345,3 +348,20 @@ def test_a_process_forked_before_a_language_was_loaded_is_not_kept(
     assert older not in pool._idle and older.dead
     with ProcessSession("python", pool=pool) as python:
         assert python.preloaded
+
+
+@pytest.mark.parametrize("language", ["perl", "python"])
+def test_an_entry_reached_through_a_symlink_is_kept_open_in_the_child(
+    pool: EngineProcessPool, tmp_path: Path, language: str
+) -> None:
+    """A child keeps the descriptors of the entries its server loaded, found by what they
+    are: found by name, a cache dir reached through a symlink matched none, the child
+    closed them, and every run failed (EBADF, or EACCES where its own pipe took the
+    number: a readable file there would have been mapped as the guest's memory)."""
+    link = tmp_path / "cache"
+    link.symlink_to(cache_root(), target_is_directory=True)
+    cache = EngineCache(language_engine(language), root=link)
+    for _ in range(2):  # in the process forked after the load, then in that one reused
+        with ProcessSession(language, pool=pool, cache=cache) as session:
+            assert session.preloaded
+            assert session.execute("6 * 7").result.results[0].text == "42"
