@@ -5,9 +5,11 @@ changes not yet folded."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
 import time
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ import pytest
 import workbench.store.database as database
 from engines.snapshot import SnapshotDelta
 from workbench.store import Store
-from workbench.store.database import BLOCK_BYTES, PAGE_BYTES
+from workbench.store.database import BLOCK_BYTES, CHUNK_BYTES, PAGE_BYTES
 
 MEMORY = 4 * PAGE_BYTES
 """Four 64 KiB pages: 64 blocks."""
@@ -256,3 +258,25 @@ def test_a_folder_thread_that_cannot_start_fails_neither_the_write_nor_close(
     monkeypatch.undo()
     assert store.snapshot_blocks("s", "c") == {0: block(1)}
     store.close()
+
+
+def test_a_layout_counts_the_pages_and_chunks_that_hold_a_stored_block() -> None:
+    """Spec 7.7's units, from a block map (0: the image's block): checked against a count
+    block by block, for maps of every shape (a chunk cut short by the end of memory, a
+    map that ends inside a page, blocks at both ends)."""
+    generator = random.Random(7)
+    for _ in range(300):
+        count = generator.randint(1, 4000)
+        block_map = array("I", bytes(4 * count))
+        for index in generator.sample(range(count), generator.randint(0, min(count, 600))):
+            block_map[index] = generator.randint(1, 2**32 - 1)
+        if generator.random() < 0.3:
+            block_map[0] = block_map[-1] = 1
+        per_page, per_chunk = PAGE_BYTES // BLOCK_BYTES, CHUNK_BYTES // BLOCK_BYTES
+        held = [index for index, block_id in enumerate(block_map) if block_id]
+        layout = database.SnapshotLayout.of_map(block_map)
+        assert (layout.memory_pages, layout.stored_pages, layout.stored_chunks) == (
+            count * BLOCK_BYTES // PAGE_BYTES,
+            len({index // per_page for index in held}),
+            len({index // per_chunk for index in held}),
+        )
