@@ -253,7 +253,7 @@ class ForkedProcess:
         self.pid = pid
         self.preloads = preloads
         """The server's `preloads` when it forked this process: the entries it has."""
-        self._server = server
+        self.server = server
         self._pidfd = os.pidfd_open(pid)
         # Closed when the handle goes, never while another thread may use it (nor at exit,
         # when the pool's own exit hook still kills through it).
@@ -269,7 +269,7 @@ class ForkedProcess:
                 return False
             with self._lock:
                 if not self._ended:
-                    code = self._server.exit_code(self.pid, timeout=2.0)
+                    code = self.server.exit_code(self.pid, timeout=2.0)
                     self.returncode = EXIT_UNKNOWN if code is None else code
                     self._ended = True
         return True
@@ -382,9 +382,7 @@ class EngineProcess:
         """It was forked with every entry its fork server has loaded (a process that is not
         a fork has none to miss)."""
         process = self.process
-        if isinstance(process, ForkedProcess):
-            return process.preloads == process._server.preloads
-        return True
+        return not isinstance(process, ForkedProcess) or process.preloads == process.server.preloads
 
     def private_bytes(self) -> int:
         """See `private_bytes` (0 once the process has gone)."""

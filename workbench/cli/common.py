@@ -328,8 +328,8 @@ async def with_backend(
         # The client reads an answer of the wrong shape as an INTERNAL_ERROR caused by
         # what was wrong; a remote gateway is then named, with that cause.
         cause: BaseException | None = error
-        if isinstance(error, SandboxError):  # only the client's own INTERNAL_ERROR is
-            cause = error.__cause__ if error.code == "INTERNAL_ERROR" else None  # unwrapped
+        if isinstance(error, SandboxError):  # only the client's own INTERNAL_ERROR is unwrapped
+            cause = error.__cause__ if error.code == "INTERNAL_ERROR" else None
         if not isinstance(cause, malformed):
             raise
         if backend.engines is not None:  # the local backend: a bug, not a bad answer
