@@ -7,17 +7,18 @@ Requests (one at a time, answered in order, read by the main thread itself):
   component's directory, the workspace's limits when it has one, limits); its workspace
   starts empty;
 - `restore`: give the session just opened a restore point: the blocks that differ from
-  the engine's image, as runs, a block per blob. The host sends it right behind `open`,
-  and a thread reads the blocks straight into the snapshot's memory
-  (`codec.place_restore`) while the main thread opens the session;
+  the engine's image, as runs, in the memory file the host handed over just before it
+  (`memoryFile`, Linux: taken from the memory file socket and mapped), or a block per
+  blob, which a thread reads straight into the snapshot's memory (`codec.place_restore`)
+  while the main thread opens the session. The host sends it right behind `open`;
 - `execute`: run code after bringing the workspace up to date (`update`, file bytes as
   blobs); answered with the `ExecutionReport`, whose workspace changes' bytes are blobs;
 - `snapshot`: take the (incremental) snapshot; answered with the changed 4 KiB blocks
   (for a new snapshot, those that differ from the image: `fromImage`);
 - `reset`, `close`: as `Session`;
 - `run`: open + execute + close in one round trip (stateless runs).
-`cancel` comes on a channel of its own (fd 3 in a fork, see `main`), read by a thread:
-it interrupts the running execution while the main thread is busy with it.
+`cancel` comes on a channel of its own (see `main`), read by a thread: it interrupts the
+running execution while the main thread is busy with it.
 
 Limits that hold even while the guest is blocked inside a host call (sleep, select,
 poll): when the deadline or a cancel is not honoured by the guest within a grace period,
@@ -28,7 +29,9 @@ files live in this process's memory only (`engines.vfs`): its end leaves nothing
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
+import itertools
 import os
 import queue
 import resource
@@ -70,8 +73,11 @@ class Responder:
     """This process's end of the frame channel: answers the parent's requests with one
     `Session` at a time, and enforces deadlines and cancels from threads of their own."""
 
-    def __init__(self, out_fd: int) -> None:
+    def __init__(self, out_fd: int, handoff: socket.socket | None = None) -> None:
         self._out_fd = out_fd
+        self._handoff = handoff
+        """Where the host hands over restore points' memory files (one per `restore` that
+        says `memoryFile`, sent before it)."""
         self._write_lock = threading.Lock()
         self._answered = True
         """Whether the current request was answered (by the main loop or the backstop)."""
@@ -229,17 +235,45 @@ class Responder:
         self, header: dict[str, Any], blobs: list[memoryview], *, just_opened: bool
     ) -> dict[str, Any]:
         """Give the session its restore point, as the request right after `open` (read
-        while it opened); later, it would replace state the guest has moved past."""
+        while it opened); later, it would replace state the guest has moved past. One that
+        says `memoryFile` takes the file handed over for it, whatever the outcome, so that
+        the next one takes its own."""
+        memory_file = self._take_memory_file() if header.get("memoryFile") is True else None
         session = self.session
         if session is None or not just_opened:
+            if memory_file is not None:
+                os.close(memory_file)
             return {"ok": False, "kind": "engine", "message": "no session waits for a restore"}
         try:
-            restore_point = codec.restore_from_json(header, blobs)
+            if header.get("memoryFile") is not True:
+                restore_point = codec.restore_from_json(header, blobs)
+            elif memory_file is None:
+                raise ValueError("a restore point's memory file did not come with it")
+            elif blobs:
+                os.close(memory_file)
+                raise ValueError("a restore point both in a memory file and in blobs")
+            else:
+                restore_point = codec.restore_from_memory_file(header, memory_file)
         except Exception as error:  # a malformed restore point: the session starts fresh
             return {"ok": False, "kind": "restore", "message": f"{type(error).__name__}: {error}"}
         if session.language_engine.snapshots:
             session.restore_point = restore_point
         return {"ok": True}
+
+    def _take_memory_file(self) -> int | None:
+        """The memory file handed over for this `restore` (sent before it: never waited
+        for), None if none came."""
+        if self._handoff is None:
+            return None
+        try:
+            message, fds, _, _ = socket.recv_fds(self._handoff, 16, 1)
+        except OSError:
+            return None
+        if message == b"memory" and len(fds) == 1:
+            return fds[0]
+        for fd in fds:
+            os.close(fd)
+        return None
 
     def close_session(self) -> None:
         if self.session is not None:
@@ -369,15 +403,19 @@ def _confine() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def main(cancel_fd: int) -> None:
-    """Serve requests from stdin, answers to stdout, cancels from `cancel_fd`."""
+def main(cancel_fd: int, handoff_fd: int = -1) -> None:
+    """Serve requests from stdin, answers to stdout, cancels from `cancel_fd`, restore
+    points' memory files from the socket `handoff_fd` (-1: none)."""
     reserve_memory_file()  # before the file size limit, which sizing the file would pass
     _confine()
     return_large_buffers()  # a whole snapshot, where written pages cannot be told
     # The frame channel is the original stdout; anything else printing goes to stderr.
     out_fd = os.dup(1)
     os.dup2(2, 1)
-    responder = Responder(out_fd)
+    handoff = None if handoff_fd < 0 else socket.socket(fileno=handoff_fd)
+    if handoff is not None:
+        handoff.setblocking(False)  # a file comes before its `restore`, never after
+    responder = Responder(out_fd, handoff)
     cancels = FrameReader(cancel_fd)
     threading.Thread(target=responder.read_cancels, args=(cancels,), daemon=True).start()
     threading.Thread(target=responder.watch_deadlines, daemon=True).start()
@@ -478,7 +516,8 @@ def preloaded(language: str, compiled: Path) -> tuple[wasmtime.Engine, Artifact]
 def serve_forks(control_fd: int) -> None:
     """The fork server (the host's end is `process.ForkServer`): it has imported all an
     engine process needs and never runs guest code. Each `fork` request brings the new
-    process's stdin, stdout, stderr and cancel channel; the child becomes an engine
+    process's stdin, stdout, stderr, cancel channel and, where there is one, memory file
+    socket; the child becomes an engine
     process on them and the host gets its pid, then its exit code when it ends. End of the
     control channel (the host is gone) ends the server; its children end as their own
     channels close."""
@@ -494,7 +533,7 @@ def serve_forks(control_fd: int) -> None:
         for key, _ in selector.select():
             if key.fileobj is control:
                 try:
-                    message, fds, _, _ = socket.recv_fds(control, PRELOAD_MESSAGE_BYTES, 4)
+                    message, fds, _, _ = socket.recv_fds(control, PRELOAD_MESSAGE_BYTES, 5)
                 except OSError:
                     return
                 if not message:
@@ -502,7 +541,7 @@ def serve_forks(control_fd: int) -> None:
                 if message.startswith(b"preload ") and not fds:
                     _preload(message)
                     continue
-                if message != b"fork" or len(fds) != 4:
+                if message != b"fork" or len(fds) not in (4, 5):
                     for fd in fds:
                         os.close(fd)
                     continue
@@ -523,21 +562,31 @@ def serve_forks(control_fd: int) -> None:
                 control.sendall(b"exited %d %d" % (pid, os.waitstatus_to_exitcode(status)))
 
 
-def _become_engine_process(stdin: int, stdout: int, stderr: int, cancels: int) -> None:
-    """In a child of the fork server: take the given channels (cancels as fd 3), drop
-    every descriptor of the server, and serve as an engine process until the host is done
-    (never returns)."""
+def _become_engine_process(
+    stdin: int, stdout: int, stderr: int, cancels: int, handoff: int = -1
+) -> None:
+    """In a child of the fork server: take the given channels (stdin, stdout and stderr
+    as 0-2, the cancel pipe and the memory file socket, if there is one, at the lowest
+    numbers the preloaded entries' files leave free), drop every other descriptor of the
+    server, and serve as an engine process until the host is done (never returns)."""
     status = 1
     try:
         os.setsid()  # the terminal's Ctrl+C is the host's to handle
-        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2), (cancels, 3)):
+        channels = [stdin, stdout, stderr, cancels] + ([handoff] if handoff >= 0 else [])
+        # The preloaded entries' files keep their numbers (see `_entry_descriptors`).
+        free = (number for number in itertools.count(3) if number not in _KEPT_FDS)
+        targets = [0, 1, 2] + [next(free) for _ in channels[3:]]
+        # Out of the way first: a channel may have come at a number another one takes.
+        moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, max(targets) + 1) for fd in channels]
+        for fd, target in zip(moved, targets, strict=True):
             os.dup2(fd, target)
-        first = 4
-        for kept in _KEPT_FDS:  # the preloaded entries' files (see `_entry_descriptors`)
-            os.closerange(first, kept)
+        first = 0
+        for kept in sorted({*targets, *_KEPT_FDS}):
+            if first < kept:  # `closerange(0, 0)` closes every descriptor (Python 3.11)
+                os.closerange(first, kept)
             first = kept + 1
         os.closerange(first, os.sysconf("SC_OPEN_MAX"))
-        main(3)
+        main(targets[3], targets[4] if handoff >= 0 else -1)
         status = 0
     except BaseException:
         traceback.print_exc()
@@ -548,4 +597,4 @@ def _become_engine_process(stdin: int, stdout: int, stderr: int, cancels: int) -
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), int(sys.argv[2]))

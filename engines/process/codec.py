@@ -9,8 +9,11 @@ restore, not only after a restart.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import mmap
+import os
 from collections.abc import Sequence
+from stat import S_ISREG
 from typing import Any, get_args
 
 from engines.result import (
@@ -28,6 +31,7 @@ from engines.snapshot import (
     PAGE_BYTES,
     MemorySnapshot,
     SnapshotDelta,
+    adopt_memory_file,
     block_memory,
     sparse_snapshot,
 )
@@ -168,14 +172,80 @@ def restore_to_json(restore: SnapshotDelta) -> tuple[dict[str, Any], list[memory
     return header, blobs
 
 
+def restore_memory_file(restore: SnapshotDelta) -> tuple[dict[str, Any], int]:
+    """A restore point for a new engine process as a memory file: its blocks written at
+    their offsets (one copy, in the kernel, with no pipe between), the file sealed
+    against resizing, and the header of the `restore` that goes with it. The caller hands
+    the descriptor over and closes it; the host never reads the file back."""
+    runs = _runs(set(restore.blocks))
+    memory_file = os.memfd_create("sandbox-restore", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(memory_file, restore.length)
+        for first, count in runs:
+            blocks = [restore.blocks[index] for index in range(first, first + count)]
+            offset = first * BLOCK_BYTES
+            for start in range(0, count, _IOV_MAX):
+                pieces = blocks[start : start + _IOV_MAX]
+                if os.pwritev(memory_file, pieces, offset) != len(pieces) * BLOCK_BYTES:
+                    raise OSError("a short write to a restore point's memory file")
+                offset += len(pieces) * BLOCK_BYTES
+        fcntl.fcntl(
+            memory_file,
+            fcntl.F_ADD_SEALS,
+            fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL,
+        )
+    except BaseException:
+        os.close(memory_file)
+        raise
+    header = {
+        "length": restore.length,
+        "runs": [list(run) for run in runs],
+        "globals": restore.globals,
+        "extra": restore.extra,
+        "fromImage": True,
+        "memoryFile": True,
+    }
+    return header, memory_file
+
+
+def restore_from_memory_file(header: dict[str, Any], memory_file: int) -> MemorySnapshot:
+    """The restore point `restore_memory_file` wrote, mapped from the file handed over
+    (whose descriptor it takes, and closes on failure; ValueError for a malformed one)."""
+    try:
+        layout = _restore_layout(header, None)
+        if layout is None:
+            raise ValueError("snapshot: a malformed restore point")
+        length, blocks = layout
+        status = os.fstat(memory_file)
+        if not S_ISREG(status.st_mode) or status.st_size != length:
+            raise ValueError("snapshot: the restore point's memory file is not its size")
+        written = bytearray(length // BLOCK_BYTES)
+        for index in blocks:
+            written[index] = 1
+        memory = adopt_memory_file(memory_file, length)
+    except BaseException:
+        os.close(memory_file)
+        raise
+    return MemorySnapshot(
+        memory,
+        dict(header["globals"]),
+        dict(header["extra"]),
+        written=bytes(written),
+        sparse=True,
+    )
+
+
+_IOV_MAX = 1024
+"""Pieces per `pwritev` call (Linux's IOV_MAX)."""
 MAX_MEMORY_BYTES = 1 << 32
 """A 32-bit linear memory's largest size."""
 
 
-def _restore_layout(restore: Any, sizes: Sequence[int]) -> tuple[int, list[int]] | None:
+def _restore_layout(restore: Any, sizes: Sequence[int] | None) -> tuple[int, list[int]] | None:
     """A restore point's memory length and block indices, if its length is a whole number
     of 64 KiB pages of a 32-bit memory and its runs (integers, checked before any is
-    expanded) lie inside it, do not overlap and match `sizes` (a block each)."""
+    expanded) lie inside it, do not overlap and match `sizes` (a block each; None: the
+    blocks are in a memory file, not blobs)."""
     try:
         length = restore["length"]
         runs = [(first, count) for first, count in restore["runs"]]
@@ -191,8 +261,13 @@ def _restore_layout(restore: Any, sizes: Sequence[int]) -> tuple[int, list[int]]
             count < 1 or first < 0 or (first + count) * BLOCK_BYTES > length
             for first, count in runs
         )
-        or sum(count for _, count in runs) != len(sizes)
-        or any(size != BLOCK_BYTES for size in sizes)
+        or (
+            sizes is not None
+            and (
+                sum(count for _, count in runs) != len(sizes)
+                or any(size != BLOCK_BYTES for size in sizes)
+            )
+        )
     ):
         return None
     blocks = [first + index for first, count in runs for index in range(count)]

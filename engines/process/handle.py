@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import fcntl
 import itertools
+import mmap
 import os
 import queue
 import select
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engines.process.frames import FrameError, FrameReader, FrameTimeout, write_frame
+from engines.snapshot import BLOCK_BYTES
 
 START_SECONDS = 60.0
 """How long a new process may take to import wasmtime and report ready."""
@@ -30,7 +32,7 @@ CANCEL_SECONDS = 1.0
 reading is killed instead: a cancel must not hang its caller)."""
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
-    "from engines.process.child import main; main(int(sys.argv[1]))"
+    "from engines.process.child import main; main(int(sys.argv[1]), int(sys.argv[2]))"
 )
 _FORK_SERVER_BOOT = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
@@ -104,6 +106,34 @@ FORK_SERVER = hasattr(os, "pidfd_open") and hasattr(socket, "send_fds")
 new interpreters (elsewhere)."""
 
 
+MEMORY_FILES = (
+    hasattr(os, "memfd_create") and hasattr(socket, "send_fds") and mmap.PAGESIZE == BLOCK_BYTES
+)
+"""Whether a restore point reaches an engine process as a memory file the host wrote
+(Linux with 4 KiB pages: a restore maps the file's blocks one by one), rather than as
+blocks through its pipe."""
+
+
+def _handoff_pair() -> tuple[socket.socket, socket.socket] | None:
+    """The host's and the engine process's ends of a memory file socket, None where there
+    can be none. The host's end is shut for reading: a process that sends it descriptors
+    gets EPIPE, so none sit unread in the host's socket counting against the user's
+    limit of descriptors in flight (which would stop the host handing any over)."""
+    if not MEMORY_FILES:
+        return None
+    try:
+        host, engine = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    except OSError:  # out of descriptors: the pipe carries restore points instead
+        return None
+    try:
+        host.shutdown(socket.SHUT_RD)
+    except OSError:
+        host.close()
+        engine.close()
+        return None
+    return host, engine
+
+
 class ChildProcess(Protocol):
     """What the host uses of an engine process's OS process (`subprocess.Popen` has it)."""
 
@@ -174,14 +204,17 @@ class ForkServer:
             self._exited.notify_all()
         self._forked.put(None)
 
-    def fork(self, stdin: int, stdout: int, stderr: int, cancels: int) -> ForkedProcess:
-        """A new engine process reading frames from `stdin` (and cancels from `cancels`)
-        and writing them to `stdout`."""
+    def fork(
+        self, stdin: int, stdout: int, stderr: int, cancels: int, handoff: int
+    ) -> ForkedProcess:
+        """A new engine process reading frames from `stdin` (cancels from `cancels`, memory
+        files from the socket `handoff`, -1 for none) and writing them to `stdout`."""
         with self._fork_lock:
             if self.closed:
                 raise EngineProcessDied(self._describe_end())
             try:
-                socket.send_fds(self._control, [b"fork"], [stdin, stdout, stderr, cancels])
+                channels = [stdin, stdout, stderr, cancels] + ([handoff] if handoff >= 0 else [])
+                socket.send_fds(self._control, [b"fork"], channels)
                 pid = self._forked.get(timeout=START_SECONDS)
             except (OSError, queue.Empty):
                 pid = None
@@ -316,19 +349,22 @@ class _Channel:
 
 
 class EngineProcess:
-    """One engine process and its channels: frames both ways, and a pipe of its own for
+    """One engine process and its channels: frames both ways, a pipe of its own for
     cancels (read by a thread of the process while its main thread runs the guest, so that
-    the main thread reads requests itself, with no hand-over between threads). A fork of
-    `fork_server` where there is one, else a new interpreter."""
+    the main thread reads requests itself, with no hand-over between threads), and where
+    the platform has memory files, a socket that hands it a restore point's memory file
+    (`hand_over`). A fork of `fork_server` where there is one, else a new interpreter."""
 
     def __init__(self, fork_server: ForkServer | None = None) -> None:
         # stderr goes to an unlinked temp file: never into the user's terminal or TUI,
         # never a pipe that could fill up, and its tail explains a crash.
         self._stderr = tempfile.TemporaryFile(prefix="sbw-engine-")  # noqa: SIM115 (kept open)
         pipes: list[tuple[int, int]] = []
+        handoff: tuple[socket.socket, socket.socket] | None = None
         try:
             for _ in range(3):  # a failure (out of descriptors) closes those made before it
                 pipes.append(os.pipe())
+            handoff = _handoff_pair()
         except BaseException:
             for fd in itertools.chain.from_iterable(pipes):
                 os.close(fd)
@@ -336,37 +372,55 @@ class EngineProcess:
             raise
         (child_stdin, in_fd), (self._out_fd, child_stdout) = pipes[0], pipes[1]
         child_cancels, cancel_fd = pipes[2]
+        self._handoff: socket.socket | None
+        self._handoff, child_handoff = handoff or (None, None)
+        self._handoff_lock = threading.Lock()
+        """Held to send on and to close `_handoff` (a descriptor number closed and reused
+        under a send would take a context's memory to another socket)."""
+        child_handoff_fd = -1 if child_handoff is None else child_handoff.fileno()
         try:
             for channel in (in_fd, self._out_fd):
                 _widen_pipe(channel)
             self.process: ChildProcess
             if fork_server is not None:
                 self.process = fork_server.fork(
-                    child_stdin, child_stdout, self._stderr.fileno(), child_cancels
+                    child_stdin,
+                    child_stdout,
+                    self._stderr.fileno(),
+                    child_cancels,
+                    child_handoff_fd,
                 )
             else:
                 self.process = subprocess.Popen(
-                    [*_interpreter(_BOOT), str(child_cancels)],
+                    [*_interpreter(_BOOT), str(child_cancels), str(child_handoff_fd)],
                     stdin=child_stdin,
                     stdout=child_stdout,
                     stderr=self._stderr,
                     env=_clean_environment(),
                     close_fds=True,
-                    pass_fds=(child_cancels,),
+                    pass_fds=(child_cancels,)
+                    if child_handoff_fd < 0
+                    else (child_cancels, child_handoff_fd),
                     start_new_session=True,  # the terminal's Ctrl+C is the host's to handle
                 )
         except BaseException:
             for fd in (in_fd, self._out_fd, cancel_fd):
                 os.close(fd)
+            if self._handoff is not None:
+                self._handoff.close()
             self._stderr.close()
             raise
         finally:
             for fd in (child_stdin, child_stdout, child_cancels):
                 os.close(fd)
+            if child_handoff is not None:
+                child_handoff.close()
         self._reader = FrameReader(self._out_fd)
         for fd in (in_fd, cancel_fd):  # a write waits for the process up to its deadline
             os.set_blocking(fd, False)
         self._requests, self._cancels = _Channel(in_fd), _Channel(cancel_fd)
+        self.handed_over = 0
+        """Bytes of the memory files handed over to its current session (`hand_over`)."""
         self._last_seq = 0
         self._ready = False
         self._reap_lock = threading.Lock()
@@ -385,8 +439,11 @@ class EngineProcess:
         return not isinstance(process, ForkedProcess) or process.preloads == process.server.preloads
 
     def private_bytes(self) -> int:
-        """See `private_bytes` (0 once the process has gone)."""
-        return private_bytes(self.process.pid)
+        """See `private_bytes` (0 once the process has gone), and the memory files handed
+        over to its session: their pages count only once mapped in (then twice, as a kept
+        block a guest maps does: on the safe side)."""
+        held = private_bytes(self.process.pid)
+        return held + self.handed_over if held else 0
 
     def wait_ready(self) -> None:
         if self._ready:
@@ -414,6 +471,34 @@ class EngineProcess:
         self._write(
             self._cancels, {"op": "cancel", "seq": seq}, [], time.monotonic() + CANCEL_SECONDS
         )
+
+    @property
+    def takes_memory_files(self) -> bool:
+        """A restore point can be handed to it as a memory file (`hand_over`)."""
+        return self._handoff is not None
+
+    def hand_over(self, memory_file: int, deadline: float) -> bool:
+        """Hand the process a copy of the descriptor `memory_file` (for the `restore` frame
+        sent next, which says so). False if it could not be sent (nothing was: the
+        restore point goes through the pipe instead); `EngineProcessDied` if the process
+        is gone or took nothing by `deadline` (then it is killed)."""
+        with self._handoff_lock:
+            handoff = self._handoff
+            if handoff is None:
+                return False
+            try:
+                handoff.settimeout(max(deadline - time.monotonic(), 0.001))
+                socket.send_fds(handoff, [b"memory"], [memory_file])
+                return True
+            except TimeoutError:
+                pass
+            except (BrokenPipeError, ConnectionResetError) as error:
+                self.dead = True
+                raise EngineProcessDied(self.describe_exit(error)) from None
+            except OSError:  # descriptors in flight, memory: a datagram is sent whole or not
+                return False
+        self.kill()
+        raise EngineProcessDied("the engine process stopped taking memory files")
 
     def _write(
         self,
@@ -488,6 +573,10 @@ class EngineProcess:
     def _close_input(self) -> None:
         self._requests.close()
         self._cancels.close()
+        with self._handoff_lock:
+            if self._handoff is not None:
+                self._handoff.close()
+                self._handoff = None
 
     def _reap(self) -> None:
         with self._reap_lock:

@@ -21,6 +21,7 @@ After the process ended, the next execution starts a new one from the last snaps
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -49,7 +50,7 @@ from engines.result import (
     OutputListener,
     reset_note,
 )
-from engines.snapshot import SnapshotDelta
+from engines.snapshot import BLOCK_BYTES, SnapshotDelta
 from engines.vfs import TreeUpdate, VfsLimits
 
 BACKSTOP_SECONDS = 10.0
@@ -284,8 +285,10 @@ class ProcessSession:
             "limits": codec.limits_to_json(self.limits),
         }
 
-    def _restore_request(self) -> tuple[dict[str, Any], list[memoryview]] | None:
-        """`restore` with the restore point, if there is one (sent right behind `open`)."""
+    def _send_restore(self, engine_process: EngineProcess, deadline: float) -> int | None:
+        """Send `restore` with the restore point, if there is one (right behind `open`):
+        as a memory file where the process takes one, else as blocks through its pipe.
+        None if there was none, else the bytes handed over in a memory file (0: none)."""
         restore_point = self.unstored
         if self._restore_source is not None:
             self.unstored = None  # the source holds what is stored; the rest is lost
@@ -293,8 +296,22 @@ class ProcessSession:
         self._restorable = restore_point is not None
         if restore_point is None:
             return None
-        restore, blobs = codec.restore_to_json(restore_point)
-        return {"op": "restore", **restore}, blobs
+        if engine_process.takes_memory_files:
+            try:
+                header, memory_file = codec.restore_memory_file(restore_point)
+            except OSError:  # no memory file to be had (descriptors, memory): the pipe
+                pass
+            else:
+                try:
+                    handed = engine_process.hand_over(memory_file, deadline)
+                finally:
+                    os.close(memory_file)
+                if handed:
+                    engine_process.send({"op": "restore", **header}, deadline=deadline)
+                    return len(restore_point.blocks) * BLOCK_BYTES
+        header, blobs = codec.restore_to_json(restore_point)
+        engine_process.send({"op": "restore", **header}, blobs, deadline=deadline)
+        return 0
 
     def _open(self) -> EngineProcess:
         """Start (or reuse) an engine process and open the session in it; a compiled
@@ -311,17 +328,16 @@ class ProcessSession:
                 self._pool.release(engine_process)
                 raise PrepareError("cancelled")
             try:
+                engine_process.handed_over = 0  # its last session's went with that session
                 engine_process.send(self._open_request(), deadline=deadline)
-                restore = self._restore_request()
-                if restore is not None:
-                    engine_process.send(*restore, deadline=deadline)
-                answers = [
-                    engine_process.receive(deadline)[0] for _ in range(1 if restore is None else 2)
-                ]
+                handed_over = self._send_restore(engine_process, deadline)
+                restored = handed_over is not None
+                answers = [engine_process.receive(deadline)[0] for _ in range(1 + restored)]
             except (EngineProcessDied, FrameTimeout) as error:
                 engine_process.kill()
+                reason = str(error) or f"no answer within {REQUEST_SECONDS:g} s"
                 raise PrepareError(
-                    f"{self.language_engine.language} engine process failed: {error}"
+                    f"{self.language_engine.language} engine process failed: {reason}"
                 ) from None
             except BaseException:
                 engine_process.kill()  # its answers are unread: it cannot serve another
@@ -329,6 +345,8 @@ class ProcessSession:
             finally:
                 with self._flags:
                     self._opening = None
+            if restored and all(answer.get("ok") for answer in answers):
+                engine_process.handed_over = handed_over or 0  # what its session now holds
             if answers[0].get("ok") and answers[-1].get("kind") == "restore":
                 self._restorable = False  # a malformed restore point: run fresh, say so
                 self._refused_restore = str(answers[-1].get("message"))
@@ -587,6 +605,7 @@ class ProcessSession:
                 engine_process.receive(deadline)
             except (EngineProcessDied, FrameTimeout):
                 self._lost()
+            engine_process.handed_over = 0  # the restore point went with the state
             self._alive = False
 
     def close(self) -> None:

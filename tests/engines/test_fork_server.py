@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -66,12 +67,14 @@ def test_engine_processes_are_forks_that_share_the_servers_pages(pool: EnginePro
             session.close()
 
 
-def test_an_engine_process_restores_by_mapping_its_snapshot_from_a_memory_file(
+def test_an_engine_process_restores_by_mapping_the_memory_file_the_host_handed_over(
     pool: EngineProcessPool,
 ) -> None:
-    """Issue 23: a new engine process restores a context by mapping the snapshot's blocks
-    copy-on-write from a memory file of its own, which it made before limiting the size of
-    files it writes (sizing it would pass that limit), and the limit holds."""
+    """Issue 23: a new engine process restores a context from a memory file the host
+    wrote its blocks into and handed over (no copy through the pipe), maps them
+    copy-on-write; the host counts them as the process's memory and keeps no descriptor.
+    The process still made a memory file of its own before limiting the size of files it
+    writes (sizing it would pass that limit), and the limit holds."""
     stored: list[SnapshotDelta] = []
     sessions = [ProcessSession("python", pool=pool)]
     try:
@@ -86,7 +89,16 @@ def test_an_engine_process_restores_by_mapping_its_snapshot_from_a_memory_file(
         assert report.boot.value == "restored" and report.result.results[0].text == "42"
         pid = second._process.process.pid  # type: ignore[union-attr]
         maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
-        assert any("memfd:sandbox-snapshot" in line and " rw-p " in line for line in maps)
+        assert any("memfd:sandbox-restore" in line and " rw-p " in line for line in maps)
+        # not mapped in ahead: the host counts what it handed over
+        handed_over = len(stored[-1].blocks) * 4096
+        assert second._process.handed_over == handed_over  # type: ignore[union-attr]
+        bare = handle.private_bytes(pid)  # an idle process's: steady, give or take a page
+        assert second.private_bytes >= bare + handed_over - (256 << 10)
+        own_files = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        assert any("memfd:sandbox-snapshot" in target for target in own_files)
+        host_files = [os.readlink(fd) for fd in Path("/proc/self/fd").iterdir() if fd.is_symlink()]
+        assert not any("sandbox-restore" in target for target in host_files)
         limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
         file_size = next(line for line in limits if line.startswith("Max file size"))
         assert file_size.split()[3:5] == [str(1 << 20), str(1 << 20)]
@@ -151,18 +163,115 @@ def test_a_restore_point_goes_only_to_a_session_that_has_not_run(
         session.close()
 
 
+def test_each_memory_file_restore_takes_the_file_handed_over_for_it_or_none(
+    pool: EngineProcessPool,
+) -> None:
+    """A `restore` that says `memoryFile` takes the file handed over for it, even when it
+    is refused (so the next one never takes a stale one); one that came without its file,
+    or with a file not of its memory's size, is refused and the session starts fresh."""
+    with ProcessSession("python", pool=pool) as source:
+        assert source.execute("answer = 41").result.error is None
+        source.take_snapshot()
+        source.collect_snapshot()
+        assert source.unstored is not None
+        stored, open_request = source.unstored, source._open_request()
+    header, memory_file = codec.restore_memory_file(stored)
+    os.close(memory_file)
+    restore = {"op": "restore", **header}
+    engine_process = pool.acquire()
+
+    def wrong_size_file() -> int:
+        wrong = os.memfd_create("wrong")
+        os.ftruncate(wrong, 4096)
+        return wrong
+
+    def answer_to(*frames: tuple[dict[str, object], int | None]) -> list[dict[str, object]]:
+        for request, handed in frames:
+            if handed is not None:
+                assert engine_process.hand_over(handed, time.monotonic() + 5)
+                os.close(handed)
+            engine_process.send(request, deadline=None)
+        return [engine_process.receive(time.monotonic() + 10)[0] for _ in frames]
+
+    try:
+        # refused (no session waits for it), yet its file is taken
+        [refused] = answer_to((restore, wrong_size_file()))
+        assert "no session waits for a restore" in str(refused["message"])
+        opened, restored = answer_to((open_request, None), (restore, None))
+        assert opened["ok"] and restored["kind"] == "restore"
+        assert "did not come with it" in str(restored["message"])
+        opened, restored = answer_to((open_request, None), (restore, wrong_size_file()))
+        assert opened["ok"] and "not its size" in str(restored["message"])
+        _, right = codec.restore_memory_file(stored)
+        opened, restored = answer_to((open_request, None), (restore, right))
+        assert opened["ok"] and restored["ok"]
+        [ran] = answer_to(({"op": "execute", "seq": 1, "code": "answer + 1"}, None))
+        assert ran["ok"] and ran["report"]["result"]["results"][0]["text"] == "42"  # type: ignore[index]
+    finally:
+        engine_process.kill()
+
+
+def test_an_engine_process_cannot_send_the_host_descriptors() -> None:
+    """The memory file socket is one way: what an engine process sends on it fails, so
+    no descriptor it sends sits unread in the host's end, counting against the user's
+    limit of descriptors in flight (reached, the host could hand over none, nor fork)."""
+    pair = handle._handoff_pair()
+    assert pair is not None
+    host, engine = pair
+    with host, engine:
+        with pytest.raises(BrokenPipeError):
+            socket.send_fds(engine, [b"memory"], [0])
+        socket.send_fds(host, [b"memory"], [0])  # the host's hand-over still goes through
+        message, fds, _, _ = socket.recv_fds(engine, 16, 1)
+        for fd in fds:
+            os.close(fd)
+        assert message == b"memory" and len(fds) == 1
+
+
+def test_a_refused_memory_file_restore_is_not_counted_as_held(pool: EngineProcessPool) -> None:
+    """The bytes handed over count as the process's memory only once its session took
+    them: a restore point it refuses (not a whole number of 64 KiB pages) is not counted,
+    and the session starts fresh and says so."""
+    malformed = SnapshotDelta(3 * 4096, {0: memoryview(bytes(4096))}, {}, {}, from_image=True)
+    with ProcessSession("python", pool=pool, restore_source=lambda build: malformed) as session:
+        report = session.execute("1 + 1")
+        assert report.result.results[0].text == "2" and report.restore_point_dropped
+        assert session._process is not None and session._process.handed_over == 0
+
+
+def test_a_restore_point_through_the_pipe_restores_the_same_state(
+    pool: EngineProcessPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the host cannot hand over memory files, the restore point's blocks go through
+    the pipe, straight into the engine process's own memory file."""
+    monkeypatch.setattr(handle.EngineProcess, "takes_memory_files", False)
+    with ProcessSession("python", pool=pool) as source:
+        assert source.execute("answer = 41").result.error is None
+        source.take_snapshot()
+        source.collect_snapshot()
+        stored = source.unstored
+    assert stored is not None
+    with ProcessSession("python", pool=pool, restore_source=lambda build: stored) as revisit:
+        report = revisit.execute("answer + 1")
+        assert report.boot.value == "restored" and report.result.results[0].text == "42"
+        pid = revisit._process.process.pid  # type: ignore[union-attr]
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        assert "memfd:sandbox-restore" not in maps and "memfd:sandbox-snapshot" in maps
+
+
 def test_an_engine_process_holds_no_descriptor_of_the_fork_server(pool: EngineProcessPool) -> None:
     first, second = pool.acquire(), pool.acquire()
     try:
         for engine_process in (first, second):
-            targets = [
-                os.readlink(entry)
+            targets = {
+                int(entry.name): os.readlink(entry)
                 for entry in Path(f"/proc/{engine_process.process.pid}/fd").iterdir()
-            ]
-            # Its frame pipes, cancel pipe and log only: no control socket, no pidfd of a
-            # sibling.
-            assert not [target for target in targets if target.startswith(("socket:", "anon"))]
-            assert sum(target.startswith("pipe:") for target in targets) == 3
+            }
+            # Its frame pipes, cancel pipe, memory file socket and log only: no control
+            # socket, no pidfd of a sibling.
+            assert sum(target.startswith("socket:") for target in targets.values()) == 1
+            assert not [target for target in targets.values() if target.startswith("anon")]
+            assert sum(target.startswith("pipe:") for target in targets.values()) == 3
     finally:
         pool.release(first)
         pool.release(second)
@@ -304,7 +413,8 @@ def test_a_process_forked_after_a_language_was_used_opens_it_without_loading_it(
 ) -> None:
     """The pool has its fork server load each compiled entry a session opens, so the
     processes forked after start with it loaded (Python's took 6.5 ms a process to
-    load); they keep its files open and no other descriptor of the server."""
+    load); they keep its files open and no other descriptor of the server (their one
+    socket is the host's memory file channel)."""
     with ProcessSession("python", pool=pool) as session:
         assert session.execute("v = 41\nv + 1").result.results[0].text == "42"
         assert session.preloaded
@@ -313,7 +423,7 @@ def test_a_process_forked_after_a_language_was_used_opens_it_without_loading_it(
         targets = [os.readlink(fd) for fd in Path(f"/proc/{process.process.pid}/fd").iterdir()]
         compiled = str(session._compiled)
         kept = [target for target in targets if target.startswith(compiled)]
-        assert kept and not [target for target in targets if target.startswith("socket:")]
+        assert kept and sum(target.startswith("socket:") for target in targets) == 1
         # another instance of the same loaded entry in the same process: a fresh image
         session.reset()
         assert session.execute("'v' in globals()").result.results[0].text == "False"

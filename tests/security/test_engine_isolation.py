@@ -442,12 +442,18 @@ def test_the_backstop_answers_only_for_the_run_it_watched(
 
 
 def revisit_into_a_stopped_process(
-    monkeypatch: pytest.MonkeyPatch, then: Callable[[ProcessSession], None]
+    monkeypatch: pytest.MonkeyPatch,
+    then: Callable[[ProcessSession], None],
+    *,
+    memory_file: bool = False,
 ) -> ExecutionReport:
     """A Python context holding 2 MB is evicted; its revisit opens an engine process that
-    stopped reading (SIGSTOP stands in for a wedged one) before the restore point, more
-    than its pipe holds, is sent. `then` acts on the session meanwhile; the revisit's
-    report, once it ended (within 10 s), and the context's state after it are checked."""
+    stopped reading (SIGSTOP stands in for a wedged one) before the restore point is
+    sent: through its pipe, more than the pipe holds, or (`memory_file`) handed over as a
+    memory file. `then` acts on the session meanwhile; the revisit's report, once it
+    ended (within 10 s), and the context's state after it are checked."""
+    if not memory_file:
+        monkeypatch.setattr(EngineProcess, "takes_memory_files", False)
     stored: list[SnapshotDelta] = []
     pool = EngineProcessPool(spares=0)
     session = ProcessSession(
@@ -504,16 +510,22 @@ def test_a_cancel_reaches_a_revisit_whose_engine_process_stopped_reading(
     assert report.result.error.message == "Execution cancelled"
 
 
+@pytest.mark.parametrize("memory_file", [False, True], ids=["pipe", "memory-file"])
 def test_a_request_the_engine_process_never_reads_ends_at_its_deadline(
-    engines_ready: None, monkeypatch: pytest.MonkeyPatch
+    engines_ready: None, monkeypatch: pytest.MonkeyPatch, memory_file: bool
 ) -> None:
     """A request's write waits for the process up to the request's deadline, then the
-    process is killed and the run fails; before, the write blocked for ever."""
+    process is killed and the run fails; before, the write blocked for ever. A restore
+    point handed over as a memory file fills no pipe: the open's wait for an answer ends
+    at the same deadline, and says so."""
     monkeypatch.setattr(session_module, "REQUEST_SECONDS", 1.5)
-    report = revisit_into_a_stopped_process(monkeypatch, lambda session: None)
+    report = revisit_into_a_stopped_process(
+        monkeypatch, lambda session: None, memory_file=memory_file
+    )
     assert report.result.error is not None
     assert report.result.error.name == "EngineError"
-    assert "stopped reading its requests" in report.result.error.message
+    expected = "no answer within 1.5 s" if memory_file else "stopped reading its requests"
+    assert expected in report.result.error.message
 
 
 async def test_a_revisit_given_up_while_its_engine_process_hangs_frees_the_context(
