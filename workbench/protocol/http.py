@@ -34,9 +34,11 @@ __all__ = [
     "OutputLines",
     "Request",
     "Response",
+    "SinkFailed",
     "answer_event",
     "body_cap",
     "error_json",
+    "guarded_sink",
     "internal_error",
     "invalid_response",
     "json_payload",
@@ -149,6 +151,28 @@ def wants_stream(headers: Mapping[str, str]) -> bool:
 
 MAX_EVENT_BYTES = 4 << 20
 """The longest line of a streamed answer (its last holds the whole result)."""
+
+
+class SinkFailed(Exception):
+    """The caller's event sink raised `error`: raised again as it was, never taken for a
+    server that broke off or answered garbage (a `| head` that closed stdout is an OSError,
+    a caller's own check may be a ValueError)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def guarded_sink(on_event: EventSink) -> EventSink:
+    """`on_event`, its failures raised as `SinkFailed`."""
+
+    def sink(event: dict[str, Any]) -> None:
+        try:
+            on_event(event)
+        except Exception as error:
+            raise SinkFailed(error) from error
+
+    return sink
 
 
 async def read_event_stream(chunks: AsyncIterator[bytes], on_event: EventSink) -> Response:

@@ -29,8 +29,10 @@ from workbench.protocol.http import (
     EventSink,
     Request,
     Response,
+    SinkFailed,
     body_cap,
     error_json,
+    guarded_sink,
     json_payload,
     parse_json,
     read_event_stream,
@@ -176,12 +178,12 @@ class SocketTransport:
             "connection: close\r\n\r\n"
         ).encode("latin-1")
         reader, writer = await self._connect()
-        sink = None if on_event is None else _guarded(on_event)
+        sink = None if on_event is None else guarded_sink(on_event)
         try:
             writer.write(head + payload)
             await writer.drain()
             response, headers = await asyncio.wait_for(_read_response(reader, sink), timeout)
-        except _SinkFailed as failed:  # the client's own failure (stdout closed), not the daemon's
+        except SinkFailed as failed:  # the client's own failure (stdout closed), not the daemon's
             raise failed.error from None
         except TimeoutError:
             raise unreachable(
@@ -261,25 +263,6 @@ class SocketTransport:
 
     async def aclose(self) -> None:
         """Nothing is kept open between requests."""
-
-
-class _SinkFailed(Exception):
-    """The caller's event sink raised `error`: raised again as it was, never taken for a
-    daemon that broke off (a `| head` that closed stdout is an OSError too)."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _guarded(on_event: EventSink) -> EventSink:
-    def sink(event: dict[str, Any]) -> None:
-        try:
-            on_event(event)
-        except Exception as error:
-            raise _SinkFailed(error) from error
-
-    return sink
 
 
 async def _read_response(
