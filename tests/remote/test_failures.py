@@ -203,6 +203,39 @@ async def test_a_streamed_run_s_output_keeps_its_answer_waited_for(
     await backend.aclose()
 
 
+async def test_a_line_callback_s_own_error_is_raised_as_it_is_not_blamed_on_the_gateway(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    """A caller's `on_stdout` that raises (a ValueError of its own, a closed stdout's
+    OSError) gets its error back as it raised it; it was reported as the gateway's
+    invalid answer."""
+    answer = {"type": "answer", "status": 200, "body": {"results": [], "logs": {}}}
+
+    async def printing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(f"HTTP/1.1 200 OK\r\ncontent-type: {NDJSON}\r\n\r\n".encode())
+        line = {"type": "output", "stream": "stdout", "line": "one"}
+        writer.write(json.dumps(line).encode() + b"\n" + json.dumps(answer).encode() + b"\n")
+        await writer.drain()
+        writer.close()
+
+    url = await gateway_factory(printing)
+    backend = open_remote_backend("printing", url, "t", retries=0)
+
+    try:
+        for error in (ValueError("not mine: one"), BrokenPipeError("stdout closed")):
+
+            def told(line: str, error: Exception = error) -> None:
+                raise error
+
+            with pytest.raises(type(error), match=str(error)):
+                await backend.sandbox("demo").interpreter.run_code(
+                    "1", binding="PYTHON", on_stdout=told
+                )
+    finally:
+        await backend.aclose()
+
+
 def gzip_bomb(inflated: int) -> bytes:
     """A gzip body of zeros that inflates to `inflated` bytes (about 1,000 times its size)."""
     packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)

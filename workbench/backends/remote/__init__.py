@@ -21,6 +21,8 @@ from workbench.protocol.http import (
     NDJSON,
     EventSink,
     Response,
+    SinkFailed,
+    guarded_sink,
     invalid_response,
     json_payload,
     parse_json,
@@ -369,13 +371,17 @@ class HttpTransport:
             if on_event is not None and content_type.startswith(NDJSON):
                 loop = asyncio.get_running_loop()
 
+                sink = guarded_sink(on_event)
+
                 def progress(event: dict[str, Any]) -> None:
                     if again is not None:
                         scope.reschedule(loop.time() + again)
-                    on_event(event)
+                    sink(event)
 
                 try:
                     return await read_event_stream(_decoded(reply), progress)
+                except SinkFailed as failed:  # the caller's own failure, not the gateway's
+                    raise failed.error from None
                 except (ValueError, EOFError) as error:
                     raise invalid_response() from error
             chunks: list[bytes] = []
