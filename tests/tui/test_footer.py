@@ -10,6 +10,7 @@ from textual.widgets._footer import FooterKey
 
 from tests.tui.test_flows import make_app
 from tour import WorkbenchPilot, create_sandbox, main_screen, until_connected, wait_for
+from workbench.tui.messages import ContextOpened
 from workbench.tui.widgets.workbench_footer import WorkbenchFooter, key_width
 
 pytestmark = pytest.mark.usefixtures("tui_dirs")
@@ -67,3 +68,17 @@ async def test_the_footer_rebuilds_its_keys_only_when_they_change(tmp_path: Path
         await pilot.resize_terminal(80, 24)
         await wait_for(pilot, lambda: "f8" not in shown_keys(footer))
         assert not any(key.is_attached for key in keys)
+
+
+async def test_with_a_repl_open_its_run_and_cancel_keys_come_first(tmp_path: Path) -> None:
+    """A REPL's run and cancel keys come right after Quit and Help: behind the sandbox's
+    keys they were cut off at 120 columns, so a running cell's cancel key was nowhere on
+    screen."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        footer = await footer_with_a_sandbox(pilot)
+        assert app.backend is not None
+        context = await app.backend.sandbox("demo").interpreter.create_code_context("PERL")
+        await app.main_screen.context_opened(ContextOpened("demo", context, []))
+        await wait_for(pilot, lambda: "^g" in shown_keys(footer))
+        assert shown_keys(footer)[:4] == ["^q", "f1", "^r", "^g"]

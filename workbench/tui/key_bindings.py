@@ -12,6 +12,10 @@ from textual.screen import Screen
 WORKBENCH_BINDINGS: list[Binding] = [
     Binding("ctrl+q", "quit", "Quit", id="app.quit"),
     Binding("f1", "help", "Help", id="app.help"),
+    # A REPL's own keys next, before the sandbox's: the footer shows the keys that fit.
+    # Not ctrl+j: many terminals send it for a newline, and a paste must never run half a cell.
+    Binding("ctrl+r,ctrl+enter", "run_cell", "Run cell", id="repl.run", priority=True),
+    Binding("ctrl+g", "cancel_run", "Cancel run", id="repl.cancel", priority=True),
     Binding("ctrl+s", "save_file", "Save", id="file.save"),
     Binding("f2", "create_sandbox", "New sandbox", id="sandbox.create"),
     Binding("f3", "create_context", "New context", id="context.create"),
@@ -25,9 +29,6 @@ WORKBENCH_BINDINGS: list[Binding] = [
     Binding("f12", "show_runtimes", "Runtimes", id="app.runtimes", show=False),
     Binding("f7", "prepare_engine", "Prepare engine", id="runtimes.prepare", show=False),
     Binding("alt+s", "toggle_env_reveal", "Reveal env vars", id="sandbox.reveal_env", show=False),
-    # Not ctrl+j: many terminals send it for a newline, and a paste must never run half a cell.
-    Binding("ctrl+r,ctrl+enter", "run_cell", "Run cell", id="repl.run", priority=True),
-    Binding("ctrl+g", "cancel_run", "Cancel run", id="repl.cancel", priority=True),
     Binding("alt+h", "search_history", "History", id="repl.history_search"),
     Binding("ctrl+f", "find_in_transcript", "Find", id="repl.find"),
     Binding("alt+c", "copy_cell", "Copy cell", id="repl.copy_cell", show=False),
