@@ -244,16 +244,20 @@ class Responder:
             if memory_file is not None:
                 os.close(memory_file)
             return {"ok": False, "kind": "engine", "message": "no session waits for a restore"}
+        if header.get("memoryFile") is True and memory_file is None:
+            # Not the restore point's fault (out of descriptors, say): the open fails and
+            # the context keeps its snapshot for the next try.
+            return {"ok": False, "kind": "engine", "message": "a memory file did not arrive"}
         try:
-            if header.get("memoryFile") is not True:
+            if memory_file is None:
                 restore_point = codec.restore_from_json(header, blobs)
-            elif memory_file is None:
-                raise ValueError("a restore point's memory file did not come with it")
             elif blobs:
                 os.close(memory_file)
                 raise ValueError("a restore point both in a memory file and in blobs")
             else:
                 restore_point = codec.restore_from_memory_file(header, memory_file)
+        except OSError as error:  # mapping it failed here: as above
+            return {"ok": False, "kind": "engine", "message": f"{type(error).__name__}: {error}"}
         except Exception as error:  # a malformed restore point: the session starts fresh
             return {"ok": False, "kind": "restore", "message": f"{type(error).__name__}: {error}"}
         if session.language_engine.snapshots:

@@ -482,7 +482,8 @@ class EngineProcess:
         sent next, which says so). False if it could not be sent (nothing was: the
         restore point goes through the pipe instead); `EngineProcessDied` if the process
         is gone or took nothing by `deadline` (then it is killed)."""
-        with self._handoff_lock:
+        gone: OSError | None = None
+        with self._handoff_lock:  # never a wait for the process under it: see `_close_input`
             handoff = self._handoff
             if handoff is None:
                 return False
@@ -493,10 +494,12 @@ class EngineProcess:
             except TimeoutError:
                 pass
             except (BrokenPipeError, ConnectionResetError) as error:
-                self.dead = True
-                raise EngineProcessDied(self.describe_exit(error)) from None
+                gone = error
             except OSError:  # descriptors in flight, memory: a datagram is sent whole or not
                 return False
+        if gone is not None:
+            self.dead = True
+            raise EngineProcessDied(self.describe_exit(gone))
         self.kill()
         raise EngineProcessDied("the engine process stopped taking memory files")
 

@@ -299,7 +299,9 @@ class ProcessSession:
         if engine_process.takes_memory_files:
             try:
                 header, memory_file = codec.restore_memory_file(restore_point)
-            except OSError:  # no memory file to be had (descriptors, memory): the pipe
+            except (OSError, OverflowError, ValueError):  # no memory file to be had (out of
+                # descriptors or memory, a stored block past any memory): the pipe takes it,
+                # and the engine process judges it as it judges any
                 pass
             else:
                 try:
@@ -517,6 +519,7 @@ class ProcessSession:
             self._restorable = False
             if self._restore_source is None:
                 self.unstored = None
+            engine_process.handed_over = 0  # it let go of a memory file it was handed
         return report
 
     def _expected_boot(self) -> Boot:

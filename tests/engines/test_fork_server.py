@@ -6,6 +6,7 @@ idle one sleeps."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from engines.cache import EngineCache
+from engines.language import PrepareError
 from engines.locations import cache_root
 from engines.process import EngineProcessPool, ProcessSession, codec, handle, run_stateless
 from engines.process.handle import EngineProcessDied
@@ -167,8 +169,9 @@ def test_each_memory_file_restore_takes_the_file_handed_over_for_it_or_none(
     pool: EngineProcessPool,
 ) -> None:
     """A `restore` that says `memoryFile` takes the file handed over for it, even when it
-    is refused (so the next one never takes a stale one); one that came without its file,
-    or with a file not of its memory's size, is refused and the session starts fresh."""
+    is refused (so the next one never takes a stale one); one whose file did not arrive
+    fails the open (the snapshot is not at fault, so it is kept), and one with a file not
+    of its memory's size is refused and the session starts fresh."""
     with ProcessSession("python", pool=pool) as source:
         assert source.execute("answer = 41").result.error is None
         source.take_snapshot()
@@ -197,9 +200,10 @@ def test_each_memory_file_restore_takes_the_file_handed_over_for_it_or_none(
         # refused (no session waits for it), yet its file is taken
         [refused] = answer_to((restore, wrong_size_file()))
         assert "no session waits for a restore" in str(refused["message"])
+        # not the restore point's fault: the open fails, the context keeps its snapshot
         opened, restored = answer_to((open_request, None), (restore, None))
-        assert opened["ok"] and restored["kind"] == "restore"
-        assert "did not come with it" in str(restored["message"])
+        assert opened["ok"] and restored["kind"] == "engine"
+        assert "did not arrive" in str(restored["message"])
         opened, restored = answer_to((open_request, None), (restore, wrong_size_file()))
         assert opened["ok"] and "not its size" in str(restored["message"])
         _, right = codec.restore_memory_file(stored)
@@ -237,6 +241,36 @@ def test_a_refused_memory_file_restore_is_not_counted_as_held(pool: EngineProces
         report = session.execute("1 + 1")
         assert report.result.results[0].text == "2" and report.restore_point_dropped
         assert session._process is not None and session._process.handed_over == 0
+
+
+def test_a_memory_file_the_host_cannot_send_goes_through_the_pipe_instead(
+    pool: EngineProcessPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hand-over the kernel refuses (too many descriptors in flight, no memory) sends
+    nothing, so the restore point goes through the pipe instead and the context is
+    restored; one to a process that is gone fails its open."""
+    with ProcessSession("python", pool=pool) as source:
+        assert source.execute("answer = 41").result.error is None
+        source.take_snapshot()
+        source.collect_snapshot()
+        stored = source.unstored
+    assert stored is not None
+    send_fds = socket.send_fds
+    refusal: list[OSError] = [OSError(errno.ETOOMANYREFS, "Too many references")]
+
+    def refusing(sock: socket.socket, buffers: list[bytes], fds: list[int]) -> int:
+        if buffers == [b"memory"]:
+            raise refusal[0]
+        return send_fds(sock, buffers, fds)
+
+    monkeypatch.setattr(socket, "send_fds", refusing)
+    with ProcessSession("python", pool=pool, restore_source=lambda build: stored) as revisit:
+        report = revisit.execute("answer + 1")
+        assert report.boot.value == "restored" and report.result.results[0].text == "42"
+        assert revisit._process is not None and revisit._process.handed_over == 0
+    refusal[0] = BrokenPipeError(errno.EPIPE, "Broken pipe")
+    with pytest.raises(PrepareError, match="engine process failed"):
+        ProcessSession("python", pool=pool, restore_source=lambda build: stored)
 
 
 def test_a_restore_point_through_the_pipe_restores_the_same_state(

@@ -500,12 +500,16 @@ def revisit_into_a_stopped_process(
         pool.close()
 
 
+@pytest.mark.parametrize("memory_file", [False, True], ids=["pipe", "memory-file"])
 def test_a_cancel_reaches_a_revisit_whose_engine_process_stopped_reading(
-    engines_ready: None, monkeypatch: pytest.MonkeyPatch
+    engines_ready: None, monkeypatch: pytest.MonkeyPatch, memory_file: bool
 ) -> None:
-    """A cancel while the session is opened (the restore point being written) kills the
-    process being opened; before, it waited for the open, which waited for ever."""
-    report = revisit_into_a_stopped_process(monkeypatch, lambda session: session.cancel())
+    """A cancel while the session is opened (the restore point being written, or its
+    answer awaited) kills the process being opened; before, it waited for the open,
+    which waited for ever."""
+    report = revisit_into_a_stopped_process(
+        monkeypatch, lambda session: session.cancel(), memory_file=memory_file
+    )
     assert report.result.error is not None
     assert report.result.error.message == "Execution cancelled"
 
@@ -528,14 +532,17 @@ def test_a_request_the_engine_process_never_reads_ends_at_its_deadline(
     assert expected in report.result.error.message
 
 
+@pytest.mark.parametrize("memory_file", [False, True], ids=["pipe", "memory-file"])
 async def test_a_revisit_given_up_while_its_engine_process_hangs_frees_the_context(
-    tmp_path: Path, engines_ready: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, engines_ready: None, monkeypatch: pytest.MonkeyPatch, memory_file: bool
 ) -> None:
     """A run that finds its context evicted opens a session for it in a new engine
-    process; one that hangs (SIGSTOP) while the restore point is written into it is
-    killed when the caller gives up, so the context's next run starts at once, restored.
-    Before, the open went on (for ever, then up to its 120 s deadline) and held the
-    context."""
+    process; one that hangs (SIGSTOP) while it is opened, its restore point on its way in
+    (through the pipe or as a memory file), is killed when the caller gives up, so the
+    context's next run starts at once, restored. Before, the open went on (for ever, then
+    up to its 120 s deadline) and held the context."""
+    if not memory_file:
+        monkeypatch.setattr(EngineProcess, "takes_memory_files", False)
     backend = open_local_backend(tmp_path / "data", embedded=True, max_resident=1)
     stopped: list[int] = []
     acquire = EngineProcessPool.acquire
