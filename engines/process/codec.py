@@ -162,14 +162,18 @@ def restore_to_json(restore: SnapshotDelta) -> tuple[dict[str, Any], list[memory
         for first, count in runs
         for index in range(first, first + count)
     ]
-    header = {
+    return _restore_header(restore, runs), blobs
+
+
+def _restore_header(restore: SnapshotDelta, runs: list[tuple[int, int]]) -> dict[str, Any]:
+    """A restore point's header: its memory's length, runs of blocks, globals, host state."""
+    return {
         "length": restore.length,
         "runs": [list(run) for run in runs],
         "globals": restore.globals,
         "extra": restore.extra,
         "fromImage": True,
     }
-    return header, blobs
 
 
 def restore_memory_file(restore: SnapshotDelta) -> tuple[dict[str, Any], int]:
@@ -197,15 +201,7 @@ def restore_memory_file(restore: SnapshotDelta) -> tuple[dict[str, Any], int]:
     except BaseException:
         os.close(memory_file)
         raise
-    header = {
-        "length": restore.length,
-        "runs": [list(run) for run in runs],
-        "globals": restore.globals,
-        "extra": restore.extra,
-        "fromImage": True,
-        "memoryFile": True,
-    }
-    return header, memory_file
+    return {**_restore_header(restore, runs), "memoryFile": True}, memory_file
 
 
 def restore_from_memory_file(header: dict[str, Any], memory_file: int) -> MemorySnapshot:
@@ -219,13 +215,20 @@ def restore_from_memory_file(header: dict[str, Any], memory_file: int) -> Memory
         status = os.fstat(memory_file)
         if not S_ISREG(status.st_mode) or status.st_size != length:
             raise ValueError("snapshot: the restore point's memory file is not its size")
-        written = bytearray(length // BLOCK_BYTES)
-        for index in blocks:
-            written[index] = 1
         memory = adopt_memory_file(memory_file, length)
     except BaseException:
         os.close(memory_file)
         raise
+    return _kept_blocks_snapshot(header, memory, length, blocks)
+
+
+def _kept_blocks_snapshot(
+    header: dict[str, Any], memory: mmap.mmap, length: int, blocks: list[int]
+) -> MemorySnapshot:
+    """A restore point's snapshot whose `memory` holds its `blocks` at their offsets."""
+    written = bytearray(length // BLOCK_BYTES)
+    for index in blocks:
+        written[index] = 1
     return MemorySnapshot(
         memory,
         dict(header["globals"]),
@@ -296,18 +299,9 @@ def restore_from_json(header: dict[str, Any], blobs: list[memoryview]) -> Memory
     if layout is None:
         raise ValueError("snapshot: a malformed restore point")
     length, blocks = layout
-    written = bytearray(length // BLOCK_BYTES)
-    for index in blocks:
-        written[index] = 1
     memory = blobs[0].obj if blobs else None
     if isinstance(memory, mmap.mmap) and all(blob.obj is memory for blob in blobs):
-        return MemorySnapshot(
-            memory,
-            dict(header["globals"]),
-            dict(header["extra"]),
-            written=bytes(written),
-            sparse=True,
-        )
+        return _kept_blocks_snapshot(header, memory, length, blocks)
     blocks_by_index = dict(zip(blocks, blobs, strict=True))
     guest_globals, extra = dict(header["globals"]), dict(header["extra"])
     return sparse_snapshot(

@@ -330,11 +330,12 @@ class ProcessSession:
                 self._pool.release(engine_process)
                 raise PrepareError("cancelled")
             try:
-                engine_process.handed_over = 0  # its last session's went with that session
                 engine_process.send(self._open_request(), deadline=deadline)
                 handed_over = self._send_restore(engine_process, deadline)
-                restored = handed_over is not None
-                answers = [engine_process.receive(deadline)[0] for _ in range(1 + restored)]
+                answers = [
+                    engine_process.receive(deadline)[0]
+                    for _ in range(1 if handed_over is None else 2)
+                ]
             except (EngineProcessDied, FrameTimeout) as error:
                 engine_process.kill()
                 reason = str(error) or f"no answer within {REQUEST_SECONDS:g} s"
@@ -347,8 +348,9 @@ class ProcessSession:
             finally:
                 with self._flags:
                     self._opening = None
-            if restored and all(answer.get("ok") for answer in answers):
-                engine_process.handed_over = handed_over or 0  # what its session now holds
+            # What its session now holds (its last session's went with that session).
+            accepted = all(answer.get("ok") for answer in answers)
+            engine_process.handed_over = (handed_over or 0) if accepted else 0
             if answers[0].get("ok") and answers[-1].get("kind") == "restore":
                 self._restorable = False  # a malformed restore point: run fresh, say so
                 self._refused_restore = str(answers[-1].get("message"))

@@ -69,6 +69,16 @@ def test_engine_processes_are_forks_that_share_the_servers_pages(pool: EnginePro
             session.close()
 
 
+def _answer_41_stored(pool: EngineProcessPool) -> SnapshotDelta:
+    """What a Python context that set `answer = 41` stores: its restore point."""
+    with ProcessSession("python", pool=pool) as source:
+        assert source.execute("answer = 41").result.error is None
+        source.take_snapshot()
+        source.collect_snapshot()
+        assert source.unstored is not None
+        return source.unstored
+
+
 def test_an_engine_process_restores_by_mapping_the_memory_file_the_host_handed_over(
     pool: EngineProcessPool,
 ) -> None:
@@ -249,12 +259,7 @@ def test_a_memory_file_the_host_cannot_send_goes_through_the_pipe_instead(
     """A hand-over the kernel refuses (too many descriptors in flight, no memory) sends
     nothing, so the restore point goes through the pipe instead and the context is
     restored; one to a process that is gone fails its open."""
-    with ProcessSession("python", pool=pool) as source:
-        assert source.execute("answer = 41").result.error is None
-        source.take_snapshot()
-        source.collect_snapshot()
-        stored = source.unstored
-    assert stored is not None
+    stored = _answer_41_stored(pool)
     send_fds = socket.send_fds
     refusal: list[OSError] = [OSError(errno.ETOOMANYREFS, "Too many references")]
 
@@ -279,12 +284,7 @@ def test_a_restore_point_through_the_pipe_restores_the_same_state(
     """Where the host cannot hand over memory files, the restore point's blocks go through
     the pipe, straight into the engine process's own memory file."""
     monkeypatch.setattr(handle.EngineProcess, "takes_memory_files", False)
-    with ProcessSession("python", pool=pool) as source:
-        assert source.execute("answer = 41").result.error is None
-        source.take_snapshot()
-        source.collect_snapshot()
-        stored = source.unstored
-    assert stored is not None
+    stored = _answer_41_stored(pool)
     with ProcessSession("python", pool=pool, restore_source=lambda build: stored) as revisit:
         report = revisit.execute("answer + 1")
         assert report.boot.value == "restored" and report.result.results[0].text == "42"
