@@ -19,6 +19,7 @@ import pytest
 from engines.cache import EngineCache
 from engines.language import PrepareError
 from engines.registry import LANGUAGES, language_engine, missing_requirements
+from tests.cli_fork_server import FORK_SERVER
 from workbench.backends.daemon import probe, stop_at
 
 _PREPARED: dict[str, str | None] = {}
@@ -166,6 +167,13 @@ def private_daemon_dirs() -> Iterator[Path]:
             else:
                 os.environ[key] = value
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cli_fork_server() -> Iterator[None]:
+    """Stop this worker's CLI fork server (`tests.cli_fork_server`) when its tests end."""
+    yield
+    FORK_SERVER.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_fork_server import run_cli_forked
 from tests.conftest import require_engine
 from tests.serve_process import serve_process
 from tests.test_context_restart import corrupt_snapshots
@@ -27,14 +28,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 def cli(
     env: dict[str, str], *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "workbench", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        input=stdin,
-        timeout=120,
-    )
+    return run_cli_forked(env, *args, stdin=stdin, module=True)
 
 
 def test_run_stateless_and_stateful_with_exit_codes(env: dict[str, str]) -> None:

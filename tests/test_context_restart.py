@@ -10,7 +10,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from engines.process import handle
 from engines.session import Session
 from engines.snapshot import SnapshotDelta
 from engines.vfs import VirtualFS
+from tests.cli_fork_server import run_cli_forked
 from tests.engines import whole_memory
 from tests.serve_process import serve_process
 from workbench.api import Backend
@@ -41,14 +41,9 @@ def ruby_contexts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(RUBY_CONTEXTS_ENV, "1")
 
 
-CONSOLE_SCRIPT = str(Path(sys.executable).with_name("sandbox-workbench"))
-
-
 def cli(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(data)}
-    return subprocess.run(
-        [CONSOLE_SCRIPT, *args], capture_output=True, text=True, env=env, timeout=180
-    )
+    return run_cli_forked(env, *args, timeout=180)
 
 
 STATE = [

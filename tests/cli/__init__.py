@@ -1,5 +1,6 @@
-"""Command-line tests: the real console script in subprocesses, with the data and config
-dirs in tmp dirs and none of the user's workbench settings inherited.
+"""Command-line tests: the real CLI in processes of their own (forked from one that
+imported it, or the console script itself where a test needs that process), with the
+data and config dirs in tmp dirs and none of the user's workbench settings inherited.
 
 Also a keyring backend for the tests (the OS keyring is an external boundary): select it
 with `PYTHON_KEYRING_BACKEND=tests.cli.FileKeyring` (tokens in the JSON file named by
@@ -20,11 +21,10 @@ from pathlib import Path
 
 from keyring.backend import KeyringBackend
 
+from tests.cli_fork_server import SCRIPT, run_cli_forked
 from tests.serve_process import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = Path(sys.executable).parent / "sandbox-workbench"
-"""The console script `pip install` made for the project."""
 CTRL_C_TAKEN = [
     sys.executable,
     "-c",
@@ -61,15 +61,9 @@ def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 def run_cli(
     env: dict[str, str], *args: str, stdin: str | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        input=stdin,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    """`sandbox-workbench ARGS…` in a process of its own, forked from one that imported
+    the CLI (`tests.cli_fork_server`); stdin is empty unless given."""
+    return run_cli_forked(env, *args, stdin=stdin, timeout=timeout, cwd=ROOT)
 
 
 def one_error_line(completed: subprocess.CompletedProcess[str]) -> str:

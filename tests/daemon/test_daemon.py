@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli import CTRL_C_TAKEN, ROOT, SCRIPT, cli_env, one_error_line, run_cli
+from tests.cli_fork_server import run_cli_forked
 from tests.conftest import require_engine, wake_ups
 from tests.daemon import wait_for_a_run
 from workbench.backends.daemon import probe, socket_path, stop_at
@@ -699,9 +700,7 @@ def test_a_relative_data_dir_names_one_store_wherever_clients_run(
 
 
 def run_cli_in(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
-    )
+    return run_cli_forked(env, *args, cwd=cwd)
 
 
 def test_a_daemon_whose_socket_was_removed_can_still_be_stopped(

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_fork_server import run_cli_forked
+
 SCRIPT = str(Path(sys.executable).parent / "sandbox-workbench")
 
 
@@ -28,9 +30,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 def workbench(
     env: dict[str, str], *args: str, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    completed = subprocess.run(
-        [SCRIPT, *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
+    completed = run_cli_forked(env, *args, timeout=timeout)
     assert "Traceback" not in completed.stderr, completed.stderr
     return completed
 
