@@ -57,6 +57,10 @@ BACKSTOP_SECONDS = 10.0
 """Past the timeout (plus the engine process's own grace), the host kills the process."""
 REQUEST_SECONDS = 120.0
 """Deadline of requests other than executions (opening with a large snapshot, ...)."""
+CANCEL_GRACE_SECONDS = 2.0
+"""How long a cancel lets the last run's snapshot, which the run waits for, come in
+before it kills the engine process (a snapshot takes milliseconds; a process that hangs
+in one would hold the run up to `REQUEST_SECONDS`)."""
 
 
 class WorkspaceSource(Protocol):
@@ -238,12 +242,15 @@ class ProcessSession:
         self._alive = False
         self._call_lock = threading.Lock()
         self._flags = threading.Lock()
-        """Guards the four fields below, which `cancel` reads from another thread."""
+        """Guards the five fields below, which `cancel` reads from another thread."""
         self._executing = False
         self._in_call = False
         self._cancel_pending = False
         self._opening: EngineProcess | None = None
         """The engine process the session is being opened in (a cancel kills it)."""
+        self._collecting: EngineProcess | None = None
+        """The engine process whose snapshot the session waits for (a cancel kills it
+        if the snapshot is not in within `CANCEL_GRACE_SECONDS`)."""
         self._seq = 0
         """Number of the last execution sent (a cancel names the one it means)."""
         self._snapshot_pending = False
@@ -394,11 +401,16 @@ class ProcessSession:
         engine_process = self._process
         if engine_process is None:
             return
+        with self._flags:
+            self._collecting = engine_process
         try:
             answer, blobs = engine_process.receive(time.monotonic() + REQUEST_SECONDS)
         except (EngineProcessDied, FrameTimeout):
             self._lost()
             return
+        finally:
+            with self._flags:
+                self._collecting = None
         delta = answer.get("snapshot")
         if not (answer.get("ok") and isinstance(delta, dict)):
             return
@@ -558,11 +570,25 @@ class ProcessSession:
                 # Killed under the lock: once the open lets go of the process (to the pool
                 # or to the session) no kill of this cancel can land on it.
                 self._opening.kill()  # an engine process that hangs would hold it long
+            if not sent and self._collecting is not None:
+                killer = threading.Timer(
+                    CANCEL_GRACE_SECONDS, self._kill_if_collecting, (self._collecting,)
+                )
+                killer.daemon = True
+                killer.start()
         if not sent:
             return
         if engine_process is not None and not engine_process.dead:
             with contextlib.suppress(EngineProcessDied):
                 engine_process.send_cancel(seq)
+
+    def _kill_if_collecting(self, engine_process: EngineProcess) -> None:
+        """Kill `engine_process` if the session still waits for its snapshot (a cancel
+        gave it `CANCEL_GRACE_SECONDS`): the last run's state is lost, as in a crash
+        between an answer and its snapshot."""
+        with self._flags:  # under the lock, as in `cancel`
+            if self._collecting is engine_process:
+                engine_process.kill()
 
     def _cancel_opening(self) -> None:
         """Cancel the opening of the session for its first execution: the process it is

@@ -225,6 +225,40 @@ def test_a_cancel_while_the_run_waits_for_its_turn_is_kept(
         session.close()
 
 
+def test_a_cancel_while_the_last_snapshot_hangs_ends_the_run(engines_ready: None) -> None:
+    """A run waits for the last run's snapshot before its request; a cancel in that wait
+    gives the snapshot a short grace, then kills an engine process that hangs in it
+    (SIGSTOP stands in for one). Before, the run waited up to 120 s."""
+    session = ProcessSession(
+        "python",
+        pool=engine_process_pool(),
+        workspace=GUEST_LIMITS,
+        limits=Limits(timeout_seconds=30),
+    )
+    try:
+        assert session.execute("x = 41").result.error is None
+        engine_process = session._process
+        assert engine_process is not None
+        os.kill(engine_process.process.pid, signal.SIGSTOP)
+        session.take_snapshot()  # asked; never answered
+        reports: list[ExecutionReport] = []
+        runner = threading.Thread(target=lambda: reports.append(session.execute("x + 1")))
+        runner.start()
+        time.sleep(0.3)  # the run now waits for the snapshot
+        session.cancel()
+        runner.join(session_module.CANCEL_GRACE_SECONDS + SLACK + 5)
+        assert not runner.is_alive(), "the cancel did not end the run"
+        error = reports[0].result.error
+        assert error is not None
+        assert error.message == "Execution cancelled"
+        assert engine_process.dead
+        # The state of the run whose snapshot never came is lost, as in a crash.
+        after = session.execute("1 + 1")
+        assert after.result.error is None and after.result.results[0].text == "2"
+    finally:
+        session.close()
+
+
 def killed_during_a_loop(session: ProcessSession) -> ExecutionReport:
     """A Perl busy loop whose engine process is killed (SIGKILL) half a second in."""
     engine_process = session._process
