@@ -1,14 +1,15 @@
 """CLI commands for the tests in processes forked from one that has imported the CLI.
 
 A test's CLI command spent about 0.17 s of CPU starting Python and importing the CLI
-before doing anything, and the suite runs some 500 of them. A pytest worker instead
+before doing anything, and the suite runs some 700 of them. A pytest worker instead
 starts this module once as a script; it imports the CLI and every command's module, then
 forks a process per command. That process is a real one of its own, as the console
-script's: it gets the test's stdin, stdout and stderr as descriptors, the test's
-environment, working directory and arguments, runs `workbench.cli.main.main`, and exits
-through the interpreter's own shutdown, with the status the test sees. Only the imports
-are shared, and the CLI reads its settings at run time, never at import; what the
-interpreter itself reads at start-up (`PYTHON*` variables, the locale) is the worker's.
+script's: it gets the test's stdin, stdout and stderr as descriptors (and no other), the
+test's environment, working directory, import path, umask and resource limits, and
+arguments, runs `workbench.cli.main.main`, and exits through the interpreter's own
+shutdown, with the status the test sees. The imports are shared, and the CLI reads its
+settings at run time, never at import; what the interpreter itself reads at start-up
+(other `PYTHON*` variables, the locale) is the worker's at the start of its session.
 
 Tests that need the console script itself (packaging, signals, a process to stop) run it
 with `subprocess`, as before.
@@ -17,91 +18,146 @@ with `subprocess`, as before.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import locale
 import os
+import resource
 import selectors
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 _HERE = Path(__file__).resolve()
-_ROOT = _HERE.parents[1]
 SCRIPT = Path(sys.executable).parent / "sandbox-workbench"
 """The console script `pip install` made for the project."""
-MODULE_MAIN = _ROOT / "workbench" / "__main__.py"
+MODULE_MAIN = _HERE.parents[1] / "workbench" / "__main__.py"
 """`python -m workbench`'s file (click names the program after it)."""
 
-_REQUEST_BYTES = 1 << 20
+_HEADER_BYTES = 16
+"""A request starts with its length as this many ASCII digits, sent with its three
+descriptors; its JSON follows."""
+_LIMITS = [
+    getattr(resource, name)
+    for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_NOFILE")
+]
+"""The resource limits a command takes from its test."""
 
 
 # The server side (this file run as a script).
 
 
-def _serve(listener: socket.socket, parent: int) -> dict[str, Any]:
+class _Children:
+    """The server's live children, each by a pidfd (a kill never reaches a reused pid)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pidfds: dict[int, int] = {}
+
+    def add(self, pid: int, pidfd: int) -> None:
+        with self._lock:
+            self._pidfds[pid] = pidfd
+
+    def reaped(self, pid: int) -> None:
+        with self._lock:
+            os.close(self._pidfds.pop(pid))
+
+    def kill_all(self) -> None:
+        with self._lock:
+            for pidfd in self._pidfds.values():
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+
+
+def _read_request(connection: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    header, descriptors, _, _ = socket.recv_fds(connection, _HEADER_BYTES, 3)
+    try:
+        if len(header) != _HEADER_BYTES or len(descriptors) != 3:
+            raise ValueError("a request starts with its length and three descriptors")
+        body = bytearray()
+        length = int(header)
+        while len(body) < length:
+            chunk = connection.recv(length - len(body))
+            if not chunk:
+                raise ValueError("the request ended early")
+            body += chunk
+        return json.loads(body), descriptors
+    except BaseException:
+        for descriptor in descriptors:
+            os.close(descriptor)
+        raise
+
+
+def _serve(listener: socket.socket, children: _Children) -> dict[str, Any]:
     """Fork a process per request; return only in such a process, with its request."""
-    server_pid = os.getpid()
     while True:
         connection, _ = listener.accept()
         try:
-            message, descriptors, _, _ = socket.recv_fds(connection, _REQUEST_BYTES, 3)
-            request = json.loads(message)
+            request, descriptors = _read_request(connection)
         except (OSError, ValueError):
             connection.close()
             continue
         pid = os.fork()
         if pid == 0:
-            listener.close()
-            connection.close()
-            os.close(parent)
             for target, descriptor in enumerate(descriptors):
                 os.dup2(descriptor, target)
-                os.close(descriptor)
-            return dict(request)
-        assert os.getpid() == server_pid
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # as `subprocess`'s close_fds
+            return request
         for descriptor in descriptors:
             os.close(descriptor)
-        connection.sendall(f"{pid}\n".encode())
-        threading.Thread(target=_report_exit, args=(connection, pid), daemon=True).start()
+        pidfd = os.pidfd_open(pid)
+        children.add(pid, pidfd)
+        try:
+            socket.send_fds(connection, [f"{pid}\n".encode()], [pidfd])
+        except OSError:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # its test is gone
+        threading.Thread(target=_report_exit, args=(connection, pid, children), daemon=True).start()
 
 
-def _report_exit(connection: socket.socket, pid: int) -> None:
+def _report_exit(connection: socket.socket, pid: int, children: _Children) -> None:
     _, status = os.waitpid(pid, 0)
+    children.reaped(pid)
     with contextlib.suppress(OSError):  # the test gave up on it
         connection.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
     connection.close()
 
 
-def _become_cli(request: dict[str, Any]) -> None:
+def _become_cli(request: dict[str, Any], inherited_path: list[str]) -> None:
     """Turn this forked process into the CLI command the request describes."""
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    main_module = sys.modules["__main__"]
+    os.umask(request["umask"])
+    for limit, (soft, hard) in zip(_LIMITS, request["limits"], strict=True):
+        with contextlib.suppress(OSError, ValueError):  # past the server's hard limit
+            resource.setrlimit(limit, (soft, hard))
+    python_path = [entry for entry in request["env"].get("PYTHONPATH", "").split(":") if entry]
     if request["module"]:
         sys.argv = [str(MODULE_MAIN), *request["args"]]
-        main_module.__package__ = "workbench"
+        sys.modules["__main__"].__package__ = "workbench"
+        first = request["cwd"]
     else:
         sys.argv = [str(SCRIPT), *request["args"]]
-        main_module.__package__ = None
+        first = str(SCRIPT.parent)
+    sys.path[:] = [first, *python_path, *inherited_path]
     from workbench.cli.main import main
 
     sys.exit(main())
 
 
-def _exit_with_parent(parent: int) -> None:
-    """The pytest worker holds the other end of `parent` (this process's stdin): end
-    when it closes (the worker ended, or it stops this server). Read through a
-    descriptor of its own: a thread blocked in `sys.stdin` would hold its lock, which a
-    forked process would then never get."""
+def _exit_with_parent(parent: int, children: _Children) -> None:
+    """The pytest worker holds the other end of `parent` (this process's stdin): when it
+    closes (the worker ended, or it stops this server), end with every command still
+    running. Read through a descriptor of its own: a thread blocked in `sys.stdin` would
+    hold its lock, which a forked process would then never get."""
     while os.read(parent, 1 << 12):
         pass
+    children.kill_all()
     os._exit(0)
 
 
@@ -116,66 +172,71 @@ def _import_the_cli() -> None:
     import workbench.backends.daemon.client  # noqa: F401
 
 
-def _server_main(socket_path: str) -> None:
-    # The console script's first import path is its own directory, not this file's.
+def _server_main(name: str) -> None:
+    # What a command's import path holds besides its first entry and its PYTHONPATH.
+    own_path = {entry for entry in os.environ.get("PYTHONPATH", "").split(":") if entry}
+    inherited_path = [entry for entry in sys.path[1:] if entry not in own_path]
     sys.path[0] = str(SCRIPT.parent)
     _import_the_cli()
+    gc.collect()
+    gc.freeze()  # what the imports made is never collected, in no command
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(socket_path)
-    listener.listen(16)
+    listener.bind("\0" + name)  # abstract: no file to clean up
+    listener.listen(socket.SOMAXCONN)
+    children = _Children()
     parent = os.dup(0)
-    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    threading.Thread(target=_exit_with_parent, args=(parent, children), daemon=True).start()
     print("ready", flush=True)
-    request = _serve(listener, parent)
-    _become_cli(request)
+    request = _serve(listener, children)
+    _become_cli(request, inherited_path)
 
 
 # The client side (imported by the tests).
 
 
 class CliForkServer:
-    """One server per pytest worker, started on first use."""
+    """One server per pytest worker."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
-        self._directory: str | None = None
-
-    def _socket_path(self) -> str:
-        with self._lock:
-            if self._process is None or self._process.poll() is not None:
-                self._directory = tempfile.mkdtemp(prefix="sbw-cli-")
-                path = os.path.join(self._directory, "cli.sock")
-                self._process = subprocess.Popen(
-                    [sys.executable, str(_HERE), path],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    cwd=_ROOT,
-                    env={**os.environ, "PYTHONPATH": str(_ROOT)},
-                )
-                assert self._process.stdout is not None
-                if self._process.stdout.readline() != b"ready\n":
-                    raise RuntimeError("the CLI fork server did not start")
-            assert self._directory is not None
-            return os.path.join(self._directory, "cli.sock")
+        self._name = ""
+        self._started = 0
 
     @property
     def pid(self) -> int | None:
         """The server's process id, while it runs."""
         return None if self._process is None else self._process.pid
 
+    def start(self) -> None:
+        """Start the server (again, if it died) with this process's environment."""
+        with self._lock:
+            if self._process is not None and self._process.poll() is None:
+                return
+            self._stop_locked()
+            self._started += 1
+            self._name = f"sbw-cli-{os.getpid()}-{self._started}"
+            self._process = subprocess.Popen(
+                [sys.executable, str(_HERE), self._name],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            assert self._process.stdout is not None
+            if self._process.stdout.readline() != b"ready\n":
+                raise RuntimeError("the CLI fork server did not start")
+
     def stop(self) -> None:
         with self._lock:
-            if self._process is not None:
-                assert self._process.stdin is not None
-                self._process.stdin.close()
-                self._process.wait(timeout=30)
-                self._process = None
-            if self._directory is not None:
-                for name in os.listdir(self._directory):
-                    os.unlink(os.path.join(self._directory, name))
-                os.rmdir(self._directory)
-                self._directory = None
+            self._stop_locked()
+
+    def _stop_locked(self) -> None:
+        if self._process is None:
+            return
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.close()
+        self._process.stdout.close()
+        self._process.wait(timeout=30)
+        self._process = None
 
     def run(
         self,
@@ -191,55 +252,78 @@ class CliForkServer:
         `[sys.executable, "-m", "workbench", *args]` with `module`; stdin is empty when
         no input is given."""
         command = [sys.executable, "-m", "workbench", *args] if module else [str(SCRIPT), *args]
+        deadline = time.monotonic() + timeout
         request = {
             "args": args,
             "env": env,
-            "cwd": str(cwd if cwd is not None else os.getcwd()),
+            "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()),
             "module": module,
+            "umask": _umask(),
+            "limits": [resource.getrlimit(limit) for limit in _LIMITS],
         }
-        stdin_read, stdin_write = os.pipe()
-        stdout_read, stdout_write = os.pipe()
-        stderr_read, stderr_write = os.pipe()
+        body = json.dumps(request).encode()
+        self.start()
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.settimeout(timeout)
-        deadline = time.monotonic() + timeout
+        ends = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read, write)
+        theirs = [ends[0][0], ends[1][1], ends[2][1]]
+        ours = [ends[0][1], ends[1][0], ends[2][0]]
         try:
-            connection.connect(self._socket_path())
-            socket.send_fds(
-                connection,
-                [json.dumps(request).encode()],
-                [stdin_read, stdout_write, stderr_write],
-            )
-            answers = connection.makefile("rb")
-            pid = int(answers.readline())
-        except BaseException:
-            for descriptor in (stdin_write, stdout_read, stderr_read):
+            connection.connect("\0" + self._name)
+            connection.settimeout(max(deadline - time.monotonic(), 0.1))
+            header = str(len(body)).zfill(_HEADER_BYTES).encode()
+            socket.send_fds(connection, [header], theirs)
+            connection.sendall(body)
+            answer, pidfds, _, _ = socket.recv_fds(connection, 64, 1)
+        except BaseException as error:
+            for descriptor in ours:
                 os.close(descriptor)
             connection.close()
+            if isinstance(error, TimeoutError):
+                raise subprocess.TimeoutExpired(command, timeout) from None
             raise
         finally:
-            for descriptor in (stdin_read, stdout_write, stderr_write):
+            for descriptor in theirs:
                 os.close(descriptor)
+        if not pidfds:
+            connection.close()
+            for descriptor in ours:
+                os.close(descriptor)
+            raise RuntimeError(f"the CLI fork server did not take the command: {answer!r}")
+        (pidfd,) = pidfds
         encoding = locale.getpreferredencoding(False)
         try:
-            stdout, stderr = _communicate(
-                stdin_write,
-                (stdin or "").encode(encoding),
-                stdout_read,
-                stderr_read,
-                deadline,
-            )
-            connection.settimeout(max(0.0, deadline - time.monotonic()))
-            returncode = int(answers.readline())
-        except TimeoutError:
-            os.kill(pid, signal.SIGKILL)
-            raise subprocess.TimeoutExpired(command, timeout) from None
+            stdout, stderr, finished = _communicate(ours, (stdin or "").encode(encoding), deadline)
+            if not finished:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            # Reaped before this returns (its store lock and files let go), as
+            # `subprocess.run` waits for what it killed.
+            connection.settimeout(max(deadline - time.monotonic(), 30.0))
+            with connection.makefile("rb") as answers:
+                status = answers.readline()
+            if not status:
+                raise RuntimeError("the CLI fork server ended before the command did")
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            raise
         finally:
-            answers.close()
+            os.close(pidfd)
             connection.close()
+        if not finished:
+            raise subprocess.TimeoutExpired(
+                command, timeout, _text(stdout, encoding), _text(stderr, encoding)
+            )
         return subprocess.CompletedProcess(
-            command, returncode, _text(stdout, encoding), _text(stderr, encoding)
+            command, int(status), _text(stdout, encoding), _text(stderr, encoding)
         )
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (other threads may create files)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise RuntimeError("no umask in /proc/self/status")
 
 
 def _text(data: bytes, encoding: str) -> str:
@@ -247,13 +331,13 @@ def _text(data: bytes, encoding: str) -> str:
     return data.decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _communicate(
-    stdin: int, data: bytes, stdout: int, stderr: int, deadline: float
-) -> tuple[bytes, bytes]:
-    """Write `data` to `stdin` and read `stdout` and `stderr` to their ends (closes all
-    three); TimeoutError past the deadline."""
+def _communicate(ours: list[int], data: bytes, deadline: float) -> tuple[bytes, bytes, bool]:
+    """Write `data` to the command's stdin and read its stdout and stderr to their ends,
+    or until the deadline (False: it passed); closes all three."""
+    stdin, stdout, stderr = ours
     chunks: dict[int, list[bytes]] = {stdout: [], stderr: []}
     pending = memoryview(data)
+    finished = True
     with selectors.DefaultSelector() as selector:
         for descriptor in (stdout, stderr):
             selector.register(descriptor, selectors.EVENT_READ)
@@ -263,13 +347,13 @@ def _communicate(
         else:
             os.close(stdin)
         try:
-            while len(selector.get_map()):
+            while selector.get_map():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError
+                    finished = False
+                    break
                 for key, _ in selector.select(left):
-                    descriptor = int(key.fd)
-                    if descriptor == stdin:
+                    if key.fd == stdin:
                         try:
                             pending = pending[os.write(stdin, pending[: 1 << 16]) :]
                         except BrokenPipeError:
@@ -278,16 +362,16 @@ def _communicate(
                             selector.unregister(stdin)
                             os.close(stdin)
                         continue
-                    chunk = os.read(descriptor, 1 << 16)
+                    chunk = os.read(key.fd, 1 << 16)
                     if chunk:
-                        chunks[descriptor].append(chunk)
+                        chunks[key.fd].append(chunk)
                     else:
-                        selector.unregister(descriptor)
-                        os.close(descriptor)
+                        selector.unregister(key.fd)
+                        os.close(key.fd)
         finally:
             for key in list(selector.get_map().values()):
-                os.close(int(key.fd))
-    return b"".join(chunks[stdout]), b"".join(chunks[stderr])
+                os.close(key.fd)
+    return b"".join(chunks[stdout]), b"".join(chunks[stderr]), finished
 
 
 FORK_SERVER = CliForkServer()

@@ -171,7 +171,9 @@ def private_daemon_dirs() -> Iterator[Path]:
 
 @pytest.fixture(scope="session", autouse=True)
 def cli_fork_server() -> Iterator[None]:
-    """Stop this worker's CLI fork server (`tests.cli_fork_server`) when its tests end."""
+    """This worker's CLI fork server (`tests.cli_fork_server`), started before any test
+    can change the umask, limits or environment it would start with."""
+    FORK_SERVER.start()
     yield
     FORK_SERVER.stop()
 

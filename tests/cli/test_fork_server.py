@@ -39,6 +39,13 @@ def test_a_forked_command_answers_as_the_console_script(
     )
 
 
+def test_a_large_environment_reaches_the_command(tmp_path: Path) -> None:
+    """A request is longer than one write of a Unix socket (about 32 KiB)."""
+    env = cli_env(tmp_path, SANDBOX_WORKBENCH_TEST_PADDING="é" * 100_000)
+    completed = run_cli(env, "daemon", "status")
+    assert completed.stdout == f"no local daemon runs for {tmp_path / 'data'}\n"
+
+
 def test_python_m_workbench_is_named_as_such() -> None:
     completed = run_cli_forked(cli_env(Path("/nonexistent")), "run", "--bogus", module=True)
     assert completed.returncode == 2
@@ -46,7 +53,7 @@ def test_python_m_workbench_is_named_as_such() -> None:
 
 
 def test_each_command_has_its_own_environment_directory_and_input(
-    tmp_path: Path, python_engine: None
+    tmp_path: Path, python_engine: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = run_cli(cli_env(tmp_path / "one"), "daemon", "status")
     second = run_cli(cli_env(tmp_path / "two"), "daemon", "status")
@@ -56,8 +63,9 @@ def test_each_command_has_its_own_environment_directory_and_input(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     embedded = cli_env(tmp_path, SANDBOX_WORKBENCH_NO_DAEMON="1")
+    monkeypatch.chdir(tmp_path)  # a relative directory is the test's, not the server's
     read = run_cli_forked(embedded, "--data-dir", "store", "run", "-s", "b", "-l", "python",
-                          "-", stdin="6 * 7\n", cwd=elsewhere)  # fmt: skip
+                          "-", stdin="6 * 7\n", cwd="elsewhere")  # fmt: skip
     assert (read.returncode, read.stdout) == (0, "42\n"), read.stderr
     assert (elsewhere / "store").is_dir()
 
