@@ -4,6 +4,8 @@ directory and input, and a command past its timeout killed."""
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -83,3 +85,15 @@ def test_a_command_past_its_timeout_is_killed(tmp_path: Path) -> None:
     while Path(f"/proc/{server}/task/{server}/children").read_text().split():
         assert time.monotonic() < deadline, "the command outlived its timeout"
         time.sleep(0.05)
+
+
+def test_a_command_takes_the_tests_umask(tmp_path: Path) -> None:
+    """The server started before this test changed its umask; the command still creates
+    what it writes with the test's, as the console script would."""
+    previous = os.umask(0o027)
+    try:
+        completed = run_cli(cli_env(tmp_path), "gateway", "init", str(tmp_path / "out"))
+    finally:
+        os.umask(previous)
+    assert completed.returncode == 0, completed.stderr
+    assert stat.S_IMODE((tmp_path / "out").stat().st_mode) == 0o750
