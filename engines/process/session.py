@@ -58,9 +58,17 @@ BACKSTOP_SECONDS = 10.0
 REQUEST_SECONDS = 120.0
 """Deadline of requests other than executions (opening with a large snapshot, ...)."""
 CANCEL_GRACE_SECONDS = 2.0
-"""How long a cancel lets the last run's snapshot, which the run waits for, come in
-before it kills the engine process (a snapshot takes milliseconds; a process that hangs
-in one would hold the run up to `REQUEST_SECONDS`)."""
+"""How long a cancel lets a snapshot being collected for its run come in before it kills
+the engine process (a snapshot takes milliseconds; a process that hangs in one would hold
+the run up to `REQUEST_SECONDS`)."""
+
+
+class _Collection:
+    """One wait for a snapshot, and the kill a cancel armed for it, if any."""
+
+    def __init__(self, engine_process: EngineProcess) -> None:
+        self.engine_process = engine_process
+        self.killer: threading.Timer | None = None
 
 
 class WorkspaceSource(Protocol):
@@ -122,8 +130,8 @@ class GuestSession(Protocol):
         """Ask for the snapshot of the state the last run left."""
         ...
 
-    def collect_snapshot(self) -> None:
-        """Add the snapshot asked for to `unstored`."""
+    def collect_snapshot(self, cancellation: Cancellation | None = None) -> None:
+        """Add the snapshot asked for to `unstored` (a cancel gives it a short grace)."""
         ...
 
     def reset(self) -> None:
@@ -248,9 +256,9 @@ class ProcessSession:
         self._cancel_pending = False
         self._opening: EngineProcess | None = None
         """The engine process the session is being opened in (a cancel kills it)."""
-        self._collecting: EngineProcess | None = None
-        """The engine process whose snapshot the session waits for (a cancel kills it
-        if the snapshot is not in within `CANCEL_GRACE_SECONDS`)."""
+        self._collecting: _Collection | None = None
+        """The snapshot the session waits for (a cancel kills its engine process if it
+        is not in within `CANCEL_GRACE_SECONDS`)."""
         self._seq = 0
         """Number of the last execution sent (a cancel names the one it means)."""
         self._snapshot_pending = False
@@ -393,24 +401,32 @@ class ProcessSession:
         if engine_process is not None:
             engine_process.kill()
 
-    def _collect_snapshot(self) -> None:
-        """Apply the snapshot the engine process sent after the last run (call locked)."""
+    def _collect_snapshot(self, cancellation: Cancellation | None = None) -> None:
+        """Apply the snapshot the engine process sent after the last run (call locked);
+        a cancel of `cancellation` gives it `CANCEL_GRACE_SECONDS`, then kills the
+        process."""
         if not self._snapshot_pending:
             return
         self._snapshot_pending = False
         engine_process = self._process
         if engine_process is None:
             return
+        collection = _Collection(engine_process)
         with self._flags:
-            self._collecting = engine_process
+            self._collecting = collection
+        undo = None if cancellation is None else cancellation.on_cancel(self._give_up_collection)
         try:
             answer, blobs = engine_process.receive(time.monotonic() + REQUEST_SECONDS)
         except (EngineProcessDied, FrameTimeout):
             self._lost()
             return
         finally:
+            if undo is not None:
+                undo()
             with self._flags:
                 self._collecting = None
+                if collection.killer is not None:
+                    collection.killer.cancel()
         delta = answer.get("snapshot")
         if not (answer.get("ok") and isinstance(delta, dict)):
             return
@@ -570,25 +586,38 @@ class ProcessSession:
                 # Killed under the lock: once the open lets go of the process (to the pool
                 # or to the session) no kill of this cancel can land on it.
                 self._opening.kill()  # an engine process that hangs would hold it long
-            if not sent and self._collecting is not None:
-                killer = threading.Timer(
-                    CANCEL_GRACE_SECONDS, self._kill_if_collecting, (self._collecting,)
-                )
-                killer.daemon = True
-                killer.start()
+            if not sent:
+                self._arm_collection_kill()
         if not sent:
             return
         if engine_process is not None and not engine_process.dead:
             with contextlib.suppress(EngineProcessDied):
                 engine_process.send_cancel(seq)
 
-    def _kill_if_collecting(self, engine_process: EngineProcess) -> None:
-        """Kill `engine_process` if the session still waits for its snapshot (a cancel
-        gave it `CANCEL_GRACE_SECONDS`): the last run's state is lost, as in a crash
-        between an answer and its snapshot."""
-        with self._flags:  # under the lock, as in `cancel`
-            if self._collecting is engine_process:
-                engine_process.kill()
+    def _give_up_collection(self) -> None:
+        """The run a snapshot is collected for was cancelled (from any thread)."""
+        with self._flags:
+            self._arm_collection_kill()
+
+    def _arm_collection_kill(self) -> None:
+        """Kill the engine process of the snapshot being collected, if it has not come
+        in `CANCEL_GRACE_SECONDS` from now (called under `_flags`)."""
+        collection = self._collecting
+        if collection is None or collection.killer is not None:
+            return
+        collection.killer = threading.Timer(
+            CANCEL_GRACE_SECONDS, self._kill_if_collecting, (collection,)
+        )
+        collection.killer.daemon = True
+        collection.killer.start()
+
+    def _kill_if_collecting(self, collection: _Collection) -> None:
+        """Kill the engine process if the session still waits for that snapshot: the
+        state of the run it was taken after is lost, as in a crash between an answer and
+        its snapshot."""
+        with self._flags:  # under the lock, as in `cancel`: never a later collection
+            if self._collecting is collection:
+                collection.engine_process.kill()
 
     def _cancel_opening(self) -> None:
         """Cancel the opening of the session for its first execution: the process it is
@@ -615,11 +644,13 @@ class ProcessSession:
                 return
             self._snapshot_pending = True
 
-    def collect_snapshot(self) -> None:
+    def collect_snapshot(self, cancellation: Cancellation | None = None) -> None:
         """Receive the snapshot `take_snapshot` asked for and add it to `unstored` (one
-        not collected is received before the next request instead)."""
+        not collected is received before the next request instead); a cancel of
+        `cancellation` waits `CANCEL_GRACE_SECONDS` for it, then kills the engine process
+        (the run's state is lost, as in a crash)."""
         with self._call_lock:
-            self._collect_snapshot()
+            self._collect_snapshot(cancellation)
 
     def reset(self) -> None:
         """Forget all state: the next execution starts a fresh interpreter."""

@@ -259,6 +259,86 @@ def test_a_cancel_while_the_last_snapshot_hangs_ends_the_run(engines_ready: None
         session.close()
 
 
+def test_a_cancel_armed_for_one_snapshot_never_kills_a_later_one(
+    engines_ready: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kill a cancel arms belongs to the snapshot it was armed for: that snapshot
+    came in time, so a later one of the same process, slower than the grace, is kept."""
+    monkeypatch.setattr(session_module, "CANCEL_GRACE_SECONDS", 0.5)
+    session = ProcessSession(
+        "python",
+        pool=engine_process_pool(),
+        workspace=GUEST_LIMITS,
+        limits=Limits(timeout_seconds=30),
+    )
+    try:
+        assert session.execute("x = 1").result.error is None
+        engine_process = session._process
+        assert engine_process is not None
+        pid = engine_process.process.pid
+        os.kill(pid, signal.SIGSTOP)
+        session.take_snapshot()
+        runner = threading.Thread(target=session.execute, args=("x = 2",))
+        runner.start()
+        time.sleep(0.2)  # the run waits for the snapshot
+        armed = time.monotonic()
+        session.cancel()
+        os.kill(pid, signal.SIGCONT)  # the snapshot comes in well within the grace
+        runner.join(10)
+        assert not runner.is_alive()
+        assert session.execute("x = 3").result.error is None
+        os.kill(pid, signal.SIGSTOP)
+        session.take_snapshot()
+        collector = threading.Thread(target=session.collect_snapshot)
+        collector.start()
+        time.sleep(max(0.0, armed + 1.0 - time.monotonic()))  # past the first grace
+        os.kill(pid, signal.SIGCONT)
+        collector.join(10)
+        assert not engine_process.dead
+        after = session.execute("x")
+        assert after.result.results[0].text == "3"
+        assert after.boot.value == "resident"
+    finally:
+        session.close()
+
+
+async def test_a_cancel_while_a_runs_snapshot_hangs_ends_the_call(
+    tmp_path: Path, all_engines: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the local backend a run's snapshot is collected before the run is
+    answered; a cancel then gives it the grace, and an engine process that hangs in it is
+    killed: the call ends, and the context goes back to its last snapshot."""
+    monkeypatch.setattr(session_module, "CANCEL_GRACE_SECONDS", 0.5)
+    backend = open_local_backend(
+        tmp_path / "data", limits=Limits(timeout_seconds=60), embedded=True
+    )
+    try:
+        sandbox = backend.sandbox("hung-snapshot")
+        assert (await sandbox.interpreter.run_code("x = 41", binding="PYTHON")).error is None
+        stop_before = {"snapshot": True}
+        take_snapshot = ProcessSession.take_snapshot
+
+        def stopped_first(session: ProcessSession) -> None:
+            if stop_before["snapshot"] and session._process is not None:
+                stop_before["snapshot"] = False
+                os.kill(session._process.process.pid, signal.SIGSTOP)  # never answers
+            take_snapshot(session)
+
+        monkeypatch.setattr(ProcessSession, "take_snapshot", stopped_first)
+        running = asyncio.create_task(sandbox.interpreter.run_code("x = 42", binding="PYTHON"))
+        deadline = time.monotonic() + 10
+        while stop_before["snapshot"]:
+            assert time.monotonic() < deadline, "the run never reached its snapshot"
+            await asyncio.sleep(0.05)
+        assert await sandbox.cancel()
+        await asyncio.wait_for(running, 10)  # it waited up to 120 s
+        after = await asyncio.wait_for(sandbox.interpreter.run_code("x", binding="PYTHON"), 30)
+        assert after.error is None
+        assert [entry.text for entry in after.results] == ["41"]
+    finally:
+        await backend.aclose()
+
+
 def killed_during_a_loop(session: ProcessSession) -> ExecutionReport:
     """A Perl busy loop whose engine process is killed (SIGKILL) half a second in."""
     engine_process = session._process

@@ -103,12 +103,13 @@ class ContextSnapshots:
         )
 
     @staticmethod
-    def take(session: GuestSession) -> TakenSnapshot | None:
+    def take(session: GuestSession, cancellation: Cancellation | None) -> TakenSnapshot | None:
         """The snapshot of the state the last run left (spec 7.7), or None when the
-        engine process could not give one (it is gone)."""
+        engine process could not give one (it is gone, or hung in it past a cancel of
+        the run)."""
         started = time.perf_counter()
         session.take_snapshot()
-        session.collect_snapshot()
+        session.collect_snapshot(cancellation)
         delta = session.unstored
         if delta is None or not session.alive:
             return None
@@ -398,7 +399,7 @@ class ContextRunner:
             is_limit = result.error is not None and result.error.name == LIMIT_ERROR
             taken = None
             if session.snapshots and session.alive and not is_limit:
-                taken = self._snapshots.take(session)  # spec 7.7: after every good run
+                taken = self._snapshots.take(session, cancellation)  # spec 7.7: every good run
             notes = list(report.notes)
             if is_limit:  # a cancel may have come before the boot: it says nothing of one
                 pass
