@@ -264,7 +264,7 @@ def test_a_cancel_armed_for_one_snapshot_never_kills_a_later_one(
 ) -> None:
     """The kill a cancel arms belongs to the snapshot it was armed for: that snapshot
     came in time, so a later one of the same process, slower than the grace, is kept."""
-    monkeypatch.setattr(session_module, "CANCEL_GRACE_SECONDS", 0.5)
+    monkeypatch.setattr(session_module, "CANCEL_GRACE_SECONDS", 1.0)
     session = ProcessSession(
         "python",
         pool=engine_process_pool(),
@@ -291,7 +291,7 @@ def test_a_cancel_armed_for_one_snapshot_never_kills_a_later_one(
         session.take_snapshot()
         collector = threading.Thread(target=session.collect_snapshot)
         collector.start()
-        time.sleep(max(0.0, armed + 1.0 - time.monotonic()))  # past the first grace
+        time.sleep(max(0.0, armed + 2.0 - time.monotonic()))  # past the first grace
         os.kill(pid, signal.SIGCONT)
         collector.join(10)
         assert not engine_process.dead
