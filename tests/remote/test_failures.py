@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import gzip
 import json
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,7 +28,7 @@ from workbench.backends.remote import (
     HttpTransport,
     open_remote_backend,
 )
-from workbench.protocol.http import NDJSON
+from workbench.protocol.http import NDJSON, parse_json
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -361,6 +363,40 @@ async def test_json_nested_past_what_python_parses_is_an_internal_error(
             await sandbox.get_info()
     assert caught.value.code == "INTERNAL_ERROR"
     await backend.aclose()
+
+
+class _Finalized:
+    """Garbage in a cycle whose finalizer calls a function."""
+
+    def __init__(self) -> None:
+        self.itself = self
+
+    def __del__(self) -> None:
+        (lambda: None)()
+
+
+def test_no_finalizer_fails_while_deep_json_is_parsed() -> None:
+    """A collection that came as the parser of JSON nested past the limit had brought
+    the stack to it ran finalizers there, which failed with RecursionError (each printed
+    as "Exception ignored in"). A collection is started after each possible number of
+    levels in turn."""
+    failed: list[object] = []
+    hook, threshold = sys.unraisablehook, gc.get_threshold()
+    sys.unraisablehook = failed.append
+    try:
+        for levels in range(max(1, sys.getrecursionlimit() - 400), sys.getrecursionlimit() + 10):
+            gc.collect(0)
+            gc.set_threshold(levels)
+            garbage = [_Finalized() for _ in range(3)]
+            del garbage
+            with pytest.raises(ValueError):
+                parse_json(b"[" * 100_000 + b"]" * 100_000)
+            gc.set_threshold(*threshold)
+            gc.collect(0)
+    finally:
+        gc.set_threshold(*threshold)
+        sys.unraisablehook = hook
+    assert failed == []
 
 
 async def test_json_of_the_wrong_shape_is_invalid_sandbox_response(

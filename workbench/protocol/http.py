@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import gc
 import json
 import re
 import zlib
@@ -126,11 +127,18 @@ STREAMS = ("stdout", "stderr")
 def parse_json(raw: bytes | str) -> Any:
     """`json.loads` of what another process sent: JSON nested deeper than Python parses
     from where this runs (its parser recurses once per level) is a `ValueError`, as any
-    JSON that cannot be read, never a `RecursionError`."""
+    JSON that cannot be read, never a `RecursionError`. No garbage collection runs during
+    the parse: one that ran as deep JSON brought the stack to its limit ran finalizers
+    there, which failed, and each printed a traceback ("Exception ignored in")."""
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return json.loads(raw)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def output_event(stream: str, line: str) -> dict[str, Any]:
