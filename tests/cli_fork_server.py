@@ -240,9 +240,8 @@ class CliForkServer:
 
     def run(
         self,
-        args: list[str],
-        *,
         env: dict[str, str],
+        *args: str,
         stdin: str | None = None,
         timeout: float = 120,
         cwd: Path | str | None = None,
@@ -254,7 +253,7 @@ class CliForkServer:
         command = [sys.executable, "-m", "workbench", *args] if module else [str(SCRIPT), *args]
         deadline = time.monotonic() + timeout
         request = {
-            "args": args,
+            "args": list(args),
             "env": env,
             "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()),
             "module": module,
@@ -375,20 +374,8 @@ def _communicate(ours: list[int], data: bytes, deadline: float) -> tuple[bytes, 
 
 
 FORK_SERVER = CliForkServer()
-
-
-def run_cli_forked(
-    env: dict[str, str],
-    *args: str,
-    stdin: str | None = None,
-    timeout: float = 120,
-    cwd: Path | str | None = None,
-    module: bool = False,
-) -> subprocess.CompletedProcess[str]:
-    """A CLI command in a process forked from the worker's CLI fork server."""
-    return FORK_SERVER.run(
-        list(args), env=env, stdin=stdin, timeout=timeout, cwd=cwd, module=module
-    )
+run_cli_forked = FORK_SERVER.run
+"""A CLI command in a process forked from the worker's CLI fork server."""
 
 
 if __name__ == "__main__":

@@ -194,18 +194,33 @@ async def test_closing_never_waits_for_a_blocked_guest(tmp_path: Path, all_engin
         assert running.result().error is not None
 
 
+def python_session() -> ProcessSession:
+    """A Python session of the process-wide pool whose runs may take 30 s."""
+    return ProcessSession(
+        "python",
+        pool=engine_process_pool(),
+        workspace=GUEST_LIMITS,
+        limits=Limits(timeout_seconds=30),
+    )
+
+
+def stopped_before_its_snapshot(session: ProcessSession) -> EngineProcess:
+    """The session's engine process, stopped (SIGSTOP stands in for one that hangs) and
+    then asked for the snapshot of its last run, which it cannot answer until continued."""
+    engine_process = session._process
+    assert engine_process is not None
+    os.kill(engine_process.process.pid, signal.SIGSTOP)
+    session.take_snapshot()
+    return engine_process
+
+
 def test_a_cancel_while_the_run_waits_for_its_turn_is_kept(
     engines_ready: None, tmp_path: Path
 ) -> None:
     """A cancel that arrives while the execution still waits for the session (the last
     run's snapshot on its way in holds it) stops that execution instead of being dropped
     as if the session were idle."""
-    session = ProcessSession(
-        "python",
-        pool=engine_process_pool(),
-        workspace=GUEST_LIMITS,
-        limits=Limits(timeout_seconds=30),
-    )
+    session = python_session()
     try:
         assert session.execute("1").result.error is None
         reports: list[ExecutionReport] = []
@@ -229,18 +244,10 @@ def test_a_cancel_while_the_last_snapshot_hangs_ends_the_run(engines_ready: None
     """A run waits for the last run's snapshot before its request; a cancel in that wait
     gives the snapshot a short grace, then kills an engine process that hangs in it
     (SIGSTOP stands in for one). Before, the run waited up to 120 s."""
-    session = ProcessSession(
-        "python",
-        pool=engine_process_pool(),
-        workspace=GUEST_LIMITS,
-        limits=Limits(timeout_seconds=30),
-    )
+    session = python_session()
     try:
         assert session.execute("x = 41").result.error is None
-        engine_process = session._process
-        assert engine_process is not None
-        os.kill(engine_process.process.pid, signal.SIGSTOP)
-        session.take_snapshot()  # asked; never answered
+        engine_process = stopped_before_its_snapshot(session)  # never answered
         reports: list[ExecutionReport] = []
         runner = threading.Thread(target=lambda: reports.append(session.execute("x + 1")))
         runner.start()
@@ -265,19 +272,11 @@ def test_a_cancel_armed_for_one_snapshot_never_kills_a_later_one(
     """The kill a cancel arms belongs to the snapshot it was armed for: that snapshot
     came in time, so a later one of the same process, slower than the grace, is kept."""
     monkeypatch.setattr(session_module, "CANCEL_GRACE_SECONDS", 1.0)
-    session = ProcessSession(
-        "python",
-        pool=engine_process_pool(),
-        workspace=GUEST_LIMITS,
-        limits=Limits(timeout_seconds=30),
-    )
+    session = python_session()
     try:
         assert session.execute("x = 1").result.error is None
-        engine_process = session._process
-        assert engine_process is not None
+        engine_process = stopped_before_its_snapshot(session)
         pid = engine_process.process.pid
-        os.kill(pid, signal.SIGSTOP)
-        session.take_snapshot()
         runner = threading.Thread(target=session.execute, args=("x = 2",))
         runner.start()
         time.sleep(0.2)  # the run waits for the snapshot
