@@ -70,6 +70,30 @@ def test_an_empty_option_value_is_a_usage_error_naming_it(tmp_path: Path) -> Non
         assert f"Invalid value for {option}: must not be empty" in refused.stderr, args
 
 
+def test_an_invalid_sandbox_id_is_refused_before_a_daemon_starts(tmp_path: Path) -> None:
+    env = cli_env(tmp_path)
+    cases = [
+        (("files", "ls", "../up"), "'SANDBOX_ID'", 'Invalid sandbox id "../up": must match'),
+        (("sandboxes", "info", "www"), "'SANDBOX_ID'", "'www' is a reserved name"),
+        (("run", "-s", "-x", "-l", "perl", "-c", "1"), "'-s'", "cannot start or end with a hyphen"),
+        (("contexts", "list", "-s", "a/b"), "'-s'", 'id "a/b": must match'),
+        (("diff", "--against", "local", "-s", "x" * 64, "-l", "perl", "-c", "1"), "'-s'", "{1,63}"),
+        (("watch", str(tmp_path), "--once", "-s", "Admin"), "'-s'", "'Admin' is a reserved"),
+    ]
+    try:
+        for args, option, problem in cases:
+            refused = run_cli(env, *args)
+            assert refused.returncode == 2, args
+            assert f"{option}: Invalid sandbox id" in refused.stderr, args
+            assert problem in refused.stderr, args
+        # Not one of them opened the local backend, which would have started its daemon.
+        assert not (tmp_path / "data").exists()
+        status = run_cli(env, "daemon", "status")
+        assert status.stdout.startswith("no local daemon runs for"), status.stdout
+    finally:
+        run_cli(env, "daemon", "stop")
+
+
 def run_with_closed(
     descriptor: int, env: dict[str, str], *args: str
 ) -> subprocess.CompletedProcess[str]:

@@ -187,6 +187,22 @@ def non_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return value
 
 
+def sandbox_id_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Callback of a sandbox id (an argument or `-s`): one the backends would refuse is a
+    usage error with the validator's message (spec 8.1) before any backend opens (a local
+    command would otherwise start the daemon only to be refused)."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    if value == "":
+        raise click.BadParameter("must not be empty")
+    from workbench.api import sandbox_id_error  # the API waits for a command
+
+    problem = sandbox_id_error(value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
 def sandbox_option(command: Command) -> Command:
     """`-s/--sandbox ID` (required), for the commands that act in one sandbox."""
     return click.option(
@@ -194,7 +210,7 @@ def sandbox_option(command: Command) -> Command:
         "-s",
         "sandbox_id",
         required=True,
-        callback=non_empty,
+        callback=sandbox_id_value,
         shell_complete=complete_sandbox_ids,
         help="The sandbox's id.",
     )(command)

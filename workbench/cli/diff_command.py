@@ -15,6 +15,7 @@ from workbench.cli.common import (
     note,
     parse_env,
     run_async,
+    sandbox_id_value,
     with_backend,
 )
 from workbench.cli.completion import complete_bindings, complete_profiles, complete_sandbox_ids
@@ -88,7 +89,7 @@ def _side(profile: str, description: str, outcome: Outcome) -> dict[str, Any]:
     "--sandbox",
     "-s",
     "sandbox_id",
-    callback=non_empty,
+    callback=sandbox_id_value,
     shell_complete=complete_sandbox_ids,
     help="Run in a new context of this sandbox on both backends (deleted afterwards) "
     "instead of a scratch sandbox.",

@@ -14,6 +14,7 @@ from workbench.cli.common import (
     announce_destructive,
     backend_options,
     run_async,
+    sandbox_id_value,
     with_backend,
 )
 from workbench.cli.completion import complete_sandbox_ids
@@ -34,7 +35,7 @@ Examples:
   sandbox-workbench files ls demo
   sandbox-workbench files ls demo src -r --json""",
 )
-@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
+@click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
 @click.argument("path", default="/workspace")
 @click.option("--recursive", "-r", is_flag=True, help="List subdirectories too.")
 @click.option("--all", "-a", "include_hidden", is_flag=True, help="Include hidden entries.")
@@ -76,7 +77,7 @@ Examples:
   sandbox-workbench files cat demo notes.txt
   sandbox-workbench files cat demo out.png > out.png""",
 )
-@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
+@click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
 @click.argument("path")
 @backend_options
 @run_async
@@ -97,7 +98,7 @@ Examples:
   sandbox-workbench files put demo data.csv in/data.csv
   curl -s https://example.com | sandbox-workbench files put demo - page.html""",
 )
-@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
+@click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
 @click.argument("source", metavar="LOCAL_FILE | -")
 @click.argument("path", required=False)
 @backend_options
@@ -137,7 +138,7 @@ Examples:
   sandbox-workbench files rm demo old.txt
   sandbox-workbench files rm demo build -r -f""",
 )
-@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
+@click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
 @click.argument("path")
 @click.option("--recursive", "-r", is_flag=True, help="Remove a directory and its contents.")
 @click.option("--force", "-f", is_flag=True, help="No error when the path does not exist.")
@@ -177,7 +178,7 @@ Examples:
   sandbox-workbench files mkdir demo out
   sandbox-workbench files mkdir demo a/b/c --parents""",
 )
-@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
+@click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
 @click.argument("path")
 @click.option(  # no -p: that is --profile on every command
     "--parents", is_flag=True, help="Create missing parents; no error if it exists."

@@ -19,6 +19,7 @@ from workbench.cli.common import (
     non_empty,
     parse_env,
     run_async,
+    sandbox_id_value,
     timeout_option,
     with_backend,
 )
@@ -139,7 +140,7 @@ async def _binding_and_language(
     "--sandbox",
     "-s",
     "sandbox_id",
-    callback=non_empty,
+    callback=sandbox_id_value,
     shell_complete=complete_sandbox_ids,
     help="Run in this sandbox (stateful).",
 )

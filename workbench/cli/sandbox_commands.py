@@ -20,6 +20,7 @@ from workbench.cli.common import (
     note,
     parse_env,
     run_async,
+    sandbox_id_value,
     with_backend,
 )
 from workbench.cli.completion import complete_sandbox_ids
@@ -102,7 +103,7 @@ Examples:
   sandbox-workbench sandboxes info demo
   sandbox-workbench sandboxes info demo --json   # SandboxInfo, env var values included""",
 )
-@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
+@click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print the SandboxInfo JSON.")
 @backend_options
 @run_async
@@ -148,7 +149,7 @@ Examples:
 Every context of the sandbox and every run in it sees these (a context's own env vars
 and a run's --env override them). Values are printed: they may be secrets.""",
 )
-@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
+@click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
 @click.argument("assignments", nargs=-1, metavar="[KEY=VALUE]...")
 @click.option("--unset", "unset_keys", multiple=True, metavar="KEY", help="Remove this env var.")
 @click.option(
@@ -204,7 +205,7 @@ Examples:
   sandbox-workbench sandboxes destroy demo
   sandbox-workbench -p staging sandboxes destroy old-demo --yes""",
 )
-@click.argument("sandbox_id", shell_complete=complete_sandbox_ids)
+@click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @backend_options
 @run_async

@@ -20,6 +20,7 @@ from workbench.cli.common import (
     full_context_id,
     non_empty,
     run_async,
+    sandbox_id_value,
     timeout_option,
     with_backend,
 )
@@ -90,7 +91,7 @@ Examples:
     "-s",
     "sandbox_id",
     shell_complete=complete_sandbox_ids,
-    callback=non_empty,
+    callback=sandbox_id_value,
     help="Sandbox id (default: from DIR's name).",
 )
 @click.option("--dest", default="/workspace", show_default=True, help="Target directory.")
