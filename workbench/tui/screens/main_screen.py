@@ -2,9 +2,9 @@
 per open context) and the status bar.
 
 API calls run in workers (`ProfileConnection`, `FolderWatch`, `WorkspaceFiles`) that post
-messages; the handlers here (and those of the watch, rerun and workspace-editing features,
-inherited from `FolderWatchHandlers`, `CellRerunHandlers` and `WorkspaceFileHandlers`) are
-what changes the widgets.
+messages; the handlers here (and those of the watch, rerun, workspace-editing, inspector
+and checkpoint features, inherited from `FolderWatchHandlers`, `CellRerunHandlers`,
+`WorkspaceFileHandlers` and `ContextStateHandlers`) are what changes the widgets.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from workbench.api import (
     RuntimeInfo,
     SandboxInfo,
     VersionReport,
-    checkpoint_name_problem,
     iso_from_ms,
     short_id,
 )
@@ -36,20 +35,15 @@ from workbench.api.costs import ESTIMATE_NOTE, CostTotal, dollars_text
 from workbench.api.display import counted, describe_backend, human_bytes
 from workbench.config import Prices
 from workbench.tui.cell_rerun import CellRerunHandlers
+from workbench.tui.context_state import ContextStateHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
 from workbench.tui.history_store import LocalHistoryStore, OpenTabs
-from workbench.tui.key_bindings import action_keys
 from workbench.tui.messages import (
     BackendFailed,
     BackendOpened,
     CellFinished,
     CellOutput,
-    CheckpointDeleted,
-    CheckpointRestored,
-    CheckpointSaved,
-    CheckpointsLoaded,
     ContextGone,
-    ContextInspected,
     ContextOpened,
     ContextRemoved,
     DaemonReplaced,
@@ -67,20 +61,12 @@ from workbench.tui.messages import (
     SandboxesLoaded,
     SandboxInfoLoaded,
     SandboxUsageLoaded,
-    ValueInspected,
 )
 from workbench.tui.profile_connection import BackendFactory, ProfileConnection, connection_detail
-from workbench.tui.screens.checkpoint_picker_screen import (
-    CheckpointChoice,
-    CheckpointPickerScreen,
-    checkpoint_summary,
-)
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import CreateContextScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.env_vars_screen import EnvVarsScreen
-from workbench.tui.screens.name_screen import NameScreen
-from workbench.tui.screens.value_screen import ValueScreen
 from workbench.tui.tree_nodes import (
     ContextNode,
     DirectoryNode,
@@ -91,7 +77,6 @@ from workbench.tui.tree_nodes import (
 )
 from workbench.tui.untrusted import cut, shown_content
 from workbench.tui.widgets.info_panel import InfoPanel
-from workbench.tui.widgets.inspector_panel import InspectorPanel
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.runtimes_table import RuntimesTable
 from workbench.tui.widgets.sandbox_tree import SandboxTree
@@ -107,7 +92,9 @@ from workbench.tui.worker_reports import on_report
 from workbench.tui.workspace_files import WorkspaceFileHandlers, WorkspaceFiles
 
 
-class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
+class MainScreen(
+    FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers, ContextStateHandlers
+):
     """One profile at a time: its sandboxes, runtimes and open contexts. The app's global
     bindings call the `action_*` methods here (and the active REPL's)."""
 
@@ -588,171 +575,6 @@ class MainScreen(FolderWatchHandlers, CellRerunHandlers, WorkspaceFileHandlers):
                 file_view.focus_content()
             else:
                 self.tabs.focus()
-
-    def action_toggle_inspector(self) -> None:
-        """Show or hide the open REPL's inspector; shown, it reads the names at once where
-        that runs no code, and otherwise says how to ask."""
-        repl = self.active_repl
-        if repl is None:
-            return
-        if repl.toggle_inspector():
-            self.inspect(repl)
-            repl.inspector.table.focus()
-
-    def inspect(self, repl: ReplPane) -> None:
-        """Read the names for a shown inspector: from a copy of the context where the
-        backend can, otherwise wait for the user to ask (`action_inspect_by_running`)."""
-        runs_code = not self.connection.inspects_copies
-        repl.inspector.expect(runs_code=runs_code)
-        if not runs_code:
-            self.connection.inspect_context(repl.sandbox_id, repl.context, run_code=False)
-
-    def action_inspect_by_running(self) -> None:
-        """Inspect the open REPL's context by running the inspector in it (a gateway that
-        cannot inspect a copy; elsewhere a copy is read, as always)."""
-        repl = self.active_repl
-        if repl is None:
-            return
-        if not repl.inspector_shown:
-            repl.toggle_inspector()
-        repl.inspector.set_state("running the inspector in the context…")
-        self.connection.inspect_context(repl.sandbox_id, repl.context, run_code=True)
-
-    @on(InspectorPanel.RunRequested)
-    def inspector_run_requested(self, message: InspectorPanel.RunRequested) -> None:
-        message.stop()
-        self.action_inspect_by_running()
-
-    @on_report(ContextInspected)
-    def context_inspected(self, message: ContextInspected) -> None:
-        repl = self.tabs.repl_for(message.context_id)
-        if repl is None:
-            return
-        if message.inspection is not None:
-            repl.inspector.show_inspection(message.inspection)
-            if message.inspection.ran_code:  # a run of the context: the transcript says so
-                repl.note_inspector_run(message.inspection.execution_count)
-                self.refresh_after_run(repl.sandbox_id, repl.context.id, None)
-        elif message.failure is not None:
-            repl.inspector.show_failure(message.failure)
-
-    @on(InspectorPanel.ValueRequested)
-    def value_requested(self, message: InspectorPanel.ValueRequested) -> None:
-        message.stop()
-        repl = self.active_repl
-        if repl is not None:
-            self.connection.inspect_value(
-                repl.sandbox_id,
-                repl.context,
-                message.name,
-                0,
-                run_code=not self.connection.inspects_copies,
-            )
-
-    @on_report(ValueInspected)
-    def value_inspected(self, message: ValueInspected) -> None:
-        repl = self.tabs.repl_for(message.context_id)
-        if repl is None:
-            return
-        screen = self.app.screen
-        if message.offset > 0:  # a next page, for the value screen that asked for it
-            if isinstance(screen, ValueScreen) and screen.value_name == message.name:
-                if message.value is not None:
-                    screen.add_page(message.value)
-                else:
-                    screen.page_failed(message.failure or "unknown")
-            return
-        if message.value is not None and message.value.ran_code:  # a run of the context
-            repl.note_inspector_run(None)
-            self.refresh_after_run(repl.sandbox_id, repl.context.id, None)
-        if message.value is None:
-            self.notify(message.failure or "", title="Inspecting failed", severity="error")
-            return
-        sandbox_id, context, name = repl.sandbox_id, repl.context, message.name
-        run_code = message.value.ran_code
-
-        def load_page(offset: int) -> None:
-            self.connection.inspect_value(sandbox_id, context, name, offset, run_code=run_code)
-
-        self.app.push_screen(ValueScreen(message.value, load_page))
-
-    def action_save_checkpoint(self) -> None:
-        """Keep the open REPL's context state under a name the user gives."""
-        repl = self.active_repl
-        if repl is None:
-            return
-        context = repl.context
-
-        def named(name: str | None) -> None:
-            if name is not None:
-                self.connection.save_checkpoint(repl.sandbox_id, context, name)
-
-        title = f"Save a checkpoint of {context.binding} {short_id(context.id)}"
-        screen = NameScreen(title, "Save", problem=checkpoint_name_problem)
-        self.app.push_screen(screen, named)
-
-    def action_restore_checkpoint(self) -> None:
-        """List the open REPL's checkpoints to pick one (`checkpoints_loaded`)."""
-        repl = self.active_repl
-        if repl is not None:
-            self.connection.load_checkpoints(repl.sandbox_id, repl.context)
-
-    def action_delete_checkpoint(self) -> None:
-        """List the open REPL's checkpoints to pick one to delete (`checkpoints_loaded`)."""
-        repl = self.active_repl
-        if repl is not None:
-            self.checkpoints_to_delete.add(repl.context.id)
-            self.connection.load_checkpoints(repl.sandbox_id, repl.context)
-
-    def delete_checkpoint(self, sandbox_id: str, context: CodeContext, name: str) -> None:
-        async def delete(backend: Backend) -> None:
-            await backend.sandbox(sandbox_id).interpreter.delete_checkpoint(context.id, name)
-            self.post_message(CheckpointDeleted(sandbox_id, context.id, name))
-
-        self.connection.call(f"Deleting the checkpoint {name} failed", delete)
-
-    @on_report(CheckpointDeleted)
-    def checkpoint_deleted(self, message: CheckpointDeleted) -> None:
-        self.notify(
-            f"Deleted {message.name} of context {short_id(message.context_id)}.",
-            title="Checkpoint deleted",
-        )
-        self.connection.load_sandbox_info(message.sandbox_id)  # the checkpoints' usage
-
-    @on_report(CheckpointsLoaded)
-    def checkpoints_loaded(self, message: CheckpointsLoaded) -> None:
-        deleting = message.context_id in self.checkpoints_to_delete
-        self.checkpoints_to_delete.discard(message.context_id)
-        repl = self.tabs.repl_for(message.context_id)
-        if repl is None:
-            return
-        if not message.checkpoints:
-            keys = action_keys(self, "save_checkpoint")
-            self.notify(
-                f"Save one first ({keys})." if keys else "Save one first.",
-                title="No checkpoints of this context",
-            )
-            return
-
-        def chosen(choice: CheckpointChoice | None) -> None:
-            if choice is not None and choice.delete:
-                self.delete_checkpoint(message.sandbox_id, repl.context, choice.name)
-            elif choice is not None:
-                self.connection.restore_checkpoint(message.sandbox_id, repl.context, choice.name)
-
-        context = f"{repl.context.binding} {short_id(repl.context.id)}"
-        picker = CheckpointPickerScreen(message.checkpoints, context, deleting=deleting)
-        self.app.push_screen(picker, chosen)
-
-    @on_report(CheckpointSaved)
-    def checkpoint_saved(self, message: CheckpointSaved) -> None:
-        self.notify(checkpoint_summary(message.checkpoint), title="Checkpoint saved")
-
-    @on_report(CheckpointRestored)
-    def checkpoint_restored(self, message: CheckpointRestored) -> None:
-        repl = self.tabs.repl_for(message.context_id)
-        if repl is not None:
-            repl.note_restored(checkpoint_summary(message.checkpoint))
 
     def action_delete_context(self) -> None:
         self.confirm_context_change(recreate=False)
