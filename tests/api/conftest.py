@@ -35,6 +35,7 @@ BACKEND_KINDS = ["local", "remote", "workerd"]
 WORKERD_SKIPS = {
     "test_cancel_stops_a_running_loop": "POST /v1/sandboxes/:id/cancel is a serve/local-only "
     "extension; the Worker gateway answers 404 (docs/gateway-protocol.md, Extensions)",
+    "test_a_cancel_that_names_a_context_leaves_another_contexts_run": "the same extension",
 }
 """Tests that depend on a serve-only extension the Worker gateway does not relay."""
 TTL_MS = 86_400_000

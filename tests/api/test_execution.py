@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import fresh_id
+from tests.api.conftest import fresh_id, raw_call
 from tests.conftest import require_engine
 from workbench.api import (
     Backend,
@@ -614,6 +614,49 @@ async def test_cancel_stops_a_running_loop(sandbox: SandboxClient, perl_engine: 
     assert texts(after) == ["alive"]
     # cancelling with nothing running is a no-op
     assert await sandbox.cancel() is False
+
+
+BUSY_TWO_SECONDS = (
+    '$| = 1; print "started\\n"; my $end = time + 2; my $s = "a" x 8e6; '
+    'my $t = $s . 1 while time < $end; "done"'
+)
+"""Perl that says it started, then copies 8 MB for about two seconds (fuel would take far
+longer) and answers "done"."""
+
+
+async def test_a_cancel_that_names_a_context_leaves_another_contexts_run(
+    backend: Backend, sandbox: SandboxClient, perl_engine: None
+) -> None:
+    """Two clients of one sandbox: a cancel that names a context (the TUI's ctrl+g for its
+    cell) interrupts a run in that context only; another client's run elsewhere goes on."""
+    busy = await sandbox.interpreter.create_code_context("PERL")
+    other = await sandbox.interpreter.create_code_context("PERL")
+
+    async def run_until_started() -> asyncio.Task[ExecutionResult]:
+        started = asyncio.Event()
+        running = asyncio.create_task(
+            sandbox.interpreter.run_code(
+                BUSY_TWO_SECONDS, context=busy, on_stdout=lambda line: started.set()
+            )
+        )
+        await asyncio.wait_for(started.wait(), 30)
+        return running
+
+    running = await run_until_started()
+    assert await sandbox.cancel(context_id=other.id) is False
+    assert texts(ok(await running)) == ["done"]
+
+    running = await run_until_started()
+    assert await sandbox.cancel(context_id=busy.id) is True
+    result = await running
+    assert result.error is not None
+    assert (result.error.name, result.error.message) == (
+        "ExecutionLimitError",
+        "Execution cancelled",
+    )
+    for body in ({"contextId": ""}, {"contextId": 7}, ["contextId"]):
+        refused = await raises(raw_call(backend, sandbox.id, "POST", "/cancel", body))
+        assert refused.http_status == 400, body
 
 
 # ----- stateless runs (spec 2.2.1, 9.4) ----------------------------------------------

@@ -118,15 +118,16 @@ async def test_garbage_from_the_gateway_is_a_clear_sandbox_error(
 
 async def test_cancel_only_abandons_unless_the_test_says_how_it_cancels() -> None:
     assert await MockTransport(lambda request: Response(204, b"")).cancel("demo") is False
-    cancelled: list[str] = []
+    cancelled: list[tuple[str, str | None]] = []
 
-    def cancel(sandbox_id: str) -> bool:
-        cancelled.append(sandbox_id)
+    def cancel(sandbox_id: str, context_id: str | None) -> bool:
+        cancelled.append((sandbox_id, context_id))
         return True
 
     backend = Backend(MockTransport(lambda request: Response(204, b""), cancel=cancel), name="t")
     assert await backend.sandbox("demo").cancel() is True
-    assert cancelled == ["demo"]
+    assert await backend.sandbox("demo").cancel("one-context") is True
+    assert cancelled == [("demo", None), ("demo", "one-context")]
     await backend.aclose()
     assert backend.transport.closed  # type: ignore[attr-defined]
 

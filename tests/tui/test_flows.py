@@ -21,8 +21,10 @@ from textual.dom import DOMNode
 from textual.widgets import Button, Input, OptionList, RichLog, Select, Static, TextArea
 from textual.widgets.tabbed_content import ContentTabs
 
+from tests.api.test_execution import BUSY_TWO_SECONDS
 from tour import (
     FOCUS_NOTICE_HOPS,
+    TOUR_SANDBOX,
     create_context,
     create_sandbox,
     expanded_workspace,
@@ -42,7 +44,7 @@ from workbench.tui.screens.create_context_screen import CreateContextScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
-from workbench.tui.widgets.repl_pane import ABANDONED_NOTE
+from workbench.tui.widgets.repl_pane import ABANDONED_NOTE, GIVEN_UP_NOTE
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
@@ -438,7 +440,10 @@ async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with local_gateway(data) as gateway:
         # The local gateway, but `cancel` can only abandon (like a remote gateway).
-        app = app_over(data, MockTransport(gateway.handle, description="abandoning"))
+        transport = MockTransport(
+            gateway.handle, description="abandoning", enforces_deadlines=False
+        )
+        app = app_over(data, transport)
         async with app.run_test(size=(120, 40)) as pilot:
             await until_connected(pilot)
             await create_sandbox(pilot)
@@ -448,6 +453,36 @@ async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: bool(repl.transcript.cells))
             assert repl.transcript.cells[-1].failure == ABANDONED_NOTE
             assert not repl.running
+
+
+async def test_the_cancel_key_leaves_another_clients_run_alone(tmp_path: Path) -> None:
+    """ctrl+g cancels the REPL's own cell: one queued behind another client's run in
+    another context of the sandbox is given up, and that run goes on to its answer."""
+    data = tmp_path / "data"
+    with local_gateway(data) as gateway:
+        app = app_over(data, MockTransport(gateway.handle, cancel=gateway.cancel))
+        other = Backend(MockTransport(gateway.handle), name="other").sandbox(TOUR_SANDBOX)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until_connected(pilot)
+            await create_sandbox(pilot)
+            repl = await create_context(pilot, "PERL")
+            busy = await other.interpreter.create_code_context("PERL")
+            started = asyncio.Event()
+            running = asyncio.create_task(
+                other.interpreter.run_code(
+                    BUSY_TWO_SECONDS, context=busy, on_stdout=lambda line: started.set()
+                )
+            )
+            await asyncio.wait_for(started.wait(), 30)
+            repl.set_code("1 + 1")
+            await send_keys(app, "ctrl+r")
+            await wait_for(pilot, lambda: repl.running)
+            await send_keys(app, "ctrl+g")
+            await wait_for(pilot, lambda: bool(repl.transcript.cells))
+            assert repl.transcript.cells[-1].failure == GIVEN_UP_NOTE
+            result = await running
+            assert result.error is None and result.results[0].text == "done"
+            assert await other.interpreter.history(repl.context.id) == []  # it never ran
 
 
 async def test_errors_are_shown_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

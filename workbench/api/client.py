@@ -514,10 +514,12 @@ class SandboxClient:
             )
         return result
 
-    async def cancel(self) -> bool:
-        """Stop this sandbox's running execution. True when the engine itself was
-        interrupted; False when the backend can only abandon the request."""
-        return await self._transport.cancel(self.id)
+    async def cancel(self, context_id: str | None = None) -> bool:
+        """Stop this sandbox's running execution, or with `context_id` only one in that
+        context (not another client's elsewhere). True when the engine itself was
+        interrupted; False when none was running there, or the backend can only abandon
+        the request."""
+        return await self._transport.cancel(self.id, context_id)
 
 
 class Backend:

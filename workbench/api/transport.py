@@ -38,9 +38,10 @@ class Transport(Protocol):
         where the server streams them (`docs/gateway-protocol.md`)."""
         ...
 
-    async def cancel(self, sandbox_id: str) -> bool:
-        """Stop the running execution of a sandbox; False if only the request can be
-        abandoned (the guest keeps running until its fuel runs out)."""
+    async def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:
+        """Stop the running execution of a sandbox (with `context_id`, only one in that
+        context); False if none was interrupted: none is running there, or only the
+        request can be abandoned (the guest keeps running until its fuel runs out)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -102,7 +103,7 @@ class MockTransport:
         *,
         description: str = "mock gateway",
         enforces_deadlines: bool = True,
-        cancel: Callable[[str], bool] | None = None,
+        cancel: Callable[[str, str | None], bool] | None = None,
     ) -> None:
         self.handler = handler
         self.description = description
@@ -123,8 +124,8 @@ class MockTransport:
             self.handler, method, path, body, timeout=timeout, on_event=on_event
         )
 
-    async def cancel(self, sandbox_id: str) -> bool:
-        return self._cancel(sandbox_id) if self._cancel is not None else False
+    async def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:
+        return self._cancel(sandbox_id, context_id) if self._cancel is not None else False
 
     async def aclose(self) -> None:
         self.closed = True

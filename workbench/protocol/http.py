@@ -13,6 +13,7 @@ import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import quote
 
 from workbench.protocol.errors import (
     ErrorCode,
@@ -38,6 +39,8 @@ __all__ = [
     "SinkFailed",
     "answer_event",
     "body_cap",
+    "cancel_request",
+    "cancelled_answer",
     "error_json",
     "guarded_sink",
     "internal_error",
@@ -302,6 +305,25 @@ def internal_error(message: str, status: int = 500) -> Response:
     return Response.json(
         status, error_response(ErrorCode.INTERNAL_ERROR, message, http_status=status)
     )
+
+
+def cancel_request(sandbox_id: str, context_id: str | None) -> tuple[str, dict[str, str] | None]:
+    """The path and body of `POST /v1/sandboxes/:id/cancel` (an extension): the sandbox's
+    execution in progress, or with `context_id` only one in that context."""
+    path = f"/v1/sandboxes/{quote(sandbox_id, safe='')}/cancel"
+    return path, None if context_id is None else {"contextId": context_id}
+
+
+def cancelled_answer(reply: Response) -> bool:
+    """Whether a gateway's answer to `cancel_request` says an execution was interrupted
+    (anything else, a 404 of a gateway without the route included: it was not)."""
+    if reply.status != 200:
+        return False
+    try:
+        data = parse_json(reply.body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("cancelled") is True
 
 
 def parse_object(request: Request, cap: int, *, gzip: bool = False) -> dict[str, Any]:

@@ -271,7 +271,8 @@ class CellFinished(Message, bubble=False):
 
 @dataclass
 class RunAbandoned(Message, bubble=False):
-    """The backend could not interrupt the engine; the request is dropped instead."""
+    """A cancel interrupted no run in the context (the cell waits behind another run, or
+    the backend cannot interrupt an engine); the request is dropped instead."""
 
     sandbox_id: str
     context_id: str

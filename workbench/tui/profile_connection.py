@@ -679,7 +679,7 @@ class ProfileConnection:
 
     async def _cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> None:
         try:
-            interrupted = await backend.sandbox(sandbox_id).cancel()
+            interrupted = await backend.sandbox(sandbox_id).cancel(context_id)
         except Exception as error:
             self.owner.post_message(OperationFailed("Cancel failed", describe_error(error)))
             return

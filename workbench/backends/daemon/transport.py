@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from workbench.backends.daemon.location import peer_is_this_user
 from workbench.config import LocalSettings
@@ -31,6 +30,8 @@ from workbench.protocol.http import (
     Response,
     SinkFailed,
     body_cap,
+    cancel_request,
+    cancelled_answer,
     error_json,
     guarded_sink,
     json_payload,
@@ -253,13 +254,8 @@ class SocketTransport:
             with contextlib.suppress(SandboxError):
                 await self._exchange("GET", "/v1/daemon", b"", {BRIEF_HEADER: "1"}, None)
 
-    async def cancel(self, sandbox_id: str) -> bool:
-        reply = await self.request("POST", f"/v1/sandboxes/{quote(sandbox_id, safe='')}/cancel")
-        try:
-            data = parse_json(reply.body)
-        except ValueError:
-            return False
-        return reply.status == 200 and isinstance(data, dict) and data.get("cancelled") is True
+    async def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:
+        return cancelled_answer(await self.request("POST", *cancel_request(sandbox_id, context_id)))
 
     async def aclose(self) -> None:
         """Nothing is kept open between requests."""

@@ -65,8 +65,8 @@ class LocalTransport:
             self.gateway.handle, method, path, body, timeout=timeout, on_event=on_event
         )
 
-    async def cancel(self, sandbox_id: str) -> bool:
-        return self.gateway.cancel(sandbox_id)
+    async def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:
+        return self.gateway.cancel(sandbox_id, context_id)
 
     async def aclose(self) -> None:
         self.gateway.close()

@@ -192,30 +192,35 @@ class ContextRunner:
             GUEST_LIMITS if self._settings.file_api else replace(GUEST_LIMITS, denied=True)
         )
         """The guest's `/workspace`: with the File API off, one it may not touch (spec 6.7)."""
-        self._cancellation: Cancellation | None = None
-        """The cancel of the execution in progress (None: none is)."""
+        self._current: tuple[Cancellation, str | None] | None = None
+        """The execution in progress: its cancel and its context (None: a stateless run)."""
 
     @property
     def executing(self) -> bool:
-        return self._cancellation is not None
+        return self._current is not None
 
-    def cancel(self, reason: str | None = None) -> bool:
+    def cancel(self, reason: str | None = None, context_id: str | None = None) -> bool:
         """Cancel the execution in progress, wherever it is (waiting for its session, being
-        restored, running), saying `reason`; False when none is."""
-        cancellation = self._cancellation
-        if cancellation is None:
+        restored, running), saying `reason`; with `context_id`, only one in that context
+        (another client's run in another context goes on). False when none is."""
+        current = self._current
+        if current is None or (context_id is not None and current[1] != context_id):
             return False
-        cancellation.cancel(reason)
+        current[0].cancel(reason)
         return True
 
     @contextlib.contextmanager
-    def _execution(self, cancellation: Cancellation | None) -> Iterator[Cancellation]:
-        """The execution in progress, cancelled through `cancel` or `cancellation`."""
-        cancellation = self._cancellation = cancellation or Cancellation()
+    def _execution(
+        self, cancellation: Cancellation | None, context_id: str | None
+    ) -> Iterator[Cancellation]:
+        """The execution in progress (in `context_id`; None: stateless), cancelled through
+        `cancel` or `cancellation`."""
+        cancellation = cancellation or Cancellation()
+        self._current = (cancellation, context_id)
         try:
             yield cancellation
         finally:
-            self._cancellation = None
+            self._current = None
 
     async def run_stateless(
         self,
@@ -228,7 +233,7 @@ class ContextRunner:
         """A binding without contexts run from the sandbox: a fresh engine, sandbox env."""
         meta = self._state.ensure_meta()
         env = layer_env(meta.env_vars, None, call_env)
-        with self._execution(cancellation) as current:
+        with self._execution(cancellation, None) as current:
             result = await asyncio.get_running_loop().run_in_executor(
                 ENGINE_THREADS, runtime.run_stateless, code, env, timeout, current
             )
@@ -335,7 +340,7 @@ class ContextRunner:
 
         started = time.perf_counter()
         try:
-            with self._execution(cancellation) as current:
+            with self._execution(cancellation, row.id) as current:
                 return await asyncio.get_running_loop().run_in_executor(
                     ENGINE_THREADS,
                     self._run_blocking,

@@ -124,9 +124,9 @@ class LocalGateway:
             )
         return listed
 
-    def cancel(self, sandbox_id: str) -> bool:
+    def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:
         sandbox = self._sandboxes.get(sandbox_id)
-        return sandbox is not None and sandbox.cancel()
+        return sandbox is not None and sandbox.cancel(context_id=context_id)
 
     def cancel_all(self, reason: str | None = None) -> None:
         """Cancel every execution in progress, in sandboxes and stateless (closing); their

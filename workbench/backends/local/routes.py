@@ -253,7 +253,15 @@ class SandboxEndpoint:
 
 
 async def cancel(sandbox: SandboxObject, request: Request, params: Params) -> Response:
-    return answer(CancelResult(sandbox.cancel()))
+    """The sandbox's execution in progress; with a body `{"contextId": ID}`, only one in
+    that context (a client cancels its own cell, not another client's in another
+    context)."""
+    context_id = None
+    if request.body:
+        context_id = parse_object(request, EXECUTE_BODY_CAP).get("contextId")
+        if context_id is not None and (not isinstance(context_id, str) or not context_id):
+            raise validation_error("contextId must be a non-empty string")
+    return answer(CancelResult(sandbox.cancel(context_id=context_id)))
 
 
 async def destroy(sandbox: SandboxObject, request: Request, params: Params) -> Response:

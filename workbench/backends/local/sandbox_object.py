@@ -104,10 +104,10 @@ class SandboxObject:
         self._sessions.discard_sandbox(self.id)
         self._state.clear()
 
-    def cancel(self, reason: str | None = None) -> bool:
-        """Interrupt the execution in progress, if any (needs no turn); its result says
-        `reason`."""
-        return self._runner.cancel(reason)
+    def cancel(self, reason: str | None = None, context_id: str | None = None) -> bool:
+        """Interrupt the execution in progress, if any (needs no turn), or with
+        `context_id` only one in that context; its result says `reason`."""
+        return self._runner.cancel(reason, context_id)
 
     # ----- the sandbox ---------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import ssl
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -22,6 +22,8 @@ from workbench.protocol.http import (
     EventSink,
     Response,
     SinkFailed,
+    cancel_request,
+    cancelled_answer,
     guarded_sink,
     invalid_response,
     json_payload,
@@ -396,20 +398,14 @@ class HttpTransport:
                 chunks.append(chunk)
             return Response(reply.status_code, b"".join(chunks), content_type)
 
-    async def cancel(self, sandbox_id: str) -> bool:
+    async def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:
         """Ask the gateway to interrupt the sandbox's execution (a `serve` extension); a
         gateway without it (404) leaves the guest running until its fuel runs out."""
         try:
-            reply = await self.request("POST", f"/v1/sandboxes/{quote(sandbox_id, safe='')}/cancel")
+            reply = await self.request("POST", *cancel_request(sandbox_id, context_id))
         except SandboxError:
             return False
-        if reply.status != 200:
-            return False
-        try:
-            data = parse_json(reply.body)
-        except ValueError:
-            return False
-        return isinstance(data, dict) and data.get("cancelled") is True
+        return cancelled_answer(reply)
 
     async def aclose(self) -> None:
         await self._client.aclose()

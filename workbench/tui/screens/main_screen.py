@@ -77,7 +77,7 @@ from workbench.tui.tree_nodes import (
 )
 from workbench.tui.untrusted import cut, shown_content
 from workbench.tui.widgets.info_panel import InfoPanel
-from workbench.tui.widgets.repl_pane import ReplPane
+from workbench.tui.widgets.repl_pane import ABANDONED_NOTE, GIVEN_UP_NOTE, ReplPane
 from workbench.tui.widgets.runtimes_table import RuntimesTable
 from workbench.tui.widgets.sandbox_tree import SandboxTree
 from workbench.tui.widgets.status_bar import StatusBar
@@ -718,10 +718,14 @@ class MainScreen(
 
     @on_report(RunAbandoned)
     def run_abandoned(self, message: RunAbandoned) -> None:
+        """The cancel interrupted nothing (the cell waits behind another run, or the
+        gateway cannot interrupt): the cell's request is given up."""
         self.connection.abandon_run(message.context_id)
         pane = self.tabs.repl_for(message.context_id)
         if pane is not None:
-            pane.abandon_run()
+            backend = self.backend
+            cancels = backend is not None and backend.transport.enforces_deadlines
+            pane.abandon_run(GIVEN_UP_NOTE if cancels else ABANDONED_NOTE)
 
     # ----------------------------------------------------------------- sandboxes
 

@@ -47,6 +47,11 @@ from workbench.tui.widgets.run_status import RunStatus
 from workbench.tui.widgets.transcript import Transcript
 
 ABANDONED_NOTE = "abandoned request (the remote guest runs until its fuel runs out)"
+GIVEN_UP_NOTE = (
+    "given up: the backend cancels its execution (one still waiting for another run in "
+    "the sandbox never starts)"
+)
+"""Where a request given up is cancelled by the backend (`Transport.enforces_deadlines`)."""
 OUTPUT_AT_END = "running (this gateway sends the output when the run ends)"
 GONE_NOTE = (
     "This context no longer exists: another client deleted it, or its sandbox. Nothing "
@@ -403,18 +408,16 @@ class ReplPane(Vertical):
         """Lines the running cell just wrote (the finished cell replaces them)."""
         self.query_one(LiveOutput).add_lines(lines)
 
-    def abandon_run(self) -> None:
-        """The running cell's request was dropped: say so in the transcript."""
+    def abandon_run(self, note: str) -> None:
+        """The running cell's request was dropped: say so (`note`) in the transcript."""
         if not self.running:
             return
         code = self.pending_code
         self.run_status.stop()
         self.query_one(LiveOutput).clear_lines()
         number = len(self.transcript.cells) + 1
-        self.add_cell(
-            code, TranscriptCell(number, code, self.context.language, None, ABANDONED_NOTE)
-        )
-        self.notify(ABANDONED_NOTE, title="Cancelled", severity="warning")
+        self.add_cell(code, TranscriptCell(number, code, self.context.language, None, note))
+        self.notify(note, title="Cancelled", severity="warning")
 
     def add_cell(self, code: str, cell: TranscriptCell, *, remember: bool = True) -> None:
         self.transcript.add_cell(cell)
