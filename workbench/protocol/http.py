@@ -38,6 +38,7 @@ __all__ = [
     "Response",
     "SinkFailed",
     "answer_event",
+    "answer_object",
     "body_cap",
     "cancel_request",
     "cancelled_answer",
@@ -314,16 +315,22 @@ def cancel_request(sandbox_id: str, context_id: str | None) -> tuple[str, dict[s
     return path, None if context_id is None else {"contextId": context_id}
 
 
-def cancelled_answer(reply: Response) -> bool:
-    """Whether a gateway's answer to `cancel_request` says an execution was interrupted
-    (anything else, a 404 of a gateway without the route included: it was not)."""
-    if reply.status != 200:
-        return False
+def answer_object(reply: Response, status: int) -> dict[str, Any] | None:
+    """`reply`'s JSON object if it answers with `status` (None for anything else)."""
+    if reply.status != status:
+        return None
     try:
         data = parse_json(reply.body)
     except ValueError:
-        return False
-    return isinstance(data, dict) and data.get("cancelled") is True
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def cancelled_answer(reply: Response) -> bool:
+    """Whether a gateway's answer to `cancel_request` says an execution was interrupted
+    (anything else, a 404 of a gateway without the route included: it was not)."""
+    data = answer_object(reply, 200)
+    return data is not None and data.get("cancelled") is True
 
 
 def parse_object(request: Request, cap: int, *, gzip: bool = False) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from workbench.protocol.http import (
     EventSink,
     Response,
     SinkFailed,
+    answer_object,
     cancel_request,
     cancelled_answer,
     guarded_sink,
@@ -77,14 +78,9 @@ def _compressed(payload: bytes) -> bytes | None:
 def _runtime_call_failed(reply: Response) -> bool:
     """A Sandbox's 502 for a runtime call that threw (spec 2.4.1 step 7), the way a
     runtime at another version fails its contexts."""
-    if reply.status != 502:
-        return False
-    try:
-        data = parse_json(reply.body)
-    except ValueError:
-        return False
+    data = answer_object(reply, 502)
     return (
-        isinstance(data, dict)
+        data is not None
         and data.get("code") == "INTERNAL_ERROR"
         and str(data.get("message", "")).startswith("Binding '")
     )
