@@ -120,6 +120,26 @@ async def test_watch_applies_every_change_kind(folder: Path, sandbox: SandboxCli
     assert not watch.of(EventKind.ERROR)
 
 
+async def test_a_directory_made_a_file_while_a_file_in_it_moves_out(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """`mv b/inner inner2 && rmdir b && echo x > b` in one pass: the moved file's old path
+    lay under the directory the pass replaces first, and taken as a rename's source it
+    made `b` look as if it held an entry not the sync's, kept for good in its way."""
+    (folder / "b").mkdir()
+    (folder / "b" / "inner").write_text("content")
+    sync = FolderSync(folder, sandbox)
+    await sync.initial_sync()
+    (folder / "b" / "inner").rename(folder / "inner2")
+    (folder / "b").rmdir()
+    (folder / "b").write_text("now a file")
+    report = await sync.sync_paths([folder / "b", folder / "b" / "inner", folder / "inner2"])
+    assert not report.errors and not report.notices, (report.errors, report.notices)
+    assert await remote_tree(sandbox) == local_tree(folder)
+    again = await FolderSync(folder, sandbox).initial_sync()
+    assert not again.errors and not again.changed
+
+
 async def test_ignores_defaults_nested_negation_and_workbenchignore(
     folder: Path, sandbox: SandboxClient
 ) -> None:

@@ -111,11 +111,13 @@ def plan_pass(
             report.unchanged += 1
             continue
         plan.uploads.append(Upload(path, data, digest, wanted))
-    # A deleted file and a new one with the same content: rename instead.
+    # A deleted file and a new one with the same content: rename instead (not from under a
+    # directory replaced by a file: that goes before the renames, with what it holds).
     deleted_by_digest: dict[str, list[str]] = {}
     for path in gone:
         entry = manifest[path]
-        if not entry.is_dir and entry.digest is not None:
+        under_replaced = replaced and any(is_under(path, top) for top in replaced)
+        if not entry.is_dir and entry.digest is not None and not under_replaced:
             deleted_by_digest.setdefault(entry.digest, []).append(path)
     kept: list[Upload] = []
     for upload in plan.uploads:
