@@ -4,6 +4,7 @@ burst of writes."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ from tests.sync.conftest import eventually, local_tree, remote_tree, watching
 from workbench.api import SandboxClient
 from workbench.sync import ConflictPolicy, EventKind, FolderSync, SyncConflictError
 from workbench.sync.events import SyncIssue, SyncReport
+from workbench.sync.watching import REARM_S
 
 BINARY = bytes(range(256)) * 4 + b"\x00\xff\xfe"
 
@@ -86,6 +88,31 @@ async def test_a_watched_folder_removed_and_made_again_is_watched_again(
         await eventually(converged)
         (folder / "later.txt").write_text("a save after it")
         await eventually(converged)
+
+
+async def test_a_watched_folder_made_again_after_a_while_is_rescanned(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """Removed, then made again once the watch had found it gone (a tool regenerating
+    it): the files it got before its new watch was set were never synced."""
+    (folder / "one.txt").write_text("first")
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    async with watching(sync) as watch:
+        await watch.until_idle()
+        shutil.rmtree(folder)
+
+        async def emptied() -> bool:
+            return await remote_tree(sandbox) == {}
+
+        await eventually(emptied)  # the watch saw it gone, and the pass after that
+        await asyncio.sleep(3 * REARM_S)
+        folder.mkdir()
+        (folder / "two.txt").write_text("made again")
+
+        async def converged() -> bool:
+            return await remote_tree(sandbox) == local_tree(folder)
+
+        await eventually(converged, timeout=5)
 
 
 async def test_watch_applies_every_change_kind(folder: Path, sandbox: SandboxClient) -> None:

@@ -128,12 +128,18 @@ async def watch_folder(
         tool may do), the watch is set again on the new one, which is then rescanned
         whole; while it is missing, nothing is watched."""
         root = os.fspath(sync.root)
+        missing = False
         while not stop.is_set():
             armed = _identity(sync.root)
             if armed is None:
+                missing = True
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), REARM_S)
                 continue
+            if missing:  # made again after a while: what it got meanwhile, no watch saw
+                missing = False
+                pending.full = True
+                batches.put_nowait(set())
             try:
                 async for changes in awatch(
                     sync.root,
