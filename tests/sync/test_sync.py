@@ -223,6 +223,56 @@ async def test_ignores_defaults_nested_negation_and_workbenchignore(
         await eventually(unignored)
 
 
+async def test_a_directory_moved_in_brings_its_ignore_file(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """A directory's rules are read again when one is moved in where another was (a
+    rename is one event, the directory's): the cached rules of the one before held, and
+    the secret its `.gitignore` names was uploaded."""
+    (folder / "sub").mkdir()
+    (folder / "sub" / "a.txt").write_text("a")
+    arriving = folder.parent / "elsewhere" / "sub"
+    arriving.mkdir(parents=True)
+    (arriving / ".gitignore").write_text("secret.json\n")
+    (arriving / "secret.json").write_text("{}")
+    (arriving / "b.txt").write_text("b")
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    async with watching(sync) as watch:
+        await watch.until_idle()
+        shutil.rmtree(folder / "sub")
+        await eventually(lambda: lacks(sandbox, "sub/a.txt"))
+        arriving.rename(folder / "sub")
+        await eventually(lambda: holds(sandbox, "sub/b.txt"))
+        await watch.until_idle()
+    assert "sub/secret.json" not in await remote_tree(sandbox)
+
+
+async def test_a_directory_moved_out_takes_its_ignore_file(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """The reverse: the rules of a directory moved out no longer hold for a new one of
+    the same name (its `b.tmp` was never synced)."""
+    (folder / "sub").mkdir()
+    (folder / "sub" / ".gitignore").write_text("*.tmp\n")
+    (folder / "sub" / "a.txt").write_text("a")
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    async with watching(sync) as watch:
+        await watch.until_idle()
+        (folder / "sub").rename(folder.parent / "moved-out")
+        await eventually(lambda: lacks(sandbox, "sub/a.txt"))
+        (folder / "sub").mkdir()
+        (folder / "sub" / "b.tmp").write_text("no rule keeps it out now")
+        await eventually(lambda: holds(sandbox, "sub/b.tmp"))
+
+
+async def holds(sandbox: SandboxClient, relative: str) -> bool:
+    return relative in await remote_tree(sandbox)
+
+
+async def lacks(sandbox: SandboxClient, relative: str) -> bool:
+    return relative not in await remote_tree(sandbox)
+
+
 async def test_the_workbenchs_own_directories_are_never_synced(
     folder: Path, sandbox: SandboxClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:

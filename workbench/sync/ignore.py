@@ -471,6 +471,16 @@ class IgnoreRules:
         self._scopes.clear()
         self._ignored_directories.clear()
 
+    def forget(self, directory: str) -> None:
+        """Forget what is cached of `directory` and below (it was made, moved or removed:
+        the rule files there may be others now); nothing where it was never looked at."""
+        if directory not in self._scopes and directory not in self._ignored_directories:
+            return
+        below = f"{directory}/"
+        for cache in (self._scopes, self._ignored_directories):
+            for name in [name for name in cache if name == directory or name.startswith(below)]:
+                del cache[name]
+
     def _files_of(self, directory: str) -> list[list[IgnoreRule]]:
         """The rules of each rule file in `directory`, in increasing precedence."""
         found = []

@@ -51,10 +51,12 @@ class PendingChanges:
             if relative.rpartition("/")[2] in IGNORE_FILE_NAMES:
                 self.rules.invalidate()
                 self.full = True
-            elif skip_ignored and self.rules.is_ignored(
-                relative, host_path(self.root, relative).is_dir()
-            ):
-                continue
+            else:
+                self.rules.forget(relative)  # a directory moved in or out: other rules
+                if skip_ignored and self.rules.is_ignored(
+                    relative, host_path(self.root, relative).is_dir()
+                ):
+                    continue
             self.paths.add(relative)
 
     def take(self) -> list[str] | None:
