@@ -11,7 +11,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from workbench.api import ExecutionResult
+import pytest
+
+from workbench.api import ExecutionResult, SandboxError
 from workbench.backends.local import open_local_backend
 from workbench.core.clock import FixedClock
 
@@ -416,5 +418,28 @@ async def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
         # the database is still writable
         await sandbox.write_file("after.txt", "ok")
         assert (await sandbox.read_file("after.txt")).content == "ok"
+    finally:
+        await backend.aclose()
+
+
+async def test_a_request_whose_turn_comes_after_a_close_is_not_carried_out(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    """Once the gateway cancelled everything to close (a daemon stopping), a request that
+    was still to come, stateless or in a sandbox, is refused and says why."""
+    backend = open_local_backend(tmp_path / "data", embedded=True)
+    try:
+        gateway = backend.transport.gateway  # type: ignore[attr-defined]
+        gateway.cancel_all("the test closed the gateway")
+        for call in (
+            backend.run_code("1", binding="PERL"),
+            backend.sandbox("s").write_file("/workspace/a.txt", "a"),
+        ):
+            with pytest.raises(SandboxError) as refused:
+                await call
+            assert refused.value.http_status == 503
+            assert refused.value.message == (
+                "Not carried out: the test closed the gateway before this request's turn"
+            )
     finally:
         await backend.aclose()

@@ -661,6 +661,11 @@ def test_stopping_cancels_runs_and_the_next_command_starts_a_new_daemon(
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     wait_for_a_run(env)
+    queued = subprocess.Popen(
+        [str(SCRIPT), "run", "-s", "s", "-b", "PYTHON", "-c", "x = 99"],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for_a_run(env, 2)  # waiting for its turn behind the long run
     started = time.monotonic()
     stopping = subprocess.Popen(
         [str(SCRIPT), "daemon", "stop"], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True
@@ -675,6 +680,14 @@ def test_stopping_cancels_runs_and_the_next_command_starts_a_new_daemon(
     out, _ = long_run.communicate(timeout=60)
     message = json.loads(out)["error"]["message"]  # why, not a bare "Execution cancelled"
     assert message == "Execution cancelled: the local daemon stopped (`daemon stop`)"
+    # The run queued behind it is not carried out (it ran as the daemon shut down, or one
+    # longer died at its grace with an HTTP 500): x stayed 41 above.
+    _, queued_error = queued.communicate(timeout=60)
+    assert queued.returncode == 1
+    assert queued_error.startswith(
+        "error: Not carried out: the local daemon stopped (`daemon stop`) before this "
+        "request's turn"
+    ), queued_error
     assert time.monotonic() - started < 30  # not the run's 600 s
     assert int(str(status(env)["pid"])) != pid
 

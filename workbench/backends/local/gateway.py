@@ -17,6 +17,7 @@ from workbench.backends.local.routes import dispatch
 from workbench.backends.local.sandbox_object import SandboxObject
 from workbench.backends.local.settings import LocalResources, idle_deadline_passed
 from workbench.backends.owner import OwnerLock
+from workbench.protocol.errors import ErrorCode, make_error
 from workbench.protocol.http import Request, Response
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import SandboxSummary
@@ -43,6 +44,9 @@ class LocalGateway:
         self.settings = resources.settings
         self._sandboxes: dict[str, SandboxObject] = {}
         self.stateless_runs: set[Cancellation] = set()
+        self.closing: str | None = None
+        """Why the gateway closes, once `cancel_all` said so: a request whose turn comes
+        after that is not carried out (`refuse_if_closing`)."""
         """The cancels of `POST /v1/runtimes/:binding/execute` runs in progress."""
 
     def sandbox(self, sandbox_id: str) -> SandboxObject:
@@ -131,10 +135,21 @@ class LocalGateway:
     def cancel_all(self, reason: str | None = None) -> None:
         """Cancel every execution in progress, in sandboxes and stateless (closing); their
         results say `reason`."""
+        self.closing = reason or "the gateway closed"
         for sandbox in list(self._sandboxes.values()):
             sandbox.cancel(reason)
         for cancellation in list(self.stateless_runs):
             cancellation.cancel(reason)
+
+    def refuse_if_closing(self) -> None:
+        """Raise for a request whose turn came after `cancel_all` (one queued behind a run
+        that was cancelled): it is not carried out, and says why."""
+        if self.closing is not None:
+            raise make_error(
+                ErrorCode.INTERNAL_ERROR,
+                f"Not carried out: {self.closing} before this request's turn",
+                http_status=503,
+            )
 
     def close(self) -> None:
         """Stop every session, release the store."""

@@ -182,6 +182,7 @@ async def execute_stateless(gateway: LocalGateway, request: Request, params: Par
     code = validate_code(body)
     env_vars = runtime_env_vars(body) or {}
     timeout = execution_timeout(body)
+    gateway.refuse_if_closing()
     cancellation = Cancellation()
     watcher = asyncio.create_task(cancel_on(request.given_up, cancellation))
     gateway.stateless_runs.add(cancellation)
@@ -230,6 +231,7 @@ async def sandbox_request(gateway: LocalGateway, request: Request, params: Param
         return await found.target.handler(sandbox, request, found.params)
     async with sandbox.turn():
         try:
+            gateway.refuse_if_closing()
             if not (isinstance(found, Found) and not found.target.creates):
                 sandbox.ensure_exists()
             if isinstance(found, SandboxError):
