@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.api.test_execution import BUSY_TWO_SECONDS
 from tests.cli import CTRL_C_TAKEN, ROOT, SCRIPT, cli_env, one_error_line, run_cli
 from tests.cli_fork_server import run_cli_forked
 from tests.conftest import require_engine, wake_ups
@@ -690,6 +691,35 @@ def test_stopping_cancels_runs_and_the_next_command_starts_a_new_daemon(
     ), queued_error
     assert time.monotonic() - started < 30  # not the run's 600 s
     assert int(str(status(env)["pid"])) != pid
+
+
+def test_a_run_in_a_context_named_whole_keeps_its_place_in_the_queue(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    """`run --context ID` with a whole id sends its run alone: a listing first (to find
+    the id or the language) waited its turn too, and a command of another client given
+    after it went before its run."""
+    env = cli_env(tmp_path)
+    try:
+        created = run_cli(env, "contexts", "create", "-s", "s", "-b", "PERL")
+        context = created.stdout.strip()
+        assert created.returncode == 0 and len(context) == 36, created.stderr
+        busy = subprocess.Popen(
+            [str(SCRIPT), "run", "-s", "s", "--context", context, "-c", BUSY_TWO_SECONDS],
+            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        wait_for_a_run(env)
+        mine = subprocess.Popen(
+            [str(SCRIPT), "run", "-s", "s", "--context", context, "-c", 'our $step = "mine"'],
+            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        wait_for_a_run(env, 2)  # its run is in the queue, behind the busy one
+        later = run_cli(env, "run", "-s", "s", "--context", context, "-c", '"$step, later"')
+        assert (later.returncode, later.stdout) == (0, "mine, later\n"), later.stderr
+        assert mine.communicate(timeout=60)[0] == "mine\n"
+        assert busy.communicate(timeout=60)[0].endswith("done\n")
+    finally:
+        run_cli(env, "daemon", "stop")
 
 
 def test_a_relative_data_dir_names_one_store_wherever_clients_run(

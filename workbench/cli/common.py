@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import signal
 import sys
 import threading
@@ -274,11 +275,20 @@ def warn_about_config() -> None:
         echo_untrusted(f"warning: {error} (the local profile goes on without it)", err=True)
 
 
+_WHOLE_CONTEXT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+"""A context id as sandboxes mint them (a random UUID, spec 2.4), not a prefix of one."""
+
+
 async def full_context_id(sandbox: SandboxClient, given: str) -> str:
     """The id of the sandbox's context that `given` names: the id itself or a unique
     prefix of one (as git takes short hashes; the TUI shows 8 characters). An ambiguous
     prefix is a usage error naming the matches; no match is left to the backend, which
-    reports the context as not found."""
+    reports the context as not found. A whole id is taken as it is, with no listing: a
+    command's own request then keeps its place in the sandbox's queue (a listing waits
+    behind a running execution, and commands of other clients that come meanwhile would
+    go before the command's request)."""
+    if _WHOLE_CONTEXT_ID.fullmatch(given):
+        return given
     found = await find_context(sandbox, given)
     return given if found is None else found.id
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from workbench.api import Backend, ExecutionResult, SandboxClient
+from workbench.api import Backend, ExecutionResult
 from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -109,24 +109,15 @@ def print_result(result: ExecutionResult, *, logs: bool = True) -> int:
 
 
 async def _binding_and_language(
-    backend: Backend,
-    binding: str | None,
-    language: str | None,
-    sandbox: SandboxClient | None,
-    context_id: str | None,
+    backend: Backend, binding: str | None, language: str | None
 ) -> tuple[str | None, str | None]:
     """The binding to run on and, on the local backend, the language whose engine runs
-    it (None where the backend reports the problem itself: an unknown binding or
-    context; and on a remote backend, which prepares its own engines)."""
+    it (None where the backend reports the problem itself: an unknown binding; and on a
+    remote backend, which prepares its own engines)."""
     if language is not None:
         binding = await binding_for_language(backend, language)
     if backend.engines is None:
         return binding, None
-    if context_id is not None and sandbox is not None:
-        for context in await sandbox.interpreter.list_code_contexts():
-            if context.id == context_id:
-                return None, context.language
-        return None, None
     for runtime in await backend.runtimes():
         if runtime.binding == binding:
             return binding, runtime.language
@@ -203,12 +194,13 @@ async def run_command(
 
     async def body(backend: Backend) -> ExecutionResult:
         sandbox = None if sandbox_id is None else backend.sandbox(sandbox_id)
-        context = None
+        context, target, engine_language = None, None, None
         if context_id is not None and sandbox is not None:
+            # Its engine was prepared when it was made: no listing to find its language,
+            # so the run keeps its place in the sandbox's queue.
             context = await full_context_id(sandbox, context_id)
-        target, engine_language = await _binding_and_language(
-            backend, binding, language, sandbox, context
-        )
+        else:
+            target, engine_language = await _binding_and_language(backend, binding, language)
         if engine_language is not None:
             await prepare_engine(backend, engine_language)
         if sandbox is None:
