@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import require_engine
 from tests.sync.conftest import eventually, local_tree, remote_tree, watching
 from workbench.api import SandboxClient
-from workbench.sync import ConflictPolicy, EventKind, FolderSync, SyncConflictError
+from workbench.sync import ConflictPolicy, EventKind, FolderSync, SyncConflictError, SyncEvent
 from workbench.sync.events import SyncIssue, SyncReport
 from workbench.sync.watching import REARM_S
 
@@ -338,6 +338,27 @@ async def guest_write(sandbox: SandboxClient, path: str, text: str) -> None:
 
 
 @pytest.mark.usefixtures("perl")
+async def test_a_swap_that_fits_is_synced_whole(folder: Path, sandbox: SandboxClient) -> None:
+    """Ten files of 1 MB replaced by ten others in one pass: the folder fits, but the
+    uploads went before the deletes that made room for them, and four were reported as
+    not fitting, for good."""
+    (folder / "old").mkdir()
+    for number in range(10):
+        (folder / "old" / f"{number}.bin").write_bytes(os.urandom(1_000_000))
+    sync = FolderSync(folder, sandbox)
+    await sync.initial_sync()
+    shutil.rmtree(folder / "old")
+    (folder / "new").mkdir()
+    for number in range(10):
+        (folder / "new" / f"{number}.bin").write_bytes(os.urandom(1_000_000))
+    told: list[SyncEvent] = []
+    sync.subscribe(told.append)
+    report = await sync.sync_paths([folder / "old", folder / "new"])
+    assert not report.errors, report.errors
+    assert not [event for event in told if event.kind is EventKind.ERROR]
+    assert await remote_tree(sandbox) == local_tree(folder)
+
+
 async def test_conflict_local_wins_by_default(folder: Path, sandbox: SandboxClient) -> None:
     (folder / "shared.txt").write_text("v1")
     sync = FolderSync(folder, sandbox, debounce=0.03)

@@ -52,6 +52,7 @@ from pathlib import Path
 from workbench.api import FileInfo, SandboxClient
 from workbench.core.host_paths import host_path
 from workbench.paths import cache_dir, config_dir, data_dir
+from workbench.protocol import errors
 from workbench.sync.applying import PlanApplier, apply_in_batches
 from workbench.sync.conflicts import (
     SandboxEntry,
@@ -165,6 +166,9 @@ class FolderSync:
             concurrency=concurrency,
         )
         self._listeners: list[Callable[[SyncEvent], None]] = []
+        self._held_refusals: list[SyncIssue] | None = None
+        """While a pass may plan its refused uploads again (`_apply`): their errors, told
+        only if they stay."""
         self._initialized = False
         self._pending = PendingChanges(self.root, self.rules)
         self._known_notices: set[tuple[str, str]] = set()
@@ -224,6 +228,10 @@ class FolderSync:
         report: SyncReport | None = None,
         issue: SyncIssue | None = None,
     ) -> None:
+        held = self._held_refusals
+        if held is not None and issue is not None and issue.code == errors.ErrorCode.NO_SPACE:
+            held.append(issue)
+            return
         event = SyncEvent(kind, message, report, issue)
         for listener in list(self._listeners):
             listener(event)
@@ -458,7 +466,38 @@ class FolderSync:
 
         Where the gateway takes batches and no listing is at hand, the conflict check
         rides on the pass's own calls as preconditions (`preconditions_for`): a save is
-        one request, and only files a guest changed are checked and sent again."""
+        one request, and only files a guest changed are checked and sent again.
+
+        Uploads go before the deletes of their pass (`PlanApplier.apply`), so near the
+        workspace's limits a pass that replaces files can have some refused for want of
+        the room its own deletes made next: those are planned once more, and their
+        errors told only if they stay."""
+        self._held_refusals = []
+        try:
+            plan = await self._apply_plan(report, local, current, listing)
+            uploads = {upload.relative for upload in plan.uploads}
+            refused = {
+                issue.path
+                for issue in report.errors
+                if issue.code == errors.ErrorCode.NO_SPACE and issue.path in uploads
+            }
+            if refused and report.deleted:
+                report.errors = [issue for issue in report.errors if issue.path not in refused]
+                await self._apply_plan(report, {path: local[path] for path in refused}, [], None)
+        finally:
+            held, self._held_refusals = self._held_refusals, None
+            for issue in report.errors:
+                if issue in held:
+                    self._emit(EventKind.ERROR, issue.message, issue=issue)
+
+    async def _apply_plan(
+        self,
+        report: SyncReport,
+        local: dict[str, LocalEntry],
+        current: list[str],
+        listing: dict[str, FileInfo] | None,
+    ) -> Plan:
+        """`_apply`'s one round: plan, check conflicts, apply; the plan."""
         plan = plan_pass(
             report,
             local,
@@ -476,10 +515,11 @@ class FolderSync:
             preconditions = preconditions_for(plan, self.manifest)
         if limits is None or preconditions is None:
             await self._check_and_apply(report, plan, listing)
-            return
-        leftover = await apply_in_batches(self._applier(report), plan, limits, preconditions)
-        if leftover:
-            await self._check_and_apply(report, leftover.plan, leftover.listing)
+        else:
+            leftover = await apply_in_batches(self._applier(report), plan, limits, preconditions)
+            if leftover:
+                await self._check_and_apply(report, leftover.plan, leftover.listing)
+        return plan
 
     def _applier(self, report: SyncReport) -> PlanApplier:
         return PlanApplier(
