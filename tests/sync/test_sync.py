@@ -115,6 +115,31 @@ async def test_a_watched_folder_made_again_after_a_while_is_rescanned(
         await eventually(converged, timeout=5)
 
 
+@pytest.mark.parametrize("gap", [0.0, 3 * REARM_S])
+async def test_a_watched_folder_made_again_is_synced_with_its_own_ignore_rules(
+    folder: Path, sandbox: SandboxClient, gap: float
+) -> None:
+    """A folder swapped for another (at once, or after the watch found it gone) is
+    rescanned with the new folder's `.gitignore`: the rules cached for the old one (or
+    for none, while it was missing) let its private file through."""
+    (folder / ".gitignore").write_text("old-ignored.txt\n")
+    (folder / "a.txt").write_text("a")
+    arriving = folder.parent / "arriving"
+    arriving.mkdir()
+    (arriving / ".gitignore").write_text("private.txt\n")
+    (arriving / "private.txt").write_text("not for the sandbox")
+    (arriving / "b.txt").write_text("b")
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    async with watching(sync) as watch:
+        await watch.until_idle()
+        folder.rename(folder.parent / "departed")
+        await asyncio.sleep(gap)
+        arriving.rename(folder)
+        await eventually(lambda: holds(sandbox, "b.txt"))
+        await watch.until_idle()
+    assert "private.txt" not in await remote_tree(sandbox)
+
+
 async def test_watch_applies_every_change_kind(folder: Path, sandbox: SandboxClient) -> None:
     make_project(folder)
     sync = FolderSync(folder, sandbox, debounce=0.03)
@@ -356,6 +381,26 @@ async def test_a_swap_that_fits_is_synced_whole(folder: Path, sandbox: SandboxCl
     report = await sync.sync_paths([folder / "old", folder / "new"])
     assert not report.errors, report.errors
     assert not [event for event in told if event.kind is EventKind.ERROR]
+    assert await remote_tree(sandbox) == local_tree(folder)
+
+
+async def test_a_swap_of_directories_that_fits_is_synced_whole(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """The same at the 4,096-entry limit: 1,400 directories of one file replaced by 1,400
+    others; the new directories were refused before the old ones went, and the files
+    under them were never sent."""
+    for number in range(1400):
+        (folder / f"old{number}").mkdir()
+        (folder / f"old{number}" / "f.txt").write_text(f"old {number}")
+    sync = FolderSync(folder, sandbox)
+    await sync.initial_sync()
+    for number in range(1400):
+        shutil.rmtree(folder / f"old{number}")
+        (folder / f"new{number}").mkdir()
+        (folder / f"new{number}" / "f.txt").write_text(f"new {number}")
+    report = await sync.sync_all()
+    assert not report.errors, report.errors[:3]
     assert await remote_tree(sandbox) == local_tree(folder)
 
 

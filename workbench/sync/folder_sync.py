@@ -77,7 +77,7 @@ from workbench.sync.manifest import (
     save_owned_entries,
 )
 from workbench.sync.planning import Plan, plan_pass
-from workbench.sync.relative_paths import ancestors, is_plain, is_under, top_level
+from workbench.sync.relative_paths import ancestors, is_plain, is_under, is_under_any, top_level
 from workbench.sync.sandbox_folder import SandboxFolder, TransientSyncError
 from workbench.sync.watching import PendingChanges, watch_folder
 
@@ -475,15 +475,24 @@ class FolderSync:
         self._held_refusals = []
         try:
             plan = await self._apply_plan(report, local, current, listing)
-            uploads = {upload.relative for upload in plan.uploads}
+            attempted = {upload.relative for upload in plan.uploads}.union(plan.mkdirs)
             refused = {
                 issue.path
                 for issue in report.errors
-                if issue.code == errors.ErrorCode.NO_SPACE and issue.path in uploads
+                if issue.code == errors.ErrorCode.NO_SPACE and issue.path in attempted
             }
             if refused and report.deleted:
+                # A directory refused: what lies under it was not sent either.
+                first_round = [issue for issue in report.errors if issue.path in refused]
                 report.errors = [issue for issue in report.errors if issue.path not in refused]
-                await self._apply_plan(report, {path: local[path] for path in refused}, [], None)
+                retried = {
+                    path: entry for path, entry in local.items() if is_under_any(path, refused)
+                }
+                try:
+                    await self._apply_plan(report, retried, [], None)
+                except BaseException:
+                    report.errors[:0] = first_round  # not tried again after all: they stand
+                    raise
         finally:
             held, self._held_refusals = self._held_refusals, None
             for issue in report.errors:

@@ -41,6 +41,7 @@ from typing import Final
 
 from workbench.core.host_paths import checked_relative
 from workbench.sync.local import read_regular_file
+from workbench.sync.relative_paths import is_under_any
 
 __all__ = [
     "DEFAULT_IGNORES",
@@ -471,14 +472,19 @@ class IgnoreRules:
         self._scopes.clear()
         self._ignored_directories.clear()
 
-    def forget(self, directory: str) -> None:
-        """Forget what is cached of `directory` and below (it was made, moved or removed:
-        the rule files there may be others now); nothing where it was never looked at."""
-        if directory not in self._scopes and directory not in self._ignored_directories:
+    def forget(self, directories: Iterable[str]) -> None:
+        """Forget what is cached of these directories and below (each was made, moved or
+        removed: the rule files there may be others now); nothing for one never looked
+        at. One sweep of the caches for them all: a burst of events stays linear."""
+        gone = {
+            directory
+            for directory in directories
+            if directory in self._scopes or directory in self._ignored_directories
+        }
+        if not gone:
             return
-        below = f"{directory}/"
         for cache in (self._scopes, self._ignored_directories):
-            for name in [name for name in cache if name == directory or name.startswith(below)]:
+            for name in [name for name in cache if is_under_any(name, gone)]:
                 del cache[name]
 
     def _files_of(self, directory: str) -> list[list[IgnoreRule]]:

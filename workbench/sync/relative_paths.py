@@ -3,7 +3,7 @@ where they land under `dest` in the sandbox."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 from workbench.core.host_paths import HostPathError, checked_relative
 
@@ -11,6 +11,7 @@ __all__ = [
     "ancestors",
     "is_plain",
     "is_under",
+    "is_under_any",
     "parent_of",
     "path_segments",
     "remote_path",
@@ -29,6 +30,16 @@ def parent_of(relative: str) -> str:
 
 def is_under(relative: str, prefix: str) -> bool:
     return not prefix or relative == prefix or relative.startswith(prefix + "/")
+
+
+def is_under_any(relative: str, tops: Collection[str]) -> bool:
+    """`is_under` one of `tops` (a set: one look per level of `relative`)."""
+    while True:
+        if relative in tops:
+            return True
+        if not relative:
+            return False
+        relative = parent_of(relative)
 
 
 def path_segments(relative: str) -> list[str]:

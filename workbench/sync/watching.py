@@ -44,20 +44,23 @@ class PendingChanges:
     def add(self, paths: Iterable[str | Path], *, skip_ignored: bool) -> None:
         """Mark changed paths (outside the folder: dropped); a changed ignore file means a
         full rescan. The watcher skips ignored paths; `FolderSync.sync_paths` does not."""
-        for path in paths:
-            relative = self._relative(path)
-            if relative is None:
-                continue
+        relatives = [relative for relative in map(self._relative, paths) if relative is not None]
+        self.rules.forget(relatives)  # a directory moved in or out: its rules are others
+        for relative in relatives:
             if relative.rpartition("/")[2] in IGNORE_FILE_NAMES:
                 self.rules.invalidate()
                 self.full = True
-            else:
-                self.rules.forget(relative)  # a directory moved in or out: other rules
-                if skip_ignored and self.rules.is_ignored(
-                    relative, host_path(self.root, relative).is_dir()
-                ):
-                    continue
+            elif skip_ignored and self.rules.is_ignored(
+                relative, host_path(self.root, relative).is_dir()
+            ):
+                continue
             self.paths.add(relative)
+
+    def rescan_all(self) -> None:
+        """Ask for a whole rescan with the rule files read again (the folder itself was
+        made again: its rules may be others)."""
+        self.rules.invalidate()
+        self.full = True
 
     def take(self) -> list[str] | None:
         """The sorted paths for the next pass (None: rescan everything); clears them."""
@@ -140,7 +143,7 @@ async def watch_folder(
                 continue
             if missing:  # made again after a while: what it got meanwhile, no watch saw
                 missing = False
-                pending.full = True
+                pending.rescan_all()
                 batches.put_nowait(set())
             try:
                 async for changes in awatch(
@@ -160,7 +163,7 @@ async def watch_folder(
                     return  # stopped
             except FileNotFoundError:
                 pass  # gone before its watch was set
-            pending.full = True
+            pending.rescan_all()
             batches.put_nowait(set())  # wakes the loop for the rescan
 
     watch_task = asyncio.create_task(watcher())
