@@ -426,14 +426,17 @@ async def test_a_request_whose_turn_comes_after_a_close_is_not_carried_out(
     tmp_path: Path, perl_engine: None
 ) -> None:
     """Once the gateway cancelled everything to close (a daemon stopping), a request that
-    was still to come, stateless or in a sandbox, is refused and says why."""
+    was still to come, stateless, in a sandbox or an inspection, is refused and says
+    why."""
     backend = open_local_backend(tmp_path / "data", embedded=True)
     try:
+        context = await backend.sandbox("s").interpreter.create_code_context("PERL")
         gateway = backend.transport.gateway  # type: ignore[attr-defined]
         gateway.cancel_all("the test closed the gateway")
         for call in (
             backend.run_code("1", binding="PERL"),
             backend.sandbox("s").write_file("/workspace/a.txt", "a"),
+            backend.sandbox("s").interpreter.inspect_context(context),
         ):
             with pytest.raises(SandboxError) as refused:
                 await call

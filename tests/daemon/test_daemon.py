@@ -694,11 +694,11 @@ def test_stopping_cancels_runs_and_the_next_command_starts_a_new_daemon(
 
 
 def test_a_run_in_a_context_named_whole_keeps_its_place_in_the_queue(
-    tmp_path: Path, perl_engine: None
+    tmp_path: Path, all_engines: None
 ) -> None:
-    """`run --context ID` with a whole id sends its run alone: a listing first (to find
-    the id or the language) waited its turn too, and a command of another client given
-    after it went before its run."""
+    """`run --context ID` with a whole id and every engine ready sends its run alone: a
+    listing first (to find the id or the engine's language) waited its turn too, and a
+    command of another client given after it went before its run."""
     env = cli_env(tmp_path)
     try:
         created = run_cli(env, "contexts", "create", "-s", "s", "-b", "PERL")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from workbench.api import Backend, ExecutionResult
+from workbench.api import Backend, ExecutionResult, SandboxClient
 from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -108,6 +108,21 @@ def print_result(result: ExecutionResult, *, logs: bool = True) -> int:
     return EXIT_OK
 
 
+async def _unprepared_context_engine(
+    backend: Backend, sandbox: SandboxClient, context_id: str
+) -> str | None:
+    """On the local backend, the language of the context's engine if it is not ready (to
+    prepare it with progress first), else None. The contexts are listed only when some
+    engine is not ready: a listing waits its turn in the sandbox's queue, and commands
+    other clients give meanwhile would go before the run."""
+    if backend.engines is None or all(info.ready for info in await backend.engines.statuses()):
+        return None
+    for context in await sandbox.interpreter.list_code_contexts():
+        if context.id == context_id:
+            return context.language
+    return None
+
+
 async def _binding_and_language(
     backend: Backend, binding: str | None, language: str | None
 ) -> tuple[str | None, str | None]:
@@ -196,9 +211,8 @@ async def run_command(
         sandbox = None if sandbox_id is None else backend.sandbox(sandbox_id)
         context, target, engine_language = None, None, None
         if context_id is not None and sandbox is not None:
-            # Its engine was prepared when it was made: no listing to find its language,
-            # so the run keeps its place in the sandbox's queue.
             context = await full_context_id(sandbox, context_id)
+            engine_language = await _unprepared_context_engine(backend, sandbox, context)
         else:
             target, engine_language = await _binding_and_language(backend, binding, language)
         if engine_language is not None:

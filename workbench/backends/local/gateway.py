@@ -14,10 +14,9 @@ import sqlite3
 
 from engines.process import Cancellation
 from workbench.backends.local.routes import dispatch
-from workbench.backends.local.sandbox_object import SandboxObject
+from workbench.backends.local.sandbox_object import SandboxObject, not_carried_out
 from workbench.backends.local.settings import LocalResources, idle_deadline_passed
 from workbench.backends.owner import OwnerLock
-from workbench.protocol.errors import ErrorCode, make_error
 from workbench.protocol.http import Request, Response
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import SandboxSummary
@@ -44,10 +43,10 @@ class LocalGateway:
         self.settings = resources.settings
         self._sandboxes: dict[str, SandboxObject] = {}
         self.stateless_runs: set[Cancellation] = set()
+        """The cancels of `POST /v1/runtimes/:binding/execute` runs in progress."""
         self.closing: str | None = None
         """Why the gateway closes, once `cancel_all` said so: a request whose turn comes
         after that is not carried out (`refuse_if_closing`)."""
-        """The cancels of `POST /v1/runtimes/:binding/execute` runs in progress."""
 
     def sandbox(self, sandbox_id: str) -> SandboxObject:
         """The object of `sandbox_id`, now the most recently used one."""
@@ -55,6 +54,7 @@ class LocalGateway:
         sandbox = self._sandboxes.pop(sandbox_id, None)
         if sandbox is None:
             sandbox = SandboxObject(sandbox_id, self.resources)
+            sandbox.closing = self.closing
         self._sandboxes[sandbox_id] = sandbox  # dicts keep insertion order: newest last
         self._evict_idle()
         return sandbox
@@ -135,21 +135,17 @@ class LocalGateway:
     def cancel_all(self, reason: str | None = None) -> None:
         """Cancel every execution in progress, in sandboxes and stateless (closing); their
         results say `reason`."""
-        self.closing = reason or "the gateway closed"
+        closing = self.closing = reason or "the gateway closed"
         for sandbox in list(self._sandboxes.values()):
-            sandbox.cancel(reason)
+            sandbox.close_down(closing)
         for cancellation in list(self.stateless_runs):
             cancellation.cancel(reason)
 
     def refuse_if_closing(self) -> None:
-        """Raise for a request whose turn came after `cancel_all` (one queued behind a run
-        that was cancelled): it is not carried out, and says why."""
+        """Raise for a stateless run that comes after `cancel_all` (see
+        `SandboxObject.refuse_if_closing`)."""
         if self.closing is not None:
-            raise make_error(
-                ErrorCode.INTERNAL_ERROR,
-                f"Not carried out: {self.closing} before this request's turn",
-                http_status=503,
-            )
+            raise not_carried_out(self.closing)
 
     def close(self) -> None:
         """Stop every session, release the store."""

@@ -231,7 +231,7 @@ async def sandbox_request(gateway: LocalGateway, request: Request, params: Param
         return await found.target.handler(sandbox, request, found.params)
     async with sandbox.turn():
         try:
-            gateway.refuse_if_closing()
+            sandbox.refuse_if_closing()
             if not (isinstance(found, Found) and not found.target.creates):
                 sandbox.ensure_exists()
             if isinstance(found, SandboxError):

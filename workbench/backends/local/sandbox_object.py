@@ -28,7 +28,7 @@ from workbench.backends.local.files import FilesResult, files_batch, files_reque
 from workbench.backends.local.sandbox_state import CHECKPOINT_BUDGET_BYTES, ContextRow, SandboxState
 from workbench.backends.local.settings import LocalResources
 from workbench.core.envvars import apply_env_update, layer_env
-from workbench.protocol.errors import ErrorCode, make_error
+from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.http import validation_error
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.protocol.types import (
@@ -44,6 +44,15 @@ from workbench.protocol.types import (
 from workbench.store import StoredCheckpoint, StoredSandbox
 
 
+def not_carried_out(reason: str) -> SandboxError:
+    """The answer to a request whose turn came once the backend was closing."""
+    return make_error(
+        ErrorCode.INTERNAL_ERROR,
+        f"Not carried out: {reason} before this request's turn",
+        http_status=503,
+    )
+
+
 class SandboxObject:
     """Spec 2.4 for one sandbox id."""
 
@@ -55,6 +64,10 @@ class SandboxObject:
         self._settings = resources.settings
         self._queue = asyncio.Lock()
         self._inspections = resources.inspections
+        self._inspecting: set[Cancellation] = set()
+        """The cancels of this sandbox's inspections in progress."""
+        self.closing: str | None = None
+        """Why the backend closes, once it does (`close_down`)."""
         self._state = SandboxState(sandbox_id, resources)
         self._runner = ContextRunner(
             self._state, ContextSnapshots(self._state, resources), resources
@@ -108,6 +121,20 @@ class SandboxObject:
         """Interrupt the execution in progress, if any (needs no turn), or with
         `context_id` only one in that context; its result says `reason`."""
         return self._runner.cancel(reason, context_id)
+
+    def close_down(self, reason: str) -> None:
+        """The backend closes: the execution and inspections in progress are cancelled
+        (saying `reason`), and a request whose turn comes later is refused."""
+        self.closing = reason
+        self._runner.cancel(reason)
+        for cancellation in list(self._inspecting):
+            cancellation.cancel(reason)
+
+    def refuse_if_closing(self) -> None:
+        """Raise for a request whose turn came after `close_down` (one queued behind a run
+        that was cancelled): it is not carried out, and says why."""
+        if self.closing is not None:
+            raise not_carried_out(self.closing)
 
     # ----- the sandbox ---------------------------------------------------------------
 
@@ -253,9 +280,11 @@ class SandboxObject:
         watcher = None
         if given_up is not None:
             watcher = asyncio.create_task(cancel_on(given_up, cancellation))
+        self._inspecting.add(cancellation)
         try:
             async with self._inspections:
                 async with self.turn():
+                    self.refuse_if_closing()
                     row = self._state.context(context_id)
                     copy = None
                     if row.executions:
@@ -265,6 +294,7 @@ class SandboxObject:
                     row = replace(row)
                 yield row, copy, cancellation
         finally:
+            self._inspecting.discard(cancellation)
             if watcher is not None:
                 watcher.cancel()
 
