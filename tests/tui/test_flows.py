@@ -33,9 +33,10 @@ from tour import (
     until_connected,
     wait_for,
 )
-from workbench.api import Backend, MockTransport
+from workbench.api import EXECUTION_TIMEOUT_FEATURE, Backend, MockTransport
 from workbench.backends.local import LocalGateway, open_local_backend, open_local_gateway
 from workbench.config import Config, RemoteProfile
+from workbench.protocol.http import Request, Response
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.formatting import MASK
 from workbench.tui.palette_commands import keys_shown, workbench_commands
@@ -439,10 +440,17 @@ async def test_cancel_a_running_loop(tmp_path: Path) -> None:
 async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with local_gateway(data) as gateway:
-        # The local gateway, but `cancel` can only abandon (like a remote gateway).
-        transport = MockTransport(
-            gateway.handle, description="abandoning", enforces_deadlines=False
-        )
+        # The local gateway, but `cancel` can only abandon, and its health does not say
+        # that a request given up is cancelled (like a Worker gateway).
+        async def handle(request: Request) -> Response:
+            response = await gateway.handle(request)
+            if request.path != "/v1/health":
+                return response
+            health = json.loads(response.body)
+            health["features"].remove(EXECUTION_TIMEOUT_FEATURE)
+            return Response.json(response.status, health)
+
+        transport = MockTransport(handle, description="abandoning", enforces_deadlines=False)
         app = app_over(data, transport)
         async with app.run_test(size=(120, 40)) as pilot:
             await until_connected(pilot)
@@ -455,12 +463,20 @@ async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
             assert not repl.running
 
 
-async def test_the_cancel_key_leaves_another_clients_run_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("enforces_deadlines", [True, False])
+async def test_the_cancel_key_leaves_another_clients_run_alone(
+    tmp_path: Path, enforces_deadlines: bool
+) -> None:
     """ctrl+g cancels the REPL's own cell: one queued behind another client's run in
-    another context of the sandbox is given up, and that run goes on to its answer."""
+    another context of the sandbox is given up, and that run goes on to its answer. The
+    transcript says the request was dropped wherever the gateway's health says so (a
+    remote profile on `serve` too, whose client does not enforce deadlines)."""
     data = tmp_path / "data"
     with local_gateway(data) as gateway:
-        app = app_over(data, MockTransport(gateway.handle, cancel=gateway.cancel))
+        transport = MockTransport(
+            gateway.handle, cancel=gateway.cancel, enforces_deadlines=enforces_deadlines
+        )
+        app = app_over(data, transport)
         other = Backend(MockTransport(gateway.handle), name="other").sandbox(TOUR_SANDBOX)
         async with app.run_test(size=(120, 40)) as pilot:
             await until_connected(pilot)

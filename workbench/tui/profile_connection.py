@@ -18,6 +18,7 @@ from textual.worker import Worker
 
 from workbench.api import (
     CONTEXT_INSPECT_FEATURE,
+    EXECUTION_TIMEOUT_FEATURE,
     OUTPUT_STREAM_FEATURE,
     Backend,
     CodeContext,
@@ -218,6 +219,9 @@ class ProfileConnection:
         """The backend inspects a copy of a context (a Worker gateway can only run the
         inspector in the context: its health lacks the feature). Until health says, an
         inspection asks for a copy, which never runs code."""
+        self.cancels_given_up = False
+        """The backend cancels an execution whose request is given up (the local backend,
+        `serve`: their health says so; a Worker gateway's guest runs on)."""
         self.ready_engines: set[str] = set()
         """Languages whose local engine the current backend reported prepared: a cell in
         one of them runs without asking again."""
@@ -294,6 +298,7 @@ class ProfileConnection:
             features = {name for name in listed_names if isinstance(name, str)}
             self.streams_output = OUTPUT_STREAM_FEATURE in features
             self.inspects_copies = CONTEXT_INSPECT_FEATURE in features
+            self.cancels_given_up = EXECUTION_TIMEOUT_FEATURE in features
             self.notice_daemon(profile, ServingDaemon.read(health))
         self.owner.post_message(HealthChecked(profile, True, connection_detail(backend)))
 

@@ -723,9 +723,7 @@ class MainScreen(
         self.connection.abandon_run(message.context_id)
         pane = self.tabs.repl_for(message.context_id)
         if pane is not None:
-            backend = self.backend
-            cancels = backend is not None and backend.transport.enforces_deadlines
-            pane.abandon_run(GIVEN_UP_NOTE if cancels else ABANDONED_NOTE)
+            pane.abandon_run(GIVEN_UP_NOTE if self.connection.cancels_given_up else ABANDONED_NOTE)
 
     # ----------------------------------------------------------------- sandboxes
 

@@ -51,7 +51,7 @@ GIVEN_UP_NOTE = (
     "given up: the backend cancels its execution (one still waiting for another run in "
     "the sandbox never starts)"
 )
-"""Where a request given up is cancelled by the backend (`Transport.enforces_deadlines`)."""
+"""Where the backend cancels a request given up (its health lists `execution-timeout`)."""
 OUTPUT_AT_END = "running (this gateway sends the output when the run ends)"
 GONE_NOTE = (
     "This context no longer exists: another client deleted it, or its sandbox. Nothing "
