@@ -46,7 +46,7 @@ from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
 from workbench.tui.widgets.repl_pane import ABANDONED_NOTE, GIVEN_UP_NOTE
-from workbench.tui.widgets.workbench_tabs import INFO_TAB
+from workbench.tui.widgets.workbench_tabs import INFO_TAB, repl_tab_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -333,6 +333,62 @@ async def test_tabs_open_at_exit_reopen_with_their_transcripts(tmp_path: Path) -
         assert reopened.history == ["40 + 2"]
         await wait_for(pilot, lambda: len(main.open_tabs.tabs("local")) == 1)
         assert [repl.context.id for repl in main.tabs.repls] == [kept.context.id]
+
+
+async def test_code_typed_and_not_run_is_asked_about_at_close_and_kept_at_exit(
+    tmp_path: Path,
+) -> None:
+    """A REPL tab's code typed and not run: closing the tab asks first (a closed tab is
+    not reopened), and quitting keeps it for the tab reopened next time."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        kept = await create_context(pilot, "PERL")
+        kept.set_code('my $draft = "kept at exit";')
+        closing = await create_context(pilot, "PERL")
+        closing.set_code("typed, not run")
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert app.screen.question == (  # type: ignore[attr-defined]
+            f"Close {closing.title}? The code typed in it and not run is lost."
+        )
+        await pilot.click("#cancel")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        assert main.tabs.repl_for(closing.context.id) is closing
+        assert closing.code_input.text == "typed, not run"
+        closing.set_code("")  # nothing typed: it closes at once
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: main.tabs.repl_for(closing.context.id) is None)
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: not app.is_running)
+
+    again = make_app(tmp_path)
+    async with again.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        reopened = await opened_repl(pilot, kept.context.id)
+        await wait_for(pilot, lambda: reopened.code_input.text == 'my $draft = "kept at exit";')
+
+
+async def test_refresh_marks_the_tab_of_a_context_deleted_elsewhere_gone(tmp_path: Path) -> None:
+    """F5 after another client deleted an open tab's context: the tab says it is gone
+    (before, only a run in it found out), and the other tab stays."""
+    data = tmp_path / "data"
+    with local_gateway(data) as gateway:
+        app = app_over(data, MockTransport(gateway.handle, cancel=gateway.cancel))
+        other = Backend(MockTransport(gateway.handle), name="other").sandbox(TOUR_SANDBOX)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until_connected(pilot)
+            await create_sandbox(pilot)
+            deleted = await create_context(pilot, "PERL")
+            kept = await create_context(pilot, "PERL")
+            await other.interpreter.delete_code_context(deleted.context.id)
+            await pilot.press("f5")
+            await wait_for(pilot, lambda: deleted.gone)
+            tab = app.main_screen.tabs.get_tab(repl_tab_id(deleted.context.id))
+            assert str(tab.label).endswith("(gone)")
+            assert not kept.gone
 
 
 async def test_a_tab_shown_keeps_the_focus_leaving_the_hidden_one(tmp_path: Path) -> None:
@@ -1022,7 +1078,10 @@ async def test_closing_or_quitting_while_a_cell_runs_asks_first(
         await pilot.press("alt+w")
         await wait_for(pilot, lambda: bool(app.screen.query("#confirm")))
         assert isinstance(app.screen, ConfirmScreen)
-        assert app.screen.question == f"Close {repl.title}? Its running cell is cancelled."
+        assert app.screen.question == (
+            f"Close {repl.title}? Its running cell is cancelled and the code typed in it and "
+            "not run is lost."
+        )
         await pilot.click("#cancel")
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         assert main.tabs.repl_for(repl.context.id) is repl and repl.running

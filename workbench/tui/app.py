@@ -293,8 +293,14 @@ class WorkbenchApp(App[None]):
         self.unless_work_is_lost(f"Switch to profile {profile}", "Switch", switch)
 
     async def action_quit(self) -> None:
-        """Quit; with unsaved edits in open files, once the user says to lose them."""
-        self.unless_work_is_lost("Quit", "Quit", self.exit)
+        """Quit, keeping the code typed in open REPL tabs; with unsaved edits in open
+        files, once the user says to lose them."""
+
+        def quit_keeping_drafts() -> None:
+            self.main_screen.keep_drafts()
+            self.exit()
+
+        self.unless_work_is_lost("Quit", "Quit", quit_keeping_drafts)
 
     def unless_work_is_lost(self, act: str, confirm_label: str, then: Callable[[], None]) -> None:
         """`then()` now, or, when open files have unsaved edits or cells are running, once

@@ -59,8 +59,9 @@ class LocalHistoryStore:
 
 
 class OpenTabs:
-    """`{profile: [{"sandbox": id, "context": CodeContext JSON}, ...]}` in one JSON file:
-    the REPL tabs open in each profile, reopened when the workbench starts again."""
+    """`{profile: [{"sandbox": id, "context": CodeContext JSON, "draft": code}, ...]}` in
+    one JSON file: the REPL tabs open in each profile, reopened when the workbench starts
+    again with the code typed in them and not run (`draft`, kept at quit)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -91,3 +92,34 @@ class OpenTabs:
         tabs = self.tabs(profile)
         if any(context.id == context_id for _, context in tabs):
             self._save(profile, [tab for tab in tabs if tab[1].id != context_id])
+
+    def keep_drafts(self, profile: str, drafts: dict[str, str]) -> None:
+        """Keep the code typed and not run in the profile's open tabs (by context id; at
+        quit), for `draft` when each reopens; the others' drafts go."""
+        everything = _read_json_object(self.path)
+        entries = everything.get(profile)
+        if not isinstance(entries, list):
+            return
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            context = entry.get("context")
+            context_id = context.get("id") if isinstance(context, dict) else None
+            draft = drafts.get(context_id) if isinstance(context_id, str) else None
+            if draft:
+                entry["draft"] = draft
+            else:
+                entry.pop("draft", None)
+        _write_json(self.path, everything)
+
+    def draft(self, profile: str, context_id: str) -> str:
+        """The code kept typed in the tab of `context_id` when the workbench last quit."""
+        entries = _read_json_object(self.path).get(profile)
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict):
+                continue
+            context = entry.get("context")
+            if isinstance(context, dict) and context.get("id") == context_id:
+                draft = entry.get("draft")
+                return draft if isinstance(draft, str) else ""
+        return ""

@@ -377,6 +377,15 @@ class ContextGone(Message, bubble=False):
 
 
 @dataclass
+class ContextsGone(Message, bubble=False):
+    """Contexts of open tabs that the sandbox's info no longer listed, and a listing
+    since confirmed gone (another client deleted them)."""
+
+    sandbox_id: str
+    context_ids: list[str]
+
+
+@dataclass
 class HistoryCaughtUp(Message, bubble=False):
     """A context's history runs after run `after` (before run `before`, when given),
     read for a REPL tab to show the runs another client made (`ReplPane.catch_up`)."""

@@ -47,6 +47,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     ContextInspected,
     ContextOpened,
     ContextRemoved,
+    ContextsGone,
     DaemonReplaced,
     DirectoryListed,
     EnginePrepared,
@@ -370,6 +371,21 @@ class ProfileConnection:
             self.owner.post_message(SandboxUsageLoaded(sandbox_id, checkpoints, cost))
 
         self.call(f"Loading {sandbox_id} failed", load)
+
+    def confirm_contexts_gone(self, sandbox_id: str, context_ids: list[str]) -> None:
+        """Post `ContextsGone` for those of `context_ids` the sandbox no longer lists (a
+        listing asked now: an info loaded before one of them was made lacks it too)."""
+
+        async def confirm(backend: Backend) -> None:
+            listed = {
+                context.id
+                for context in await backend.sandbox(sandbox_id).interpreter.list_code_contexts()
+            }
+            gone = [context_id for context_id in context_ids if context_id not in listed]
+            if gone:
+                self.owner.post_message(ContextsGone(sandbox_id, gone))
+
+        self.call(f"Listing the contexts of {sandbox_id} failed", confirm)
 
     @staticmethod
     async def _listed(backend: Backend, sandbox_id: str) -> bool:

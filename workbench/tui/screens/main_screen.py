@@ -46,6 +46,7 @@ from workbench.tui.messages import (
     ContextGone,
     ContextOpened,
     ContextRemoved,
+    ContextsGone,
     DaemonReplaced,
     DirectoryListed,
     EnginePrepared,
@@ -159,6 +160,12 @@ class MainScreen(
     def on_mount(self) -> None:
         self.set_interval(self.health_interval, self.connection.check_health)
         self.switch_profile(self.connection.profile)
+
+    def keep_drafts(self) -> None:
+        """Keep the code typed and not run in the open tabs, for their reopening (at quit:
+        at unmount the tabs are gone already)."""
+        drafts = {repl.context.id: repl.code_input.text for repl in self.tabs.repls}
+        self.open_tabs.keep_drafts(self.connection.profile, drafts)
 
     async def close(self) -> None:
         """End the watch and close the backend (at app exit)."""
@@ -382,8 +389,24 @@ class MainScreen(
 
     @on_report(SandboxInfoLoaded)
     def sandbox_info_loaded(self, message: SandboxInfoLoaded) -> None:
-        self.stale_infos.discard(message.info.id)
-        self.show_sandbox_info(message.info)
+        info = message.info
+        self.stale_infos.discard(info.id)
+        self.show_sandbox_info(info)
+        listed = {context.id for context in info.contexts}
+        unlisted = [
+            pane.context.id
+            for pane in self.tabs.repls
+            if pane.sandbox_id == info.id and not pane.gone and pane.context.id not in listed
+        ]
+        if unlisted:
+            self.connection.confirm_contexts_gone(info.id, unlisted)
+
+    @on_report(ContextsGone)
+    def contexts_gone(self, message: ContextsGone) -> None:
+        for context_id in message.context_ids:
+            pane = self.tabs.repl_for(context_id)
+            if pane is not None and not pane.gone:
+                self.mark_tab_gone(pane)
 
     def show_sandbox_info(self, info: SandboxInfo) -> None:
         first_load = info.id not in self.sandbox_infos
@@ -483,7 +506,11 @@ class MainScreen(
         # and keys typed as soon as it shows would go to the widget that had the focus.
         pane.focus_input()
         pane.show_past(message.past, message.earlier)
-        self.open_tabs.opened(self.connection.profile, message.sandbox_id, message.context)
+        profile = self.connection.profile
+        draft = self.open_tabs.draft(profile, message.context.id)  # typed before the last exit
+        if draft and not pane.code_input.text:
+            pane.set_code(draft)
+        self.open_tabs.opened(profile, message.sandbox_id, message.context)
 
     @on_report(ContextRemoved)
     async def context_removed(self, message: ContextRemoved) -> None:
@@ -527,8 +554,9 @@ class MainScreen(
         return self.last_context_binding
 
     async def action_close_tab(self) -> None:
-        """Close the active REPL or file (with unsaved edits, once the user says so); a
-        cell the REPL is running is given up, which cancels it."""
+        """Close the active REPL or file (with unsaved edits, a running cell or code typed
+        and not run, once the user says so); a cell the REPL is running is given up,
+        which cancels it."""
         file_view = self.tabs.active_file
         if file_view is not None:
             await self.close_file(file_view)
@@ -536,7 +564,8 @@ class MainScreen(
         repl = self.active_repl
         if repl is None:
             return
-        if not repl.running:
+        typed = bool(repl.code_input.text.strip())
+        if not repl.running and not typed:
             await self.close_repl(repl)
             return
 
@@ -544,7 +573,11 @@ class MainScreen(
             if yes and repl.is_attached:
                 self.call_later(self.close_repl, repl)
 
-        question = f"Close {repl.title}? Its running cell is cancelled."
+        losses = [
+            *(["its running cell is cancelled"] if repl.running else []),
+            *(["the code typed in it and not run is lost"] if typed else []),
+        ]
+        question = f"Close {repl.title}? {' and '.join(losses).capitalize()}."
         self.app.push_screen(ConfirmScreen(question, "Close"), confirmed)
 
     async def close_repl(self, repl: ReplPane) -> None:
@@ -709,8 +742,9 @@ class MainScreen(
         self.connection.load_sandboxes()
 
     def mark_tab_gone(self, pane: ReplPane) -> None:
-        """A listing no longer has the tab's sandbox (another client destroyed it): the
-        tab says so and runs no more, and it is not reopened next time."""
+        """A listing no longer has the tab's sandbox or context (another client destroyed
+        or deleted it): the tab says so and runs no more, and it is not reopened next
+        time."""
         self.open_tabs.closed(self.connection.profile, pane.context.id)
         pane.note_gone()
         tab = self.tabs.get_tab(repl_tab_id(pane.context.id))
