@@ -28,7 +28,7 @@ def listed(panel: InspectorPanel) -> list[tuple[str, ...]]:
     table = panel.table
     rows = []
     for row_key in table.rows:
-        name, value, kind, _ = table.get_row(row_key)
+        name, kind, _, value = table.get_row(row_key)
         cells = (name, kind, value)
         rows.append(tuple(cell.plain if isinstance(cell, Text) else str(cell) for cell in cells))
     return rows

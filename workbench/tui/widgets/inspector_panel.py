@@ -53,9 +53,10 @@ class InspectorPanel(Vertical):
         table: DataTable[str | Text] = DataTable(
             id="inspector-names", cursor_type="row", zebra_stripes=True
         )
-        table.add_column("Name")
+        # The short columns first: a narrow panel cuts the value's repr (Enter shows it
+        # whole), not the type and size.
+        table.add_columns("Name", "Type", "Size")
         table.add_column("Value", width=VALUE_WIDTH)
-        table.add_columns("Type", "Size")
         yield table
 
     @property
@@ -85,9 +86,9 @@ class InspectorPanel(Vertical):
         for name in inspection.names:
             table.add_row(
                 shown(name.name, "bold"),
-                shown(name.repr),
                 shown(name.type, "cyan"),
                 shown(inspected_size(name.length, name.bytes), "dim"),
+                shown(name.repr),
                 key=name.name,
             )
         run = inspection.execution_count
