@@ -53,6 +53,21 @@ async def test_initial_sync_with_prune_uploads_only_what_differs(
     assert not again.changed and again.unchanged == 5
 
 
+async def test_a_link_to_a_file_in_the_folder_follows_its_target(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """A change of a file is an event of its own path only: the links to it kept the old
+    content until a full pass."""
+    (folder / "a.txt").write_text("hello")
+    (folder / "link.txt").symlink_to("a.txt")
+    sync = FolderSync(folder, sandbox)
+    await sync.initial_sync()
+    (folder / "a.txt").write_text("hello, changed")
+    report = await sync.sync_paths([folder / "a.txt"])
+    assert sorted(report.uploaded) == ["a.txt", "link.txt"]
+    assert (await remote_tree(sandbox))["link.txt"] == b"hello, changed"
+
+
 async def test_dest_subdirectory_keeps_sandbox_only_files(
     folder: Path, sandbox: SandboxClient
 ) -> None:

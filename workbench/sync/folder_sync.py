@@ -166,6 +166,9 @@ class FolderSync:
             concurrency=concurrency,
         )
         self._listeners: list[Callable[[SyncEvent], None]] = []
+        self._file_links: dict[str, str] = {}
+        """The folder's symlinks to its own files, as the scans found them (see
+        `LocalScan.file_links`): a pass over a target also passes over its links."""
         self._held_refusals: list[SyncIssue] | None = None
         """While a pass may plan its refused uploads again (`_apply`): their errors, told
         only if they stay."""
@@ -361,7 +364,13 @@ class FolderSync:
                 local = self._scan_into(report, None)
                 current = list(self.manifest)
             else:
-                scope = top_level(scope)
+                changed = set(scope)
+                linked = [
+                    link
+                    for link, target in self._file_links.items()
+                    if is_under_any(target, changed)
+                ]
+                scope = top_level([*scope, *linked])
                 local = {}
                 for relative in scope:
                     if self.rules.is_ignored(relative, host_path(self.root, relative).is_dir()):
@@ -430,6 +439,12 @@ class FolderSync:
 
     def _scan_into(self, report: SyncReport, start: str | None) -> dict[str, LocalEntry]:
         scan = scan_folder(self.root, self.rules, start or "")
+        self._file_links = {
+            link: target
+            for link, target in self._file_links.items()
+            if not is_under(link, start or "")
+        }
+        self._file_links.update(scan.file_links)
         for notice in scan.notices:
             key = (notice.path, notice.code)
             if key not in self._known_notices:

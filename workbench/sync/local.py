@@ -77,6 +77,9 @@ class LocalScan:
 
     entries: dict[str, LocalEntry] = field(default_factory=dict)
     notices: list[SyncIssue] = field(default_factory=list)
+    file_links: dict[str, str] = field(default_factory=dict)
+    """Symlinks to regular files inside the folder: link path → target path (both
+    folder-relative). A change of the target is an event of the target's path only."""
 
 
 def _inside(root_real: str, target: str) -> bool:
@@ -171,6 +174,8 @@ def _entry_for(
     if stat.S_ISDIR(info.st_mode):
         return LocalEntry(True), real
     if stat.S_ISREG(info.st_mode):
+        if real != full_path:
+            scan.file_links[relative] = Path(os.path.relpath(real, root_real)).as_posix()
         return LocalEntry(False, info.st_size, info.st_mtime_ns), None
     return None, None  # sockets, fifos, devices
 
