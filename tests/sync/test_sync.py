@@ -140,10 +140,7 @@ async def test_a_watched_folder_made_again_is_synced_with_its_own_ignore_rules(
     (folder / ".gitignore").write_text("old-ignored.txt\n")
     (folder / "a.txt").write_text("a")
     arriving = folder.parent / "arriving"
-    arriving.mkdir()
-    (arriving / ".gitignore").write_text("private.txt\n")
-    (arriving / "private.txt").write_text("not for the sandbox")
-    (arriving / "b.txt").write_text("b")
+    ignoring(arriving, "private.txt")
     sync = FolderSync(folder, sandbox, debounce=0.03)
     async with watching(sync) as watch:
         await watch.until_idle()
@@ -272,10 +269,7 @@ async def test_a_directory_moved_in_brings_its_ignore_file(
     (folder / "sub").mkdir()
     (folder / "sub" / "a.txt").write_text("a")
     arriving = folder.parent / "elsewhere" / "sub"
-    arriving.mkdir(parents=True)
-    (arriving / ".gitignore").write_text("secret.json\n")
-    (arriving / "secret.json").write_text("{}")
-    (arriving / "b.txt").write_text("b")
+    ignoring(arriving, "secret.json")
     sync = FolderSync(folder, sandbox, debounce=0.03)
     async with watching(sync) as watch:
         await watch.until_idle()
@@ -303,6 +297,15 @@ async def test_a_directory_moved_out_takes_its_ignore_file(
         (folder / "sub").mkdir()
         (folder / "sub" / "b.tmp").write_text("no rule keeps it out now")
         await eventually(lambda: holds(sandbox, "sub/b.tmp"))
+
+
+def ignoring(directory: Path, secret: str) -> None:
+    """Make `directory` (elsewhere, to be moved in) with a `.gitignore` naming `secret`,
+    that file, and `b.txt`."""
+    directory.mkdir(parents=True)
+    (directory / ".gitignore").write_text(f"{secret}\n")
+    (directory / secret).write_text("not for the sandbox")
+    (directory / "b.txt").write_text("b")
 
 
 async def holds(sandbox: SandboxClient, relative: str) -> bool:

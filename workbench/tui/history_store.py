@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from workbench.api import CodeContext
 
@@ -97,15 +98,8 @@ class OpenTabs:
         """Keep the code typed and not run in the profile's open tabs (by context id; at
         quit), for `draft` when each reopens; the others' drafts go."""
         everything = _read_json_object(self.path)
-        entries = everything.get(profile)
-        if not isinstance(entries, list):
-            return
-        for entry in entries:
-            if not isinstance(entry, dict):
-                continue
-            context = entry.get("context")
-            context_id = context.get("id") if isinstance(context, dict) else None
-            draft = drafts.get(context_id) if isinstance(context_id, str) else None
+        for entry, context_id in _entries_by_context(everything.get(profile)):
+            draft = drafts.get(context_id)
             if draft:
                 entry["draft"] = draft
             else:
@@ -114,12 +108,21 @@ class OpenTabs:
 
     def draft(self, profile: str, context_id: str) -> str:
         """The code kept typed in the tab of `context_id` when the workbench last quit."""
-        entries = _read_json_object(self.path).get(profile)
-        for entry in entries if isinstance(entries, list) else []:
-            if not isinstance(entry, dict):
-                continue
-            context = entry.get("context")
-            if isinstance(context, dict) and context.get("id") == context_id:
+        for entry, entry_context_id in _entries_by_context(
+            _read_json_object(self.path).get(profile)
+        ):
+            if entry_context_id == context_id:
                 draft = entry.get("draft")
                 return draft if isinstance(draft, str) else ""
         return ""
+
+
+def _entries_by_context(entries: object) -> list[tuple[dict[str, Any], str]]:
+    """A profile's open-tab entries with their context ids (malformed ones left out)."""
+    found = []
+    for entry in entries if isinstance(entries, list) else []:
+        context = entry.get("context") if isinstance(entry, dict) else None
+        context_id = context.get("id") if isinstance(context, dict) else None
+        if isinstance(context_id, str):
+            found.append((entry, context_id))
+    return found

@@ -130,7 +130,7 @@ class LocalGateway:
 
     def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:
         sandbox = self._sandboxes.get(sandbox_id)
-        return sandbox is not None and sandbox.cancel(context_id=context_id)
+        return sandbox is not None and sandbox.cancel(context_id)
 
     def cancel_all(self, reason: str | None = None) -> None:
         """Cancel every execution in progress, in sandboxes and stateless (closing); their

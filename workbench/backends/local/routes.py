@@ -254,16 +254,20 @@ class SandboxEndpoint:
     the files routes and execute, which make it only when they get that far)."""
 
 
+def optional_context_id(body: dict[str, Any]) -> str | None:
+    """A body's `contextId`: absent, or a non-empty string (else 400)."""
+    context_id = body.get("contextId")
+    if context_id is not None and (not isinstance(context_id, str) or not context_id):
+        raise validation_error("contextId must be a non-empty string")
+    return context_id
+
+
 async def cancel(sandbox: SandboxObject, request: Request, params: Params) -> Response:
     """The sandbox's execution in progress; with a body `{"contextId": ID}`, only one in
     that context (a client cancels its own cell, not another client's in another
     context)."""
-    context_id = None
-    if request.body:
-        context_id = parse_object(request, EXECUTE_BODY_CAP).get("contextId")
-        if context_id is not None and (not isinstance(context_id, str) or not context_id):
-            raise validation_error("contextId must be a non-empty string")
-    return answer(CancelResult(sandbox.cancel(context_id=context_id)))
+    body = parse_object(request, EXECUTE_BODY_CAP) if request.body else {}
+    return answer(CancelResult(sandbox.cancel(optional_context_id(body))))
 
 
 async def destroy(sandbox: SandboxObject, request: Request, params: Params) -> Response:
@@ -282,10 +286,8 @@ async def execute(sandbox: SandboxObject, request: Request, params: Params) -> R
         raise validation_error("cwd is a context property; pass it to createCodeContext")
     code = validate_code(body)
     call_env = execute_env_vars(body) or {}
-    context_id = body.get("contextId")
+    context_id = optional_context_id(body)
     binding = body.get("binding")
-    if context_id is not None and (not isinstance(context_id, str) or not context_id):
-        raise validation_error("contextId must be a non-empty string")
     if binding is not None and (not isinstance(binding, str) or not binding):
         raise validation_error("binding must be a non-empty string")
     result = await sandbox.execute(

@@ -117,10 +117,10 @@ class SandboxObject:
         self._sessions.discard_sandbox(self.id)
         self._state.clear()
 
-    def cancel(self, reason: str | None = None, context_id: str | None = None) -> bool:
+    def cancel(self, context_id: str | None = None) -> bool:
         """Interrupt the execution in progress, if any (needs no turn), or with
-        `context_id` only one in that context; its result says `reason`."""
-        return self._runner.cancel(reason, context_id)
+        `context_id` only one in that context."""
+        return self._runner.cancel(context_id=context_id)
 
     def close_down(self, reason: str) -> None:
         """The backend closes: the execution and inspections in progress are cancelled
