@@ -136,14 +136,18 @@ class PlanApplier:
             self.report.incomplete = True
             raise
 
-    def _forget(self, relative: str) -> None:
+    def forget(self, relative: str) -> None:
+        """Drop `relative` and, for a directory, what the manifest lists under it."""
+        entry = self.manifest.pop(relative, None)
+        if entry is not None and not entry.is_dir:
+            return  # a file: nothing lies under it (one look, not one per entry)
         for path in [path for path in self.manifest if is_under(path, relative)]:
             del self.manifest[path]
 
     # ----- what a call that succeeded or failed means for the manifest and report -----
 
     def removed(self, relative: str) -> None:
-        self._forget(relative)
+        self.forget(relative)
         self.report.deleted.append(relative)
 
     def made_directory(self, relative: str) -> None:
@@ -216,22 +220,34 @@ class PlanApplier:
         `prune` not ignored); otherwise remove only those entries and keep the rest."""
         listing = await self.folder.list_entries(top, recursive=True)
         if listing is None:  # already gone, or no longer a directory
-            self._forget(top)
+            self.forget(top)
             return
+        contents = [(f"{top}/{info.relative_path}", info.is_directory) for info in listing]
+        deletable, kept = self.sort_directory(contents, removable)
+        if kept:
+            await self.delete_around(top, deletable, kept)
+        else:
+            await self._remove(top, recursive=True)
+
+    def sort_directory(
+        self, contents: list[tuple[str, bool]], removable: set[str]
+    ) -> tuple[dict[str, bool], list[str]]:
+        """A directory's `contents` (path, whether a directory) as (what may go, with
+        whether it is a directory; what must stay)."""
         deletable: dict[str, bool] = {}
         kept: list[str] = []
-        for info in listing:
-            path = f"{top}/{info.relative_path}"
-            if is_plain(info.relative_path) and (
-                path in removable
-                or (self.prune and not self.rules.is_ignored(path, info.is_directory))
+        for path, is_directory in contents:
+            if is_plain(path) and (
+                path in removable or (self.prune and not self.rules.is_ignored(path, is_directory))
             ):
-                deletable[path] = info.is_directory
+                deletable[path] = is_directory
             else:
                 kept.append(path)
-        if not kept:
-            await self._remove(top, recursive=True)
-            return
+        return deletable, kept
+
+    async def delete_around(self, top: str, deletable: dict[str, bool], kept: list[str]) -> None:
+        """Remove what may go of the directory `top`, keeping it and the `kept` entries
+        (and saying so)."""
         protected = {ancestor for path in kept for ancestor in ancestors(path)}
         removed: set[str] = set()
         for path in sorted(deletable, key=path_segments):  # parents first
