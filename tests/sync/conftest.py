@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.serve_process import ServeProcess, serve_process
-from workbench.api import Backend, SandboxClient
+from workbench.api import Backend, FileInfo, SandboxClient
 from workbench.backends.local import open_local_backend
 from workbench.backends.remote import open_remote_backend
 from workbench.protocol import errors
@@ -70,15 +70,19 @@ def folder(tmp_path: Path) -> Path:
 async def remote_tree(sandbox: SandboxClient, dest: str = "/workspace") -> dict[str, bytes | None]:
     """Every entry under `dest`: file bytes, or None for a directory."""
     listing = await sandbox.list_files(dest, recursive=True, include_hidden=True)
-    tree: dict[str, bytes | None] = {}
-    for info in listing.files:
-        try:
-            tree[info.relative_path] = (
-                None if info.is_directory else await sandbox.read_bytes(info.absolute_path)
-            )
-        except errors.FileNotFoundError:  # deleted between list and read: mid-sync
-            tree[info.relative_path] = b"<vanished>"
-    return tree
+    readers = asyncio.Semaphore(4)  # reads overlap the gateway's work on others
+
+    async def content(info: FileInfo) -> bytes | None:
+        if info.is_directory:
+            return None
+        async with readers:
+            try:
+                return await sandbox.read_bytes(info.absolute_path)
+            except errors.FileNotFoundError:  # deleted between list and read: mid-sync
+                return b"<vanished>"
+
+    contents = await asyncio.gather(*(content(info) for info in listing.files))
+    return {info.relative_path: data for info, data in zip(listing.files, contents, strict=True)}
 
 
 def local_tree(

@@ -6,6 +6,7 @@ real `serve`; `Gateway` stands in front of either as an older or stricter gatewa
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -339,6 +340,41 @@ async def test_small_batches_keep_directories_first_and_deletes_last(
     assert report.renamed == [("d1/sub/f1.txt", "d1/f1-moved.txt")]
     assert report.uploaded == ["d2/sub/f2.txt"]
     assert await remote_tree(client) == local_tree(folder)
+
+
+@pytest.mark.parametrize("refuse", [None, 413], ids=["batches", "refusing batches"])
+async def test_directories_removed_together_take_one_listing_and_one_batch(
+    backend: Backend, client: SandboxClient, folder: Path, refuse: int | None
+) -> None:
+    """Twenty directories removed at once were each listed and deleted on their own: 40
+    requests, 2 s to a gateway 50 ms away. Now one listing of the destination and one
+    batch of recursive deletes; a directory holding a guest's file keeps it (and says
+    so), and a gateway refusing the batch gets the directories one by one."""
+    for index in range(20):
+        (folder / f"d{index}" / "sub").mkdir(parents=True)
+        (folder / f"d{index}" / "sub" / "f.txt").write_text(f"{index}")
+    gateway = Gateway(backend.transport, refuse=refuse)
+    sync = FolderSync(folder, through(backend, client, gateway))
+    await sync.initial_sync()
+    await client.write_file("d7/guest.txt", "the guest's")
+    for index in range(20):
+        shutil.rmtree(folder / f"d{index}")
+    gateway.calls.clear()
+    report = await sync.sync_all()
+    assert not report.errors, report.errors
+    removed = [f"d{index}" for index in sorted(set(range(20)) - {7}, key=str)]
+    assert sorted(report.deleted) == sorted([*removed, "d7/sub"])
+    assert [issue.code for issue in report.notices] == ["KEPT_DIRECTORY"]
+    assert await remote_tree(client) == {"d7": None, "d7/guest.txt": b"the guest's"}
+    if refuse is None:
+        # The pass's listing, the directories' listing, d7/sub's delete, the batch.
+        assert [call.path for call in gateway.calls] == ["/files"] * 3 + ["/files/batch"]
+        (batch,) = [call.body["entries"] for call in gateway.of("/files/batch")]
+        assert [(entry["op"], entry["path"], entry.get("recursive")) for entry in batch] == [
+            ("delete", f"/workspace/{top}", True) for top in removed
+        ]
+    else:
+        assert len(gateway.of("/files")) == 3 + 2 * 19  # each listed and deleted again
 
 
 async def test_a_batch_failing_in_transit_is_sent_again(

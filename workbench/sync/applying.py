@@ -11,7 +11,9 @@ each. The steps keep the order of the per-file path (`PlanApplier.apply`): a bat
 its entries in order, the batches holding deletes made early, directories or renames are
 sent one after another first, then the batches of uploads alone, `BATCH_CONCURRENCY` at a
 time, then the batches holding deletes, one after another. Directories being removed are
-listed first, as on the per-file path, so they are handled around the batches. Each
+listed first, as on the per-file path, with one listing of the whole destination when
+there are several; those whose entries may all go are removed by batches of recursive
+deletes, before the other steps (early) or after them (late). Each
 entry's outcome means for the manifest and the report exactly what the same call made
 alone would (`PlanApplier.removed` and the others).
 
@@ -436,10 +438,13 @@ class _BatchedPass:
     def _version(self, relative: str) -> FileVersion | None:
         return None if self.preconditions is None else self.preconditions.get(relative)
 
-    def _delete(self, kind: StepKind, relative: str) -> Step:
+    def _delete(self, kind: StepKind, relative: str, *, recursive: bool | None = None) -> Step:
         folder = self.applier.folder
         entry = BatchEntry.delete(
-            folder.path(relative), force=True, if_match=self._version(relative)
+            folder.path(relative),
+            recursive=recursive,
+            force=True,
+            if_match=self._version(relative),
         )
         return Step(kind, relative, entry, _path_bytes(entry.path) + _ENTRY_OVERHEAD)
 
@@ -495,10 +500,8 @@ class _BatchedPass:
     # ----- running ---------------------------------------------------------------------
 
     async def apply(self, plan: Plan) -> None:
-        applier = self.applier
         early_files, early_dirs = self._split_tops(plan.early_deletes)
-        for top in early_dirs:
-            await applier.delete_directory(top, plan.removable)
+        await self._delete_directories(early_dirs, plan.removable)
         late_files, late_dirs = self._split_tops(plan.deletes)
         chunks = self._chunks(self._steps(plan, early_files, late_files))
         leading = 0
@@ -516,9 +519,48 @@ class _BatchedPass:
         for chunk in self._chunks(self.fallbacks):
             await self._send(chunk)
         await self._settle_unsent()
-        for top in late_dirs:
-            if top in applier.manifest:
-                await applier.delete_directory(top, plan.removable)
+        await self._delete_directories(late_dirs, plan.removable)
+
+    async def _delete_directories(self, tops: list[str], removable: set[str]) -> None:
+        """Remove these directories as `PlanApplier.delete_directory` does, with one
+        listing for all of them and, for those all of whose entries may go, batches of
+        recursive deletes: two requests in all instead of two per directory."""
+        applier = self.applier
+        tops = [top for top in tops if top in applier.manifest]
+        if len(tops) < 2 or self.refused:
+            for top in tops:
+                await applier.delete_directory(top, removable)
+            return
+        listing = await applier.folder.list_entries("", recursive=True)
+        contents: dict[str, list[tuple[str, bool]]] = {top: [] for top in tops}
+        directories: set[str] = set()
+        for info in listing or []:
+            path = info.relative_path
+            if path in contents:
+                if info.is_directory:
+                    directories.add(path)
+                continue
+            holder = next((parent for parent in ancestors(path) if parent in contents), None)
+            if holder is not None:
+                contents[holder].append((path, info.is_directory))
+        whole: list[Step] = []
+        for top in tops:
+            if top not in directories:  # already gone, or no longer a directory
+                applier.forget(top)
+                continue
+            deletable, kept = applier.sort_directory(contents[top], removable)
+            if kept:
+                await applier.delete_around(top, deletable, kept)
+            else:
+                whole.append(self._delete("delete", top, recursive=True))
+        for chunk in self._chunks(whole):
+            await self._send(chunk)
+        if self.refused:  # a refused batch: its directories one by one, listed again
+            batched = {id(step) for step in whole}
+            left = [step for step in self.unsent if id(step) in batched]
+            self.unsent = [step for step in self.unsent if id(step) not in batched]
+            for step in left:
+                await applier.delete_directory(step.relative, removable)
 
     async def _send_concurrently(self, chunks: list[list[Step]]) -> None:
         """The upload-only batches, `BATCH_CONCURRENCY` at a time; the first transient
