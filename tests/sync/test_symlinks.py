@@ -106,3 +106,74 @@ def test_read_regular_file_does_not_block_on_a_fifo(tmp_path: Path) -> None:
     reader.start()
     reader.join(timeout=5)
     assert not reader.is_alive() and result == [None]
+
+
+def linked_project(folder: Path) -> None:
+    """`a` with a file and a subdirectory, and `b`, a link to `a`."""
+    (folder / "a" / "sub").mkdir(parents=True)
+    (folder / "a" / "f.txt").write_text("one")
+    (folder / "a" / "sub" / "g.txt").write_text("deep")
+    (folder / "b").symlink_to("a")
+
+
+def copies(files: dict[str, bytes]) -> dict[str, bytes | None]:
+    """The sandbox's tree when `a` holds `files` and `b` is a link to it."""
+    tree: dict[str, bytes | None] = {"a": None, "a/sub": None, "b": None, "b/sub": None}
+    for name, data in files.items():
+        tree[f"a/{name}"] = tree[f"b/{name}"] = data
+    return tree
+
+
+async def test_a_link_to_a_directory_in_the_folder_is_a_copy_whichever_pass_finds_it(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """A full scan took what `b` leads to once, under whichever of `a` and `b` it met
+    first (`a` stayed an empty directory), while a pass over `a` took it as `a`; and a
+    change under `a`, which the watcher reports as `a`'s only, left `b`'s copy stale."""
+    linked_project(folder)
+    sync = FolderSync(folder, sandbox)
+    await sync.initial_sync()
+    files = {"f.txt": b"one", "sub/g.txt": b"deep"}
+    assert await remote_tree(sandbox) == copies(files)
+    (folder / "a" / "f.txt").write_text("two")
+    (folder / "b" / "new.txt").write_text("new")
+    report = await sync.sync_paths([folder / "a" / "f.txt", folder / "a" / "new.txt"])
+    assert sorted(report.uploaded) == ["a/f.txt", "a/new.txt", "b/f.txt", "b/new.txt"]
+    files |= {"f.txt": b"two", "new.txt": b"new"}
+    assert await remote_tree(sandbox) == copies(files)
+    (folder / "b" / "sub" / "g.txt").unlink()  # reported through the link this time
+    report = await sync.sync_paths(["b/sub/g.txt"])
+    assert sorted(report.deleted) == ["a/sub/g.txt", "b/sub/g.txt"]
+    del files["sub/g.txt"]
+    assert await remote_tree(sandbox) == copies(files)
+    assert not (await sync.sync_all()).changed  # a full pass agrees
+
+
+def test_a_link_to_a_directory_that_holds_it_is_skipped(tmp_path: Path) -> None:
+    """A link to its own directory or one above it was listed as an empty directory."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f.txt").write_text("f")
+    (tmp_path / "a" / "up").symlink_to("..")
+    (tmp_path / "a" / "self").symlink_to(".")
+    for start in ("", "a"):
+        scan = scan_folder(tmp_path, IgnoreRules(tmp_path), start)
+        assert set(scan.entries) == {"a", "a/f.txt"}
+        assert sorted((notice.path, notice.code) for notice in scan.notices) == [
+            ("a/self", "SYMLINK_SKIPPED"),
+            ("a/up", "SYMLINK_SKIPPED"),
+        ]
+
+
+def test_links_that_fan_out_are_followed_to_a_bound(tmp_path: Path) -> None:
+    """Two links to the next level at each of 16 levels lead to 2^16 paths: the scan
+    stops following links past twice what a sandbox holds, and says so."""
+    for level in range(16):
+        (tmp_path / f"d{level}").mkdir()
+        (tmp_path / f"d{level}" / "f.txt").write_text(str(level))
+        if level:
+            for name in ("x", "y"):
+                (tmp_path / f"d{level - 1}" / name).symlink_to(f"../d{level}")
+    scan = scan_folder(tmp_path, IgnoreRules(tmp_path))
+    assert 8_192 <= len(scan.entries) <= 8_192 + 16 * 4
+    assert {notice.code for notice in scan.notices} == {"SYMLINK_SKIPPED"}
+    assert {"d0/x/x/y/f.txt", "d15/f.txt"} <= set(scan.entries)  # shallow copies first

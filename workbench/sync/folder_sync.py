@@ -109,6 +109,8 @@ def _kept_out_of(root: Path, keep_out: Iterable[Path] = ()) -> list[str]:
 
 _REFILLS = 3
 """Initial passes in a row that may find their sandbox destroyed and made again."""
+_LINKED_PATHS = 4_096
+"""Paths a pass adds through the folder's links, at most (a sandbox's entries)."""
 
 
 class _SandboxMadeAgain(Exception):
@@ -166,9 +168,10 @@ class FolderSync:
             concurrency=concurrency,
         )
         self._listeners: list[Callable[[SyncEvent], None]] = []
-        self._file_links: dict[str, str] = {}
-        """The folder's symlinks to its own files, as the scans found them (see
-        `LocalScan.file_links`): a pass over a target also passes over its links."""
+        self._links: dict[str, str] = {}
+        """The folder's symlinks to its own files and directories, as the scans found
+        them (see `LocalScan.links`): a pass over a path also passes over the same path
+        through the links (`_linked_paths`)."""
         self._held_refusals: list[SyncIssue] | None = None
         """While a pass may plan its refused uploads again (`_apply`): their errors, told
         only if they stay."""
@@ -364,13 +367,7 @@ class FolderSync:
                 local = self._scan_into(report, None)
                 current = list(self.manifest)
             else:
-                changed = set(scope)
-                linked = [
-                    link
-                    for link, target in self._file_links.items()
-                    if is_under_any(target, changed)
-                ]
-                scope = top_level([*scope, *linked])
+                scope = top_level([*scope, *self._linked_paths(set(scope))])
                 local = {}
                 for relative in scope:
                     if self.rules.is_ignored(relative, host_path(self.root, relative).is_dir()):
@@ -430,6 +427,31 @@ class FolderSync:
                 return False
         return self._folder.replaced
 
+    def _linked_paths(self, changed: set[str]) -> set[str]:
+        """The other paths of what changed through the folder's links: the watcher
+        reports a change under one path only (the target's), the sandbox has a copy at
+        each. A link whose target lies under a changed path is passed over whole."""
+        if not self._links:
+            return set()
+        by_target: dict[str, list[str]] = {}
+        for link, target in self._links.items():
+            by_target.setdefault(target, []).append(link)
+        found: set[str] = set()
+        waiting = list(changed)
+        while waiting and len(found) < _LINKED_PATHS:
+            path = waiting.pop()
+            others = [link for link, target in self._links.items() if is_under(target, path)]
+            for place in [path, *ancestors(path)]:
+                suffix = path[len(place) :]
+                if place in self._links:
+                    others.append(self._links[place] + suffix)
+                others.extend(link + suffix for link in by_target.get(place, ()))
+            for other in others:
+                if other not in found and other not in changed:
+                    found.add(other)
+                    waiting.append(other)
+        return found
+
     def _local_ancestors(self, relative: str) -> dict[str, LocalEntry]:
         return {
             parent: LocalEntry(True)
@@ -439,12 +461,10 @@ class FolderSync:
 
     def _scan_into(self, report: SyncReport, start: str | None) -> dict[str, LocalEntry]:
         scan = scan_folder(self.root, self.rules, start or "")
-        self._file_links = {
-            link: target
-            for link, target in self._file_links.items()
-            if not is_under(link, start or "")
+        self._links = {
+            link: target for link, target in self._links.items() if not is_under(link, start or "")
         }
-        self._file_links.update(scan.file_links)
+        self._links.update(scan.links)
         for notice in scan.notices:
             key = (notice.path, notice.code)
             if key not in self._known_notices:

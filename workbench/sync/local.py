@@ -18,6 +18,7 @@ import errno
 import hashlib
 import os
 import stat
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 from workbench.core.host_paths import host_path
 from workbench.protocol import errors
 from workbench.sync.events import EmitEvent, EventKind, SyncIssue, SyncReport
+from workbench.sync.relative_paths import ancestors
 
 if TYPE_CHECKING:
     from workbench.sync.ignore import IgnoreRules
@@ -77,9 +79,10 @@ class LocalScan:
 
     entries: dict[str, LocalEntry] = field(default_factory=dict)
     notices: list[SyncIssue] = field(default_factory=list)
-    file_links: dict[str, str] = field(default_factory=dict)
-    """Symlinks to regular files inside the folder: link path → target path (both
-    folder-relative). A change of the target is an event of the target's path only."""
+    links: dict[str, str] = field(default_factory=dict)
+    """Symlinks to files and directories inside the folder: link path → target path
+    (both folder-relative, the target without links). A change is an event of one of
+    the paths only (the target's, as the watcher reports it)."""
 
 
 def _inside(root_real: str, target: str) -> bool:
@@ -171,25 +174,48 @@ def _entry_for(
             info = os.stat(full_path)
         except OSError:
             return None, None  # dangling link
+        if stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode):
+            scan.links[relative] = Path(os.path.relpath(real, root_real)).as_posix()
     if stat.S_ISDIR(info.st_mode):
         return LocalEntry(True), real
     if stat.S_ISREG(info.st_mode):
-        if real != full_path:
-            scan.file_links[relative] = Path(os.path.relpath(real, root_real)).as_posix()
         return LocalEntry(False, info.st_size, info.st_mtime_ns), None
     return None, None  # sockets, fifos, devices
+
+
+_LINKED_ENTRIES: Final = 8_192
+"""Entries a scan takes through directory links before it stops following more of them:
+twice what a sandbox holds, and links that fan out (two to `b` in `a`, two to `c` in
+`b`, …) would otherwise double the scan at each level."""
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
 
 
 def scan_folder(root: Path, rules: IgnoreRules, start: str = "") -> LocalScan:
     """Every non-ignored entry at and under `start` ('' = the whole folder).
 
     Ancestors of `start` are not checked here (callers check `rules.is_ignored`).
-    Directory symlinks inside the folder are followed once (cycles are cut).
+    Symlinks inside the folder are followed, so what a link to a directory leads to is
+    listed under the link's path too (the sandbox has no links), whichever of the two a
+    scan starts from; a link to a directory that holds it (a cycle) is skipped, and
+    links stop being followed past `_LINKED_ENTRIES` entries taken through them.
     """
     scan = LocalScan()
     root_real = os.path.realpath(root)
-    visited: set[tuple[int, int]] = set()  # (device, inode): one stat however deep
-    stack: list[tuple[str, str]] = []
+    # Breadth first, so that links past the bound lose their deepest copies first:
+    # (relative, full path, the identities of the directories above it, whether reached
+    # through a directory link).
+    waiting: deque[tuple[str, str, frozenset[tuple[int, int] | None], bool]] = deque()
+    above = frozenset(
+        _identity(str(host_path(root, path)) if path else str(root))
+        for path in ["", *ancestors(start)]
+    )
     if start:
         start_path = str(host_path(root, start))
         entry, real = _entry_for(root_real, start_path, start, scan)
@@ -198,29 +224,54 @@ def scan_folder(root: Path, rules: IgnoreRules, start: str = "") -> LocalScan:
         scan.entries[start] = entry
         if not entry.is_dir:
             return scan
-        stack.append((start, real or start_path))
+        waiting.append((start, real or start_path, above, start in scan.links))
     else:
-        stack.append(("", str(root)))
-    while stack:
-        relative_dir, full_dir = stack.pop()
+        waiting.append(("", str(root), frozenset(), False))
+    linked_entries = 0
+    while waiting:
+        relative_dir, full_dir, chain, linked = waiting.popleft()
+        identity = _identity(full_dir)
+        if identity is None:
+            continue
+        if identity in chain:
+            del scan.entries[relative_dir]
+            scan.links.pop(relative_dir, None)
+            _skip_link(scan, relative_dir, "it leads to a directory that holds it")
+            continue
         try:
-            info = os.stat(full_dir)
-            if (info.st_dev, info.st_ino) in visited:
-                continue
-            visited.add((info.st_dev, info.st_ino))
             children = sorted(os.listdir(full_dir))
         except OSError:
             continue
+        chain = chain | {identity}
         for name in children:
             relative = f"{relative_dir}/{name}" if relative_dir else name
             full = os.path.join(full_dir, name)
             entry, real = _entry_for(root_real, full, relative, scan)
             if entry is None or rules.is_ignored_child(relative, entry.is_dir):
+                scan.links.pop(relative, None)
                 continue
+            through_link = linked or (entry.is_dir and relative in scan.links)
+            if through_link:
+                if linked_entries >= _LINKED_ENTRIES:
+                    if relative in scan.links:
+                        del scan.links[relative]
+                        _skip_link(
+                            scan,
+                            relative,
+                            f"the folder's links lead to over {_LINKED_ENTRIES} entries",
+                        )
+                    continue
+                linked_entries += 1
             scan.entries[relative] = entry
             if entry.is_dir:
-                stack.append((relative, real or full))
+                waiting.append((relative, real or full, chain, through_link))
     return scan
+
+
+def _skip_link(scan: LocalScan, relative: str, why: str) -> None:
+    scan.notices.append(
+        SyncIssue(relative, "SYMLINK_SKIPPED", f"skipped symlink {relative}: {why}")
+    )
 
 
 MAX_FILE_BYTES: Final = 1_048_576
