@@ -687,10 +687,14 @@ async def test_stateless_env_vars_are_lenient(backend: Backend, perl_engine: Non
 
 
 async def test_stateless_validation(backend: Backend) -> None:
-    for code in ("", "  \n "):
+    # Blank as JavaScript's trim() has it (U+FEFF and U+3000 are, U+001F and U+0085 not).
+    for code in ("", "  \n ", "\ufeff\u3000\u2028\xa0"):
         error = await raises(backend.run_code(code, binding="PERL"))
         assert type(error) is ValidationFailedError
         assert (error.http_status, error.message) == (400, "Non-empty code is required")
+    for code in ("\x1f", "\x85"):
+        result = await backend.run_code(code, binding="JAVASCRIPT")
+        assert result.error is not None and result.error.name == "SyntaxError", result
     error = await raises(backend.run_code("#" * 65537, binding="PERL"))
     assert type(error) is ValidationFailedError
     assert (error.http_status, error.message) == (413, "Code exceeds 64 KiB")

@@ -371,10 +371,19 @@ def _decoded(request: Request, cap: int) -> bytes:
     return data
 
 
+_JS_WHITESPACE: Final = (
+    "\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+    "\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+"""What JavaScript's `trim()` removes (WhiteSpace and LineTerminator): the reference
+judges blank code by it. Python's `str.strip()` also removes U+001C-U+001F and U+0085,
+and keeps U+FEFF."""
+
+
 def validate_code(body: dict[str, Any]) -> str:
     """Rows 9-10 of spec 2.2.1: non-blank code of at most 64 KiB (UTF-8)."""
     code = body.get("code")
-    if not isinstance(code, str) or not code.strip():
+    if not isinstance(code, str) or not code.strip(_JS_WHITESPACE):
         raise validation_error("Non-empty code is required")
     if len(code.encode("utf-8", errors="surrogatepass")) > CODE_BYTES_CAP:
         raise validation_error("Code exceeds 64 KiB", 413)
