@@ -396,6 +396,13 @@ def test_workspace_read_write(session: Guest, workspace: VirtualFS) -> None:
     assert session.run("fs.writeFileSync('n.txt', 'x')", session=True).text == "null"
     binary = session.run("Array.from(fs.readFileSync('n.txt'))", session=True)
     assert binary.json == [120]
+    # Spec 7.8: a string for utf8/utf-8 only, bytes for any other encoding.
+    kinds = session.run(
+        "['utf8', 'utf-8', 'UTF-8', 'latin1', 'binary', 'base64', 'hex']"
+        ".map(encoding => fs.readFileSync('n.txt', encoding) instanceof Uint8Array)",
+        session=True,
+    )
+    assert kinds.json == [False, False, False, True, True, True, True]
 
 
 def test_fs_follows_the_workspace_path_rules(session: Guest, workspace: VirtualFS) -> None:

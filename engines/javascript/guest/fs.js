@@ -306,8 +306,8 @@ export const fs = {
     const encoding = encodingOf(options);
     if (encoding === null) return bytes;
     const name = encoding.toLowerCase();
+    // Spec 7.8: a string for utf8/utf-8, else bytes (no other Node encodings).
     if (name === 'utf8' || name === 'utf-8') return decoder.decode(bytes);
-    if (name === 'latin1' || name === 'binary') return String.fromCharCode(...bytes);
     return bytes;
   },
 
