@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import socket
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from tests.cli import cli_env, one_error_line, run_cli, serving
+from tests.cli import SCRIPT, cli_env, one_error_line, run_cli, serving
 from tests.conftest import require_engine
 from tests.loopback import loopback_server
 
@@ -160,19 +161,35 @@ def test_out_of_range_numbers_and_undecodable_code_are_usage_errors(tmp_path: Pa
         assert "Traceback" not in refused.stderr
 
 
-def test_a_body_too_large_for_the_daemon_is_exit_2_not_a_crash(tmp_path: Path) -> None:
-    """Past what the daemon reads (its cap and 4 MiB more), it answers 413 without reading
-    and closes under the body: the client said the daemon "may have crashed" (exit 3)."""
+def test_code_and_files_too_large_are_refused_before_they_are_read_whole(
+    tmp_path: Path,
+) -> None:
+    """`run` of `/dev/zero` (a file or stdin) and `files put` of it read until memory ran
+    out; now they read one byte past the limit, refuse, and start no daemon."""
     env = cli_env(tmp_path)
     big = tmp_path / "big.pl"
-    big.write_text("#" * 5_000_000)  # a code file (`files put` refuses past 1 MiB itself)
-    try:
-        refused = run_cli(env, "run", "-s", "box", "-b", "PERL", str(big))
+    big.write_text("#" * 5_000_000)
+    for args in (("run", "-b", "PERL", str(big)), ("run", "-s", "box", "-b", "PERL", "/dev/zero")):
+        refused = run_cli(env, *args)
         assert refused.returncode == 2
-        assert one_error_line(refused) == ("error: Request too large (VALIDATION_FAILED, HTTP 413)")
-        assert run_cli(env, "files", "put", "box", "-", "a.txt", stdin="fits").returncode == 0
-    finally:
-        run_cli(env, "daemon", "stop")
+        assert one_error_line(refused).endswith(" is over 65,536 bytes: a run takes no more")
+    with Path("/dev/zero").open("rb") as zeros:
+        from_stdin = subprocess.run(
+            [str(SCRIPT), "run", "-b", "PERL", "-"],
+            stdin=zeros,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert from_stdin.returncode == 2
+    assert one_error_line(from_stdin) == "error: stdin is over 65,536 bytes: a run takes no more"
+    refused = run_cli(env, "files", "put", "box", "/dev/zero", "/workspace/zeros")
+    assert refused.returncode == 2
+    assert one_error_line(refused) == (
+        "error: /dev/zero is over 1,048,576 bytes: a workspace file holds at most 1 MiB"
+    )
+    assert not (tmp_path / "data").exists()  # nothing was sent
 
 
 def test_code_at_the_size_limit_in_any_script_fits_the_daemon_s_body_cap(
@@ -201,7 +218,7 @@ def test_a_file_past_the_workspace_limit_is_refused_before_it_is_sent(tmp_path: 
     refused = run_cli(env, "files", "put", "box", str(big))
     assert refused.returncode == 2
     assert one_error_line(refused) == (
-        f"error: {big} is 3,000,000 bytes: a workspace file holds at most 1,048,576 bytes (1 MiB)"
+        f"error: {big} is over 1,048,576 bytes: a workspace file holds at most 1 MiB"
     )
     exactly = tmp_path / "exactly.bin"
     exactly.write_bytes(b"\0" * 1_048_576)

@@ -32,6 +32,7 @@ from workbench.backends.local import open_local_backend
 from workbench.backends.owner import OWNER_FILE, OwnerInfo, StoreOwnedError, current_owner
 from workbench.cli import common
 from workbench.cli.errors import describe
+from workbench.protocol.errors import ValidationFailedError
 
 pytestmark = pytest.mark.slow
 
@@ -399,6 +400,24 @@ def test_a_daemon_of_another_version_running_code_is_not_replaced(tmp_path: Path
     finally:
         old.kill()
         old.wait()
+
+
+async def test_a_body_past_what_the_daemon_reads_is_refused_not_a_crash(
+    tmp_path: Path, perl_engine: None
+) -> None:
+    """Past what the daemon reads (its cap and 4 MiB more), it answers 413 without reading
+    and closes under the body: the client said the daemon "may have crashed"."""
+    data = tmp_path / "data"
+    backend = open_local_backend(data)
+    try:
+        sandbox = backend.sandbox("box")
+        with pytest.raises(ValidationFailedError) as refused:
+            await sandbox.interpreter.run_code("#" * 5_000_000, binding="PERL")
+        assert (refused.value.http_status, refused.value.message) == (413, "Request too large")
+        await sandbox.write_file("a.txt", "fits")  # the next request is served
+    finally:
+        await backend.aclose()
+        stop_at(socket_path(data))
 
 
 async def test_an_embedded_owner_and_the_daemon_never_share_a_store(

@@ -229,6 +229,19 @@ def parse_env(pairs: tuple[str, ...], param_hint: str = "--env") -> dict[str, st
     return env
 
 
+def read_source(source: str, limit: int) -> bytes:
+    """At most `limit + 1` bytes of the local file `source`, or of stdin for `-` (more
+    than `limit` means too large), so that `/dev/zero` or a huge file never fills
+    memory; a file that cannot be read is a usage error."""
+    try:
+        if source == "-":
+            return sys.stdin.buffer.read(limit + 1)
+        with open(source, "rb") as stream:
+            return stream.read(limit + 1)
+    except OSError as error:
+        raise click.UsageError(f"cannot read {source}: {error.strerror or error}") from error
+
+
 def open_backend(profile: str, data_dir: Path | None, timeout: float | None = None) -> Backend:
     """The backend a profile names (the local one through its daemon unless
     `--no-daemon`)."""

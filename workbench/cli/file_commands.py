@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -13,6 +12,7 @@ from workbench.cli.common import (
     EXIT_USAGE,
     announce_destructive,
     backend_options,
+    read_source,
     run_async,
     sandbox_id_value,
     with_backend,
@@ -107,20 +107,14 @@ async def put_command(
     sandbox_id: str, source: str, path: str | None, profile: str, data_dir: Path | None
 ) -> None:
     """Upload a local file (or stdin) to PATH (default: /workspace/<its name>)."""
-    if source == "-":
-        if path is None:
-            raise click.UsageError("give the destination PATH when reading stdin")
-        data = sys.stdin.buffer.read()
-    else:
-        try:
-            data = Path(source).read_bytes()
-        except OSError as error:
-            raise click.UsageError(f"cannot read {source}: {error.strerror}") from error
+    if source == "-" and path is None:
+        raise click.UsageError("give the destination PATH when reading stdin")
+    data = read_source(source, MAX_FILE_BYTES)
     destination = path or f"/workspace/{Path(source).name}"
     if len(data) > MAX_FILE_BYTES:  # said here: a larger body would be refused unread (413)
         raise CommandError(
-            f"{'stdin' if source == '-' else source} is {len(data):,} bytes: a workspace "
-            f"file holds at most {MAX_FILE_BYTES:,} bytes (1 MiB)",
+            f"{'stdin' if source == '-' else source} is over {MAX_FILE_BYTES:,} bytes: a "
+            "workspace file holds at most 1 MiB",
             EXIT_USAGE,
         )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from functools import partial
 from pathlib import Path
 
@@ -13,18 +12,22 @@ from workbench.api import Backend, ExecutionResult, SandboxClient
 from workbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     backend_options,
     full_context_id,
     global_options,
     non_empty,
     parse_env,
+    read_source,
     run_async,
     sandbox_id_value,
     timeout_option,
     with_backend,
 )
 from workbench.cli.completion import complete_bindings, complete_sandbox_ids
+from workbench.cli.errors import CommandError
 from workbench.cli.terminal import echo_json, echo_untrusted
+from workbench.protocol.http import CODE_BYTES_CAP
 
 EXAMPLES = """\b
 Examples:
@@ -52,15 +55,18 @@ def read_code(code: str | None, source: str | None) -> str:
         return code
     if source is None:
         raise click.UsageError("nothing to run: give -c CODE, a FILE, or - to read stdin")
-    if source == "-":
-        return sys.stdin.read().removeprefix(BOM)
+    name = "stdin" if source == "-" else source
+    limit = CODE_BYTES_CAP + len(BOM.encode())
+    data = read_source(source, limit)
+    if len(data) > limit:  # the gateway would refuse it (spec 2.2.1), read no further
+        raise CommandError(
+            f"{name} is over {CODE_BYTES_CAP:,} bytes: a run takes no more", EXIT_USAGE
+        )
     try:
-        return Path(source).read_text(encoding="utf-8").removeprefix(BOM)
-    except OSError as error:
-        raise click.UsageError(f"cannot read {source}: {error.strerror}") from error
+        return data.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as error:
         raise click.UsageError(
-            f"cannot read {source}: not UTF-8 text (byte {error.object[error.start]:#04x} "
+            f"cannot read {name}: not UTF-8 text (byte {error.object[error.start]:#04x} "
             f"at offset {error.start})"
         ) from error
 
