@@ -96,9 +96,20 @@ def open_profile_backend(
         typos = [key for key in config.unknown_keys if key.startswith(prefix)]
         hint = f" (unknown keys in {config.path}: {', '.join(typos)})" if typos else ""
         raise UnknownProfileError(f"{error}{hint}") from error
+    if not is_visible_ascii(token):  # said without the token: it would go in a header
+        raise UnknownProfileError(
+            f"profile {name!r}: its token ({profile.token_source}) holds a space, a line end "
+            "or a character outside visible ASCII, which no gateway can match"
+        )
     from workbench.backends.remote import open_remote_backend
 
     return open_remote_backend(name, profile.url, token, wait_seconds=timeout)
+
+
+def is_visible_ascii(token: str) -> bool:
+    """A bearer token as a header carries it verbatim: whitespace would be trimmed and
+    other characters mangled or refused."""
+    return all("!" <= character <= "~" for character in token)
 
 
 def no_daemon_from_env() -> bool:

@@ -243,6 +243,23 @@ def test_malformed_gateway_answers_are_exit_3(tmp_path: Path) -> None:
             )
 
 
+def test_a_token_no_header_can_carry_is_refused_without_showing_it(tmp_path: Path) -> None:
+    """A token pasted with its line end went into the header, and httpx's refusal printed
+    it ("Illegal header value b'Bearer …\\n'"); a non-ASCII one was "a bug"."""
+    secret = "SECRET123TOKEN"
+    with gateway_answering(b'{"sandboxes": []}') as url:
+        for token in (f"{secret}\n", f"{secret} ", f"{secret}\u2713"):
+            env = cli_env(tmp_path, TOKEN=token)
+            run_cli(env, "profiles", "add", "odd", "--url", url, "--token-env", "TOKEN", "--force")
+            listed = run_cli(env, "sandboxes", "list", "-p", "odd")
+            assert listed.returncode == 2, listed.stderr
+            assert one_error_line(listed) == (
+                "error: profile 'odd': its token (environment variable TOKEN) holds a space, "
+                "a line end or a character outside visible ASCII, which no gateway can match"
+            )
+            assert secret not in listed.stdout + listed.stderr
+
+
 def test_a_malformed_execution_answer_is_exit_3_with_what_was_wrong(tmp_path: Path) -> None:
     """`run` checked an execution answer's shape without saying why, so the CLI took it
     for one of its own errors (exit 1, "Invalid sandbox response"), not the gateway's."""

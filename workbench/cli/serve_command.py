@@ -23,6 +23,7 @@ from workbench.cli.common import (
 from workbench.cli.errors import CommandError
 from workbench.cli.terminal import echo_untrusted
 from workbench.config import is_loopback_host
+from workbench.profiles import is_visible_ascii
 from workbench.protocol.errors import SandboxError
 
 TOKEN_ENV = "SANDBOX_WORKBENCH_TOKEN"
@@ -40,7 +41,7 @@ def token_problem(token: str) -> str | None:
         return "is empty"
     if len(token) < MIN_TOKEN_LENGTH:
         return f"is shorter than {MIN_TOKEN_LENGTH} characters"
-    if not all("!" <= character <= "~" for character in token):
+    if not is_visible_ascii(token):
         return "may only contain visible ASCII characters (no spaces)"
     return None
 
