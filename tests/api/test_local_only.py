@@ -282,6 +282,25 @@ async def test_ttl_zero_disables_expiry(tmp_path: Path, perl_engine: None) -> No
         await backend.aclose()
 
 
+@pytest.mark.parametrize("ttl", ["1e18", "1e300", "99999999999999999999999"])
+async def test_a_ttl_past_the_range_of_a_date_counts_as_a_hundred_years(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ttl: str
+) -> None:
+    """1e300 made every touch of a sandbox an HTTP 500 (SQLite's integer overflowed), and
+    1e18 stored a deadline no date can hold, so listing the sandbox failed for good."""
+    monkeypatch.setenv("SANDBOX_WORKBENCH_IDLE_TTL_MS", ttl)
+    clock = FixedClock(T0)
+    backend = open_local_backend(tmp_path / "data", clock=clock, embedded=True)
+    try:
+        await backend.sandbox("lasting").write_file("a.txt", "x")
+        [summary] = await backend.list_sandboxes()
+        hundred_years = 100 * 365 * 86_400_000
+        assert summary.expires_at == T0 + hundred_years
+        assert (await backend.sandbox("lasting").get_info()).expires_at == T0 + hundred_years
+    finally:
+        await backend.aclose()
+
+
 # ----- LRU eviction of live sessions -------------------------------------------------
 
 

@@ -15,17 +15,22 @@ from workbench.core.clock import Clock
 from workbench.store import Store, StoredSandbox
 
 DEFAULT_TTL_MS = 86_400_000
+MAX_TTL_MS = 100 * 365 * DEFAULT_TTL_MS
+"""Longer TTLs count as a hundred years (ours, not the spec's): a deadline past the
+range of a date (JavaScript's, which the wire's timestamps follow) broke the sandbox's
+row and every listing of it."""
 
 
 def parse_ttl(value: str | None) -> float:
-    """Spec 8.3: unset/empty → 24 h; a finite number ≥ 0 → that; anything else → 24 h."""
+    """Spec 8.3: unset/empty → 24 h; a finite number ≥ 0 → that (at most `MAX_TTL_MS`);
+    anything else → 24 h."""
     if value is None or value.strip() == "":
         return DEFAULT_TTL_MS
     try:
         ttl = float(value)
     except ValueError:
         return DEFAULT_TTL_MS
-    return ttl if ttl >= 0 and ttl != float("inf") else DEFAULT_TTL_MS
+    return min(ttl, MAX_TTL_MS) if ttl >= 0 and ttl != float("inf") else DEFAULT_TTL_MS
 
 
 def idle_deadline_passed(sandbox: StoredSandbox, ttl_ms: float, now_ms: int) -> bool:
