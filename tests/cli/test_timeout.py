@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from engines.process.child import GRACE_SECONDS
 from engines.process.session import BACKSTOP_SECONDS
 from tests.cli import cli_env, one_error_line, run_cli, serving
 from tests.conftest import require_engine
+from tests.loopback import loopback_server
 from workbench.api.client import ANSWER_MARGIN
 
 SLEEPER = "import time; time.sleep(45)"
@@ -80,3 +84,65 @@ def test_a_client_waits_past_the_host_s_last_resort() -> None:
     a client that gave up as early (both waited 10 s) reported "did not answer in time"
     instead."""
     assert ANSWER_MARGIN >= BACKSTOP_SECONDS + GRACE_SECONDS + 2
+
+
+@contextmanager
+def gateway_streaming_for_ever() -> Iterator[str]:
+    """A loopback gateway whose executions stream a line of output every 0.2 s, never
+    ending; its other answers are empty JSON objects."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self._json(b"{}")
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            if not self.path.endswith("/execute"):
+                self._json(b"{}")
+                return
+            self.send_response(200)
+            self.send_header("content-type", "application/x-ndjson")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            line = b'{"type": "output", "stream": "stdout", "line": "still going"}\n'
+            try:
+                while True:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:
+                pass  # the client gave up
+
+        def _json(self, body: bytes) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with loopback_server(Handler) as url:
+        yield url
+
+
+def test_run_timeout_bounds_a_streamed_answer_on_a_remote_profile(tmp_path: Path) -> None:
+    """Each streamed line started the wait again, so `run --timeout 2` against a gateway
+    streaming for ever waited for ever (and against `serve`, until its own limit)."""
+    env = cli_env(tmp_path, TOKEN="t" * 20)
+    with gateway_streaming_for_ever() as url:
+        run_cli(env, "profiles", "add", "streams", "--url", url, "--token-env", "TOKEN")
+        context = "00000000-0000-4000-8000-000000000000"
+        started = time.monotonic()
+        waited = run_cli(
+            env, "run", "-p", "streams", "--timeout", "2", "-s", "box", "--context", context,
+            "-c", "1", timeout=30,
+        )  # fmt: skip
+        assert time.monotonic() - started < 15
+        assert waited.returncode == 3, waited.stderr
+        assert one_error_line(waited) == (
+            f"error: the gateway at {url} did not answer in time (waited 2 s)"
+        )

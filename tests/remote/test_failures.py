@@ -180,7 +180,10 @@ async def test_a_gateway_trickling_its_answer_is_given_up_in_time(
 async def test_a_streamed_run_s_output_keeps_its_answer_waited_for(
     gateway_factory: Callable[[Handler], Awaitable[str]],
 ) -> None:
-    """A run printing a line every 0.4 s for 2.4 s, with a wait of 1 s: its answer comes."""
+    """A run printing a line every 0.4 s for 2.4 s, with a read timeout of 1 s: its answer
+    comes (each line starts the wait again). A wait the user gave (`run --timeout 1`,
+    `wait_seconds`) bounds the whole answer instead: a gateway streaming for ever held
+    the client for ever."""
     answer = {"type": "answer", "status": 200, "body": {"results": [], "logs": {}}}
 
     async def printing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -196,13 +199,21 @@ async def test_a_streamed_run_s_output_keeps_its_answer_waited_for(
         writer.close()
 
     url = await gateway_factory(printing)
-    backend = open_remote_backend("printing", url, "t", wait_seconds=1, retries=0)
+    backend = open_remote_backend("printing", url, "t", timeout=httpx.Timeout(1.0), retries=0)
     told: list[str] = []
     result = await backend.sandbox("demo").interpreter.run_code(
         "1", binding="PYTHON", on_stdout=told.append
     )
     assert result.error is None and told == [f"line {number}" for number in range(6)]
     await backend.aclose()
+    bounded = open_remote_backend("printing", url, "t", wait_seconds=1, retries=0)
+    told.clear()
+    with pytest.raises(SandboxError, match=r"did not answer in time \(waited 1 s\)"):
+        await bounded.sandbox("demo").interpreter.run_code(
+            "1", binding="PYTHON", on_stdout=told.append
+        )
+    assert 1 <= len(told) <= 4
+    await bounded.aclose()
 
 
 async def test_a_line_callback_s_own_error_is_raised_as_it_is_not_blamed_on_the_gateway(

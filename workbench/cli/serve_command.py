@@ -88,7 +88,8 @@ def serve_command(
     `serve` is the data dir's local daemon, listening on TCP too; when a daemon runs
     already, `serve` is a TCP front of it. Either way there is one owner of the live
     contexts, which the TUI, `run` and `watch` share. --timeout is the wall-clock limit
-    of an execution whose request names none (`timeoutMs`, as `run --timeout` sends),
+    of an execution whose request names none (`timeoutMs`, which the local backend's
+    clients send; a remote profile's `run --timeout` is only how long it waits),
     whatever the clients wait; it is the daemon's own when `serve` is the daemon.
     """
     if not is_loopback_host(host) and not allow_non_loopback:

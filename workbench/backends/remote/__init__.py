@@ -210,10 +210,14 @@ class HttpTransport:
         retries: int = 2,
         transport: httpx.AsyncBaseTransport | None = None,
         warn: Callable[[str], None] = warn_untrusted,
+        whole_answers: bool = False,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.description = self.base_url
         self.retries = retries
+        self.whole_answers = whole_answers
+        """Every answer must arrive whole within the read timeout, streamed ones too (a
+        wait the user gave: `run --timeout`); else each streamed event starts it again."""
         self._warn = warn
         """Says, once each, that a runtime speaks another protocol than the core."""
         self._warned: set[str] = set()
@@ -306,7 +310,8 @@ class HttpTransport:
         whole within the wait (`timeout`, else the client's read timeout) plus the time
         its body takes at `SLOWEST_UPLOAD`: httpx's limits are per read and write, so a
         gateway sending a byte now and then kept the client waiting for ever. Without a
-        `timeout`, each line of output a run streams starts the wait again."""
+        `timeout`, each line of output a run streams starts the wait again (unless
+        `whole_answers`)."""
         attempts = 1 + (self.retries if method in IDEMPOTENT else 0)
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         encoded, sent = await self._encoded(path, body)
@@ -315,7 +320,7 @@ class HttpTransport:
         deadline: float | None = None
         if wait is not None:
             deadline = wait + sent / SLOWEST_UPLOAD
-        again = wait if timeout is None else None
+        again = wait if timeout is None and not self.whole_answers else None
         for attempt in range(attempts):
             try:
                 async with asyncio.timeout(deadline) as scope:
@@ -410,9 +415,11 @@ class HttpTransport:
 def open_remote_backend(
     name: str, url: str, token: str, *, wait_seconds: float | None = None, **options: Any
 ) -> Backend:
-    """The gateway at `url`; `wait_seconds` bounds the wait for each answer (default:
-    `DEFAULT_TIMEOUT`'s 120 s read timeout; the gateway enforces its own limits)."""
+    """The gateway at `url`; `wait_seconds` bounds the wait for each whole answer, a
+    streamed one too (default: `DEFAULT_TIMEOUT`'s 120 s read timeout, which each
+    streamed event starts again; the gateway enforces its own limits)."""
     if wait_seconds is not None:
+        options.setdefault("whole_answers", True)
         options.setdefault(
             "timeout",
             httpx.Timeout(
