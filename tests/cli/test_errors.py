@@ -260,6 +260,26 @@ def test_a_token_no_header_can_carry_is_refused_without_showing_it(tmp_path: Pat
             assert secret not in listed.stdout + listed.stderr
 
 
+def test_answers_that_cannot_be_read_are_exit_3_and_say_why(tmp_path: Path) -> None:
+    """A body not JSON (a proxy's page, a wrong URL) was "HTTP 200: OK (INTERNAL_ERROR)",
+    exit 1, or for a 404 "not found" (exit 4); a bare 401 gave no hint of the token."""
+    env = cli_env(tmp_path, TOKEN="t" * 20)
+    understand = "sent an answer this workbench does not understand"
+    for status, expected in [
+        (200, f"{understand} (HTTP 200 OK with a body not JSON)"),
+        (404, f"{understand} (HTTP 404 Not Found with a body not JSON)"),
+        (401, "refused the request (HTTP 401 Unauthorized with a body not JSON)"),
+    ]:
+        with gateway_answering(b"<html>no</html>", status) as url:
+            run_cli(env, "profiles", "add", "odd", "--url", url, "--token-env", "TOKEN", "--force")
+            listed = run_cli(env, "sandboxes", "list", "-p", "odd")
+            assert listed.returncode == 3, listed.stderr
+            line = one_error_line(listed)
+            assert line.startswith(f"error: the gateway at {url} {expected}"), line
+            if status == 401:
+                assert line.endswith(": check the profile's token")
+
+
 def test_a_malformed_execution_answer_is_exit_3_with_what_was_wrong(tmp_path: Path) -> None:
     """`run` checked an execution answer's shape without saying why, so the CLI took it
     for one of its own errors (exit 1, "Invalid sandbox response"), not the gateway's."""

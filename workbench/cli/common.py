@@ -358,6 +358,7 @@ async def with_backend(
 ) -> T:
     """Open the profile's backend, run `body` with it, close it."""
     from workbench.api import SandboxError  # the API waits for a command
+    from workbench.protocol.http import UnreadableAnswer
 
     backend = open_backend(profile, data_dir, timeout)
     malformed = (KeyError, TypeError, AttributeError, IndexError, ValueError)
@@ -373,10 +374,18 @@ async def with_backend(
             raise
         if backend.engines is not None:  # the local backend: a bug, not a bad answer
             raise cause from None
+        if isinstance(error, SandboxError) and error.http_status == 401:
+            raise MalformedAnswerError(
+                f"the gateway at {backend.description} refused the request ({cause}): "
+                "check the profile's token"
+            ) from error
+        reason = f"{cause}"
+        if not isinstance(cause, UnreadableAnswer):
+            reason = f"{type(cause).__name__}: {cause}"
         raise MalformedAnswerError(
             f"the gateway at {backend.description} sent an answer this workbench does not "
-            f"understand ({type(cause).__name__}: {cause}); is the profile's URL a "
-            "sandbox-workbench gateway of a matching version?"
+            f"understand ({reason}); is the profile's URL a sandbox-workbench gateway of a "
+            "matching version?"
         ) from error
     finally:
         await backend.aclose()

@@ -37,6 +37,7 @@ __all__ = [
     "Request",
     "Response",
     "SinkFailed",
+    "UnreadableAnswer",
     "answer_event",
     "answer_object",
     "body_cap",
@@ -397,12 +398,23 @@ def parse_json_response(response: Response) -> Any:
     try:
         body = parse_json(response.body)
     except ValueError:
-        raise create_error_from_response(None, response.status, response.reason) from None
+        raise create_error_from_response(None, response.status, response.reason) from (
+            UnreadableAnswer(f"HTTP {response.status} {response.reason} with a body not JSON")
+        )
     if not 200 <= response.status < 300:
         raise create_error_from_response(body, response.status, response.reason)
     return body
 
 
+class UnreadableAnswer(ValueError):
+    """Why an answer could not be read (not JSON, not the shape asked for, too large, a
+    redirect): the cause of the INTERNAL_ERROR raised for it, so that a command can tell
+    a gateway's fault from the gateway's own errors."""
+
+
 def invalid_response(message: str = "Invalid sandbox response") -> SandboxError:
-    """An answer that parsed but is not the shape asked for (INTERNAL_ERROR, 500)."""
-    return SandboxError(error_response(ErrorCode.INTERNAL_ERROR, message, http_status=500))
+    """An answer that could not be read, or not as the shape asked for (INTERNAL_ERROR,
+    500), caused by an `UnreadableAnswer` unless raised from another cause."""
+    error = SandboxError(error_response(ErrorCode.INTERNAL_ERROR, message, http_status=500))
+    error.__cause__ = UnreadableAnswer(message)
+    return error

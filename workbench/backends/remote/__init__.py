@@ -22,6 +22,7 @@ from workbench.protocol.http import (
     EventSink,
     Response,
     SinkFailed,
+    UnreadableAnswer,
     answer_object,
     cancel_request,
     cancelled_answer,
@@ -180,7 +181,8 @@ async def _decoded(reply: httpx.Response) -> AsyncIterator[bytes]:
                 chunk = inflater.unconsumed_tail
         rest = inflater.flush()
     except zlib.error as error:
-        raise invalid_response(f"The gateway's answer could not be inflated: {error}") from None
+        message = f"The gateway's answer could not be inflated: {error}"
+        raise invalid_response(message) from UnreadableAnswer(message)
     if rest:
         yield rest
 
