@@ -221,10 +221,9 @@ def test_a_socket_that_is_not_private_is_refused(tmp_path: Path, perl_engine: No
     ) in one_error_line(refused)
     under_a_file = tmp_path / "planted-file" / "run"  # cannot be made: named, not the store
     under_a_file.parent.write_text("")
-    refused = run_cli(
-        {**env, "SANDBOX_WORKBENCH_RUNTIME_DIR": str(under_a_file)}, "sandboxes", "list"
-    )
-    assert refused.returncode == 3
+    for command in (("sandboxes", "list"), ("daemon", "stop"), ("daemon", "status")):
+        refused = run_cli({**env, "SANDBOX_WORKBENCH_RUNTIME_DIR": str(under_a_file)}, *command)
+        assert refused.returncode == 3, (command, refused.stderr)  # `daemon` ones: "a bug"
     assert one_error_line(refused) == (
         f"error: cannot make the runtime directory {under_a_file}: Not a directory; set "
         "SANDBOX_WORKBENCH_RUNTIME_DIR to a private directory of yours"

@@ -63,7 +63,9 @@ def describe(error: Exception) -> tuple[str, int]:
         return _describe_sandbox_error(error)
     if isinstance(error, UnknownProfileError | ConfigError):
         return str(error), EXIT_USAGE
-    if isinstance(error, BackendUnavailableError | MalformedAnswerError):
+    if isinstance(error, BackendUnavailableError | MalformedAnswerError) or _is_instance_of(
+        error, "workbench.backends.daemon.location", "UnsafeLocationError"
+    ):
         return str(error), EXIT_UNAVAILABLE
     if isinstance(error, EnginePrepareError) or _is_instance_of(
         error, "engines.language", "PrepareError"
