@@ -15,9 +15,11 @@ the local backend differs from a default deployment.
     source = "my contract"
 
 Tokens are never written here unless the user explicitly asks for it (`token = ...`).
-Loading checks every known key's type (a wrong one is a `ConfigError` naming the key and
-the file) and lists unknown keys in `Config.unknown_keys`; saving edits the file in place
-(tomlkit), so the user's comments, formatting and unknown keys survive.
+Loading reads only a regular file of at most 1 MiB, checks every known key's type (a wrong
+one is a `ConfigError` naming the key and the file, never quoting a token) and lists
+unknown keys in `Config.unknown_keys`. Saving takes a lock, reads the file again and
+edits in place (tomlkit) only what the `Config` changed since it was loaded, so the
+user's comments, formatting and unknown keys survive, and so do concurrent changes.
 
 Settings that come from the environment rather than the file live here too
 (`parse_timeout`), so light commands can read them without loading a backend.
@@ -25,22 +27,25 @@ Settings that come from the environment rather than the file live here too
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import os
 import re
+import stat
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from math import inf
+from math import inf, isnan
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from workbench.paths import config_file, private_config_dir, private_file
 
 if TYPE_CHECKING:
     import tomlkit
-    from tomlkit.items import Table
+    from tomlkit.items import InlineTable, Table
 
 KEYRING_SERVICE = "sandbox-workbench"
 LOCAL_PROFILE = "local"
@@ -194,6 +199,17 @@ def url_problem(url: str, *, allow_insecure: bool) -> str | None:
     return None
 
 
+SHOWN_VALUE_CHARS = 60
+"""How much of a value an error message quotes (a file's value may be megabytes long)."""
+
+
+def _quoted_short(value: object) -> str:
+    """`repr(value)`, cut to `SHOWN_VALUE_CHARS` with an ellipsis (a long string is cut
+    before its repr is made)."""
+    text = repr(value[: SHOWN_VALUE_CHARS + 1] if isinstance(value, str) else value)
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS] + "…"
+
+
 def _type_name(value: object) -> str:
     if isinstance(value, dict):
         return "a table"
@@ -263,8 +279,18 @@ class _Checker:
         self.unknown: list[str] = []
 
     def fail(self, key: str, expected: str, value: object) -> ConfigError:
+        """The error for `key`'s `value`: quoted short, unless it may be a token (anything
+        under a `token` key, text under any key about tokens, which may be one put in the
+        wrong key, and a table or array, which may nest one: they are named by type only)."""
+        lowered_key = key.lower()
+        secret = (
+            "token" in lowered_key.split(".")
+            or ("token" in lowered_key and isinstance(value, str))
+            or isinstance(value, dict | list)
+        )
+        shown = "" if secret else f" ({_quoted_short(value)})"
         return ConfigError(
-            f"{self.path}: {key} must be {expected}, not {_type_name(value)} ({value!r}); "
+            f"{self.path}: {key} must be {expected}, not {_type_name(value)}{shown}; "
             "fix or remove it"
         )
 
@@ -371,6 +397,24 @@ def _prices(check: _Checker, table: Mapping[str, Any]) -> Prices:
     return Prices(**values)
 
 
+@dataclass(frozen=True)
+class _Written:
+    """What `Config.save` writes: as the config holds it, or held it when loaded."""
+
+    profiles: Mapping[str, RemoteProfile] = field(default_factory=dict)
+    keys: Mapping[str, str] = field(default_factory=dict)
+    theme: str | None = None
+    last_remote: str | None = None
+
+
+class _Edit(NamedTuple):
+    """Set `key` of the table at `table` (its dotted path) to `value`; None removes it."""
+
+    table: tuple[str, ...]
+    key: str
+    value: Any
+
+
 @dataclass
 class Config:
     profiles: dict[str, RemoteProfile] = field(default_factory=dict)
@@ -385,17 +429,18 @@ class Config:
     path: Path = field(default_factory=config_file)
     unknown_keys: list[str] = field(default_factory=list)
     """Dotted keys in the file that the workbench does not know (kept on save)."""
+    _loaded: _Written = field(default_factory=_Written, init=False, repr=False, compare=False)
+    """The settings as loaded or last saved: `save` writes only what changed since."""
 
     @classmethod
     def load(cls, path: Path | None = None) -> Config:
         path = path or config_file()
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        text = read_config_text(path)
+        if text is None:
             return cls(path=path)
-        except UnicodeDecodeError as error:
-            raise ConfigError(f"cannot read {path}: not UTF-8 text ({error.reason})") from None
-        except (OSError, tomllib.TOMLDecodeError) as error:
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"cannot read {path}: {error}") from None
         except RecursionError:  # the parser recurses once per level of arrays or tables
             raise ConfigError(f"cannot read {path}: it nests too deeply") from None
@@ -428,7 +473,7 @@ class Config:
         tables = ("profiles", "keys", "ui", "local", "prices")
         prices = _prices(check, check.table(raw, "prices"))
         check.unknown[:0] = [key for key in raw if key not in tables]
-        return cls(
+        config = cls(
             profiles,
             dict(keys),
             ui.get("theme"),
@@ -438,94 +483,262 @@ class Config:
             path,
             check.unknown,
         )
+        config._loaded = config._written()
+        return config
 
     def save(self) -> None:
-        """Write the profiles, keys and ui settings into the file, editing it in place:
-        everything else in it (comments, formatting, unknown keys) stays as it was."""
-        import tomlkit
-
-        document = self._read_document()
-        _sync_profiles(document, self.profiles)
-        _sync_table(document, "keys", dict(sorted(self.keys.items())))
-        _sync_table(document, "ui", {"theme": self.theme, "last_remote": self.last_remote})
-        private_config_dir(self.path.parent)
-        temporary = self.path.with_suffix(".toml.tmp")
-        temporary.unlink(missing_ok=True)  # a leftover may belong to someone else
-        # 0600 before anything is written (whatever the umask): the file may hold a token.
-        private_file(temporary).write_text(tomlkit.dumps(document), encoding="utf-8")
-        os.replace(temporary, self.path)
-
-    def _read_document(self) -> tomlkit.TOMLDocument:
-        import tomlkit
-        import tomlkit.exceptions
-
+        """Write what changed in the profiles, keys and ui settings since `load` into the
+        file as it is now (for a config not loaded: all it holds), editing it in place:
+        everything else in it (comments, formatting, unknown keys, what other processes
+        wrote meanwhile) stays as it was. A lock next to the file makes concurrent saves
+        take turns; a symlinked file is written through to its target."""
         try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return tomlkit.document()
-        except (OSError, UnicodeDecodeError) as error:
-            raise ConfigError(f"cannot read {self.path}: {error}") from None
-        try:
-            return tomlkit.parse(text)
-        except tomlkit.exceptions.ParseError as error:
-            raise ConfigError(f"cannot update {self.path}, fix it first: {error}") from None
+            private_config_dir(self.path.parent)
+            target = Path(os.path.realpath(self.path))
+            with _locked(self.path.with_name(f"{self.path.name}.lock")):
+                document, data = _read_document(target)
+                edits = self._edits(data)
+                _replace_file(target, _edited(target, document, data, edits))
+        except OSError as error:
+            raise ConfigError(f"cannot write {self.path}: {error}") from None
+        self._loaded = self._written()
+
+    def _written(self) -> _Written:
+        return _Written(dict(self.profiles), dict(self.keys), self.theme, self.last_remote)
+
+    def _edits(self, data: Mapping[str, Any]) -> list[_Edit]:
+        """The edits that make `data` (the file as it is now) hold what changed here since
+        `load`. A changed profile that the file has keeps its other keys."""
+        before, after = self._loaded, self._written()
+        edits = []
+        in_file = data.get("profiles")
+        for name in sorted(before.profiles.keys() | after.profiles.keys()):
+            profile = after.profiles.get(name)
+            if profile == before.profiles.get(name):
+                continue
+            if profile is None:
+                edits.append(_Edit(("profiles",), name, None))
+                continue
+            token = profile.token
+            if token is not None and not (token and is_visible_ascii(token)):
+                raise ConfigError(f"the token of profile {name!r} is not stored: {_BAD_TOKEN}")
+            wanted = profile.to_toml()
+            if isinstance(in_file, dict) and isinstance(in_file.get(name), dict):
+                edits += [_Edit(("profiles", name), key, wanted.get(key)) for key in _PROFILE_KEYS]
+            else:
+                edits.append(_Edit(("profiles",), name, wanted))
+        for key in sorted(before.keys.keys() | after.keys.keys()):
+            if before.keys.get(key) != after.keys.get(key):
+                edits.append(_Edit(("keys",), key, after.keys.get(key)))
+        if before.theme != after.theme:
+            edits.append(_Edit(("ui",), "theme", after.theme))
+        if before.last_remote != after.last_remote:
+            edits.append(_Edit(("ui",), "last_remote", after.last_remote))
+        return edits
 
 
-def _new_table(values: Mapping[str, Any]) -> Table:
+MAX_CONFIG_BYTES = 1 << 20
+"""The largest config file read (1 MiB): far more than any settings take."""
+
+
+def read_config_text(path: Path) -> str | None:
+    """The text of the config file at `path` (None: there is none). Anything but a regular
+    file of at most `MAX_CONFIG_BYTES` of UTF-8 is a `ConfigError`: it is opened without
+    blocking (a FIFO waits for a writer) and read no further than that bound (a link to
+    /dev/zero never ends)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ConfigError(f"cannot read {path}: it is not a regular file")
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
+    finally:
+        os.close(descriptor)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"cannot read {path}: it is larger than the limit of 1 MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"cannot read {path}: not UTF-8 text ({error.reason})") from None
+
+
+def _read_document(path: Path) -> tuple[tomlkit.TOMLDocument, dict[str, Any]]:
+    """The config file as tomlkit edits it, and as data (both empty if there is none)."""
+    import tomlkit
+    import tomlkit.exceptions
+
+    text = read_config_text(path)
+    if text is None:
+        return tomlkit.document(), {}
+    try:
+        return tomlkit.parse(text), tomllib.loads(text)
+    except (tomlkit.exceptions.ParseError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"cannot update {path}, fix it first: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"cannot update {path}: it nests too deeply") from None
+
+
+@contextmanager
+def _locked(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_file` (created 0600 if missing, never removed:
+    removing it would let two processes lock two different files)."""
+    descriptor = os.open(private_file(lock_file), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # which releases the lock
+
+
+def _edited(
+    path: Path, document: tomlkit.TOMLDocument, data: dict[str, Any], edits: list[_Edit]
+) -> bytes:
+    """The text of `document` with `edits` made, as UTF-8. It must read back as `data`
+    with the edits made and nothing else changed; a layout that tomlkit cannot edit so is
+    a `ConfigError` (the file is left as it is, and no change is reported as made)."""
+    import tomlkit
+    import tomlkit.exceptions
+
+    for edit in edits:
+        _apply_to_data(path, data, edit)
+    try:
+        for edit in edits:
+            _apply_to_document(document, edit)
+        text = tomlkit.dumps(document)
+        same = _same_data(_without_empty_tables(tomllib.loads(text)), _without_empty_tables(data))
+    except (tomlkit.exceptions.TOMLKitError, tomllib.TOMLDecodeError, ValueError):
+        same = False
+    if not same:
+        changed = ", ".join(sorted({".".join((*edit.table, edit.key)) for edit in edits}))
+        raise ConfigError(
+            f"cannot update {path}: {changed} cannot be changed in place in its layout "
+            "(nothing was written); make the change by hand"
+        )
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (from undecodable input)
+        raise ConfigError(f"cannot update {path}: a value to write is not text") from None
+
+
+def _apply_to_data(path: Path, data: dict[str, Any], edit: _Edit) -> None:
+    table = data
+    for depth, part in enumerate(edit.table):
+        if part not in table and edit.value is None:
+            return  # nothing to remove
+        table = table.setdefault(part, {})
+        if not isinstance(table, dict):
+            where = ".".join(edit.table[: depth + 1])
+            raise ConfigError(f"cannot update {path}: {where} is not a table; fix it first")
+    if edit.value is None:
+        table.pop(edit.key, None)
+    else:
+        table[edit.key] = edit.value
+
+
+def _apply_to_document(document: tomlkit.TOMLDocument, edit: _Edit) -> None:
+    """Make `edit` in `document`. A new table is added as `[name]`, or inline in an inline
+    table or where the file makes its parent with dotted keys (`profiles.a.url = …`: a
+    `[header]` among them would take the keys after it). A value that is already right is
+    left alone, with its comment."""
+    import tomlkit
+    from tomlkit.items import InlineTable
+
+    table: MutableMapping[str, Any] = document
+    for part in edit.table:
+        child = table.get(part)
+        if child is None:
+            if edit.value is None:
+                return  # nothing to remove
+            child = table[part] = tomlkit.table()
+        if not isinstance(child, MutableMapping):
+            raise ValueError(f"{part} is not a table")  # `_apply_to_data` said so first
+        table = child
+    if edit.value is None:
+        if edit.key in table:
+            del table[edit.key]
+    elif isinstance(edit.value, dict):
+        dotted = any(
+            key is not None and key.is_dotted() and key.key in edit.table[:1]
+            for key, _ in document.body
+        )
+        table[edit.key] = _new_table(edit.value, inline=dotted or isinstance(table, InlineTable))
+    elif table.get(edit.key) != edit.value:
+        table[edit.key] = edit.value
+
+
+def _without_empty_tables(value: Any) -> Any:
+    """TOML data less its empty tables, which hold no setting (tomlkit drops a table such
+    as the `[profiles.…]` headers' parent when its last child goes)."""
+    if isinstance(value, dict):
+        pruned = {key: _without_empty_tables(item) for key, item in value.items()}
+        return {key: item for key, item in pruned.items() if item != {}}
+    if isinstance(value, list):
+        return [_without_empty_tables(item) for item in value]
+    return value
+
+
+def _same_data(left: object, right: object) -> bool:
+    """Equal TOML data, NaN being equal to itself (a file may hold `nan`)."""
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_same_data(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(_same_data, left, right))
+    if isinstance(left, float) and isinstance(right, float) and isnan(left) and isnan(right):
+        return True
+    return type(left) is type(right) and left == right
+
+
+def _replace_file(target: Path, data: bytes) -> None:
+    """Write `data` into a new file next to `target` and rename it over `target`: readers
+    see the old file or the new one, never a part of one. The new file is private (it may
+    hold a token) and removed again if anything fails."""
+    import tempfile
+
+    descriptor, temporary = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(descriptor, 0o600)  # whatever the umask
+            handle.write(data)
+            handle.flush()
+            os.fsync(descriptor)
+        os.replace(temporary, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+_BAD_TOKEN = "a token is printable ASCII without spaces (it is sent as an HTTP bearer token)"
+
+
+def is_visible_ascii(token: str) -> bool:
+    """A bearer token as a header carries it verbatim: whitespace would be trimmed and
+    other characters mangled or refused."""
+    return all("!" <= character <= "~" for character in token)
+
+
+def _new_table(values: Mapping[str, Any], *, inline: bool) -> Table | InlineTable:
+    """A table of `values`: `[name]` with a blank line after it, or `{ … }` if `inline`."""
     import tomlkit
 
+    if inline:
+        table: Table | InlineTable = tomlkit.inline_table()
+        table.update(values)
+        return table
     table = tomlkit.table()
-    for key, value in values.items():
-        table[key] = value
+    table.update(values)
     table.add(tomlkit.nl())
     return table
-
-
-def _sync_values(table: Table, wanted: Mapping[str, Any], managed: frozenset[str]) -> None:
-    """Set the managed keys of `table` to `wanted` (None or absent: removed); a value that
-    is already right is left untouched, with its comment."""
-    for key in managed:
-        value = wanted.get(key)
-        if value is None:
-            if key in table:
-                del table[key]
-        elif table.get(key) != value:
-            table[key] = value
-
-
-def _sync_profiles(document: tomlkit.TOMLDocument, profiles: Mapping[str, RemoteProfile]) -> None:
-    import tomlkit
-    from tomlkit.items import Table
-
-    existing = document.get("profiles")
-    if not isinstance(existing, Table):
-        if not profiles:
-            return
-        existing = tomlkit.table(is_super_table=True)
-        document["profiles"] = existing
-    for name in [name for name in existing if name not in profiles]:
-        del existing[name]
-    for name, profile in sorted(profiles.items()):
-        table = existing.get(name)
-        if isinstance(table, Table):
-            _sync_values(table, profile.to_toml(), frozenset(_PROFILE_KEYS))
-        else:
-            existing[name] = _new_table(profile.to_toml())
-
-
-def _sync_table(document: tomlkit.TOMLDocument, name: str, values: Mapping[str, Any]) -> None:
-    """Keep `document[name]` equal to `values` for the keys we manage (`keys`: all of
-    them; `ui`: theme and last_remote)."""
-    from tomlkit.items import Table
-
-    table = document.get(name)
-    present = {key: value for key, value in values.items() if value is not None}
-    if not isinstance(table, Table):
-        if present:
-            document[name] = _new_table(present)
-        return
-    managed = frozenset(values) if name == "ui" else frozenset({*table, *values})
-    _sync_values(table, values, managed)
 
 
 _NO_KEYRING = (
@@ -566,6 +779,8 @@ def keyring_get(profile: str) -> str | None:
 def keyring_set(profile: str, token: str) -> None:
     if not keyring_available():
         raise ConfigError(f"{_NO_KEYRING}; use --token-env instead")
+    if not (token and is_visible_ascii(token)):
+        raise ConfigError(f"the token of profile {profile!r} is not stored: {_BAD_TOKEN}")
     import keyring
 
     try:

@@ -14,6 +14,7 @@ from workbench.config import (
     TIMEOUT_ENV,
     Config,
     ConfigError,
+    is_visible_ascii,
     parse_timeout,
     url_problem,
 )
@@ -104,12 +105,6 @@ def open_profile_backend(
     from workbench.backends.remote import open_remote_backend
 
     return open_remote_backend(name, profile.url, token, wait_seconds=timeout)
-
-
-def is_visible_ascii(token: str) -> bool:
-    """A bearer token as a header carries it verbatim: whitespace would be trimmed and
-    other characters mangled or refused."""
-    return all("!" <= character <= "~" for character in token)
 
 
 def no_daemon_from_env() -> bool:

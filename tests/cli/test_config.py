@@ -1,12 +1,24 @@
 """The config file: unknown keys are noted, writes keep the user's comments and unknown
-tables, plain http:// only to loopback, and removing a profile removes its keyring token."""
+tables whatever the TOML layout, concurrent writes all land, plain http:// only to
+loopback, and removing a profile removes its keyring token. A file that is not a small
+regular file is refused, and errors never quote a token."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.cli import cli_env, one_error_line, run_cli
+import pytest
+
+import workbench.config as config_module
+from tests.cli import SCRIPT, cli_env, one_error_line, run_cli
+from tests.cli.test_errors import write_config
+from workbench.config import Config, ConfigError, RemoteProfile
 
 USER_CONFIG = """\
 # My workbench settings.
@@ -22,6 +34,9 @@ words = ["wasm", "zeroperl"]
 theme = "gruvbox"   # dark
 font = "iosevka"
 """
+
+
+URL = "https://new.example"
 
 
 def config_path(tmp_path: Path) -> Path:
@@ -151,3 +166,229 @@ def test_removing_a_profile_deletes_its_keyring_token(tmp_path: Path) -> None:
     assert removed.returncode == 0, removed.stderr
     assert json.loads(keyring_file.read_text()) == {}
     assert "deleted its token from the OS keyring" in removed.stderr
+
+
+def test_a_config_that_is_not_a_small_regular_file_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO made every command wait for a writer forever, and a link to /dev/zero read
+    until memory ran out: each is now an error naming the file, and the local profile goes
+    on with a warning."""
+    env = cli_env(tmp_path)
+    path = write_config(tmp_path, "# " + "x" * (1 << 20) + "\n")
+    assert one_error_line(run_cli(env, "profiles", "list", timeout=30)) == (
+        f"error: cannot read {path}: it is larger than the limit of 1 MiB"
+    )
+    path.unlink()
+    path.symlink_to("/dev/zero")
+    listed = run_cli(env, "profiles", "list", timeout=30)
+    assert listed.returncode == 2
+    assert one_error_line(listed) == f"error: cannot read {path}: it is not a regular file"
+    path.unlink()
+    os.mkfifo(path)
+    for args in (("profiles", "list"), ("profiles", "add", "p", "--url", URL, "--token-env", "T")):
+        refused = run_cli(env, *args, timeout=30)
+        assert refused.returncode == 2
+        assert one_error_line(refused) == f"error: cannot read {path}: it is not a regular file"
+    local = run_cli(env, "--no-daemon", "sandboxes", "list", timeout=30)
+    assert local.returncode == 0, local.stderr
+    assert local.stderr == (
+        f"warning: cannot read {path}: it is not a regular file (the local profile goes on "
+        "without it)\n"
+    )
+
+
+def test_saving_reads_the_file_again_within_the_same_bounds(tmp_path: Path) -> None:
+    """`save` reads the file as it is then: one grown past the limit meanwhile, or made a
+    FIFO, is an error, and stays as it was."""
+    path = config_path(tmp_path)
+    config = Config.load(path)
+    config.profiles["p"] = RemoteProfile("p", URL, token_env="T")
+    large = "# " + "x" * (1 << 20) + "\n"
+    write_config(tmp_path, large)
+    with pytest.raises(ConfigError, match="larger than the limit of 1 MiB"):
+        config.save()
+    assert path.read_text() == large
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(ConfigError, match="it is not a regular file"):
+        config.save()
+    assert stat.S_ISFIFO(path.lstat().st_mode)
+
+
+def test_an_error_about_a_value_never_shows_a_token_and_is_short(tmp_path: Path) -> None:
+    """A token of the wrong type was quoted in the error of every command, and a value of
+    50 MB was quoted whole."""
+    env = cli_env(tmp_path)
+    path = write_config(
+        tmp_path, '[profiles.foo]\nurl = "https://h.example"\ntoken = ["SECRET123TOKEN"]\n'
+    )
+    expected = f"{path}: profiles.foo.token must be a string, not an array; fix or remove it"
+    listed = run_cli(env, "profiles", "list")
+    assert one_error_line(listed) == f"error: {expected}"
+    local = run_cli(env, "--no-daemon", "sandboxes", "list")
+    assert local.stderr == f"warning: {expected} (the local profile goes on without it)\n"
+    write_config(tmp_path, '[profiles.foo]\nurl = "https://h.example"\ntoken_keyring = "SECRET"\n')
+    assert "SECRET" not in one_error_line(run_cli(env, "profiles", "list"))
+    write_config(tmp_path, f'[local]\nruby_contexts = "{"A" * 100_000}"\n')
+    assert one_error_line(run_cli(env, "profiles", "list")) == (
+        f"error: {path}: local.ruby_contexts must be a boolean, not a string "
+        f"('{'A' * 59}…); fix or remove it"
+    )
+
+
+OUT_OF_ORDER = """\
+# My settings.
+[profiles.foo]  # the first one
+url = "https://foo.example"
+token_env = "FOO"
+note = "keep me"
+
+[ui]
+theme = "gruvbox"  # dark
+
+[profiles.bar]  # the second one
+url = "https://bar.example"
+token_env = "BAR"
+"""
+
+
+def test_saving_keeps_comments_and_unknown_keys_of_out_of_order_tables(tmp_path: Path) -> None:
+    """Profiles on both sides of another table were rewritten as one new table: comments
+    and unknown keys were lost and the file reordered."""
+    env = cli_env(tmp_path)
+    path = write_config(tmp_path, OUT_OF_ORDER)
+    added = run_cli(env, "-q", "profiles", "add", "new1", "--url", URL, "--token-env", "X")
+    assert added.returncode == 0, added.stderr
+    new_table = f'[profiles.new1]\nurl = "{URL}"\ntoken_env = "X"\n\n'
+    first, rest = OUT_OF_ORDER.split("[ui]")
+    assert path.read_text() == f"{first}{new_table}[ui]{rest}"
+    replaced = run_cli(env, "-q", "profiles", "add", "bar", "--url", URL, "--token-env", "B2",
+                       "--force")  # fmt: skip
+    assert replaced.returncode == 0, replaced.stderr
+    changed = OUT_OF_ORDER.replace('"https://bar.example"', f'"{URL}"').replace('"BAR"', '"B2"')
+    assert path.read_text() == changed.replace("[ui]", f"{new_table}[ui]")
+    assert run_cli(env, "profiles", "remove", "new1").returncode == 0
+    assert run_cli(env, "profiles", "remove", "bar").returncode == 0
+    assert path.read_text() == OUT_OF_ORDER.split("[profiles.bar]")[0]
+
+
+def test_saving_edits_inline_tables_in_place(tmp_path: Path) -> None:
+    """An inline profile lost its unknown keys and comment when replaced, and an inline
+    `ui` table its unknown keys when a profile was added."""
+    env = cli_env(tmp_path)
+    text = (
+        'ui = { theme = "gruvbox", font = "keepme" }\n'
+        "[profiles]\n"
+        'foo = { url = "https://foo.example", token_env = "FOO", extra = "keepme" }  # mine\n'
+    )
+    path = write_config(tmp_path, text)
+    added = run_cli(env, "-q", "profiles", "add", "new1", "--url", URL, "--token-env", "X")
+    assert added.returncode == 0, added.stderr
+    new_table = f'\n[profiles.new1]\nurl = "{URL}"\ntoken_env = "X"\n\n'
+    assert path.read_text() == text + new_table
+    replaced = run_cli(env, "-q", "profiles", "add", "foo", "--url", "https://foo.example",
+                       "--token-env", "FOO2", "--force")  # fmt: skip
+    assert replaced.returncode == 0, replaced.stderr
+    assert path.read_text() == text.replace('"FOO"', '"FOO2"') + new_table
+
+
+def test_profiles_of_dotted_keys_or_an_inline_table_are_added_and_removed(
+    tmp_path: Path,
+) -> None:
+    """`profiles remove` said "removed" and left such a profile in the file."""
+    env = cli_env(tmp_path)
+    for text, with_new1 in [
+        (
+            'profiles.foo.url = "https://foo.example"  # mine\n'
+            'profiles.foo.token_env = "FOO"\n'
+            'ui.theme = "gruvbox"\n',
+            'profiles.foo.url = "https://foo.example"  # mine\n'
+            f'profiles.new1 = {{url = "{URL}", token_env = "X"}}\n'
+            'profiles.foo.token_env = "FOO"\n'
+            'ui.theme = "gruvbox"\n',
+        ),
+        (
+            'profiles = { foo = { url = "https://foo.example", token_env = "FOO" } }\n',
+            'profiles = { foo = { url = "https://foo.example", token_env = "FOO" }, '
+            f'new1 = {{url = "{URL}", token_env = "X"}}}}\n',
+        ),
+    ]:
+        path = write_config(tmp_path, text)
+        added = run_cli(env, "profiles", "add", "new1", "--url", URL, "--token-env", "X")
+        assert added.returncode == 0, added.stderr
+        assert path.read_text() == with_new1
+        removed = run_cli(env, "profiles", "remove", "foo")
+        assert removed.returncode == 0, removed.stderr
+        assert removed.stdout == "removed profile foo\n"
+        assert "foo" not in tomllib.loads(path.read_text())["profiles"], path.read_text()
+        assert list(Config.load(path).profiles) == ["new1"]
+
+
+def test_a_change_that_cannot_be_made_in_place_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever tomlkit cannot edit as asked is an error, never a change reported as made
+    (here tomlkit's edits are made to do nothing)."""
+    path = write_config(tmp_path, USER_CONFIG)
+    monkeypatch.setattr(config_module, "_apply_to_document", lambda document, edit: None)
+    config = Config.load(path)
+    del config.profiles["staging"]
+    with pytest.raises(ConfigError, match=r"profiles\.staging cannot be changed in place"):
+        config.save()
+    assert path.read_text() == USER_CONFIG
+
+
+def test_concurrent_profile_adds_all_land(tmp_path: Path) -> None:
+    """Ten at once: one failed on the shared temporary file, and the last save won."""
+    env = cli_env(tmp_path)
+    write_config(tmp_path, USER_CONFIG)
+    names = [f"c{number}" for number in range(10)]
+
+    def add(name: str) -> str:
+        return run_cli(env, "-q", "profiles", "add", name, "--url", URL, "--token-env", "X").stderr
+
+    with ThreadPoolExecutor(len(names)) as pool:
+        assert list(pool.map(add, names)) == [""] * len(names)
+    assert sorted(Config.load(config_path(tmp_path)).profiles) == sorted([*names, "staging"])
+    assert "# behind the VPN" in config_path(tmp_path).read_text()
+    assert sorted(os.listdir(tmp_path / "config")) == ["config.toml", "config.toml.lock"]
+
+
+def test_a_symlinked_config_is_written_through_to_its_target(tmp_path: Path) -> None:
+    """`profiles add` replaced the link with a file, and the dotfile missed the profile."""
+    env = cli_env(tmp_path)
+    dotfile = tmp_path / "dotfiles" / "sw.toml"
+    dotfile.parent.mkdir()
+    dotfile.write_text(USER_CONFIG)
+    config_path(tmp_path).parent.mkdir()
+    config_path(tmp_path).symlink_to(dotfile)
+    added = run_cli(env, "-q", "profiles", "add", "dev", "--url", URL, "--token-env", "X")
+    assert added.returncode == 0, added.stderr
+    assert config_path(tmp_path).readlink() == dotfile
+    assert "[profiles.dev]" in dotfile.read_text()
+    assert "# behind the VPN" in dotfile.read_text()
+    assert os.listdir(dotfile.parent) == ["sw.toml"]
+
+
+def test_a_token_that_cannot_be_sent_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """Undecodable bytes as a token were "unexpected UnicodeEncodeError" and left an empty
+    temporary file; a token with a space or a non-ASCII letter cannot be a bearer token."""
+    env = cli_env(tmp_path)
+    add = ("profiles", "add", "t", "--url", URL, "--insecure-store-token")
+    undecodable = subprocess.run(
+        [str(SCRIPT), *add], input=b"\xff\xfeabc\n", env=env, capture_output=True, timeout=60
+    )
+    refused = [undecodable.returncode, undecodable.stderr.decode(errors="replace")]
+    for token in ("tok en", "tökén"):
+        given = run_cli(env, *add, stdin=f"{token}\n")
+        refused += [given.returncode, given.stderr]
+    message = (
+        "error: the token of profile 't' is not stored: a token is printable ASCII without "
+        "spaces (it is sent as an HTTP bearer token)\n"
+    )
+    assert refused == [2, message] * 3
+    assert os.listdir(tmp_path / "config") == ["config.toml.lock"]
+    stored = run_cli(env, *add, stdin="good-token_1\n")
+    assert stored.returncode == 0, stored.stderr
+    assert Config.load(config_path(tmp_path)).profiles["t"].token == "good-token_1"

@@ -29,9 +29,10 @@ def complete_profiles(
 
     names = [LOCAL_PROFILE]
     try:
+        from workbench.config import read_config_text
         from workbench.paths import config_file
 
-        raw = tomllib.loads(config_file().read_text(encoding="utf-8"))
+        raw = tomllib.loads(read_config_text(config_file()) or "")
         profiles = raw.get("profiles")
         if isinstance(profiles, dict):
             names += sorted(str(name) for name in profiles)

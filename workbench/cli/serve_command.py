@@ -22,8 +22,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.errors import CommandError
 from workbench.cli.terminal import echo_untrusted
-from workbench.config import is_loopback_host
-from workbench.profiles import is_visible_ascii
+from workbench.config import is_loopback_host, is_visible_ascii
 from workbench.protocol.errors import SandboxError
 
 TOKEN_ENV = "SANDBOX_WORKBENCH_TOKEN"
