@@ -122,14 +122,25 @@ LOCAL_COUNT_ENVS = (HISTORY_LIMIT_ENV, MAX_RESIDENT_ENV, MEMORY_BUDGET_ENV)
 """The local backend's settings that are positive integers."""
 
 
+MAX_COUNT = 2**31 - 1
+"""The largest count a setting takes: larger ones overflowed SQLite's integers (a history
+limit) long after the command that set them had started the daemon."""
+
+
 def env_count(name: str, default: int) -> int:
-    """`$name` as a positive integer; unset or empty means `default`. Anything else is a
-    `ConfigError` naming the variable (never silently the default)."""
+    """`$name` as a positive integer of at most `MAX_COUNT`; unset or empty means
+    `default`. Anything else is a `ConfigError` naming the variable (never silently the
+    default)."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isascii() or not raw.isdigit() or int(raw) == 0:
-        raise ConfigError(f"{name} must be a positive whole number, not {raw!r}")
+    digits = raw.lstrip("0")
+    if not raw.isascii() or not raw.isdigit() or not 0 < len(digits) <= 10:
+        digits = "0"  # not a number, zero, or too long to convert
+    if not 0 < int(digits) <= MAX_COUNT:
+        raise ConfigError(
+            f"{name} must be a whole number from 1 to {MAX_COUNT:,}, not {_quoted_short(raw)}"
+        )
     return int(raw)
 
 

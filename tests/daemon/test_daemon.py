@@ -803,13 +803,19 @@ async def test_a_reconnect_given_up_stops_waiting_for_a_daemon_start(tmp_path: P
     assert not daemon_pids(data)
 
 
+WHOLE_NUMBER = "must be a whole number from 1 to 2,147,483,647"
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "expected"),
     [
         ("SANDBOX_WORKBENCH_DAEMON_IDLE_S", "abc", "must be a number of seconds (0 or more)"),
-        ("SANDBOX_WORKBENCH_MAX_RESIDENT", "0", "must be a positive whole number"),
-        ("SANDBOX_WORKBENCH_HISTORY_LIMIT", "-3", "must be a positive whole number"),
-        ("SANDBOX_WORKBENCH_MEMORY_BUDGET_MIB", "1.5", "must be a positive whole number"),
+        ("SANDBOX_WORKBENCH_MAX_RESIDENT", "0", WHOLE_NUMBER),
+        ("SANDBOX_WORKBENCH_HISTORY_LIMIT", "-3", WHOLE_NUMBER),
+        ("SANDBOX_WORKBENCH_MEMORY_BUDGET_MIB", "1.5", WHOLE_NUMBER),
+        # Past SQLite's integers: the run failed with HTTP 500 and its state was lost.
+        ("SANDBOX_WORKBENCH_HISTORY_LIMIT", "99999999999999999999999", WHOLE_NUMBER),
+        ("SANDBOX_WORKBENCH_MAX_RESIDENT", "2147483648", WHOLE_NUMBER),
     ],
 )
 def test_a_bad_daemon_setting_is_a_usage_error_before_any_daemon_starts(
@@ -821,6 +827,21 @@ def test_a_bad_daemon_setting_is_a_usage_error_before_any_daemon_starts(
     refused = run_cli({**env, variable: value}, "sandboxes", "list")
     assert refused.returncode == 2
     assert one_error_line(refused) == f"error: {variable} {expected}, not {value!r}"
+    assert "no local daemon runs" in run_cli(env, "daemon", "status").stdout
+
+
+def test_a_file_where_the_daemon_wants_a_directory_is_a_usage_error(tmp_path: Path) -> None:
+    """It was "the daemon exited at start", exit 3, or "Not a directory", exit 1, with a
+    daemon left running."""
+    env = cli_env(tmp_path)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for variable in ("SANDBOX_WORKBENCH_CACHE_DIR", "SANDBOX_WORKBENCH_STATE_DIR"):
+        refused = run_cli({**env, variable: str(a_file)}, "sandboxes", "list")
+        assert refused.returncode == 2, refused.stderr
+        assert one_error_line(refused) == (
+            f"error: {variable} must name a directory, not the file {a_file}"
+        )
     assert "no local daemon runs" in run_cli(env, "daemon", "status").stdout
 
 

@@ -228,6 +228,10 @@ def ensure_daemon(
     to one started here, and two clients of different settings do not replace each
     other's daemon in turn."""
     check_local_environment()  # the values a daemon started here would read
+    for name in (CACHE_ENV, STATE_DIR_ENV):  # directories it makes when missing
+        named = os.environ.get(name)
+        if named and Path(named).expanduser().exists() and not Path(named).expanduser().is_dir():
+            raise ConfigError(f"{name} must name a directory, not the file {named}")
     wanted = local_settings() if settings is None else settings
     directory = private_data_dir(data_dir).absolute()  # the daemon runs elsewhere
     path = socket_path(directory)
