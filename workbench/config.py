@@ -192,9 +192,21 @@ def profile_problem(name: str, token_env: str | None = None) -> str | None:
     return None
 
 
+_AUTHORITY = re.compile(r"[^:/?#]*://([^/?#]*)")
+"""What follows a URL's scheme up to its path: where `user:password@` would be."""
+
+
 def url_problem(url: str, *, allow_insecure: bool) -> str | None:
     """Why `url` cannot be a gateway URL, or None. Plain `http://` would send the bearer
     token in clear text, so it is only for loopback hosts unless explicitly allowed."""
+    authority = _AUTHORITY.match(url)
+    if authority is not None and "@" in authority.group(1):  # not quoted: it holds them
+        return (
+            "the URL holds credentials (user:password@): give the gateway's URL without "
+            "them (the profile's token is its credential)"
+        )
+    if url != url.strip():
+        return f"{url!r} has spaces around it"
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (reading it checks it: 0-65535, digits only)
