@@ -16,6 +16,7 @@ import pytest
 
 from tests.sync.conftest import fresh_id, local_tree, remote_tree
 from workbench.api import Backend, ErrorCode, SandboxClient, Transport
+from workbench.protocol import errors
 from workbench.protocol.errors import error_response
 from workbench.protocol.http import (
     Response,
@@ -375,6 +376,57 @@ async def test_directories_removed_together_take_one_listing_and_one_batch(
         ]
     else:
         assert len(gateway.of("/files")) == 3 + 2 * 19  # each listed and deleted again
+
+
+class WritingDuringDelete(Gateway):
+    """As the sync deletes `during` (one request), a guest writes `written` first."""
+
+    def __init__(self, inner: Transport, sandbox: SandboxClient, during: str, written: str):
+        super().__init__(inner)
+        self.sandbox, self.during, self.written = sandbox, during, written
+        self.wrote = False
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: Any = None,
+    ) -> Response:
+        if isinstance(body, dict) and (body.get("op"), body.get("path")) == ("delete", self.during):
+            try:
+                await self.sandbox.write_file(self.written, "the guest's output")
+                self.wrote = True
+            except errors.FileNotFoundError:  # its directory went already
+                pass
+        return await super().request(method, path, body, timeout=timeout, on_event=on_event)
+
+
+async def test_a_guest_file_written_while_directories_are_removed_is_not_lost(
+    backend: Backend, client: SandboxClient, folder: Path
+) -> None:
+    """The directories wholly the sync's were deleted in one batch only after those
+    holding a guest's entry had been cleared entry by entry: a file a guest wrote into one
+    of them meanwhile went with it (found by a review). The batch now goes first."""
+    for name in ("d0", "d1", "d2"):
+        (folder / name / "sub").mkdir(parents=True)
+        (folder / name / "sub" / "f.txt").write_text(name)
+    gateway = WritingDuringDelete(
+        backend.transport, client, "/workspace/d0/sub", "/workspace/d1/guest-output.txt"
+    )
+    sync = FolderSync(folder, through(backend, client, gateway))
+    await sync.initial_sync()
+    await client.write_file("d0/guest.txt", "kept")
+    for name in ("d0", "d1", "d2"):
+        shutil.rmtree(folder / name)
+    report = await sync.sync_all()
+    assert not report.errors, report.errors
+    tree = await remote_tree(client)
+    assert tree["d0/guest.txt"] == b"kept"
+    if gateway.wrote:  # the guest's file is never the sync's to delete
+        assert tree.get("d1/guest-output.txt") == b"the guest's output", tree
 
 
 async def test_a_batch_failing_in_transit_is_sent_again(

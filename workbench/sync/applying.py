@@ -544,15 +544,19 @@ class _BatchedPass:
             if holder is not None:
                 contents[holder].append((path, info.is_directory))
         whole: list[Step] = []
+        partly: list[tuple[str, dict[str, bool], list[str]]] = []
         for top in tops:
             if top not in directories:  # already gone, or no longer a directory
                 applier.forget(top)
                 continue
             deletable, kept = applier.sort_directory(contents[top], removable)
             if kept:
-                await applier.delete_around(top, deletable, kept)
+                partly.append((top, deletable, kept))
             else:
                 whole.append(self._delete("delete", top, recursive=True))
+        # The whole ones go right after the listing: what a guest writes into one of them
+        # in between goes with it (no precondition covers a directory's entries), so the
+        # time between the two is one request, however many others hold a guest's entry.
         for chunk in self._chunks(whole):
             await self._send(chunk)
         if self.refused:  # a refused batch: its directories one by one, listed again
@@ -561,6 +565,8 @@ class _BatchedPass:
             self.unsent = [step for step in self.unsent if id(step) not in batched]
             for step in left:
                 await applier.delete_directory(step.relative, removable)
+        for top, deletable, kept in partly:
+            await applier.delete_around(top, deletable, kept)
 
     async def _send_concurrently(self, chunks: list[list[Step]]) -> None:
         """The upload-only batches, `BATCH_CONCURRENCY` at a time; the first transient
