@@ -613,8 +613,11 @@ def _read_document(path: Path) -> tuple[tomlkit.TOMLDocument, dict[str, Any]]:
 def _locked(lock_file: Path) -> Iterator[None]:
     """Hold an exclusive lock on `lock_file` (created 0600 if missing, never removed:
     removing it would let two processes lock two different files)."""
-    descriptor = os.open(private_file(lock_file), os.O_RDONLY | os.O_CLOEXEC)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    descriptor = os.open(private_file(lock_file), flags)  # a FIFO planted there: no wait
     try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ConfigError(f"cannot write the config: {lock_file} is not a regular file")
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
     finally:

@@ -210,6 +210,20 @@ def test_a_config_that_is_not_a_small_regular_file_is_refused_at_once(tmp_path: 
     )
 
 
+def test_a_lock_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO planted where the save's lock goes made `profiles add` wait for ever (found
+    by a review)."""
+    env = cli_env(tmp_path)
+    path = write_config(tmp_path, USER_CONFIG)
+    os.mkfifo(path.with_name("config.toml.lock"))
+    added = run_cli(env, "profiles", "add", "p", "--url", URL, "--token-env", "T", timeout=30)
+    assert added.returncode == 2
+    assert one_error_line(added) == (
+        f"error: cannot write the config: {path}.lock is not a regular file"
+    )
+    assert path.read_text() == USER_CONFIG
+
+
 def test_saving_reads_the_file_again_within_the_same_bounds(tmp_path: Path) -> None:
     """`save` reads the file as it is then: one grown past the limit meanwhile, or made a
     FIFO, is an error, and stays as it was."""
