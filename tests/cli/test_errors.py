@@ -4,6 +4,7 @@ found); `--debug` or $SANDBOX_WORKBENCH_DEBUG shows the traceback."""
 
 from __future__ import annotations
 
+import json
 import socket
 import sqlite3
 import subprocess
@@ -190,6 +191,24 @@ def test_code_and_files_too_large_are_refused_before_they_are_read_whole(
         "error: /dev/zero is over 1,048,576 bytes: a workspace file holds at most 1 MiB"
     )
     assert not (tmp_path / "data").exists()  # nothing was sent
+
+
+def test_a_code_file_s_line_ends_are_read_as_text_mode_reads_them(tmp_path: Path) -> None:
+    """Reading code as bytes (to bound it) sent a CRLF file's carriage returns to the
+    guest, where they end up in its strings (found by a review)."""
+    require_engine("perl")
+    env = cli_env(tmp_path)
+    script = tmp_path / "crlf.pl"
+    script.write_bytes(b'my $text = "one\r\ntwo";\r\nlength $text\r')
+    try:
+        for source, stdin in ((str(script), None), ("-", script.read_bytes().decode())):
+            ran = run_cli(env, "run", "-b", "PERL", "--json", source, stdin=stdin)
+            assert ran.returncode == 0, ran.stderr
+            answer = json.loads(ran.stdout)
+            assert answer["code"] == 'my $text = "one\ntwo";\nlength $text\n'
+            assert answer["results"] == [{"text": "7"}]
+    finally:
+        run_cli(env, "daemon", "stop")
 
 
 def test_code_at_the_size_limit_in_any_script_fits_the_daemon_s_body_cap(

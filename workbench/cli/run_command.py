@@ -56,19 +56,24 @@ def read_code(code: str | None, source: str | None) -> str:
     if source is None:
         raise click.UsageError("nothing to run: give -c CODE, a FILE, or - to read stdin")
     name = "stdin" if source == "-" else source
-    limit = CODE_BYTES_CAP + len(BOM.encode())
+    too_large = CommandError(
+        f"{name} is over {CODE_BYTES_CAP:,} bytes: a run takes no more", EXIT_USAGE
+    )
+    limit = 2 * CODE_BYTES_CAP + len(BOM.encode())  # room for CRLF line ends, no more
     data = read_source(source, limit)
-    if len(data) > limit:  # the gateway would refuse it (spec 2.2.1), read no further
-        raise CommandError(
-            f"{name} is over {CODE_BYTES_CAP:,} bytes: a run takes no more", EXIT_USAGE
-        )
+    if len(data) > limit:  # the gateway would refuse it (spec 2.2.1): read no further
+        raise too_large
     try:
-        return data.decode("utf-8").removeprefix(BOM)
+        text = data.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as error:
         raise click.UsageError(
             f"cannot read {name}: not UTF-8 text (byte {error.object[error.start]:#04x} "
             f"at offset {error.start})"
         ) from error
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads it
+    if len(text.encode("utf-8")) > CODE_BYTES_CAP:
+        raise too_large
+    return text
 
 
 async def binding_for_language(backend: Backend, language: str) -> str:
