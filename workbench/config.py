@@ -196,6 +196,16 @@ _AUTHORITY = re.compile(r"[^:/?#]*://([^/?#]*)")
 """What follows a URL's scheme up to its path: where `user:password@` would be."""
 
 
+def shown_url(url: str) -> str:
+    """`url` with any `user:password@` masked, as listings show it (a URL stored by a
+    version that took credentials in it)."""
+    authority = _AUTHORITY.match(url)
+    if authority is None or "@" not in authority.group(1):
+        return url
+    start, end = authority.span(1)
+    return f"{url[:start]}***@{authority.group(1).rpartition('@')[2]}{url[end:]}"
+
+
 def url_problem(url: str, *, allow_insecure: bool) -> str | None:
     """Why `url` cannot be a gateway URL, or None. Plain `http://` would send the bearer
     token in clear text, so it is only for loopback hosts unless explicitly allowed."""
@@ -205,8 +215,8 @@ def url_problem(url: str, *, allow_insecure: bool) -> str | None:
             "the URL holds credentials (user:password@): give the gateway's URL without "
             "them (the profile's token is its credential)"
         )
-    if url != url.strip():
-        return f"{url!r} has spaces around it"
+    if any(character.isspace() for character in url):
+        return f"{url!r} has a space or a line end in it"
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (reading it checks it: 0-65535, digits only)

@@ -126,18 +126,31 @@ def test_a_malformed_url_is_a_usage_error_wherever_it_is_given(tmp_path: Path) -
     assert used.returncode == 2 and "is not a valid URL" in one_error_line(used)
 
 
-def test_a_url_with_credentials_or_spaces_around_it_is_refused(tmp_path: Path) -> None:
+def test_a_url_with_credentials_or_spaces_is_refused(tmp_path: Path) -> None:
     """`https://user:SECRETPASS@host` was stored and shown whole by `profiles list` and in
     every error naming the gateway; ` https://…` was stored as typed."""
     env = cli_env(tmp_path, TOKEN="t" * 20)
     for url, expected in [
         ("https://user:SECRETPASS@gw.example", "the URL holds credentials (user:password@)"),
-        (" https://gw.example", "' https://gw.example' has spaces around it"),
+        (" https://gw.example", "' https://gw.example' has a space or a line end in it"),
+        ("https://gw.exa mple", "'https://gw.exa mple' has a space or a line end in it"),
     ]:
         added = run_cli(env, "profiles", "add", "bad", "--token-env", "TOKEN", "--url", url)
         assert added.returncode == 2 and expected in added.stderr, added.stderr
         assert "SECRETPASS" not in added.stderr
         assert not config_path(tmp_path).exists()
+    # One an older version stored is listed masked, and refused when used.
+    write_config(
+        tmp_path,
+        '[profiles.old]\nurl = "https://user:SECRETPASS@gw.example/v"\ntoken_env = "TOKEN"\n',
+    )
+    listed = run_cli(env, "profiles", "list")
+    assert "old\thttps://***@gw.example/v\t" in listed.stdout
+    as_json = run_cli(env, "profiles", "list", "--json")
+    used = run_cli(env, "sandboxes", "list", "-p", "old")
+    assert used.returncode == 2 and "the URL holds credentials" in one_error_line(used)
+    for output in (listed, as_json, used):
+        assert "SECRETPASS" not in output.stdout + output.stderr
 
 
 def test_a_profile_name_or_token_variable_that_cannot_work_is_refused(tmp_path: Path) -> None:

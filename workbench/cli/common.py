@@ -373,6 +373,8 @@ async def with_backend(
         if not isinstance(cause, malformed):
             raise
         if backend.engines is not None:  # the local backend: a bug, not a bad answer
+            if isinstance(cause, UnreadableAnswer):
+                raise  # the answer's own error says what it was
             raise cause from None
         if isinstance(error, SandboxError) and error.http_status == 401:
             raise MalformedAnswerError(

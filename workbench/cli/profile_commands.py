@@ -18,6 +18,7 @@ from workbench.config import (
     keyring_delete,
     keyring_set,
     profile_problem,
+    shown_url,
     url_problem,
 )
 
@@ -44,7 +45,7 @@ def _profile_json(profile: RemoteProfile) -> dict[str, object]:
     return {
         "name": profile.name,
         "kind": "remote",
-        "url": profile.url,
+        "url": shown_url(profile.url),
         "token": profile.token_source,
     }
 
@@ -72,7 +73,7 @@ def list_command(as_json: bool) -> None:
         return
     echo_untrusted(f"{LOCAL_PROFILE}\tembedded local backend")
     for profile in remotes:
-        echo_untrusted(f"{profile.name}\t{profile.url}\ttoken: {profile.token_source}")
+        echo_untrusted(f"{profile.name}\t{shown_url(profile.url)}\ttoken: {profile.token_source}")
 
 
 @profiles_group.command(
