@@ -7,6 +7,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,9 @@ from workbench.api import SandboxClient
 from workbench.core.host_paths import HostPathError
 from workbench.sync import MAX_FILE_BYTES, FolderSync, IgnoreRules
 from workbench.sync import folder_sync as sync_engine
+from workbench.sync import local as sync_local
 from workbench.sync.local import LocalScan, read_regular_file, scan_folder
+from workbench.sync.relative_paths import is_under, is_under_any
 
 SECRET = b"outside the folder: must never reach the sandbox"
 
@@ -166,14 +169,90 @@ def test_a_link_to_a_directory_that_holds_it_is_skipped(tmp_path: Path) -> None:
 
 def test_links_that_fan_out_are_followed_to_a_bound(tmp_path: Path) -> None:
     """Two links to the next level at each of 16 levels lead to 2^16 paths: the scan
-    stops following links past twice what a sandbox holds, and says so."""
+    takes what it can of them whole, skips each link whose copy does not fit whole, and
+    says so; every real entry is there."""
+    real = set()
     for level in range(16):
         (tmp_path / f"d{level}").mkdir()
         (tmp_path / f"d{level}" / "f.txt").write_text(str(level))
+        real |= {f"d{level}", f"d{level}/f.txt"}
         if level:
             for name in ("x", "y"):
                 (tmp_path / f"d{level - 1}" / name).symlink_to(f"../d{level}")
     scan = scan_folder(tmp_path, IgnoreRules(tmp_path))
-    assert 8_192 <= len(scan.entries) <= 8_192 + 16 * 4
-    assert {notice.code for notice in scan.notices} == {"SYMLINK_SKIPPED"}
-    assert {"d0/x/x/y/f.txt", "d15/f.txt"} <= set(scan.entries)  # shallow copies first
+    assert real <= set(scan.entries) and len(scan.entries) <= len(real) + 8_192
+    assert scan.cut_links and {notice.code for notice in scan.notices} == {"SYMLINK_SKIPPED"}
+    assert {notice.path for notice in scan.notices} == scan.cut_links
+    for link in scan.links:  # a copy taken is whole: as deep as its directory goes
+        assert link in scan.entries and f"{link}/f.txt" in scan.entries
+    assert not any(is_under_any(path, scan.cut_links) for path in scan.entries)
+
+
+def test_many_links_to_one_large_directory_are_scanned_in_bounded_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """500 links to a directory of 2,000 files: the scan went on listing and stat'ing
+    every copy after the bound (1.25 million stats, 21 s), and left most links as empty
+    directories without a word (found by a review). Now it stops taking copies at the
+    bound, skips the links it could not take whole, and says so for each."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for number in range(2_000):
+        (shared / f"f{number}").write_text("")
+    for number in range(500):
+        (tmp_path / f"link{number:03}").symlink_to("shared")
+    looked_at = 0
+    original = sync_local._entry_for
+
+    def counted(*args: Any) -> Any:
+        nonlocal looked_at
+        looked_at += 1
+        return original(*args)
+
+    monkeypatch.setattr(sync_local, "_entry_for", counted)
+    scan = scan_folder(tmp_path, IgnoreRules(tmp_path))
+    assert looked_at <= 2_501 + 8_192 + 2 * 500
+    copied = {link for link in scan.links if link.startswith("link")}
+    assert copied and len(copied) + len(scan.cut_links) == 500
+    assert {notice.path for notice in scan.notices} == scan.cut_links
+    for link in copied:
+        assert sum(is_under(path, link) for path in scan.entries) == 2_001
+
+
+def test_a_scan_of_a_part_skips_the_links_the_whole_scan_cut(tmp_path: Path) -> None:
+    """A scan of one path took a link's copy that the scan of the whole folder had cut,
+    and the next full pass deleted it again, at every change (found by a review)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for number in range(3_000):
+        (shared / f"f{number}").write_text("")
+    for name in ("a", "b", "c", "d"):
+        (tmp_path / name).symlink_to("shared")
+    whole = scan_folder(tmp_path, IgnoreRules(tmp_path))
+    assert whole.cut_links == {"c", "d"}
+    for start in ("d", "d/f7"):
+        part = scan_folder(tmp_path, IgnoreRules(tmp_path), start, cut_links=whole.cut_links)
+        assert not part.entries and part.cut_links == {"d"}
+    assert len(scan_folder(tmp_path, IgnoreRules(tmp_path), "d").entries) == 3_001
+
+
+async def test_links_cut_by_the_bound_stay_cut_between_full_passes(
+    folder: Path, sandbox: SandboxClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass over a changed path took the copies the full pass had cut, and the next
+    full pass deleted them again, at every change (found by a review)."""
+    monkeypatch.setattr(sync_local, "_LINKED_ENTRIES", 12)
+    (folder / "shared").mkdir()
+    for number in range(5):
+        (folder / "shared" / f"f{number}").write_text(str(number))
+    for name in ("a", "b", "c"):
+        (folder / name).symlink_to("shared")
+    sync = FolderSync(folder, sandbox)
+    first = await sync.initial_sync()
+    assert sorted(notice.path for notice in first.notices) == ["b", "c"]
+    (folder / "shared" / "f1").write_text("changed")
+    report = await sync.sync_paths([folder / "shared" / "f1", folder / "b" / "f1"])
+    assert sorted(report.uploaded) == ["a/f1", "shared/f1"]
+    assert not (await sync.sync_all()).changed
+    tree = await remote_tree(sandbox)
+    assert sorted(path for path in tree if "/" not in path) == ["a", "shared"]

@@ -77,7 +77,14 @@ from workbench.sync.manifest import (
     save_owned_entries,
 )
 from workbench.sync.planning import Plan, plan_pass
-from workbench.sync.relative_paths import ancestors, is_plain, is_under, is_under_any, top_level
+from workbench.sync.relative_paths import (
+    ancestors,
+    is_plain,
+    is_under,
+    is_under_any,
+    parent_of,
+    top_level,
+)
 from workbench.sync.sandbox_folder import SandboxFolder, TransientSyncError
 from workbench.sync.watching import PendingChanges, watch_folder
 
@@ -172,6 +179,9 @@ class FolderSync:
         """The folder's symlinks to its own files and directories, as the scans found
         them (see `LocalScan.links`): a pass over a path also passes over the same path
         through the links (`_linked_paths`)."""
+        self._cut_links: set[str] = set()
+        """Links to directories the last scan of the whole folder skipped whole (see
+        `LocalScan.cut_links`): scans of a part skip them too."""
         self._held_refusals: list[SyncIssue] | None = None
         """While a pass may plan its refused uploads again (`_apply`): their errors, told
         only if they stay."""
@@ -367,7 +377,11 @@ class FolderSync:
                 local = self._scan_into(report, None)
                 current = list(self.manifest)
             else:
-                scope = top_level([*scope, *self._linked_paths(set(scope))])
+                scope = top_level(
+                    path
+                    for path in [*scope, *self._linked_paths(set(scope))]
+                    if not is_under_any(parent_of(path), self._cut_links)
+                )
                 local = {}
                 for relative in scope:
                     if self.rules.is_ignored(relative, host_path(self.root, relative).is_dir()):
@@ -450,6 +464,8 @@ class FolderSync:
                 if other not in found and other not in changed:
                     found.add(other)
                     waiting.append(other)
+                    if len(found) >= _LINKED_PATHS:
+                        break
         return found
 
     def _local_ancestors(self, relative: str) -> dict[str, LocalEntry]:
@@ -460,7 +476,12 @@ class FolderSync:
         }
 
     def _scan_into(self, report: SyncReport, start: str | None) -> dict[str, LocalEntry]:
-        scan = scan_folder(self.root, self.rules, start or "")
+        if start is None:
+            scan = scan_folder(self.root, self.rules)
+            self._cut_links = set(scan.cut_links)
+        else:
+            scan = scan_folder(self.root, self.rules, start, cut_links=self._cut_links)
+            self._cut_links |= scan.cut_links
         self._links = {
             link: target for link, target in self._links.items() if not is_under(link, start or "")
         }

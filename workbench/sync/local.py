@@ -19,7 +19,7 @@ import hashlib
 import os
 import stat
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Final
 from workbench.core.host_paths import host_path
 from workbench.protocol import errors
 from workbench.sync.events import EmitEvent, EventKind, SyncIssue, SyncReport
-from workbench.sync.relative_paths import ancestors
+from workbench.sync.relative_paths import ancestors, is_under_any
 
 if TYPE_CHECKING:
     from workbench.sync.ignore import IgnoreRules
@@ -83,6 +83,9 @@ class LocalScan:
     """Symlinks to files and directories inside the folder: link path → target path
     (both folder-relative, the target without links). A change is an event of one of
     the paths only (the target's, as the watcher reports it)."""
+    cut_links: set[str] = field(default_factory=set)
+    """Links to directories skipped whole because the folder's links lead to more than
+    a scan takes (`scan_folder`)."""
 
 
 def _inside(root_real: str, target: str) -> bool:
@@ -197,39 +200,51 @@ def _identity(path: str) -> tuple[int, int] | None:
     return (info.st_dev, info.st_ino)
 
 
-def scan_folder(root: Path, rules: IgnoreRules, start: str = "") -> LocalScan:
+def scan_folder(
+    root: Path, rules: IgnoreRules, start: str = "", *, cut_links: Collection[str] = ()
+) -> LocalScan:
     """Every non-ignored entry at and under `start` ('' = the whole folder).
 
     Ancestors of `start` are not checked here (callers check `rules.is_ignored`).
     Symlinks inside the folder are followed, so what a link to a directory leads to is
     listed under the link's path too (the sandbox has no links), whichever of the two a
-    scan starts from; a link to a directory that holds it (a cycle) is skipped, and
-    links stop being followed past `_LINKED_ENTRIES` entries taken through them.
+    scan starts from. A link to a directory that holds it (a cycle) is skipped. Once
+    `_LINKED_ENTRIES` entries were taken through links, no more are listed, and a link
+    whose copy could not be taken whole is skipped whole (`LocalScan.cut_links`), as are
+    the `cut_links` an earlier scan of the whole folder skipped, so that a scan of a part
+    decides as the scan of the whole did.
     """
     scan = LocalScan()
     root_real = os.path.realpath(root)
-    # Breadth first, so that links past the bound lose their deepest copies first:
-    # (relative, full path, the identities of the directories above it, whether reached
-    # through a directory link).
-    waiting: deque[tuple[str, str, frozenset[tuple[int, int] | None], bool]] = deque()
-    above = frozenset(
-        _identity(str(host_path(root, path)) if path else str(root))
-        for path in ["", *ancestors(start)]
-    )
+    cut = scan.cut_links
+    # Breadth first, so that the copies cut by the bound are the deepest: (relative,
+    # full path, the identities of the directories above it, the outermost link it was
+    # reached through).
+    waiting: deque[tuple[str, str, frozenset[tuple[int, int] | None], str | None]] = deque()
     if start:
         start_path = str(host_path(root, start))
+        top_link = _outermost_link(root, start)
+        if top_link is not None and top_link in cut_links:
+            cut.add(top_link)
+            return _without_cut_links(scan)
         entry, real = _entry_for(root_real, start_path, start, scan)
         if entry is None:
             return scan
         scan.entries[start] = entry
         if not entry.is_dir:
             return scan
-        waiting.append((start, real or start_path, above, start in scan.links))
+        above = frozenset(
+            _identity(str(host_path(root, path)) if path else str(root))
+            for path in ["", *ancestors(start)]
+        )
+        waiting.append((start, real or start_path, above, top_link))
     else:
-        waiting.append(("", str(root), frozenset(), False))
+        waiting.append(("", str(root), frozenset(), None))
     linked_entries = 0
     while waiting:
-        relative_dir, full_dir, chain, linked = waiting.popleft()
+        relative_dir, full_dir, chain, top_link = waiting.popleft()
+        if top_link in cut:
+            continue  # its copy is dropped whole: listing more of it is wasted
         identity = _identity(full_dir)
         if identity is None:
             continue
@@ -250,21 +265,43 @@ def scan_folder(root: Path, rules: IgnoreRules, start: str = "") -> LocalScan:
             if entry is None or rules.is_ignored_child(relative, entry.is_dir):
                 scan.links.pop(relative, None)
                 continue
-            through_link = linked or (entry.is_dir and relative in scan.links)
-            if through_link:
-                if linked_entries >= _LINKED_ENTRIES:
-                    if relative in scan.links:
-                        del scan.links[relative]
-                        _skip_link(
-                            scan,
-                            relative,
-                            f"the folder's links lead to over {_LINKED_ENTRIES} entries",
-                        )
+            reached_through = top_link
+            if reached_through is None and entry.is_dir and relative in scan.links:
+                reached_through = relative
+            if reached_through is not None:
+                if reached_through in cut_links or linked_entries >= _LINKED_ENTRIES:
+                    cut.add(reached_through)
+                    if top_link is not None:
+                        break  # the rest of this directory is that copy's too
                     continue
                 linked_entries += 1
             scan.entries[relative] = entry
             if entry.is_dir:
-                waiting.append((relative, real or full, chain, through_link))
+                waiting.append((relative, real or full, chain, reached_through))
+    return _without_cut_links(scan)
+
+
+def _outermost_link(root: Path, relative: str) -> str | None:
+    """The first of `relative`'s ancestors, or itself, that is a symlink to a directory."""
+    path = ""
+    for segment in relative.split("/"):
+        path = f"{path}/{segment}" if path else segment
+        full = host_path(root, path)
+        if full.is_symlink() and full.is_dir():
+            return path
+    return None
+
+
+def _without_cut_links(scan: LocalScan) -> LocalScan:
+    """`scan` less every entry and link at or under its cut links, each said once."""
+    cut = scan.cut_links
+    if cut:
+        for path in [path for path in scan.entries if is_under_any(path, cut)]:
+            del scan.entries[path]
+        for link in [link for link in scan.links if is_under_any(link, cut)]:
+            del scan.links[link]
+        for link in sorted(cut):
+            _skip_link(scan, link, f"the folder's links lead to over {_LINKED_ENTRIES} entries")
     return scan
 
 
