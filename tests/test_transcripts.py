@@ -23,14 +23,17 @@ from workbench.api import (
     ContextRef,
     ExecutionError,
     ExecutionResult,
+    MockTransport,
     ResultEntry,
     Usage,
 )
 from workbench.backends.local import open_local_backend
+from workbench.protocol.http import Request, Response
 from workbench.transcripts import (
     ContextSpec,
     Outcome,
     RecordedCell,
+    ReplayError,
     Transcript,
     TranscriptError,
     Workspace,
@@ -364,6 +367,66 @@ def test_the_pytest_plugin_replays_each_file_as_a_test(tmp_path: Path) -> None:
     )
     assert unknown.returncode == 1
     assert "unknown profile 'staging'" in unknown.stdout
+
+
+def test_the_pytest_plugin_takes_a_folder_named_through_dotdot_and_neutralises_failures(
+    tmp_path: Path,
+) -> None:
+    """`--sandbox-transcripts ../transcripts` collected nothing, and passed (paths were
+    compared as text, `..` and all); a failure's message from the transcript or the
+    gateway (here a cwd with an OSC sequence) reached the terminal raw (found by an
+    attack review)."""
+    require_engine("perl")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_own.py").write_text("def test_own():\n    pass\n")
+    folder = tmp_path / "transcripts"
+    folder.mkdir()
+    cell = {"code": "6 * 7", "outcome": {"results": [{"text": "42"}]}}
+    good = {**GOOD, "workspace": None, "sandbox": {}, "cells": [cell]}
+    (folder / "good.json").write_text(json.dumps(good))
+    hostile = copy.deepcopy(good)
+    hostile["context"]["cwd"] = "/../../etc\x1b]0;T\x07"
+    (folder / "hostile.json").write_text(json.dumps(hostile))
+    env = {
+        "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data"),
+        "SANDBOX_WORKBENCH_CONFIG_DIR": str(tmp_path / "config"),
+    }
+    ran = run_pytest(
+        project, "-p", "no:cacheprovider", "--sandbox-transcripts", "../transcripts", **env
+    )
+    assert ran.returncode == 1, ran.stdout
+    assert "1 failed, 2 passed" in ran.stdout
+    assert "Path escapes /workspace: /../../etc\\x1b]0;T\\x07" in ran.stdout
+    assert "\x1b]" not in ran.stdout and "\x07" not in ran.stdout
+
+
+async def test_a_context_transcript_on_a_gateway_running_its_language_statelessly_fails() -> None:
+    """Only a local extension's contexts (Ruby's) are a known difference: a gateway that
+    ran Python statelessly turned every Python transcript's replay green (found by an
+    attack review)."""
+    runtimes = {
+        "runtimes": [
+            {"binding": "PYTHON", "language": "python", "engine": "x", "contexts": False},
+            {"binding": "RUBY", "language": "ruby", "engine": "x", "contexts": False},
+        ]
+    }
+
+    def handle(request: Request) -> Response:
+        assert (request.method, request.path) == ("GET", "/v1/runtimes"), request
+        return Response(200, json.dumps(runtimes).encode())
+
+    gateway = Backend(MockTransport(handle), name="stateless")
+    python = parse_transcript(
+        {**GOOD, "context": {"binding": "PYTHON", "language": "python", "cwd": "/workspace"}}
+    )
+    with pytest.raises(ReplayError, match="runs PYTHON statelessly only"):
+        await replay_transcript(gateway, python)
+    ruby = parse_transcript(
+        {**GOOD, "context": {"binding": "RUBY", "language": "ruby", "cwd": "/workspace"}}
+    )
+    report = await replay_transcript(gateway, ruby)
+    assert report.known_difference is not None and not report.cells
 
 
 async def test_an_export_says_where_a_checkpoint_was_restored(local: Backend) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from workbench.api import neutralise
+from workbench.api import encodable, neutralise
 
 if TYPE_CHECKING:
     from workbench.transcripts.replay import ReplayReport
@@ -46,8 +46,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def transcripts_dir(config: pytest.Config) -> Path | None:
+    """The folder, absolute and without `..` (as pytest makes the paths it collects:
+    `is_relative_to` compares the text of paths)."""
     value = config.getoption(TRANSCRIPTS_OPTION)
-    return None if value is None else Path(value).absolute()
+    return None if value is None else Path(os.path.abspath(value))
 
 
 def replay_profile(config: pytest.Config) -> str:
@@ -66,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--sandbox-transcripts: {folder} is not a directory")
     # Appended only when no given path holds it: pytest collects overlapping paths once,
     # from the deepest, which would leave out the rest of a path that holds the folder.
-    given = [Path(arg.split("::")[0]).absolute() for arg in config.args]
+    given = [Path(os.path.abspath(arg.split("::")[0])) for arg in config.args]
     if not any(folder.is_relative_to(path) for path in given):
         config.args.append(str(folder))
 
@@ -132,7 +134,7 @@ class TranscriptItem(pytest.Item):
         except SandboxError as error:
             raise TranscriptFailure(f"cannot replay on {profile}: {error.message}") from None
         if report.known_difference is not None:
-            pytest.skip(report.known_difference)
+            pytest.skip(neutralise(report.known_difference))
         if report.divergences:
             raise TranscriptFailure(divergence_text(report))
 
@@ -140,11 +142,14 @@ class TranscriptItem(pytest.Item):
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
     ) -> str | Any:
         if isinstance(excinfo.value, TranscriptFailure):
-            return str(excinfo.value)
+            # pytest prints it as it is: a transcript's or a gateway's text may hold
+            # escape sequences or lone surrogates.
+            return neutralise(encodable(str(excinfo.value)))
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"replay {self.path.name} on {replay_profile(self.config)}"
+        where = f"replay {self.path.name} on {replay_profile(self.config)}"
+        return self.path, None, neutralise(encodable(where))
 
 
 def divergence_text(report: ReplayReport) -> str:
@@ -163,4 +168,4 @@ def divergence_text(report: ReplayReport) -> str:
     if report.unset_env_vars:
         keys = ", ".join(report.unset_env_vars)
         lines += ["", f"not set (no recorded value): {keys}"]
-    return neutralise("\n".join(lines))
+    return "\n".join(lines)  # neutralised by `repr_failure`

@@ -172,11 +172,15 @@ async def replay_transcript(
         if value is None
     )
     if not runtime.contexts:
-        local_only = spec.language in LOCAL_ONLY_CONTEXT_LANGUAGES
-        extension = f" ({spec.language} contexts are a local extension)" if local_only else ""
+        if spec.language not in LOCAL_ONLY_CONTEXT_LANGUAGES:  # not a difference we made
+            raise ReplayError(
+                f"the transcript ran in a {spec.language} code context, and {backend.name} "
+                f"runs {runtime.binding} statelessly only"
+            )
         reason = (
             f"known difference: the transcript ran in a {spec.language} code context, and "
-            f"{backend.name} runs {runtime.binding} statelessly{extension}; not replayed"
+            f"{backend.name} runs {runtime.binding} statelessly ({spec.language} contexts "
+            "are a local extension); not replayed"
         )
         return ReplayReport(backend.name, runtime.binding, [], unset, reason)
     await prepare(backend, runtime.language)
