@@ -18,6 +18,22 @@ from workbench.cli.main import main
 from workbench.config import DEFAULT_TIMEOUT_S
 
 
+def test_exporting_from_a_sandbox_that_does_not_exist_makes_none(tmp_path: Path) -> None:
+    """With a prefix of a context id, `transcript export` listed the sandbox's contexts
+    first, which made the sandbox, then said it had no such context (found by an attack
+    review)."""
+    env = cli_env(tmp_path)
+    try:
+        for context in ("95a56d20", "00000000-0000-4000-8000-000000000000"):
+            args = ("transcript", "export", "-s", "zzz", "--context", context, "-o", "-")
+            exported = run_cli(env, *args)
+            assert exported.returncode == 4, exported.stderr
+            assert one_error_line(exported).startswith("error: no sandbox 'zzz' on local")
+        assert run_cli(env, "sandboxes", "list").stdout == "no sandboxes\n"
+    finally:
+        run_cli(env, "daemon", "stop")
+
+
 def test_destroy_and_rm_say_when_there_was_nothing(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     try:

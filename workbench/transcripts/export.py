@@ -63,6 +63,13 @@ async def _workspace(sandbox: SandboxClient) -> Workspace:
     return Workspace(tuple(directories), tuple(files))
 
 
+async def require_sandbox(backend: Backend, sandbox_id: str) -> None:
+    """Raise `ExportError` unless the sandbox exists, asked without touching it (any
+    request to a sandbox brings it into being)."""
+    if sandbox_id not in {summary.id for summary in await backend.list_sandboxes()}:
+        raise ExportError(f"no sandbox {sandbox_id!r} on {backend.name}", not_found=True)
+
+
 async def export_context(
     backend: Backend,
     sandbox_id: str,
@@ -79,8 +86,7 @@ async def export_context(
     no history (the Worker gateway). A context's own env vars are not reported by the
     gateway protocol, so the transcript records none.
     """
-    if sandbox_id not in {summary.id for summary in await backend.list_sandboxes()}:
-        raise ExportError(f"no sandbox {sandbox_id!r} on {backend.name}", not_found=True)
+    await require_sandbox(backend, sandbox_id)
     sandbox = backend.sandbox(sandbox_id)
     info = await sandbox.get_info()
     context: ContextInfo | None = next(
