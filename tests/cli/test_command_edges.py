@@ -95,6 +95,8 @@ def test_an_invalid_sandbox_id_is_refused_before_a_daemon_starts(tmp_path: Path)
         (("contexts", "list", "-s", "a/b"), "'-s'", 'id "a/b": must match'),
         (("diff", "--against", "local", "-s", "x" * 64, "-l", "perl", "-c", "1"), "'-s'", "{1,63}"),
         (("watch", str(tmp_path), "--once", "-s", "Admin"), "'-s'", "'Admin' is a reserved"),
+        # Quoted neutralised: it printed the escape sequence raw (found by an attack review).
+        (("files", "ls", "a\x1b]0;T\x07"), "'SANDBOX_ID'", '"a\\x1b]0;T\\x07": must match'),
     ]
     try:
         for args, option, problem in cases:
@@ -102,6 +104,7 @@ def test_an_invalid_sandbox_id_is_refused_before_a_daemon_starts(tmp_path: Path)
             assert refused.returncode == 2, args
             assert f"{option}: Invalid sandbox id" in refused.stderr, args
             assert problem in refused.stderr, args
+            assert "\x1b" not in refused.stderr
         # Not one of them opened the local backend, which would have started its daemon.
         assert not (tmp_path / "data").exists()
         status = run_cli(env, "daemon", "status")

@@ -196,11 +196,11 @@ def sandbox_id_value(ctx: click.Context, param: click.Parameter, value: str | No
         return value
     if value == "":
         raise click.BadParameter("must not be empty")
-    from workbench.api import sandbox_id_error  # the API waits for a command
+    from workbench.api import neutralise, sandbox_id_error  # the API waits for a command
 
     problem = sandbox_id_error(value)
-    if problem is not None:
-        raise click.BadParameter(problem)
+    if problem is not None:  # it quotes the id, which may hold escape sequences
+        raise click.BadParameter(neutralise(problem))
     return value
 
 
