@@ -158,3 +158,24 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(env: dict[str, str])
     stderr = process.stderr.read()
     assert process.wait(timeout=60) == 1
     assert stderr == b"", stderr
+
+
+def test_a_transcript_exported_to_a_terminal_stays_valid_json(env: dict[str, str]) -> None:
+    """`transcript export -o -` printed JSON through the text path, whose `\\x9b` and
+    `\\x7f` are no JSON escapes: what a terminal showed did not parse (found by an attack
+    review). JSON goes out as `echo_json` writes it."""
+    require_engine("perl")
+    ran = piped(env, "run", "-s", "box", "-b", "PERL", "--json", "-c", 'print "a\\x{9b}b\\x7f"; 1')
+    assert ran.returncode == 0, ran.stderr
+    context_id = json.loads(ran.stdout)["context"]["id"]
+    try:
+        for file_format in ("json", "transcript", "ipynb"):
+            status, shown = on_terminal(
+                env, "transcript", "export", "-s", "box", "--context", context_id, "-o", "-",
+                "--format", file_format,
+            )  # fmt: skip
+            assert status == 0, shown
+            assert b"\x1b" not in shown and b"\xc2\x9b" not in shown
+            assert "a\x9bb\x7f" in json.dumps(json.loads(shown), ensure_ascii=False)
+    finally:
+        piped(env, "daemon", "stop")

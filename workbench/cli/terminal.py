@@ -87,10 +87,16 @@ def echo_untrusted(
 def echo_json(payload: Any, *, err: bool = False, indent: int | None = 2) -> None:
     """`payload` as JSON (indented, or one line with `indent=None`), which stays valid
     JSON on a terminal (`json_escaped`)."""
+    echo_json_text(json.dumps(payload, indent=indent, ensure_ascii=False), err=err)
+
+
+def echo_json_text(text: str, *, err: bool = False) -> None:
+    """A JSON document already written out, which stays valid JSON on a terminal: its
+    control characters escaped as JSON escapes (`echo_untrusted`'s `\x9b` is none)."""
     stream = _stream(err)
     if stream is None:
         return
-    text = _encodable(json.dumps(payload, indent=indent, ensure_ascii=False))
+    text = _encodable(text)
     if stream.isatty():
         from workbench.api.display import json_escaped
 

@@ -24,7 +24,7 @@ from workbench.cli.common import (
 )
 from workbench.cli.diff_command import show_comparison
 from workbench.cli.errors import CommandError
-from workbench.cli.terminal import echo_json, echo_untrusted
+from workbench.cli.terminal import echo_json, echo_json_text, echo_untrusted
 
 if TYPE_CHECKING:
     from workbench.api import Backend
@@ -135,7 +135,8 @@ async def export_command(
         note(f"note: {line}")
     text = export_text(exported, file_format)
     if output == "-":
-        echo_untrusted(text.removesuffix("\n"))
+        shown = echo_untrusted if file_format == "md" else echo_json_text
+        shown(text.removesuffix("\n"))
         return EXIT_OK
     if Path(output).is_dir():  # --force would not help: name a file in it
         raise CommandError(f"{output} is a directory: name a file in it", EXIT_USAGE)
