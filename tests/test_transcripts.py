@@ -222,6 +222,23 @@ def test_unreadable_files_are_one_line_errors(tmp_path: Path) -> None:
         read_transcript(binary)
     with pytest.raises(TranscriptError, match=r"cannot read .*missing\.json: No such file"):
         read_transcript(tmp_path / "missing.json")
+    # Found by an attack review: five million tiny cells took 2.4 GiB to parse; NaN came
+    # back out of `replay --json` as no JSON; a long integer's message was Python's
+    # advice; a FIFO waited for a writer for ever.
+    many = tmp_path / "many.json"
+    many.write_text('{"cells": [' + ",".join(['{"code": "1"}'] * 600_000) + "]}")
+    with pytest.raises(TranscriptError, match=r"many\.json holds more than 1,000,000 values"):
+        read_transcript(many)
+    for name, text, message in [
+        ("nan.json", '{"cells": [NaN]}', "NaN is not a JSON value"),
+        ("long.json", '{"version": ' + "9" * 5_000 + "}", "an integer of over 4,300 digits"),
+    ]:
+        (tmp_path / name).write_text(text)
+        with pytest.raises(TranscriptError, match=f"{name}: {message}$"):
+            read_transcript(tmp_path / name)
+    os.mkfifo(tmp_path / "fifo.json")
+    with pytest.raises(TranscriptError, match=r"fifo\.json: it is not a regular file"):
+        read_transcript(tmp_path / "fifo.json")
 
 
 @pytest.fixture
