@@ -54,6 +54,12 @@ async def test_a_transcript_from_local_replays_on_every_backend(
     into_a_folder = run_cli(env, *args[:-1], str(tmp_path), "--force")  # --force cannot help
     assert into_a_folder.returncode == 2
     assert one_error_line(into_a_folder) == f"error: {tmp_path} is a directory: name a file in it"
+    # A name ending in a slash wrote a file without it (found by an attack review).
+    for output in (f"{tmp_path}/new/", ""):
+        no_file = run_cli(env, *args[:-1], output)
+        assert no_file.returncode == 2
+        assert one_error_line(no_file) == f"error: {output!r} names no file: give the file's name"
+    assert not (tmp_path / "new").exists()
     data = json.loads(path.read_text())
     assert data["sandbox"] == {"envVars": {"GREETING": "hello"}}
     assert data["cells"][2]["outcome"]["error"] == {"name": "PerlError", "message": "boom"}

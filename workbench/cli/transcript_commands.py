@@ -3,6 +3,7 @@ context's cells with their outcomes, and run them again on any backend."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +112,8 @@ async def export_command(
         write_private_text,
     )
 
+    if output != "-" and (not output or output.endswith(os.sep)):  # Path() drops the slash
+        raise CommandError(f"{output!r} names no file: give the file's name", EXIT_USAGE)
     file_format = file_format or export_format_for(output)
     transcript_only = [
         flag for flag, given in (("--with-env", with_env), ("--with-files", with_files)) if given
