@@ -203,6 +203,18 @@ def with_change(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
             with_change(("workspace", "files", 0, "content"), "not base64!"),
             "workspace.files[0].content is not valid base64",
         ),
+        # These were found only as the replay reached them, and named neither cell nor
+        # file (found by an attack review).
+        (with_change(("cells", 0, "code"), " \n\t"), "cells[0].code: Non-empty code is required"),
+        (with_change(("cells", 0, "code"), "#" * 65_537), "cells[0].code: Code exceeds 64 KiB"),
+        (
+            with_change(("workspace", "directories"), ["data/in.txt/deeper"]),
+            "workspace: data/in.txt/deeper lies under the file data/in.txt",
+        ),
+        (
+            with_change(("workspace", "directories"), [f"d{n}" for n in range(4_096)]),
+            "workspace: 4,098 entries, more than a sandbox holds (4,096)",
+        ),
     ],
 )
 def test_the_reader_names_the_first_bad_field(data: Any, message: str) -> None:

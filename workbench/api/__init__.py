@@ -28,6 +28,7 @@ from workbench.api.engines import EngineInfo, EngineManager, EnginePrepareError,
 from workbench.api.transport import MockTransport, Transport
 from workbench.core.clock import SYSTEM_CLOCK, Clock, FixedClock
 from workbench.core.envvars import ENV_KEY_PATTERN, is_valid_env_key
+from workbench.core.workspace import MAX_ENTRIES as MAX_WORKSPACE_ENTRIES
 from workbench.protocol.errors import (
     CodeExecutionError,
     ContextNotFoundError,
@@ -43,7 +44,7 @@ from workbench.protocol.errors import (
     SandboxFileNotFoundError,
     ValidationFailedError,
 )
-from workbench.protocol.http import Handler, Request, Response
+from workbench.protocol.http import Handler, Request, Response, code_problem
 from workbench.protocol.ids import (
     SANDBOX_ID_PATTERN,
     checkpoint_name_problem,
@@ -97,6 +98,7 @@ __all__ = [
     "ENV_KEY_PATTERN",
     "EXECUTION_TIMEOUT_FEATURE",
     "LOCAL_ONLY_CONTEXT_LANGUAGES",
+    "MAX_WORKSPACE_ENTRIES",
     "OUTPUT_STREAM_FEATURE",
     "SANDBOX_ID_PATTERN",
     "SYSTEM_CLOCK",
@@ -159,6 +161,7 @@ __all__ = [
     "ValidationFailedError",
     "VersionReport",
     "checkpoint_name_problem",
+    "code_problem",
     "encodable",
     "inspected_size",
     "is_valid_env_key",

@@ -43,6 +43,7 @@ __all__ = [
     "body_cap",
     "cancel_request",
     "cancelled_answer",
+    "code_problem",
     "error_json",
     "guarded_sink",
     "internal_error",
@@ -381,13 +382,28 @@ judges blank code by it. Python's `str.strip()` also removes U+001C-U+001F and U
 and keeps U+FEFF."""
 
 
+BLANK_CODE: Final = "Non-empty code is required"
+CODE_TOO_LONG: Final = "Code exceeds 64 KiB"
+
+
+def code_problem(code: str) -> str | None:
+    """Why rows 9-10 of spec 2.2.1 refuse `code` (`BLANK_CODE`, `CODE_TOO_LONG`: over
+    64 KiB of UTF-8), or None."""
+    if not code.strip(_JS_WHITESPACE):
+        return BLANK_CODE
+    if len(code.encode("utf-8", errors="surrogatepass")) > CODE_BYTES_CAP:
+        return CODE_TOO_LONG
+    return None
+
+
 def validate_code(body: dict[str, Any]) -> str:
     """Rows 9-10 of spec 2.2.1: non-blank code of at most 64 KiB (UTF-8)."""
     code = body.get("code")
-    if not isinstance(code, str) or not code.strip(_JS_WHITESPACE):
-        raise validation_error("Non-empty code is required")
-    if len(code.encode("utf-8", errors="surrogatepass")) > CODE_BYTES_CAP:
-        raise validation_error("Code exceeds 64 KiB", 413)
+    if not isinstance(code, str):
+        raise validation_error(BLANK_CODE)
+    problem = code_problem(code)
+    if problem is not None:
+        raise validation_error(problem, 413 if problem == CODE_TOO_LONG else 400)
     return code
 
 

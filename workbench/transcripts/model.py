@@ -18,10 +18,16 @@ import secrets
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-from workbench.api import ResultEntry, encodable, is_valid_env_key
+from workbench.api import (
+    MAX_WORKSPACE_ENTRIES,
+    ResultEntry,
+    code_problem,
+    encodable,
+    is_valid_env_key,
+)
 from workbench.transcripts.outcomes import Outcome, OutcomeError
 
 FORMAT: Final = "sandbox-workbench-transcript"
@@ -186,6 +192,15 @@ def _workspace_path(text: str, where: str) -> str:
     return text
 
 
+def _code(cell: _Fields) -> str:
+    """A cell's code, as a gateway takes it (found before the replay runs any cell)."""
+    code = cell.text("code", non_empty=True)
+    problem = code_problem(code)
+    if problem is not None:
+        raise TranscriptError(f"{cell.name('code')}: {problem}")
+    return code
+
+
 def _outcome(value: Any, where: str) -> Outcome | None:
     if value is None:
         return None
@@ -223,6 +238,18 @@ def _workspace(value: Any) -> Workspace | None:
         except binascii.Error as error:
             raise TranscriptError(f"{entry.name('content')} is not valid base64: {error}") from None
         files.append(WorkspaceFile(path, content))
+    file_paths = {file.path for file in files}
+    entries = set(directories) | file_paths
+    for path in [*directories, *file_paths]:
+        for parent in map(str, PurePosixPath(path).parents[:-1]):  # `.` is /workspace
+            if parent in file_paths:  # the sandbox refuses it midway through a replay
+                raise TranscriptError(f"workspace: {path} lies under the file {parent}")
+            entries.add(parent)
+    if len(entries) > MAX_WORKSPACE_ENTRIES:
+        raise TranscriptError(
+            f"workspace: {len(entries):,} entries, more than a sandbox holds "
+            f"({MAX_WORKSPACE_ENTRIES:,})"
+        )
     return Workspace(directories, tuple(files))
 
 
@@ -245,9 +272,7 @@ def parse_transcript(data: Any) -> Transcript:
     if not isinstance(source, dict) or not all(isinstance(v, str) for v in source.values()):
         raise TranscriptError("source must be an object of strings")
     cells = tuple(
-        RecordedCell(
-            cell.text("code", non_empty=True), _outcome(cell.get("outcome"), cell.name("outcome"))
-        )
+        RecordedCell(_code(cell), _outcome(cell.get("outcome"), cell.name("outcome")))
         for cell in top.objects("cells")
     )
     return Transcript(
