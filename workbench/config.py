@@ -555,6 +555,11 @@ class Config:
             token = profile.token
             if token is not None and not (token and is_visible_ascii(token)):
                 raise ConfigError(f"the token of profile {name!r} is not stored: {_BAD_TOKEN}")
+            if name not in before.profiles and isinstance(in_file, dict) and name in in_file:
+                raise ConfigError(  # the check for an existing one came before the lock
+                    f"profile {name!r} was added by another command meanwhile; nothing was "
+                    "written (run again, with --force to replace it)"
+                )
             wanted = profile.to_toml()
             if isinstance(in_file, dict) and isinstance(in_file.get(name), dict):
                 edits += [_Edit(("profiles", name), key, wanted.get(key)) for key in _PROFILE_KEYS]

@@ -378,6 +378,20 @@ def test_a_change_that_cannot_be_made_in_place_is_refused(
     assert path.read_text() == USER_CONFIG
 
 
+def test_a_profile_added_meanwhile_by_another_command_is_not_replaced(tmp_path: Path) -> None:
+    """Two `profiles add x` at once both said "added": each checked that x did not exist
+    before taking the save's lock, and the second replaced the first (found by a
+    review)."""
+    path = write_config(tmp_path, USER_CONFIG)
+    first, second = Config.load(path), Config.load(path)
+    first.profiles["x"] = RemoteProfile("x", "https://first.example", token_env="A")
+    first.save()
+    second.profiles["x"] = RemoteProfile("x", "https://second.example", token_env="B")
+    with pytest.raises(ConfigError, match="profile 'x' was added by another command meanwhile"):
+        second.save()
+    assert Config.load(path).profiles["x"].url == "https://first.example"
+
+
 def test_concurrent_profile_adds_all_land(tmp_path: Path) -> None:
     """Ten at once: one failed on the shared temporary file, and the last save won."""
     env = cli_env(tmp_path)
