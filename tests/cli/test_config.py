@@ -428,8 +428,15 @@ def test_a_token_that_cannot_be_sent_is_refused_before_anything_is_written(
     tmp_path: Path,
 ) -> None:
     """Undecodable bytes as a token were "unexpected UnicodeEncodeError" and left an empty
-    temporary file; a token with a space or a non-ASCII letter cannot be a bearer token."""
-    env = cli_env(tmp_path)
+    temporary file; a token with a space or a non-ASCII letter cannot be a bearer token
+    (and with --keyring was refused by the keyring's call, exit 1). `Config.save` refuses
+    one too."""
+    keyring_file = tmp_path / "keyring.json"
+    env = cli_env(
+        tmp_path,
+        PYTHON_KEYRING_BACKEND="tests.cli.FileKeyring",
+        TEST_KEYRING_FILE=str(keyring_file),
+    )
     add = ("profiles", "add", "t", "--url", URL, "--insecure-store-token")
     undecodable = subprocess.run(
         [str(SCRIPT), *add], input=b"\xff\xfeabc\n", env=env, capture_output=True, timeout=60
@@ -438,12 +445,19 @@ def test_a_token_that_cannot_be_sent_is_refused_before_anything_is_written(
     for token in ("tok en", "tökén"):
         given = run_cli(env, *add, stdin=f"{token}\n")
         refused += [given.returncode, given.stderr]
+    keyring = ("profiles", "add", "t", "--url", URL, "--keyring", "--token-stdin")
+    given = run_cli(env, *keyring, stdin="tok en\n")
+    refused += [given.returncode, given.stderr]
     message = (
-        "error: the token of profile 't' is not stored: a token is printable ASCII without "
-        "spaces (it is sent as an HTTP bearer token)\n"
+        "error: the token holds a space or a character outside visible ASCII, which no "
+        "header can carry; nothing was stored\n"
     )
-    assert refused == [2, message] * 3
-    assert os.listdir(tmp_path / "config") == ["config.toml.lock"]
+    assert refused == [2, message] * 4
+    assert not config_path(tmp_path).exists() and not keyring_file.exists()
+    config = Config.load(config_path(tmp_path))
+    config.profiles["t"] = RemoteProfile("t", URL, token="tok en")
+    with pytest.raises(ConfigError, match="the token of profile 't' is not stored"):
+        config.save()
     stored = run_cli(env, *add, stdin="good-token_1\n")
     assert stored.returncode == 0, stored.stderr
     assert Config.load(config_path(tmp_path)).profiles["t"].token == "good-token_1"

@@ -15,6 +15,7 @@ from workbench.config import (
     Config,
     ConfigError,
     RemoteProfile,
+    is_visible_ascii,
     keyring_delete,
     keyring_set,
     profile_problem,
@@ -161,6 +162,12 @@ def add_command(
             token = click.prompt("Token", hide_input=True)
         if not token:
             raise click.UsageError("empty token")
+        if not is_visible_ascii(token):  # said without it
+            raise CommandError(
+                "the token holds a space or a character outside visible ASCII, which no "
+                "header can carry; nothing was stored",
+                EXIT_USAGE,
+            )
     if use_keyring:
         assert token is not None
         try:
