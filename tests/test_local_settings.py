@@ -119,7 +119,8 @@ const attempt = (call) => { try { call(); return "ok"; } catch (error) { return 
 console.log(JSON.stringify([
   attempt(() => fs.writeFileSync("/workspace/a.txt", "x")),
   attempt(() => fs.readdirSync("/workspace")),
-  attempt(() => fs.mkdirSync("/workspace/d")), fs.existsSync("a.txt"), process.cwd()]));
+  attempt(() => fs.mkdirSync("/workspace/d")), fs.existsSync("a.txt"),
+  fs.existsSync("/workspace"), process.cwd()]));
 """,
     "PERL": """
 my @met = (open(my $f, '>', '/workspace/a.txt') ? 'ok' : "$!");
@@ -138,7 +139,7 @@ puts (met + [Dir.pwd]).inspect
 DENIED = "Permission denied"
 REFUSED_OUTPUT = {
     "PYTHON": f"{[DENIED] * 4} /workspace",
-    "JAVASCRIPT": '["EACCES","EACCES","EACCES",false,"/workspace"]',
+    "JAVASCRIPT": '["EACCES","EACCES","EACCES",false,false,"/workspace"]',
     "PERL": "|".join([DENIED] * 4 + ["/workspace"]),
     "RUBY": '["Errno::EACCES", "Errno::EACCES", "Errno::EACCES", "Errno::EACCES", "/workspace"]',
 }

@@ -458,7 +458,7 @@ const listing = fs.readdirSync('a', {withFileTypes: true}).map(d => [d.name, d.i
 const out = [s.size, s.isFile(), s.isDirectory(), s.mtimeMs > 0, listing,
   fs.existsSync('a/g.txt'), fs.existsSync('a/b/f.txt'), fs.existsSync('/etc/passwd')];
 fs.rmSync('a', {recursive: true});
-out.push(fs.existsSync('a'), fs.rmSync('nothing', {force: true}));
+out.push(fs.existsSync('a'), fs.rmSync('nothing', {force: true}), fs.existsSync('/workspace'));
 out
 """
     run = session.run(code, session=True)
@@ -474,6 +474,7 @@ out
         False,
         False,
         None,
+        True,
     ]
     assert entries(workspace) == []
 

@@ -406,7 +406,13 @@ export const fs = {
     if (!insideWorkspace(absolute)) return false;
     try {
       const [dir, relative] = resolve(path, 'access');
-      return tryStat(dir, relative, true) !== null;
+      if (tryStat(dir, relative, true) === null) return false;
+      if (relative === '.') {
+        // The root stays visible, as the cwd, when the File API is disabled, where spec
+        // 6.7 has existsSync false: a listing, refused then, tells.
+        dispose(dir.readDirectory());
+      }
+      return true;
     } catch {
       return false;
     }
