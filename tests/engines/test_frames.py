@@ -3,6 +3,8 @@ caller places them, and a restore point read straight into the memory of its sna
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import threading
 import time
@@ -10,9 +12,19 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engines.process import codec
-from engines.process.frames import FrameReader, FrameTimeout, encode_frame, write_frame
+from engines.process.frames import (
+    FrameError,
+    FrameReader,
+    FrameTimeout,
+    decode_header,
+    encode_frame,
+    encode_header,
+    write_frame,
+)
 from engines.snapshot import (
     BLOCK_BYTES,
     PAGE_BYTES,
@@ -236,3 +248,60 @@ def test_only_a_restore_request_is_placed() -> None:
     sizes = [blob.nbytes for blob in blobs]
     assert codec.place_restore({"op": "execute", **header}, sizes) is None
     assert codec.place_restore({"op": "restore", **header}, sizes) is not None
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"op": "execute", "code": "'\ud800'", "env": {"K": "\udcff"}},  # lone surrogates
+        {"op": "execute", "seq": 1, "fuel": 2**70 + 1, "low": -(2**63) - 1},  # past 64 bits
+        {"globals": {"f": math.nan, "g": math.inf, "h": -math.inf}},  # orjson: null
+        {"ok": True, "nested": [{"text": "é ✓ \x00"}], "n": -(2**63), "none": None},
+    ],
+    ids=["surrogates", "big-int", "non-finite", "ordinary"],
+)
+def test_a_header_orjson_refuses_still_crosses_whole(
+    channel: tuple[int, int], header: dict[str, Any]
+) -> None:
+    """Headers are written and read with orjson, which refuses a lone surrogate (code
+    and env come from the API's JSON, which allows its escape) and an integer past 64
+    bits; those still cross as they did with the standard library."""
+    read_fd, write_fd = channel
+    write_frame(write_fd, header)
+    write_frame(write_fd, {"op": "next"})  # the frame after it is read as itself
+    reader = FrameReader(read_fd)
+    read, blobs = reader.read(time.monotonic() + 5)
+    assert (repr(read), blobs) == (repr(header), [])  # repr: NaN is not equal to itself
+    assert reader.read(time.monotonic() + 5) == ({"op": "next"}, [])
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats()  # NaN and the infinities too, as the standard library writes them
+    | st.text(),  # lone surrogates too
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(header=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=5))
+def test_headers_read_back_exactly_as_the_standard_library_reads_them(
+    header: dict[str, Any],
+) -> None:
+    """Whatever a header holds, what crosses is what `json` wrote and read before orjson."""
+    expected = json.loads(json.dumps(header, separators=(",", ":")))
+    assert repr(decode_header(encode_header(header))) == repr(expected)
+    # and the standard library's own text reads back the same through `decode_header`
+    assert repr(decode_header(json.dumps(header).encode())) == repr(expected)
+
+
+def test_a_header_that_is_not_json_is_refused(channel: tuple[int, int]) -> None:
+    read_fd, write_fd = channel
+    os.write(write_fd, len(b"{nope").to_bytes(4, "big") + b"{nope")
+    with pytest.raises(FrameError, match="not JSON"):
+        FrameReader(read_fd).read(time.monotonic() + 5)
