@@ -22,7 +22,10 @@ running execution while the main thread is busy with it.
 
 Limits that hold even while the guest is blocked inside a host call (sleep, select,
 poll): when the deadline or a cancel is not honoured by the guest within a grace period,
-this process answers for it and exits; the parent then starts a new one. The guest's
+this process answers for it and exits; the parent then starts a new one. A thread of its
+own checks that every `WATCH_SECONDS` while an execution runs, woken by an interval timer
+the execution arms (`SIGALRM`, which only that thread takes): a short run costs two
+`setitimer` calls instead of waking a thread, and an idle process sleeps. The guest's
 files live in this process's memory only (`engines.vfs`): its end leaves nothing behind.
 """
 
@@ -42,7 +45,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISDIR, S_ISREG
@@ -62,11 +65,19 @@ from engines.vfs import VirtualFS
 
 GRACE_SECONDS = 0.25
 """How long a guest may take to honour a deadline or cancel before the process ends."""
+WATCH_SECONDS = 0.05
+"""How often the backstop checks a running execution's deadline and cancel."""
 LOG_BYTES = 1 << 20
 """The only file this process writes is its stderr log (a crash's tail): at most this."""
 
 
 Request = tuple[dict[str, Any], list[memoryview]]
+
+
+def _timer_tick() -> None:
+    """Wait for the interval timer a running execution arms (`SIGALRM`, blocked in every
+    thread of this process: see `main`)."""
+    signal.sigwait({signal.SIGALRM})
 
 
 class Responder:
@@ -84,7 +95,7 @@ class Responder:
         self.session: Session | None = None
         self._just_opened = False
         """The last request opened the session: a `restore` may follow (only then)."""
-        self._backstop = threading.Condition()
+        self._backstop = threading.Lock()
         """Guards the execution bookkeeping below (shared with the cancel and the
         backstop threads)."""
         self.current_code = ""
@@ -148,7 +159,6 @@ class Responder:
                 return
             self._interrupt_reason = reason
             self._interrupt_at = time.monotonic()
-            self._backstop.notify()
         session = self.session
         if session is not None and session.in_call_since is not None:
             session.interrupt(reason)
@@ -295,11 +305,11 @@ class Responder:
         seq = max(int(header.get("seq", 0)), self._done_seq + 1)
         with self._backstop:
             self._running_seq = seq
-            self._backstop.notify()  # the backstop watches from now on
             self._interrupt_reason = self._interrupt_at = None
             if header.get("cancelled"):
                 self._cancel_seq = seq
             cancelled = self._cancel_seq == seq
+        signal.setitimer(signal.ITIMER_REAL, WATCH_SECONDS, WATCH_SECONDS)  # the backstop
         if cancelled:
             self.interrupt(CANCELLED)
         try:
@@ -314,6 +324,7 @@ class Responder:
                 on_output=self.send_output if header.get("stream") else None,
             )
         finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
             with self._backstop:
                 self._interrupt_reason = self._interrupt_at = None
                 self._done_seq = seq
@@ -339,14 +350,12 @@ class Responder:
         snapshot.keep_written_only()  # the parent had every block it needs
 
     # -- backstop ------------------------------------------------------------------------
-    def watch_deadlines(self) -> None:
+    def watch_deadlines(self, tick: Callable[[], object] = _timer_tick) -> None:
         """End the process for a guest that does not honour a deadline or a cancel
-        (blocked in a host call), answering for it first."""
+        (blocked in a host call), answering for it first; checks at each `tick`."""
         while True:
+            tick()
             with self._backstop:
-                while not self._running_seq:  # idle: nothing to watch, and no wake-ups
-                    self._backstop.wait()
-                self._backstop.wait(0.05)
                 seq = self._running_seq
                 interrupt_at, reason = self._interrupt_at, self._interrupt_reason
             session = self.session
@@ -410,6 +419,9 @@ def _confine() -> None:
 def main(cancel_fd: int, handoff_fd: int = -1) -> None:
     """Serve requests from stdin, answers to stdout, cancels from `cancel_fd`, restore
     points' memory files from the socket `handoff_fd` (-1: none)."""
+    # The backstop's timer signal goes to its thread alone (`sigwait`): blocked here,
+    # before any thread starts, it is blocked in every thread, and interrupts nothing.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
     reserve_memory_file()  # before the file size limit, which sizing the file would pass
     _confine()
     return_large_buffers()  # a whole snapshot, where written pages cannot be told

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -537,8 +538,17 @@ def test_the_backstop_answers_only_for_the_run_it_watched(
     responder._answered = False
     with responder._backstop:
         responder._running_seq = 7
-        responder._backstop.notify()
-    threading.Thread(target=responder.watch_deadlines, daemon=True).start()
+    stop = threading.Event()
+
+    def tick() -> None:  # the engine process's interval timer, in this process
+        if stop.wait(0.05):
+            raise InterruptedError  # the test is over: ends the watcher
+
+    def watch() -> None:
+        with contextlib.suppress(InterruptedError):
+            responder.watch_deadlines(tick)
+
+    threading.Thread(target=watch, daemon=True).start()
     try:
         readable, _, _ = select.select([reader], [], [], 1.0)
         assert bool(readable) is not ends_meanwhile
@@ -547,11 +557,86 @@ def test_the_backstop_answers_only_for_the_run_it_watched(
             time.sleep(0.01)  # the exit follows the answer
         assert exits == ([] if ends_meanwhile else [0])
     finally:
-        with responder._backstop:  # the watcher goes back to its idle wait
+        stop.set()
+        with responder._backstop:
             responder._running_seq = 0
         responder.session = None
         os.close(reader)
         os.close(writer)
+
+
+STUCK_ENGINE_PROCESS = """
+import sys, time
+from engines.process import child
+
+class Stuck:
+    \"\"\"A session whose guest is stuck in a host call that honours no deadline.\"\"\"
+
+    def __init__(self, language_engine, *, limits, **_):
+        self.language_engine, self.limits = language_engine, limits
+        self.in_call_since = self.restore_point = None
+        self.alive = True
+
+    def prepare(self): pass
+    def close(self): pass
+    def interrupt(self, reason): pass
+    def timeout_message(self): return "timed out in a host call"
+    def captured_logs(self): return ["before the host call"], []
+
+    def execute(self, *args, **kwargs):
+        self.in_call_since = time.monotonic()
+        time.sleep(3600)
+
+child.Session = Stuck
+child.main(int(sys.argv[1]))
+"""
+
+
+def test_the_backstop_ends_a_real_engine_process_whose_guest_ignores_its_deadline() -> None:
+    """The engine process's own backstop, as it runs there: the execution arms its
+    interval timer, the backstop's thread takes the signal (blocked everywhere else, so it
+    kills nothing), answers for the stuck run with what the guest printed, and the
+    process exits; a guest that honours nothing still ends at its deadline plus grace."""
+    from engines.process import codec
+    from engines.process.child import GRACE_SECONDS
+    from engines.process.frames import FrameReader, write_frame
+
+    requests_read, requests_write = os.pipe()
+    answers_read, answers_write = os.pipe()
+    cancels_read, cancels_write = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-c", STUCK_ENGINE_PROCESS, str(cancels_read)],
+        stdin=requests_read,
+        stdout=answers_write,
+        pass_fds=(cancels_read,),
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    for fd in (requests_read, answers_write, cancels_read):
+        os.close(fd)
+    answers = FrameReader(answers_read)
+    try:
+        assert answers.read(time.monotonic() + 30)[0]["ready"] is True
+        limits = codec.limits_to_json(Limits(timeout_seconds=0.2))
+        open_request = {"op": "open", "language": "python", "compiled": "/none", "limits": limits}
+        write_frame(requests_write, open_request)
+        assert answers.read(time.monotonic() + 10)[0]["ok"] is True
+        started = time.monotonic()
+        write_frame(requests_write, {"op": "execute", "seq": 1, "code": "stuck()"})
+        answer, blobs = answers.read(time.monotonic() + 10)
+        elapsed = time.monotonic() - started
+        assert answer["exiting"] is True
+        report = codec.report_from_json(answer["report"], blobs)
+        assert report.result.error is not None
+        assert report.result.error.message == "timed out in a host call"
+        assert report.result.stdout == ["before the host call"]
+        assert 0.2 + GRACE_SECONDS <= elapsed < 0.2 + GRACE_SECONDS + SLACK
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for fd in (requests_write, answers_read, cancels_write):
+            os.close(fd)
 
 
 def revisit_into_a_stopped_process(
