@@ -1,5 +1,17 @@
-"""`python -m workbench` runs the CLI."""
+"""The `sandbox-workbench` command and `python -m workbench`: the CLI."""
 
-from workbench.cli.main import main
+import sys
 
-main()
+
+def run() -> None:
+    """The CLI; a Ctrl+C while it is still importing ends it as one anywhere else does
+    (exit 130, no traceback)."""
+    try:
+        from workbench.cli.main import main
+    except KeyboardInterrupt:
+        sys.exit(130)
+    main()
+
+
+if __name__ == "__main__":
+    run()

@@ -8,12 +8,13 @@ import json
 import socket
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from tests.cli import SCRIPT, cli_env, one_error_line, run_cli, serving
+from tests.cli import ROOT, SCRIPT, cli_env, one_error_line, run_cli, serving
 from tests.conftest import require_engine
 from tests.loopback import loopback_server
 
@@ -365,3 +366,47 @@ def test_not_found_is_exit_4_and_auth_failure_exit_3(tmp_path: Path) -> None:
     assert one_error_line(refused) == (
         "error: Missing or invalid bearer token (UNAUTHORIZED, HTTP 401): check the profile's token"
     )
+
+
+CTRL_C_WHILE_IMPORTING = """
+import builtins, sys
+real_import = builtins.__import__
+
+def interrupted(name, *args, **kwargs):  # Ctrl+C lands while the CLI imports its modules
+    if name == "workbench.cli.main":
+        raise KeyboardInterrupt
+    return real_import(name, *args, **kwargs)
+
+builtins.__import__ = interrupted
+sys.argv = ["sandbox-workbench", "sandboxes", "list"]
+from workbench.__main__ import run
+run()
+"""
+
+
+def test_ctrl_c_while_the_cli_imports_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    """The command's first tenth of a second is imports: a Ctrl+C there printed Python's
+    traceback. Now it ends the command as a Ctrl+C anywhere else does."""
+    completed = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING],
+        env=cli_env(tmp_path),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (completed.returncode, completed.stdout, completed.stderr) == (130, "", "")
+
+
+def test_the_command_and_python_m_start_the_same_entry() -> None:
+    """`sandbox-workbench` (the installed script) and `python -m workbench` both start
+    through the entry that handles that Ctrl+C."""
+    assert "from workbench.__main__ import run" in SCRIPT.read_text()
+    completed = subprocess.run(
+        [sys.executable, "-m", "workbench", "--version"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0 and "version" in completed.stdout, completed.stderr
