@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import pytest
+
 from tests.cli import ROOT, SCRIPT, cli_env, one_error_line, run_cli, serving
 from tests.conftest import require_engine
 from tests.loopback import loopback_server
@@ -372,23 +374,37 @@ CTRL_C_WHILE_IMPORTING = """
 import builtins, sys
 real_import = builtins.__import__
 
+import importlib
+real_import_module = importlib.import_module
+target = sys.argv[1]
+
 def interrupted(name, *args, **kwargs):  # Ctrl+C lands while the CLI imports its modules
-    if name == "workbench.cli.main":
+    if name == target:
         raise KeyboardInterrupt
     return real_import(name, *args, **kwargs)
 
+def interrupted_module(name, *args, **kwargs):  # or a command's own (imported lazily)
+    if name == target:
+        raise KeyboardInterrupt
+    return real_import_module(name, *args, **kwargs)
+
 builtins.__import__ = interrupted
+importlib.import_module = interrupted_module
 sys.argv = ["sandbox-workbench", "sandboxes", "list"]
 from workbench.__main__ import run
 run()
 """
 
 
-def test_ctrl_c_while_the_cli_imports_exits_130_without_a_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("module", ["workbench.cli.main", "workbench.cli.sandbox_commands"])
+def test_ctrl_c_while_the_cli_imports_exits_130_without_a_traceback(
+    tmp_path: Path, module: str
+) -> None:
     """The command's first tenth of a second is imports: a Ctrl+C there printed Python's
-    traceback. Now it ends the command as a Ctrl+C anywhere else does."""
+    traceback (or click's "Aborted!" in a command's own modules). Now it ends the command
+    as a Ctrl+C anywhere else does."""
     completed = subprocess.run(
-        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING],
+        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING, module],
         env=cli_env(tmp_path),
         cwd=ROOT,
         capture_output=True,

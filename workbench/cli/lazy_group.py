@@ -42,7 +42,11 @@ class LazyGroup(click.Group):
         if lazy is None:
             return super().get_command(ctx, cmd_name)
         module_name, attribute = lazy.target.split(":")
-        command = getattr(importlib.import_module(module_name), attribute)
+        try:
+            module = importlib.import_module(module_name)
+        except KeyboardInterrupt:  # as during the CLI's own imports (`workbench.__main__`)
+            sys.exit(130)
+        command = getattr(module, attribute)
         if not isinstance(command, click.Command):
             raise TypeError(f"{lazy.target} is not a click command")
         return command
