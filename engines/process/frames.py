@@ -20,7 +20,9 @@ import select
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
+from uuid import UUID
 
 import orjson
 
@@ -28,6 +30,11 @@ MAX_HEADER_BYTES = 64 << 20
 MAX_BLOB_BYTES = 1 << 32
 _LENGTH_BYTES = 4
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
+_ONLY_JSON_TYPES = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
 _IOV_MAX = 1024
 """Pieces per `writev` call (Linux's IOV_MAX)."""
 _PIECES_PER_READ = 256
@@ -61,14 +68,25 @@ def encode_header(header: dict[str, Any]) -> bytes:
     """`header` as compact JSON, exactly as the standard library would write it. orjson
     refuses a lone surrogate and an integer past 64 bits, and writes a NaN or infinity
     as null: any `null` in its output (rare in headers) and every refusal go through the
-    standard library instead."""
+    standard library instead. Told to, orjson also refuses subclasses, dataclasses and
+    dates, as `json` does; it writes an Enum member or a UUID by its value, and so does
+    the standard library's pass here (whether or not the header holds a null)."""
     try:
-        encoded = orjson.dumps(header)
+        encoded = orjson.dumps(header, option=_ONLY_JSON_TYPES)
     except TypeError:
         encoded = b"null"
     if b"null" not in encoded:
         return encoded
-    return json.dumps(header, separators=(",", ":")).encode()
+    return json.dumps(header, separators=(",", ":"), default=_as_orjson_writes).encode()
+
+
+def _as_orjson_writes(value: object) -> object:
+    """What orjson writes for the types it takes and `json` does not (see `encode_header`)."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, UUID):
+        return str(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def decode_header(data: bytes) -> Any:
@@ -223,7 +241,7 @@ class FrameReader:
         self._fill(_LENGTH_BYTES + length, deadline)
         try:
             header = decode_header(bytes(self._buffer[_LENGTH_BYTES : _LENGTH_BYTES + length]))
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:  # nested past the parser's depth
             raise FrameError(f"frame header is not JSON: {error}") from None
         if not isinstance(header, dict):
             raise FrameError("frame header is not an object")

@@ -9,7 +9,11 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from datetime import date
+from enum import Enum
+from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 from hypothesis import given, settings
@@ -255,10 +259,11 @@ def test_only_a_restore_request_is_placed() -> None:
     [
         {"op": "execute", "code": "'\ud800'", "env": {"K": "\udcff"}},  # lone surrogates
         {"op": "execute", "seq": 1, "fuel": 2**70 + 1, "low": -(2**63) - 1},  # past 64 bits
+        {"low": -(2**63) - 1},  # 19 digits that fit no 64-bit integer: orjson, a float
         {"globals": {"f": math.nan, "g": math.inf, "h": -math.inf}},  # orjson: null
         {"ok": True, "nested": [{"text": "é ✓ \x00"}], "n": -(2**63), "none": None},
     ],
-    ids=["surrogates", "big-int", "non-finite", "ordinary"],
+    ids=["surrogates", "big-int", "19-digits", "non-finite", "ordinary"],
 )
 def test_a_header_orjson_refuses_still_crosses_whole(
     channel: tuple[int, int], header: dict[str, Any]
@@ -300,8 +305,39 @@ def test_headers_read_back_exactly_as_the_standard_library_reads_them(
     assert repr(decode_header(json.dumps(header).encode())) == repr(expected)
 
 
-def test_a_header_that_is_not_json_is_refused(channel: tuple[int, int]) -> None:
+@pytest.mark.parametrize(
+    "text", [b"{nope", b"[" * 100_000 + b"]" * 100_000], ids=["garbage", "nested-too-deep"]
+)
+def test_a_header_that_is_not_json_is_refused(channel: tuple[int, int], text: bytes) -> None:
+    """A process that runs untrusted code may send anything: what is not a JSON header
+    is a `FrameError` (the process is then taken for dead), never another exception."""
     read_fd, write_fd = channel
-    os.write(write_fd, len(b"{nope").to_bytes(4, "big") + b"{nope")
-    with pytest.raises(FrameError, match="not JSON"):
-        FrameReader(read_fd).read(time.monotonic() + 5)
+    writer = threading.Thread(target=os.write, args=(write_fd, len(text).to_bytes(4, "big") + text))
+    writer.start()
+    try:
+        with pytest.raises(FrameError, match="not JSON"):
+            FrameReader(read_fd).read(time.monotonic() + 5)
+    finally:
+        writer.join()
+
+
+class Shade(Enum):
+    LIGHT = 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    [date(2026, 12, 7), Path("/workspace"), Shade.LIGHT, UUID(int=7)],
+    ids=["date", "path", "enum", "uuid"],
+)
+def test_a_value_is_written_alike_whether_or_not_the_header_holds_a_null(value: object) -> None:
+    """orjson writes some values `json` refuses, and a header with a null goes through
+    `json`: a date or a path is refused either way; an Enum member or a UUID is written
+    by its value either way (never one or the other by what else the header holds)."""
+    for header in ({"value": value}, {"value": value, "none": None}):
+        if isinstance(value, Shade | UUID):
+            written = value.value if isinstance(value, Shade) else str(value)
+            assert decode_header(encode_header(header))["value"] == written
+        else:
+            with pytest.raises(TypeError):
+                encode_header(header)
