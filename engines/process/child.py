@@ -84,8 +84,13 @@ class Responder:
     """This process's end of the frame channel: answers the parent's requests with one
     `Session` at a time, and enforces deadlines and cancels from threads of their own."""
 
-    def __init__(self, out_fd: int, handoff: socket.socket | None = None) -> None:
+    def __init__(
+        self, out_fd: int, handoff: socket.socket | None = None, *, timed_backstop: bool = False
+    ) -> None:
         self._out_fd = out_fd
+        self._timed_backstop = timed_backstop
+        """Executions arm the interval timer the backstop waits for: only where its signal
+        is blocked in every thread (`main`), or it would end the process."""
         self._handoff = handoff
         """Where the host hands over restore points' memory files (one per `restore` that
         says `memoryFile`, sent before it)."""
@@ -309,10 +314,11 @@ class Responder:
             if header.get("cancelled"):
                 self._cancel_seq = seq
             cancelled = self._cancel_seq == seq
-        signal.setitimer(signal.ITIMER_REAL, WATCH_SECONDS, WATCH_SECONDS)  # the backstop
-        if cancelled:
-            self.interrupt(CANCELLED)
         try:
+            if self._timed_backstop:
+                signal.setitimer(signal.ITIMER_REAL, WATCH_SECONDS, WATCH_SECONDS)
+            if cancelled:
+                self.interrupt(CANCELLED)
             report = session.execute(
                 str(header["code"]),
                 header.get("env") or {},
@@ -324,7 +330,8 @@ class Responder:
                 on_output=self.send_output if header.get("stream") else None,
             )
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            if self._timed_backstop:
+                signal.setitimer(signal.ITIMER_REAL, 0)
             with self._backstop:
                 self._interrupt_reason = self._interrupt_at = None
                 self._done_seq = seq
@@ -431,7 +438,7 @@ def main(cancel_fd: int, handoff_fd: int = -1) -> None:
     handoff = None if handoff_fd < 0 else socket.socket(fileno=handoff_fd)
     if handoff is not None:
         handoff.setblocking(False)  # a file comes before its `restore`, never after
-    responder = Responder(out_fd, handoff)
+    responder = Responder(out_fd, handoff, timed_backstop=True)
     cancels = FrameReader(cancel_fd)
     threading.Thread(target=responder.read_cancels, args=(cancels,), daemon=True).start()
     threading.Thread(target=responder.watch_deadlines, daemon=True).start()

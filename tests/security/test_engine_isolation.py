@@ -639,6 +639,30 @@ def test_the_backstop_ends_a_real_engine_process_whose_guest_ignores_its_deadlin
             os.close(fd)
 
 
+def test_a_responder_outside_an_engine_process_arms_no_timer() -> None:
+    """Only an engine process's `main` blocks the timer's signal: a `Responder` made
+    anywhere else (a test, a tool) runs executions without arming it, where its signal
+    would end the process."""
+    script = STUCK_ENGINE_PROCESS.replace("time.sleep(3600)", "time.sleep(0.3); raise OSError")
+    script = script.replace(
+        "child.main(int(sys.argv[1]))",
+        "responder = child.Responder(1)\n"
+        "responder.session = Stuck(None, limits=None)\n"
+        "try:\n"
+        "    responder.execute({'code': 'x', 'seq': 1}, [])\n"
+        "except OSError:\n"
+        "    print('survived')",
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script, "0"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (completed.returncode, completed.stdout) == (0, "survived\n"), completed.stderr
+
+
 def revisit_into_a_stopped_process(
     monkeypatch: pytest.MonkeyPatch,
     then: Callable[[ProcessSession], None],
