@@ -7,16 +7,19 @@ import base64
 import copy
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli import SCRIPT, cli_env, run_cli
 from tests.conftest import require_engine
 from workbench.api import (
     Backend,
@@ -478,3 +481,56 @@ async def test_an_export_says_where_a_checkpoint_was_restored(local: Backend) ->
     ]
     report = await replay_transcript(local, exported.transcript)
     assert [cell.number for cell in report.divergences] == [4]  # as the note says
+
+
+def _scratch_sandboxes(env: dict[str, str]) -> list[str]:
+    listed = run_cli(env, "sandboxes", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    ids = [sandbox["id"] for sandbox in json.loads(listed.stdout)["sandboxes"]]
+    return [sandbox_id for sandbox_id in ids if sandbox_id.startswith("replay-")]
+
+
+def test_sigterm_during_a_replay_removes_its_scratch_sandbox(
+    tmp_path: Path, python_engine: None
+) -> None:
+    """`replay` runs in a scratch sandbox it destroys when it ends; stopped with SIGTERM
+    (a service manager, `timeout`, a CI job's end) it ended where it stood and left the
+    sandbox behind. Now SIGTERM ends it as Ctrl+C does: cleaned up, exit 143."""
+    env = cli_env(tmp_path)
+    transcript = tmp_path / "slow.json"
+    # The scratch sandbox is listed once its first run is stored: then the second runs.
+    first = {"code": "x = 1", "outcome": {"results": []}}
+    cell = {"code": "import time\ntime.sleep(60)", "outcome": {"results": []}}
+    context = {"binding": "PYTHON", "language": "python", "cwd": "/workspace", "envVars": {}}
+    transcript.write_text(
+        json.dumps(
+            {
+                "format": "sandbox-workbench-transcript",
+                "version": 1,
+                "context": context,
+                "cells": [first, cell],
+            }
+        )
+    )
+    replay = subprocess.Popen(
+        [str(SCRIPT), "replay", str(transcript)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _scratch_sandboxes(env):
+            assert replay.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(1.0)  # its second cell is running
+        replay.send_signal(signal.SIGTERM)
+        _, stderr = replay.communicate(timeout=60)
+    finally:
+        if replay.poll() is None:
+            replay.kill()
+            replay.wait()
+    assert replay.returncode == 128 + signal.SIGTERM, (_, stderr)
+    assert b"Traceback" not in stderr
+    assert _scratch_sandboxes(env) == []

@@ -336,10 +336,22 @@ def run_async(
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         import asyncio  # here: commands that need no event loop start faster
 
+        async def body() -> int | None:
+            # SIGTERM ends the command as Ctrl+C does: its task is cancelled, so what it
+            # made for itself (a scratch sandbox, a fresh context) is removed on the way
+            # out; before, the process ended where it stood and left them behind.
+            with contextlib.suppress(NotImplementedError):  # no signal handlers here
+                task = asyncio.current_task()
+                if task is not None:
+                    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+            return await function(*args, **kwargs)
+
         try:
-            code = asyncio.run(function(*args, **kwargs))
+            code = asyncio.run(body())
         except KeyboardInterrupt:
             sys.exit(130)
+        except asyncio.CancelledError:  # only SIGTERM cancels the command's own task
+            sys.exit(128 + signal.SIGTERM)
         sys.exit(code or EXIT_OK)
 
     return wrapper
