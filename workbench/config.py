@@ -36,7 +36,7 @@ import tomllib
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from math import inf, isnan
+from math import isnan
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
@@ -367,6 +367,11 @@ class LocalSettings:
         return cls(ruby, files)
 
 
+MAX_PRICE = 1_000_000.0
+"""The largest price per million units the `[prices]` table takes: far above any real one,
+and low enough that no estimate overflows to infinity (1e308 showed "$inf")."""
+
+
 @dataclass(frozen=True)
 class Prices:
     """What the cost estimate charges, in US dollars (the `[prices]` table), and where the
@@ -419,8 +424,12 @@ def _prices(check: _Checker, table: Mapping[str, Any]) -> Prices:
         if key not in table:
             continue
         value = table[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < inf:
-            raise check.fail(f"prices.{key}", "a number from 0 (US dollars)", value)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 <= value <= MAX_PRICE
+        ):
+            raise check.fail(f"prices.{key}", "a number from 0 to 1,000,000 (US dollars)", value)
         values[key] = float(value)
     if values or "source" in table:  # the user's own: the defaults' source and date are not
         values["source"], values["date"] = f"{check.path} [prices]", ""

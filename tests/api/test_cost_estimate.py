@@ -84,7 +84,7 @@ def test_the_prices_table(tmp_path: Path) -> None:
     path.write_text('[prices]\nrows_written_per_million = 2.5\nsource = "contract"\n')
     assert Config.load(path).prices.source == "contract"
 
-    for bad in ("-1", '"cheap"', "true", "inf"):
+    for bad in ("-1", '"cheap"', "true", "inf", "1e308", "1000000.5"):  # 1e308: "$inf"
         path.write_text(f"[prices]\nworkers_cpu_ms_per_million = {bad}\n")
         with pytest.raises(ConfigError, match=r"prices\.workers_cpu_ms_per_million must be a"):
             Config.load(path)
