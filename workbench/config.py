@@ -415,8 +415,8 @@ def _env_choice(name: str, choices: Mapping[str, bool]) -> bool | None:
 
 
 def _prices(check: _Checker, table: Mapping[str, Any]) -> Prices:
-    """The `[prices]` table over the defaults: each price a number from 0, `source` and
-    `date` text."""
+    """The `[prices]` table over the defaults: each price a number from 0 to `MAX_PRICE`,
+    `source` and `date` text."""
     labels = {key: value for key, value in table.items() if key not in _PRICE_KEYS}
     check.known(labels, "prices.", {"source": str, "date": str})
     values: dict[str, Any] = {}
