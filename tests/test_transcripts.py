@@ -490,12 +490,14 @@ def _scratch_sandboxes(env: dict[str, str]) -> list[str]:
     return [sandbox_id for sandbox_id in ids if sandbox_id.startswith("replay-")]
 
 
-def test_sigterm_during_a_replay_removes_its_scratch_sandbox(
-    tmp_path: Path, python_engine: None
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_replay_stopped_by_sigterm_or_sighup_removes_its_scratch_sandbox(
+    tmp_path: Path, python_engine: None, stop: signal.Signals
 ) -> None:
     """`replay` runs in a scratch sandbox it destroys when it ends; stopped with SIGTERM
-    (a service manager, `timeout`, a CI job's end) it ended where it stood and left the
-    sandbox behind. Now SIGTERM ends it as Ctrl+C does: cleaned up, exit 143."""
+    (a service manager, `timeout`, a CI job's end) or SIGHUP (its terminal closed) it
+    ended where it stood and left the sandbox behind. Now either ends it as Ctrl+C does:
+    cleaned up, exit 128 + the signal."""
     env = cli_env(tmp_path)
     transcript = tmp_path / "slow.json"
     # The scratch sandbox is listed once its first run is stored: then the second runs.
@@ -525,12 +527,12 @@ def test_sigterm_during_a_replay_removes_its_scratch_sandbox(
             assert replay.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
         time.sleep(1.0)  # its second cell is running
-        replay.send_signal(signal.SIGTERM)
+        replay.send_signal(stop)
         _, stderr = replay.communicate(timeout=60)
     finally:
         if replay.poll() is None:
             replay.kill()
             replay.wait()
-    assert replay.returncode == 128 + signal.SIGTERM, (_, stderr)
+    assert replay.returncode == 128 + stop, (_, stderr)
     assert b"Traceback" not in stderr
     assert _scratch_sandboxes(env) == []

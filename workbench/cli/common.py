@@ -26,6 +26,8 @@ from workbench.config import DEFAULT_TIMEOUT_S, LOCAL_PROFILE
 from workbench.profiles import NO_DAEMON_ENV as NO_DAEMON_ENV
 
 if TYPE_CHECKING:
+    import asyncio
+
     from workbench.api import Backend, CodeContext, SandboxClient
 
 P = ParamSpec("P")
@@ -326,6 +328,18 @@ async def find_context(sandbox: SandboxClient, given: str) -> CodeContext | None
     return None
 
 
+_STOP_SIGNALS = [
+    signum for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if signum is not None
+]
+"""Signals that end an async command through its cleanups (exit 128 + the signal)."""
+
+
+def _stop(task: asyncio.Task[Any] | None, signum: int, stopped_by: list[int]) -> None:
+    stopped_by.append(signum)
+    if task is not None:
+        task.cancel()
+
+
 def run_async(
     function: Callable[P, Coroutine[Any, Any, int | None]],
 ) -> Callable[P, None]:
@@ -336,22 +350,26 @@ def run_async(
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         import asyncio  # here: commands that need no event loop start faster
 
+        stopped_by: list[int] = []
+
         async def body() -> int | None:
-            # SIGTERM ends the command as Ctrl+C does: its task is cancelled, so what it
-            # made for itself (a scratch sandbox, a fresh context) is removed on the way
-            # out; before, the process ended where it stood and left them behind.
-            with contextlib.suppress(NotImplementedError):  # no signal handlers here
-                task = asyncio.current_task()
-                if task is not None:
-                    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+            # SIGTERM and SIGHUP (a closed terminal) end the command as Ctrl+C does: its
+            # task is cancelled, so what it made for itself (a scratch sandbox, a fresh
+            # context) is removed on the way out; before, the process ended where it
+            # stood and left them behind.
+            task = asyncio.current_task()
+            loop = asyncio.get_running_loop()
+            for signum in _STOP_SIGNALS:
+                with contextlib.suppress(NotImplementedError):  # no signal handlers here
+                    loop.add_signal_handler(signum, _stop, task, signum, stopped_by)
             return await function(*args, **kwargs)
 
         try:
             code = asyncio.run(body())
         except KeyboardInterrupt:
             sys.exit(130)
-        except asyncio.CancelledError:  # only SIGTERM cancels the command's own task
-            sys.exit(128 + signal.SIGTERM)
+        except asyncio.CancelledError:  # only those signals cancel the command's own task
+            sys.exit(128 + (stopped_by[0] if stopped_by else signal.SIGTERM))
         sys.exit(code or EXIT_OK)
 
     return wrapper
