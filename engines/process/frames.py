@@ -73,10 +73,10 @@ def encode_header(header: dict[str, Any]) -> bytes:
     the standard library's pass here (whether or not the header holds a null)."""
     try:
         encoded = orjson.dumps(header, option=_ONLY_JSON_TYPES)
+        if b"null" not in encoded:
+            return encoded
     except TypeError:
-        encoded = b"null"
-    if b"null" not in encoded:
-        return encoded
+        pass
     return json.dumps(header, separators=(",", ":"), default=_as_orjson_writes).encode()
 
 
