@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from engines.locations import CACHE_ENV
 from workbench import __version__
@@ -392,7 +392,7 @@ def _start(
 ) -> DaemonInfo:
     """Start the daemon once the store has no owner (one stopping is waited for; one
     starting elsewhere is used) and wait for its answer."""
-    process: subprocess.Popen[bytes] | None = None
+    process: StartedProcess | None = None
     deadline = time.monotonic() + START_SECONDS
     while True:
         info = probe(path)
@@ -432,7 +432,15 @@ PATH_VARIABLES = (DATA_DIR_ENV, CONFIG_DIR_ENV, CACHE_ENV, RUNTIME_DIR_ENV, STAT
 """Directories the daemon reads from its environment: absolute for it, which runs in `/`."""
 
 
-def _spawn(directory: Path, settings: LocalSettings) -> subprocess.Popen[bytes]:
+class StartedProcess(Protocol):
+    """What `_start` uses of the daemon's process (`subprocess.Popen` has it)."""
+
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+
+def _spawn(directory: Path, settings: LocalSettings) -> StartedProcess:
     environment = dict(os.environ)
     for name in PATH_VARIABLES:
         if environment.get(name):
@@ -440,9 +448,15 @@ def _spawn(directory: Path, settings: LocalSettings) -> subprocess.Popen[bytes]:
     # The settings the client resolved, whatever the config file says by the time it reads.
     environment[RUBY_CONTEXTS_ENV] = "1" if settings.ruby_contexts else "0"
     environment[FILE_API_ENV] = "enabled" if settings.file_api else "disabled"
-    command = [sys.executable, "-m", "workbench.daemon", "--data-dir", str(directory.absolute())]
+    arguments = ["--data-dir", str(directory.absolute()), "--client-pid", str(os.getpid())]
+    return _launch(arguments, environment)
+
+
+def _launch(arguments: list[str], environment: dict[str, str]) -> StartedProcess:
+    """`python -m workbench.daemon ARGUMENTS`, detached from this process. (The tests
+    fork it instead from a process that has imported it: `tests/cli_fork_server.py`.)"""
     process = subprocess.Popen(
-        [*command, "--client-pid", str(os.getpid())],
+        [sys.executable, "-m", "workbench.daemon", *arguments],
         env=environment,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
