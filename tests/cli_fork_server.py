@@ -13,11 +13,20 @@ settings at run time, never at import; what the interpreter itself reads at star
 
 Tests that need the console script itself (packaging, signals, a process to stop) run it
 with `subprocess`, as before.
+
+The server forks the local daemons the tests start too, for the same reason (0.2 s of
+CPU importing it, some 110 times a run): a test's process and its CLI commands start a
+daemon through `workbench.backends.daemon.client._launch`, which the tests replace with
+`start_daemon`. The forked daemon is set up as `_launch` sets up its own (a session of
+its own, `/` as its working directory, the client's environment, no stdin or output) and
+runs `python -m workbench.daemon`'s `main`. Tests marked `daemon_command`, which look
+for the daemon by its command line, keep the real command.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import locale
@@ -38,6 +47,10 @@ SCRIPT = Path(sys.executable).parent / "sandbox-workbench"
 """The console script `pip install` made for the project."""
 MODULE_MAIN = _HERE.parents[1] / "workbench" / "__main__.py"
 """`python -m workbench`'s file (click names the program after it)."""
+DAEMON_MAIN = _HERE.parents[1] / "workbench" / "daemon" / "__main__.py"
+"""`python -m workbench.daemon`'s file."""
+DAEMON_COMMAND_ENV = "SANDBOX_WORKBENCH_TESTS_DAEMON_COMMAND"
+"""Set (by the `daemon_command` mark) where daemons start as the real command."""
 
 _HEADER_BYTES = 16
 """A request starts with its length as this many ASCII digits, sent with its three
@@ -127,8 +140,9 @@ def _report_exit(connection: socket.socket, pid: int, children: _Children) -> No
     connection.close()
 
 
-def _become_cli(request: dict[str, Any], inherited_path: list[str]) -> None:
-    """Turn this forked process into the CLI command the request describes."""
+def _take_context(request: dict[str, Any]) -> list[str]:
+    """Take the requester's environment, working directory, umask and limits; return
+    the import path entries its PYTHONPATH names."""
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
@@ -136,7 +150,27 @@ def _become_cli(request: dict[str, Any], inherited_path: list[str]) -> None:
     for limit, (soft, hard) in zip(_LIMITS, request["limits"], strict=True):
         with contextlib.suppress(OSError, ValueError):  # past the server's hard limit
             resource.setrlimit(limit, (soft, hard))
-    python_path = [entry for entry in request["env"].get("PYTHONPATH", "").split(":") if entry]
+    return [entry for entry in request["env"].get("PYTHONPATH", "").split(":") if entry]
+
+
+def _become_daemon(request: dict[str, Any], inherited_path: list[str]) -> None:
+    """Turn this forked process into the daemon `_launch` would start."""
+    os.setsid()
+    python_path = _take_context(request)
+    sys.argv = [str(DAEMON_MAIN), *request["args"]]
+    sys.path[:] = [request["cwd"], *python_path, *inherited_path]
+    from workbench.daemon.__main__ import main
+
+    sys.exit(main())
+
+
+def _become_cli(request: dict[str, Any], inherited_path: list[str], name: str) -> None:
+    """Turn this forked process into the CLI command the request describes."""
+    python_path = _take_context(request)
+    if DAEMON_COMMAND_ENV not in request["env"]:
+        from workbench.backends.daemon import client
+
+        client._launch = functools.partial(start_daemon, name)
     if request["module"]:
         sys.argv = [str(MODULE_MAIN), *request["args"]]
         sys.modules["__main__"].__package__ = "workbench"
@@ -169,7 +203,8 @@ def _import_the_cli() -> None:
     for command in COMMANDS.values():
         importlib.import_module(command.target.split(":")[0])
     import workbench.api
-    import workbench.backends.daemon.client  # noqa: F401
+    import workbench.backends.daemon.client
+    import workbench.daemon.__main__  # noqa: F401
 
 
 def _server_main(name: str) -> None:
@@ -188,7 +223,9 @@ def _server_main(name: str) -> None:
     threading.Thread(target=_exit_with_parent, args=(parent, children), daemon=True).start()
     print("ready", flush=True)
     request = _serve(listener, children)
-    _become_cli(request, inherited_path)
+    if request.get("daemon"):
+        _become_daemon(request, inherited_path)
+    _become_cli(request, inherited_path, name)
 
 
 # The client side (imported by the tests).
@@ -257,38 +294,24 @@ class CliForkServer:
             "env": env,
             "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()),
             "module": module,
-            "umask": _umask(),
+            "umask": umask_of(),
             "limits": [resource.getrlimit(limit) for limit in _LIMITS],
         }
-        body = json.dumps(request).encode()
         self.start()
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         ends = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read, write)
         theirs = [ends[0][0], ends[1][1], ends[2][1]]
         ours = [ends[0][1], ends[1][0], ends[2][0]]
         try:
-            connection.connect("\0" + self._name)
-            connection.settimeout(max(deadline - time.monotonic(), 0.1))
-            header = str(len(body)).zfill(_HEADER_BYTES).encode()
-            socket.send_fds(connection, [header], theirs)
-            connection.sendall(body)
-            answer, pidfds, _, _ = socket.recv_fds(connection, 64, 1)
+            connection, pidfd = _send(self._name, request, theirs, deadline)
         except BaseException as error:
             for descriptor in ours:
                 os.close(descriptor)
-            connection.close()
             if isinstance(error, TimeoutError):
                 raise subprocess.TimeoutExpired(command, timeout) from None
             raise
         finally:
             for descriptor in theirs:
                 os.close(descriptor)
-        if not pidfds:
-            connection.close()
-            for descriptor in ours:
-                os.close(descriptor)
-            raise RuntimeError(f"the CLI fork server did not take the command: {answer!r}")
-        (pidfd,) = pidfds
         encoding = locale.getpreferredencoding(False)
         try:
             stdout, stderr, finished = _communicate(ours, (stdin or "").encode(encoding), deadline)
@@ -316,10 +339,77 @@ class CliForkServer:
             command, int(status), _text(stdout, encoding), _text(stderr, encoding)
         )
 
+    def start_daemon(self, arguments: list[str], environment: dict[str, str]) -> ForkedDaemon:
+        """`workbench.backends.daemon.client._launch`, forked from this server."""
+        self.start()
+        return start_daemon(self._name, arguments, environment)
 
-def _umask() -> int:
-    """This process's umask, read without changing it (other threads may create files)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+
+class ForkedDaemon:
+    """A daemon the server forked, with what the daemon's client uses of
+    `subprocess.Popen`: its exit status, once the server reports it."""
+
+    def __init__(self, connection: socket.socket) -> None:
+        self.returncode: int | None = None
+        connection.settimeout(None)
+        threading.Thread(target=self._wait, args=(connection,), daemon=True).start()
+
+    def _wait(self, connection: socket.socket) -> None:
+        with connection, connection.makefile("rb") as answers:
+            status = answers.readline()
+        if status:
+            self.returncode = int(status)
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+def start_daemon(name: str, arguments: list[str], environment: dict[str, str]) -> ForkedDaemon:
+    """`python -m workbench.daemon ARGUMENTS` as `_launch` starts it, forked from the
+    server called `name`."""
+    request = {
+        "daemon": True,
+        "args": arguments,
+        "env": environment,
+        "cwd": "/",
+        "umask": umask_of(),
+        "limits": [resource.getrlimit(limit) for limit in _LIMITS],
+    }
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        connection, pidfd = _send(name, request, [null] * 3, time.monotonic() + 30)
+    finally:
+        os.close(null)
+    os.close(pidfd)
+    return ForkedDaemon(connection)
+
+
+def _send(
+    name: str, request: dict[str, Any], descriptors: list[int], deadline: float
+) -> tuple[socket.socket, int]:
+    """Send a request with its stdin, stdout and stderr to the server called `name`;
+    return the connection, on which the process's exit status comes, and its pidfd."""
+    body = json.dumps(request).encode()
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect("\0" + name)
+        connection.settimeout(max(deadline - time.monotonic(), 0.1))
+        header = str(len(body)).zfill(_HEADER_BYTES).encode()
+        socket.send_fds(connection, [header], descriptors)
+        connection.sendall(body)
+        answer, pidfds, _, _ = socket.recv_fds(connection, 64, 1)
+        if not pidfds:
+            raise RuntimeError(f"the CLI fork server did not take the request: {answer!r}")
+    except BaseException:
+        connection.close()
+        raise
+    return connection, pidfds[0]
+
+
+def umask_of(pid: int | None = None) -> int:
+    """A process's umask (this one's by default), read without changing it (other
+    threads may create files)."""
+    for line in Path(f"/proc/{pid or 'self'}/status").read_text().splitlines():
         if line.startswith("Umask:"):
             return int(line.split()[1], 8)
     raise RuntimeError("no umask in /proc/self/status")

@@ -20,7 +20,8 @@ import pytest
 from engines.cache import EngineCache
 from engines.language import PrepareError
 from engines.registry import LANGUAGES, language_engine, missing_requirements
-from tests.cli_fork_server import FORK_SERVER
+from tests.cli_fork_server import DAEMON_COMMAND_ENV, FORK_SERVER
+from workbench.backends.daemon import client as daemon_client
 from workbench.backends.daemon import probe, stop_at
 
 _PREPARED: dict[str, str | None] = {}
@@ -227,6 +228,17 @@ def cli_fork_server() -> Iterator[None]:
     FORK_SERVER.start()
     yield
     FORK_SERVER.stop()
+
+
+@pytest.fixture(autouse=True)
+def daemons_forked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemons this test and its CLI commands start are forked from the worker's CLI
+    fork server (`tests.cli_fork_server` says why), unless it is marked
+    `daemon_command`."""
+    if request.node.get_closest_marker("daemon_command") is not None:
+        monkeypatch.setenv(DAEMON_COMMAND_ENV, "1")
+    else:
+        monkeypatch.setattr(daemon_client, "_launch", FORK_SERVER.start_daemon)
 
 
 @pytest.fixture(autouse=True)

@@ -34,7 +34,7 @@ from workbench.cli import common
 from workbench.cli.errors import describe
 from workbench.protocol.errors import ValidationFailedError
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.daemon_command]  # it finds daemons by command
 
 
 def status(env: dict[str, str]) -> dict[str, object]:
