@@ -66,7 +66,8 @@ async def answer_in_process(
     request = Request(method, path, payload, headers, events=events)
     call = asyncio.ensure_future(_answer(handler, request))
     try:
-        return await asyncio.wait_for(asyncio.shield(call), timeout)
+        async with asyncio.timeout(timeout):
+            return await asyncio.shield(call)
     except (asyncio.CancelledError, TimeoutError):
         request.given_up.set()
         raise

@@ -619,7 +619,8 @@ def quiet_server(config: Any, *, own_signals: bool = False) -> Any:
             while not await self.on_tick(counter):
                 counter += 10  # a multiple of ten: each tick refreshes the Date header
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._quiet_exit.wait(), 1.0)
+                    async with asyncio.timeout(1.0):
+                        await self._quiet_exit.wait()
 
         def stop(self) -> None:
             self.should_exit = True

@@ -139,7 +139,8 @@ async def watch_folder(
             if armed is None:
                 missing = True
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), REARM_S)
+                    async with asyncio.timeout(REARM_S):
+                        await stop.wait()
                 continue
             if missing:  # made again after a while: what it got meanwhile, no watch saw
                 missing = False
@@ -223,7 +224,8 @@ async def watch_folder(
         stop.set()
         stop_task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            await asyncio.wait_for(watch_task, timeout=5)
+            async with asyncio.timeout(5):
+                await watch_task
         emit(EventKind.STOPPED, "stopped watching")
 
 

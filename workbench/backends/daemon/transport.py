@@ -183,7 +183,8 @@ class SocketTransport:
         try:
             writer.write(head + payload)
             await writer.drain()
-            response, headers = await asyncio.wait_for(_read_response(reader, sink), timeout)
+            async with asyncio.timeout(timeout):
+                response, headers = await _read_response(reader, sink)
         except SinkFailed as failed:  # the client's own failure (stdout closed), not the daemon's
             raise failed.error from None
         except TimeoutError:
@@ -198,7 +199,7 @@ class SocketTransport:
             ) from error
         finally:
             writer.close()
-            with contextlib.suppress(OSError, asyncio.CancelledError):
+            with contextlib.suppress(OSError):  # a cancel while it closes still cancels
                 await writer.wait_closed()
         self.daemon = DaemonIdentity.from_header(headers.get(DAEMON_HEADER)) or self.daemon
         return response
@@ -235,9 +236,8 @@ class SocketTransport:
         ) from gone
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_unix_connection(str(self.socket)), CONNECT_SECONDS
-        )
+        async with asyncio.timeout(CONNECT_SECONDS):
+            reader, writer = await asyncio.open_unix_connection(str(self.socket))
         if not peer_is_this_user(writer.get_extra_info("socket")):
             writer.close()
             raise unreachable(

@@ -1,0 +1,70 @@
+"""A cancelled request is cancelled, whenever the cancel comes: the CLI ends a command on
+Ctrl+C, SIGTERM or SIGHUP by cancelling its task, and a request that swallowed the
+cancel went on to run the code (Python 3.11's `asyncio.wait_for` returns the result when
+its awaitable finishes in the same step as the cancel; seen as `sandbox-workbench run`
+ignoring 2 SIGTERMs in 120 sent in its first 0.8 s, and running the guest to its
+timeout)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from workbench.api.transport import Request, answer_in_process
+from workbench.backends.daemon.transport import SocketTransport
+from workbench.protocol.http import Response
+
+STEPS = 40
+"""Cancel after each number of event loop steps up to this: past where the answer came."""
+
+
+async def _outcomes(request: Callable[[], Awaitable[Response]]) -> set[str]:
+    """How the request ended when cancelled after 0, 1, 2… loop steps: "cancelled",
+    "answered first" (done before the cancel came) or "answered" (the cancel lost)."""
+    outcomes = set()
+    for steps in range(STEPS):
+        task = asyncio.ensure_future(request())
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        if task.done():
+            outcomes.add("answered first")
+            continue
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            outcomes.add("cancelled")
+        else:
+            outcomes.add("answered")
+    return outcomes
+
+
+def test_a_request_to_the_daemon_is_never_answered_once_cancelled(tmp_path: Path) -> None:
+    async def main() -> set[str]:
+        async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+            await writer.drain()
+            writer.close()
+
+        path = tmp_path / "daemon.sock"
+        server = await asyncio.start_unix_server(answer, str(path))
+        transport = SocketTransport(path, "a test daemon")
+        try:
+            return await _outcomes(lambda: transport.request("GET", "/v1/daemon", timeout=5))
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(main()) == {"cancelled", "answered first"}
+
+
+def test_a_request_answered_in_process_is_never_answered_once_cancelled() -> None:
+    def handler(request: Request) -> Response:
+        return Response(200, b"{}")
+
+    async def main() -> set[str]:
+        return await _outcomes(lambda: answer_in_process(handler, "GET", "/v1/x", timeout=5))
+
+    assert asyncio.run(main()) == {"cancelled", "answered first"}
