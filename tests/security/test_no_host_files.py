@@ -60,12 +60,19 @@ def _maps_an_engine(pid: int) -> bool:
     return ".cwasm" in Path(f"/proc/{pid}/maps").read_text()
 
 
-def _wait_until_the_guest_sleeps(cli: subprocess.Popen[bytes], daemon: int) -> list[int]:
-    """The daemon's engine processes and their fork server once the one running the guest
-    (it loaded an engine) has stopped using CPU."""
+def _wait_until_the_guest_sleeps(
+    cli: subprocess.Popen[bytes], env: dict[str, str], daemon: int
+) -> list[int]:
+    """The daemon's engine processes and their fork server once the daemon runs the
+    guest and the engine process running it has stopped using CPU (before the run starts,
+    the context's process is idle too)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert cli.poll() is None, cli.stderr.read() if cli.stderr else ""
+        status = json.loads(run_cli(env, "daemon", "status", "--json").stdout)
+        if status.get("executions_in_flight") != 1:
+            time.sleep(0.1)
+            continue
         try:
             engines = [
                 pid
@@ -112,7 +119,7 @@ def _start_sleeping_guest(env: dict[str, str]) -> tuple[subprocess.Popen[bytes],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    return cli, _wait_until_the_guest_sleeps(cli, _daemon_pid(env))
+    return cli, _wait_until_the_guest_sleeps(cli, env, _daemon_pid(env))
 
 
 def _no_guest_file_on_the_host(tmp_path: Path, temp: Path, shm_before: set[str]) -> None:
