@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.sync.conftest import fresh_id, local_tree, remote_tree
+from tests.sync.conftest import eventually, fresh_id, local_tree, remote_tree, watching
 from workbench.api import Backend, ErrorCode, SandboxClient, Transport
 from workbench.protocol import errors
 from workbench.protocol.errors import error_response
@@ -578,7 +578,8 @@ async def test_a_sandbox_destroyed_again_during_its_refill_is_filled_from_the_st
 ) -> None:
     """Batches 1 (the initial sync) and 2 (a save after a destroy) go through; the
     sandbox is destroyed again just before 3, the refill's, which makes it again: the
-    refill starts over, lists what batch 3 put there, and finds nothing left to send."""
+    refill starts over, lists what batch 3 put there, and finds nothing left to send.
+    What batch 3 put there is the sync's, and counted as sent."""
     make_tree(folder, files=12)
     gateway = DestroyingBefore(backend.transport, client.id, nth=3)
     sync = FolderSync(folder, through(backend, client, gateway))
@@ -589,4 +590,48 @@ async def test_a_sandbox_destroyed_again_during_its_refill_is_filled_from_the_st
     assert gateway.batches == 3
     assert [issue.code for issue in report.notices] == ["SANDBOX_REPLACED"] * 2
     assert not report.incomplete and not report.conflicts and not report.errors
+    assert (len(report.uploaded), report.unchanged) == (13, 0)
     assert await remote_tree(client) == local_tree(folder)
+    shutil.rmtree(folder / "d1")
+    await sync.sync_paths(["d1"])
+    assert await remote_tree(client) == local_tree(folder)
+
+
+async def test_a_save_that_makes_a_destroyed_sandbox_again_is_counted_and_the_syncs(
+    client: SandboxClient, folder: Path
+) -> None:
+    """The watched sandbox is destroyed; the next save is a new file, whose write makes the
+    sandbox again, and the batch's answer says so: the pass refills it. The new file's
+    write had landed, but its outcome was dropped, so the refill said "2 uploaded" for 3
+    files and found the new file there as a stranger's: deleted locally, it stayed."""
+    (folder / "a.txt").write_text("a")
+    (folder / "b.txt").write_text("b")
+    sync = FolderSync(folder, client, debounce=0.03)
+    async with watching(sync) as watch:
+        await watch.until_idle()
+        await client.destroy()
+        (folder / "new.txt").write_text("saved after the destroy")
+
+        def refills() -> list[SyncReport]:
+            return [
+                event.report
+                for event in watch.of(EventKind.SYNCED)
+                if event.report is not None
+                and any(notice.code == "SANDBOX_REPLACED" for notice in event.report.notices)
+            ]
+
+        await eventually(lambda: _true(bool(refills())))
+        refill = refills()[0]
+        assert (sorted(refill.uploaded), refill.unchanged) == (["a.txt", "b.txt", "new.txt"], 0)
+        assert await remote_tree(client) == local_tree(folder)
+
+        (folder / "new.txt").unlink()
+
+        async def converged() -> bool:
+            return await remote_tree(client) == local_tree(folder)
+
+        await eventually(converged)
+
+
+async def _true(value: bool) -> bool:
+    return value

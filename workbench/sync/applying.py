@@ -610,9 +610,13 @@ class _BatchedPass:
             self.unsent.extend(steps)
             return
         if folder.replaced:
-            # The entries went to a sandbox made again: what failed there (a precondition
-            # on a file that went with the old one) is no conflict, and the pass's refill
-            # (`FolderSync`) sends the whole folder.
+            # The entries went to a sandbox made again, and the pass's refill (`FolderSync`)
+            # sends the whole folder. What they put there is the sync's (counted, and
+            # deleted with the local file later); what failed there (a precondition on a
+            # file that went with the old one) is no conflict, and a delete removed nothing.
+            for step, outcome in zip(steps, answer.results, strict=True):
+                if outcome.failure is None and step.kind not in ("early-delete", "delete"):
+                    self._record(step, outcome)
             return
         unreachable: errors.SandboxError | None = None
         for step, outcome in zip(steps, answer.results, strict=True):

@@ -173,7 +173,7 @@ def resolve_conflicts(
     for path in check.in_sync:
         upload = next(item for item in plan.uploads if item.relative == path)
         manifest[path] = replace(manifest[path], local_stat=upload.local.stat_key)
-        report.unchanged += 1
+        report.unchanged_files.add(path)
     plan.uploads = [item for item in plan.uploads if item.relative not in check.in_sync]
     issues = check.issues
     if not issues:

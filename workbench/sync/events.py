@@ -64,7 +64,8 @@ class SyncReport:
     deleted: list[str] = field(default_factory=list)
     renamed: list[tuple[str, str]] = field(default_factory=list)
     created_dirs: list[str] = field(default_factory=list)
-    unchanged: int = 0
+    unchanged_files: set[str] = field(default_factory=set)
+    """Files found in the sandbox with the local content already: nothing sent."""
     errors: list[SyncIssue] = field(default_factory=list)
     conflicts: list[SyncIssue] = field(default_factory=list)
     notices: list[SyncIssue] = field(default_factory=list)
@@ -72,6 +73,11 @@ class SyncReport:
     """True when a transient failure cut the pass short; the rest stays pending."""
     started_at: float = field(default_factory=time.time)
     duration_s: float = 0.0
+
+    @property
+    def unchanged(self) -> int:
+        """How many files needed nothing sent."""
+        return len(self.unchanged_files)
 
     @property
     def changed(self) -> bool:

@@ -124,6 +124,20 @@ class _SandboxMadeAgain(Exception):
     """The pass found its sandbox destroyed and made again: a refill takes over."""
 
 
+def _continued(earlier: SyncReport, later: SyncReport) -> SyncReport:
+    """`later`, a pass that started over on a sandbox made again, with what `earlier` (the
+    pass that found it so) changed before: what both sent counts once, and a file that
+    `earlier` put in the new sandbox, found there by `later`, as sent, not unchanged.
+    Errors and conflicts are `later`'s alone (it met those of `earlier` again)."""
+    later.uploaded = sorted({*earlier.uploaded, *later.uploaded})
+    later.deleted = sorted({*earlier.deleted, *later.deleted})
+    later.renamed = [*earlier.renamed, *later.renamed]
+    later.created_dirs = sorted({*earlier.created_dirs, *later.created_dirs})
+    later.unchanged_files -= {*later.uploaded, *(target for _, target in later.renamed)}
+    later.notices = [*earlier.notices, *later.notices]
+    return later
+
+
 class FolderSync:
     """Mirror `local_dir` into `dest` of `sandbox`: `initial_sync()`, `sync_paths()`,
     or `watch()` for both plus incremental passes on every settled batch of changes.
@@ -258,27 +272,25 @@ class FolderSync:
         """Make `dest` mirror the folder, uploading only what differs (and deleting only
         what the module docstring allows). A sandbox destroyed and made again meanwhile is
         filled again from the start (`_REFILLS` times at most; then the report is
-        incomplete and the next pass starts over).
+        incomplete and the next pass starts over), and the report counts what every start
+        sent.
 
         Raises `TransientSyncError` when the sandbox cannot be reached, and
         `SyncConflictError` under policy `fail`.
         """
         report = SyncReport(full=True)
-        made_again: list[SyncIssue] = []
         for _ in range(_REFILLS):
             try:
-                report = await self._initial_pass()
+                report = _continued(report, await self._initial_pass())
             except _SandboxMadeAgain:
-                made_again.append(self._note_made_again())
+                report.notices.append(self._note_made_again())
                 continue
             if not self._folder.replaced:
                 self._initialized = True
-                report.notices[:0] = made_again
                 return report
-            made_again.append(self._note_made_again())
+            report.notices.append(self._note_made_again())
         self._initialized = False
         report.incomplete = True
-        report.notices[:0] = made_again
         return report
 
     async def _initial_pass(self) -> SyncReport:
@@ -408,15 +420,9 @@ class FolderSync:
         """The sandbox was destroyed and made again since the last pass, and this pass sent
         only what changed: mirror the whole folder again (an initial sync), reported
         together with what the pass changed."""
-        notice = self._note_made_again()
+        report.notices.append(self._note_made_again())
         self._initialized = False
-        refill = await self.initial_sync()
-        refill.uploaded = sorted({*report.uploaded, *refill.uploaded})
-        refill.deleted = sorted({*report.deleted, *refill.deleted})
-        refill.renamed = [*report.renamed, *refill.renamed]
-        refill.created_dirs = sorted({*report.created_dirs, *refill.created_dirs})
-        refill.notices = [*report.notices, notice, *refill.notices]
-        return refill
+        return _continued(report, await self.initial_sync())
 
     def _note_made_again(self) -> SyncIssue:
         """Tell that the sandbox was made again (the notice, for the pass's report)."""

@@ -89,7 +89,7 @@ def plan_pass(
             and entry.local_stat == wanted.stat_key
             and path not in replaced
         ):
-            report.unchanged += 1
+            report.unchanged_files.add(path)
             continue
         changed.append((path, wanted))
     # The room the sandbox has for this pass's files: what the manifest says stays there
@@ -108,7 +108,7 @@ def plan_pass(
         digest = content_digest(data)
         if entry is not None and not entry.is_dir and entry.digest == digest:
             manifest[path] = replace(entry, local_stat=wanted.stat_key)
-            report.unchanged += 1
+            report.unchanged_files.add(path)
             continue
         plan.uploads.append(Upload(path, data, digest, wanted))
     # A deleted file and a new one with the same content: rename instead (not from under a
