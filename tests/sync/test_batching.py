@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -635,3 +635,58 @@ async def test_a_save_that_makes_a_destroyed_sandbox_again_is_counted_and_the_sy
 
 async def _true(value: bool) -> bool:
     return value
+
+
+class ActingBeforeReadBack(Gateway):
+    """Runs `before` (another client's work) once, just before a read of `path` goes
+    through (the conflict check's read-back)."""
+
+    def __init__(self, inner: Transport, path: str) -> None:
+        super().__init__(inner)
+        self.path = path
+        self.before: Callable[[], Awaitable[object]] | None = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float | None = None,
+        on_event: Any = None,
+    ) -> Response:
+        reads = isinstance(body, dict) and body.get("op") == "read"
+        if reads and body.get("path") == self.path and self.before is not None:
+            before, self.before = self.before, None
+            await before()
+        return await super().request(method, path, body, timeout=timeout, on_event=on_event)
+
+
+@pytest.mark.parametrize("policy", ["local-wins", "sandbox-wins", "fail"])
+async def test_a_file_the_other_watch_deleted_before_the_read_back_is_no_conflict(
+    backend: Backend, client: SandboxClient, folder: Path, tmp_path: Path, policy: str
+) -> None:
+    """One folder watched twice (the TUI's watch and `watch`, one state file): a file is
+    edited, its size kept, then deleted. The other watch sent the edit; this one, whose
+    pass took both changes, found the sandbox's copy changed and read it back to compare,
+    but the other watch had deleted it meanwhile: the read found nothing, and that was
+    "changed in the sandbox since the last sync" (under `fail`, the watch ended). The
+    pass deletes it, and it is gone: no conflict."""
+    (folder / "f.txt").write_text("version 1")
+    (folder / "kept.txt").write_text("kept")
+    state_file = tmp_path / "state.json"
+    other = FolderSync(folder, client, policy=policy, state_file=state_file)
+    await other.initial_sync()
+    gateway = ActingBeforeReadBack(backend.transport, "/workspace/f.txt")
+    sync = FolderSync(
+        folder, through(backend, client, gateway), policy=policy, state_file=state_file
+    )
+    await sync.initial_sync()
+    (folder / "f.txt").write_text("version 2")
+    assert (await other.sync_paths(["f.txt"])).uploaded == ["f.txt"]
+    (folder / "f.txt").unlink()
+    gateway.before = lambda: other.sync_paths(["f.txt"])
+    report = await sync.sync_paths(["f.txt"])
+    assert gateway.before is None  # the other watch deleted it before the read-back
+    assert not report.conflicts and not report.errors
+    assert await remote_tree(client) == local_tree(folder)

@@ -124,10 +124,7 @@ async def find_conflicts(
         entry = manifest[path]
         info = now[path]
         if info is None:
-            if wanted[path] is None:
-                continue  # we wanted it gone, and it is
-            check.issues.append(SyncIssue(path, "CONFLICT", f"{path} was deleted in the sandbox"))
-            manifest.pop(path, None)
+            _gone(check, manifest, path, removed_by_plan=wanted[path] is None)
             continue
         if info.is_directory:
             check.issues.append(
@@ -139,7 +136,10 @@ async def find_conflicts(
         digest: str | None = None
         if info.size == entry.size or wanted[path] is not None:
             data = await folder.read(path)
-            digest = None if data is None else content_digest(data)
+            if data is None:  # deleted since it was listed (say, by another watch of the folder)
+                _gone(check, manifest, path, removed_by_plan=wanted[path] is None)
+                continue
+            digest = content_digest(data)
         if digest is not None and digest == entry.digest:
             manifest[path] = replace(entry, modified_at=info.modified_at)
             continue
@@ -156,6 +156,16 @@ async def find_conflicts(
             False, info.size, info.modified_at, digest, None, owned=True
         )
     return check
+
+
+def _gone(
+    check: ConflictCheck, manifest: dict[str, RemoteEntry], path: str, *, removed_by_plan: bool
+) -> None:
+    """A checked file the sandbox no longer holds: a conflict unless the plan removes it."""
+    if removed_by_plan:
+        return  # we wanted it gone, and it is
+    check.issues.append(SyncIssue(path, "CONFLICT", f"{path} was deleted in the sandbox"))
+    manifest.pop(path, None)
 
 
 def resolve_conflicts(
