@@ -105,12 +105,7 @@ async def export_command(
 ) -> int:
     """Write a context's cells and their outcomes: a replayable transcript, JSON,
     Markdown or a Jupyter notebook."""
-    from workbench.transcripts import (
-        ExportError,
-        export_context,
-        require_sandbox,
-        write_private_text,
-    )
+    from workbench.transcripts import ExportError, export_context, write_private_text
 
     if output != "-" and (not output or output.endswith(os.sep)):  # Path() drops the slash
         raise CommandError(f"{output!r} names no file: give the file's name", EXIT_USAGE)
@@ -124,10 +119,13 @@ async def export_command(
         )
 
     async def body(backend: Backend) -> Any:
-        await require_sandbox(backend, sandbox_id)  # a prefix's listing would make it
-        context = await full_context_id(backend.sandbox(sandbox_id), context_id)
         return await export_context(
-            backend, sandbox_id, context, with_env=with_env, with_files=with_files
+            backend,
+            sandbox_id,
+            context_id,
+            with_env=with_env,
+            with_files=with_files,
+            resolve_context=full_context_id,
         )
 
     try:

@@ -8,7 +8,7 @@ another backend (the one you deploy to, say)?
 profiles).
 """
 
-from workbench.transcripts.export import Export, ExportError, export_context, require_sandbox
+from workbench.transcripts.export import Export, ExportError, export_context
 from workbench.transcripts.model import (
     FORMAT,
     VERSION,
@@ -69,7 +69,6 @@ __all__ = [
     "prepare_quietly",
     "read_transcript",
     "replay_transcript",
-    "require_sandbox",
     "run_fresh",
     "unified_lines",
     "write_private_text",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from workbench.api import Backend, ContextInfo, SandboxClient, restored_checkpoint, short_id
@@ -77,10 +78,13 @@ async def export_context(
     *,
     with_env: bool = False,
     with_files: bool = False,
+    resolve_context: Callable[[SandboxClient, str], Awaitable[str]] | None = None,
 ) -> Export:
     """The context's cells and outcomes from the backend's history (`GET …/history`),
     with its binding and cwd, the sandbox's env var keys (values with `with_env`) and,
-    with `with_files`, the workspace files.
+    with `with_files`, the workspace files. `resolve_context` turns `context_id` (a
+    prefix, say) into the context's id; it runs once the sandbox is known to exist, as
+    its requests would bring the sandbox into being.
 
     Raises `ExportError` for a missing sandbox or context and for a backend that keeps
     no history (the Worker gateway). A context's own env vars are not reported by the
@@ -88,6 +92,8 @@ async def export_context(
     """
     await require_sandbox(backend, sandbox_id)
     sandbox = backend.sandbox(sandbox_id)
+    if resolve_context is not None:
+        context_id = await resolve_context(sandbox, context_id)
     info = await sandbox.get_info()
     context: ContextInfo | None = next(
         (item for item in info.contexts if item.id == context_id), None
