@@ -21,6 +21,7 @@ from tour import (
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.confirm_screen import ConfirmScreen
+from workbench.tui.screens.sandbox_gone_screen import SandboxGoneScreen
 from workbench.tui.screens.save_conflict_screen import SaveConflictScreen
 from workbench.tui.tree_nodes import FileNode
 from workbench.tui.widgets.file_view import FileView
@@ -177,6 +178,69 @@ async def test_another_writer_is_a_conflict_until_reloaded(
         await wait_for(pilot, lambda: not deep.is_dirty and not deep.saving)
         assert deep.editor.text in ("deep!", "!deep")  # where the editor's cursor was
         assert await sandbox_file(app, "sub/deep.txt") == deep.editor.text.encode()
+        assert not notes.errors()
+
+
+async def listed(app: WorkbenchApp) -> set[str]:
+    assert app.backend is not None
+    return {summary.id for summary in await app.backend.list_sandboxes()}
+
+
+async def test_saving_into_a_destroyed_sandbox_asks_before_making_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The save's write made the sandbox again, empty, then asked to "Save again" a file
+    it said was deleted, which wrote it there: the user was never told that the sandbox
+    (its other files, env vars and contexts) was gone."""
+    await write_files(tmp_path, {"notes.txt": b"mine", "other.txt": b"other"})
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    copied: list[str] = []
+    monkeypatch.setattr(app, "copy_to_clipboard", copied.append)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = await open_file(pilot, app, "notes.txt")
+        await type_at_the_end(pilot, view, "!")
+        assert app.backend is not None
+        await app.backend.sandbox("demo").destroy()  # another client
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SandboxGoneScreen))
+        question = str(app.screen.query_one(".dialog-question", Static).render())
+        assert "Sandbox demo is gone" in question and "/workspace/notes.txt" in question
+        assert "demo" not in await listed(app)
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("demo") is None)
+        assert not view.saving and "sandbox demo gone" in header(view)
+
+        await pilot.click("#copy")
+        await wait_for(pilot, lambda: copied == ["mine!"])
+        assert view.is_dirty and "demo" not in await listed(app)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SandboxGoneScreen))
+        await pilot.press("escape")  # keep editing
+        await wait_for(pilot, lambda: not isinstance(app.screen, SandboxGoneScreen))
+        assert view.editor.text == "mine!" and "demo" not in await listed(app)
+
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SandboxGoneScreen))
+        await pilot.click("#recreate")
+        await wait_for(pilot, lambda: not view.is_dirty and not view.saving)
+        assert await sandbox_file(app, "notes.txt") == b"mine!"
+        assert not (await app.backend.sandbox("demo").exists("/workspace/other.txt")).exists
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("demo") is not None)
+        assert "gone" not in header(view)
+
+        # "Save again" of a deleted file asks too when the sandbox went meanwhile.
+        await type_at_the_end(pilot, view, "?")
+        await app.backend.sandbox("demo").delete_file("/workspace/notes.txt")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SaveConflictScreen))
+        await app.backend.sandbox("demo").destroy()
+        await pilot.click("#overwrite")
+        await wait_for(pilot, lambda: isinstance(app.screen, SandboxGoneScreen))
+        assert "demo" not in await listed(app)
+        await pilot.click("#keep")
+        await wait_for(pilot, lambda: not isinstance(app.screen, SandboxGoneScreen))
+        assert view.is_dirty and "demo" not in await listed(app)
         assert not notes.errors()
 
 

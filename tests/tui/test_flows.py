@@ -997,6 +997,7 @@ async def test_every_binding_has_an_id_and_a_description() -> None:
     from workbench.tui.screens.env_vars_screen import EnvVarsScreen
     from workbench.tui.screens.export_screen import ExportScreen
     from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
+    from workbench.tui.screens.sandbox_gone_screen import SandboxGoneScreen
     from workbench.tui.screens.watch_screen import WatchScreen
     from workbench.tui.widgets.find_input import FindInput
 
@@ -1012,6 +1013,7 @@ async def test_every_binding_has_an_id_and_a_description() -> None:
         HelpScreen,
         HistorySearchScreen,
         ProfilePickerScreen,
+        SandboxGoneScreen,
         WatchScreen,
     ]
     for owner in owners:

@@ -145,6 +145,15 @@ class FileSaveConflict(Message, bubble=False):
 
 
 @dataclass
+class FileSaveSandboxGone(Message, bubble=False):
+    """A save found the file's sandbox gone (the backend no longer lists it: another
+    client destroyed it, or it expired): nothing was written, and no sandbox made."""
+
+    sandbox_id: str
+    path: str
+
+
+@dataclass
 class FileSaveFailed(Message, bubble=False):
     sandbox_id: str
     path: str

@@ -8,7 +8,9 @@ actions and the handlers of those messages (the only code here that changes widg
 A save is a `files/batch` write whose precondition is the version the view's text was
 read at (size and modification time, as the directory listing reports them): a file
 that changed or went meanwhile (a run, the folder watch, another client) fails it, and
-nothing is written until the user chooses to overwrite or to reload.
+nothing is written until the user chooses to overwrite or to reload. A save first asks
+whether the sandbox is still listed, since the write would make a destroyed one again:
+the user then chooses to recreate it with the file or to keep the text.
 """
 
 from __future__ import annotations
@@ -38,12 +40,15 @@ from workbench.tui.messages import (
     FileSaveConflict,
     FileSaved,
     FileSaveFailed,
+    FileSaveSandboxGone,
     PathRenamed,
+    SandboxesLoaded,
     WorkspaceChanged,
 )
 from workbench.tui.profile_connection import ProfileConnection
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.name_screen import NameScreen
+from workbench.tui.screens.sandbox_gone_screen import GoneChoice, SandboxGoneScreen
 from workbench.tui.screens.save_conflict_screen import ConflictChoice, SaveConflictScreen
 from workbench.tui.tree_nodes import DirectoryNode, FileNode, SandboxNode
 from workbench.tui.widgets.file_view import FileView
@@ -132,12 +137,24 @@ class WorkspaceFiles:
 
         self.connection.call(f"Opening {path} failed", read)
 
-    def save(self, sandbox_id: str, path: str, text: str, expected: FileVersion | None) -> None:
+    def save(
+        self,
+        sandbox_id: str,
+        path: str,
+        text: str,
+        expected: FileVersion | None,
+        *,
+        recreate: bool = False,
+    ) -> None:
         """Write `text` if the file is still at `expected` (None: if nothing is there, its
         folders made first, as a file whose folder went is saved again); `FileSaved`,
-        `FileSaveConflict` or `FileSaveFailed` follows."""
+        `FileSaveConflict`, `FileSaveSandboxGone` or `FileSaveFailed` follows. Only with
+        `recreate` is a sandbox written that the backend no longer lists (the write makes
+        it again)."""
 
         async def save(backend: Backend) -> None:
+            if not recreate and not await self.still_listed(backend, sandbox_id, path):
+                return
             entry = BatchEntry.write(path, text, if_match=expected, if_absent=expected is None)
             entries = (
                 [entry]
@@ -161,8 +178,25 @@ class WorkspaceFiles:
             else:
                 version = FileVersion(len(text.encode()), outcome.timestamp)
                 self.owner.post_message(FileSaved(sandbox_id, path, text, version))
+                if recreate:  # the tree dropped the sandbox when it found it gone
+                    self.connection.load_sandboxes()
 
         self.connection.call(f"Saving {path} failed", save)
+
+    async def still_listed(self, backend: Backend, sandbox_id: str, path: str) -> bool:
+        """Whether the backend lists the sandbox (a listing makes none); when not, the
+        listing (the tree drops the sandbox) and `FileSaveSandboxGone` are posted, and when
+        it cannot be listed, `FileSaveFailed`."""
+        try:
+            listed = await backend.list_sandboxes()
+        except Exception as error:
+            self.owner.post_message(FileSaveFailed(sandbox_id, path, describe_error(error)))
+            return False
+        if any(summary.id == sandbox_id for summary in listed):
+            return True
+        self.owner.post_message(SandboxesLoaded(listed))
+        self.owner.post_message(FileSaveSandboxGone(sandbox_id, path))
+        return False
 
     def create_file(self, sandbox_id: str, path: str) -> None:
         """An empty file, never over one that exists; then its view opens."""
@@ -306,9 +340,13 @@ class WorkspaceFileHandlers(Screen[None]):
         else:
             self.save_view(view, view.version)
 
-    def save_view(self, view: FileView, expected: FileVersion | None) -> None:
+    def save_view(
+        self, view: FileView, expected: FileVersion | None, *, recreate: bool = False
+    ) -> None:
         view.show_saving(True)
-        self.workspace_files.save(view.sandbox_id, view.path, view.editor.text, expected)
+        self.workspace_files.save(
+            view.sandbox_id, view.path, view.editor.text, expected, recreate=recreate
+        )
 
     @on_report(FileSaved)
     def file_saved(self, message: FileSaved) -> None:
@@ -361,6 +399,32 @@ class WorkspaceFileHandlers(Screen[None]):
                 self.workspace_files.open(view.sandbox_id, view.path, discard_edits=True)
 
         self.app.push_screen(SaveConflictScreen(question, gone=current is None), chosen)
+
+    @on_report(FileSaveSandboxGone)
+    def file_save_sandbox_gone(self, message: FileSaveSandboxGone) -> None:
+        """Ask before making the sandbox again: another client destroyed it, with its
+        other files, env vars and contexts."""
+        view = self.tabs.file_view(message.sandbox_id, message.path)
+        if view is None:
+            return
+        view.show_saving(False)
+        view.show_sandbox_gone()
+        question = (
+            f"Sandbox {message.sandbox_id} is gone (another client destroyed it, or it "
+            f"expired), so {message.path} was not saved.\nRecreate the sandbox, empty but "
+            "for this file? Or keep your text: copy it, or keep editing."
+        )
+
+        def chosen(choice: GoneChoice | None) -> None:
+            if not view.is_attached:
+                return
+            if choice == "recreate":
+                self.save_view(view, None, recreate=True)
+            elif choice == "copy":
+                self.app.copy_to_clipboard(view.editor.text)
+                self.notify(f"Copied the text of {view.path}", timeout=2)
+
+        self.app.push_screen(SandboxGoneScreen(question), chosen)
 
     def action_reload_file(self) -> None:
         view = self.tabs.active_file

@@ -33,9 +33,12 @@ A text file of the sandbox's `/workspace`: edit it and save it with **ctrl+s**
 Python `:`; **Backspace** in the indentation removes a level). The
 save fails, changing nothing, when the file changed in the sandbox since it was read
 (a run, the folder watch, another client): you then choose to overwrite it with your
-text or to reload it. A run, a sync and **F5** read the file again: unsaved edits
-(marked `●`) are kept, and the header then says when the file changed in the sandbox;
-**alt+l** reloads it and **alt+w** closes it, both asking first.
+text or to reload it. When another client destroyed the whole sandbox, nothing is
+written either (the write would make it again): you choose to recreate it with your
+text as its file, or to keep the text (copy it, or keep editing). A run, a sync and
+**F5** read the file again: unsaved edits (marked `●`) are kept, and the header then
+says when the file changed in the sandbox; **alt+l** reloads it and **alt+w** closes
+it, both asking first.
 """
 
     def __init__(self, path: str, text: str, *, id: str | None = None) -> None:

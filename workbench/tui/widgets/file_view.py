@@ -95,6 +95,8 @@ class FileView(Vertical):
         self.changed_underneath = False
         """A read while there were unsaved edits found another version."""
         self.gone = False
+        self.sandbox_gone = False
+        """A save found the whole sandbox gone (`gone` too): saving asks to recreate it."""
         self.saving = False
         self.shown_dirty = False
         self.hides_controls = False
@@ -131,7 +133,7 @@ class FileView(Vertical):
         self.read, self.version = read, version
         editable = editable_text(read)
         self.saved_text, self.read_only_reason = editable.text, editable.read_only_reason
-        self.changed_underneath = self.gone = False
+        self.changed_underneath = self.gone = self.sandbox_gone = False
         self.remove_class("-gone")
         self.set_class(editable.text is None, "-read-only")
         if editable.text is not None:
@@ -167,7 +169,7 @@ class FileView(Vertical):
         the header says that the file changed in the sandbox) and `discard_edits` is False."""
         if self.is_dirty and not discard_edits:
             self.changed_underneath = self.changed_underneath or version != self.version
-            self.gone = False
+            self.gone = self.sandbox_gone = False
             self.remove_class("-gone")
             self.show_header()
             return
@@ -175,7 +177,14 @@ class FileView(Vertical):
 
     def show_gone(self) -> None:
         """The file went (a run or a sync removed it): say so above what it held."""
-        self.gone = True
+        self.gone, self.sandbox_gone = True, False
+        self.add_class("-gone")
+        self.show_header()
+
+    def show_sandbox_gone(self) -> None:
+        """A save found the file's sandbox gone (another client destroyed it): say so
+        above what the file held."""
+        self.gone = self.sandbox_gone = True
         self.add_class("-gone")
         self.show_header()
 
@@ -191,7 +200,7 @@ class FileView(Vertical):
     def saved(self, text: str, version: FileVersion) -> None:
         """`text` is now the file's, at `version`."""
         self.saved_text, self.version = text, version
-        self.changed_underneath = self.gone = self.saving = False
+        self.changed_underneath = self.gone = self.sandbox_gone = self.saving = False
         self.remove_class("-gone")
         self.show_header()
 
@@ -212,8 +221,9 @@ class FileView(Vertical):
         dirty = self.is_dirty
         notes = ["● modified" if dirty else ""]
         if self.gone:
+            what = f"sandbox {self.sandbox_id} gone" if self.sandbox_gone else "gone"
             edits = ": your edits are kept, saving asks first" if dirty else ""
-            notes.append(f"gone (what it held when last read){edits}")
+            notes.append(f"{what} (what it held when last read){edits}")
         elif self.changed_underneath:
             notes.append(
                 "changed in the sandbox since you opened it: saving asks whether to "
