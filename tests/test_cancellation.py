@@ -7,6 +7,7 @@ timeout)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -68,3 +69,20 @@ def test_a_request_answered_in_process_is_never_answered_once_cancelled() -> Non
         return await _outcomes(lambda: answer_in_process(handler, "GET", "/v1/x", timeout=5))
 
     assert asyncio.run(main()) == {"cancelled", "answered first"}
+
+
+def test_no_timeout_is_an_asyncio_wait_for() -> None:
+    """The rule the tests above sample, checked everywhere: `asyncio.wait_for` can lose a
+    cancel on Python 3.11, `asyncio.timeout` cannot."""
+    root = Path(__file__).resolve().parent.parent
+    found = [
+        f"{path.relative_to(root)}:{node.lineno}"
+        for package in ("workbench", "engines", "tour")
+        for path in sorted((root / package).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "wait_for"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "asyncio"
+    ]
+    assert found == []
