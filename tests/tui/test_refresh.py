@@ -1,4 +1,5 @@
-"""F5 (refresh) keeps what the tree shows expanded and reads the open files again."""
+"""F5 (refresh) keeps what the tree shows expanded and reads the open files again; a
+sandbox another client destroyed stays destroyed."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.test_file_editing import header, open_file, type_at_the_end, write_files
-from tests.tui.test_flows import make_app
-from tour import expanded_workspace, until_connected, wait_for
+from tests.tui.test_file_editing import header, listed, open_file, type_at_the_end, write_files
+from tests.tui.test_flows import Notifications, make_app
+from tour import create_context, expanded_workspace, run_cell, until_connected, wait_for
+from workbench.api import SandboxSummary
 from workbench.tui.tree_nodes import DirectoryNode, FileNode
+from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -71,3 +74,63 @@ async def test_refresh_flags_a_modified_file_view_and_keeps_the_edits(tmp_path: 
         shown = header(view)
         assert "● modified" in shown
         assert "changed in the sandbox since you opened it" in shown
+
+
+async def test_a_refresh_leaves_a_sandbox_another_client_destroyed_destroyed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F5 listed the expanded folders and read the open files of each sandbox while it
+    listed the sandboxes: those requests made a sandbox another client destroyed again,
+    empty, which the tree then showed again. Now the refresh lists the sandboxes once and
+    asks only about the listed ones."""
+    await write_files(tmp_path, {"notes.txt": b"mine"})
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = await open_file(pilot, app, "notes.txt")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "1")
+        backend = app.backend
+        assert backend is not None
+        await backend.sandbox("kept").write_file("/workspace/k.txt", "k")
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("kept") is not None)
+        await expanded_workspace(pilot, app, "kept")
+        await type_at_the_end(pilot, view, "!")
+        await backend.sandbox("demo").destroy()  # another client
+        listings = 0
+        list_sandboxes = backend.list_sandboxes
+
+        async def counted_listing() -> list[SandboxSummary]:
+            nonlocal listings
+            listings += 1
+            return await list_sandboxes()
+
+        monkeypatch.setattr(backend, "list_sandboxes", counted_listing)
+        await backend.sandbox("kept").write_file("/workspace/new.txt", "new")
+        await pilot.press("f5")
+
+        kept = main.sandbox_tree.sandbox_node("kept")
+        assert kept is not None
+
+        def kept_listed_again() -> bool:
+            return any(
+                FileNode("kept", "/workspace/new.txt") in [leaf.data for leaf in child.children]
+                for child in kept.children
+            )
+
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("demo") is None)
+        await wait_for(pilot, lambda: "sandbox demo gone" in header(view))
+        await wait_for(pilot, kept_listed_again)
+        assert view.editor.text == "mine!" and view.is_dirty
+        await wait_for(pilot, lambda: repl.gone)
+        tab = main.tabs.get_tab(repl_tab_id(repl.context.id))
+        assert str(tab.label).endswith(" (gone)")
+        for _ in range(10):  # every answer of the refresh is in
+            await pilot.pause(0.05)
+        assert listings == 1
+        monkeypatch.setattr(backend, "list_sandboxes", list_sandboxes)
+        assert "demo" not in await listed(app)
+        assert main.sandbox_tree.sandbox_node("demo") is None
+        assert not notes.errors()

@@ -338,9 +338,9 @@ class ProfileConnection:
         except Exception as error:
             self.owner.post_message(OperationFailed(title, describe_error(error)))
 
-    def load_sandboxes(self) -> None:
+    def load_sandboxes(self, *, refresh: bool = False) -> None:
         async def load(backend: Backend) -> None:
-            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes()))
+            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes(), refresh))
 
         self.call("Listing sandboxes failed", load)
 
@@ -352,14 +352,11 @@ class ProfileConnection:
 
         self.call("Listing runtimes failed", load)
 
-    def load_sandbox_info(self, sandbox_id: str, *, listed_only: bool = False) -> None:
+    def load_sandbox_info(self, sandbox_id: str) -> None:
         """The sandbox's info, then its checkpoints' usage and (with `prices`) the
-        estimated cost of its kept runs. `listed_only`: not when the sandbox is no longer
-        listed (another client destroyed it: asking for its info makes it again)."""
+        estimated cost of its kept runs."""
 
         async def load(backend: Backend) -> None:
-            if listed_only and not await self._listed(backend, sandbox_id):
-                return
             sandbox = backend.sandbox(sandbox_id)
             info = await sandbox.get_info()
             self.owner.post_message(SandboxInfoLoaded(info))
@@ -386,11 +383,6 @@ class ProfileConnection:
                 self.owner.post_message(ContextsGone(sandbox_id, gone))
 
         self.call(f"Listing the contexts of {sandbox_id} failed", confirm)
-
-    @staticmethod
-    async def _listed(backend: Backend, sandbox_id: str) -> bool:
-        """Whether the sandbox exists (a listing makes none)."""
-        return sandbox_id in {summary.id for summary in await backend.list_sandboxes()}
 
     def list_directory(self, sandbox_id: str, path: str) -> None:
         async def load(backend: Backend) -> None:
@@ -470,16 +462,12 @@ class ProfileConnection:
         after: int,
         before: int | None,
         generation: int,
-        *,
-        listed_only: bool,
     ) -> None:
         """Read the context's history for the runs after run `after` (and before run
-        `before`): `HistoryCaughtUp`. `listed_only`: not when the sandbox is no longer
-        listed (reading a sandbox's history makes it again)."""
+        `before`): `HistoryCaughtUp`. Only of a sandbox known to exist: reading a
+        sandbox's history makes it again."""
 
         async def load(backend: Backend) -> None:
-            if listed_only and not await self._listed(backend, sandbox_id):
-                return
             server = await backend.sandbox(sandbox_id).interpreter.history(context_id)
             oldest = history_number(server[0]) if server else None
             entries = [

@@ -50,7 +50,7 @@ from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.screens.sandbox_gone_screen import GoneChoice, SandboxGoneScreen
 from workbench.tui.screens.save_conflict_screen import ConflictChoice, SaveConflictScreen
-from workbench.tui.tree_nodes import DirectoryNode, FileNode, SandboxNode
+from workbench.tui.tree_nodes import DirectoryNode, FileNode
 from workbench.tui.widgets.file_view import FileView
 from workbench.tui.widgets.sandbox_tree import SandboxTree
 from workbench.tui.widgets.workbench_tabs import WorkbenchTabs
@@ -309,16 +309,6 @@ class WorkspaceFileHandlers(Screen[None]):
         changed files) and read its open files again."""
         self.refresh_tree(sandbox_id)
         self.reread_open_files(sandbox_id)
-
-    def refresh_workspaces(self) -> None:
-        """Every sandbox's expanded directories listed again and its open files read again
-        (a refresh: another client may have changed them)."""
-        sandbox_ids = {view.sandbox_id for view in self.tabs.file_views_of_all()}
-        for node in self.sandbox_tree.root.children:
-            if isinstance(node.data, SandboxNode):
-                sandbox_ids.add(node.data.sandbox_id)
-        for sandbox_id in sorted(sandbox_ids):
-            self.refresh_workspace(sandbox_id)
 
     def refresh_tree(self, sandbox_id: str) -> None:
         """List the sandbox's expanded directories again, keeping what is expanded and

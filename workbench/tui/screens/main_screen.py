@@ -312,10 +312,15 @@ class MainScreen(
         for pane in self.tabs.repls:
             if pane.sandbox_id not in known and not pane.gone:
                 self.mark_tab_gone(pane)
+        for view in self.tabs.file_views_of_all():
+            if view.sandbox_id not in known and not view.sandbox_gone:
+                view.show_sandbox_gone()
         for summary in message.sandboxes:
             node = self.sandbox_tree.sandbox_node(summary.id)
             if node is not None and node.is_expanded:
                 self.connection.load_sandbox_info(summary.id)
+        if message.refresh:
+            self.refresh_listed(known)
 
     def reopen_tabs(self, sandbox_ids: set[str]) -> None:
         """Reopen the REPL tabs the profile had open last time, of sandboxes that still
@@ -650,7 +655,7 @@ class MainScreen(
     @on(ReplPane.CatchUpRequested)
     def catch_up_requested(self, message: ReplPane.CatchUpRequested) -> None:
         """A tab asks for the runs another client made (after a jump: the run just found
-        the sandbox; on a refresh: only while the sandbox is listed)."""
+        the sandbox; on a refresh: the refresh's listing has it)."""
         message.stop()
         self.connection.catch_up(
             message.sandbox_id,
@@ -658,7 +663,6 @@ class MainScreen(
             message.after,
             message.before,
             message.generation,
-            listed_only=message.before is None,
         )
 
     @on_report(HistoryCaughtUp)
@@ -762,15 +766,23 @@ class MainScreen(
     # ----------------------------------------------------------------- sandboxes
 
     def action_refresh(self) -> None:
-        self.connection.load_sandboxes()
-        for pane in self.tabs.repls:
-            pane.catch_up()
+        """Read everything shown again; what is read of a sandbox waits for the listing,
+        which is the only request a refresh makes of a sandbox that is gone (any other
+        makes it again): `refresh_listed`."""
+        self.connection.load_sandboxes(refresh=True)
         self.connection.load_runtimes()
-        sandbox_id = self.selected_sandbox_id
-        if sandbox_id is not None:
-            self.connection.load_sandbox_info(sandbox_id, listed_only=True)
-        self.refresh_workspaces()
         self.connection.check_health()
+
+    def refresh_listed(self, listed: set[str]) -> None:
+        """The rest of a refresh, of the `listed` sandboxes: the tabs' runs by other
+        clients, the selected sandbox's info, and the expanded folders and open files."""
+        for pane in self.tabs.repls:
+            pane.catch_up()  # a tab of a sandbox not listed is marked gone: it asks nothing
+        selected = self.selected_sandbox_id
+        if selected in listed:
+            self.connection.load_sandbox_info(selected)
+        for sandbox_id in sorted(listed):
+            self.refresh_workspace(sandbox_id)
 
     def action_show_runtimes(self) -> None:
         self.show_tab(RUNTIMES_TAB)

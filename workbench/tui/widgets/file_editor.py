@@ -37,8 +37,8 @@ text or to reload it. When another client destroyed the whole sandbox, nothing i
 written either (the write would make it again): you choose to recreate it with your
 text as its file, or to keep the text (copy it, or keep editing). A run, a sync and
 **F5** read the file again: unsaved edits (marked `●`) are kept, and the header then
-says when the file changed in the sandbox; **alt+l** reloads it and **alt+w** closes
-it, both asking first.
+says when the file changed in the sandbox, or that the whole sandbox is gone (F5 reads
+nothing of it then); **alt+l** reloads it and **alt+w** closes it, both asking first.
 """
 
     def __init__(self, path: str, text: str, *, id: str | None = None) -> None:

@@ -96,7 +96,8 @@ class FileView(Vertical):
         """A read while there were unsaved edits found another version."""
         self.gone = False
         self.sandbox_gone = False
-        """A save found the whole sandbox gone (`gone` too): saving asks to recreate it."""
+        """The whole sandbox is gone (`gone` too; a save or a listing found it so): saving
+        asks to recreate it."""
         self.saving = False
         self.shown_dirty = False
         self.hides_controls = False
@@ -182,8 +183,8 @@ class FileView(Vertical):
         self.show_header()
 
     def show_sandbox_gone(self) -> None:
-        """A save found the file's sandbox gone (another client destroyed it): say so
-        above what the file held."""
+        """A save or a listing found the file's sandbox gone (another client destroyed
+        it): say so above what the file held."""
         self.gone = self.sandbox_gone = True
         self.add_class("-gone")
         self.show_header()
