@@ -11,7 +11,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Static
 from textual.widgets.tree import TreeNode
 
-from tests.tui.test_file_editing import write_files
+from tests.tui.test_file_editing import listed, write_files
 from tests.tui.test_flows import Notifications, make_app
 from tour import (
     WorkbenchPilot,
@@ -167,6 +167,49 @@ async def test_new_file_folder_rename_and_delete_from_the_tree(
         await pilot.click("#confirm")
         await wait_for(pilot, lambda: child(workspace, "/workspace/src") is None)
         assert not {"/workspace/src", "/workspace/src/inner.txt"} & await workspace_paths(app)
+
+
+async def test_tree_operations_in_a_sandbox_another_client_destroyed_make_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new file or folder in a sandbox another client destroyed made it again, empty but
+    for it, and a rename or a delete made it again and then failed: now each says the
+    sandbox is gone, the tree drops it, and nothing is made."""
+    await write_files(tmp_path, {"keep.txt": b"keep"})
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    main = app.main_screen
+    tree = main.sandbox_tree
+    gone = (
+        "sandbox demo is gone (another client destroyed it, or it expired), so nothing was "
+        "done: that would have made it again, empty"
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        workspace = await expanded_workspace(pilot, app, "demo")
+        tree.focus()
+        tree.move_cursor(workspace)
+        assert app.backend is not None
+        await app.backend.sandbox("demo").destroy()  # another client
+        await name_it(pilot, "alt+n", "new.txt")
+        await wait_for(pilot, lambda: bool(notes.errors()))
+        assert notes.errors() == [f"Creating /workspace/new.txt failed: {gone}"]
+        await wait_for(pilot, lambda: tree.sandbox_node("demo") is None)
+        assert "demo" not in await listed(app)
+
+        # Its siblings, as the tree's keys call them (the tree no longer shows the sandbox).
+        main.workspace_files.create_folder("demo", "/workspace/src")
+        main.workspace_files.rename("demo", "/workspace/keep.txt", "/workspace/k.txt")
+        main.workspace_files.delete("demo", "/workspace/keep.txt", recursive=False)
+        await wait_for(pilot, lambda: len(notes.errors()) == 4)
+        assert sorted(notes.errors()[1:]) == [
+            f"Creating /workspace/src failed: {gone}",
+            f"Deleting /workspace/keep.txt failed: {gone}",
+            f"Renaming /workspace/keep.txt failed: {gone}",
+        ]
+        await pilot.pause(0.3)
+        assert "demo" not in await listed(app)
+        assert tree.sandbox_node("demo") is None
 
 
 async def test_the_tree_is_listed_again_after_a_run(tmp_path: Path) -> None:

@@ -8,9 +8,10 @@ actions and the handlers of those messages (the only code here that changes widg
 A save is a `files/batch` write whose precondition is the version the view's text was
 read at (size and modification time, as the directory listing reports them): a file
 that changed or went meanwhile (a run, the folder watch, another client) fails it, and
-nothing is written until the user chooses to overwrite or to reload. A save first asks
-whether the sandbox is still listed, since the write would make a destroyed one again:
-the user then chooses to recreate it with the file or to keep the text.
+nothing is written until the user chooses to overwrite or to reload. A save and each
+tree operation first ask whether the sandbox is still listed, since their requests would
+make a destroyed one again: a save then asks whether to recreate it with the file or to
+keep the text, and a tree operation is declined.
 """
 
 from __future__ import annotations
@@ -153,8 +154,15 @@ class WorkspaceFiles:
         it again)."""
 
         async def save(backend: Backend) -> None:
-            if not recreate and not await self.still_listed(backend, sandbox_id, path):
-                return
+            if not recreate:
+                try:
+                    listed = await self.still_listed(backend, sandbox_id)
+                except Exception as error:
+                    self.owner.post_message(FileSaveFailed(sandbox_id, path, describe_error(error)))
+                    return
+                if not listed:
+                    self.owner.post_message(FileSaveSandboxGone(sandbox_id, path))
+                    return
             entry = BatchEntry.write(path, text, if_match=expected, if_absent=expected is None)
             entries = (
                 [entry]
@@ -183,25 +191,31 @@ class WorkspaceFiles:
 
         self.connection.call(f"Saving {path} failed", save)
 
-    async def still_listed(self, backend: Backend, sandbox_id: str, path: str) -> bool:
-        """Whether the backend lists the sandbox (a listing makes none); when not, the
-        listing (the tree drops the sandbox) and `FileSaveSandboxGone` are posted, and when
-        it cannot be listed, `FileSaveFailed`."""
-        try:
-            listed = await backend.list_sandboxes()
-        except Exception as error:
-            self.owner.post_message(FileSaveFailed(sandbox_id, path, describe_error(error)))
-            return False
+    async def still_listed(self, backend: Backend, sandbox_id: str) -> bool:
+        """Whether the backend lists the sandbox (a listing makes none, where a request
+        naming it makes it again); when not, the listing is posted: the tree drops the
+        sandbox, and its tabs and open files say it is gone."""
+        listed = await backend.list_sandboxes()
         if any(summary.id == sandbox_id for summary in listed):
             return True
         self.owner.post_message(SandboxesLoaded(listed))
-        self.owner.post_message(FileSaveSandboxGone(sandbox_id, path))
         return False
+
+    async def require_listed(self, backend: Backend, sandbox_id: str) -> None:
+        """Before a tree operation: `Declined` when the sandbox is gone (`still_listed`).
+        Not offered to make it again: nothing typed is at stake, and *New sandbox* makes
+        one."""
+        if not await self.still_listed(backend, sandbox_id):
+            raise Declined(
+                f"sandbox {sandbox_id} is gone (another client destroyed it, or it expired), "
+                "so nothing was done: that would have made it again, empty"
+            )
 
     def create_file(self, sandbox_id: str, path: str) -> None:
         """An empty file, never over one that exists; then its view opens."""
 
         async def create(backend: Backend) -> None:
+            await self.require_listed(backend, sandbox_id)
             sandbox = backend.sandbox(sandbox_id)
             entry = BatchEntry.write(path, "", if_absent=True)
             failure = (await sandbox.files_batch([entry])).results[0].failure
@@ -217,6 +231,7 @@ class WorkspaceFiles:
 
     def create_folder(self, sandbox_id: str, path: str) -> None:
         async def create(backend: Backend) -> None:
+            await self.require_listed(backend, sandbox_id)
             await backend.sandbox(sandbox_id).mkdir(path)
             self.owner.post_message(WorkspaceChanged(sandbox_id, select=path))
 
@@ -226,6 +241,7 @@ class WorkspaceFiles:
         """Rename, never over something that exists (a rename would replace a file)."""
 
         async def rename(backend: Backend) -> None:
+            await self.require_listed(backend, sandbox_id)
             sandbox = backend.sandbox(sandbox_id)
             if (await sandbox.exists(new_path)).exists:
                 raise Declined(f"{new_path} exists already: rename or delete it first")
@@ -236,6 +252,7 @@ class WorkspaceFiles:
 
     def delete(self, sandbox_id: str, path: str, *, recursive: bool) -> None:
         async def delete(backend: Backend) -> None:
+            await self.require_listed(backend, sandbox_id)
             await backend.sandbox(sandbox_id).delete_file(path, recursive=recursive or None)
             self.owner.post_message(WorkspaceChanged(sandbox_id))
 
