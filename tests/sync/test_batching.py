@@ -5,6 +5,7 @@ real `serve`; `Gateway` stands in front of either as an older or stricter gatewa
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -690,3 +691,34 @@ async def test_a_file_the_other_watch_deleted_before_the_read_back_is_no_conflic
     assert gateway.before is None  # the other watch deleted it before the read-back
     assert not report.conflicts and not report.errors
     assert await remote_tree(client) == local_tree(folder)
+
+
+@pytest.mark.parametrize("policy", ["local-wins", "fail"])
+async def test_a_file_that_became_a_directory_before_the_read_back_is_said_so(
+    backend: Backend, client: SandboxClient, folder: Path, tmp_path: Path, policy: str
+) -> None:
+    """As above, but another client put a directory where the file was just before the
+    read-back: the read fails as for a file gone, and the conflict is that it became a
+    directory, not that it was deleted (which the pass's own delete would have hidden)."""
+    (folder / "f.txt").write_text("version 1")
+    gateway = ActingBeforeReadBack(backend.transport, "/workspace/f.txt")
+    sync = FolderSync(folder, through(backend, client, gateway), policy=policy)
+    await sync.initial_sync()
+    await asyncio.sleep(0.01)  # a later modification time: the check reads the file back
+    await client.write_file("/workspace/f.txt", "version 2")  # the sandbox's own change
+
+    async def make_it_a_directory() -> None:
+        await client.delete_file("/workspace/f.txt")
+        await client.mkdir("/workspace/f.txt/inner", recursive=True)
+
+    (folder / "f.txt").unlink()
+    gateway.before = make_it_a_directory
+    try:
+        report = await sync.sync_paths(["f.txt"])
+    except SyncConflictError as error:
+        conflicts = error.conflicts
+    else:
+        conflicts = report.conflicts
+    assert gateway.before is None
+    assert [issue.message for issue in conflicts] == ["f.txt became a directory in the sandbox"]
+    assert "f.txt/inner" in await remote_tree(client)

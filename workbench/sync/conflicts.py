@@ -127,19 +127,24 @@ async def find_conflicts(
             _gone(check, manifest, path, removed_by_plan=wanted[path] is None)
             continue
         if info.is_directory:
-            check.issues.append(
-                SyncIssue(path, "CONFLICT", f"{path} became a directory in the sandbox")
-            )
+            _became_directory(check, path)
             continue
         if info.size == entry.size and info.modified_at == entry.modified_at:
             continue
         digest: str | None = None
         if info.size == entry.size or wanted[path] is not None:
             data = await folder.read(path)
-            if data is None:  # deleted since it was listed (say, by another watch of the folder)
-                _gone(check, manifest, path, removed_by_plan=wanted[path] is None)
-                continue
-            digest = content_digest(data)
+            if data is None:  # no file since it was listed: gone (another watch of the folder
+                # deleted it, say), a directory now, or unreadable (changed, as before)
+                again = (await folder.entries_now([path]))[path]
+                if again is None:
+                    _gone(check, manifest, path, removed_by_plan=wanted[path] is None)
+                    continue
+                if again.is_directory:
+                    _became_directory(check, path)
+                    continue
+            else:
+                digest = content_digest(data)
         if digest is not None and digest == entry.digest:
             manifest[path] = replace(entry, modified_at=info.modified_at)
             continue
@@ -166,6 +171,10 @@ def _gone(
         return  # we wanted it gone, and it is
     check.issues.append(SyncIssue(path, "CONFLICT", f"{path} was deleted in the sandbox"))
     manifest.pop(path, None)
+
+
+def _became_directory(check: ConflictCheck, path: str) -> None:
+    check.issues.append(SyncIssue(path, "CONFLICT", f"{path} became a directory in the sandbox"))
 
 
 def resolve_conflicts(
