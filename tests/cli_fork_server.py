@@ -223,6 +223,7 @@ def _server_main(name: str) -> None:
     threading.Thread(target=_exit_with_parent, args=(parent, children), daemon=True).start()
     print("ready", flush=True)
     request = _serve(listener, children)
+    listener.detach()  # its descriptor went with the others the fork closed
     if request.get("daemon"):
         _become_daemon(request, inherited_path)
     _become_cli(request, inherited_path, name)

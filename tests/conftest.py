@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -65,31 +66,33 @@ def _compile_the_tests(config: pytest.Config, tests: Path) -> None:
         rewritten: list[str] = []
     else:
         rewritten = [*config.getini("python_files"), "conftest.py"]
-    modules = sorted(tests.rglob("*.py"))
+    # pytest takes a cached module as current while its size and modification second
+    # match: one edited within the second the cache was written from could run stale.
+    settled = time.time() - 2
+    modules = [module for module in sorted(tests.rglob("*.py")) if module.stat().st_mtime < settled]
     children = []
     for share in (modules[0::2], modules[1::2]):
         pid = os.fork()
         if pid != 0:
             children.append(pid)
             continue
-        status = 1
         try:
             for module in share:
-                if not any(fnmatch.fnmatch(module.name, pattern) for pattern in rewritten):
-                    compileall.compile_file(module, quiet=1)
-                    continue
-                cached = get_cache_dir(module) / (module.name[:-3] + PYC_TAIL)
-                if _read_pyc(module, cached) is not None:
-                    continue
-                source_stat, code = _rewrite_test(module, config)
-                cached.parent.mkdir(exist_ok=True)
-                partial = cached.with_name(f"{cached.name}.{os.getpid()}")
-                with open(partial, "wb") as file:
-                    _write_pyc_fp(file, source_stat, code)
-                os.replace(partial, cached)
-            status = 0
+                with contextlib.suppress(Exception):  # a worker meets it again, and says
+                    if not any(fnmatch.fnmatch(module.name, pattern) for pattern in rewritten):
+                        compileall.compile_file(module, quiet=1)
+                        continue
+                    cached = get_cache_dir(module) / (module.name[:-3] + PYC_TAIL)
+                    if _read_pyc(module, cached) is not None:
+                        continue
+                    source_stat, code = _rewrite_test(module, config)
+                    cached.parent.mkdir(parents=True, exist_ok=True)
+                    partial = cached.with_name(f"{cached.name}.{os.getpid()}")
+                    with open(partial, "wb") as file:
+                        _write_pyc_fp(file, source_stat, code)
+                    os.replace(partial, cached)
         finally:
-            os._exit(status)  # a forked child never returns into pytest
+            os._exit(0)  # a forked child never returns into pytest
     for pid in children:
         os.waitpid(pid, 0)
 
