@@ -80,9 +80,19 @@ def test_no_timeout_is_an_asyncio_wait_for() -> None:
         for package in ("workbench", "engines", "tour")
         for path in sorted((root / package).rglob("*.py"))
         for node in ast.walk(ast.parse(path.read_text(), str(path)))
-        if isinstance(node, ast.Attribute)
-        and node.attr == "wait_for"
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "asyncio"
+        if _names_wait_for(node)
     ]
     assert found == []
+
+
+def _names_wait_for(node: ast.AST) -> bool:
+    """`asyncio.wait_for`, `asyncio.tasks.wait_for`, or `wait_for` imported from them."""
+    if isinstance(node, ast.ImportFrom):
+        return node.module in ("asyncio", "asyncio.tasks") and any(
+            alias.name == "wait_for" for alias in node.names
+        )
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "wait_for"
+        and ast.unparse(node.value) in ("asyncio", "asyncio.tasks")
+    )

@@ -8,17 +8,18 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from tests.cli import cli_env
-from tests.cli_fork_server import FORK_SERVER, run_cli_forked, umask_of
+from tests.cli_fork_server import DAEMON_COMMAND_ENV, FORK_SERVER, run_cli_forked, umask_of
 from workbench.backends.daemon import log_path
 
+PROFILE_FIELDS = ("SigBlk", "SigIgn", "SigCgt", "NoNewPrivs", "Seccomp", "Umask")
 
-def _check_the_daemon_process(tmp_path: Path) -> tuple[int, bytes]:
+
+def _check_the_daemon_process(tmp_path: Path, **extra: str) -> tuple[int, dict[str, str]]:
     """Start a daemon from a CLI command run in `tmp_path` and check how its process is
-    set up; return its pid and command line."""
-    env = cli_env(tmp_path, SANDBOX_WORKBENCH_DATA_DIR="data")  # relative to its cwd
+    set up; return its pid and what else of its set-up the kernel shows."""
+    tmp_path.mkdir()
+    env = cli_env(tmp_path, SANDBOX_WORKBENCH_DATA_DIR="data", **extra)  # relative to its cwd
     completed = run_cli_forked(
         env, "--no-file-api", "run", "-s", "box", "-b", "PERL", "-c", "1", cwd=tmp_path
     )
@@ -34,22 +35,26 @@ def _check_the_daemon_process(tmp_path: Path) -> tuple[int, bytes]:
     assert status_answer["data_dir"] == str(tmp_path / "data")  # made absolute
     assert status_answer["settings"]["file_api"] is False  # as the client resolved it
     assert umask_of(pid) == umask_of()
-    return pid, Path(f"/proc/{pid}/cmdline").read_bytes()
-
-
-@pytest.mark.daemon_command
-def test_the_daemon_command_runs_detached_in_root_with_the_client_s_settings(
-    tmp_path: Path, perl_engine: None
-) -> None:
-    _, command = _check_the_daemon_process(tmp_path)
-    assert b"workbench.daemon" in command.split(b"\0")
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    profile = {name: fields[name].strip() for name in PROFILE_FIELDS}
+    profile["limits"] = Path(f"/proc/{pid}/limits").read_text()
+    profile["descriptors"] = str(len(os.listdir(f"/proc/{pid}/fd")))
+    return pid, profile
 
 
 def test_a_daemon_forked_for_a_test_is_set_up_as_the_command_sets_up_its_own(
     tmp_path: Path, perl_engine: None
 ) -> None:
-    pid, command = _check_the_daemon_process(tmp_path)
-    assert b"workbench.daemon" not in command.split(b"\0")
-    assert Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(
-        FORK_SERVER.pid
-    )  # the fork server's child
+    forked, forked_profile = _check_the_daemon_process(tmp_path / "forked")
+    command, command_profile = _check_the_daemon_process(
+        tmp_path / "command", **{DAEMON_COMMAND_ENV: "1"}
+    )
+    assert b"workbench.daemon" in Path(f"/proc/{command}/cmdline").read_bytes().split(b"\0")
+    assert _parent(forked) == FORK_SERVER.pid  # and not `python -m workbench.daemon`
+    assert forked_profile == command_profile
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
