@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -69,6 +70,48 @@ def test_a_request_answered_in_process_is_never_answered_once_cancelled() -> Non
         return await _outcomes(lambda: answer_in_process(handler, "GET", "/v1/x", timeout=5))
 
     assert asyncio.run(main()) == {"cancelled", "answered first"}
+
+
+def test_serve_giving_up_a_request_to_the_daemon_keeps_its_own_cancel(tmp_path: Path) -> None:
+    """`serve` in front of the daemon: a request its client gave up is cancelled at the
+    daemon (499). A cancel of `forward` itself while it waits for that ends it, at every
+    step: it returned the 499 instead (`suppress(CancelledError)` around the wait)."""
+
+    async def main() -> set[str]:
+        async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError):
+                await reader.read()  # until the client closes
+            writer.close()
+
+        path = tmp_path / "daemon.sock"
+        server = await asyncio.start_unix_server(never_answer, str(path))
+        transport = SocketTransport(path, "a test daemon")
+        outcomes: set[str] = set()
+        try:
+            for steps in range(STEPS):
+                request = Request("GET", "/v1/daemon")
+                task = asyncio.ensure_future(transport.forward(request))
+                for _ in range(3):
+                    await asyncio.sleep(0)
+                request.given_up.set()
+                for _ in range(steps):
+                    await asyncio.sleep(0)
+                if task.done():
+                    outcomes.add(f"answered {task.result().status} first")
+                    continue
+                task.cancel()
+                try:
+                    answer = await task
+                except asyncio.CancelledError:
+                    outcomes.add("cancelled")
+                else:
+                    outcomes.add(f"answered {answer.status}")
+        finally:
+            server.close()
+            await server.wait_closed()
+        return outcomes
+
+    assert asyncio.run(main()) == {"cancelled", "answered 499 first"}
 
 
 def test_no_timeout_is_an_asyncio_wait_for() -> None:

@@ -21,6 +21,7 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from workbench.core.tasks import cancel_and_wait
 from workbench.protocol.errors import error_response
 from workbench.protocol.http import (
     NDJSON,
@@ -152,9 +153,7 @@ class GatewayApp:
                 request.given_up.set()
             return await answering
         finally:
-            disconnect.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await disconnect
+            await cancel_and_wait(disconnect)
 
     async def _stream_answer(self, plain: Request, receive: Receive, send: Send) -> None:
         """An execution whose client takes a stream: its output lines as NDJSON while it
@@ -201,9 +200,7 @@ class GatewayApp:
                 await emit(json.dumps(events.get_nowait()).encode())
             await send({"type": "http.response.body", "body": answer_event(response) + b"\n"})
         finally:
-            disconnect.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await disconnect
+            await cancel_and_wait(disconnect)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from workbench.core.host_paths import host_path
+from workbench.core.tasks import cancel_and_wait
 from workbench.sync.events import EmitEvent, EventKind, SyncReport
 from workbench.sync.ignore import IGNORE_FILE_NAMES, IgnoreRules
 from workbench.sync.relative_paths import is_plain
@@ -237,9 +238,7 @@ async def _unless_stopped(work: Awaitable[None], stop_task: asyncio.Task[bool]) 
     if task in done:
         task.result()
         return True
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await cancel_and_wait(task)
     return False
 
 

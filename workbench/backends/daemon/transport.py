@@ -22,6 +22,7 @@ from typing import Any
 
 from workbench.backends.daemon.location import peer_is_this_user
 from workbench.config import LocalSettings
+from workbench.core.tasks import cancel_and_wait
 from workbench.protocol.errors import SandboxError, error_response
 from workbench.protocol.http import (
     NDJSON,
@@ -149,9 +150,8 @@ class SocketTransport:
         await asyncio.wait({exchange, given_up}, return_when=asyncio.FIRST_COMPLETED)
         given_up.cancel()
         if not exchange.done():
-            exchange.cancel()
-            with contextlib.suppress(asyncio.CancelledError, SandboxError):
-                await exchange
+            with contextlib.suppress(SandboxError):
+                await cancel_and_wait(exchange)
             return Response(499, b"")  # nobody is waiting for it
         return exchange.result()
 
