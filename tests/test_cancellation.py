@@ -15,6 +15,7 @@ from pathlib import Path
 
 from workbench.api.transport import Request, answer_in_process
 from workbench.backends.daemon.transport import SocketTransport
+from workbench.core.tasks import cancel_and_wait
 from workbench.protocol.http import Response
 
 STEPS = 40
@@ -112,6 +113,81 @@ def test_serve_giving_up_a_request_to_the_daemon_keeps_its_own_cancel(tmp_path: 
         return outcomes
 
     assert asyncio.run(main()) == {"cancelled", "answered 499 first"}
+
+
+def test_serve_cancelled_while_it_waits_leaves_no_request_at_the_daemon(tmp_path: Path) -> None:
+    """`forward` cancelled while it waits for the daemon's answer (a shutdown): its request
+    to the daemon, and the connection that holds it open there, go with it."""
+
+    async def main() -> tuple[list[str], int]:
+        open_connections: list[asyncio.StreamWriter] = []
+
+        async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            open_connections.append(writer)
+            with contextlib.suppress(ConnectionError):
+                await reader.read()
+            open_connections.remove(writer)
+            writer.close()
+
+        path = tmp_path / "daemon.sock"
+        server = await asyncio.start_unix_server(never_answer, str(path))
+        transport = SocketTransport(path, "a test daemon")
+        before = asyncio.all_tasks()
+        task = asyncio.ensure_future(transport.forward(Request("GET", "/v1/daemon")))
+        await asyncio.sleep(0.05)  # it waits for the answer
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.05)
+        left = [
+            str(other.get_coro())
+            for other in asyncio.all_tasks() - before
+            if not other.done() and other is not asyncio.current_task()
+        ]
+        server.close()
+        await server.wait_closed()
+        return left, len(open_connections)
+
+    assert asyncio.run(main()) == ([], 0)
+
+
+def test_cancel_and_wait_raises_the_caller_s_cancel_and_only_that() -> None:
+    """A cancel of the caller while the task ends is raised even when the task ended with
+    another error; a count of cancels the caller already had (one caught earlier) is not."""
+
+    class Ended(Exception):
+        pass
+
+    async def slow_to_end() -> None:
+        for _ in range(3):  # its cleanup, which takes the caller's cancel too
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0.01)
+        raise Ended
+
+    async def caller() -> str:
+        task = asyncio.ensure_future(slow_to_end())
+        await asyncio.sleep(0)  # it runs
+        with contextlib.suppress(Ended):
+            await cancel_and_wait(task)
+        return "went on"
+
+    async def cancelled_meanwhile() -> str:
+        task = asyncio.ensure_future(caller())
+        await asyncio.sleep(0.005)
+        task.cancel()
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return "cancelled"
+
+    async def with_an_old_cancel() -> str:
+        asyncio.current_task().cancel()  # type: ignore[union-attr]
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0)  # caught, and not `uncancel`led
+        return await caller()
+
+    assert asyncio.run(cancelled_meanwhile()) == "cancelled"
+    assert asyncio.run(with_an_old_cancel()) == "went on"
 
 
 def test_no_timeout_is_an_asyncio_wait_for() -> None:

@@ -234,7 +234,11 @@ async def _unless_stopped(work: Awaitable[None], stop_task: asyncio.Task[bool]) 
     """Await `work` (an entry's run), cancelled when the watch stops: a Ctrl-C must not
     wait for a long run, and a client that gives up cancels its execution. False: stopped."""
     task = asyncio.ensure_future(work)
-    done, _ = await asyncio.wait({task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    try:
+        done, _ = await asyncio.wait({task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the watch itself cancelled: its entry's run goes with it
+        await cancel_and_wait(task)
+        raise
     if task in done:
         task.result()
         return True

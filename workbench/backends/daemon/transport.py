@@ -147,7 +147,13 @@ class SocketTransport:
             self._exchange(request.method, request.path, request.body, extra, None, request.events)
         )
         given_up = asyncio.ensure_future(request.given_up.wait())
-        await asyncio.wait({exchange, given_up}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait({exchange, given_up}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled itself: the daemon's request goes with it
+            given_up.cancel()
+            with contextlib.suppress(SandboxError):
+                await cancel_and_wait(exchange)
+            raise
         given_up.cancel()
         if not exchange.done():
             with contextlib.suppress(SandboxError):
