@@ -134,3 +134,26 @@ async def test_a_refresh_leaves_a_sandbox_another_client_destroyed_destroyed(
         assert "demo" not in await listed(app)
         assert main.sandbox_tree.sandbox_node("demo") is None
         assert not notes.errors()
+
+
+async def test_reloading_a_file_of_a_sandbox_found_gone_makes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alt+l on a file whose sandbox a refresh found gone: the read would make the sandbox
+    again, empty (and then fail); it is declined, and the view keeps its text."""
+    await write_files(tmp_path, {"notes.txt": b"mine"})
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = await open_file(pilot, app, "notes.txt")
+        assert app.backend is not None
+        await app.backend.sandbox("demo").destroy()  # another client
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: "sandbox demo gone" in header(view))
+        view.focus_content()
+        await pilot.press("alt+l")
+        await wait_for(
+            pilot, lambda: any("nothing to reload" in message for message, _, _ in notes.calls)
+        )
+        assert "demo" not in await listed(app)
+        assert view.editor.text == "mine" and "sandbox demo gone" in header(view)

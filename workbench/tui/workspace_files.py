@@ -403,7 +403,7 @@ class WorkspaceFileHandlers(Screen[None]):
             if choice == "overwrite":
                 self.save_view(view, version_of(current))
             elif choice == "reload":
-                self.workspace_files.open(view.sandbox_id, view.path, discard_edits=True)
+                self.reload_view(view)
 
         self.app.push_screen(SaveConflictScreen(question, gone=current is None), chosen)
 
@@ -438,15 +438,28 @@ class WorkspaceFileHandlers(Screen[None]):
         if view is None:
             return
         if not view.is_dirty:
-            self.workspace_files.open(view.sandbox_id, view.path, discard_edits=True)
+            self.reload_view(view)
             return
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.workspace_files.open(view.sandbox_id, view.path, discard_edits=True)
+                self.reload_view(view)
 
         question = f"Reload {view.path} from the sandbox?\nYour unsaved edits are lost."
         self.app.push_screen(ConfirmScreen(question, "Reload"), confirmed)
+
+    def reload_view(self, view: FileView) -> None:
+        """Read the file again, dropping the view's edits; not from a sandbox found gone
+        (the read would make it again, empty)."""
+        if view.sandbox_gone:
+            self.notify(
+                f"Sandbox {view.sandbox_id} is gone: nothing to reload. Your text stays; "
+                "saving asks whether to make the sandbox again.",
+                title="Reload",
+                severity="warning",
+            )
+            return
+        self.workspace_files.open(view.sandbox_id, view.path, discard_edits=True)
 
     async def close_file(self, view: FileView) -> None:
         """Close the file's tab; with unsaved edits, once the user said to lose them."""
