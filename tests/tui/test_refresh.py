@@ -10,7 +10,9 @@ import pytest
 from tests.tui.test_file_editing import header, listed, open_file, type_at_the_end, write_files
 from tests.tui.test_flows import Notifications, make_app
 from tour import create_context, expanded_workspace, run_cell, until_connected, wait_for
-from workbench.api import SandboxSummary
+from workbench.api import Backend, MockTransport, SandboxSummary
+from workbench.protocol.http import Response
+from workbench.tui.messages import SandboxesLoaded
 from workbench.tui.tree_nodes import DirectoryNode, FileNode
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
@@ -157,3 +159,21 @@ async def test_reloading_a_file_of_a_sandbox_found_gone_makes_nothing(
         )
         assert "demo" not in await listed(app)
         assert view.editor.text == "mine" and "sandbox demo gone" in header(view)
+
+
+async def test_a_listing_of_the_profile_before_a_switch_is_not_shown(tmp_path: Path) -> None:
+    """A listing that arrives after the profile switched (its worker was slower) is the
+    old backend's: the tree does not show its sandboxes, nor reopens tabs from it."""
+    app = make_app(tmp_path)
+    tree = app.main_screen.sandbox_tree
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        assert app.backend is not None
+        ghost = SandboxSummary("ghost", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", None)
+        stale = Backend(MockTransport(lambda request: Response(500, b"{}")), name="stale")
+        app.main_screen.post_message(SandboxesLoaded([ghost], stale))
+        app.main_screen.post_message(SandboxesLoaded([ghost], app.backend))
+        await wait_for(pilot, lambda: tree.sandbox_node("ghost") is not None)
+        app.main_screen.post_message(SandboxesLoaded([], stale))
+        await pilot.pause(0.1)
+        assert tree.sandbox_node("ghost") is not None  # the stale listing changed nothing

@@ -54,6 +54,8 @@ class HealthChecked(Message, bubble=False):
 @dataclass
 class SandboxesLoaded(Message, bubble=False):
     sandboxes: list[SandboxSummary]
+    backend: Backend
+    """Whose listing it is: one that comes after a switch of profile is not shown."""
     refresh: bool = False
     """A refresh's listing: what else the refresh reads, it reads of these sandboxes."""
 

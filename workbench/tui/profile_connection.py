@@ -340,7 +340,8 @@ class ProfileConnection:
 
     def load_sandboxes(self, *, refresh: bool = False) -> None:
         async def load(backend: Backend) -> None:
-            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes(), refresh))
+            listed = await backend.list_sandboxes()
+            self.owner.post_message(SandboxesLoaded(listed, backend, refresh))
 
         self.call("Listing sandboxes failed", load)
 
@@ -394,7 +395,7 @@ class ProfileConnection:
     def create_sandbox(self, sandbox_id: str) -> None:
         async def create(backend: Backend) -> None:
             info = await backend.sandbox(sandbox_id).get_info()
-            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes()))
+            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes(), backend))
             self.owner.post_message(SandboxInfoLoaded(info))
 
         self.call(f"Creating {sandbox_id} failed", create)
@@ -403,7 +404,7 @@ class ProfileConnection:
         async def destroy(backend: Backend) -> None:
             await backend.sandbox(sandbox_id).destroy()
             self.owner.post_message(SandboxDestroyed(sandbox_id))
-            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes()))
+            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes(), backend))
 
         self.call(f"Destroying {sandbox_id} failed", destroy)
 

@@ -198,7 +198,7 @@ class WorkspaceFiles:
         listed = await backend.list_sandboxes()
         if any(summary.id == sandbox_id for summary in listed):
             return True
-        self.owner.post_message(SandboxesLoaded(listed))
+        self.owner.post_message(SandboxesLoaded(listed, backend))
         return False
 
     async def require_listed(self, backend: Backend, sandbox_id: str) -> None:

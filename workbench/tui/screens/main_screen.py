@@ -301,6 +301,8 @@ class MainScreen(
 
     @on_report(SandboxesLoaded)
     def sandboxes_loaded(self, message: SandboxesLoaded) -> None:
+        if message.backend is not self.connection.backend:
+            return  # the profile switched since
         self.sandbox_tree.show_sandboxes(message.sandboxes)
         known = {summary.id for summary in message.sandboxes}
         if not self.tabs_reopened:
