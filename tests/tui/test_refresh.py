@@ -10,7 +10,7 @@ import pytest
 from tests.tui.test_file_editing import header, listed, open_file, type_at_the_end, write_files
 from tests.tui.test_flows import Notifications, make_app
 from tour import create_context, expanded_workspace, run_cell, until_connected, wait_for
-from workbench.api import Backend, MockTransport, SandboxSummary
+from workbench.api import Backend, MockTransport, SandboxClient, SandboxInfo, SandboxSummary
 from workbench.protocol.http import Response
 from workbench.tui.messages import SandboxesLoaded
 from workbench.tui.tree_nodes import DirectoryNode, FileNode
@@ -177,3 +177,33 @@ async def test_a_listing_of_the_profile_before_a_switch_is_not_shown(tmp_path: P
         app.main_screen.post_message(SandboxesLoaded([], stale))
         await pilot.pause(0.1)
         assert tree.sandbox_node("ghost") is not None  # the stale listing changed nothing
+
+
+async def test_a_refresh_reads_the_selected_expanded_sandbox_s_info_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The info of every expanded sandbox is read again; the selected one's was read a
+    second time when it was expanded too."""
+    await write_files(tmp_path, {"a.txt": b"a"})
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await expanded_workspace(pilot, app, "demo")
+        await wait_for(pilot, lambda: "demo" in app.main_screen.sandbox_infos)  # expanding read it
+        tree = app.main_screen.sandbox_tree
+        tree.move_cursor(tree.sandbox_node("demo"))
+        await wait_for(pilot, lambda: app.main_screen.selected_sandbox_id == "demo")
+        await pilot.pause(0.2)  # the info its selection read is in
+        reads: list[str] = []
+        get_info = SandboxClient.get_info
+
+        async def counted(sandbox: SandboxClient) -> SandboxInfo:
+            reads.append(sandbox.id)
+            return await get_info(sandbox)
+
+        monkeypatch.setattr(SandboxClient, "get_info", counted)
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: "demo" in reads)
+        for _ in range(10):  # every answer of the refresh is in
+            await pilot.pause(0.05)
+        assert reads == ["demo"]

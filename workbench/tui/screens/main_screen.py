@@ -781,8 +781,9 @@ class MainScreen(
         for pane in self.tabs.repls:
             pane.catch_up()  # a tab of a sandbox not listed is marked gone: it asks nothing
         selected = self.selected_sandbox_id
-        if selected in listed:
-            self.connection.load_sandbox_info(selected)
+        node = None if selected is None else self.sandbox_tree.sandbox_node(selected)
+        if selected in listed and not (node is not None and node.is_expanded):
+            self.connection.load_sandbox_info(selected)  # an expanded one's is read already
         for sandbox_id in sorted(listed):
             self.refresh_workspace(sandbox_id)
 
