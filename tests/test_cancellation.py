@@ -138,15 +138,21 @@ def test_serve_cancelled_while_it_waits_leaves_no_request_at_the_daemon(tmp_path
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.05)
-        left = [
-            str(other.get_coro())
-            for other in asyncio.all_tasks() - before
-            if not other.done() and other is not asyncio.current_task()
-        ]
+
+        def left() -> list[str]:
+            return [
+                str(other.get_coro())
+                for other in asyncio.all_tasks() - before
+                if not other.done() and other is not asyncio.current_task()
+            ]
+
+        for _ in range(500):  # the daemon's end sees the connection close
+            if not left() and not open_connections:
+                break
+            await asyncio.sleep(0.01)
         server.close()
         await server.wait_closed()
-        return left, len(open_connections)
+        return left(), len(open_connections)
 
     assert asyncio.run(main()) == ([], 0)
 
