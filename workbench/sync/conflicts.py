@@ -122,12 +122,9 @@ async def find_conflicts(
         now = {path: listing.get(path) for path in checked}
     for path in checked:
         entry = manifest[path]
-        info = now[path]
+        removed = wanted[path] is None  # by the plan
+        info = _file_entry(check, manifest, path, now[path], removed_by_plan=removed)
         if info is None:
-            _gone(check, manifest, path, removed_by_plan=wanted[path] is None)
-            continue
-        if info.is_directory:
-            _became_directory(check, path)
             continue
         if info.size == entry.size and info.modified_at == entry.modified_at:
             continue
@@ -136,12 +133,9 @@ async def find_conflicts(
             data = await folder.read(path)
             if data is None:  # no file since it was listed: gone (another watch of the folder
                 # deleted it, say), a directory now, or unreadable (changed, as before)
-                again = (await folder.entries_now([path]))[path]
+                listed_now = (await folder.entries_now([path]))[path]
+                again = _file_entry(check, manifest, path, listed_now, removed_by_plan=removed)
                 if again is None:
-                    _gone(check, manifest, path, removed_by_plan=wanted[path] is None)
-                    continue
-                if again.is_directory:
-                    _became_directory(check, path)
                     continue
             else:
                 digest = content_digest(data)
@@ -163,18 +157,27 @@ async def find_conflicts(
     return check
 
 
-def _gone(
-    check: ConflictCheck, manifest: dict[str, RemoteEntry], path: str, *, removed_by_plan: bool
-) -> None:
-    """A checked file the sandbox no longer holds: a conflict unless the plan removes it."""
-    if removed_by_plan:
-        return  # we wanted it gone, and it is
-    check.issues.append(SyncIssue(path, "CONFLICT", f"{path} was deleted in the sandbox"))
-    manifest.pop(path, None)
-
-
-def _became_directory(check: ConflictCheck, path: str) -> None:
-    check.issues.append(SyncIssue(path, "CONFLICT", f"{path} became a directory in the sandbox"))
+def _file_entry(
+    check: ConflictCheck,
+    manifest: dict[str, RemoteEntry],
+    path: str,
+    info: SandboxEntry | None,
+    *,
+    removed_by_plan: bool,
+) -> SandboxEntry | None:
+    """`info` when the sandbox still holds the checked path as a file; None when it is
+    gone (a conflict unless the plan removes it) or a directory now (a conflict)."""
+    if info is None:
+        if not removed_by_plan:  # else we wanted it gone, and it is
+            check.issues.append(SyncIssue(path, "CONFLICT", f"{path} was deleted in the sandbox"))
+            manifest.pop(path, None)
+        return None
+    if info.is_directory:
+        check.issues.append(
+            SyncIssue(path, "CONFLICT", f"{path} became a directory in the sandbox")
+        )
+        return None
+    return info
 
 
 def resolve_conflicts(
