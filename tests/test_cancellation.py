@@ -221,3 +221,43 @@ def _names_wait_for(node: ast.AST) -> bool:
         and node.attr == "wait_for"
         and ast.unparse(node.value) in ("asyncio", "asyncio.tasks")
     )
+
+
+def test_a_watch_cancelled_as_it_stops_is_cancelled(tmp_path: Path) -> None:
+    """The watch's last wait (for its watcher to end) swallowed a cancel that came then:
+    the watch returned as if it had just stopped."""
+    from workbench.backends.local import open_local_backend
+    from workbench.sync import EventKind, FolderSync, SyncEvent
+
+    async def main() -> set[str]:
+        backend = open_local_backend(tmp_path / "data", embedded=True)
+        folder = tmp_path / "project"
+        folder.mkdir()
+        outcomes: set[str] = set()
+        try:
+            for steps in range(STEPS):
+                sync = FolderSync(folder, backend.sandbox("watched"), debounce=0.01)
+                events: list[SyncEvent] = []
+                sync.subscribe(events.append)
+                stop, ready = asyncio.Event(), asyncio.Event()
+                task = asyncio.ensure_future(sync.watch(stop=stop, ready=ready))
+                await ready.wait()
+                stop.set()
+                for _ in range(steps):
+                    await asyncio.sleep(0)
+                if task.done():
+                    outcomes.add("stopped first")
+                    continue
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    outcomes.add("cancelled")
+                else:
+                    outcomes.add("stopped")
+                assert events[-1].kind is EventKind.STOPPED
+        finally:
+            await backend.aclose()
+        return outcomes
+
+    assert asyncio.run(main()) <= {"cancelled", "stopped first"}

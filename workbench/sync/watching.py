@@ -224,10 +224,14 @@ async def watch_folder(
     finally:
         stop.set()
         stop_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            async with asyncio.timeout(5):
-                await watch_task
-        emit(EventKind.STOPPED, "stopped watching")
+        try:
+            # A crash of the watcher was surfaced above; a cancel of this watch meanwhile
+            # is raised (it ends the watcher too), not swallowed with the watcher's end.
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5):
+                    await watch_task
+        finally:
+            emit(EventKind.STOPPED, "stopped watching")
 
 
 async def _unless_stopped(work: Awaitable[None], stop_task: asyncio.Task[bool]) -> bool:
