@@ -588,8 +588,12 @@ class Store:
         self._lock = threading.RLock()
         self._asked = 0
         """Callers that asked for the lock, the folder excepted (counted before they wait
-        for it, so that a fold in progress lets them go first): how the folder tells
-        quiet."""
+        for it): how the folder tells quiet."""
+        self._waiting = 0
+        """Callers waiting for the lock, the folder excepted: it starts no fold while one
+        waits (the lock is not fair: it would take it back before they wake)."""
+        self._waiting_lock = threading.Lock()
+        """Keeps `_waiting` exact: a lost count would stop the folder for good."""
         self._folder: threading.Thread | None = None
         self._closing = threading.Event()
         with self._lock:
@@ -690,8 +694,17 @@ class Store:
     def _locked(self) -> Iterator[None]:
         """The lock, for any caller but the folder."""
         self._asked += 1  # may lose a count to a race, never all of them: it still moves
-        with self._lock:
+        with self._waiting_lock:
+            self._waiting += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
+        try:
             yield
+        finally:
+            self._lock.release()
 
     @contextmanager
     def _transaction(self) -> Iterator[Transaction]:
@@ -726,16 +739,16 @@ class Store:
     def _fold_when_quiet(self) -> None:
         """Fold each context's snapshot changes into the block store, a context per
         transaction, while no other write came for `FOLD_QUIET_S` (the lock is free
-        between contexts, so a request waits for one fold at most); then give the file's
-        free pages back, if any (a deleted file or sandbox, a replaced row), and
-        checkpoint the write-ahead log (a run's commit would otherwise pay for that now
-        and then), and end when nothing is left to fold."""
+        between contexts, and no fold starts while a request waits: it waits for one at
+        most); then give the file's free pages back, if any (a deleted file or sandbox, a
+        replaced row), and checkpoint the write-ahead log (a run's commit would otherwise
+        pay for that now and then), and end when nothing is left to fold."""
         seen = -1
         try:
             while not self._closing.wait(FOLD_QUIET_S):
                 while not self._closing.is_set():
                     with self._lock:
-                        if self._asked != seen:  # somebody used or waits for the store
+                        if self._waiting or self._asked != seen:  # used or waited for
                             seen = self._asked
                             break
                         key = self._db.execute(
