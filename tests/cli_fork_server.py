@@ -288,22 +288,15 @@ class CliForkServer:
         """As `subprocess.run([SCRIPT, *args], capture_output=True, text=True, ...)`, or
         `[sys.executable, "-m", "workbench", *args]` with `module`; stdin is empty when
         no input is given."""
-        command = [sys.executable, "-m", "workbench", *args] if module else [str(SCRIPT), *args]
+        command = _command(args, module)
         deadline = time.monotonic() + timeout
-        request = {
-            "args": list(args),
-            "env": env,
-            "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()),
-            "module": module,
-            "umask": umask_of(),
-            "limits": [resource.getrlimit(limit) for limit in _LIMITS],
-        }
+        request = _request(env, args, cwd, module)
         self.start()
         ends = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read, write)
         theirs = [ends[0][0], ends[1][1], ends[2][1]]
         ours = [ends[0][1], ends[1][0], ends[2][0]]
         try:
-            connection, pidfd = _send(self._name, request, theirs, deadline)
+            connection, pidfd, _ = _send(self._name, request, theirs, deadline)
         except BaseException as error:
             for descriptor in ours:
                 os.close(descriptor)
@@ -340,10 +333,99 @@ class CliForkServer:
             command, int(status), _text(stdout, encoding), _text(stderr, encoding)
         )
 
+    def popen(self, env: dict[str, str], *args: str, module: bool = False) -> ForkedProcess:
+        """As `subprocess.Popen([SCRIPT, *args], stdin=DEVNULL, stdout=PIPE,
+        stderr=STDOUT, text=True, env=env)` (`python -m workbench` with `module`): a
+        command that runs until it is stopped, such as `serve`."""
+        request = _request(env, args, None, module)
+        self.start()
+        stdout, theirs = os.pipe()
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            connection, pidfd, pid = _send(
+                self._name, request, [null, theirs, theirs], time.monotonic() + 30
+            )
+        except BaseException:
+            os.close(stdout)
+            raise
+        finally:
+            os.close(null)
+            os.close(theirs)
+        return ForkedProcess(_command(args, module), pid, pidfd, connection, stdout)
+
     def start_daemon(self, arguments: list[str], environment: dict[str, str]) -> ForkedDaemon:
         """`workbench.backends.daemon.client._launch`, forked from this server."""
         self.start()
         return start_daemon(self._name, arguments, environment)
+
+
+def _command(args: tuple[str, ...], module: bool) -> list[str]:
+    """The command line the console script (or `python -m workbench`) would have."""
+    return [sys.executable, "-m", "workbench", *args] if module else [str(SCRIPT), *args]
+
+
+def _request(
+    env: dict[str, str], args: tuple[str, ...], cwd: Path | str | None, module: bool
+) -> dict[str, Any]:
+    """A command's request: its arguments and this process's context for it."""
+    return {
+        "args": list(args),
+        "env": env,
+        "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()),
+        "module": module,
+        "umask": umask_of(),
+        "limits": [resource.getrlimit(limit) for limit in _LIMITS],
+    }
+
+
+class ForkedProcess:
+    """A command the server forked, its output (stdout and stderr) on a pipe, with what
+    the tests use of a text-mode `subprocess.Popen`; its exit status comes from the
+    server, which reaps it."""
+
+    def __init__(
+        self, args: list[str], pid: int, pidfd: int, connection: socket.socket, stdout: int
+    ) -> None:
+        self.args = args
+        self.pid = pid
+        self.returncode: int | None = None
+        # Open while the process runs, as `Popen`'s.
+        self.stdout = open(stdout, encoding=locale.getpreferredencoding(False))  # noqa: SIM115
+        self._pidfd = pidfd
+        self._lock = threading.Lock()
+        self._ended = threading.Event()
+        connection.settimeout(None)
+        threading.Thread(target=self._wait, args=(connection,), daemon=True).start()
+
+    def _wait(self, connection: socket.socket) -> None:
+        with connection, connection.makefile("rb") as answers:
+            status = answers.readline()
+        with self._lock:
+            # No status: the server ended, and took its children with it.
+            self.returncode = int(status) if status else -signal.SIGKILL
+            os.close(self._pidfd)  # under the lock: no signal goes to a closed descriptor
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, number: int) -> None:
+        with self._lock:
+            if self.returncode is None:
+                with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
+                    signal.pidfd_send_signal(self._pidfd, number)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 class ForkedDaemon:
@@ -378,7 +460,7 @@ def start_daemon(name: str, arguments: list[str], environment: dict[str, str]) -
     }
     null = os.open(os.devnull, os.O_RDWR)
     try:
-        connection, pidfd = _send(name, request, [null] * 3, time.monotonic() + 30)
+        connection, pidfd, _ = _send(name, request, [null] * 3, time.monotonic() + 30)
     finally:
         os.close(null)
     os.close(pidfd)
@@ -387,9 +469,10 @@ def start_daemon(name: str, arguments: list[str], environment: dict[str, str]) -
 
 def _send(
     name: str, request: dict[str, Any], descriptors: list[int], deadline: float
-) -> tuple[socket.socket, int]:
+) -> tuple[socket.socket, int, int]:
     """Send a request with its stdin, stdout and stderr to the server called `name`;
-    return the connection, on which the process's exit status comes, and its pidfd."""
+    return the connection, on which the process's exit status comes, its pidfd and its
+    pid."""
     body = json.dumps(request).encode()
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -404,7 +487,7 @@ def _send(
     except BaseException:
         connection.close()
         raise
-    return connection, pidfds[0]
+    return connection, pidfds[0], int(answer)
 
 
 def umask_of(pid: int | None = None) -> int:

@@ -1,4 +1,6 @@
-"""Start a real `sandbox-workbench serve` process on a loopback port for tests."""
+"""Start a real `sandbox-workbench serve` process on a loopback port for tests: forked
+from the worker's CLI fork server (its imports done once), or, for a test that looks for
+processes by their command line (`daemon_command`), started as `python -m workbench`."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.cli_fork_server import DAEMON_COMMAND_ENV, FORK_SERVER, ForkedProcess
+
 TOKEN = "test-token-0123456789"
 READY = re.compile(r"listening on (http://\S+)")
 
@@ -21,7 +25,7 @@ READY = re.compile(r"listening on (http://\S+)")
 class ServeProcess:
     url: str
     token: str
-    process: subprocess.Popen[str]
+    process: subprocess.Popen[str] | ForkedProcess
 
 
 @contextmanager
@@ -30,13 +34,18 @@ def serve_process(
 ) -> Iterator[ServeProcess]:
     """`sandbox-workbench serve --port 0` with its own data dir; yields once it is ready."""
     env = {**os.environ, **(env or {}), "SANDBOX_WORKBENCH_TOKEN": token}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "workbench", "serve", "--port", "0", "--data-dir", str(data_dir)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
+    args = ["serve", "--port", "0", "--data-dir", str(data_dir)]
+    process: subprocess.Popen[str] | ForkedProcess
+    if DAEMON_COMMAND_ENV in env:  # the test looks for processes by their command line
+        process = subprocess.Popen(
+            [sys.executable, "-m", "workbench", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+    else:
+        process = FORK_SERVER.popen(env, *args, module=True)
     try:
         assert process.stdout is not None
         deadline = time.monotonic() + 60
@@ -58,7 +67,7 @@ def serve_process(
         stop_process(process)
 
 
-def stop_process(process: subprocess.Popen[Any]) -> None:
+def stop_process(process: subprocess.Popen[Any] | ForkedProcess) -> None:
     """SIGTERM, then SIGKILL if it has not exited within 20 s; reaped either way."""
     process.terminate()
     try:

@@ -76,13 +76,17 @@ def test_a_command_past_its_timeout_is_killed(tmp_path: Path) -> None:
     folder = tmp_path / "folder"
     folder.mkdir()
     env = cli_env(tmp_path, SANDBOX_WORKBENCH_NO_DAEMON="1")
+    FORK_SERVER.start()
+    server = FORK_SERVER.pid
+    assert server is not None
+    children = Path(f"/proc/{server}/task/{server}/children")
+    before = set(children.read_text().split())  # a `serve` of this worker's fixtures
     with pytest.raises(subprocess.TimeoutExpired) as raised:
         run_cli(env, "watch", str(folder), "-s", "box", timeout=3)
     assert raised.value.cmd[0] == str(SCRIPT)
-    server = FORK_SERVER.pid
-    assert server is not None
+    assert FORK_SERVER.pid == server
     deadline = time.monotonic() + 20
-    while Path(f"/proc/{server}/task/{server}/children").read_text().split():
+    while set(children.read_text().split()) - before:
         assert time.monotonic() < deadline, "the command outlived its timeout"
         time.sleep(0.05)
 
