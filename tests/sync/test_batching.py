@@ -665,24 +665,22 @@ class ActingBeforeReadBack(Gateway):
 
 @pytest.mark.parametrize("policy", ["local-wins", "sandbox-wins", "fail"])
 async def test_a_file_the_other_watch_deleted_before_the_read_back_is_no_conflict(
-    backend: Backend, client: SandboxClient, folder: Path, tmp_path: Path, policy: str
+    backend: Backend, client: SandboxClient, folder: Path, policy: str
 ) -> None:
-    """One folder watched twice (the TUI's watch and `watch`, one state file): a file is
-    edited, its size kept, then deleted. The other watch sent the edit; this one, whose
-    pass took both changes, found the sandbox's copy changed and read it back to compare,
-    but the other watch had deleted it meanwhile: the read found nothing, and that was
-    "changed in the sandbox since the last sync" (under `fail`, the watch ended). The
-    pass deletes it, and it is gone: no conflict."""
+    """One folder synced into one sandbox twice at once (two syncs that keep no state
+    in common, here the other one with `prune`): a file is edited, its size kept, then
+    deleted. The other sync sent the edit; this one, whose pass took both changes, found
+    the sandbox's copy changed and read it back to compare, but the other sync had
+    deleted it meanwhile: the read found nothing, and that was "changed in the sandbox
+    since the last sync" (under `fail`, the watch ended). The pass deletes it, and it is
+    gone: no conflict."""
     (folder / "f.txt").write_text("version 1")
     (folder / "kept.txt").write_text("kept")
-    state_file = tmp_path / "state.json"
-    other = FolderSync(folder, client, policy=policy, state_file=state_file)
-    await other.initial_sync()
     gateway = ActingBeforeReadBack(backend.transport, "/workspace/f.txt")
-    sync = FolderSync(
-        folder, through(backend, client, gateway), policy=policy, state_file=state_file
-    )
+    sync = FolderSync(folder, through(backend, client, gateway), policy=policy)
     await sync.initial_sync()
+    other = FolderSync(folder, client, policy=policy, prune=True)
+    await other.initial_sync()
     (folder / "f.txt").write_text("version 2")
     assert (await other.sync_paths(["f.txt"])).uploaded == ["f.txt"]
     (folder / "f.txt").unlink()
