@@ -12,7 +12,14 @@ import pytest
 
 from tests.sync.conftest import remote_tree
 from workbench.api import SandboxClient
-from workbench.sync import EventKind, FolderSync, SyncConflictError, SyncEvent, sync_state_file
+from workbench.sync import (
+    EventKind,
+    FolderSync,
+    SyncConflictError,
+    SyncEvent,
+    sync_folder,
+    sync_state_file,
+)
 
 
 @pytest.fixture
@@ -36,7 +43,7 @@ async def test_sandbox_only_entries_survive_and_what_we_uploaded_goes_in_a_later
     await sandbox.mkdir("/workspace/results", recursive=True)
     await sandbox.write_file("/workspace/results/out.csv", "guest output")
 
-    first = await FolderSync(folder, sandbox, state_file=state_file).initial_sync()
+    first = await sync_folder(folder, sandbox, state_file=state_file)
     assert sorted(first.uploaded) == ["app/main.py", "notes.txt"] and not first.deleted
     tree = await remote_tree(sandbox)
     assert tree["put.txt"] == b"put with `files put`"
@@ -48,11 +55,11 @@ async def test_sandbox_only_entries_survive_and_what_we_uploaded_goes_in_a_later
     (folder / "app" / "main.py").unlink()
     (folder / "app").rmdir()
 
-    second = FolderSync(folder, sandbox, state_file=state_file)  # a new `watch` run
-    assert second.may_delete
-    events: list[SyncEvent] = []
-    second.subscribe(events.append)
-    report = await second.initial_sync()
+    with FolderSync(folder, sandbox, state_file=state_file) as second:  # a new `watch` run
+        assert second.may_delete
+        events: list[SyncEvent] = []
+        second.subscribe(events.append)
+        report = await second.initial_sync()
     assert sorted(report.deleted) == ["app/main.py", "notes.txt"]
     assert await remote_tree(sandbox) == {
         "put.txt": b"put with `files put`",
@@ -71,16 +78,16 @@ async def test_without_saved_state_nothing_is_deleted(
     folder: Path, sandbox: SandboxClient, state_file: Path
 ) -> None:
     (folder / "a.txt").write_text("a")
-    await FolderSync(folder, sandbox, state_file=state_file).initial_sync()
+    await sync_folder(folder, sandbox, state_file=state_file)
     (folder / "a.txt").unlink()
     for broken in (b"{not json", b'{"version": 1, "entries": []}', b"\xff\xfe", b""):
         state_file.write_bytes(broken)
-        sync = FolderSync(folder, sandbox, state_file=state_file)
-        assert not sync.may_delete
-        assert not (await sync.initial_sync()).deleted
+        with FolderSync(folder, sandbox, state_file=state_file) as sync:
+            assert not sync.may_delete
+            assert not (await sync.initial_sync()).deleted
         assert (await sandbox.read_bytes("/workspace/a.txt")) == b"a"
     state_file.unlink()
-    assert not (await FolderSync(folder, sandbox, state_file=state_file).initial_sync()).deleted
+    assert not (await sync_folder(folder, sandbox, state_file=state_file)).deleted
     assert (await sandbox.read_bytes("/workspace/a.txt")) == b"a"
 
 
@@ -95,7 +102,7 @@ async def test_state_file_is_private_and_cannot_point_outside_dest(
         folder=folder,
     )
     (folder / "a.txt").write_text("a")
-    await FolderSync(folder, sandbox, dest="/workspace/app", state_file=state_file).initial_sync()
+    await sync_folder(folder, sandbox, dest="/workspace/app", state_file=state_file)
     assert stat.S_IMODE(state_file.stat().st_mode) == 0o600
     assert stat.S_IMODE(state_file.parent.stat().st_mode) == 0o700
     saved = json.loads(state_file.read_text())
@@ -107,17 +114,13 @@ async def test_state_file_is_private_and_cannot_point_outside_dest(
     entry = saved["entries"]["a.txt"]
     saved["entries"] = {"../precious.txt": entry, "/workspace/precious.txt": entry, "": entry}
     state_file.write_text(json.dumps(saved))
-    report = await FolderSync(
-        folder, sandbox, dest="/workspace/app", state_file=state_file
-    ).initial_sync()
+    report = await sync_folder(folder, sandbox, dest="/workspace/app", state_file=state_file)
     assert not report.deleted
     assert (await sandbox.read_bytes("/workspace/precious.txt")) == b"outside dest"
 
     # A state nested past what Python's parser recurses through is damaged: no state.
     state_file.write_text("[" * 100_000 + "]" * 100_000)
-    report = await FolderSync(
-        folder, sandbox, dest="/workspace/app", state_file=state_file
-    ).initial_sync()
+    report = await sync_folder(folder, sandbox, dest="/workspace/app", state_file=state_file)
     assert not report.deleted and not report.errors
 
 
@@ -165,7 +168,7 @@ async def test_a_local_file_never_replaces_a_sandbox_directory_we_did_not_create
 async def guest_changed(sandbox: SandboxClient, folder: Path, state_file: Path) -> None:
     """Sync `a.txt`, change it in the sandbox behind the sync's back, delete it locally."""
     (folder / "a.txt").write_text("from the folder")
-    await FolderSync(folder, sandbox, state_file=state_file).initial_sync()
+    await sync_folder(folder, sandbox, state_file=state_file)
     await sandbox.write_file("/workspace/a.txt", "changed in the sandbox")
     (folder / "a.txt").unlink()
 
@@ -175,7 +178,7 @@ async def test_delete_conflict_fail_refuses(
 ) -> None:
     await guest_changed(sandbox, folder, state_file)
     with pytest.raises(SyncConflictError) as raised:
-        await FolderSync(folder, sandbox, state_file=state_file, policy="fail").initial_sync()
+        await sync_folder(folder, sandbox, state_file=state_file, policy="fail")
     assert [issue.path for issue in raised.value.conflicts] == ["a.txt"]
     assert (await sandbox.read_bytes("/workspace/a.txt")) == b"changed in the sandbox"
 
@@ -184,11 +187,11 @@ async def test_delete_conflict_sandbox_wins_keeps_the_file_for_good(
     folder: Path, sandbox: SandboxClient, state_file: Path
 ) -> None:
     await guest_changed(sandbox, folder, state_file)
-    sync = FolderSync(folder, sandbox, state_file=state_file, policy="sandbox-wins")
-    report = await sync.initial_sync()
-    assert [issue.path for issue in report.conflicts] == ["a.txt"] and not report.deleted
-    assert not (await sync.sync_all()).deleted  # no longer the sync's to delete
-    again = await FolderSync(folder, sandbox, state_file=state_file).initial_sync()
+    with FolderSync(folder, sandbox, state_file=state_file, policy="sandbox-wins") as sync:
+        report = await sync.initial_sync()
+        assert [issue.path for issue in report.conflicts] == ["a.txt"] and not report.deleted
+        assert not (await sync.sync_all()).deleted  # no longer the sync's to delete
+    again = await sync_folder(folder, sandbox, state_file=state_file)
     assert not again.deleted and not again.conflicts
     assert (await sandbox.read_bytes("/workspace/a.txt")) == b"changed in the sandbox"
 
@@ -197,10 +200,10 @@ async def test_delete_conflict_local_wins_deletes_with_a_notice(
     folder: Path, sandbox: SandboxClient, state_file: Path
 ) -> None:
     await guest_changed(sandbox, folder, state_file)
-    sync = FolderSync(folder, sandbox, state_file=state_file)
-    events: list[SyncEvent] = []
-    sync.subscribe(events.append)
-    report = await sync.initial_sync()
+    with FolderSync(folder, sandbox, state_file=state_file) as sync:
+        events: list[SyncEvent] = []
+        sync.subscribe(events.append)
+        report = await sync.initial_sync()
     assert report.deleted == ["a.txt"] and [issue.path for issue in report.conflicts] == ["a.txt"]
     conflicts = [event.message for event in events if event.kind is EventKind.CONFLICT]
     assert conflicts == [

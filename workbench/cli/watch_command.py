@@ -253,6 +253,11 @@ async def watch_command(
             )
         except ValueError as error:  # a folder inside the workbench's own directories
             raise click.UsageError(str(error)) from None
+        with sync:  # closed when the watch ends, however it ends
+            return await watch_with(backend, sandbox, sync)
+
+    async def watch_with(backend: Backend, sandbox: SandboxClient, sync: FolderSync) -> int:
+        """The watch (or the one pass of --once) of `sync`."""
         sync.subscribe(notify)
         if not once or sync.may_delete:
             announce_backend(backend, sandbox.id, sync.dest)

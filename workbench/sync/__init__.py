@@ -62,7 +62,7 @@ async def sync_folder(
     state_file: Path | None = None,
 ) -> SyncReport:
     """One-shot sync of `local_dir` into `dest` (see `FolderSync.initial_sync`)."""
-    sync = FolderSync(
+    with FolderSync(
         Path(local_dir), sandbox, dest=dest, policy=policy, prune=prune, state_file=state_file
-    )
-    return await sync.initial_sync()
+    ) as sync:
+        return await sync.initial_sync()

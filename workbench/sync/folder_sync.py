@@ -48,6 +48,8 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 from workbench.api import FileInfo, SandboxClient
 from workbench.core.host_paths import host_path
@@ -144,6 +146,7 @@ class FolderSync:
 
     `prune` deletes every sandbox entry the folder lacks (see the module docstring);
     `state_file` (see `sync_state_file`) remembers what the sync created across runs.
+    `close()` ends the sync (use it as a context manager).
     """
 
     def __init__(
@@ -200,6 +203,7 @@ class FolderSync:
         """While a pass may plan its refused uploads again (`_apply`): their errors, told
         only if they stay."""
         self._initialized = False
+        self._closed = False
         self._pending = PendingChanges(self.root, self.rules)
         self._known_notices: set[tuple[str, str]] = set()
         self.state_file = state_file
@@ -208,6 +212,26 @@ class FolderSync:
             {} if state_file is None else load_owned_entries(state_file, self._state_identity)
         )
         """The owned entries as of the last pass (and in `state_file`)."""
+
+    def close(self) -> None:
+        """End the sync: no pass runs after it. Closing again does nothing."""
+        self._closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _ensure_open(self) -> None:
+        """A closed sync runs no pass."""
+        if self._closed:
+            raise RuntimeError(f"the sync of {self.root} to {self.dest} was closed")
 
     @property
     def may_delete(self) -> bool:
@@ -278,6 +302,7 @@ class FolderSync:
         Raises `TransientSyncError` when the sandbox cannot be reached, and
         `SyncConflictError` under policy `fail`.
         """
+        self._ensure_open()
         report = SyncReport(full=True)
         for _ in range(_REFILLS):
             try:
@@ -375,6 +400,7 @@ class FolderSync:
     # ----- passes ---------------------------------------------------------------------
 
     async def _sync_pending(self) -> SyncReport:
+        self._ensure_open()
         if not self._initialized:
             return await self.initial_sync()
         scope = self._pending.take()

@@ -116,6 +116,7 @@ class FolderWatch:
         backend = self.connection.backend_or_warn()
         if backend is None:
             return None
+        sync: FolderSync | None = None
         try:
             # The same state file as `watch`: only what a sync created is ever deleted,
             # also in a later session.
@@ -139,6 +140,8 @@ class FolderWatch:
                     context.language, remote_path(sync.dest, request.entry), sync.dest
                 )
         except (OSError, ValueError) as error:
+            if sync is not None:
+                sync.close()
             self.owner.notify(
                 str(error), title="Cannot watch the folder", severity="error", timeout=8
             )
@@ -245,6 +248,7 @@ class FolderWatch:
         finally:
             poll.stop()
             unsubscribe()
+            watch.sync.close()
         post(WatchEnded(watch_id, failure))
 
     def _poll(self, watch: ActiveWatch) -> None:
