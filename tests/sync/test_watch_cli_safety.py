@@ -1,15 +1,21 @@
 """`sandbox-workbench watch` through the real console script: what it may delete, that it
 says where it deletes, `--prune`, hostile `.gitignore` lines, a folder far larger than the
-sandbox, and bad arguments."""
+sandbox, bad arguments, and one watch at a time per folder, sandbox and dest."""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import stat
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,8 +77,9 @@ def test_watch_deletes_only_what_it_uploaded_and_says_where(
             "dest": "/workspace",
         }
     ]
-    (state,) = (tmp_path / "data" / "sync-state").iterdir()
+    (state,) = (tmp_path / "data" / "sync-state").glob("*.json")
     assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    assert stat.S_IMODE(state.with_name(f"{state.name}.lock").stat().st_mode) == 0o600
 
     pruned = workbench(env, "watch", str(folder), "--once", "--prune")
     assert pruned.returncode == 0, pruned.stderr
@@ -158,3 +165,108 @@ def test_watch_rejects_paths_outside_their_roots(
     completed = workbench(env, "watch", str(folder), "--once", *args)
     assert completed.returncode == 2
     assert message in completed.stderr
+
+
+class RunningWatch:
+    """A `watch --json` in a process of its own; its stdout lines are read on a thread, so
+    that the test can wait for them with a timeout."""
+
+    def __init__(self, env: dict[str, str], folder: Path) -> None:
+        self.process = subprocess.Popen(
+            [SCRIPT, "watch", str(folder), "--json", "--debounce", "0.03"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._ended: tuple[int, str] | None = None
+        stdout = self.process.stdout
+        assert stdout is not None
+        self._reader = threading.Thread(target=lambda: list(map(self._lines.put, stdout)))
+        self._reader.start()
+
+    def next_event(self, timeout: float = 60) -> dict[str, Any]:
+        value = json.loads(self._lines.get(timeout=timeout))
+        assert isinstance(value, dict)
+        return value
+
+    def stop(self) -> tuple[int, str]:
+        """Stop it as Ctrl+C does (unless it ended); its exit code and stderr."""
+        if self._ended is not None:
+            return self._ended
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=30)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            self._reader.join(timeout=30)
+        assert self.process.stdout is not None and self.process.stderr is not None
+        self.process.stdout.close()
+        with self.process.stderr as stderr:
+            self._ended = self.process.returncode, stderr.read()
+        return self._ended
+
+
+@contextmanager
+def running_watch(env: dict[str, str], folder: Path) -> Iterator[RunningWatch]:
+    watch = RunningWatch(env, folder)
+    try:
+        yield watch
+    finally:
+        watch.stop()
+
+
+def test_a_second_watch_of_one_folder_sandbox_and_dest_is_refused_at_once(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Two watches of one folder into one sandbox and dest each took the other's uploads
+    for a guest's changes and overwrote each other's record of what they created: the
+    second one now ends at once (exit 1), naming the first, which goes on."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a")
+    with running_watch(env, folder) as first:
+        assert first.next_event()["event"] == "synced"
+        refusal = (
+            f"error: {folder.resolve()} is already being watched into sandbox proj at "
+            f"/workspace by process {first.process.pid}\n"
+        )
+        for once in (["--once"], []):
+            second = workbench(env, "watch", str(folder), *once, timeout=60)
+            assert (second.returncode, second.stdout, second.stderr) == (1, "", refusal)
+
+        (folder / "b.txt").write_text("b")
+        synced = first.next_event()
+        assert synced["event"] == "synced" and synced["sync"]["uploaded"] == 1
+        assert sandbox_files(env, "proj") == ["a.txt", "b.txt"]
+
+        # Another dest, or another sandbox, is another sync.
+        for other in (["--dest", "/workspace/copy"], ["--sandbox", "other"]):
+            third = workbench(env, "watch", str(folder), "--once", *other, timeout=60)
+            assert third.returncode == 0, third.stderr
+        returncode, stderr = first.stop()
+    assert returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert sandbox_files(env, "other") == ["a.txt", "b.txt"]
+
+
+def test_a_watch_killed_with_sigkill_does_not_block_the_next(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a")
+    with running_watch(env, folder) as first:
+        assert first.next_event()["event"] == "synced"
+        (lock,) = (tmp_path / "data" / "sync-state").glob("*.lock")
+        assert lock.read_text() == f"{first.process.pid}\n"  # who holds it, for a refusal
+        first.process.kill()
+        first.process.wait(timeout=30)
+    (folder / "b.txt").write_text("b")
+    again = workbench(env, "watch", str(folder), "--once", timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert sandbox_files(env, "proj") == ["a.txt", "b.txt"]

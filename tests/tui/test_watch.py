@@ -9,6 +9,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import Button, Checkbox, Input
 
+from tests.sync_state_holder import held_by_another_process
 from tour import (
     WorkbenchPilot,
     create_context,
@@ -18,6 +19,7 @@ from tour import (
 )
 from workbench.api import SandboxError
 from workbench.backends.local import open_local_backend
+from workbench.sync import sync_state_file
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
@@ -159,6 +161,56 @@ async def watch_until_synced(app: WorkbenchApp, pilot: WorkbenchPilot, folder: P
     await pilot.pause()
     app.screen.query_one("#start", Button).press()
     await wait_for(pilot, lambda: "last sync" in status_text(app))
+
+
+def notifications(app: WorkbenchApp) -> list[str]:
+    return [f"{note.title}: {note.message}" for note in app._notifications]
+
+
+async def test_a_folder_another_process_watches_into_the_sandbox_is_not_watched(
+    tmp_path: Path,
+) -> None:
+    """A `watch` elsewhere holds the folder's sync into this sandbox and dest: two at once
+    took each other's uploads for a guest's changes and overwrote each other's record of
+    what they created. The workbench says who holds it and starts nothing, until it ends."""
+    data = tmp_path / "data"
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a")
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        backend = app.backend
+        assert backend is not None
+        state_file = sync_state_file(
+            data,
+            backend=f"{backend.name} {backend.description}",
+            sandbox_id="demo",
+            dest="/workspace",
+            folder=folder,
+        )
+        with held_by_another_process(state_file) as holder:
+            await pilot.press("f6")
+            await wait_for(pilot, lambda: isinstance(app.screen, WatchScreen))
+            app.screen.query_one("#watch-folder", Input).value = str(folder)
+            await pilot.pause()
+            app.screen.query_one("#start", Button).press()
+            refusal = (
+                f"Cannot watch the folder: {folder.resolve()} is already being watched into "
+                f"sandbox demo at /workspace by process {holder.pid}"
+            )
+            await wait_for(pilot, lambda: refusal in notifications(app))
+            assert app.main_screen.folder_watch.active is None
+            assert "watching" not in status_text(app)
+            assert not [worker for worker in app.workers if worker.group == "watch"]
+            assert await sandbox_file(app, "/workspace/a.txt") is None
+        await watch_until_synced(app, pilot, folder)  # its holder gone, it starts
+        assert await sandbox_file(app, "/workspace/a.txt") == "a"
+        await pilot.press("shift+f6")
+        await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
 
 
 async def test_watch_remembers_what_it_uploaded_across_sessions(tmp_path: Path) -> None:

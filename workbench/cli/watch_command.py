@@ -160,7 +160,9 @@ async def watch_command(
     sandbox, --dest and DIR, under the data dir). Everything else in the sandbox
     stays; a directory of ours that holds other entries is kept. --prune mirrors
     DIR exactly (ignored paths stay). Whenever the sync can delete, the profile
-    and backend it acts on are printed on stderr first.
+    and backend it acts on are printed on stderr first. One watch at a time per
+    profile, sandbox, --dest and DIR (the workbench's included): another one
+    exits 1 at once, naming the process that watches.
 
     \b
     Conflicts: a file guest code changed since the last sync that the sync would
@@ -176,7 +178,13 @@ async def watch_command(
     from workbench.cli.progress import prepare_engine
     from workbench.core.host_paths import HostPathError, host_path
     from workbench.paths import data_dir as resolve_data_dir
-    from workbench.sync import FolderSync, SyncConflictError, remote_path, sync_state_file
+    from workbench.sync import (
+        FolderSync,
+        SyncAlreadyRunningError,
+        SyncConflictError,
+        remote_path,
+        sync_state_file,
+    )
     from workbench.sync.manifest import normalize_dest
     from workbench.sync.runner import entry_language_problem, entry_result, entry_runner_code
 
@@ -253,11 +261,13 @@ async def watch_command(
             )
         except ValueError as error:  # a folder inside the workbench's own directories
             raise click.UsageError(str(error)) from None
-        with sync:  # closed when the watch ends, however it ends
+        except SyncAlreadyRunningError as error:  # another watch of the same state file
+            raise CommandError(str(error), EXIT_FAILED) from None
+        with sync:  # holds the sync state until the watch ends, however it ends
             return await watch_with(backend, sandbox, sync)
 
     async def watch_with(backend: Backend, sandbox: SandboxClient, sync: FolderSync) -> int:
-        """The watch (or the one pass of --once) of `sync`."""
+        """The watch (or the one pass of --once), with `sync` holding its state."""
         sync.subscribe(notify)
         if not once or sync.may_delete:
             announce_backend(backend, sandbox.id, sync.dest)

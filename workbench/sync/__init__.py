@@ -26,7 +26,7 @@ from workbench.sync.events import (
 from workbench.sync.folder_sync import FolderSync
 from workbench.sync.ignore import DEFAULT_IGNORES, IgnoreRules, compile_ignore_lines
 from workbench.sync.local import MAX_FILE_BYTES, MAX_WORKSPACE_BYTES
-from workbench.sync.manifest import RemoteEntry, sync_state_file
+from workbench.sync.manifest import RemoteEntry, SyncAlreadyRunningError, sync_state_file
 from workbench.sync.relative_paths import remote_path
 from workbench.sync.sandbox_folder import TransientSyncError
 
@@ -39,6 +39,7 @@ __all__ = [
     "FolderSync",
     "IgnoreRules",
     "RemoteEntry",
+    "SyncAlreadyRunningError",
     "SyncConflictError",
     "SyncEvent",
     "SyncIssue",
@@ -61,7 +62,8 @@ async def sync_folder(
     prune: bool = False,
     state_file: Path | None = None,
 ) -> SyncReport:
-    """One-shot sync of `local_dir` into `dest` (see `FolderSync.initial_sync`)."""
+    """One-shot sync of `local_dir` into `dest` (see `FolderSync.initial_sync`), holding
+    `state_file` for the pass (`SyncAlreadyRunningError` while another sync holds it)."""
     with FolderSync(
         Path(local_dir), sandbox, dest=dest, policy=policy, prune=prune, state_file=state_file
     ) as sync:

@@ -131,7 +131,7 @@ async def find_conflicts(
         digest: str | None = None
         if info.size == entry.size or wanted[path] is not None:
             data = await folder.read(path)
-            if data is None:  # no file since it was listed: gone (another watch of the folder
+            if data is None:  # no file since it was listed: gone (another sync of the folder
                 # deleted it, say), a directory now, or unreadable (changed, as before)
                 listed_now = (await folder.entries_now([path]))[path]
                 again = _file_entry(check, manifest, path, listed_now, removed_by_plan=removed)

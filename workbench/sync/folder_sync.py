@@ -10,6 +10,10 @@ the manifest, so coalesced, reordered or repeated watcher events cannot drift th
 - Deletes: without `prune` (the default) the sync deletes only what it created itself
   (files it uploaded, directories it made), in this run or an earlier one: that record is
   saved after every pass (`workbench.sync.manifest`), and without it nothing is deleted.
+  A sync with a state file holds it from its start until `close()` (or the end of its
+  process): a second sync of the same state file fails at once
+  (`SyncAlreadyRunningError`), so no two syncs ever take each other's uploads for a
+  guest's changes or overwrite each other's record.
   A sandbox entry the sync did not create is never deleted or replaced; where the folder
   needs the other kind of entry at its path, the path is reported as an error and kept.
   A directory the sync made is removed only if it holds nothing else; otherwise the sync
@@ -74,6 +78,7 @@ from workbench.sync.ignore import IgnoreRules
 from workbench.sync.local import LocalEntry, scan_folder
 from workbench.sync.manifest import (
     RemoteEntry,
+    hold_state_file,
     load_owned_entries,
     normalize_dest,
     save_owned_entries,
@@ -145,8 +150,8 @@ class FolderSync:
     or `watch()` for both plus incremental passes on every settled batch of changes.
 
     `prune` deletes every sandbox entry the folder lacks (see the module docstring);
-    `state_file` (see `sync_state_file`) remembers what the sync created across runs.
-    `close()` ends the sync (use it as a context manager).
+    `state_file` (see `sync_state_file`) remembers what the sync created across runs, and
+    is held by this sync alone until `close()`: use the sync as a context manager.
     """
 
     def __init__(
@@ -167,7 +172,9 @@ class FolderSync:
         keep_out: Iterable[Path] = (),
     ) -> None:
         """`keep_out`: directories never synced besides the workbench's own (see the
-        module docstring); raises ValueError for a folder inside one of them."""
+        module docstring); raises ValueError for a folder inside one of them,
+        `SyncAlreadyRunningError` while another sync holds `state_file`, and OSError when
+        its lock cannot be taken."""
         self.root = Path(local_dir).resolve()
         if not self.root.is_dir():
             raise NotADirectoryError(f"not a directory: {local_dir}")
@@ -208,14 +215,21 @@ class FolderSync:
         self._known_notices: set[tuple[str, str]] = set()
         self.state_file = state_file
         self._state_identity = {"sandbox": sandbox.id, "dest": self.dest, "folder": str(self.root)}
+        self._state_lock = (
+            None if state_file is None else hold_state_file(state_file, self._state_identity)
+        )
+        """Held while the sync may use `state_file` (taken before it is read)."""
         self._saved: dict[str, RemoteEntry] = (
             {} if state_file is None else load_owned_entries(state_file, self._state_identity)
         )
         """The owned entries as of the last pass (and in `state_file`)."""
 
     def close(self) -> None:
-        """End the sync: no pass runs after it. Closing again does nothing."""
+        """Let another sync of the same state file start (release its lock); no pass runs
+        after it. Closing again does nothing."""
         self._closed = True
+        if self._state_lock is not None:
+            self._state_lock.release()
 
     def __enter__(self) -> Self:
         return self
@@ -229,7 +243,7 @@ class FolderSync:
         self.close()
 
     def _ensure_open(self) -> None:
-        """A closed sync runs no pass."""
+        """A closed sync no longer holds its state file: it must not write it."""
         if self._closed:
             raise RuntimeError(f"the sync of {self.root} to {self.dest} was closed")
 

@@ -6,13 +6,23 @@ are ever deleted without `--prune`. The owned entries are saved after every pass
 small JSON state file per (backend, sandbox, dest, folder) under the user data dir, so a
 later `watch` still knows what it may delete. A missing, unreadable or corrupt state file
 means "the sync created nothing" (the safe direction: nothing gets deleted).
+
+A sync that uses a state file holds it for its whole life (`hold_state_file`): two syncs of
+one (backend, sandbox, dest, folder) at once would each take the other's uploads for a
+guest's changes (spurious conflicts) and overwrite each other's record of what they created
+(so a local delete could leave a file behind, or delete one wrongly). The second one fails
+at once instead, naming the holder's pid.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import secrets
+import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,15 +34,22 @@ from workbench.paths import private_directory
 __all__ = [
     "STATE_DIR_NAME",
     "RemoteEntry",
+    "StateFileLock",
+    "SyncAlreadyRunningError",
+    "hold_state_file",
     "load_owned_entries",
     "normalize_dest",
     "save_owned_entries",
+    "state_lock_file",
     "sync_state_file",
 ]
 
 STATE_DIR_NAME: Final = "sync-state"
 _STATE_VERSION: Final = 1
 _MAX_STATE_BYTES: Final = 64 * 1_048_576
+_PID_READS: Final = 20
+"""Reads of a lock file that holds no pid yet (its holder has just taken the lock), 5 ms
+apart, before the refusal says "another process"."""
 
 
 @dataclass(frozen=True)
@@ -167,3 +184,85 @@ def save_owned_entries(
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+class SyncAlreadyRunningError(Exception):
+    """Another sync of the same (backend, sandbox, dest, folder) holds its state file: a
+    `watch`, the workbench's folder watch or a one-shot sync, in this process or another.
+    `holder_pid` is the holder's process id when its lock file says it."""
+
+    def __init__(self, identity: Mapping[str, str], holder_pid: int | None) -> None:
+        self.folder = identity.get("folder", "")
+        self.sandbox_id = identity.get("sandbox", "")
+        self.dest = identity.get("dest", "")
+        self.holder_pid = holder_pid
+        if holder_pid is None:
+            holder = "another process"
+        elif holder_pid == os.getpid():
+            holder = f"process {holder_pid} (this one)"
+        else:
+            holder = f"process {holder_pid}"
+        super().__init__(
+            f"{self.folder} is already being watched into sandbox {self.sandbox_id} at "
+            f"{self.dest} by {holder}"
+        )
+
+
+def state_lock_file(state_file: Path) -> Path:
+    """The lock file of `state_file`, next to it (never deleted: it may be in use)."""
+    return state_file.with_name(f"{state_file.name}.lock")
+
+
+class StateFileLock:
+    """An exclusive `flock` on a state file's lock file, held from `hold_state_file` until
+    `release`, or until its process ends however it ends (the kernel drops the lock with
+    the descriptor), so a killed sync never blocks the next one."""
+
+    def __init__(self, fd: int) -> None:
+        self._close = weakref.finalize(self, os.close, fd)
+        """Closing the descriptor releases the lock; also when the holder is collected."""
+
+    def release(self) -> None:
+        """Release the lock (again: nothing)."""
+        self._close()
+
+
+def hold_state_file(state_file: Path, identity: Mapping[str, str]) -> StateFileLock:
+    """Lock `state_file` for one sync (see the module docstring), never waiting.
+
+    Raises `SyncAlreadyRunningError` while another sync holds it, and OSError when its
+    lock file cannot be opened (a symlink is never followed)."""
+    private_directory(state_file.parent)
+    fd = os.open(
+        state_lock_file(state_file),
+        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+    )
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder_pid(fd)
+        os.close(fd)
+        raise SyncAlreadyRunningError(identity, holder) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    lock = StateFileLock(fd)
+    with contextlib.suppress(OSError):  # the pid only names the holder in a refusal
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return lock
+
+
+def _holder_pid(fd: int) -> int | None:
+    """The pid the lock's holder wrote in its lock file; None when it wrote none in a
+    moment (or the file holds anything else)."""
+    for _ in range(_PID_READS):
+        try:
+            text = os.pread(fd, 32, 0)
+        except OSError:
+            return None
+        if text.strip().isdigit() and int(text) > 0:
+            return int(text)
+        time.sleep(0.005)
+    return None

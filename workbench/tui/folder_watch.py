@@ -25,6 +25,7 @@ from workbench.api import Backend, CodeContext
 from workbench.sync import (
     EventKind,
     FolderSync,
+    SyncAlreadyRunningError,
     SyncEvent,
     SyncReport,
     remote_path,
@@ -112,7 +113,8 @@ class FolderWatch:
         self, sandbox_id: str, context: CodeContext | None, request: WatchRequest
     ) -> ActiveWatch | None:
         """Start watching `request.folder` on the current backend; None (and a notification
-        says why) when it cannot be."""
+        says why) when it cannot be: among others, while another watch (`watch`, or a
+        workbench) syncs the same folder into the same sandbox and dest."""
         backend = self.connection.backend_or_warn()
         if backend is None:
             return None
@@ -139,7 +141,7 @@ class FolderWatch:
                 runner = entry_runner_code(
                     context.language, remote_path(sync.dest, request.entry), sync.dest
                 )
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, SyncAlreadyRunningError) as error:
             if sync is not None:
                 sync.close()
             self.owner.notify(
@@ -248,7 +250,7 @@ class FolderWatch:
         finally:
             poll.stop()
             unsubscribe()
-            watch.sync.close()
+            watch.sync.close()  # before it is said to have ended: a new watch may start
         post(WatchEnded(watch_id, failure))
 
     def _poll(self, watch: ActiveWatch) -> None:
