@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -587,7 +588,10 @@ async def test_a_sandbox_destroyed_again_during_its_refill_is_filled_from_the_st
     await sync.initial_sync()
     await client.destroy()
     (folder / "d1" / "sub" / "f1.txt").write_text("saved after the destroy")
+    started = time.perf_counter()
     report = await sync.sync_paths(["d1/sub/f1.txt"])
+    took = time.perf_counter() - started
+    assert 0.9 * took <= report.duration_s <= took  # every pass's (it was the last one's)
     assert gateway.batches == 3
     assert [issue.code for issue in report.notices] == ["SANDBOX_REPLACED"] * 2
     assert not report.incomplete and not report.conflicts and not report.errors

@@ -135,7 +135,9 @@ def _continued(earlier: SyncReport, later: SyncReport) -> SyncReport:
     """`later`, a pass that started over on a sandbox made again, with what `earlier` (the
     pass that found it so) changed before: what both sent counts once, and a file that
     `earlier` put in the new sandbox, found there by `later`, as sent, not unchanged.
-    Errors and conflicts are `later`'s alone (it met those of `earlier` again)."""
+    Errors and conflicts are `later`'s alone (it met those of `earlier` again); the
+    duration is both passes'."""
+    later.duration_s += earlier.duration_s
     later.uploaded = sorted({*earlier.uploaded, *later.uploaded})
     later.deleted = sorted({*earlier.deleted, *later.deleted})
     later.renamed = [*earlier.renamed, *later.renamed]
@@ -317,6 +319,7 @@ class FolderSync:
         `SyncConflictError` under policy `fail`.
         """
         self._ensure_open()
+        started = time.perf_counter()
         report = SyncReport(full=True)
         for _ in range(_REFILLS):
             try:
@@ -326,10 +329,12 @@ class FolderSync:
                 continue
             if not self._folder.replaced:
                 self._initialized = True
-                return report
+                break
             report.notices.append(self._note_made_again())
-        self._initialized = False
-        report.incomplete = True
+        else:
+            self._initialized = False
+            report.incomplete = True
+        report.duration_s = time.perf_counter() - started  # the passes cut short included
         return report
 
     async def _initial_pass(self) -> SyncReport:
