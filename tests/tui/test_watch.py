@@ -20,6 +20,7 @@ from tour import (
 from workbench.api import SandboxError
 from workbench.backends.local import open_local_backend
 from workbench.sync import sync_state_file
+from workbench.sync.manifest import hold_state_file
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
@@ -211,6 +212,43 @@ async def test_a_folder_another_process_watches_into_the_sandbox_is_not_watched(
         assert await sandbox_file(app, "/workspace/a.txt") == "a"
         await pilot.press("shift+f6")
         await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
+
+
+async def test_a_folder_this_workbench_still_holds_says_to_start_again_in_a_moment(
+    tmp_path: Path,
+) -> None:
+    """The holder is this process: a watch of the same folder, stopped and still ending its
+    pass (here, held by the test in the app's process). Not "process N (this one)"."""
+    data = tmp_path / "data"
+    folder = tmp_path / "project"
+    folder.mkdir()
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        backend = app.backend
+        assert backend is not None
+        state_file = sync_state_file(
+            data,
+            backend=f"{backend.name} {backend.description}",
+            sandbox_id="demo",
+            dest="/workspace",
+            folder=folder,
+        )
+        identity = {"sandbox": "demo", "dest": "/workspace", "folder": str(folder.resolve())}
+        lock = hold_state_file(state_file, identity)
+        try:
+            app.main_screen.start_watch("demo", None, WatchRequest(folder, "/workspace", None))
+            refusal = (
+                f"Cannot watch the folder: the watch of {folder.resolve()} into sandbox demo "
+                "that was stopped is still ending its pass: start it again in a moment"
+            )
+            await wait_for(pilot, lambda: refusal in notifications(app))
+            assert app.main_screen.folder_watch.active is None
+        finally:
+            lock.release()
 
 
 async def test_watch_remembers_what_it_uploaded_across_sessions(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ watch actions and the handlers of those messages (the only code that changes wid
 from __future__ import annotations
 
 import asyncio
+import os
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -144,9 +145,14 @@ class FolderWatch:
         except (OSError, ValueError, SyncAlreadyRunningError) as error:
             if sync is not None:
                 sync.close()
-            self.owner.notify(
-                str(error), title="Cannot watch the folder", severity="error", timeout=8
-            )
+            message = str(error)
+            if isinstance(error, SyncAlreadyRunningError) and error.holder_pid == os.getpid():
+                # This workbench's own watch, stopped but still ending its pass.
+                message = (
+                    f"the watch of {error.folder} into sandbox {error.sandbox_id} that was "
+                    "stopped is still ending its pass: start it again in a moment"
+                )
+            self.owner.notify(message, title="Cannot watch the folder", severity="error", timeout=8)
             return None
         self.started += 1
         watch = ActiveWatch(
