@@ -33,7 +33,7 @@ from workbench.config import ConfigError, LocalSettings, Prices
 from workbench.profiles import LOCAL, UnknownProfileError
 from workbench.sync.runner import entry_run_of
 from workbench.transcripts.documents import history_number
-from workbench.tui.error_messages import describe_error
+from workbench.tui.error_messages import Declined, describe_error
 from workbench.tui.history_store import LocalHistoryStore
 from workbench.tui.messages import (  # the reports posted here; MainScreen handles them
     BackendFailed,
@@ -337,6 +337,26 @@ class ProfileConnection:
             await call(backend)
         except Exception as error:
             self.owner.post_message(OperationFailed(title, describe_error(error)))
+
+    async def still_listed(self, backend: Backend, sandbox_id: str) -> bool:
+        """Whether the backend lists the sandbox (a listing makes none, where a request
+        naming it makes it again); when not, the listing is posted: the tree drops the
+        sandbox, and its tabs and open files say it is gone."""
+        listed = await backend.list_sandboxes()
+        if any(summary.id == sandbox_id for summary in listed):
+            return True
+        self.owner.post_message(SandboxesLoaded(listed, backend))
+        return False
+
+    async def require_listed(self, backend: Backend, sandbox_id: str) -> None:
+        """Before a tree operation: `Declined` when the sandbox is gone (`still_listed`).
+        Not offered to make it again: nothing typed is at stake, and *New sandbox* makes
+        one."""
+        if not await self.still_listed(backend, sandbox_id):
+            raise Declined(
+                f"sandbox {sandbox_id} is gone (another client destroyed it, or it expired), "
+                "so nothing was done: that would have made it again, empty"
+            )
 
     def load_sandboxes(self, *, refresh: bool = False) -> None:
         async def load(backend: Backend) -> None:

@@ -43,7 +43,6 @@ from workbench.tui.messages import (
     FileSaveFailed,
     FileSaveSandboxGone,
     PathRenamed,
-    SandboxesLoaded,
     WorkspaceChanged,
 )
 from workbench.tui.profile_connection import ProfileConnection
@@ -156,7 +155,7 @@ class WorkspaceFiles:
         async def save(backend: Backend) -> None:
             if not recreate:
                 try:
-                    listed = await self.still_listed(backend, sandbox_id)
+                    listed = await self.connection.still_listed(backend, sandbox_id)
                 except Exception as error:
                     self.owner.post_message(FileSaveFailed(sandbox_id, path, describe_error(error)))
                     return
@@ -191,31 +190,11 @@ class WorkspaceFiles:
 
         self.connection.call(f"Saving {path} failed", save)
 
-    async def still_listed(self, backend: Backend, sandbox_id: str) -> bool:
-        """Whether the backend lists the sandbox (a listing makes none, where a request
-        naming it makes it again); when not, the listing is posted: the tree drops the
-        sandbox, and its tabs and open files say it is gone."""
-        listed = await backend.list_sandboxes()
-        if any(summary.id == sandbox_id for summary in listed):
-            return True
-        self.owner.post_message(SandboxesLoaded(listed, backend))
-        return False
-
-    async def require_listed(self, backend: Backend, sandbox_id: str) -> None:
-        """Before a tree operation: `Declined` when the sandbox is gone (`still_listed`).
-        Not offered to make it again: nothing typed is at stake, and *New sandbox* makes
-        one."""
-        if not await self.still_listed(backend, sandbox_id):
-            raise Declined(
-                f"sandbox {sandbox_id} is gone (another client destroyed it, or it expired), "
-                "so nothing was done: that would have made it again, empty"
-            )
-
     def create_file(self, sandbox_id: str, path: str) -> None:
         """An empty file, never over one that exists; then its view opens."""
 
         async def create(backend: Backend) -> None:
-            await self.require_listed(backend, sandbox_id)
+            await self.connection.require_listed(backend, sandbox_id)
             sandbox = backend.sandbox(sandbox_id)
             entry = BatchEntry.write(path, "", if_absent=True)
             failure = (await sandbox.files_batch([entry])).results[0].failure
@@ -231,7 +210,7 @@ class WorkspaceFiles:
 
     def create_folder(self, sandbox_id: str, path: str) -> None:
         async def create(backend: Backend) -> None:
-            await self.require_listed(backend, sandbox_id)
+            await self.connection.require_listed(backend, sandbox_id)
             await backend.sandbox(sandbox_id).mkdir(path)
             self.owner.post_message(WorkspaceChanged(sandbox_id, select=path))
 
@@ -241,7 +220,7 @@ class WorkspaceFiles:
         """Rename, never over something that exists (a rename would replace a file)."""
 
         async def rename(backend: Backend) -> None:
-            await self.require_listed(backend, sandbox_id)
+            await self.connection.require_listed(backend, sandbox_id)
             sandbox = backend.sandbox(sandbox_id)
             if (await sandbox.exists(new_path)).exists:
                 raise Declined(f"{new_path} exists already: rename or delete it first")
@@ -252,7 +231,7 @@ class WorkspaceFiles:
 
     def delete(self, sandbox_id: str, path: str, *, recursive: bool) -> None:
         async def delete(backend: Backend) -> None:
-            await self.require_listed(backend, sandbox_id)
+            await self.connection.require_listed(backend, sandbox_id)
             await backend.sandbox(sandbox_id).delete_file(path, recursive=recursive or None)
             self.owner.post_message(WorkspaceChanged(sandbox_id))
 
