@@ -194,7 +194,8 @@ class ContextStateHandlers(Screen[None]):
             f"Deleted {message.name} of context {short_id(message.context_id)}.",
             title="Checkpoint deleted",
         )
-        self.connection.load_sandbox_info(message.sandbox_id)  # the checkpoints' usage
+        # The checkpoints' usage, of the sandbox the delete just found.
+        self.connection.load_sandbox_info(message.sandbox_id, check_listed=False)
 
     @on_report(CheckpointsLoaded)
     def checkpoints_loaded(self, message: CheckpointsLoaded) -> None:

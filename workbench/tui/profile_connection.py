@@ -2,6 +2,12 @@
 
 Each call runs in a Textual worker of the owner (the main screen) and posts its outcome
 as a message (`workbench.tui.messages`); widgets are changed only by the owner's handlers.
+
+Any request naming a sandbox makes it again, empty, if another client destroyed it (spec
+2.4), and the tree the user acts on may be older than that. So a call the user starts on
+a sandbox lists the sandboxes first, once (`require_listed`), and asks nothing of one
+that is gone; the calls that follow it, or a listing, or a run that found the sandbox,
+do not list again.
 """
 
 from __future__ import annotations
@@ -320,20 +326,28 @@ class ProfileConnection:
             self.owner.notify("The backend is not open yet.", severity="warning")
         return self.backend
 
-    def call(self, title: str, call: BackendCall) -> Worker[None] | None:
-        """Run `call(backend)` in a worker; a failure becomes `OperationFailed(title, …)`."""
+    def call(
+        self, title: str, call: BackendCall, *, only_if_listed: str | None = None
+    ) -> Worker[None] | None:
+        """Run `call(backend)` in a worker; a failure becomes `OperationFailed(title, …)`.
+        `only_if_listed`: the sandbox of a call the user started, which runs only while
+        the backend still lists it (`require_listed`)."""
         backend = self.backend_or_warn()
         if backend is None:
             return None
         return self.owner.run_worker(
-            partial(self._call, backend, title, call),
+            partial(self._call, backend, title, call, only_if_listed),
             name="backend_call",
             group="backend-call",
             exit_on_error=False,
         )
 
-    async def _call(self, backend: Backend, title: str, call: BackendCall) -> None:
+    async def _call(
+        self, backend: Backend, title: str, call: BackendCall, only_if_listed: str | None
+    ) -> None:
         try:
+            if only_if_listed is not None:
+                await self.require_listed(backend, only_if_listed)
             await call(backend)
         except Exception as error:
             self.owner.post_message(OperationFailed(title, describe_error(error)))
@@ -349,9 +363,9 @@ class ProfileConnection:
         return False
 
     async def require_listed(self, backend: Backend, sandbox_id: str) -> None:
-        """Before a tree operation: `Declined` when the sandbox is gone (`still_listed`).
-        Not offered to make it again: nothing typed is at stake, and *New sandbox* makes
-        one."""
+        """Before a request the user started on the sandbox: `Declined` when it is gone
+        (`still_listed`). Not offered to make it again: nothing typed is at stake, and
+        *New sandbox* makes one."""
         if not await self.still_listed(backend, sandbox_id):
             raise Declined(
                 f"sandbox {sandbox_id} is gone (another client destroyed it, or it expired), "
@@ -373,9 +387,10 @@ class ProfileConnection:
 
         self.call("Listing runtimes failed", load)
 
-    def load_sandbox_info(self, sandbox_id: str) -> None:
+    def load_sandbox_info(self, sandbox_id: str, *, check_listed: bool = True) -> None:
         """The sandbox's info, then its checkpoints' usage and (with `prices`) the
-        estimated cost of its kept runs."""
+        estimated cost of its kept runs. `check_listed=False` after a listing, or a
+        request, that just found the sandbox."""
 
         async def load(backend: Backend) -> None:
             sandbox = backend.sandbox(sandbox_id)
@@ -388,7 +403,11 @@ class ProfileConnection:
                 cost = await sandbox_cost(sandbox, info, self.prices)
             self.owner.post_message(SandboxUsageLoaded(sandbox_id, checkpoints, cost))
 
-        self.call(f"Loading {sandbox_id} failed", load)
+        self.call(
+            f"Loading {sandbox_id} failed",
+            load,
+            only_if_listed=sandbox_id if check_listed else None,
+        )
 
     def confirm_contexts_gone(self, sandbox_id: str, context_ids: list[str]) -> None:
         """Post `ContextsGone` for those of `context_ids` the sandbox no longer lists (a
@@ -410,7 +429,7 @@ class ProfileConnection:
             listing = await backend.sandbox(sandbox_id).list_files(path, include_hidden=True)
             self.owner.post_message(DirectoryListed(sandbox_id, path, listing.files))
 
-        self.call(f"Listing {path} failed", load)
+        self.call(f"Listing {path} failed", load, only_if_listed=sandbox_id)
 
     def create_sandbox(self, sandbox_id: str) -> None:
         async def create(backend: Backend) -> None:
@@ -447,7 +466,7 @@ class ProfileConnection:
         async def load_history(backend: Backend) -> None:
             await self._load_history(backend, sandbox_id, context)
 
-        self.call("Loading the context's history failed", load_history)
+        self.call("Loading the context's history failed", load_history, only_if_listed=sandbox_id)
 
     async def _load_history(self, backend: Backend, sandbox_id: str, context: CodeContext) -> None:
         profile = self.profile

@@ -8,10 +8,10 @@ actions and the handlers of those messages (the only code here that changes widg
 A save is a `files/batch` write whose precondition is the version the view's text was
 read at (size and modification time, as the directory listing reports them): a file
 that changed or went meanwhile (a run, the folder watch, another client) fails it, and
-nothing is written until the user chooses to overwrite or to reload. A save and each
-tree operation first ask whether the sandbox is still listed, since their requests would
-make a destroyed one again: a save then asks whether to recreate it with the file or to
-keep the text, and a tree operation is declined.
+nothing is written until the user chooses to overwrite or to reload. A save, opening or
+reloading a file and each tree operation first ask whether the sandbox is still listed,
+since their requests would make a destroyed one again: a save then asks whether to
+recreate it with the file or to keep the text, and the others are declined.
 """
 
 from __future__ import annotations
@@ -118,10 +118,17 @@ class WorkspaceFiles:
         self.connection = connection
 
     def open(
-        self, sandbox_id: str, path: str, *, activate: bool = True, discard_edits: bool = False
+        self,
+        sandbox_id: str,
+        path: str,
+        *,
+        activate: bool = True,
+        discard_edits: bool = False,
+        check_listed: bool = True,
     ) -> None:
         """Read a file for its view (`FileOpened`; `FileGone` when a view read again
-        finds it gone)."""
+        finds it gone). `check_listed=False`: read again after a run, a change or a
+        listing that found the sandbox, rather than opened or reloaded by the user."""
 
         async def read(backend: Backend) -> None:
             try:
@@ -135,7 +142,8 @@ class WorkspaceFiles:
                 FileOpened(sandbox_id, content, version, activate, discard_edits)
             )
 
-        self.connection.call(f"Opening {path} failed", read)
+        only_if_listed = sandbox_id if check_listed else None
+        self.connection.call(f"Opening {path} failed", read, only_if_listed=only_if_listed)
 
     def save(
         self,
@@ -298,7 +306,7 @@ class WorkspaceFileHandlers(Screen[None]):
         """Read the sandbox's open files again (a run or a sync may have changed them);
         a view with unsaved edits keeps them."""
         for view in self.tabs.file_views(sandbox_id):
-            self.workspace_files.open(sandbox_id, view.path, activate=False)
+            self.workspace_files.open(sandbox_id, view.path, activate=False, check_listed=False)
 
     def refresh_workspace(self, sandbox_id: str) -> None:
         """List the sandbox's expanded directories again (a run, a sync or the tree

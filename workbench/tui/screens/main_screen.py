@@ -311,6 +311,7 @@ class MainScreen(
         for sandbox_id in list(self.sandbox_infos):
             if sandbox_id not in known:
                 del self.sandbox_infos[sandbox_id]
+        self.stale_infos &= known  # a gone one's info is not read again
         for pane in self.tabs.repls:
             if pane.sandbox_id not in known and not pane.gone:
                 self.mark_tab_gone(pane)
@@ -320,7 +321,7 @@ class MainScreen(
         for summary in message.sandboxes:
             node = self.sandbox_tree.sandbox_node(summary.id)
             if node is not None and node.is_expanded:
-                self.connection.load_sandbox_info(summary.id)
+                self.connection.load_sandbox_info(summary.id, check_listed=False)
         if message.refresh:
             self.refresh_listed(known)
 
@@ -436,7 +437,11 @@ class MainScreen(
 
     @on(Tree.NodeExpanded, "#sidebar")
     def node_expanded(self, event: Tree.NodeExpanded[TreeNodeData]) -> None:
+        """The user expanded a sandbox (its info is read) or a folder (it is listed); the
+        tree's own expansions show what was just read, or what its caller lists."""
         data = event.node.data
+        if not self.sandbox_tree.expanded_by_user(event.node):
+            return
         if isinstance(data, SandboxNode):
             self.connection.load_sandbox_info(data.sandbox_id)
         elif isinstance(data, DirectoryNode):
@@ -464,7 +469,8 @@ class MainScreen(
         elif isinstance(data, SandboxNode):
             self.highlighted_sandbox_id = data.sandbox_id
             self.tabs.activate(INFO_TAB, self.sandbox_tree)
-            self.connection.load_sandbox_info(data.sandbox_id)
+            if not event.node.is_expanded:  # else this Enter expanded it: node_expanded reads
+                self.connection.load_sandbox_info(data.sandbox_id)
 
     @on(TabbedContent.TabActivated)
     def tab_activated(self, event: TabbedContent.TabActivated) -> None:
@@ -524,7 +530,7 @@ class MainScreen(
         self.open_tabs.closed(self.connection.profile, message.context_id)
         if self.tabs.repl_for(message.context_id) is not None:
             await self.tabs.close_repl(message.context_id)
-        self.connection.load_sandbox_info(message.sandbox_id)
+        self.connection.load_sandbox_info(message.sandbox_id, check_listed=False)
 
     def action_create_context(self) -> None:
         sandbox_id = self.selected_sandbox_id
@@ -542,8 +548,8 @@ class MainScreen(
             if context is not None:
                 self.last_context_binding = context.binding
                 self.post_message(ContextOpened(sandbox_id, context, []))
-            if context is not None or screen.creating:
-                self.connection.load_sandbox_info(sandbox_id)
+            if context is not None or screen.creating:  # closed while creating: made or not
+                self.connection.load_sandbox_info(sandbox_id, check_listed=context is None)
 
         create = partial(self.connection.create_context, backend, sandbox_id)
         screen = CreateContextScreen(sandbox_id, self.runtimes, create, self.proposed_binding())
@@ -693,7 +699,7 @@ class MainScreen(
             now = iso_from_ms(self.clock.now_ms())
             self.show_sandbox_info(with_run(cached, context_id, result, now))
         if self.tabs.active == INFO_TAB and self.info_panel_sandbox == sandbox_id:
-            self.connection.load_sandbox_info(sandbox_id)
+            self.connection.load_sandbox_info(sandbox_id, check_listed=False)
         else:
             self.stale_infos.add(sandbox_id)
 
@@ -703,6 +709,8 @@ class MainScreen(
         return None if info is None else info.id
 
     def reload_if_stale(self, sandbox_id: str | None) -> None:
+        """Read the info a run changed once the user shows it (listed first: the sandbox
+        may have gone since)."""
         if sandbox_id is not None and sandbox_id in self.stale_infos:
             self.connection.load_sandbox_info(sandbox_id)
 
@@ -783,7 +791,8 @@ class MainScreen(
         selected = self.selected_sandbox_id
         node = None if selected is None else self.sandbox_tree.sandbox_node(selected)
         if selected in listed and not (node is not None and node.is_expanded):
-            self.connection.load_sandbox_info(selected)  # an expanded one's is read already
+            # An expanded one's is read already.
+            self.connection.load_sandbox_info(selected, check_listed=False)
         for sandbox_id in sorted(listed):
             self.refresh_workspace(sandbox_id)
 

@@ -6,7 +6,7 @@ import re
 
 from rich.text import Text, TextType
 from textual.widgets import Tree
-from textual.widgets.tree import TreeNode
+from textual.widgets.tree import NodeID, TreeNode
 
 from workbench.api import FileInfo, SandboxInfo, SandboxSummary, short_id
 from workbench.api.display import human_bytes
@@ -76,6 +76,22 @@ again after each run, sync, change and refresh (**F5**), and stay expanded.
         file or folder just made or renamed)."""
         self.show_root = True
         self.guide_depth = 3
+        self._expanded_here: set[NodeID] = set()
+        """Nodes the tree expanded itself whose `NodeExpanded` is not handled yet."""
+
+    def expand_here(self, node: TreeNode[TreeNodeData]) -> None:
+        """Expand `node` to show what was just read (not a user's expansion, which reads
+        it: `expanded_by_user`)."""
+        self._expanded_here.add(node.id)
+        node.expand()
+
+    def expanded_by_user(self, node: TreeNode[TreeNodeData]) -> bool:
+        """Whether a `NodeExpanded` of `node` is the user's (a key, a click) rather than
+        the tree's own (`expand_here`); asked once per such message."""
+        if node.id in self._expanded_here:
+            self._expanded_here.discard(node.id)
+            return False
+        return True
 
     def move_cursor(self, node: TreeNode[TreeNodeData] | None, animate: bool = False) -> None:
         """Textual's moves to the line the node had when the lines were last built (on
@@ -156,7 +172,7 @@ again after each run, sync, change and refresh (**F5**), and stay expanded.
             )
             workspace.add_leaf(Text("loading…", style="dim"))
         if not node.is_expanded:
-            node.expand()
+            self.expand_here(node)
 
     def show_directory(self, sandbox_id: str, path: str, files: list[FileInfo]) -> None:
         """The directory's entries, merged into its node: the nodes of entries still there
@@ -199,12 +215,12 @@ again after each run, sync, change and refresh (**F5**), and stay expanded.
 
     def select_when_listed(self, sandbox_id: str, path: str) -> None:
         """Move the cursor to the node of the sandbox's `path` once a listing adds it, its
-        directory expanded (which lists it)."""
+        directory expanded (the caller lists the expanded directories)."""
         self.cursor_wanted = (sandbox_id, path)
         directory = self._directory_node(self.root, sandbox_id, parent_path(path))
         while directory is not None and isinstance(directory.data, DirectoryNode):
             if not directory.is_expanded:
-                directory.expand()
+                self.expand_here(directory)
             directory = directory.parent
 
     def expanded_directories(self, sandbox_id: str) -> list[str]:

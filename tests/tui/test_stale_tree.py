@@ -1,0 +1,303 @@
+"""Every action on a sandbox another client destroyed after the tree last listed it (a
+stale tree): any request naming the sandbox makes it again, empty (spec 2.4), so each
+action the user starts asks the listing first, once; the sandbox gone, nothing naming it
+is sent, the tree drops it, its tabs say it is gone, and the user is told."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets.tree import TreeNode
+
+from tests.tui.test_file_editing import listed, open_file
+from tests.tui.test_flows import Notifications, make_app
+from tests.tui.test_tree_operations import child
+from tour import (
+    WorkbenchPilot,
+    create_context,
+    expanded_workspace,
+    run_cell,
+    until_connected,
+    wait_for,
+)
+from workbench.api import Backend
+from workbench.backends.local import open_local_backend
+from workbench.protocol.http import Response
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.tree_nodes import ContextNode, TreeNodeData
+from workbench.tui.widgets.repl_pane import ReplPane
+from workbench.tui.widgets.workbench_tabs import INFO_TAB
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+GONE = (
+    "sandbox demo is gone (another client destroyed it, or it expired), so nothing was "
+    "done: that would have made it again, empty"
+)
+
+
+class SentRequests:
+    """The requests the backend's client sends from now on, as (method, path): a spy on
+    its transport (each still goes to the real backend)."""
+
+    def __init__(self, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[tuple[str, str]] = []
+        request = backend.transport.request
+
+        async def recorded(method: str, path: str, body: Any = None, **options: Any) -> Response:
+            self.sent.append((method, path))
+            return await request(method, path, body, **options)
+
+        monkeypatch.setattr(backend.transport, "request", recorded)
+
+    def naming(self, sandbox_id: str) -> list[tuple[str, str]]:
+        prefix = f"/v1/sandboxes/{sandbox_id}"
+        return [
+            (method, path)
+            for method, path in self.sent
+            if path == prefix or path.startswith(f"{prefix}/")
+        ]
+
+    @property
+    def listings(self) -> int:
+        return self.sent.count(("GET", "/v1/sandboxes"))
+
+
+async def make_demo(tmp_path: Path, *, other: bool = False) -> None:
+    """The sandbox demo: `/workspace/notes.txt`, `/workspace/sub/deep.txt` and a Perl
+    context (with `other`, a sandbox `other` too)."""
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        sandbox = backend.sandbox("demo")
+        await sandbox.write_file("/workspace/notes.txt", "mine")
+        await sandbox.mkdir("/workspace/sub")
+        await sandbox.write_file("/workspace/sub/deep.txt", "deep")
+        await sandbox.interpreter.create_code_context("PERL")
+        if other:
+            await backend.sandbox("other").write_file("/workspace/o.txt", "o")
+
+
+class StaleWorkbench:
+    """A workbench on demo whose tree goes stale at `destroy`: another client destroys
+    demo; the requests the workbench sends from then on are recorded."""
+
+    def __init__(
+        self, pilot: WorkbenchPilot, app: WorkbenchApp, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        self.pilot = pilot
+        self.app = app
+        self.main = app.main_screen
+        self.tree = app.main_screen.sandbox_tree
+        self.notes = Notifications(app, monkeypatch)
+        self.monkeypatch = monkeypatch
+        self.sent: SentRequests | None = None
+
+    @property
+    def backend(self) -> Backend:
+        backend = self.app.backend
+        assert backend is not None
+        return backend
+
+    async def destroy(self) -> None:
+        """Once the workbench's calls are answered (one still on its way would make demo
+        again), another client destroys demo."""
+        await self.settled()
+        await self.backend.sandbox("demo").destroy()  # another client
+        self.sent = SentRequests(self.backend, self.monkeypatch)
+
+    async def settled(self) -> None:
+        """Until no call of the workbench (nor an inspection) is on its way."""
+
+        def answered() -> bool:
+            return not any(
+                not worker.is_finished
+                and (worker.group == "backend-call" or worker.group.startswith("inspect-"))
+                for worker in self.app.workers
+            )
+
+        await wait_for(self.pilot, answered)
+
+    def sandbox_node(self) -> TreeNode[TreeNodeData]:
+        node = self.tree.sandbox_node("demo")
+        assert node is not None
+        return node
+
+    async def cursor_to(self, node: TreeNode[TreeNodeData]) -> None:
+        self.tree.focus()
+        self.tree.move_cursor(node)
+        await self.pilot.pause()
+
+    async def repl(self, code: str = "our $n = 41") -> ReplPane:
+        """A REPL of demo's new Perl context that ran `code`."""
+        await self.cursor_to(self.sandbox_node())
+        repl = await create_context(self.pilot, "PERL")
+        await run_cell(self.pilot, repl, code)
+        return repl
+
+    def error_said(self, title: str) -> Callable[[], bool]:
+        """The one error notified is `title: GONE`."""
+        return lambda: self.notes.errors() == [f"{title}: {GONE}"]
+
+
+Action = Callable[[StaleWorkbench], Awaitable[Callable[[], bool]]]
+"""Prepares while demo exists, calls `destroy`, acts; what says the user was told."""
+
+
+async def enter_on_the_sandbox(stale: StaleWorkbench) -> Callable[[], bool]:
+    """Enter on its collapsed node: it is selected (its info shown) and expanded."""
+    await stale.cursor_to(stale.sandbox_node())
+    await stale.destroy()
+    await stale.pilot.press("enter")
+    return stale.error_said("Loading demo failed")
+
+
+async def space_on_the_sandbox(stale: StaleWorkbench) -> Callable[[], bool]:
+    """Space expands its collapsed node (its contexts and `/workspace`)."""
+    await stale.cursor_to(stale.sandbox_node())
+    await stale.destroy()
+    await stale.pilot.press("space")
+    return stale.error_said("Loading demo failed")
+
+
+async def enter_on_the_expanded_sandbox(stale: StaleWorkbench) -> Callable[[], bool]:
+    """Enter on its expanded node collapses it and shows its info, read again."""
+    await expanded_workspace(stale.pilot, stale.app, "demo")
+    await stale.cursor_to(stale.sandbox_node())
+    await stale.destroy()
+    await stale.pilot.press("enter")
+    return stale.error_said("Loading demo failed")
+
+
+async def expand_a_folder(stale: StaleWorkbench) -> Callable[[], bool]:
+    workspace = await expanded_workspace(stale.pilot, stale.app, "demo")
+    folder = child(workspace, "/workspace/sub")
+    assert folder is not None and not folder.is_expanded
+    await stale.cursor_to(folder)
+    await stale.destroy()
+    await stale.pilot.press("space")
+    return stale.error_said("Listing /workspace/sub failed")
+
+
+async def open_a_file(stale: StaleWorkbench) -> Callable[[], bool]:
+    workspace = await expanded_workspace(stale.pilot, stale.app, "demo")
+    file = child(workspace, "/workspace/notes.txt")
+    assert file is not None
+    await stale.cursor_to(file)
+    await stale.destroy()
+    await stale.pilot.press("enter")
+    return stale.error_said("Opening /workspace/notes.txt failed")
+
+
+async def open_a_context(stale: StaleWorkbench) -> Callable[[], bool]:
+    await expanded_workspace(stale.pilot, stale.app, "demo")
+    contexts = [
+        leaf
+        for node in stale.sandbox_node().children
+        for leaf in node.children
+        if isinstance(leaf.data, ContextNode)
+    ]
+    assert len(contexts) == 1
+    await stale.cursor_to(contexts[0])
+    await stale.destroy()
+    await stale.pilot.press("enter")
+    return stale.error_said("Loading the context's history failed")
+
+
+async def f4_env_vars_before_the_info(stale: StaleWorkbench) -> Callable[[], bool]:
+    """Its info not loaded yet: F4 reads it first."""
+    await stale.cursor_to(stale.sandbox_node())
+    await stale.destroy()
+    await stale.pilot.press("f4")
+    return stale.error_said("Loading demo failed")
+
+
+async def alt_l_reload(stale: StaleWorkbench) -> Callable[[], bool]:
+    await open_file(stale.pilot, stale.app, "notes.txt")
+    await stale.destroy()
+    await stale.pilot.press("alt+l")
+    return stale.error_said("Opening /workspace/notes.txt failed")
+
+
+async def info_of_a_run_shown_on_a_cursor_move(stale: StaleWorkbench) -> Callable[[], bool]:
+    """A run left demo's info stale (another tab was shown); the cursor reaching demo
+    reads it again."""
+    await stale.repl()
+    other = stale.tree.sandbox_node("other")
+    assert other is not None
+    await stale.cursor_to(other)
+    await stale.destroy()
+    await stale.cursor_to(stale.sandbox_node())
+    return stale.error_said("Loading demo failed")
+
+
+async def info_of_a_run_shown_on_the_info_tab(stale: StaleWorkbench) -> Callable[[], bool]:
+    """A run left demo's info stale; showing the info tab reads it again."""
+    await stale.repl()
+    await stale.destroy()
+    stale.main.show_tab(INFO_TAB)
+    return stale.error_said("Loading demo failed")
+
+
+STALE_ACTIONS: list[Action] = [
+    enter_on_the_sandbox,
+    space_on_the_sandbox,
+    enter_on_the_expanded_sandbox,
+    expand_a_folder,
+    open_a_file,
+    open_a_context,
+    f4_env_vars_before_the_info,
+    alt_l_reload,
+    info_of_a_run_shown_on_a_cursor_move,
+    info_of_a_run_shown_on_the_info_tab,
+]
+
+
+@pytest.mark.parametrize("action", STALE_ACTIONS, ids=lambda action: action.__name__)
+async def test_an_action_on_a_sandbox_another_client_destroyed_makes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action: Action
+) -> None:
+    """Each made the sandbox again, empty (or, for its files, failed with a "not found"
+    that did not say why): now it lists the sandboxes once, sends nothing naming demo,
+    the tree drops demo and the user is told it is gone."""
+    await make_demo(tmp_path, other=True)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        stale = StaleWorkbench(pilot, app, monkeypatch)
+        told = await action(stale)
+        await wait_for(pilot, told)
+        await wait_for(pilot, lambda: stale.tree.sandbox_node("demo") is None)
+        for _ in range(10):  # every request the action makes is in
+            await pilot.pause(0.05)
+        assert stale.sent is not None
+        assert stale.sent.naming("demo") == []
+        assert stale.sent.listings == 1
+        assert "demo" not in await listed(app)
+        assert told()
+        for repl in stale.main.tabs.repls:
+            assert repl.gone
+
+
+async def test_an_action_the_user_starts_lists_the_sandboxes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Enter on a collapsed sandbox selects and expands it: its info is read once (it was
+    read twice), after one listing; the tree expanding a node to show what was read
+    reads nothing more."""
+    await make_demo(tmp_path)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        stale = StaleWorkbench(pilot, app, monkeypatch)
+        main = stale.main
+        await stale.cursor_to(stale.sandbox_node())
+        await stale.settled()
+        sent = SentRequests(stale.backend, monkeypatch)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "demo" in main.sandbox_infos)
+        await stale.settled()
+        assert sent.listings == 1
+        assert sent.sent.count(("GET", "/v1/sandboxes/demo")) == 1
+        assert not stale.notes.errors()
