@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import Button, Select, Static
 from textual.widgets.tree import TreeNode
 
 from tests.tui.test_file_editing import listed, open_file
@@ -27,6 +28,9 @@ from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.protocol.http import Response
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.create_context_screen import CreateContextScreen
+from workbench.tui.screens.env_vars_screen import EnvVarsScreen
+from workbench.tui.screens.watch_screen import WatchRequest
 from workbench.tui.tree_nodes import ContextNode, TreeNodeData
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
@@ -205,12 +209,47 @@ async def open_a_context(stale: StaleWorkbench) -> Callable[[], bool]:
     return stale.error_said("Loading the context's history failed")
 
 
+async def f3_new_context(stale: StaleWorkbench) -> Callable[[], bool]:
+    """The dialog opens (it asks nothing); its Create says the sandbox is gone."""
+    await stale.cursor_to(stale.sandbox_node())
+    await stale.destroy()
+    await stale.pilot.press("f3")
+    await wait_for(stale.pilot, lambda: isinstance(stale.app.screen, CreateContextScreen))
+    dialog = stale.app.screen
+    dialog.query_one("#binding", Select).value = "PERL"
+    dialog.query_one("#create", Button).press()
+    problem = dialog.query_one("#create-problem", Static)
+    return lambda: GONE in str(problem.render()) and not stale.notes.errors()
+
+
+async def f4_env_vars(stale: StaleWorkbench) -> Callable[[], bool]:
+    """Its info loaded: the dialog opens with its env vars; the save says it is gone."""
+    await expanded_workspace(stale.pilot, stale.app, "demo")
+    await stale.cursor_to(stale.sandbox_node())
+    await stale.destroy()
+    await stale.pilot.press("f4")
+    await wait_for(stale.pilot, lambda: isinstance(stale.app.screen, EnvVarsScreen))
+    await stale.pilot.press(*"KEY=value")
+    stale.app.screen.query_one("#save", Button).press()
+    return stale.error_said("Saving env vars failed")
+
+
 async def f4_env_vars_before_the_info(stale: StaleWorkbench) -> Callable[[], bool]:
     """Its info not loaded yet: F4 reads it first."""
     await stale.cursor_to(stale.sandbox_node())
     await stale.destroy()
     await stale.pilot.press("f4")
     return stale.error_said("Loading demo failed")
+
+
+async def f6_watch(stale: StaleWorkbench) -> Callable[[], bool]:
+    folder = stale.main.data_dir.parent / "watched"
+    folder.mkdir()
+    (folder / "main.pl").write_text("print 1;\n")
+    await stale.cursor_to(stale.sandbox_node())
+    await stale.destroy()
+    stale.main.start_watch("demo", None, WatchRequest(folder, "/workspace", None))
+    return lambda: stale.notes.errors() == [f"Watching stopped: {GONE}"]
 
 
 async def alt_l_reload(stale: StaleWorkbench) -> Callable[[], bool]:
@@ -247,7 +286,10 @@ STALE_ACTIONS: list[Action] = [
     expand_a_folder,
     open_a_file,
     open_a_context,
+    f3_new_context,
+    f4_env_vars,
     f4_env_vars_before_the_info,
+    f6_watch,
     alt_l_reload,
     info_of_a_run_shown_on_a_cursor_move,
     info_of_a_run_shown_on_the_info_tab,
@@ -285,7 +327,8 @@ async def test_an_action_the_user_starts_lists_the_sandboxes_once(
 ) -> None:
     """Enter on a collapsed sandbox selects and expands it: its info is read once (it was
     read twice), after one listing; the tree expanding a node to show what was read
-    reads nothing more."""
+    reads nothing more. A new context lists once, and the info it reads next lists
+    nothing more."""
     await make_demo(tmp_path)
     app = make_app(tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
@@ -300,4 +343,10 @@ async def test_an_action_the_user_starts_lists_the_sandboxes_once(
         await stale.settled()
         assert sent.listings == 1
         assert sent.sent.count(("GET", "/v1/sandboxes/demo")) == 1
+
+        sent = SentRequests(stale.backend, monkeypatch)
+        await create_context(pilot, "PERL")
+        await wait_for(pilot, lambda: len(main.sandbox_infos["demo"].contexts) == 2)
+        await stale.settled()
+        assert sent.listings == 1
         assert not stale.notes.errors()

@@ -250,6 +250,8 @@ class FolderWatch:
 
         failure: str | None = None
         try:
+            # Started by the user from the tree: a sync would make a destroyed sandbox again.
+            await self.connection.require_listed(backend, watch.sandbox_id)
             await watch.sync.watch(stop=watch.stop, after_sync=after_sync)
         except Exception as error:
             failure = describe_error(error)

@@ -455,7 +455,7 @@ class ProfileConnection:
             self.owner.post_message(EnvVarsSaved(sandbox_id, len(update) - unset, unset))
             self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
 
-        self.call("Saving env vars failed", save)
+        self.call("Saving env vars failed", save, only_if_listed=sandbox_id)
 
     # ----------------------------------------------------------------- contexts
 
@@ -531,7 +531,9 @@ class ProfileConnection:
         self, backend: Backend, sandbox_id: str, request: ContextRequest
     ) -> CodeContext:
         """Create a context: awaited in the new-context dialog's worker, which shows a
-        refusal in the dialog (its result opens the context)."""
+        refusal in the dialog (its result opens the context); not in a sandbox the
+        backend no longer lists."""
+        await self.require_listed(backend, sandbox_id)
         return await backend.sandbox(sandbox_id).interpreter.create_code_context(
             request.binding, request.cwd, request.env_vars or None
         )
