@@ -15,6 +15,7 @@ from textual.widgets.tree import TreeNode
 
 from tests.tui.test_file_editing import listed, open_file
 from tests.tui.test_flows import Notifications, make_app
+from tests.tui.test_inspector import listed as inspector_rows
 from tests.tui.test_tree_operations import child
 from tour import (
     WorkbenchPilot,
@@ -28,8 +29,11 @@ from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.protocol.http import Response
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScreen
+from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import CreateContextScreen
 from workbench.tui.screens.env_vars_screen import EnvVarsScreen
+from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.screens.watch_screen import WatchRequest
 from workbench.tui.tree_nodes import ContextNode, TreeNodeData
 from workbench.tui.widgets.repl_pane import ReplPane
@@ -279,6 +283,88 @@ async def info_of_a_run_shown_on_the_info_tab(stale: StaleWorkbench) -> Callable
     return stale.error_said("Loading demo failed")
 
 
+async def alt_k_fork(stale: StaleWorkbench) -> Callable[[], bool]:
+    await stale.repl()
+    await stale.destroy()
+    await stale.pilot.press("alt+k")
+    return stale.error_said("Forking the context failed")
+
+
+async def confirmed(stale: StaleWorkbench, key: str) -> None:
+    await stale.pilot.press(key)
+    await wait_for(stale.pilot, lambda: isinstance(stale.app.screen, ConfirmScreen))
+    await stale.pilot.click("#confirm")
+
+
+async def alt_d_delete_context(stale: StaleWorkbench) -> Callable[[], bool]:
+    await stale.repl()
+    await stale.destroy()
+    await confirmed(stale, "alt+d")
+    return stale.error_said("Changing the context failed")
+
+
+async def alt_r_reset_context(stale: StaleWorkbench) -> Callable[[], bool]:
+    await stale.repl()
+    await stale.destroy()
+    await confirmed(stale, "alt+r")
+    return stale.error_said("Changing the context failed")
+
+
+async def alt_p_save_checkpoint(stale: StaleWorkbench) -> Callable[[], bool]:
+    await stale.repl()
+    await stale.destroy()
+    await stale.pilot.press("alt+p")
+    await wait_for(stale.pilot, lambda: isinstance(stale.app.screen, NameScreen))
+    await stale.pilot.press(*"before", "enter")
+    return stale.error_said("Saving the checkpoint failed")
+
+
+async def alt_z_checkpoints(stale: StaleWorkbench) -> Callable[[], bool]:
+    await stale.repl()
+    await stale.destroy()
+    await stale.pilot.press("alt+z")
+    return stale.error_said("Listing the checkpoints failed")
+
+
+async def picked_checkpoint(stale: StaleWorkbench) -> None:
+    """A checkpoint saved, the picker open on it, then demo destroyed."""
+    repl = await stale.repl()
+    await stale.backend.sandbox("demo").interpreter.save_checkpoint(repl.context.id, "one")
+    await stale.pilot.press("alt+z")
+    await wait_for(stale.pilot, lambda: isinstance(stale.app.screen, CheckpointPickerScreen))
+    await stale.destroy()
+
+
+async def restore_picked_checkpoint(stale: StaleWorkbench) -> Callable[[], bool]:
+    await picked_checkpoint(stale)
+    await stale.pilot.press("enter")
+    return stale.error_said("Restoring the checkpoint failed")
+
+
+async def delete_picked_checkpoint(stale: StaleWorkbench) -> Callable[[], bool]:
+    await picked_checkpoint(stale)
+    await confirmed(stale, "delete")
+    return stale.error_said("Deleting the checkpoint one failed")
+
+
+async def alt_g_inspector(stale: StaleWorkbench) -> Callable[[], bool]:
+    repl = await stale.repl()
+    await stale.destroy()
+    await stale.pilot.press("alt+g")
+    state = repl.inspector.query_one("#inspector-state", Static)
+    return lambda: f"Inspecting failed: {GONE}" in str(state.render())
+
+
+async def enter_on_an_inspected_name(stale: StaleWorkbench) -> Callable[[], bool]:
+    repl = await stale.repl()
+    await stale.pilot.press("alt+g")
+    await wait_for(stale.pilot, lambda: len(inspector_rows(repl.inspector)) == 1)
+    repl.inspector.table.focus()
+    await stale.destroy()
+    await stale.pilot.press("enter")
+    return stale.error_said("Inspecting failed")
+
+
 STALE_ACTIONS: list[Action] = [
     enter_on_the_sandbox,
     space_on_the_sandbox,
@@ -293,6 +379,15 @@ STALE_ACTIONS: list[Action] = [
     alt_l_reload,
     info_of_a_run_shown_on_a_cursor_move,
     info_of_a_run_shown_on_the_info_tab,
+    alt_k_fork,
+    alt_d_delete_context,
+    alt_r_reset_context,
+    alt_p_save_checkpoint,
+    alt_z_checkpoints,
+    restore_picked_checkpoint,
+    delete_picked_checkpoint,
+    alt_g_inspector,
+    enter_on_an_inspected_name,
 ]
 
 
@@ -327,8 +422,8 @@ async def test_an_action_the_user_starts_lists_the_sandboxes_once(
 ) -> None:
     """Enter on a collapsed sandbox selects and expands it: its info is read once (it was
     read twice), after one listing; the tree expanding a node to show what was read
-    reads nothing more. A new context lists once, and the info it reads next lists
-    nothing more."""
+    reads nothing more. A new context and a fork list once, and what they read next
+    (the info, the fork's history) lists nothing more."""
     await make_demo(tmp_path)
     app = make_app(tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
@@ -345,8 +440,15 @@ async def test_an_action_the_user_starts_lists_the_sandboxes_once(
         assert sent.sent.count(("GET", "/v1/sandboxes/demo")) == 1
 
         sent = SentRequests(stale.backend, monkeypatch)
-        await create_context(pilot, "PERL")
+        repl = await create_context(pilot, "PERL")
         await wait_for(pilot, lambda: len(main.sandbox_infos["demo"].contexts) == 2)
+        await stale.settled()
+        assert sent.listings == 1
+
+        sent = SentRequests(stale.backend, monkeypatch)
+        await pilot.press("alt+k")
+        await wait_for(pilot, lambda: main.active_repl not in (None, repl))
+        await wait_for(pilot, lambda: len(main.sandbox_infos["demo"].contexts) == 3)
         await stale.settled()
         assert sent.listings == 1
         assert not stale.notes.errors()

@@ -73,16 +73,19 @@ class ContextStateHandlers(Screen[None]):
         if repl is None:
             return
         if repl.toggle_inspector():
-            self.inspect(repl)
+            self.inspect(repl, check_listed=True)
             repl.inspector.table.focus()
 
-    def inspect(self, repl: ReplPane) -> None:
+    def inspect(self, repl: ReplPane, *, check_listed: bool) -> None:
         """Read the names for a shown inspector: from a copy of the context where the
-        backend can, otherwise wait for the user to ask (`action_inspect_by_running`)."""
+        backend can, otherwise wait for the user to ask (`action_inspect_by_running`).
+        `check_listed`: the user asked, rather than a run that just found the context."""
         runs_code = not self.connection.inspects_copies
         repl.inspector.expect(runs_code=runs_code)
         if not runs_code:
-            self.connection.inspect_context(repl.sandbox_id, repl.context, run_code=False)
+            self.connection.inspect_context(
+                repl.sandbox_id, repl.context, run_code=False, check_listed=check_listed
+            )
 
     def action_inspect_by_running(self) -> None:
         """Inspect the open REPL's context by running the inspector in it (a gateway that
@@ -93,7 +96,9 @@ class ContextStateHandlers(Screen[None]):
         if not repl.inspector_shown:
             repl.toggle_inspector()
         repl.inspector.set_state("running the inspector in the context…")
-        self.connection.inspect_context(repl.sandbox_id, repl.context, run_code=True)
+        self.connection.inspect_context(
+            repl.sandbox_id, repl.context, run_code=True, check_listed=True
+        )
 
     @on(InspectorPanel.RunRequested)
     def inspector_run_requested(self, message: InspectorPanel.RunRequested) -> None:
@@ -186,7 +191,9 @@ class ContextStateHandlers(Screen[None]):
             await backend.sandbox(sandbox_id).interpreter.delete_checkpoint(context.id, name)
             self.post_message(CheckpointDeleted(sandbox_id, context.id, name))
 
-        self.connection.call(f"Deleting the checkpoint {name} failed", delete)
+        self.connection.call(
+            f"Deleting the checkpoint {name} failed", delete, only_if_listed=sandbox_id
+        )
 
     @on_report(CheckpointDeleted)
     def checkpoint_deleted(self, message: CheckpointDeleted) -> None:

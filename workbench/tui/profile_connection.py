@@ -547,12 +547,15 @@ class ProfileConnection:
             await self._load_history(backend, sandbox_id, forked)
             self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
 
-        self.call("Forking the context failed", fork)
+        self.call("Forking the context failed", fork, only_if_listed=sandbox_id)
 
-    def inspect_context(self, sandbox_id: str, context: CodeContext, *, run_code: bool) -> None:
+    def inspect_context(
+        self, sandbox_id: str, context: CodeContext, *, run_code: bool, check_listed: bool
+    ) -> None:
         """List the context's names (`ContextInspected`); `run_code`: by running the
         inspector in the context, where the backend cannot inspect a copy. A newer
-        request for the same context replaces one still running."""
+        request for the same context replaces one still running. `check_listed`: asked
+        by the user, not after a run (`require_listed`)."""
         backend = self.backend_or_warn()
         if backend is None:
             return
@@ -560,6 +563,8 @@ class ProfileConnection:
         async def inspect() -> None:
             interpreter = backend.sandbox(sandbox_id).interpreter
             try:
+                if check_listed:
+                    await self.require_listed(backend, sandbox_id)
                 inspection = await interpreter.inspect_context(context, run_code=run_code)
             except Exception as error:
                 self.owner.post_message(ContextInspected(context.id, None, describe_error(error)))
@@ -577,7 +582,8 @@ class ProfileConnection:
     def inspect_value(
         self, sandbox_id: str, context: CodeContext, name: str, offset: int, *, run_code: bool
     ) -> None:
-        """A page of one name's value (`ValueInspected`), as `inspect_context` reads."""
+        """A page of one name's value (`ValueInspected`), as `inspect_context` reads;
+        each asked by the user (`require_listed`)."""
         backend = self.backend_or_warn()
         if backend is None:
             return
@@ -585,6 +591,7 @@ class ProfileConnection:
         async def inspect() -> None:
             interpreter = backend.sandbox(sandbox_id).interpreter
             try:
+                await self.require_listed(backend, sandbox_id)
                 value = await interpreter.inspect_value(context, name, offset, run_code=run_code)
             except Exception as error:
                 failure = describe_error(error)
@@ -600,14 +607,14 @@ class ProfileConnection:
             saved = await interpreter.save_checkpoint(context.id, name)
             self.owner.post_message(CheckpointSaved(context.id, saved))
 
-        self.call("Saving the checkpoint failed", save)
+        self.call("Saving the checkpoint failed", save, only_if_listed=sandbox_id)
 
     def load_checkpoints(self, sandbox_id: str, context: CodeContext) -> None:
         async def load(backend: Backend) -> None:
             listed = await backend.sandbox(sandbox_id).interpreter.list_checkpoints(context.id)
             self.owner.post_message(CheckpointsLoaded(sandbox_id, context.id, listed.checkpoints))
 
-        self.call("Listing the checkpoints failed", load)
+        self.call("Listing the checkpoints failed", load, only_if_listed=sandbox_id)
 
     def restore_checkpoint(self, sandbox_id: str, context: CodeContext, name: str) -> None:
         async def restore(backend: Backend) -> None:
@@ -616,7 +623,7 @@ class ProfileConnection:
             self.owner.post_message(CheckpointRestored(context.id, restored))
             self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
 
-        self.call("Restoring the checkpoint failed", restore)
+        self.call("Restoring the checkpoint failed", restore, only_if_listed=sandbox_id)
 
     def change_context(self, sandbox_id: str, context: CodeContext, *, recreate: bool) -> None:
         """Delete the context; with `recreate`, create a fresh one like it."""
@@ -629,7 +636,7 @@ class ProfileConnection:
                 fresh = await interpreter.create_code_context(context.binding, context.cwd)
                 self.owner.post_message(ContextOpened(sandbox_id, fresh, []))
 
-        self.call("Changing the context failed", change)
+        self.call("Changing the context failed", change, only_if_listed=sandbox_id)
 
     # ----------------------------------------------------------------- engines and runs
 

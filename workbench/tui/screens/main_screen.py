@@ -728,7 +728,7 @@ class MainScreen(
         pane.finish_cell(message.code, message.result, message.failure, message.label)
         self.refresh_after_run(message.sandbox_id, message.context_id, message.result)
         if pane.inspector_shown:
-            self.inspect(pane)
+            self.inspect(pane, check_listed=False)
         if message.label is None:
             self.connection.remember_input(message.sandbox_id, message.context_id, message.code)
         result = message.result
