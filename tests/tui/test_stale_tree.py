@@ -1,7 +1,8 @@
 """Every action on a sandbox another client destroyed after the tree last listed it (a
 stale tree): any request naming the sandbox makes it again, empty (spec 2.4), so each
 action the user starts asks the listing first, once; the sandbox gone, nothing naming it
-is sent, the tree drops it, its tabs say it is gone, and the user is told."""
+is sent, the tree drops it, its tabs say it is gone, and the user is told. A REPL tab
+already known gone declines without asking anything."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from workbench.tui.screens.env_vars_screen import EnvVarsScreen
 from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.screens.watch_screen import WatchRequest
 from workbench.tui.tree_nodes import ContextNode, TreeNodeData
-from workbench.tui.widgets.repl_pane import ReplPane
+from workbench.tui.widgets.repl_pane import GONE_REFUSAL, ReplPane
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
@@ -415,6 +416,44 @@ async def test_an_action_on_a_sandbox_another_client_destroyed_makes_nothing(
         assert told()
         for repl in stale.main.tabs.repls:
             assert repl.gone
+
+
+async def gone_repl(stale: StaleWorkbench) -> ReplPane:
+    """A REPL of demo that F5 marked gone (demo destroyed by another client)."""
+    repl = await stale.repl()
+    await stale.destroy()
+    await stale.pilot.press("f5")
+    await wait_for(stale.pilot, lambda: repl.gone)
+    repl.code_input.focus()
+    await stale.settled()
+    stale.sent = SentRequests(stale.backend, stale.monkeypatch)
+    return repl
+
+
+@pytest.mark.parametrize(
+    "key", ["ctrl+r", "alt+k", "alt+d", "alt+r", "alt+p", "alt+z", "alt+g", "alt+a"]
+)
+async def test_a_repl_tab_known_gone_asks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    """Its fork, checkpoints, inspector and context delete or reset made the sandbox
+    again (only a run declined): each now says the context is gone and sends nothing,
+    not even a listing."""
+    await make_demo(tmp_path)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        stale = StaleWorkbench(pilot, app, monkeypatch)
+        repl = await gone_repl(stale)
+        repl.set_code("1 + 1")
+        await pilot.press(key)
+        await wait_for(pilot, lambda: (GONE_REFUSAL, repl.title, "warning") in stale.notes.calls)
+        for _ in range(10):
+            await pilot.pause(0.05)
+        assert stale.sent is not None and stale.sent.sent == []
+        assert app.screen is stale.main  # no dialog asks first
+        assert not repl.running and repl.code_input.text == "1 + 1"
+        assert "demo" not in await listed(app)
 
 
 async def test_an_action_the_user_starts_lists_the_sandboxes_once(

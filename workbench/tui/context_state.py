@@ -3,7 +3,8 @@ and its checkpoints (save, restore, delete).
 
 `ContextStateHandlers` is the main screen's part: those actions and the handlers of their
 reports (the only code here that changes widgets); the calls run in the workers of
-`ProfileConnection`.
+`ProfileConnection`. A REPL whose context or sandbox is known gone asks nothing: a request
+naming a destroyed sandbox makes it again (`active_live_repl`).
 """
 
 from __future__ import annotations
@@ -66,11 +67,17 @@ class ContextStateHandlers(Screen[None]):
     def active_repl(self) -> ReplPane | None:
         """The REPL of the tab shown, if it is one."""
 
+    def active_live_repl(self) -> ReplPane | None:
+        """The open REPL, to ask the backend about its context; None when there is none
+        or its context or sandbox is known gone (it says so)."""
+        repl = self.active_repl
+        return None if repl is None or repl.refuses_as_gone() else repl
+
     def action_toggle_inspector(self) -> None:
         """Show or hide the open REPL's inspector; shown, it reads the names at once where
         that runs no code, and otherwise says how to ask."""
         repl = self.active_repl
-        if repl is None:
+        if repl is None or (not repl.inspector_shown and repl.refuses_as_gone()):
             return
         if repl.toggle_inspector():
             self.inspect(repl, check_listed=True)
@@ -90,7 +97,7 @@ class ContextStateHandlers(Screen[None]):
     def action_inspect_by_running(self) -> None:
         """Inspect the open REPL's context by running the inspector in it (a gateway that
         cannot inspect a copy; elsewhere a copy is read, as always)."""
-        repl = self.active_repl
+        repl = self.active_live_repl()
         if repl is None:
             return
         if not repl.inspector_shown:
@@ -121,7 +128,7 @@ class ContextStateHandlers(Screen[None]):
     @on(InspectorPanel.ValueRequested)
     def value_requested(self, message: InspectorPanel.ValueRequested) -> None:
         message.stop()
-        repl = self.active_repl
+        repl = self.active_live_repl()
         if repl is not None:
             self.connection.inspect_value(
                 repl.sandbox_id,
@@ -160,7 +167,7 @@ class ContextStateHandlers(Screen[None]):
 
     def action_save_checkpoint(self) -> None:
         """Keep the open REPL's context state under a name the user gives."""
-        repl = self.active_repl
+        repl = self.active_live_repl()
         if repl is None:
             return
         context = repl.context
@@ -175,13 +182,13 @@ class ContextStateHandlers(Screen[None]):
 
     def action_restore_checkpoint(self) -> None:
         """List the open REPL's checkpoints to pick one (`checkpoints_loaded`)."""
-        repl = self.active_repl
+        repl = self.active_live_repl()
         if repl is not None:
             self.connection.load_checkpoints(repl.sandbox_id, repl.context)
 
     def action_delete_checkpoint(self) -> None:
         """List the open REPL's checkpoints to pick one to delete (`checkpoints_loaded`)."""
-        repl = self.active_repl
+        repl = self.active_live_repl()
         if repl is not None:
             self.checkpoints_to_delete.add(repl.context.id)
             self.connection.load_checkpoints(repl.sandbox_id, repl.context)

@@ -601,7 +601,7 @@ class MainScreen(
 
     def action_fork_context(self) -> None:
         """A new context from a copy of the open REPL's state, opened beside it."""
-        repl = self.active_repl
+        repl = self.active_live_repl()
         if repl is not None:
             self.connection.fork_context(repl.sandbox_id, repl.context)
 
@@ -629,7 +629,7 @@ class MainScreen(
         self.confirm_context_change(recreate=True)
 
     def confirm_context_change(self, *, recreate: bool) -> None:
-        repl = self.active_repl
+        repl = self.active_live_repl()
         if repl is None:
             return
         sandbox_id, context = repl.sandbox_id, repl.context

@@ -198,11 +198,17 @@ class ReplPane(Vertical):
         paste without bracketed paste, ssh) still queued for the editor."""
         self.code_input.call_later(self._run_typed_code)
 
+    def refuses_as_gone(self) -> bool:
+        """True, saying so, when the context is gone (or its sandbox): nothing is asked
+        about it, since a request naming a destroyed sandbox makes it again, empty."""
+        if self.gone:
+            self.notify(GONE_REFUSAL, title=self.title, severity="warning", timeout=5)
+        return self.gone
+
     def _run_typed_code(self) -> None:
         """Ask for the typed code to run (not while a cell runs, nor in a context that is
         gone: it says so; nothing for blank code)."""
-        if self.gone:
-            self.notify(GONE_REFUSAL, title=self.title, severity="warning", timeout=5)
+        if self.refuses_as_gone():
             return
         if self.running:
             hint = self.cancel_hint()
