@@ -64,9 +64,10 @@ its REPL; on a file, its editor; on a sandbox, its info.
 
 In `/workspace`: **alt+n** new file, **alt+t** new folder (in the selected folder),
 **alt+e** rename, **alt+x** delete (asks first; a folder goes with everything in it).
-In a sandbox another client destroyed they do nothing (their requests would make it
-again, empty): they say it is gone, and the tree drops it. Expanded folders are listed
-again after each run, sync, change and refresh (**F5**), and stay expanded.
+Expanded folders are listed again after each run, sync, change and refresh (**F5**),
+and stay expanded. In a sandbox another client destroyed, expanding, Enter and these
+keys do nothing (their requests would make it again, empty): they say it is gone, and
+the tree drops it.
 """
 
     def __init__(self, *, id: str | None = None) -> None:
