@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import Button, Select, Static
+from textual.widgets import Button, Select, Static, TextArea
 from textual.widgets.tree import TreeNode
 
 from tests.tui.test_file_editing import listed, open_file
@@ -37,6 +37,7 @@ from workbench.tui.screens.env_vars_screen import EnvVarsScreen
 from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.screens.watch_screen import WatchRequest
 from workbench.tui.tree_nodes import ContextNode, TreeNodeData
+from workbench.tui.widgets.env_vars_input import EnvVarsInput
 from workbench.tui.widgets.repl_pane import GONE_REFUSAL, ReplPane
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
 
@@ -228,15 +229,24 @@ async def f3_new_context(stale: StaleWorkbench) -> Callable[[], bool]:
 
 
 async def f4_env_vars(stale: StaleWorkbench) -> Callable[[], bool]:
-    """Its info loaded: the dialog opens with its env vars; the save says it is gone."""
+    """Its info loaded: the dialog opens with its env vars; its Save says the sandbox is
+    gone, under the field, which keeps what was typed (it closed, and the text was lost)."""
     await expanded_workspace(stale.pilot, stale.app, "demo")
     await stale.cursor_to(stale.sandbox_node())
     await stale.destroy()
     await stale.pilot.press("f4")
     await wait_for(stale.pilot, lambda: isinstance(stale.app.screen, EnvVarsScreen))
+    dialog = stale.app.screen
     await stale.pilot.press(*"KEY=value")
-    stale.app.screen.query_one("#save", Button).press()
-    return stale.error_said("Saving env vars failed")
+    dialog.query_one("#save", Button).press()
+    problem = dialog.query_one("#save-problem", Static)
+    typed = dialog.query_one(EnvVarsInput).query_one(TextArea)
+    return lambda: (
+        GONE in str(problem.render())
+        and stale.app.screen is dialog
+        and "KEY=value" in typed.text
+        and not stale.notes.errors()
+    )
 
 
 async def f4_env_vars_before_the_info(stale: StaleWorkbench) -> Callable[[], bool]:

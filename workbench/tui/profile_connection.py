@@ -447,15 +447,17 @@ class ProfileConnection:
 
         self.call(f"Destroying {sandbox_id} failed", destroy)
 
-    def save_env_vars(self, sandbox_id: str, update: dict[str, str | None]) -> None:
-        async def save(backend: Backend) -> None:
-            sandbox = backend.sandbox(sandbox_id)
-            await sandbox.set_env_vars(update)
-            unset = sum(1 for value in update.values() if value is None)
-            self.owner.post_message(EnvVarsSaved(sandbox_id, len(update) - unset, unset))
-            self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
-
-        self.call("Saving env vars failed", save, only_if_listed=sandbox_id)
+    async def save_env_vars(
+        self, backend: Backend, sandbox_id: str, update: dict[str, str | None]
+    ) -> None:
+        """Save env vars: awaited in the env vars dialog's worker, which shows a refusal in
+        the dialog, keeping what was typed; not in a sandbox the backend no longer lists."""
+        await self.require_listed(backend, sandbox_id)
+        sandbox = backend.sandbox(sandbox_id)
+        await sandbox.set_env_vars(update)
+        unset = sum(1 for value in update.values() if value is None)
+        self.owner.post_message(EnvVarsSaved(sandbox_id, len(update) - unset, unset))
+        self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
 
     # ----------------------------------------------------------------- contexts
 

@@ -872,12 +872,17 @@ class MainScreen(
             self.connection.load_sandbox_info(sandbox_id)
             self.notify("Loading the sandbox; try again in a moment.", severity="warning")
             return
+        backend = self.connection.backend_or_warn()
+        if backend is None:
+            return
+        save = partial(self.connection.save_env_vars, backend, sandbox_id)
+        screen = EnvVarsScreen(sandbox_id, dict(info.env_vars), save)
 
-        def edited(update: dict[str, str | None] | None) -> None:
-            if update:
-                self.connection.save_env_vars(sandbox_id, update)
+        def closed(update: dict[str, str | None] | None) -> None:
+            if update is None and screen.saving:  # closed while saving: saved or not
+                self.connection.load_sandbox_info(sandbox_id)
 
-        self.app.push_screen(EnvVarsScreen(sandbox_id, dict(info.env_vars)), edited)
+        self.app.push_screen(screen, closed)
 
     def action_toggle_env_reveal(self) -> None:
         self.info_panel.reveal_env = not self.info_panel.reveal_env
