@@ -6,6 +6,7 @@ changes not yet folded."""
 from __future__ import annotations
 
 import random
+import signal
 import sqlite3
 import threading
 import time
@@ -238,6 +239,53 @@ def test_a_request_waits_for_one_fold_at_most(
         tx.put_snapshot("s", "c", change((2, 2)))
     # None started while a request waited (one may start between the two requests).
     assert len(folds) - folded_before <= 1, folds
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupt_while_a_request_takes_the_lock_leaves_it_free(
+    tmp_path: Path, store: Store
+) -> None:
+    """A KeyboardInterrupt (here, another exception from a signal handler) may come
+    between any two steps of a request taking the store's lock: it never leaves the lock
+    held (a later `close` hung on the folder) nor the request counted as waiting (the
+    folder would never fold again). A bare `acquire` before its `try` leaked it within
+    50 interrupts."""
+    with store.transaction() as tx:
+        tx.put_snapshot("s", "c", change((1, 1)))
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise _Interrupted
+
+    chosen = random.Random(7)
+    timeout_timer = signal.getitimer(signal.ITIMER_REAL)  # pytest-timeout's, if armed
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    interrupts = 0
+    try:
+        deadline = time.monotonic() + 2
+        while interrupts < 2000 and time.monotonic() < deadline:
+            interrupted = False
+            try:
+                signal.setitimer(signal.ITIMER_REAL, chosen.uniform(0.000005, 0.0002))
+                store.sandbox("s")
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            except _Interrupted:
+                interrupted = True
+            if interrupted:  # looked at once the interrupt's traceback is gone
+                interrupts += 1
+                owned = store._lock._is_owned()  # type: ignore[attr-defined]
+                while store._lock._is_owned():  # type: ignore[attr-defined]
+                    store._lock.release()  # or closing the store would hang
+                assert not owned, f"the lock kept after {interrupts} interrupts"
+                assert store._waiting == 0, f"counted as waiting after {interrupts}"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if timeout_timer[0]:
+            signal.setitimer(signal.ITIMER_REAL, *timeout_timer)
+    assert interrupts > 100
 
 
 def test_closing_while_a_write_starts_the_folder_waits_for_it(

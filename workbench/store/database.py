@@ -694,17 +694,22 @@ class Store:
     def _locked(self) -> Iterator[None]:
         """The lock, for any caller but the folder."""
         self._asked += 1  # may lose a count to a race, never all of them: it still moves
-        with self._waiting_lock:
-            self._waiting += 1
+        # Only `with` statements: a KeyboardInterrupt between a bare acquire and its `try`
+        # kept the lock for good (`close` then hung), or left `_waiting` counted.
+        counted = False
         try:
-            self._lock.acquire()
-        finally:
             with self._waiting_lock:
-                self._waiting -= 1
-        try:
-            yield
+                self._waiting += 1
+                counted = True
+            with self._lock:
+                with self._waiting_lock:
+                    self._waiting -= 1
+                    counted = False
+                yield
         finally:
-            self._lock.release()
+            if counted:
+                with self._waiting_lock:
+                    self._waiting -= 1
 
     @contextmanager
     def _transaction(self) -> Iterator[Transaction]:
