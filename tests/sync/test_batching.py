@@ -553,11 +553,12 @@ async def test_a_conflict_stays_one_when_the_sandbox_cannot_be_asked_if_it_was_m
 
 
 class DestroyingBefore(Gateway):
-    """Destroys the sandbox just before the `nth` batch reaches it (another client)."""
+    """Destroys the sandbox just before the `nth` batch reaches it (another client);
+    each batch takes `delay` seconds more."""
 
-    def __init__(self, inner: Transport, sandbox_id: str, nth: int) -> None:
+    def __init__(self, inner: Transport, sandbox_id: str, nth: int, delay: float = 0) -> None:
         super().__init__(inner)
-        self.sandbox_id, self.nth, self.batches = sandbox_id, nth, 0
+        self.sandbox_id, self.nth, self.batches, self.delay = sandbox_id, nth, 0, delay
 
     async def request(
         self,
@@ -570,6 +571,7 @@ class DestroyingBefore(Gateway):
     ) -> Response:
         if path.endswith("/files/batch"):
             self.batches += 1
+            await asyncio.sleep(self.delay)
             if self.batches == self.nth:
                 await self.inner.request("DELETE", f"/v1/sandboxes/{self.sandbox_id}")
         return await super().request(method, path, body, timeout=timeout, on_event=on_event)
@@ -583,7 +585,7 @@ async def test_a_sandbox_destroyed_again_during_its_refill_is_filled_from_the_st
     refill starts over, lists what batch 3 put there, and finds nothing left to send.
     What batch 3 put there is the sync's, and counted as sent."""
     make_tree(folder, files=12)
-    gateway = DestroyingBefore(backend.transport, client.id, nth=3)
+    gateway = DestroyingBefore(backend.transport, client.id, nth=3, delay=0.2)
     sync = FolderSync(folder, through(backend, client, gateway))
     await sync.initial_sync()
     await client.destroy()
@@ -591,7 +593,8 @@ async def test_a_sandbox_destroyed_again_during_its_refill_is_filled_from_the_st
     started = time.perf_counter()
     report = await sync.sync_paths(["d1/sub/f1.txt"])
     took = time.perf_counter() - started
-    assert 0.9 * took <= report.duration_s <= took  # every pass's (it was the last one's)
+    # Both batches' passes (it was only the last pass's, which sent none).
+    assert 0.4 <= report.duration_s <= took
     assert gateway.batches == 3
     assert [issue.code for issue in report.notices] == ["SANDBOX_REPLACED"] * 2
     assert not report.incomplete and not report.conflicts and not report.errors
