@@ -32,6 +32,7 @@ import json
 import locale
 import os
 import resource
+import select
 import selectors
 import signal
 import socket
@@ -400,8 +401,12 @@ class ForkedProcess:
     def _wait(self, connection: socket.socket) -> None:
         with connection, connection.makefile("rb") as answers:
             status = answers.readline()
+        if not status:
+            # The server ended without reaping it (killed): the process may run on. Its
+            # pidfd turns readable once it has ended, whatever its parent; its status is
+            # then unknown here.
+            select.select([self._pidfd], [], [])
         with self._lock:
-            # No status: the server ended, and took its children with it.
             self.returncode = int(status) if status else -signal.SIGKILL
             os.close(self._pidfd)  # under the lock: no signal goes to a closed descriptor
         self._ended.set()
