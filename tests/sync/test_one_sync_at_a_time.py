@@ -105,3 +105,33 @@ async def test_a_lock_file_that_is_a_symlink_is_never_followed(
     with pytest.raises(OSError):
         FolderSync(folder, sandbox, state_file=state_file)
     assert target.read_text() == "not the sync's"
+
+
+async def test_a_lock_file_is_0600_whatever_the_umask_and_says_no_pid_once_let_go(
+    tmp_path: Path, folder: Path, sandbox: SandboxClient
+) -> None:
+    """Made under a umask that drops the owner's write bit, it was left 0400: every later
+    sync failed to open it. A lock let go keeps no pid: a refusal read between a new
+    holder's lock and its pid named the one before."""
+    state_file = state_of(tmp_path, sandbox, folder, "/workspace")
+    previous = os.umask(0o277)
+    try:
+        FolderSync(folder, sandbox, state_file=state_file).close()
+    finally:
+        os.umask(previous)
+    lock_file = state_lock_file(state_file)
+    assert stat.S_IMODE(lock_file.stat().st_mode) == 0o600
+    assert lock_file.read_text() == ""
+    with FolderSync(folder, sandbox, state_file=state_file):
+        assert lock_file.read_text() == f"{os.getpid()}\n"
+    assert lock_file.read_text() == ""
+
+
+async def test_a_lock_file_that_is_a_fifo_is_refused_at_once(
+    tmp_path: Path, folder: Path, sandbox: SandboxClient
+) -> None:
+    state_file = state_of(tmp_path, sandbox, folder, "/workspace")
+    state_file.parent.mkdir(parents=True)
+    os.mkfifo(state_lock_file(state_file), 0o600)
+    with pytest.raises(OSError, match="not a regular file"):
+        FolderSync(folder, sandbox, state_file=state_file)

@@ -161,8 +161,8 @@ async def watch_command(
     stays; a directory of ours that holds other entries is kept. --prune mirrors
     DIR exactly (ignored paths stay). Whenever the sync can delete, the profile
     and backend it acts on are printed on stderr first. One watch at a time per
-    profile, sandbox, --dest and DIR (the workbench's included): another one
-    exits 1 at once, naming the process that watches.
+    data dir, profile, sandbox, --dest and DIR (the workbench's included): another
+    one exits 1 at once, naming the process that watches.
 
     \b
     Conflicts: a file guest code changed since the last sync that the sync would

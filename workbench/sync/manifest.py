@@ -21,6 +21,7 @@ import fcntl
 import json
 import os
 import secrets
+import stat
 import time
 import weakref
 from collections.abc import Mapping
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from workbench.core.host_paths import HostPathError, checked_relative, opaque_name
-from workbench.paths import private_directory
+from workbench.paths import private_directory, private_file
 
 __all__ = [
     "STATE_DIR_NAME",
@@ -219,7 +220,7 @@ class StateFileLock:
     the descriptor), so a killed sync never blocks the next one."""
 
     def __init__(self, fd: int) -> None:
-        self._close = weakref.finalize(self, os.close, fd)
+        self._close = weakref.finalize(self, _let_go, fd)
         """Closing the descriptor releases the lock; also when the holder is collected."""
 
     def release(self) -> None:
@@ -227,18 +228,29 @@ class StateFileLock:
         self._close()
 
 
+def _let_go(fd: int) -> None:
+    """Release a lock: its pid goes first (a refusal in between would name this process
+    after it let go), then the descriptor, which drops the lock."""
+    try:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
 def hold_state_file(state_file: Path, identity: Mapping[str, str]) -> StateFileLock:
     """Lock `state_file` for one sync (see the module docstring), never waiting.
 
     Raises `SyncAlreadyRunningError` while another sync holds it, and OSError when its
-    lock file cannot be opened (a symlink is never followed)."""
+    lock file cannot be opened (a symlink is never followed, a FIFO never waited for, and
+    the file is 0600 whatever the umask: one it left unwritable would refuse every sync
+    after)."""
     private_directory(state_file.parent)
-    fd = os.open(
-        state_lock_file(state_file),
-        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o600,
-    )
+    flags = os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(private_file(state_lock_file(state_file)), flags)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{state_lock_file(state_file)} is not a regular file")
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = _holder_pid(fd)
