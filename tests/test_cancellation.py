@@ -261,3 +261,33 @@ def test_a_watch_cancelled_as_it_stops_is_cancelled(tmp_path: Path) -> None:
         return outcomes
 
     assert asyncio.run(main()) <= {"cancelled", "stopped first"}
+
+
+def test_a_watch_cancelled_while_idle_leaves_no_task_behind(tmp_path: Path) -> None:
+    """Its wait for the folder's next changes stayed pending on the queue ("Task was
+    destroyed but it is pending!" at the loop's end)."""
+    from workbench.backends.local import open_local_backend
+    from workbench.sync import FolderSync
+
+    async def main() -> list[asyncio.Task[object]]:
+        backend = open_local_backend(tmp_path / "data", embedded=True)
+        folder = tmp_path / "project"
+        folder.mkdir()
+        try:
+            sync = FolderSync(folder, backend.sandbox("watched"), debounce=0.01)
+            ready = asyncio.Event()
+            task = asyncio.ensure_future(sync.watch(ready=ready))
+            await ready.wait()
+            for _ in range(20):  # past its first pass, waiting for changes
+                await asyncio.sleep(0.01)
+            await cancel_and_wait(task)
+            await asyncio.sleep(0)  # a task cancelled on the way out ends
+            return [
+                left
+                for left in asyncio.all_tasks()
+                if left.get_coro().__qualname__ == "Queue.get"  # type: ignore[union-attr]
+            ]
+        finally:
+            await backend.aclose()
+
+    assert asyncio.run(main()) == []

@@ -185,11 +185,15 @@ async def watch_folder(
             else:
                 timeout = None
             get_task = asyncio.create_task(batches.get())
-            done, _ = await asyncio.wait(
-                {get_task, stop_task, watch_task},
-                timeout=timeout,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            try:
+                done, _ = await asyncio.wait(
+                    {get_task, stop_task, watch_task},
+                    timeout=timeout,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            except BaseException:  # cancelled: no task left pending on the queue
+                get_task.cancel()
+                raise
             if get_task in done:
                 pending.add(get_task.result(), skip_ignored=True)
                 await _rest_of_quiet_period(
