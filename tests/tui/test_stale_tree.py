@@ -129,6 +129,15 @@ class StaleWorkbench:
 
         await wait_for(self.pilot, answered)
 
+    async def quiet(self) -> None:
+        """Until no worker of the workbench runs, twice over a refresh of the screen: the
+        requests an action makes, and those its answers' handlers make, are all in."""
+        for _ in range(2):
+            await wait_for(
+                self.pilot, lambda: all(worker.is_finished for worker in self.app.workers)
+            )
+            await self.pilot.pause()
+
     def sandbox_node(self) -> TreeNode[TreeNodeData]:
         node = self.tree.sandbox_node("demo")
         assert node is not None
@@ -417,8 +426,7 @@ async def test_an_action_on_a_sandbox_another_client_destroyed_makes_nothing(
         told = await action(stale)
         await wait_for(pilot, told)
         await wait_for(pilot, lambda: stale.tree.sandbox_node("demo") is None)
-        for _ in range(10):  # every request the action makes is in
-            await pilot.pause(0.05)
+        await stale.quiet()
         assert stale.sent is not None
         assert stale.sent.naming("demo") == []
         assert stale.sent.listings == 1
@@ -458,8 +466,7 @@ async def test_a_repl_tab_known_gone_asks_nothing(
         repl.set_code("1 + 1")
         await pilot.press(key)
         await wait_for(pilot, lambda: (GONE_REFUSAL, repl.title, "warning") in stale.notes.calls)
-        for _ in range(10):
-            await pilot.pause(0.05)
+        await stale.quiet()
         assert stale.sent is not None and stale.sent.sent == []
         assert app.screen is stale.main  # no dialog asks first
         assert not repl.running and repl.code_input.text == "1 + 1"
