@@ -57,7 +57,9 @@ GONE_NOTE = (
     "This context no longer exists: another client deleted it, or its sandbox. Nothing "
     "runs here any more; the transcript stays to read, copy and export."
 )
-GONE_REFUSAL = "This context no longer exists: nothing runs here. Open or create another one."
+GONE_REFUSAL = (
+    "This context no longer exists: nothing runs or changes here. Open or create another one."
+)
 
 
 class ReplPane(Vertical):
