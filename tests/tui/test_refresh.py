@@ -207,3 +207,26 @@ async def test_a_refresh_reads_the_selected_expanded_sandbox_s_info_once(
         for _ in range(10):  # every answer of the refresh is in
             await pilot.pause(0.05)
         assert reads == ["demo"]
+
+
+async def test_the_info_of_a_sandbox_another_client_destroyed_is_no_longer_shown(
+    tmp_path: Path,
+) -> None:
+    """Its last info stayed in the panel, as if the sandbox were there, after the listing
+    that dropped it from the tree (as it goes when this workbench destroys one)."""
+    await write_files(tmp_path, {"notes.txt": b"mine"})
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await expanded_workspace(pilot, app, "demo")
+        await wait_for(pilot, lambda: main.info_panel.info is not None)
+        info = main.info_panel.info
+        assert info is not None and info.id == "demo"
+        backend = app.backend
+        assert backend is not None
+        await backend.sandbox("demo").destroy()  # another client
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("demo") is None)
+        await wait_for(pilot, lambda: main.info_panel.info is None)
+        assert main.highlighted_sandbox_id is None

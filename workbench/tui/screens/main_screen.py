@@ -312,6 +312,11 @@ class MainScreen(
             if sandbox_id not in known:
                 del self.sandbox_infos[sandbox_id]
         self.stale_infos &= known  # a gone one's info is not read again
+        shown = self.info_panel.info
+        if shown is not None and shown.id not in known:  # as when this workbench destroys it
+            self.info_panel.info = None
+        if self.highlighted_sandbox_id not in known:
+            self.highlighted_sandbox_id = None
         for pane in self.tabs.repls:
             if pane.sandbox_id not in known and not pane.gone:
                 self.mark_tab_gone(pane)
