@@ -17,7 +17,7 @@ from workbench.transcripts.documents import (
 )
 from workbench.tui.env_vars_text import env_vars_update, parse_env_vars_text
 from workbench.tui.formatting import countdown, execution_footer
-from workbench.tui.history_store import LocalHistoryStore
+from workbench.tui.history_store import ExpandedTree, LocalHistoryStore
 from workbench.tui.transcript_cell import TranscriptCell
 from workbench.tui.transcript_export import write_transcript
 
@@ -68,6 +68,26 @@ def test_local_history_store_keeps_entries_per_context(tmp_path: Path) -> None:
     # Nested past what Python's parser recurses through: as damaged, not a crash.
     (tmp_path / "history.json").write_text("[" * 100_000 + "]" * 100_000)
     assert again.entries("staging", "box", "ctx-1") == []
+
+
+def test_the_expanded_tree_is_kept_per_profile_and_damage_reads_as_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "tree.json"
+    tree = ExpandedTree(path)
+    tree.keep("local", {"demo": ["/workspace", "/workspace/sub"], "other": []})
+    tree.keep("staging", {"box": ["/workspace"]})
+    assert ExpandedTree(path).expanded("local") == {
+        "demo": ["/workspace", "/workspace/sub"],
+        "other": [],
+    }
+    assert tree.expanded("nowhere") == {}
+    path.write_text(json.dumps({"local": {"demo": ["/workspace", 7, None], "bad": "x"}}))
+    assert tree.expanded("local") == {"demo": ["/workspace"]}
+    path.write_text(json.dumps({"local": ["not", "a", "map"]}))
+    assert tree.expanded("local") == {}
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert tree.expanded("local") == {}
 
 
 def test_transcript_exports() -> None:

@@ -6,14 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.widgets.tree import TreeNode
 
 from tests.tui.test_file_editing import header, listed, open_file, type_at_the_end, write_files
 from tests.tui.test_flows import Notifications, make_app
 from tour import create_context, expanded_workspace, run_cell, until_connected, wait_for
 from workbench.api import Backend, MockTransport, SandboxClient, SandboxInfo, SandboxSummary
+from workbench.backends.local import open_local_backend
 from workbench.protocol.http import Response
 from workbench.tui.messages import SandboxesLoaded
-from workbench.tui.tree_nodes import DirectoryNode, FileNode
+from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
@@ -230,3 +232,59 @@ async def test_the_info_of_a_sandbox_another_client_destroyed_is_no_longer_shown
         await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("demo") is None)
         await wait_for(pilot, lambda: main.info_panel.info is None)
         assert main.highlighted_sandbox_id is None
+
+
+def child_node(parent: TreeNode[TreeNodeData], data: TreeNodeData) -> TreeNode[TreeNodeData] | None:
+    return next((node for node in parent.children if node.data == data), None)
+
+
+async def test_the_tree_opens_as_it_was_left(tmp_path: Path) -> None:
+    """The tree came back collapsed at every start: each sandbox, `/workspace` and folder
+    had to be opened again. Those the last session showed expanded are expanded again
+    (and listed); a sandbox gone meanwhile is left out."""
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        await backend.sandbox("demo").mkdir("/workspace/sub/deep", recursive=True)
+        await backend.sandbox("demo").write_file("/workspace/sub/deep/file.txt", "d")
+        await backend.sandbox("demo").write_file("/workspace/top.txt", "t")
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        workspace = await expanded_workspace(pilot, app, "demo")
+        sub = child_node(workspace, DirectoryNode("demo", "/workspace/sub"))
+        assert sub is not None
+        sub.expand()
+        deep = DirectoryNode("demo", "/workspace/sub/deep")
+        await wait_for(pilot, lambda: child_node(sub, deep) is not None)
+        backend = app.backend
+        assert backend is not None
+        await backend.sandbox("gone").write_file("/workspace/g.txt", "g")
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("gone") is not None)
+        await expanded_workspace(pilot, app, "gone")
+        await pilot.press("ctrl+q")
+    assert main.expanded_tree.expanded("local") == {
+        "demo": ["/workspace", "/workspace/sub"],
+        "gone": ["/workspace"],
+    }
+    async with open_local_backend(tmp_path / "data", embedded=True) as other:
+        await other.sandbox("gone").destroy()
+
+    again = make_app(tmp_path)
+    tree = again.main_screen.sandbox_tree
+    async with again.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+
+        def deep_shown() -> bool:
+            demo = tree.sandbox_node("demo")
+            workspace = demo and child_node(demo, DirectoryNode("demo", "/workspace"))
+            sub = workspace and child_node(workspace, DirectoryNode("demo", "/workspace/sub"))
+            deep = sub and child_node(sub, DirectoryNode("demo", "/workspace/sub/deep"))
+            return bool(demo and workspace and sub and deep and sub.is_expanded)
+
+        await wait_for(pilot, deep_shown)
+        demo = tree.sandbox_node("demo")
+        assert demo is not None and demo.is_expanded
+        assert tree.expanded_directories("demo") == ["/workspace", "/workspace/sub"]
+        assert tree.sandbox_node("gone") is None
+        assert "gone" not in await listed(again)

@@ -1,5 +1,6 @@
 """What the workbench keeps on this machine between sessions: per-context input history
-for backends that keep none, and each profile's open REPL tabs."""
+for backends that keep none, each profile's open REPL tabs, and what its tree showed
+expanded."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from workbench.api import CodeContext
 
 HISTORY_FILE_NAME = "tui-history.json"
 OPEN_TABS_FILE_NAME = "tui-tabs.json"
+TREE_FILE_NAME = "tui-tree.json"
 MAX_ENTRIES_PER_CONTEXT = 1000
 
 
@@ -126,3 +128,28 @@ def _entries_by_context(entries: object) -> list[tuple[dict[str, Any], str]]:
         if isinstance(context_id, str):
             found.append((entry, context_id))
     return found
+
+
+class ExpandedTree:
+    """`{profile: {sandbox_id: [directory, ...]}}` in one JSON file: the sandboxes each
+    profile's tree showed expanded, with their expanded `/workspace` directories, expanded
+    again when the profile opens next (those still listed, and shown again)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def expanded(self, profile: str) -> dict[str, list[str]]:
+        """The profile's expanded sandboxes and directories (malformed entries left out)."""
+        entries = _read_json_object(self.path).get(profile)
+        if not isinstance(entries, dict):
+            return {}
+        return {
+            str(sandbox_id): [path for path in paths if isinstance(path, str)]
+            for sandbox_id, paths in entries.items()
+            if isinstance(paths, list)
+        }
+
+    def keep(self, profile: str, expanded: dict[str, list[str]]) -> None:
+        everything = _read_json_object(self.path)
+        everything[profile] = expanded
+        _write_json(self.path, everything)

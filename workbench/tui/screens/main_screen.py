@@ -37,7 +37,12 @@ from workbench.config import Prices
 from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.context_state import ContextStateHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
-from workbench.tui.history_store import LocalHistoryStore, OpenTabs
+from workbench.tui.history_store import (
+    TREE_FILE_NAME,
+    ExpandedTree,
+    LocalHistoryStore,
+    OpenTabs,
+)
 from workbench.tui.messages import (
     BackendFailed,
     BackendOpened,
@@ -123,8 +128,10 @@ class MainScreen(
         self.connection = ProfileConnection(self, backend_factory, history_store, profile)
         self.connection.prices = prices if show_measurements else None
         self.open_tabs = open_tabs
+        self.expanded_tree = ExpandedTree(data_dir / TREE_FILE_NAME)
         self.tabs_reopened = False
-        """Whether the current profile's tabs of the last session were reopened."""
+        """Whether the current profile's tabs of the last session were reopened (and its
+        tree expanded as it was)."""
         self.runtimes: list[RuntimeInfo] = []
         self.engine_states: dict[str, EngineInfo] = {}
         self.engine_progress_labels: dict[str, str] = {}
@@ -162,10 +169,17 @@ class MainScreen(
         self.switch_profile(self.connection.profile)
 
     def keep_drafts(self) -> None:
-        """Keep the code typed and not run in the open tabs, for their reopening (at quit:
-        at unmount the tabs are gone already)."""
+        """Keep the code typed and not run in the open tabs, for their reopening, and what
+        the tree shows expanded (at quit: at unmount the tabs are gone already)."""
         drafts = {repl.context.id: repl.code_input.text for repl in self.tabs.repls}
         self.open_tabs.keep_drafts(self.connection.profile, drafts)
+        self.keep_tree()
+
+    def keep_tree(self) -> None:
+        """Keep what the profile's tree shows expanded, once it showed its sandboxes (a
+        profile that never answered leaves what was kept before)."""
+        if self.tabs_reopened:
+            self.expanded_tree.keep(self.connection.profile, self.sandbox_tree.expanded_sandboxes())
 
     async def close(self) -> None:
         """End the watch and close the backend (at app exit)."""
@@ -224,6 +238,7 @@ class MainScreen(
             self.tabs.close_file(view)  # they read and save through the old backend
         if self.folder_watch.active is not None:
             self.stop_watch("the profile changed")
+        self.keep_tree()
         self.sandbox_infos.clear()
         self.highlighted_sandbox_id = None
         self.info_panel.info = None
@@ -308,6 +323,8 @@ class MainScreen(
         if not self.tabs_reopened:
             self.tabs_reopened = True
             self.reopen_tabs(known)
+            # Read below, as every expanded sandbox's info is.
+            self.sandbox_tree.restore_expanded(self.expanded_tree.expanded(self.connection.profile))
         for sandbox_id in list(self.sandbox_infos):
             if sandbox_id not in known:
                 del self.sandbox_infos[sandbox_id]
@@ -424,7 +441,9 @@ class MainScreen(
     def show_sandbox_info(self, info: SandboxInfo) -> None:
         first_load = info.id not in self.sandbox_infos
         self.sandbox_infos[info.id] = info
-        self.sandbox_tree.show_sandbox_info(info)
+        expanded = self.sandbox_tree.show_sandbox_info(info)
+        if expanded:  # as the last session had it
+            self.workspace_files.list_again(info.id, expanded)
         if self.selected_sandbox_id == info.id or self.info_panel.info is None:
             self.info_panel.info = info
         node = self.sandbox_tree.sandbox_node(info.id)
@@ -436,7 +455,9 @@ class MainScreen(
 
     @on_report(DirectoryListed)
     def directory_listed(self, message: DirectoryListed) -> None:
-        self.sandbox_tree.show_directory(message.sandbox_id, message.path, message.files)
+        expanded = self.sandbox_tree.show_directory(message.sandbox_id, message.path, message.files)
+        if expanded:  # as the last session had it
+            self.workspace_files.list_again(message.sandbox_id, expanded)
 
     # ----------------------------------------------------------------- tree and tabs
 

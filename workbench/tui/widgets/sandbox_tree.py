@@ -79,6 +79,9 @@ the tree drops it.
         self.guide_depth = 3
         self._expanded_here: set[NodeID] = set()
         """Nodes the tree expanded itself whose `NodeExpanded` is not handled yet."""
+        self.expand_wanted: dict[str, set[str]] = {}
+        """Directories of each sandbox to expand once a listing shows them: the tree as
+        the last session left it (`restore_expanded`)."""
 
     def expand_here(self, node: TreeNode[TreeNodeData]) -> None:
         """Expand `node` to show what was just read (not a user's expansion, which reads
@@ -92,6 +95,40 @@ the tree drops it.
         if node.id in self._expanded_here:
             self._expanded_here.discard(node.id)
             return False
+        return True
+
+    def expanded_sandboxes(self) -> dict[str, list[str]]:
+        """Each expanded sandbox with its expanded directories (for the next session)."""
+        return {
+            node.data.sandbox_id: self.expanded_directories(node.data.sandbox_id)
+            for node in self.root.children
+            if isinstance(node.data, SandboxNode) and node.is_expanded
+        }
+
+    def restore_expanded(self, expanded: dict[str, list[str]]) -> None:
+        """Expand the sandboxes of `expanded` the tree shows (the caller reads their info),
+        and their directories as listings show them (`show_sandbox_info`,
+        `show_directory`)."""
+        self.expand_wanted.clear()
+        for sandbox_id, paths in expanded.items():
+            node = self.sandbox_node(sandbox_id)
+            if node is None:
+                continue
+            self.expand_wanted[sandbox_id] = set(paths)
+            if not node.is_expanded:
+                self.expand_here(node)
+
+    def _expand_if_wanted(self, node: TreeNode[TreeNodeData]) -> bool:
+        """Expand `node`, a directory just shown, when the last session had it expanded;
+        whether it did (the caller lists it)."""
+        data = node.data
+        if not isinstance(data, DirectoryNode):
+            return False
+        wanted = self.expand_wanted.get(data.sandbox_id)
+        if wanted is None or data.path not in wanted:
+            return False
+        wanted.discard(data.path)
+        self.expand_here(node)
         return True
 
     def move_cursor(self, node: TreeNode[TreeNodeData] | None, animate: bool = False) -> None:
@@ -138,12 +175,13 @@ the tree drops it.
                 return node
         return None
 
-    def show_sandbox_info(self, info: SandboxInfo) -> None:
+    def show_sandbox_info(self, info: SandboxInfo) -> list[str]:
         """The sandbox's contexts, and its `/workspace` (kept as it is, expanded
-        directories and all, once it is there)."""
+        directories and all, once it is there); the directories it expanded, for the
+        caller to list (`expand_wanted`)."""
         node = self.sandbox_node(info.id)
         if node is None:
-            return
+            return []
         workspace = next((c for c in node.children if isinstance(c.data, DirectoryNode)), None)
         for child in list(node.children):
             if child is not workspace:
@@ -167,20 +205,26 @@ the tree drops it.
         if not info.contexts:
             contexts.add_leaf(Text("none (F3 creates one)", style="dim"))
         contexts.expand()
+        expanded: list[str] = []
         if workspace is None:
             workspace = node.add(
                 Text(WORKSPACE + "/", style="yellow"), DirectoryNode(info.id, WORKSPACE)
             )
             workspace.add_leaf(Text("loading…", style="dim"))
+            if self._expand_if_wanted(workspace):
+                expanded.append(WORKSPACE)
         if not node.is_expanded:
             self.expand_here(node)
+        return expanded
 
-    def show_directory(self, sandbox_id: str, path: str, files: list[FileInfo]) -> None:
+    def show_directory(self, sandbox_id: str, path: str, files: list[FileInfo]) -> list[str]:
         """The directory's entries, merged into its node: the nodes of entries still there
-        stay (expanded, with their children and the cursor), new ones are added in order."""
+        stay (expanded, with their children and the cursor), new ones are added in order;
+        the new directories it expanded, for the caller to list (`expand_wanted`)."""
         directory = self._directory_node(self.root, sandbox_id, path)
         if directory is None:
-            return
+            return []
+        expanded: list[str] = []
         kept: dict[TreeNodeData, TreeNode[TreeNodeData]] = {}
         for child in list(directory.children):
             if isinstance(child.data, DirectoryNode | FileNode):
@@ -202,6 +246,8 @@ the tree drops it.
             if isinstance(data, DirectoryNode):
                 node = directory.add(label, data, before=index)
                 node.add_leaf(Text("loading…", style="dim"))
+                if self._expand_if_wanted(node):
+                    expanded.append(data.path)
             else:
                 node = directory.add_leaf(label, data, before=index)
             if (data.sandbox_id, data.path) == self.cursor_wanted:
@@ -213,6 +259,7 @@ the tree drops it.
             # Now, in the handler that adds the node: a move after the next refresh would
             # take the cursor from wherever the user put it in between.
             self.move_cursor(selected)
+        return expanded
 
     def select_when_listed(self, sandbox_id: str, path: str) -> None:
         """Move the cursor to the node of the sandbox's `path` once a listing adds it, its
