@@ -327,3 +327,26 @@ async def test_a_new_node_takes_the_cursor_at_once_and_never_later() -> None:
         await pilot.pause()
         await pilot.pause()
         assert tree.cursor_node is chosen
+
+
+async def test_a_new_file_in_a_collapsed_sandbox_is_shown_listed(tmp_path: Path) -> None:
+    """alt+n on a collapsed sandbox (its `/workspace` shown once before): the new file's
+    folders were expanded but never listed, `/workspace` stayed "loading…" (found by
+    review). Now its sandbox is expanded too and the new file is shown, selected."""
+    await write_files(tmp_path, {"keep.txt": b"keep"})
+    app = make_app(tmp_path)
+    tree = app.main_screen.sandbox_tree
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        workspace = await expanded_workspace(pilot, app, "demo")
+        demo = tree.sandbox_node("demo")
+        assert demo is not None
+        demo.collapse()
+        tree.focus()
+        tree.move_cursor(demo)
+        await pilot.pause()
+        await name_it(pilot, "alt+n", "new.txt")
+        new = FileNode("demo", "/workspace/new.txt")
+        await wait_for(pilot, lambda: new in [child.data for child in workspace.children])
+        assert demo.is_expanded and workspace.is_expanded
+        await wait_for(pilot, lambda: tree.cursor_node is not None and tree.cursor_node.data == new)

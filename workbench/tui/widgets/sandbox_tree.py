@@ -270,6 +270,11 @@ the tree drops it.
             if not directory.is_expanded:
                 self.expand_here(directory)
             directory = directory.parent
+        # Its sandbox too: the caller lists only the folders of an expanded sandbox (else
+        # they stayed "loading…").
+        if directory is not None and isinstance(directory.data, SandboxNode):
+            if not directory.is_expanded:
+                self.expand_here(directory)
 
     def expanded_directories(self, sandbox_id: str) -> list[str]:
         """The sandbox's workspace directories the tree shows expanded, parents first."""
