@@ -234,6 +234,38 @@ async def test_the_info_of_a_sandbox_another_client_destroyed_is_no_longer_shown
         assert main.highlighted_sandbox_id is None
 
 
+async def test_a_sandbox_gone_from_under_the_cursor_leaves_its_keys_to_the_next(
+    tmp_path: Path,
+) -> None:
+    """The cursor lands on another sandbox when a listing drops the one it was on; its
+    keys (F3, F4…) act on that one, whose info is shown (they were off until the cursor
+    moved; found by review)."""
+    await write_files(tmp_path, {"notes.txt": b"mine"})
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        backend = app.backend
+        assert backend is not None
+        await backend.sandbox("other").write_file("/workspace/o.txt", "o")
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("other") is not None)
+        await expanded_workspace(pilot, app, "other")
+        await expanded_workspace(pilot, app, "demo")
+        demo = main.sandbox_tree.sandbox_node("demo")
+        assert demo is not None
+        main.sandbox_tree.focus()
+        main.sandbox_tree.move_cursor(demo)
+        await wait_for(pilot, lambda: main.highlighted_sandbox_id == "demo")
+        await backend.sandbox("demo").destroy()  # another client
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("demo") is None)
+        await wait_for(pilot, lambda: main.highlighted_sandbox_id == "other")
+        info = main.info_panel.info
+        assert info is not None and info.id == "other"
+        assert main.check_action("edit_env_vars", ()) is True
+
+
 def child_node(parent: TreeNode[TreeNodeData], data: TreeNodeData) -> TreeNode[TreeNodeData] | None:
     return next((node for node in parent.children if node.data == data), None)
 

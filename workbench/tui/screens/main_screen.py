@@ -334,6 +334,10 @@ class MainScreen(
             self.info_panel.info = None
         if self.highlighted_sandbox_id not in known:
             self.highlighted_sandbox_id = None
+            self.app.refresh_bindings()
+            # The cursor goes to another node once the tree is drawn again (Textual tells
+            # nothing of that move).
+            self.call_after_refresh(self.follow_tree_cursor)
         for pane in self.tabs.repls:
             if pane.sandbox_id not in known and not pane.gone:
                 self.mark_tab_gone(pane)
@@ -475,6 +479,11 @@ class MainScreen(
 
     @on(Tree.NodeHighlighted, "#sidebar")
     def node_highlighted(self, event: Tree.NodeHighlighted[TreeNodeData]) -> None:
+        self.follow_tree_cursor()
+
+    def follow_tree_cursor(self) -> None:
+        """The sandbox of the tree's cursor becomes the highlighted one: its cached info is
+        shown, and its keys act on it."""
         sandbox_id = self.sandbox_tree.selected_sandbox_id
         if sandbox_id is None or sandbox_id == self.highlighted_sandbox_id:
             return

@@ -272,9 +272,10 @@ the tree drops it.
             directory = directory.parent
         # Its sandbox too: the caller lists only the folders of an expanded sandbox (else
         # they stayed "loading…").
-        if directory is not None and isinstance(directory.data, SandboxNode):
-            if not directory.is_expanded:
-                self.expand_here(directory)
+        if directory is None or directory.is_expanded:
+            return
+        if isinstance(directory.data, SandboxNode):
+            self.expand_here(directory)
 
     def expanded_directories(self, sandbox_id: str) -> list[str]:
         """The sandbox's workspace directories the tree shows expanded, parents first."""
