@@ -45,8 +45,10 @@ from workbench.tui.palette_commands import keys_shown, workbench_commands
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import CreateContextScreen
 from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
+from workbench.tui.screens.env_vars_screen import EnvVarsScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
+from workbench.tui.widgets.env_vars_input import EnvVarsInput
 from workbench.tui.widgets.repl_pane import ABANDONED_NOTE, GIVEN_UP_NOTE
 from workbench.tui.widgets.workbench_tabs import INFO_TAB, repl_tab_id
 
@@ -731,6 +733,54 @@ async def test_env_var_editor_validates_keys_and_masks_values(
         assert MASK in panel_text(app)
         await pilot.press("alt+s")
         assert "BAD" in panel_text(app) and MASK not in panel_text(app)
+
+
+async def test_the_env_var_editor_stays_while_it_saves_and_a_failed_read_back_is_no_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While its save is on its way, escape and Cancel do not close the dialog (that
+    cancelled the save, its outcome unknown) and nothing can be typed (it was lost);
+    saved, a failure to read the info back is not shown as the save's refusal (found by
+    review)."""
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        backend = app.backend
+        assert backend is not None
+        answer = asyncio.Event()
+        sent: list[dict[str, str | None]] = []
+        client_type = type(backend.sandbox("demo"))
+        set_env_vars, get_info = client_type.set_env_vars, client_type.get_info
+
+        async def held(self: Any, update: dict[str, str | None]) -> Any:
+            sent.append(update)
+            await answer.wait()
+            return await set_env_vars(self, update)
+
+        async def failing_read(self: Any) -> Any:
+            raise ConnectionError("the gateway hiccuped")
+
+        monkeypatch.setattr(client_type, "set_env_vars", held)
+        await pilot.press("f4")
+        await wait_for(pilot, lambda: isinstance(app.screen, EnvVarsScreen))
+        dialog = app.screen
+        await pilot.press(*"KEY=value")
+        await pilot.click("#save")
+        await wait_for(pilot, lambda: bool(sent))
+        await pilot.press("escape")
+        await pilot.press(*"MORE")
+        await pilot.pause()
+        assert app.screen is dialog
+        assert "MORE" not in dialog.query_one(EnvVarsInput).query_one(TextArea).text
+        monkeypatch.setattr(client_type, "get_info", failing_read)
+        answer.set()
+        await wait_for(pilot, lambda: app.screen is not dialog)
+        assert sent == [{"KEY": "value"}]
+        assert ("demo: 1 variable set", "Env vars saved", "information") in notes.calls
+        monkeypatch.setattr(client_type, "get_info", get_info)
+        assert (await backend.sandbox("demo").get_info()).env_vars == {"KEY": "value"}
 
 
 async def test_workspace_tree_lists_files_lazily(tmp_path: Path) -> None:

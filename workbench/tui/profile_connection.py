@@ -453,11 +453,11 @@ class ProfileConnection:
         """Save env vars: awaited in the env vars dialog's worker, which shows a refusal in
         the dialog, keeping what was typed; not in a sandbox the backend no longer lists."""
         await self.require_listed(backend, sandbox_id)
-        sandbox = backend.sandbox(sandbox_id)
-        await sandbox.set_env_vars(update)
+        await backend.sandbox(sandbox_id).set_env_vars(update)
         unset = sum(1 for value in update.values() if value is None)
         self.owner.post_message(EnvVarsSaved(sandbox_id, len(update) - unset, unset))
-        self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
+        # Saved: a failure to read the info back is not the dialog's refusal.
+        self.load_sandbox_info(sandbox_id, check_listed=False)
 
     # ----------------------------------------------------------------- contexts
 

@@ -35,7 +35,7 @@ class EnvVarsScreen(ModalScreen[dict[str, str | None] | None]):
     class Refused(Message, bubble=False):
         reason: str
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="dialog.cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
 
     def __init__(self, sandbox_id: str, env_vars: dict[str, str], save: EnvVarsSaver) -> None:
         super().__init__()
@@ -76,10 +76,18 @@ class EnvVarsScreen(ModalScreen[dict[str, str | None] | None]):
         if not update:
             self.dismiss(None)
             return
-        self.saving = True
-        self.query_one("#save", Button).disabled = True
+        self.show_saving(True)
         self.query_one("#save-problem", Static).remove_class("-refused")
         self.run_worker(self.run_save(update), name="save_env_vars", exit_on_error=False)
+
+    def show_saving(self, saving: bool) -> None:
+        """While the save is on its way nothing can be typed (it would be lost when the
+        dialog closes) and the dialog stays (closing it would cancel the save, its
+        outcome unknown)."""
+        self.saving = saving
+        self.query_one(EnvVarsInput).query_one(TextArea).read_only = saving
+        self.query_one("#save", Button).disabled = saving
+        self.query_one("#cancel", Button).disabled = saving
 
     async def run_save(self, update: dict[str, str | None]) -> None:
         """Worker body: the backend's answer comes back as a message."""
@@ -92,19 +100,22 @@ class EnvVarsScreen(ModalScreen[dict[str, str | None] | None]):
 
     @on(Saved)
     def saved(self, message: Saved) -> None:
-        self.saving = False
+        self.show_saving(False)
         self.dismiss(message.update)
 
     @on(Refused)
     def refused(self, message: Refused) -> None:
         """The reason under the field (from the backend: neutralised); the field keeps what
         was typed."""
-        self.saving = False
+        self.show_saving(False)
         problem = self.query_one("#save-problem", Static)
         problem.update(shown_content(message.reason))
         problem.add_class("-refused")
         self.validate_env()
 
     @on(Button.Pressed, "#cancel")
-    def cancel(self) -> None:
+    def action_cancel(self) -> None:
+        if self.saving:
+            self.notify("Saving the env vars: wait for the answer.", severity="warning")
+            return
         self.dismiss(None)

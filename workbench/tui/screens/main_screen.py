@@ -911,13 +911,7 @@ class MainScreen(
         if backend is None:
             return
         save = partial(self.connection.save_env_vars, backend, sandbox_id)
-        screen = EnvVarsScreen(sandbox_id, dict(info.env_vars), save)
-
-        def closed(update: dict[str, str | None] | None) -> None:
-            if update is None and screen.saving:  # closed while saving: saved or not
-                self.connection.load_sandbox_info(sandbox_id)
-
-        self.app.push_screen(screen, closed)
+        self.app.push_screen(EnvVarsScreen(sandbox_id, dict(info.env_vars), save))
 
     def action_toggle_env_reveal(self) -> None:
         self.info_panel.reveal_env = not self.info_panel.reveal_env
