@@ -19,10 +19,13 @@ run, the data dir holds env vars and history."""
 
 
 def _tighten(path: Path) -> None:
-    """Drop group and other bits from an entry we own (never one of another user)."""
-    status = path.stat()
+    """Drop group and other bits from an entry we own (never one of another user, nor
+    what a symlink there leads to: its opening, without following it, fails after)."""
+    status = path.lstat()
+    if stat.S_ISLNK(status.st_mode):
+        return
     if status.st_uid == os.geteuid() and status.st_mode & 0o077:
-        os.chmod(path, stat.S_IMODE(status.st_mode) & ~0o077)
+        os.chmod(path, stat.S_IMODE(status.st_mode) & ~0o077, follow_symlinks=False)
 
 
 def private_directory(path: Path, *, tighten: bool = False) -> Path:

@@ -101,10 +101,12 @@ async def test_a_lock_file_that_is_a_symlink_is_never_followed(
     state_file.parent.mkdir(parents=True)
     target = tmp_path / "elsewhere.txt"
     target.write_text("not the sync's")
+    target.chmod(0o644)
     state_lock_file(state_file).symlink_to(target)
     with pytest.raises(OSError):
         FolderSync(folder, sandbox, state_file=state_file)
     assert target.read_text() == "not the sync's"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644  # not made private either
 
 
 async def test_a_lock_file_is_0600_whatever_the_umask_and_says_no_pid_once_let_go(
