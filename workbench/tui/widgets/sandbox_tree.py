@@ -143,7 +143,9 @@ the tree drops it.
         return shown_text(super().process_label(label))
 
     def show_profile(self, profile: str) -> None:
-        self.clear()
+        self.clear()  # which numbers the nodes from 0 again: no mark may stay
+        self._expanded_here.clear()
+        self.expand_wanted.clear()
         self.root.set_label(Text.assemble(("⚙ ", "dim"), (profile, "bold")))
         self.root.expand()
 
