@@ -6,6 +6,7 @@ already known gone declines without asking anything."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -510,3 +511,36 @@ async def test_an_action_the_user_starts_lists_the_sandboxes_once(
         await stale.settled()
         assert sent.listings == 1
         assert not stale.notes.errors()
+
+
+async def test_one_read_of_a_sandbox_s_info_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its info asked for three times by the user while a read is on its way (a click
+    highlights, selects and shows the info tab: three listings and three reads, found by
+    review) and once after a change: one listing and one read, then one more read for
+    the change, which the first may predate."""
+    await make_demo(tmp_path)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        stale = StaleWorkbench(pilot, app, monkeypatch)
+        await stale.quiet()
+        sent = SentRequests(stale.backend, monkeypatch)
+        answer = asyncio.Event()
+        client_type = type(stale.backend.sandbox("demo"))
+        get_info = client_type.get_info
+
+        async def held(self: Any) -> Any:
+            await answer.wait()
+            return await get_info(self)
+
+        monkeypatch.setattr(client_type, "get_info", held)
+        for _ in range(3):
+            stale.main.connection.load_sandbox_info("demo")
+        stale.main.connection.load_sandbox_info("demo", check_listed=False)
+        await pilot.pause()
+        answer.set()
+        await stale.quiet()
+        assert sent.listings == 1
+        assert sent.naming("demo").count(("GET", "/v1/sandboxes/demo")) == 2

@@ -199,6 +199,14 @@ def run_group(context_id: str) -> str:
     return f"run-{context_id}"
 
 
+@dataclass
+class InfoLoad:
+    """A read of one sandbox's info on its way (`ProfileConnection.load_sandbox_info`)."""
+
+    again: bool = False
+    """A change meanwhile (a run's, say) asked for another read."""
+
+
 class ProfileConnection:
     """`backend` is the open backend of `profile` (None until the first one opens)."""
 
@@ -234,6 +242,8 @@ class ProfileConnection:
         one of them runs without asking again."""
         self.daemon: ServingDaemon | None = None
         """The local daemon the last health check found (None: not a daemon's backend)."""
+        self.info_loads: dict[str, InfoLoad] = {}
+        """The sandboxes whose info is being read: one read (and listing) at a time each."""
 
     # ----------------------------------------------------------------- opening
 
@@ -242,6 +252,7 @@ class ProfileConnection:
         for worker in self.owner.workers:
             if worker.group.startswith("run-") or worker.group == "backend-call":
                 worker.cancel()
+        self.info_loads.clear()  # a read cancelled before it started never says it ended
 
     def open(self, profile: str) -> Worker[None]:
         """Open `profile`'s backend in a thread; the current one stays until `adopt`."""
@@ -390,24 +401,40 @@ class ProfileConnection:
     def load_sandbox_info(self, sandbox_id: str, *, check_listed: bool = True) -> None:
         """The sandbox's info, then its checkpoints' usage and (with `prices`) the
         estimated cost of its kept runs. `check_listed=False` after a listing, or a
-        request, that just found the sandbox."""
+        request, that just found the sandbox. While a read of it is on its way, another
+        is not sent: that one answers a user's look at the sandbox, and one more follows
+        it for a change it may predate (a run's, a save's)."""
+        current = self.info_loads.get(sandbox_id)
+        if current is not None:
+            current.again = current.again or not check_listed
+            return
+        entry = self.info_loads[sandbox_id] = InfoLoad()
 
         async def load(backend: Backend) -> None:
-            sandbox = backend.sandbox(sandbox_id)
-            info = await sandbox.get_info()
-            self.owner.post_message(SandboxInfoLoaded(info))
-            contexts = [context.id for context in info.contexts]
-            checkpoints = await sandbox.interpreter.checkpoint_usage(contexts)
-            cost = None
-            if self.prices is not None:
-                cost = await sandbox_cost(sandbox, info, self.prices)
-            self.owner.post_message(SandboxUsageLoaded(sandbox_id, checkpoints, cost))
+            read = False
+            try:
+                if check_listed:
+                    await self.require_listed(backend, sandbox_id)
+                sandbox = backend.sandbox(sandbox_id)
+                info = await sandbox.get_info()
+                read = True
+                self.owner.post_message(SandboxInfoLoaded(info))
+                contexts = [context.id for context in info.contexts]
+                checkpoints = await sandbox.interpreter.checkpoint_usage(contexts)
+                cost = None
+                if self.prices is not None:
+                    cost = await sandbox_cost(sandbox, info, self.prices)
+                self.owner.post_message(SandboxUsageLoaded(sandbox_id, checkpoints, cost))
+            finally:
+                if self.info_loads.get(sandbox_id) is entry:
+                    del self.info_loads[sandbox_id]
+                    task = asyncio.current_task()
+                    stopped = task is not None and task.cancelling() > 0
+                    # Not after a failure (the user may retry), nor once stopped.
+                    if read and entry.again and not stopped:
+                        self.load_sandbox_info(sandbox_id, check_listed=False)
 
-        self.call(
-            f"Loading {sandbox_id} failed",
-            load,
-            only_if_listed=sandbox_id if check_listed else None,
-        )
+        self.call(f"Loading {sandbox_id} failed", load)
 
     def confirm_contexts_gone(self, sandbox_id: str, context_ids: list[str]) -> None:
         """Post `ContextsGone` for those of `context_ids` the sandbox no longer lists (a
