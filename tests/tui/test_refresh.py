@@ -3,6 +3,7 @@ sandbox another client destroyed stays destroyed."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -173,10 +174,11 @@ async def test_a_listing_of_the_profile_before_a_switch_is_not_shown(tmp_path: P
         assert app.backend is not None
         ghost = SandboxSummary("ghost", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z", None)
         stale = Backend(MockTransport(lambda request: Response(500, b"{}")), name="stale")
-        app.main_screen.post_message(SandboxesLoaded([ghost], stale))
-        app.main_screen.post_message(SandboxesLoaded([ghost], app.backend))
+        later = app.main_screen.connection.listings + 1  # after every listing asked for
+        app.main_screen.post_message(SandboxesLoaded([ghost], stale, later))
+        app.main_screen.post_message(SandboxesLoaded([ghost], app.backend, later))
         await wait_for(pilot, lambda: tree.sandbox_node("ghost") is not None)
-        app.main_screen.post_message(SandboxesLoaded([], stale))
+        app.main_screen.post_message(SandboxesLoaded([], stale, later + 1))
         await pilot.pause(0.1)
         assert tree.sandbox_node("ghost") is not None  # the stale listing changed nothing
 
@@ -320,3 +322,41 @@ async def test_the_tree_opens_as_it_was_left(tmp_path: Path) -> None:
         assert tree.expanded_directories("demo") == ["/workspace", "/workspace/sub"]
         assert tree.sandbox_node("gone") is None
         assert "gone" not in await listed(again)
+
+
+async def test_a_listing_answered_after_a_later_one_is_not_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two listings of one profile answered out of order: the older one undid what the
+    newer showed (a sandbox made meanwhile dropped from the tree, its tabs and files said
+    gone). It is not shown; its refresh still reads the sandboxes shown."""
+    await write_files(tmp_path, {"a.txt": b"a"})
+    app = make_app(tmp_path)
+    tree = app.main_screen.sandbox_tree
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await wait_for(pilot, lambda: tree.sandbox_node("demo") is not None)
+        backend = app.backend
+        assert backend is not None
+        list_sandboxes = backend.list_sandboxes
+        release = asyncio.Event()
+        calls = 0
+
+        async def first_held() -> list[SandboxSummary]:
+            nonlocal calls
+            calls += 1
+            listed = await list_sandboxes()
+            if calls == 1:  # what was there then, answered after the next listing
+                await release.wait()
+            return listed
+
+        monkeypatch.setattr(backend, "list_sandboxes", first_held)
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: calls == 1)
+        await backend.sandbox("fresh").write_file("/workspace/f.txt", "f")  # another client
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: tree.sandbox_node("fresh") is not None)
+        release.set()
+        await wait_for(pilot, lambda: not [w for w in app.workers if not w.is_finished])
+        await pilot.pause()
+        assert tree.sandbox_node("fresh") is not None

@@ -56,6 +56,9 @@ class SandboxesLoaded(Message, bubble=False):
     sandboxes: list[SandboxSummary]
     backend: Backend
     """Whose listing it is: one that comes after a switch of profile is not shown."""
+    number: int
+    """The listing's place among those asked for (`ProfileConnection.list_sandboxes`): one
+    answered after a later one is not shown (it would undo what that one showed)."""
     refresh: bool = False
     """A refresh's listing: what else the refresh reads, it reads of these sandboxes."""
 

@@ -242,6 +242,8 @@ class ProfileConnection:
         one of them runs without asking again."""
         self.daemon: ServingDaemon | None = None
         """The local daemon the last health check found (None: not a daemon's backend)."""
+        self.listings = 0
+        """Listings of the sandboxes asked for so far (each one's number)."""
         self.info_loads: dict[str, InfoLoad] = {}
         """The sandboxes whose info is being read: one read (and listing) at a time each."""
 
@@ -363,14 +365,20 @@ class ProfileConnection:
         except Exception as error:
             self.owner.post_message(OperationFailed(title, describe_error(error)))
 
+    async def list_sandboxes(self, backend: Backend) -> SandboxesLoaded:
+        """The backend's sandboxes, numbered in the order the listings were asked for."""
+        self.listings += 1
+        number = self.listings
+        return SandboxesLoaded(await backend.list_sandboxes(), backend, number)
+
     async def still_listed(self, backend: Backend, sandbox_id: str) -> bool:
         """Whether the backend lists the sandbox (a listing makes none, where a request
         naming it makes it again); when not, the listing is posted: the tree drops the
         sandbox, and its tabs and open files say it is gone."""
-        listed = await backend.list_sandboxes()
-        if any(summary.id == sandbox_id for summary in listed):
+        loaded = await self.list_sandboxes(backend)
+        if any(summary.id == sandbox_id for summary in loaded.sandboxes):
             return True
-        self.owner.post_message(SandboxesLoaded(listed, backend))
+        self.owner.post_message(loaded)
         return False
 
     async def require_listed(self, backend: Backend, sandbox_id: str) -> None:
@@ -385,8 +393,9 @@ class ProfileConnection:
 
     def load_sandboxes(self, *, refresh: bool = False) -> None:
         async def load(backend: Backend) -> None:
-            listed = await backend.list_sandboxes()
-            self.owner.post_message(SandboxesLoaded(listed, backend, refresh))
+            loaded = await self.list_sandboxes(backend)
+            loaded.refresh = refresh
+            self.owner.post_message(loaded)
 
         self.call("Listing sandboxes failed", load)
 
@@ -461,7 +470,7 @@ class ProfileConnection:
     def create_sandbox(self, sandbox_id: str) -> None:
         async def create(backend: Backend) -> None:
             info = await backend.sandbox(sandbox_id).get_info()
-            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes(), backend))
+            self.owner.post_message(await self.list_sandboxes(backend))
             self.owner.post_message(SandboxInfoLoaded(info))
 
         self.call(f"Creating {sandbox_id} failed", create)
@@ -470,7 +479,7 @@ class ProfileConnection:
         async def destroy(backend: Backend) -> None:
             await backend.sandbox(sandbox_id).destroy()
             self.owner.post_message(SandboxDestroyed(sandbox_id))
-            self.owner.post_message(SandboxesLoaded(await backend.list_sandboxes(), backend))
+            self.owner.post_message(await self.list_sandboxes(backend))
 
         self.call(f"Destroying {sandbox_id} failed", destroy)
 

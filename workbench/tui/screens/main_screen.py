@@ -129,6 +129,8 @@ class MainScreen(
         self.connection.prices = prices if show_measurements else None
         self.open_tabs = open_tabs
         self.expanded_tree = ExpandedTree(data_dir / TREE_FILE_NAME)
+        self.listing_shown = 0
+        """The number of the listing the tree shows (`SandboxesLoaded.number`)."""
         self.tabs_reopened = False
         """Whether the current profile's tabs of the last session were reopened (and its
         tree expanded as it was)."""
@@ -318,6 +320,11 @@ class MainScreen(
     def sandboxes_loaded(self, message: SandboxesLoaded) -> None:
         if message.backend is not self.connection.backend:
             return  # the profile switched since
+        if message.number < self.listing_shown:  # a later listing is shown already
+            if message.refresh:  # what else the refresh reads, of the sandboxes shown
+                self.refresh_listed(self.sandbox_tree.sandbox_ids())
+            return
+        self.listing_shown = message.number
         self.sandbox_tree.show_sandboxes(message.sandboxes)
         known = {summary.id for summary in message.sandboxes}
         if not self.tabs_reopened:
@@ -333,11 +340,9 @@ class MainScreen(
         if shown is not None and shown.id not in known:  # as when this workbench destroys it
             self.info_panel.info = None
         if self.highlighted_sandbox_id not in known:
+            # The tree moved its cursor to another sandbox, which it says (`NodeHighlighted`).
             self.highlighted_sandbox_id = None
             self.app.refresh_bindings()
-            # The cursor goes to another node once the tree is drawn again (Textual tells
-            # nothing of that move).
-            self.call_after_refresh(self.follow_tree_cursor)
         for pane in self.tabs.repls:
             if pane.sandbox_id not in known and not pane.gone:
                 self.mark_tab_gone(pane)
@@ -479,9 +484,6 @@ class MainScreen(
 
     @on(Tree.NodeHighlighted, "#sidebar")
     def node_highlighted(self, event: Tree.NodeHighlighted[TreeNodeData]) -> None:
-        self.follow_tree_cursor()
-
-    def follow_tree_cursor(self) -> None:
         """The sandbox of the tree's cursor becomes the highlighted one: its cached info is
         shown, and its keys act on it."""
         sandbox_id = self.sandbox_tree.selected_sandbox_id

@@ -97,6 +97,11 @@ the tree drops it.
             return False
         return True
 
+    def sandbox_ids(self) -> set[str]:
+        """The sandboxes the tree shows."""
+        nodes = self.root.children
+        return {node.data.sandbox_id for node in nodes if isinstance(node.data, SandboxNode)}
+
     def expanded_sandboxes(self) -> dict[str, list[str]]:
         """Each expanded sandbox with its expanded directories (for the next session)."""
         return {
@@ -153,6 +158,7 @@ the tree drops it.
         """The profile's sandboxes, merged into the tree: the nodes of sandboxes still
         there stay as they are (expanded, with their contexts, their `/workspace` and its
         expanded folders, and the cursor), new ones are added in order, gone ones removed."""
+        under_cursor = self.selected_sandbox_id
         kept: dict[str, TreeNode[TreeNodeData]] = {}
         for node in list(self.root.children):
             if isinstance(node.data, SandboxNode):
@@ -170,6 +176,18 @@ the tree drops it.
             node.add_leaf(Text("loading…", style="dim"))
         if not sandboxes:
             self.root.add_leaf(Text("no sandboxes (F2 creates one)", style="dim"))
+        if under_cursor is not None and under_cursor not in wanted:
+            self._cursor_after(under_cursor)
+
+    def _cursor_after(self, gone: str) -> None:
+        """The cursor was in the sandbox `gone`, just removed: put it on the sandbox after
+        it (else the last one, else the root), saying so (`NodeHighlighted`). Textual
+        would leave it on the removed node when the line number stays the same."""
+        remaining = [node for node in self.root.children if isinstance(node.data, SandboxNode)]
+        after = [node for node in remaining if node.data and node.data.sandbox_id > gone]
+        target = after[0] if after else remaining[-1] if remaining else self.root
+        self.cursor_line = -1
+        self.move_cursor(target)
 
     def sandbox_node(self, sandbox_id: str) -> TreeNode[TreeNodeData] | None:
         for node in self.root.children:
