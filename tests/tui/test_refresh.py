@@ -360,3 +360,45 @@ async def test_a_listing_answered_after_a_later_one_is_not_shown(
         await wait_for(pilot, lambda: not [w for w in app.workers if not w.is_finished])
         await pilot.pause()
         assert tree.sandbox_node("fresh") is not None
+
+
+async def test_a_folder_gone_since_the_last_session_is_not_expanded_when_made_again(
+    tmp_path: Path,
+) -> None:
+    """Kept expanded, then deleted before the next start: a folder of that path another
+    client makes later was expanded, though the user never opened it (found by review)."""
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        await backend.sandbox("demo").mkdir("/workspace/sub/deeper", recursive=True)
+        await backend.sandbox("demo").write_file("/workspace/top.txt", "t")
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        workspace = await expanded_workspace(pilot, app, "demo")
+        sub = child_node(workspace, DirectoryNode("demo", "/workspace/sub"))
+        assert sub is not None
+        sub.expand()
+        deeper = DirectoryNode("demo", "/workspace/sub/deeper")
+        await wait_for(pilot, lambda: child_node(sub, deeper) is not None)
+        await pilot.press("ctrl+q")
+    assert main.expanded_tree.expanded("local") == {"demo": ["/workspace", "/workspace/sub"]}
+    async with open_local_backend(tmp_path / "data", embedded=True) as other:
+        await other.sandbox("demo").delete_file("/workspace/sub", recursive=True)
+
+    again = make_app(tmp_path)
+    tree = again.main_screen.sandbox_tree
+    async with again.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await wait_for(pilot, lambda: tree.expanded_directories("demo") == ["/workspace"])
+        await wait_for(pilot, lambda: not [w for w in again.workers if not w.is_finished])
+        assert again.backend is not None
+        await again.backend.sandbox("demo").mkdir("/workspace/sub")  # another client
+        await pilot.press("f5")
+        demo = tree.sandbox_node("demo")
+        assert demo is not None
+        workspace = child_node(demo, DirectoryNode("demo", "/workspace"))
+        assert workspace is not None
+        sub_data = DirectoryNode("demo", "/workspace/sub")
+        await wait_for(pilot, lambda: child_node(workspace, sub_data) is not None)
+        await wait_for(pilot, lambda: not [w for w in again.workers if not w.is_finished])
+        assert tree.expanded_directories("demo") == ["/workspace"]

@@ -544,3 +544,35 @@ async def test_one_read_of_a_sandbox_s_info_at_a_time(
         await stale.quiet()
         assert sent.listings == 1
         assert sent.naming("demo").count(("GET", "/v1/sandboxes/demo")) == 2
+
+
+async def test_a_stale_info_shown_while_a_read_is_on_its_way_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run left the info stale and the user shows it while an older read is still on
+    its way: that read may predate the run, so one more follows (it was taken as the
+    answer, and the old info stayed; found by review)."""
+    await make_demo(tmp_path)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        stale = StaleWorkbench(pilot, app, monkeypatch)
+        await stale.quiet()
+        sent = SentRequests(stale.backend, monkeypatch)
+        release = asyncio.Event()
+        interpreter_type = type(stale.backend.sandbox("demo").interpreter)
+        checkpoint_usage = interpreter_type.checkpoint_usage
+
+        async def held(self: Any, *args: Any, **options: Any) -> Any:
+            await release.wait()
+            return await checkpoint_usage(self, *args, **options)
+
+        monkeypatch.setattr(interpreter_type, "checkpoint_usage", held)
+        stale.main.connection.load_sandbox_info("demo")
+        info_read = ("GET", "/v1/sandboxes/demo")
+        await wait_for(pilot, lambda: info_read in sent.sent)
+        stale.main.stale_infos.add("demo")  # a run finished meanwhile
+        stale.main.reload_if_stale("demo")
+        release.set()
+        await stale.quiet()
+        assert sent.sent.count(info_read) == 2

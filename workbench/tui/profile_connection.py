@@ -407,15 +407,17 @@ class ProfileConnection:
 
         self.call("Listing runtimes failed", load)
 
-    def load_sandbox_info(self, sandbox_id: str, *, check_listed: bool = True) -> None:
+    def load_sandbox_info(
+        self, sandbox_id: str, *, check_listed: bool = True, changed: bool = False
+    ) -> None:
         """The sandbox's info, then its checkpoints' usage and (with `prices`) the
         estimated cost of its kept runs. `check_listed=False` after a listing, or a
         request, that just found the sandbox. While a read of it is on its way, another
         is not sent: that one answers a user's look at the sandbox, and one more follows
-        it for a change it may predate (a run's, a save's)."""
+        it for a change it may predate (a follow-up's, or `changed`: a run's, a save's)."""
         current = self.info_loads.get(sandbox_id)
         if current is not None:
-            current.again = current.again or not check_listed
+            current.again = current.again or changed or not check_listed
             return
         entry = self.info_loads[sandbox_id] = InfoLoad()
 
@@ -443,7 +445,8 @@ class ProfileConnection:
                     if read and entry.again and not stopped:
                         self.load_sandbox_info(sandbox_id, check_listed=False)
 
-        self.call(f"Loading {sandbox_id} failed", load)
+        if self.call(f"Loading {sandbox_id} failed", load) is None:  # no backend to ask
+            del self.info_loads[sandbox_id]
 
     def confirm_contexts_gone(self, sandbox_id: str, context_ids: list[str]) -> None:
         """Post `ContextsGone` for those of `context_ids` the sandbox no longer lists (a

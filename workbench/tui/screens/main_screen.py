@@ -749,7 +749,7 @@ class MainScreen(
         """Read the info a run changed once the user shows it (listed first: the sandbox
         may have gone since)."""
         if sandbox_id is not None and sandbox_id in self.stale_infos:
-            self.connection.load_sandbox_info(sandbox_id)
+            self.connection.load_sandbox_info(sandbox_id, changed=True)
 
     @on_report(CellOutput)
     def cell_output(self, message: CellOutput) -> None:

@@ -18,7 +18,7 @@ from workbench.tui.tree_nodes import (
     TreeNodeData,
 )
 from workbench.tui.untrusted import shown_text
-from workbench.tui.workspace_paths import WORKSPACE, parent_path
+from workbench.tui.workspace_paths import WORKSPACE, is_within, parent_path
 
 DIGIT_RUNS = re.compile(r"([0-9]+)")
 
@@ -122,6 +122,19 @@ the tree drops it.
             self.expand_wanted[sandbox_id] = set(paths)
             if not node.is_expanded:
                 self.expand_here(node)
+
+    def _forget_unlisted(
+        self, sandbox_id: str, path: str, listed: list[DirectoryNode | FileNode]
+    ) -> None:
+        """Drop the directories to expand again that `path`'s listing shows gone (with
+        what was under them): one made again later is not the user's to see expanded."""
+        wanted = self.expand_wanted.get(sandbox_id)
+        if not wanted:
+            return
+        present = {data.path for data in listed if isinstance(data, DirectoryNode)}
+        for missing in [item for item in wanted if parent_path(item) == path]:
+            if missing not in present:
+                wanted -= {item for item in wanted if is_within(item, missing)}
 
     def _expand_if_wanted(self, node: TreeNode[TreeNodeData]) -> bool:
         """Expand `node`, a directory just shown, when the last session had it expanded;
@@ -275,6 +288,7 @@ the tree drops it.
                 selected = node
         if not files:
             directory.add_leaf(Text("empty", style="dim"))
+        self._forget_unlisted(sandbox_id, path, wanted)
         if selected is not None:
             # Now, in the handler that adds the node: a move after the next refresh would
             # take the cursor from wherever the user put it in between.
