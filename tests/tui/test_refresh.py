@@ -14,7 +14,9 @@ from tests.tui.test_flows import Notifications, make_app
 from tour import create_context, expanded_workspace, run_cell, until_connected, wait_for
 from workbench.api import Backend, MockTransport, SandboxClient, SandboxInfo, SandboxSummary
 from workbench.backends.local import open_local_backend
+from workbench.config import ConfigError
 from workbench.protocol.http import Response
+from workbench.tui.app import WorkbenchApp
 from workbench.tui.messages import SandboxesLoaded
 from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
@@ -402,3 +404,32 @@ async def test_a_folder_gone_since_the_last_session_is_not_expanded_when_made_ag
         await wait_for(pilot, lambda: child_node(workspace, sub_data) is not None)
         await wait_for(pilot, lambda: not [w for w in again.workers if not w.is_finished])
         assert tree.expanded_directories("demo") == ["/workspace"]
+
+
+async def test_a_profile_that_fails_to_open_shows_nothing_of_the_one_before(
+    tmp_path: Path,
+) -> None:
+    """A switch to a profile whose backend cannot be made (a broken config) kept the
+    previous profile's backend: F5 showed its sandboxes under the new profile's name, and
+    quitting kept that tree for it (found by review)."""
+    await write_files(tmp_path, {"a.txt": b"a"})
+    data = tmp_path / "data"
+
+    def backends(name: str) -> Backend:
+        if name == "broken":
+            raise ConfigError("profile broken has no token")
+        return open_local_backend(data, embedded=True)
+
+    app = WorkbenchApp(data_dir=data, backend_factory=backends)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("demo") is not None)
+        main.switch_profile("broken")
+        await wait_for(pilot, lambda: main.status.state == "unreachable")
+        await pilot.press("f5")
+        await pilot.pause(0.2)
+        assert app.backend is None
+        assert main.sandbox_tree.sandbox_node("demo") is None
+        await pilot.press("ctrl+q")
+    assert main.expanded_tree.expanded("broken") == {}

@@ -289,6 +289,13 @@ class ProfileConnection:
             await previous.aclose()
         return True
 
+    async def drop_backend(self) -> None:
+        """Close the backend of the profile before a switch that failed: nothing of that
+        profile is shown, nor asked for, under the new one's name."""
+        previous, self.backend = self.backend, None
+        if previous is not None:
+            await previous.aclose()
+
     async def close(self) -> None:
         if self.backend is not None:
             await self.backend.aclose()

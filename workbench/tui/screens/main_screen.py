@@ -265,7 +265,9 @@ class MainScreen(
         self.connection.load_sandboxes()
 
     @on_report(BackendFailed)
-    def backend_failed(self, message: BackendFailed) -> None:
+    async def backend_failed(self, message: BackendFailed) -> None:
+        if message.profile == self.connection.profile:
+            await self.connection.drop_backend()
         self.status.state = "unreachable"
         self.status.detail = message.reason
         self.notify(
