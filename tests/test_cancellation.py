@@ -22,25 +22,29 @@ STEPS = 40
 """Cancel after each number of event loop steps up to this: past where the answer came."""
 
 
+async def _cancelled_after(task: asyncio.Future[object], steps: int) -> str:
+    """Cancel `task` after `steps` loop steps: "cancelled", "first" (it ended before the
+    cancel came) or "ended" (it ended as if not cancelled: the cancel lost)."""
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    if task.done():
+        return "first"
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return "cancelled"
+    return "ended"
+
+
 async def _outcomes(request: Callable[[], Awaitable[Response]]) -> set[str]:
     """How the request ended when cancelled after 0, 1, 2… loop steps: "cancelled",
     "answered first" (done before the cancel came) or "answered" (the cancel lost)."""
-    outcomes = set()
-    for steps in range(STEPS):
-        task = asyncio.ensure_future(request())
-        for _ in range(steps):
-            await asyncio.sleep(0)
-        if task.done():
-            outcomes.add("answered first")
-            continue
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            outcomes.add("cancelled")
-        else:
-            outcomes.add("answered")
-    return outcomes
+    named = {"first": "answered first", "ended": "answered", "cancelled": "cancelled"}
+    return {
+        named[await _cancelled_after(asyncio.ensure_future(request()), steps)]
+        for steps in range(STEPS)
+    }
 
 
 def test_a_request_to_the_daemon_is_never_answered_once_cancelled(tmp_path: Path) -> None:
@@ -243,19 +247,11 @@ def test_a_watch_cancelled_as_it_stops_is_cancelled(tmp_path: Path) -> None:
                 task = asyncio.ensure_future(sync.watch(stop=stop, ready=ready))
                 await ready.wait()
                 stop.set()
-                for _ in range(steps):
-                    await asyncio.sleep(0)
-                if task.done():
-                    outcomes.add("stopped first")
-                    continue
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    outcomes.add("cancelled")
-                else:
-                    outcomes.add("stopped")
-                assert events[-1].kind is EventKind.STOPPED
+                outcome = await _cancelled_after(task, steps)
+                named = {"first": "stopped first", "ended": "stopped", "cancelled": "cancelled"}
+                outcomes.add(named[outcome])
+                if outcome != "first":
+                    assert events[-1].kind is EventKind.STOPPED
         finally:
             await backend.aclose()
         return outcomes

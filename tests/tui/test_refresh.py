@@ -11,7 +11,14 @@ from textual.widgets.tree import TreeNode
 
 from tests.tui.test_file_editing import header, listed, open_file, type_at_the_end, write_files
 from tests.tui.test_flows import Notifications, make_app
-from tour import create_context, expanded_workspace, run_cell, until_connected, wait_for
+from tour import (
+    WorkbenchPilot,
+    create_context,
+    expanded_workspace,
+    run_cell,
+    until_connected,
+    wait_for,
+)
 from workbench.api import Backend, MockTransport, SandboxClient, SandboxInfo, SandboxSummary
 from workbench.backends.local import open_local_backend
 from workbench.config import ConfigError
@@ -274,6 +281,16 @@ def child_node(parent: TreeNode[TreeNodeData], data: TreeNodeData) -> TreeNode[T
     return next((node for node in parent.children if node.data == data), None)
 
 
+async def expanded_sub(pilot: WorkbenchPilot, app: WorkbenchApp, inner: str) -> None:
+    """Expand demo's `/workspace` and `/workspace/sub`, until `sub/<inner>` is listed."""
+    workspace = await expanded_workspace(pilot, app, "demo")
+    sub = child_node(workspace, DirectoryNode("demo", "/workspace/sub"))
+    assert sub is not None
+    sub.expand()
+    listed = DirectoryNode("demo", f"/workspace/sub/{inner}")
+    await wait_for(pilot, lambda: child_node(sub, listed) is not None)
+
+
 async def test_the_tree_opens_as_it_was_left(tmp_path: Path) -> None:
     """The tree came back collapsed at every start: each sandbox, `/workspace` and folder
     had to be opened again. Those the last session showed expanded are expanded again
@@ -286,12 +303,7 @@ async def test_the_tree_opens_as_it_was_left(tmp_path: Path) -> None:
     main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
-        workspace = await expanded_workspace(pilot, app, "demo")
-        sub = child_node(workspace, DirectoryNode("demo", "/workspace/sub"))
-        assert sub is not None
-        sub.expand()
-        deep = DirectoryNode("demo", "/workspace/sub/deep")
-        await wait_for(pilot, lambda: child_node(sub, deep) is not None)
+        await expanded_sub(pilot, app, "deep")
         backend = app.backend
         assert backend is not None
         await backend.sandbox("gone").write_file("/workspace/g.txt", "g")
@@ -376,12 +388,7 @@ async def test_a_folder_gone_since_the_last_session_is_not_expanded_when_made_ag
     main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
-        workspace = await expanded_workspace(pilot, app, "demo")
-        sub = child_node(workspace, DirectoryNode("demo", "/workspace/sub"))
-        assert sub is not None
-        sub.expand()
-        deeper = DirectoryNode("demo", "/workspace/sub/deeper")
-        await wait_for(pilot, lambda: child_node(sub, deeper) is not None)
+        await expanded_sub(pilot, app, "deeper")
         await pilot.press("ctrl+q")
     assert main.expanded_tree.expanded("local") == {"demo": ["/workspace", "/workspace/sub"]}
     async with open_local_backend(tmp_path / "data", embedded=True) as other:

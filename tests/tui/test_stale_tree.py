@@ -144,6 +144,12 @@ class StaleWorkbench:
         assert node is not None
         return node
 
+    async def key_on(self, node: TreeNode[TreeNodeData], key: str) -> None:
+        """With the cursor on `node`, another client destroys demo; then `key`."""
+        await self.cursor_to(node)
+        await self.destroy()
+        await self.pilot.press(key)
+
     async def cursor_to(self, node: TreeNode[TreeNodeData]) -> None:
         self.tree.focus()
         self.tree.move_cursor(node)
@@ -167,26 +173,20 @@ Action = Callable[[StaleWorkbench], Awaitable[Callable[[], bool]]]
 
 async def enter_on_the_sandbox(stale: StaleWorkbench) -> Callable[[], bool]:
     """Enter on its collapsed node: it is selected (its info shown) and expanded."""
-    await stale.cursor_to(stale.sandbox_node())
-    await stale.destroy()
-    await stale.pilot.press("enter")
+    await stale.key_on(stale.sandbox_node(), "enter")
     return stale.error_said("Loading demo failed")
 
 
 async def space_on_the_sandbox(stale: StaleWorkbench) -> Callable[[], bool]:
     """Space expands its collapsed node (its contexts and `/workspace`)."""
-    await stale.cursor_to(stale.sandbox_node())
-    await stale.destroy()
-    await stale.pilot.press("space")
+    await stale.key_on(stale.sandbox_node(), "space")
     return stale.error_said("Loading demo failed")
 
 
 async def enter_on_the_expanded_sandbox(stale: StaleWorkbench) -> Callable[[], bool]:
     """Enter on its expanded node collapses it and shows its info, read again."""
     await expanded_workspace(stale.pilot, stale.app, "demo")
-    await stale.cursor_to(stale.sandbox_node())
-    await stale.destroy()
-    await stale.pilot.press("enter")
+    await stale.key_on(stale.sandbox_node(), "enter")
     return stale.error_said("Loading demo failed")
 
 
@@ -194,9 +194,7 @@ async def expand_a_folder(stale: StaleWorkbench) -> Callable[[], bool]:
     workspace = await expanded_workspace(stale.pilot, stale.app, "demo")
     folder = child(workspace, "/workspace/sub")
     assert folder is not None and not folder.is_expanded
-    await stale.cursor_to(folder)
-    await stale.destroy()
-    await stale.pilot.press("space")
+    await stale.key_on(folder, "space")
     return stale.error_said("Listing /workspace/sub failed")
 
 
@@ -204,9 +202,7 @@ async def open_a_file(stale: StaleWorkbench) -> Callable[[], bool]:
     workspace = await expanded_workspace(stale.pilot, stale.app, "demo")
     file = child(workspace, "/workspace/notes.txt")
     assert file is not None
-    await stale.cursor_to(file)
-    await stale.destroy()
-    await stale.pilot.press("enter")
+    await stale.key_on(file, "enter")
     return stale.error_said("Opening /workspace/notes.txt failed")
 
 
@@ -219,17 +215,13 @@ async def open_a_context(stale: StaleWorkbench) -> Callable[[], bool]:
         if isinstance(leaf.data, ContextNode)
     ]
     assert len(contexts) == 1
-    await stale.cursor_to(contexts[0])
-    await stale.destroy()
-    await stale.pilot.press("enter")
+    await stale.key_on(contexts[0], "enter")
     return stale.error_said("Loading the context's history failed")
 
 
 async def f3_new_context(stale: StaleWorkbench) -> Callable[[], bool]:
     """The dialog opens (it asks nothing); its Create says the sandbox is gone."""
-    await stale.cursor_to(stale.sandbox_node())
-    await stale.destroy()
-    await stale.pilot.press("f3")
+    await stale.key_on(stale.sandbox_node(), "f3")
     await wait_for(stale.pilot, lambda: isinstance(stale.app.screen, CreateContextScreen))
     dialog = stale.app.screen
     dialog.query_one("#binding", Select).value = "PERL"
@@ -242,9 +234,7 @@ async def f4_env_vars(stale: StaleWorkbench) -> Callable[[], bool]:
     """Its info loaded: the dialog opens with its env vars; its Save says the sandbox is
     gone, under the field, which keeps what was typed (it closed, and the text was lost)."""
     await expanded_workspace(stale.pilot, stale.app, "demo")
-    await stale.cursor_to(stale.sandbox_node())
-    await stale.destroy()
-    await stale.pilot.press("f4")
+    await stale.key_on(stale.sandbox_node(), "f4")
     await wait_for(stale.pilot, lambda: isinstance(stale.app.screen, EnvVarsScreen))
     dialog = stale.app.screen
     await stale.pilot.press(*"KEY=value")
@@ -261,9 +251,7 @@ async def f4_env_vars(stale: StaleWorkbench) -> Callable[[], bool]:
 
 async def f4_env_vars_before_the_info(stale: StaleWorkbench) -> Callable[[], bool]:
     """Its info not loaded yet: F4 reads it first."""
-    await stale.cursor_to(stale.sandbox_node())
-    await stale.destroy()
-    await stale.pilot.press("f4")
+    await stale.key_on(stale.sandbox_node(), "f4")
     return stale.error_said("Loading demo failed")
 
 

@@ -168,6 +168,19 @@ def notifications(app: WorkbenchApp) -> list[str]:
     return [f"{note.title}: {note.message}" for note in app._notifications]
 
 
+def demo_state_file(app: WorkbenchApp, data: Path, folder: Path) -> Path:
+    """The state file the workbench's watch of `folder` into demo's `/workspace` holds."""
+    backend = app.backend
+    assert backend is not None
+    return sync_state_file(
+        data,
+        backend=f"{backend.name} {backend.description}",
+        sandbox_id="demo",
+        dest="/workspace",
+        folder=folder,
+    )
+
+
 async def test_a_folder_another_process_watches_into_the_sandbox_is_not_watched(
     tmp_path: Path,
 ) -> None:
@@ -184,15 +197,7 @@ async def test_a_folder_another_process_watches_into_the_sandbox_is_not_watched(
     async with app.run_test(size=(160, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
-        backend = app.backend
-        assert backend is not None
-        state_file = sync_state_file(
-            data,
-            backend=f"{backend.name} {backend.description}",
-            sandbox_id="demo",
-            dest="/workspace",
-            folder=folder,
-        )
+        state_file = demo_state_file(app, data, folder)
         with held_by_another_process(state_file) as holder:
             await pilot.press("f6")
             await wait_for(pilot, lambda: isinstance(app.screen, WatchScreen))
@@ -228,15 +233,7 @@ async def test_a_folder_this_workbench_still_holds_says_to_start_again_in_a_mome
     async with app.run_test(size=(160, 40)) as pilot:
         await until_connected(pilot)
         await create_sandbox(pilot)
-        backend = app.backend
-        assert backend is not None
-        state_file = sync_state_file(
-            data,
-            backend=f"{backend.name} {backend.description}",
-            sandbox_id="demo",
-            dest="/workspace",
-            folder=folder,
-        )
+        state_file = demo_state_file(app, data, folder)
         identity = {"sandbox": "demo", "dest": "/workspace", "folder": str(folder.resolve())}
         lock = hold_state_file(state_file, identity)
         try:
