@@ -82,6 +82,7 @@ class Gateway:
         *,
         timeout: float | None = None,
         on_event: Any = None,
+        headers: Any = None,
     ) -> Response:
         _, _, below = path.partition("/v1/sandboxes/")
         below = below[below.find("/") :] if "/" in below else "/" if below else ""
@@ -96,7 +97,9 @@ class Gateway:
                 return error_json(validation_error("Request too large", self.refuse))
         if path.endswith("/files/batch") and self.failing_entry is not None:
             return await self._failing(method, path, body)
-        reply = await self.inner.request(method, path, body, timeout=timeout, on_event=on_event)
+        reply = await self.inner.request(
+            method, path, body, timeout=timeout, on_event=on_event, headers=headers
+        )
         if path != "/v1/health" or (self.advertise and self.limits is None):
             return reply
         health = json.loads(reply.body)
@@ -396,6 +399,7 @@ class WritingDuringDelete(Gateway):
         *,
         timeout: float | None = None,
         on_event: Any = None,
+        headers: Any = None,
     ) -> Response:
         if isinstance(body, dict) and (body.get("op"), body.get("path")) == ("delete", self.during):
             try:
@@ -403,7 +407,9 @@ class WritingDuringDelete(Gateway):
                 self.wrote = True
             except errors.FileNotFoundError:  # its directory went already
                 pass
-        return await super().request(method, path, body, timeout=timeout, on_event=on_event)
+        return await super().request(
+            method, path, body, timeout=timeout, on_event=on_event, headers=headers
+        )
 
 
 async def test_a_guest_file_written_while_directories_are_removed_is_not_lost(
@@ -525,12 +531,15 @@ class Unaskable(Gateway):
         *,
         timeout: float | None = None,
         on_event: Any = None,
+        headers: Any = None,
     ) -> Response:
         info = method == "GET" and path.startswith("/v1/sandboxes/") and path.count("/") == 3
         if info and self.unaskable:
             self.calls.append(Call(method, "/", body))
             return internal_error("Service unavailable", 503)
-        return await super().request(method, path, body, timeout=timeout, on_event=on_event)
+        return await super().request(
+            method, path, body, timeout=timeout, on_event=on_event, headers=headers
+        )
 
 
 async def test_a_conflict_stays_one_when_the_sandbox_cannot_be_asked_if_it_was_made_again(
@@ -568,13 +577,16 @@ class DestroyingBefore(Gateway):
         *,
         timeout: float | None = None,
         on_event: Any = None,
+        headers: Any = None,
     ) -> Response:
         if path.endswith("/files/batch"):
             self.batches += 1
             await asyncio.sleep(self.delay)
             if self.batches == self.nth:
                 await self.inner.request("DELETE", f"/v1/sandboxes/{self.sandbox_id}")
-        return await super().request(method, path, body, timeout=timeout, on_event=on_event)
+        return await super().request(
+            method, path, body, timeout=timeout, on_event=on_event, headers=headers
+        )
 
 
 async def test_a_sandbox_destroyed_again_during_its_refill_is_filled_from_the_start(
@@ -662,12 +674,15 @@ class ActingBeforeReadBack(Gateway):
         *,
         timeout: float | None = None,
         on_event: Any = None,
+        headers: Any = None,
     ) -> Response:
         reads = isinstance(body, dict) and body.get("op") == "read"
         if reads and body.get("path") == self.path and self.before is not None:
             before, self.before = self.before, None
             await before()
-        return await super().request(method, path, body, timeout=timeout, on_event=on_event)
+        return await super().request(
+            method, path, body, timeout=timeout, on_event=on_event, headers=headers
+        )
 
 
 @pytest.mark.parametrize("policy", ["local-wins", "sandbox-wins", "fail"])

@@ -13,9 +13,11 @@ shadow the builtins, so they are offered as `SandboxFileNotFoundError` and
 from workbench.api.client import (
     Backend,
     CheckpointUsage,
+    GatewayFeatures,
     Interpreter,
     LineCallback,
     SandboxClient,
+    sandboxes_must_exist,
 )
 from workbench.api.display import (
     encodable,
@@ -42,6 +44,7 @@ from workbench.protocol.errors import (
     SandboxError,
     SandboxFileExistsError,
     SandboxFileNotFoundError,
+    SandboxNotFoundError,
     ValidationFailedError,
 )
 from workbench.protocol.http import Handler, Request, Response, code_problem
@@ -59,6 +62,7 @@ from workbench.protocol.types import (
     EXECUTION_TIMEOUT_FEATURE,
     LOCAL_ONLY_CONTEXT_LANGUAGES,
     OUTPUT_STREAM_FEATURE,
+    SANDBOX_MUST_EXIST_FEATURE,
     BatchEntry,
     BatchEntryResult,
     Checkpoint,
@@ -101,6 +105,7 @@ __all__ = [
     "MAX_WORKSPACE_ENTRIES",
     "OUTPUT_STREAM_FEATURE",
     "SANDBOX_ID_PATTERN",
+    "SANDBOX_MUST_EXIST_FEATURE",
     "SYSTEM_CLOCK",
     "Backend",
     "BatchEntry",
@@ -130,6 +135,7 @@ __all__ = [
     "FilesBatchLimits",
     "FilesBatchResult",
     "FixedClock",
+    "GatewayFeatures",
     "Handler",
     "HistoryEntry",
     "InspectedName",
@@ -154,6 +160,7 @@ __all__ = [
     "SandboxFileExistsError",
     "SandboxFileNotFoundError",
     "SandboxInfo",
+    "SandboxNotFoundError",
     "SandboxSummary",
     "SnapshotInfo",
     "Transport",
@@ -170,6 +177,7 @@ __all__ = [
     "parse_iso",
     "restored_checkpoint",
     "sandbox_id_error",
+    "sandboxes_must_exist",
     "short_id",
     "without_controls",
 ]

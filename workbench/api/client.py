@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, Self, TypeVar
 from urllib.parse import quote
@@ -18,12 +20,18 @@ from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS
 from workbench.api.inspector import inspector_code, read_inspection, read_value
 from workbench.api.transport import Transport
 from workbench.protocol.errors import ErrorCode, SandboxError, make_error
-from workbench.protocol.http import EventSink, invalid_response, parse_json_response
+from workbench.protocol.http import (
+    MUST_EXIST_HEADER,
+    EventSink,
+    invalid_response,
+    parse_json_response,
+)
 from workbench.protocol.ids import validate_sandbox_id
 from workbench.protocol.types import (
     CHECKPOINTS_FEATURE,
     CONTEXT_FORK_FEATURE,
     CONTEXT_INSPECT_FEATURE,
+    SANDBOX_MUST_EXIST_FEATURE,
     BatchEntry,
     Checkpoint,
     CheckpointList,
@@ -58,6 +66,44 @@ that the run's own timeout result arrives rather than "did not answer in time"."
 HEALTH_WAIT: Final = 10.0
 """How long `files_batch_limits` waits for `GET /v1/health` (it probes every runtime)."""
 _NOT_ASKED: Final[Any] = object()
+_MUST_EXIST_SCOPE: ContextVar[bool] = ContextVar("sandboxes_must_exist", default=False)
+
+
+@contextmanager
+def sandboxes_must_exist() -> Iterator[None]:
+    """A scope (this task, and the tasks it starts) in which every `SandboxClient` request
+    is carried out only if its sandbox exists, as if each client were made with
+    `must_exist=True` (one made with `must_exist=False` still makes its sandbox)."""
+    token = _MUST_EXIST_SCOPE.set(True)
+    try:
+        yield
+    finally:
+        _MUST_EXIST_SCOPE.reset(token)
+
+
+class GatewayFeatures:
+    """The extensions a gateway's `GET /v1/health` lists, asked once and remembered (a
+    health request that failed is asked again next time)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._offered: frozenset[str] | None = None
+
+    def learn(self, health: Any) -> None:
+        """Take the `features` of a health answer (only names count: a gateway's list
+        may hold anything)."""
+        listed = health.get("features") if isinstance(health, dict) else None
+        names = listed if isinstance(listed, list) else []
+        self._offered = frozenset(name for name in names if isinstance(name, str))
+
+    async def offers(self, feature: str) -> bool:
+        if self._offered is None:
+            try:
+                reply = await self._transport.request("GET", "/v1/health", timeout=HEALTH_WAIT)
+                self.learn(parse_json_response(reply))
+            except (SandboxError, TimeoutError):
+                return False
+        return self._offered is not None and feature in self._offered
 
 
 class JsonReadable(Protocol):
@@ -379,11 +425,20 @@ class SandboxClient:
         *,
         normalize_id: bool = False,
         execution_timeout: float | None = None,
+        must_exist: bool | None = None,
+        features: GatewayFeatures | None = None,
     ):
+        """`must_exist`: True, every request is carried out only if the sandbox exists
+        (else `SandboxNotFoundError`, and nothing is made), where the gateway offers it
+        (`SANDBOX_MUST_EXIST_FEATURE`; elsewhere `NotSupportedError`, nothing sent); None,
+        as the `sandboxes_must_exist` scope says; False, never (a request makes the
+        sandbox, spec 2.4)."""
         self.id = sandbox_id.lower() if normalize_id else sandbox_id
         validate_sandbox_id(self.id)
         self._transport = transport
         self._execution_timeout = execution_timeout
+        self.must_exist = must_exist
+        self._features = GatewayFeatures(transport) if features is None else features
         self.interpreter = Interpreter(self)
         self._batch_limits: FilesBatchLimits | None = _NOT_ASKED
 
@@ -405,9 +460,30 @@ class SandboxClient:
     ) -> Any:
         suffix = "" if path == "/" else path
         response = await self._transport.request(
-            method, self._prefix + suffix, body, timeout=timeout, on_event=on_event
+            method,
+            self._prefix + suffix,
+            body,
+            timeout=timeout,
+            on_event=on_event,
+            headers=await self._headers(),
         )
         return parse_json_response(response)
+
+    async def _headers(self) -> dict[str, str] | None:
+        """`MUST_EXIST_HEADER` when this request must find its sandbox; refused before it
+        is sent where the gateway would ignore the header and make the sandbox."""
+        wanted = _MUST_EXIST_SCOPE.get() if self.must_exist is None else self.must_exist
+        if not wanted:
+            return None
+        if not await self._features.offers(SANDBOX_MUST_EXIST_FEATURE):
+            raise make_error(
+                ErrorCode.NOT_SUPPORTED,
+                f"This gateway cannot refuse a request for a sandbox that does not exist "
+                f"(it does not offer {SANDBOX_MUST_EXIST_FEATURE}): sent, the request would "
+                f"make {self.id} again, empty",
+                {"feature": SANDBOX_MUST_EXIST_FEATURE},
+            )
+        return {MUST_EXIST_HEADER: "1"}
 
     async def _files(self, body: dict[str, Any]) -> Any:
         return await self._call("POST", "/files", body)
@@ -543,6 +619,8 @@ class Backend:
         self.served_by = served_by
         """Which process answers, for a status bar ("the local daemon (pid 123)"); "" for
         a remote gateway (its `description` says where)."""
+        self.features = GatewayFeatures(transport)
+        """The extensions the gateway offers, as its last health answer listed them."""
 
     @property
     def description(self) -> str:
@@ -557,6 +635,7 @@ class Backend:
             raise invalid_response("Invalid health response") from TypeError(
                 "the health answer is not a JSON object"
             )
+        self.features.learn(data)
         return data
 
     async def runtimes(self) -> list[RuntimeInfo]:
@@ -565,12 +644,17 @@ class Backend:
     async def list_sandboxes(self) -> list[SandboxSummary]:
         return decoded(SandboxList, await self._call("GET", "/v1/sandboxes")).sandboxes
 
-    def sandbox(self, sandbox_id: str, *, normalize_id: bool = False) -> SandboxClient:
+    def sandbox(
+        self, sandbox_id: str, *, normalize_id: bool = False, must_exist: bool | None = None
+    ) -> SandboxClient:
+        """A client of one sandbox; `must_exist` as `SandboxClient` takes it."""
         return SandboxClient(
             self.transport,
             sandbox_id,
             normalize_id=normalize_id,
             execution_timeout=self.execution_timeout,
+            must_exist=must_exist,
+            features=self.features,
         )
 
     async def run_code(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from workbench.protocol.http import EventSink, Handler, Request, Response, json_payload
@@ -32,10 +32,12 @@ class Transport(Protocol):
         *,
         timeout: float | None = None,
         on_event: EventSink | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         """Send one request; `body` is JSON-encoded when not None. With `on_event`, an
         execution's output events go to it as they arrive, on the event loop's thread,
-        where the server streams them (`docs/gateway-protocol.md`)."""
+        where the server streams them (`docs/gateway-protocol.md`). `headers`: extension
+        headers of the protocol (lower-case names), sent as they are."""
         ...
 
     async def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:
@@ -55,15 +57,20 @@ async def answer_in_process(
     *,
     timeout: float | None = None,
     on_event: EventSink | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Response:
     """`handler`'s answer to the request a `Transport.request` describes, encoded as a
     gateway receives it. Given up (its timeout, its task cancelled), the request's
     `given_up` is set and the handler's work still ends: a gateway then cancels the
     sandbox's execution, which is stored as any other."""
     payload = b"" if body is None else json_payload(body)
-    headers = {"content-type": "application/json", "content-length": str(len(payload))}
+    sent = {
+        **(headers or {}),
+        "content-type": "application/json",
+        "content-length": str(len(payload)),
+    }
     events = None if on_event is None else _on_this_loop(on_event)
-    request = Request(method, path, payload, headers, events=events)
+    request = Request(method, path, payload, sent, events=events)
     call = asyncio.ensure_future(_answer(handler, request))
     try:
         async with asyncio.timeout(timeout):
@@ -120,9 +127,10 @@ class MockTransport:
         *,
         timeout: float | None = None,
         on_event: EventSink | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         return await answer_in_process(
-            self.handler, method, path, body, timeout=timeout, on_event=on_event
+            self.handler, method, path, body, timeout=timeout, on_event=on_event, headers=headers
         )
 
     async def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:

@@ -30,6 +30,7 @@ __all__ = [
     "SandboxError",
     "SandboxFileExistsError",
     "SandboxFileNotFoundError",
+    "SandboxNotFoundError",
     "ValidationFailedError",
     "create_error_from_response",
     "error_class_for",
@@ -38,6 +39,7 @@ __all__ = [
     "http_status_for",
     "iso_now",
     "make_error",
+    "sandbox_not_found",
 ]
 
 #: Raw ``ErrorResponse`` JSON object (camelCase keys, exactly as on the wire).
@@ -62,6 +64,9 @@ class ErrorCode:
     NOT_SUPPORTED: Final = "NOT_SUPPORTED"
     PRECONDITION_FAILED: Final = "PRECONDITION_FAILED"
     """Beyond the spec: a `files/batch` entry whose precondition did not hold."""
+    SANDBOX_NOT_FOUND: Final = "SANDBOX_NOT_FOUND"
+    """Beyond the spec: a request that asked for an existing sandbox (the
+    `x-sandbox-must-exist` header) named one that does not exist; nothing was made."""
 
 
 class Operation:
@@ -108,6 +113,7 @@ HTTP_STATUS: Final[Mapping[str, int]] = {
     ErrorCode.INTERNAL_ERROR: 500,
     ErrorCode.NOT_SUPPORTED: 403,
     ErrorCode.PRECONDITION_FAILED: 412,
+    ErrorCode.SANDBOX_NOT_FOUND: 404,
 }
 
 _CODE_FOR_ERRNO: Final[Mapping[str, str]] = {
@@ -247,6 +253,11 @@ class PreconditionFailedError(SandboxError):
     context ``{path, operation, current}``, ``current`` being what is at the path now."""
 
 
+class SandboxNotFoundError(SandboxError):
+    """``SANDBOX_NOT_FOUND`` (an extension): a request sent only if its sandbox exists
+    found none, and made none; context ``{sandboxId}``."""
+
+
 #: Non-shadowing aliases for importers that also use the builtins.
 SandboxFileNotFoundError = FileNotFoundError
 SandboxFileExistsError = FileExistsError
@@ -265,6 +276,7 @@ _CLASS_FOR_CODE: Final[Mapping[str, type[SandboxError]]] = {
     ErrorCode.CODE_EXECUTION_ERROR: CodeExecutionError,
     ErrorCode.NOT_SUPPORTED: NotSupportedError,
     ErrorCode.PRECONDITION_FAILED: PreconditionFailedError,
+    ErrorCode.SANDBOX_NOT_FOUND: SandboxNotFoundError,
 }
 
 
@@ -293,6 +305,14 @@ def make_error(
         timestamp=timestamp,
     )
     return error_class_for(code)(body)
+
+
+def sandbox_not_found(sandbox_id: str) -> SandboxNotFoundError:
+    """The answer to a request that must find its sandbox, when there is none."""
+    body = error_response(
+        ErrorCode.SANDBOX_NOT_FOUND, f"Sandbox '{sandbox_id}' not found", {"sandboxId": sandbox_id}
+    )
+    return SandboxNotFoundError(body)
 
 
 def create_error_from_response(

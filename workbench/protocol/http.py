@@ -158,6 +158,16 @@ def answer_event(response: Response) -> bytes:
     return json.dumps({"type": "answer", "status": response.status, "body": body}).encode()
 
 
+MUST_EXIST_HEADER = "x-sandbox-must-exist"
+"""A request header (value `1`): carry the request out only if its sandbox exists, never
+make it (an extension, `SANDBOX_MUST_EXIST_FEATURE`; docs/gateway-protocol.md)."""
+
+
+def must_exist(headers: Mapping[str, str]) -> bool:
+    """The request asks not to make its sandbox (`MUST_EXIST_HEADER` is `1`)."""
+    return headers.get(MUST_EXIST_HEADER, "").strip() == "1"
+
+
 def wants_stream(headers: Mapping[str, str]) -> bool:
     """The client takes a streamed answer (it asked with `Accept`)."""
     return NDJSON in headers.get("accept", "")

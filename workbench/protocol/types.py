@@ -123,6 +123,9 @@ CONTEXT_FORK_FEATURE = "context-fork"
 """`POST /contexts/:id/fork` makes a new context from a copy of the context's state."""
 CHECKPOINTS_FEATURE = "checkpoints"
 """`…/contexts/:id/checkpoints` saves, lists, restores and deletes named states."""
+SANDBOX_MUST_EXIST_FEATURE = "sandbox-must-exist"
+"""A sandbox request carrying `MUST_EXIST_HEADER` is answered 404 `SANDBOX_NOT_FOUND`, and
+makes nothing, when its sandbox does not exist (spec 2.4 would make it, empty)."""
 CONTEXT_INSPECT_FEATURE = "context-inspect"
 """`POST /contexts/:id/inspect` (and `…/inspect/value`) lists a context's names without
 running code in it."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from workbench.config import LocalSettings
 from workbench.core.tasks import cancel_and_wait
 from workbench.protocol.errors import SandboxError, error_response
 from workbench.protocol.http import (
+    MUST_EXIST_HEADER,
     NDJSON,
     EventSink,
     Request,
@@ -133,14 +134,18 @@ class SocketTransport:
         *,
         timeout: float | None = None,
         on_event: EventSink | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         payload = b"" if body is None else json_payload(body)
-        return await self._exchange(method, path, payload, {}, timeout, on_event)
+        return await self._exchange(method, path, payload, dict(headers or {}), timeout, on_event)
 
     async def forward(self, request: Request) -> Response:
-        """Pass a request on as it came (`serve` in front of the daemon): its body and
-        encoding untouched; given up, its connection closes and the daemon gives it up."""
-        extra = {"content-encoding": request.headers.get("content-encoding", "")}
+        """Pass a request on as it came (`serve` in front of the daemon): its body, its
+        encoding and its extension headers untouched; given up, its connection closes and
+        the daemon gives it up."""
+        extra = {
+            name: request.headers.get(name, "") for name in ("content-encoding", MUST_EXIST_HEADER)
+        }
         if request.events is not None:
             extra["accept"] = NDJSON
         exchange = asyncio.ensure_future(

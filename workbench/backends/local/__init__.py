@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +59,18 @@ class LocalTransport:
         *,
         timeout: float | None = None,
         on_event: EventSink | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         """One request; given up (its timeout, its task cancelled), it cancels the
         sandbox's execution, which still ends and is stored as any other."""
         return await answer_in_process(
-            self.gateway.handle, method, path, body, timeout=timeout, on_event=on_event
+            self.gateway.handle,
+            method,
+            path,
+            body,
+            timeout=timeout,
+            on_event=on_event,
+            headers=headers,
         )
 
     async def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:

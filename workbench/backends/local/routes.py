@@ -33,7 +33,7 @@ from workbench.core.envvars import (
 )
 from workbench.core.paths import WorkspaceOSError, normalize
 from workbench.protocol.codec import WireType
-from workbench.protocol.errors import SandboxError
+from workbench.protocol.errors import SandboxError, sandbox_not_found
 from workbench.protocol.http import (
     EXECUTE_BODY_CAP,
     FILES_BATCH_BODY_CAP,
@@ -46,6 +46,7 @@ from workbench.protocol.http import (
     internal_error,
     is_json_content,
     method_not_allowed,
+    must_exist,
     not_found,
     parse_object,
     validate_code,
@@ -60,6 +61,7 @@ from workbench.protocol.types import (
     EXECUTION_TIMEOUT_FEATURE,
     FILES_BATCH_FEATURE,
     OUTPUT_STREAM_FEATURE,
+    SANDBOX_MUST_EXIST_FEATURE,
     CancelResult,
     ContextList,
     CoreInfo,
@@ -86,6 +88,7 @@ FEATURES = [
     CONTEXT_FORK_FEATURE,
     CHECKPOINTS_FEATURE,
     CONTEXT_INSPECT_FEATURE,
+    SANDBOX_MUST_EXIST_FEATURE,
 ]
 """The extensions this gateway serves (`GET /v1/health`)."""
 FILES_BATCH_LIMITS = FilesBatchLimits(FILES_BATCH_MAX_ENTRIES, FILES_BATCH_BODY_CAP)
@@ -220,18 +223,27 @@ async def list_sandboxes(gateway: LocalGateway, request: Request, params: Params
 
 
 async def sandbox_request(gateway: LocalGateway, request: Request, params: Params) -> Response:
-    """`/v1/sandboxes/:id/...`: the id is checked first, then the sandbox's table."""
+    """`/v1/sandboxes/:id/...`: the id is checked first, then the sandbox's table. A
+    request that must find its sandbox (`must_exist`) is refused in the sandbox's turn,
+    before anything can make it: a destroy is a request of that turn too, so none comes
+    between the check and the request's first touch."""
     if not params["sandbox_id"]:
         raise not_found()  # as the Worker gateway, whose `:id` is one segment, not empty
     sandbox_id = unquote(params["sandbox_id"])
     validate_sandbox_id(sandbox_id)
     sandbox = gateway.sandbox(sandbox_id)
     found = SANDBOX_ROUTES.find(request.method, "/" + params["tail"])
+    only_existing = must_exist(request.headers)
     if isinstance(found, Found) and not found.target.in_turn:
+        # These make nothing (a cancel, an inspection): the check needs no turn.
+        if only_existing and not sandbox.exists:
+            raise sandbox_not_found(sandbox_id)
         return await found.target.handler(sandbox, request, found.params)
     async with sandbox.turn():
         try:
             sandbox.refuse_if_closing()
+            if only_existing and not sandbox.exists:
+                raise sandbox_not_found(sandbox_id)
             if not (isinstance(found, Found) and not found.target.creates):
                 sandbox.ensure_exists()
             if isinstance(found, SandboxError):

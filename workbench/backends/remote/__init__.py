@@ -8,7 +8,7 @@ import gzip
 import socket
 import ssl
 import zlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -244,11 +244,12 @@ class HttpTransport:
         *,
         timeout: float | None = None,
         on_event: EventSink | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         """One gateway request. Every versions report that passes by is checked (see
         `VersionReport`), and a runtime call that failed is explained by one more.
         `on_event`: take a streamed answer (`serve` streams an execution's output; a Worker
-        gateway answers plainly)."""
+        gateway answers plainly). `headers`: the protocol's extension headers."""
         if any(step in (".", "..") for step in path.partition("?")[0].split("/")):
             # Valid sandbox ids (spec 8.1), but every URL parser resolves them, so the
             # request would reach another route (`/v1/sandboxes/./execute`: a sandbox
@@ -257,7 +258,7 @@ class HttpTransport:
                 f"The sandbox ids '.' and '..' cannot travel in a gateway's URL ({path}): "
                 "use them on the local backend only"
             )
-        reply = await self._send(method, path, body, timeout, on_event)
+        reply = await self._send(method, path, body, timeout, on_event, headers)
         if method == "GET" and path in VERSION_PATHS and reply.status == 200:
             self._check_versions(reply.body)
         elif method == "POST" and _runtime_call_failed(reply):
@@ -307,6 +308,7 @@ class HttpTransport:
         body: Any,
         timeout: float | None,
         on_event: EventSink | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         """The request, retried where that is safe. Each attempt's answer must arrive
         whole within the wait (`timeout`, else the client's read timeout) plus the time
@@ -318,6 +320,8 @@ class HttpTransport:
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         encoded, sent = await self._encoded(path, body)
         extra.update(encoded)
+        if headers:
+            extra["headers"] = {**extra.get("headers", {}), **headers}
         wait = timeout if timeout is not None else self._client.timeout.read
         deadline: float | None = None
         if wait is not None:
