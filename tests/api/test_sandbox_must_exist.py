@@ -40,6 +40,7 @@ CALLS: dict[str, Call] = {
     "create a context": lambda sandbox: sandbox.interpreter.create_code_context("PERL"),
     "list contexts": lambda sandbox: sandbox.interpreter.list_code_contexts(),
     "delete a context": lambda sandbox: sandbox.interpreter.delete_code_context("c"),
+    "history": lambda sandbox: sandbox.interpreter.history("c"),
     "set env vars": lambda sandbox: sandbox.set_env_vars({"KEY": "value"}),
     "write a file": lambda sandbox: sandbox.write_file("/workspace/a.txt", "a"),
     "list files": lambda sandbox: sandbox.list_files(),

@@ -318,7 +318,7 @@ class Interpreter:
                 "GET", f"/contexts/{quote(identifier, safe='')}/history"
             )
         except SandboxError as error:
-            if error.http_status == 404:
+            if error.http_status == 404 and error.code != ErrorCode.SANDBOX_NOT_FOUND:
                 return []
             raise
         return decoded(HistoryList, data).history
@@ -580,7 +580,7 @@ class SandboxClient:
         try:
             data = await self._call("POST", "/files/batch", body)
         except SandboxError as error:
-            if error.http_status in (404, 405):
+            if error.http_status in (404, 405) and error.code != ErrorCode.SANDBOX_NOT_FOUND:
                 self._batch_limits = None
             raise
         result = decoded(FilesBatchResult, data)
