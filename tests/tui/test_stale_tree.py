@@ -16,7 +16,7 @@ from textual.widgets import Button, Select, Static, TextArea
 from textual.widgets.tree import TreeNode
 
 from tests.tui.test_file_editing import listed, open_file
-from tests.tui.test_flows import Notifications, make_app
+from tests.tui.test_flows import Notifications, app_over, local_gateway, make_app
 from tests.tui.test_inspector import listed as inspector_rows
 from tests.tui.test_tree_operations import child
 from tour import (
@@ -27,9 +27,16 @@ from tour import (
     until_connected,
     wait_for,
 )
-from workbench.api import Backend
-from workbench.backends.local import open_local_backend
-from workbench.protocol.http import Response
+from workbench.api import (
+    SANDBOX_MUST_EXIST_FEATURE,
+    Backend,
+    Handler,
+    MockTransport,
+    Request,
+    Response,
+)
+from workbench.backends.local import LocalGateway, open_local_backend, routes
+from workbench.protocol.http import must_exist
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
@@ -56,25 +63,42 @@ class SentRequests:
 
     def __init__(self, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent: list[tuple[str, str]] = []
+        self.must_exist: list[bool] = []
+        """Whether each was sent only if its sandbox exists (`MUST_EXIST_HEADER`)."""
         request = backend.transport.request
 
         async def recorded(method: str, path: str, body: Any = None, **options: Any) -> Response:
             self.sent.append((method, path))
+            self.must_exist.append(must_exist(options.get("headers") or {}))
             return await request(method, path, body, **options)
 
         monkeypatch.setattr(backend.transport, "request", recorded)
 
-    def naming(self, sandbox_id: str) -> list[tuple[str, str]]:
+    def naming(self, sandbox_id: str, *, unless_it_exists: bool = False) -> list[tuple[str, str]]:
+        """The requests naming the sandbox; `unless_it_exists`: those that would make it
+        (sent without `MUST_EXIST_HEADER`)."""
         prefix = f"/v1/sandboxes/{sandbox_id}"
         return [
             (method, path)
-            for method, path in self.sent
-            if path == prefix or path.startswith(f"{prefix}/")
+            for (method, path), only_if_it_exists in zip(self.sent, self.must_exist, strict=True)
+            if (path == prefix or path.startswith(f"{prefix}/"))
+            and not (unless_it_exists and only_if_it_exists)
         ]
 
     @property
     def listings(self) -> int:
         return self.sent.count(("GET", "/v1/sandboxes"))
+
+
+@pytest.fixture(params=[True, False], ids=["refused-by-the-backend", "listed-first"])
+def refused_by_the_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether the backend offers to carry a request out only if its sandbox exists;
+    False: a backend without it (an older gateway), on which the workbench lists the
+    sandboxes first."""
+    if not request.param:
+        offered = [name for name in routes.FEATURES if name != SANDBOX_MUST_EXIST_FEATURE]
+        monkeypatch.setattr(routes, "FEATURES", offered)
+    return bool(request.param)
 
 
 async def make_demo(tmp_path: Path, *, other: bool = False) -> None:
@@ -402,11 +426,12 @@ STALE_ACTIONS: list[Action] = [
 
 @pytest.mark.parametrize("action", STALE_ACTIONS, ids=lambda action: action.__name__)
 async def test_an_action_on_a_sandbox_another_client_destroyed_makes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action: Action
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action: Action, refused_by_the_backend: bool
 ) -> None:
     """Each made the sandbox again, empty (or, for its files, failed with a "not found"
-    that did not say why): now it lists the sandboxes once, sends nothing naming demo,
-    the tree drops demo and the user is told it is gone."""
+    that did not say why): now it sends nothing naming demo that would make it (where the
+    backend offers it, its request is refused instead, and the listing follows; else it
+    lists the sandboxes first), the tree drops demo and the user is told it is gone."""
     await make_demo(tmp_path, other=True)
     app = make_app(tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
@@ -417,7 +442,9 @@ async def test_an_action_on_a_sandbox_another_client_destroyed_makes_nothing(
         await wait_for(pilot, lambda: stale.tree.sandbox_node("demo") is None)
         await stale.quiet()
         assert stale.sent is not None
-        assert stale.sent.naming("demo") == []
+        assert stale.sent.naming("demo", unless_it_exists=True) == []
+        if not refused_by_the_backend:
+            assert stale.sent.naming("demo") == []
         assert stale.sent.listings == 1
         assert "demo" not in await listed(app)
         assert told()
@@ -464,13 +491,15 @@ async def test_a_repl_tab_known_gone_asks_nothing(
         assert "demo" not in await listed(app)
 
 
-async def test_an_action_the_user_starts_lists_the_sandboxes_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_an_action_the_user_starts_lists_the_sandboxes_at_most_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused_by_the_backend: bool
 ) -> None:
     """Enter on a collapsed sandbox selects and expands it: its info is read once (it was
     read twice), after one listing; the tree expanding a node to show what was read
     reads nothing more. A new context and a fork list once, and what they read next
-    (the info, the fork's history) lists nothing more."""
+    (the info, the fork's history) lists nothing more. A backend that refuses a request
+    for a sandbox that is gone is asked for no listing at all."""
+    listings = 0 if refused_by_the_backend else 1
     await make_demo(tmp_path)
     app = make_app(tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
@@ -483,21 +512,21 @@ async def test_an_action_the_user_starts_lists_the_sandboxes_once(
         await pilot.press("enter")
         await wait_for(pilot, lambda: "demo" in main.sandbox_infos)
         await stale.settled()
-        assert sent.listings == 1
+        assert sent.listings == listings
         assert sent.sent.count(("GET", "/v1/sandboxes/demo")) == 1
 
         sent = SentRequests(stale.backend, monkeypatch)
         repl = await create_context(pilot, "PERL")
         await wait_for(pilot, lambda: len(main.sandbox_infos["demo"].contexts) == 2)
         await stale.settled()
-        assert sent.listings == 1
+        assert sent.listings == listings
 
         sent = SentRequests(stale.backend, monkeypatch)
         await pilot.press("alt+k")
         await wait_for(pilot, lambda: main.active_repl not in (None, repl))
         await wait_for(pilot, lambda: len(main.sandbox_infos["demo"].contexts) == 3)
         await stale.settled()
-        assert sent.listings == 1
+        assert sent.listings == listings
         assert not stale.notes.errors()
 
 
@@ -506,8 +535,9 @@ async def test_one_read_of_a_sandbox_s_info_at_a_time(
 ) -> None:
     """Its info asked for three times by the user while a read is on its way (a click
     highlights, selects and shows the info tab: three listings and three reads, found by
-    review) and once after a change: one listing and one read, then one more read for
-    the change, which the first may predate."""
+    review) and once after a change: one read (with no listing first: the backend refuses
+    it if the sandbox is gone), then one more read for the change, which the first may
+    predate."""
     await make_demo(tmp_path)
     app = make_app(tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
@@ -530,7 +560,7 @@ async def test_one_read_of_a_sandbox_s_info_at_a_time(
         await pilot.pause()
         answer.set()
         await stale.quiet()
-        assert sent.listings == 1
+        assert sent.listings == 0
         assert sent.naming("demo").count(("GET", "/v1/sandboxes/demo")) == 2
 
 
@@ -564,3 +594,45 @@ async def test_a_stale_info_shown_while_a_read_is_on_its_way_is_read_again(
         release.set()
         await stale.quiet()
         assert sent.sent.count(info_read) == 2
+
+
+def making_sandboxes_on_first_touch(gateway: LocalGateway) -> Handler:
+    """The local gateway, but making a sandbox on any request naming it except DELETE, as
+    spec 2.4 has it and a Worker gateway does (the local one makes none for a run in a
+    context that is gone), unless the request must find it."""
+
+    async def handle(request: Request) -> Response:
+        _, _, below = request.path.partition("/v1/sandboxes/")
+        sandbox_id = below.split("/", 1)[0]
+        if sandbox_id and request.method != "DELETE" and not must_exist(request.headers):
+            await gateway.handle(Request("GET", f"/v1/sandboxes/{sandbox_id}"))
+        return await gateway.handle(request)
+
+    return handle
+
+
+async def test_a_run_in_a_tab_of_a_sandbox_destroyed_meanwhile_does_not_make_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cell asks no listing first (for speed), and the tab did not know demo was gone:
+    on a gateway that makes a sandbox on first touch, the run made demo again, empty,
+    before it found no context. Now the backend refuses it: the tab says its context is
+    gone, the tree drops demo, and nothing made it again."""
+    await make_demo(tmp_path)
+    data = tmp_path / "data"
+    with local_gateway(data) as gateway:
+        app = app_over(data, MockTransport(making_sandboxes_on_first_touch(gateway)))
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until_connected(pilot)
+            stale = StaleWorkbench(pilot, app, monkeypatch)
+            repl = await stale.repl()
+            await stale.destroy()
+            repl.code_input.focus()
+            repl.set_code("$n + 1")
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: repl.gone)
+            await stale.quiet()
+            assert stale.sent is not None
+            assert stale.sent.naming("demo", unless_it_exists=True) == []
+            assert "demo" not in await listed(app)
+            await wait_for(pilot, lambda: stale.tree.sandbox_node("demo") is None)

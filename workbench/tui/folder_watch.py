@@ -251,6 +251,9 @@ class FolderWatch:
         failure: str | None = None
         try:
             # Started by the user from the tree: a sync would make a destroyed sandbox again.
+            # Listed first even where the backend could refuse each request instead: a
+            # watch fills a sandbox destroyed under it again, by design, so its requests
+            # must not be refused once it runs.
             await self.connection.require_listed(backend, watch.sandbox_id)
             await watch.sync.watch(stop=watch.stop, after_sync=after_sync)
         except Exception as error:

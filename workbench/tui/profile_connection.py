@@ -4,17 +4,19 @@ Each call runs in a Textual worker of the owner (the main screen) and posts its 
 as a message (`workbench.tui.messages`); widgets are changed only by the owner's handlers.
 
 Any request naming a sandbox makes it again, empty, if another client destroyed it (spec
-2.4), and the tree the user acts on may be older than that. So a call the user starts on
-a sandbox lists the sandboxes first, once (`require_listed`), and asks nothing of one
-that is gone; the calls that follow it, or a listing, or a run that found the sandbox,
-do not list again.
+2.4), and the tree the user acts on may be older than that. So the requests of a call the
+user starts on a sandbox are carried out only if it exists, where the backend offers that
+(`sandboxes_must_exist`: atomic there, and no listing first); elsewhere such a call lists
+the sandboxes first, once (`require_listed`), and asks nothing of one that is gone. The
+calls that follow it, or a listing, or a run that found the sandbox, do not list again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -26,13 +28,16 @@ from workbench.api import (
     CONTEXT_INSPECT_FEATURE,
     EXECUTION_TIMEOUT_FEATURE,
     OUTPUT_STREAM_FEATURE,
+    SANDBOX_MUST_EXIST_FEATURE,
     Backend,
     CodeContext,
     ContextNotFoundError,
     EnginePrepareError,
     ExecutionResult,
     SandboxError,
+    SandboxNotFoundError,
     VersionReport,
+    sandboxes_must_exist,
 )
 from workbench.api.costs import sandbox_cost
 from workbench.config import ConfigError, LocalSettings, Prices
@@ -207,6 +212,14 @@ class InfoLoad:
     """A change meanwhile (a run's, say) asked for another read."""
 
 
+def gone_refusal(sandbox_id: str) -> Declined:
+    """What a call the user started on a sandbox that is gone says."""
+    return Declined(
+        f"sandbox {sandbox_id} is gone (another client destroyed it, or it expired), "
+        "so nothing was done: that would have made it again, empty"
+    )
+
+
 class ProfileConnection:
     """`backend` is the open backend of `profile` (None until the first one opens)."""
 
@@ -237,6 +250,10 @@ class ProfileConnection:
         self.cancels_given_up = False
         """The backend cancels an execution whose request is given up (the local backend,
         `serve`: their health says so; a Worker gateway's guest runs on)."""
+        self.refuses_gone_sandboxes = False
+        """The backend carries a request out only if its sandbox exists, when asked (its
+        health says so; an older gateway would make the sandbox again): until health
+        says, calls the user starts list the sandboxes first."""
         self.ready_engines: set[str] = set()
         """Languages whose local engine the current backend reported prepared: a cell in
         one of them runs without asking again."""
@@ -326,6 +343,7 @@ class ProfileConnection:
             self.streams_output = OUTPUT_STREAM_FEATURE in features
             self.inspects_copies = CONTEXT_INSPECT_FEATURE in features
             self.cancels_given_up = EXECUTION_TIMEOUT_FEATURE in features
+            self.refuses_gone_sandboxes = SANDBOX_MUST_EXIST_FEATURE in features
             self.notice_daemon(profile, ServingDaemon.read(health))
         self.owner.post_message(HealthChecked(profile, True, connection_detail(backend)))
 
@@ -350,8 +368,8 @@ class ProfileConnection:
         self, title: str, call: BackendCall, *, only_if_listed: str | None = None
     ) -> Worker[None] | None:
         """Run `call(backend)` in a worker; a failure becomes `OperationFailed(title, …)`.
-        `only_if_listed`: the sandbox of a call the user started, which runs only while
-        the backend still lists it (`require_listed`)."""
+        `only_if_listed`: the sandbox of a call the user started, whose requests are
+        carried out only while it exists (`only_if_exists`)."""
         backend = self.backend_or_warn()
         if backend is None:
             return None
@@ -366,9 +384,8 @@ class ProfileConnection:
         self, backend: Backend, title: str, call: BackendCall, only_if_listed: str | None
     ) -> None:
         try:
-            if only_if_listed is not None:
-                await self.require_listed(backend, only_if_listed)
-            await call(backend)
+            async with self.guarded(backend, only_if_listed):
+                await call(backend)
         except Exception as error:
             self.owner.post_message(OperationFailed(title, describe_error(error)))
 
@@ -393,10 +410,37 @@ class ProfileConnection:
         (`still_listed`). Not offered to make it again: nothing typed is at stake, and
         *New sandbox* makes one."""
         if not await self.still_listed(backend, sandbox_id):
-            raise Declined(
-                f"sandbox {sandbox_id} is gone (another client destroyed it, or it expired), "
-                "so nothing was done: that would have made it again, empty"
-            )
+            raise gone_refusal(sandbox_id)
+
+    def guarded(
+        self, backend: Backend, sandbox_id: str | None
+    ) -> AbstractAsyncContextManager[None]:
+        """Around the requests of a call the user started on the sandbox (None: no
+        sandbox to guard), so that none of them makes it again (`only_if_exists`)."""
+        if sandbox_id is None:
+            return nullcontext()
+        return self.only_if_exists(backend, sandbox_id)
+
+    @asynccontextmanager
+    async def only_if_exists(self, backend: Backend, sandbox_id: str) -> AsyncIterator[None]:
+        """Where the backend offers it, every request inside is carried out only if the
+        sandbox exists (checked by the backend as it acts: no destroy slips in between,
+        and no listing is asked first); one that finds it gone is `Declined` after a
+        listing, which drops it from the tree and says its tabs and files are gone, as
+        `require_listed` does. Elsewhere the sandboxes are listed first
+        (`require_listed`)."""
+        if not self.refuses_gone_sandboxes:
+            await self.require_listed(backend, sandbox_id)
+            yield
+            return
+        try:
+            with sandboxes_must_exist():
+                yield
+        except SandboxNotFoundError as error:
+            if error.context.get("sandboxId") != sandbox_id:
+                raise
+            self.owner.post_message(await self.list_sandboxes(backend))
+            raise gone_refusal(sandbox_id) from None
 
     def load_sandboxes(self, *, refresh: bool = False) -> None:
         async def load(backend: Backend) -> None:
@@ -431,17 +475,16 @@ class ProfileConnection:
         async def load(backend: Backend) -> None:
             read = False
             try:
-                if check_listed:
-                    await self.require_listed(backend, sandbox_id)
-                sandbox = backend.sandbox(sandbox_id)
-                info = await sandbox.get_info()
-                read = True
-                self.owner.post_message(SandboxInfoLoaded(info))
-                contexts = [context.id for context in info.contexts]
-                checkpoints = await sandbox.interpreter.checkpoint_usage(contexts)
-                cost = None
-                if self.prices is not None:
-                    cost = await sandbox_cost(sandbox, info, self.prices)
+                async with self.guarded(backend, sandbox_id if check_listed else None):
+                    sandbox = backend.sandbox(sandbox_id)
+                    info = await sandbox.get_info()
+                    read = True
+                    self.owner.post_message(SandboxInfoLoaded(info))
+                    contexts = [context.id for context in info.contexts]
+                    checkpoints = await sandbox.interpreter.checkpoint_usage(contexts)
+                    cost = None
+                    if self.prices is not None:
+                        cost = await sandbox_cost(sandbox, info, self.prices)
                 self.owner.post_message(SandboxUsageLoaded(sandbox_id, checkpoints, cost))
             finally:
                 if self.info_loads.get(sandbox_id) is entry:
@@ -498,8 +541,8 @@ class ProfileConnection:
     ) -> None:
         """Save env vars: awaited in the env vars dialog's worker, which shows a refusal in
         the dialog, keeping what was typed; not in a sandbox the backend no longer lists."""
-        await self.require_listed(backend, sandbox_id)
-        await backend.sandbox(sandbox_id).set_env_vars(update)
+        async with self.only_if_exists(backend, sandbox_id):
+            await backend.sandbox(sandbox_id).set_env_vars(update)
         unset = sum(1 for value in update.values() if value is None)
         self.owner.post_message(EnvVarsSaved(sandbox_id, len(update) - unset, unset))
         # Saved: a failure to read the info back is not the dialog's refusal.
@@ -581,10 +624,10 @@ class ProfileConnection:
         """Create a context: awaited in the new-context dialog's worker, which shows a
         refusal in the dialog (its result opens the context); not in a sandbox the
         backend no longer lists."""
-        await self.require_listed(backend, sandbox_id)
-        return await backend.sandbox(sandbox_id).interpreter.create_code_context(
-            request.binding, request.cwd, request.env_vars or None
-        )
+        async with self.only_if_exists(backend, sandbox_id):
+            return await backend.sandbox(sandbox_id).interpreter.create_code_context(
+                request.binding, request.cwd, request.env_vars or None
+            )
 
     def fork_context(self, sandbox_id: str, context: CodeContext) -> None:
         """Fork the context; the fork opens with the history it copied (`ContextOpened`)."""
@@ -603,7 +646,7 @@ class ProfileConnection:
         """List the context's names (`ContextInspected`); `run_code`: by running the
         inspector in the context, where the backend cannot inspect a copy. A newer
         request for the same context replaces one still running. `check_listed`: asked
-        by the user, not after a run (`require_listed`)."""
+        by the user, not after a run (`only_if_exists`)."""
         backend = self.backend_or_warn()
         if backend is None:
             return
@@ -611,9 +654,8 @@ class ProfileConnection:
         async def inspect() -> None:
             interpreter = backend.sandbox(sandbox_id).interpreter
             try:
-                if check_listed:
-                    await self.require_listed(backend, sandbox_id)
-                inspection = await interpreter.inspect_context(context, run_code=run_code)
+                async with self.guarded(backend, sandbox_id if check_listed else None):
+                    inspection = await interpreter.inspect_context(context, run_code=run_code)
             except Exception as error:
                 self.owner.post_message(ContextInspected(context.id, None, describe_error(error)))
                 return
@@ -631,7 +673,7 @@ class ProfileConnection:
         self, sandbox_id: str, context: CodeContext, name: str, offset: int, *, run_code: bool
     ) -> None:
         """A page of one name's value (`ValueInspected`), as `inspect_context` reads;
-        each asked by the user (`require_listed`)."""
+        each asked by the user (`only_if_exists`)."""
         backend = self.backend_or_warn()
         if backend is None:
             return
@@ -639,8 +681,10 @@ class ProfileConnection:
         async def inspect() -> None:
             interpreter = backend.sandbox(sandbox_id).interpreter
             try:
-                await self.require_listed(backend, sandbox_id)
-                value = await interpreter.inspect_value(context, name, offset, run_code=run_code)
+                async with self.only_if_exists(backend, sandbox_id):
+                    value = await interpreter.inspect_value(
+                        context, name, offset, run_code=run_code
+                    )
             except Exception as error:
                 failure = describe_error(error)
                 self.owner.post_message(ValueInspected(context.id, name, offset, None, failure))
@@ -752,14 +796,17 @@ class ProfileConnection:
                     return
                 self.ready_engines.add(language)
         output = OutputBatch(self.owner, context_id)
+        # Where the backend offers it, a run never makes again a sandbox destroyed since
+        # the tab last heard of it (a Worker gateway makes it before it finds no context).
+        sandbox = backend.sandbox(sandbox_id, must_exist=self.refuses_gone_sandboxes or None)
         try:
-            result = await backend.sandbox(sandbox_id).interpreter.run_code(
+            result = await sandbox.interpreter.run_code(
                 code,
                 context=context_id,
                 on_stdout=partial(output.add, "stdout"),
                 on_stderr=partial(output.add, "stderr"),
             )
-        except ContextNotFoundError as error:
+        except (ContextNotFoundError, SandboxNotFoundError) as error:
             failure = describe_error(error)
             self.owner.post_message(ContextGone(sandbox_id, context_id, code, failure, label))
             return

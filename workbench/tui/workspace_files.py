@@ -32,6 +32,7 @@ from workbench.api import (
     SandboxClient,
     SandboxError,
     SandboxFileNotFoundError,
+    SandboxNotFoundError,
 )
 from workbench.tui.error_messages import Declined, describe_error
 from workbench.tui.messages import (
@@ -161,7 +162,10 @@ class WorkspaceFiles:
         it again)."""
 
         async def save(backend: Backend) -> None:
-            if not recreate:
+            # Where the backend offers it, the write itself is refused if the sandbox is
+            # gone; elsewhere the sandboxes are listed first.
+            only_if_exists = not recreate and self.connection.refuses_gone_sandboxes
+            if not (recreate or only_if_exists):
                 try:
                     listed = await self.connection.still_listed(backend, sandbox_id)
                 except Exception as error:
@@ -176,8 +180,13 @@ class WorkspaceFiles:
                 if expected is not None
                 else [BatchEntry.mkdir(parent_path(path), recursive=True), entry]
             )
+            sandbox = backend.sandbox(sandbox_id, must_exist=only_if_exists)
             try:
-                answer = await backend.sandbox(sandbox_id).files_batch(entries)
+                answer = await sandbox.files_batch(entries)
+            except SandboxNotFoundError:
+                self.owner.post_message(await self.connection.list_sandboxes(backend))
+                self.owner.post_message(FileSaveSandboxGone(sandbox_id, path))
+                return
             except Exception as error:
                 self.owner.post_message(FileSaveFailed(sandbox_id, path, save_failure(error)))
                 return
@@ -202,7 +211,6 @@ class WorkspaceFiles:
         """An empty file, never over one that exists; then its view opens."""
 
         async def create(backend: Backend) -> None:
-            await self.connection.require_listed(backend, sandbox_id)
             sandbox = backend.sandbox(sandbox_id)
             entry = BatchEntry.write(path, "", if_absent=True)
             failure = (await sandbox.files_batch([entry])).results[0].failure
@@ -214,36 +222,33 @@ class WorkspaceFiles:
             content, version = await read_with_version(sandbox, path)
             self.owner.post_message(FileOpened(sandbox_id, content, version, focus=True))
 
-        self.connection.call(f"Creating {path} failed", create)
+        self.connection.call(f"Creating {path} failed", create, only_if_listed=sandbox_id)
 
     def create_folder(self, sandbox_id: str, path: str) -> None:
         async def create(backend: Backend) -> None:
-            await self.connection.require_listed(backend, sandbox_id)
             await backend.sandbox(sandbox_id).mkdir(path)
             self.owner.post_message(WorkspaceChanged(sandbox_id, select=path))
 
-        self.connection.call(f"Creating {path} failed", create)
+        self.connection.call(f"Creating {path} failed", create, only_if_listed=sandbox_id)
 
     def rename(self, sandbox_id: str, old_path: str, new_path: str) -> None:
         """Rename, never over something that exists (a rename would replace a file)."""
 
         async def rename(backend: Backend) -> None:
-            await self.connection.require_listed(backend, sandbox_id)
             sandbox = backend.sandbox(sandbox_id)
             if (await sandbox.exists(new_path)).exists:
                 raise Declined(f"{new_path} exists already: rename or delete it first")
             await sandbox.rename_file(old_path, new_path)
             self.owner.post_message(PathRenamed(sandbox_id, old_path, new_path))
 
-        self.connection.call(f"Renaming {old_path} failed", rename)
+        self.connection.call(f"Renaming {old_path} failed", rename, only_if_listed=sandbox_id)
 
     def delete(self, sandbox_id: str, path: str, *, recursive: bool) -> None:
         async def delete(backend: Backend) -> None:
-            await self.connection.require_listed(backend, sandbox_id)
             await backend.sandbox(sandbox_id).delete_file(path, recursive=recursive or None)
             self.owner.post_message(WorkspaceChanged(sandbox_id))
 
-        self.connection.call(f"Deleting {path} failed", delete)
+        self.connection.call(f"Deleting {path} failed", delete, only_if_listed=sandbox_id)
 
     def list_again(self, sandbox_id: str, paths: list[str]) -> None:
         """List the directories again (`DirectoryListed` each); one that went is skipped
