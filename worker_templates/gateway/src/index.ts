@@ -8,7 +8,8 @@
 // the latter forwarded to the Sandbox Durable Object named by :id. The extension
 // /v1/sandboxes/:id/files/batch is answered here, one `/files` call per entry
 // (src/files-batch.ts). The local-only extensions (/cancel, /history) are unknown routes
-// here: 404 `Not found`.
+// here: 404 `Not found`. A sandbox route sent with `x-sandbox-must-exist: 1` is answered
+// 404 `SANDBOX_NOT_FOUND` when the registry does not hold the sandbox (`requireRegistered`).
 
 import manifest from "../package.json";
 import { applyBatch } from "./files-batch";
@@ -50,7 +51,9 @@ const FILES_BATCH_BODY_CAP = 8 * 1_048_576;
  */
 const FILES_BATCH_MAX_ENTRIES = 400;
 /** The protocol extensions this Worker serves (`GET /v1/health`). */
-const FEATURES = ["files-batch"];
+const FEATURES = ["files-batch", "sandbox-must-exist"];
+/** A request header (value `1`): carry the request out only if its sandbox exists. */
+const MUST_EXIST_HEADER = "x-sandbox-must-exist";
 const INTERNAL_ORIGIN = "https://sandbox.internal";
 const REGISTRY_NAME = "registry";
 const DEFAULT_IDLE_TTL_MS = 86_400_000;
@@ -343,6 +346,7 @@ async function sandboxRequest(request: Request, env: Env, rawId: string, rest: s
   const id = decodeSegment(rawId);
   const idError = sandboxIdError(id);
   if (idError !== null) throw new HttpError(400, idError);
+  await requireRegistered(request, env, id);
   if (rest === "/files/batch") {
     allow(request, "POST");
     return filesBatch(request, env, id);
@@ -367,6 +371,28 @@ async function sandboxRequest(request: Request, env: Env, rawId: string, rest: s
   // Taken after the answer, so lastUsed is never before the Sandbox's own createdAt.
   if (response.ok) await updateRegistry(env, id, method, path, response, Date.now());
   return relay(response);
+}
+
+/**
+ * A request sent with `x-sandbox-must-exist: 1` goes on only while the registry holds its
+ * sandbox, else 404 `SANDBOX_NOT_FOUND` and nothing reaches the Sandbox (which would make
+ * it, spec 2.4). Not atomic: the `Sandbox` of the core has no such check, so a DELETE
+ * through this gateway between this check and the request's own call (or whose call ended
+ * but whose `forget` has not yet run) lets the request make the sandbox again; and the
+ * registry knows only what this gateway made (docs/gateway-protocol.md).
+ */
+async function requireRegistered(request: Request, env: Env, id: string): Promise<void> {
+  if ((request.headers.get(MUST_EXIST_HEADER) ?? "").trim() !== "1") return;
+  let registered: boolean;
+  try {
+    registered = await registry(env).holds(id, Date.now());
+  } catch (error) {
+    console.error("Sandbox registry failed", error);
+    throw new HttpError(502, `Sandbox registry failed: ${errorMessage(error)}`, "INTERNAL_ERROR");
+  }
+  if (!registered) {
+    throw new HttpError(404, `Sandbox '${id}' not found`, "SANDBOX_NOT_FOUND", { sandboxId: id });
+  }
 }
 
 /**

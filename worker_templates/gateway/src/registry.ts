@@ -15,6 +15,8 @@
 // - `forget` runs after a successful `DELETE /v1/sandboxes/:id`.
 // - `list` drops (and deletes) entries whose `expiresAt` has passed: Cloudflare destroys
 //   idle sandboxes itself (the Sandbox's alarm), and nobody tells the registry.
+// - `holds` says whether `list` would list an id now: a request sent only if its sandbox
+//   exists (`x-sandbox-must-exist`) goes on only then.
 // - A touch on an entry that had already expired means the request re-created the sandbox:
 //   its `createdAt` restarts.
 
@@ -100,6 +102,13 @@ export class SandboxRegistry extends DurableObject<unknown> {
   forget(id: string): boolean {
     const cursor = this.sql.exec("DELETE FROM sandboxes WHERE id = ?", id);
     return cursor.rowsWritten > 0;
+  }
+
+  holds(id: string, now: number): boolean {
+    const row = this.sql
+      .exec<{ expires_at: number | null }>("SELECT expires_at FROM sandboxes WHERE id = ?", id)
+      .toArray()[0];
+    return row !== undefined && (row.expires_at === null || row.expires_at > now);
   }
 
   list(now: number): SandboxEntry[] {
