@@ -21,7 +21,8 @@ async def test_a_tab_of_a_destroyed_sandbox_is_marked_gone_and_makes_no_sandbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its run made the sandbox again (and failed with a 404 all the same), the destroyed
-    sandbox came back in the tree, and the tab failed that way at every run."""
+    sandbox came back in the tree, and the tab failed that way at every run. The run is
+    now sent only if the sandbox exists, and its failure says the sandbox is gone."""
     data = tmp_path / "data"
     app = WorkbenchApp(
         data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
@@ -48,7 +49,7 @@ async def test_a_tab_of_a_destroyed_sandbox_is_marked_gone_and_makes_no_sandbox(
         await wait_for(pilot, lambda: repl.gone)
         failed = repl.transcript.cells[-1]
         assert failed.result is None and failed.failure is not None
-        assert "CONTEXT_NOT_FOUND" in failed.failure
+        assert "SANDBOX_NOT_FOUND" in failed.failure
         shown = " ".join(line.text.strip() for line in repl.transcript.lines)
         assert f"✕ {GONE_NOTE}" in shown
         tab = main.tabs.get_tab(repl_tab_id(repl.context.id))
