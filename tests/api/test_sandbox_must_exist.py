@@ -24,6 +24,7 @@ from workbench.api import (
     Request,
     Response,
     SandboxClient,
+    SandboxError,
     SandboxNotFoundError,
     sandboxes_must_exist,
 )
@@ -41,6 +42,7 @@ CALLS: dict[str, Call] = {
     "list contexts": lambda sandbox: sandbox.interpreter.list_code_contexts(),
     "delete a context": lambda sandbox: sandbox.interpreter.delete_code_context("c"),
     "history": lambda sandbox: sandbox.interpreter.history("c"),
+    "checkpoint usage": lambda sandbox: sandbox.interpreter.checkpoint_usage(["c"]),
     "set env vars": lambda sandbox: sandbox.set_env_vars({"KEY": "value"}),
     "write a file": lambda sandbox: sandbox.write_file("/workspace/a.txt", "a"),
     "list files": lambda sandbox: sandbox.list_files(),
@@ -162,26 +164,48 @@ async def test_the_daemon_and_a_serve_in_front_of_it_pass_it_on(
 # ----- a gateway without the feature ---------------------------------------------------
 
 
+async def test_health_lists_it_only_to_a_request_that_carries_the_header(
+    backend: Backend,
+) -> None:
+    """So a server in between that drops the header (an older `serve`) hides the feature."""
+    bare = parse_json((await backend.transport.request("GET", "/v1/health")).body)
+    assert SANDBOX_MUST_EXIST_FEATURE not in bare["features"]
+    assert "files-batch" in bare["features"]
+
+
 async def test_a_gateway_that_does_not_offer_it_is_sent_nothing(tmp_path: Path) -> None:
-    """An older gateway would ignore the header and make the sandbox: the client refuses
-    before sending anything naming it, and says why."""
+    """A server that would not pass the header on (here a front that passes on none, as an
+    older `serve` would), or an older gateway that ignores it, would make the sandbox: the
+    client refuses before sending anything naming it, and says why."""
     sent: list[Request] = []
     async with open_local_backend(tmp_path / "data", embedded=True) as local:
 
-        async def older_gateway(request: Request) -> Response:
+        async def older_front(request: Request) -> Response:
             sent.append(request)
-            answer = await local.transport.request(
+            return await local.transport.request(
                 request.method, request.path, parse_json(request.body) if request.body else None
             )
-            if request.path == "/v1/health":
-                health = parse_json(answer.body)
-                health["features"].remove(SANDBOX_MUST_EXIST_FEATURE)
-                return Response.json(200, health)
-            return answer
 
-        backend = Backend(MockTransport(older_gateway), name="older")
+        backend = Backend(MockTransport(older_front), name="older")
         with pytest.raises(NotSupportedError) as raised:
             await backend.sandbox("demo", must_exist=True).get_info()
         assert raised.value.context == {"feature": SANDBOX_MUST_EXIST_FEATURE}
         assert [request.path for request in sent] == ["/v1/health"]
         assert "demo" not in await listed(local)
+
+
+async def test_a_health_request_that_fails_is_not_taken_for_a_missing_feature() -> None:
+    """It was reported as NOT_SUPPORTED, which callers read as "this backend has no such
+    route" (a checkpoint listing then said the sandbox keeps none)."""
+    sent: list[str] = []
+
+    async def waking_gateway(request: Request) -> Response:
+        sent.append(request.path)
+        return Response.json(503, {"code": "INTERNAL_ERROR", "message": "waking up"})
+
+    backend = Backend(MockTransport(waking_gateway), name="waking")
+    with pytest.raises(SandboxError) as raised:
+        await backend.sandbox("demo", must_exist=True).get_info()
+    assert not isinstance(raised.value, NotSupportedError)
+    assert (raised.value.code, raised.value.message) == ("INTERNAL_ERROR", "waking up")
+    assert sent == ["/v1/health"]

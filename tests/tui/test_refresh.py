@@ -22,7 +22,7 @@ from tour import (
 from workbench.api import Backend, MockTransport, SandboxClient, SandboxInfo, SandboxSummary
 from workbench.backends.local import open_local_backend
 from workbench.config import ConfigError
-from workbench.protocol.http import Response
+from workbench.protocol.http import Request, Response, parse_json
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.messages import SandboxesLoaded
 from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
@@ -440,3 +440,43 @@ async def test_a_profile_that_fails_to_open_shows_nothing_of_the_one_before(
         assert main.sandbox_tree.sandbox_node("demo") is None
         await pilot.press("ctrl+q")
     assert main.expanded_tree.expanded("broken") == {}
+
+
+async def test_a_profile_switched_to_has_none_of_the_previous_backend_s_features(
+    tmp_path: Path,
+) -> None:
+    """The TUI kept the features the previous profile's health listed until the new
+    one's health answered: switched from the local backend to a gateway that cannot
+    refuse requests for a gone sandbox (here a front that passes on no extension header)
+    and whose health fails, expanding a sandbox was refused as "cannot refuse a request"
+    instead of listing the sandboxes first (found by review)."""
+    await write_files(tmp_path, {"a.txt": b"a"})
+    data = tmp_path / "data"
+    fronted = open_local_backend(tmp_path / "older", embedded=True)
+    await fronted.sandbox("demo").write_file("/workspace/b.txt", "b")
+
+    async def older_front(request: Request) -> Response:
+        if request.path == "/v1/health":
+            return Response.json(503, {"error": "runtimes are waking up"})
+        body = parse_json(request.body) if request.body else None
+        return await fronted.transport.request(request.method, request.path, body)
+
+    def backends(name: str) -> Backend:
+        if name == "older":
+            return Backend(MockTransport(older_front), name="older")
+        return open_local_backend(data, embedded=True)
+
+    app = WorkbenchApp(data_dir=data, backend_factory=backends)
+    main = app.main_screen
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until_connected(pilot)
+            await wait_for(pilot, lambda: main.connection.refuses_gone_sandboxes)
+            main.switch_profile("older")
+            await wait_for(pilot, lambda: main.status.state == "unreachable")
+            await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("demo") is not None)
+            assert not main.connection.refuses_gone_sandboxes
+            workspace = await expanded_workspace(pilot, app, "demo")
+            assert [child.data.path for child in workspace.children] == ["/workspace/b.txt"]
+    finally:
+        await fronted.aclose()

@@ -611,6 +611,28 @@ def making_sandboxes_on_first_touch(gateway: LocalGateway) -> Handler:
     return handle
 
 
+async def test_a_run_s_follow_up_read_of_a_sandbox_destroyed_meanwhile_makes_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reads that follow a run (its info, its inspection) ask no listing first, since
+    the run just found the sandbox; where the backend can refuse them, they are sent only
+    if it exists, so one destroyed in between is not made again, empty."""
+    await make_demo(tmp_path)
+    data = tmp_path / "data"
+    with local_gateway(data) as gateway:
+        app = app_over(data, MockTransport(making_sandboxes_on_first_touch(gateway)))
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until_connected(pilot)
+            stale = StaleWorkbench(pilot, app, monkeypatch)
+            await wait_for(pilot, lambda: stale.main.connection.refuses_gone_sandboxes)
+            await stale.destroy()
+            stale.main.connection.load_sandbox_info("demo", check_listed=False)
+            await stale.quiet()
+            assert stale.sent is not None
+            assert stale.sent.naming("demo", unless_it_exists=True) == []
+            assert "demo" not in await listed(app)
+
+
 async def test_a_run_in_a_tab_of_a_sandbox_destroyed_meanwhile_does_not_make_it_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

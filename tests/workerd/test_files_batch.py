@@ -16,7 +16,9 @@ BATCH_CAP = 8 * 1024 * 1024
 
 def test_health_advertises_the_batch_with_the_workers_limits(anonymous: httpx.Client) -> None:
     health = anonymous.get("/v1/health").json()
-    assert health["features"] == ["files-batch", "sandbox-must-exist"]
+    assert health["features"] == ["files-batch"]  # the other only to a request that asks
+    asked = anonymous.get("/v1/health", headers={"x-sandbox-must-exist": "1"}).json()
+    assert asked["features"] == ["files-batch", "sandbox-must-exist"]
     assert health["filesBatch"] == {"maxEntries": 400, "maxBytes": BATCH_CAP}
 
 

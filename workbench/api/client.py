@@ -19,7 +19,7 @@ from workbench.api.engines import EngineManager
 from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS
 from workbench.api.inspector import inspector_code, read_inspection, read_value
 from workbench.api.transport import Transport
-from workbench.protocol.errors import ErrorCode, SandboxError, make_error
+from workbench.protocol.errors import ErrorCode, SandboxError, SandboxNotFoundError, make_error
 from workbench.protocol.http import (
     MUST_EXIST_HEADER,
     EventSink,
@@ -81,29 +81,38 @@ def sandboxes_must_exist() -> Iterator[None]:
         _MUST_EXIST_SCOPE.reset(token)
 
 
+async def ask_health(transport: Transport, timeout: float | None = None) -> Any:
+    """`GET /v1/health`, sent with `MUST_EXIST_HEADER`: a gateway lists
+    `SANDBOX_MUST_EXIST_FEATURE` only when the header reached it, so a server in between
+    that drops the header (an older `serve`) hides the feature rather than ignore it."""
+    reply = await transport.request(
+        "GET", "/v1/health", timeout=timeout, headers={MUST_EXIST_HEADER: "1"}
+    )
+    return parse_json_response(reply)
+
+
 class GatewayFeatures:
     """The extensions a gateway's `GET /v1/health` lists, asked once and remembered (a
     health request that failed is asked again next time)."""
 
     def __init__(self, transport: Transport) -> None:
         self._transport = transport
-        self._offered: frozenset[str] | None = None
+        self.offered: frozenset[str] | None = None
+        """What the last health answer listed; None until one came."""
 
     def learn(self, health: Any) -> None:
         """Take the `features` of a health answer (only names count: a gateway's list
         may hold anything)."""
         listed = health.get("features") if isinstance(health, dict) else None
         names = listed if isinstance(listed, list) else []
-        self._offered = frozenset(name for name in names if isinstance(name, str))
+        self.offered = frozenset(name for name in names if isinstance(name, str))
 
     async def offers(self, feature: str) -> bool:
-        if self._offered is None:
-            try:
-                reply = await self._transport.request("GET", "/v1/health", timeout=HEALTH_WAIT)
-                self.learn(parse_json_response(reply))
-            except (SandboxError, TimeoutError):
-                return False
-        return self._offered is not None and feature in self._offered
+        """Whether the gateway offers `feature`, asking its health the first time (a
+        failure to ask is raised: it says nothing of the feature)."""
+        if self.offered is None:
+            self.learn(await ask_health(self._transport, HEALTH_WAIT))
+        return self.offered is not None and feature in self.offered
 
 
 class JsonReadable(Protocol):
@@ -217,6 +226,8 @@ class Interpreter:
         for context_id in context_ids:
             try:
                 listed = await self.list_checkpoints(context_id)
+            except SandboxNotFoundError:
+                raise  # the sandbox went: not a context's
             except SandboxError as error:
                 if error.code == ErrorCode.NOT_SUPPORTED:
                     return None
@@ -564,8 +575,8 @@ class SandboxClient:
         request also answers None, but is asked again next time."""
         if self._batch_limits is _NOT_ASKED:
             try:
-                reply = await self._transport.request("GET", "/v1/health", timeout=HEALTH_WAIT)
-                limits = decoded(Health, parse_json_response(reply)).batch_limits
+                health = await ask_health(self._transport, HEALTH_WAIT)
+                limits = decoded(Health, health).batch_limits
             except (SandboxError, TimeoutError, KeyError, TypeError, ValueError):
                 return None
             self._batch_limits = limits
@@ -630,7 +641,7 @@ class Backend:
         return parse_json_response(await self.transport.request(method, path, body))
 
     async def health(self) -> dict[str, Any]:
-        data = await self._call("GET", "/v1/health")
+        data = await ask_health(self.transport)
         if not isinstance(data, dict):
             raise invalid_response("Invalid health response") from TypeError(
                 "the health answer is not a JSON object"

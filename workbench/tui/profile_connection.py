@@ -238,22 +238,8 @@ class ProfileConnection:
         self.backend: Backend | None = None
         self.versions = VersionReport.read(None)
         """What the last health check said about versions (read on `HealthChecked`)."""
-        self.streams_output = True
-        """The backend streams a running cell's output (a Worker gateway answers at the
-        end: its health lacks the feature)."""
         self.prices: Prices | None = None
         """What the sandbox info's cost estimate charges (None: no estimate)."""
-        self.inspects_copies = True
-        """The backend inspects a copy of a context (a Worker gateway can only run the
-        inspector in the context: its health lacks the feature). Until health says, an
-        inspection asks for a copy, which never runs code."""
-        self.cancels_given_up = False
-        """The backend cancels an execution whose request is given up (the local backend,
-        `serve`: their health says so; a Worker gateway's guest runs on)."""
-        self.refuses_gone_sandboxes = False
-        """The backend carries a request out only if its sandbox exists, when asked (its
-        health says so; an older gateway would make the sandbox again): until health
-        says, calls the user starts list the sandboxes first."""
         self.ready_engines: set[str] = set()
         """Languages whose local engine the current backend reported prepared: a cell in
         one of them runs without asking again."""
@@ -263,6 +249,40 @@ class ProfileConnection:
         """Listings of the sandboxes asked for so far (each one's number)."""
         self.info_loads: dict[str, InfoLoad] = {}
         """The sandboxes whose info is being read: one read (and listing) at a time each."""
+
+    # ----------------------------------------------------------------- features
+
+    def _offers(self, feature: str, *, until_known: bool) -> bool:
+        """Whether the current backend's health listed `feature` (`until_known` before
+        a health answer of that backend came: each backend learns its own)."""
+        offered = None if self.backend is None else self.backend.features.offered
+        return until_known if offered is None else feature in offered
+
+    @property
+    def streams_output(self) -> bool:
+        """The backend streams a running cell's output (a Worker gateway answers at the
+        end: its health lacks the feature)."""
+        return self._offers(OUTPUT_STREAM_FEATURE, until_known=True)
+
+    @property
+    def inspects_copies(self) -> bool:
+        """The backend inspects a copy of a context (a Worker gateway can only run the
+        inspector in the context: its health lacks the feature). Until health says, an
+        inspection asks for a copy, which never runs code."""
+        return self._offers(CONTEXT_INSPECT_FEATURE, until_known=True)
+
+    @property
+    def cancels_given_up(self) -> bool:
+        """The backend cancels an execution whose request is given up (the local backend,
+        `serve`: their health says so; a Worker gateway's guest runs on)."""
+        return self._offers(EXECUTION_TIMEOUT_FEATURE, until_known=False)
+
+    @property
+    def refuses_gone_sandboxes(self) -> bool:
+        """The backend carries a request out only if its sandbox exists, when asked (its
+        health says so; an older gateway would make the sandbox again): until health
+        says, calls the user starts list the sandboxes first."""
+        return self._offers(SANDBOX_MUST_EXIST_FEATURE, until_known=False)
 
     # ----------------------------------------------------------------- opening
 
@@ -336,14 +356,6 @@ class ProfileConnection:
             return
         if profile == self.profile:
             self.versions = VersionReport.read(health)
-            listed = health.get("features")
-            # Only names count: a gateway's list may hold anything (`[[1]]` is unhashable).
-            listed_names = listed if isinstance(listed, list) else []
-            features = {name for name in listed_names if isinstance(name, str)}
-            self.streams_output = OUTPUT_STREAM_FEATURE in features
-            self.inspects_copies = CONTEXT_INSPECT_FEATURE in features
-            self.cancels_given_up = EXECUTION_TIMEOUT_FEATURE in features
-            self.refuses_gone_sandboxes = SANDBOX_MUST_EXIST_FEATURE in features
             self.notice_daemon(profile, ServingDaemon.read(health))
         self.owner.post_message(HealthChecked(profile, True, connection_detail(backend)))
 
@@ -384,7 +396,12 @@ class ProfileConnection:
         self, backend: Backend, title: str, call: BackendCall, only_if_listed: str | None
     ) -> None:
         try:
-            async with self.guarded(backend, only_if_listed):
+            guard: AbstractAsyncContextManager[None] = (
+                nullcontext()
+                if only_if_listed is None
+                else self.only_if_exists(backend, only_if_listed)
+            )
+            async with guard:
                 await call(backend)
         except Exception as error:
             self.owner.post_message(OperationFailed(title, describe_error(error)))
@@ -412,25 +429,20 @@ class ProfileConnection:
         if not await self.still_listed(backend, sandbox_id):
             raise gone_refusal(sandbox_id)
 
-    def guarded(
-        self, backend: Backend, sandbox_id: str | None
-    ) -> AbstractAsyncContextManager[None]:
-        """Around the requests of a call the user started on the sandbox (None: no
-        sandbox to guard), so that none of them makes it again (`only_if_exists`)."""
-        if sandbox_id is None:
-            return nullcontext()
-        return self.only_if_exists(backend, sandbox_id)
-
     @asynccontextmanager
-    async def only_if_exists(self, backend: Backend, sandbox_id: str) -> AsyncIterator[None]:
+    async def only_if_exists(
+        self, backend: Backend, sandbox_id: str, *, list_first: bool = True
+    ) -> AsyncIterator[None]:
         """Where the backend offers it, every request inside is carried out only if the
         sandbox exists (checked by the backend as it acts: no destroy slips in between,
         and no listing is asked first); one that finds it gone is `Declined` after a
         listing, which drops it from the tree and says its tabs and files are gone, as
         `require_listed` does. Elsewhere the sandboxes are listed first
-        (`require_listed`)."""
+        (`require_listed`), unless not `list_first` (a listing or a request just found
+        the sandbox)."""
         if not self.refuses_gone_sandboxes:
-            await self.require_listed(backend, sandbox_id)
+            if list_first:
+                await self.require_listed(backend, sandbox_id)
             yield
             return
         try:
@@ -475,7 +487,7 @@ class ProfileConnection:
         async def load(backend: Backend) -> None:
             read = False
             try:
-                async with self.guarded(backend, sandbox_id if check_listed else None):
+                async with self.only_if_exists(backend, sandbox_id, list_first=check_listed):
                     sandbox = backend.sandbox(sandbox_id)
                     info = await sandbox.get_info()
                     read = True
@@ -654,7 +666,7 @@ class ProfileConnection:
         async def inspect() -> None:
             interpreter = backend.sandbox(sandbox_id).interpreter
             try:
-                async with self.guarded(backend, sandbox_id if check_listed else None):
+                async with self.only_if_exists(backend, sandbox_id, list_first=check_listed):
                     inspection = await interpreter.inspect_context(context, run_code=run_code)
             except Exception as error:
                 self.owner.post_message(ContextInspected(context.id, None, describe_error(error)))

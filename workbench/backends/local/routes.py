@@ -128,8 +128,15 @@ def allowing(response: Response, path: str) -> Response:
 
 
 async def health(gateway: LocalGateway, request: Request, params: Params) -> Response:
-    """The server's, the core's and every runtime's version (as the Worker gateway does)."""
+    """The server's, the core's and every runtime's version (as the Worker gateway does).
+    `SANDBOX_MUST_EXIST_FEATURE` is listed only to a request that carried its header: a
+    server in between that drops the header (an older `serve`) then hides the feature."""
     offered = [runtime.info() for runtime in gateway.runtimes.values()]
+    features = [
+        name
+        for name in FEATURES
+        if name != SANDBOX_MUST_EXIST_FEATURE or must_exist(request.headers)
+    ]
     return answer(
         Health(
             True,
@@ -137,7 +144,7 @@ async def health(gateway: LocalGateway, request: Request, params: Params) -> Res
             PROTOCOL_VERSION,
             CORE,
             offered,
-            features=FEATURES,
+            features=features,
             files_batch=FILES_BATCH_LIMITS,
         )
     )

@@ -51,9 +51,15 @@ const FILES_BATCH_BODY_CAP = 8 * 1_048_576;
  */
 const FILES_BATCH_MAX_ENTRIES = 400;
 /** The protocol extensions this Worker serves (`GET /v1/health`). */
-const FEATURES = ["files-batch", "sandbox-must-exist"];
+const MUST_EXIST_FEATURE = "sandbox-must-exist";
+const FEATURES = ["files-batch", MUST_EXIST_FEATURE];
 /** A request header (value `1`): carry the request out only if its sandbox exists. */
 const MUST_EXIST_HEADER = "x-sandbox-must-exist";
+
+/** The request carries `x-sandbox-must-exist: 1`. */
+function mustExist(request: Request): boolean {
+  return (request.headers.get(MUST_EXIST_HEADER) ?? "").trim() === "1";
+}
 const INTERNAL_ORIGIN = "https://sandbox.internal";
 const REGISTRY_NAME = "registry";
 const DEFAULT_IDLE_TTL_MS = 86_400_000;
@@ -251,15 +257,22 @@ async function listRuntimes(env: Env): Promise<Response> {
   return json(200, { ...(await probeRuntimes(env)), core: coreInfo() });
 }
 
-/** `GET /v1/health` (no auth): this gateway's, its core's and every runtime's versions. */
-async function health(env: Env): Promise<Response> {
+/**
+ * `GET /v1/health` (no auth): this gateway's, its core's and every runtime's versions.
+ * `sandbox-must-exist` is listed only to a request that carried its header: a proxy in
+ * between that drops the header then hides the feature rather than ignore it.
+ */
+async function health(request: Request, env: Env): Promise<Response> {
+  const features = FEATURES.filter(
+    (name) => name !== MUST_EXIST_FEATURE || mustExist(request),
+  );
   return json(200, {
     ok: true,
     version: VERSION,
     protocol: PROTOCOL,
     core: coreInfo(),
     ...(await probeRuntimes(env)),
-    features: FEATURES,
+    features,
     filesBatch: { maxEntries: FILES_BATCH_MAX_ENTRIES, maxBytes: FILES_BATCH_BODY_CAP },
   });
 }
@@ -382,7 +395,7 @@ async function sandboxRequest(request: Request, env: Env, rawId: string, rest: s
  * registry knows only what this gateway made (docs/gateway-protocol.md).
  */
 async function requireRegistered(request: Request, env: Env, id: string): Promise<void> {
-  if ((request.headers.get(MUST_EXIST_HEADER) ?? "").trim() !== "1") return;
+  if (!mustExist(request)) return;
   let registered: boolean;
   try {
     registered = await registry(env).holds(id, Date.now());
@@ -521,7 +534,7 @@ async function route(request: Request, env: Env): Promise<Response> {
   const path = new URL(request.url).pathname;
   if (path === "/v1/health") {
     allow(request, "GET");
-    return health(env);
+    return health(request, env);
   }
   await authenticate(request, env);
   if (path === "/v1/runtimes") {
