@@ -1043,6 +1043,36 @@ async def test_help_shows_binding_ids_whole(tmp_path: Path, width: int) -> None:
         assert [word for word in long_description.split() if word not in shown] == []
 
 
+async def test_a_long_help_text_scrolls_to_its_end(tmp_path: Path) -> None:
+    """The help text was cut after 12 lines, with no way to scroll to the rest (the
+    tree's help at 140x45 ended mid-sentence); the text and the keys scroll as one."""
+    text = "\n\n".join(f"Paragraph {number} of the help." for number in range(30))
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await until_connected(pilot)
+        await app.push_screen(HelpScreen(text, [("f1", "Help", "app.help")]))
+        await pilot.pause()
+        assert "Paragraph 29" not in screen_text(app)
+        await pilot.press("end")
+        assert "Paragraph 29" in screen_text(app)
+        assert "app.help" in screen_text(app)
+
+
+async def test_a_dialog_s_text_wraps_rather_than_being_cut(tmp_path: Path) -> None:
+    """A label sized to its text was cut at the dialog's edge (F4's hint read "every
+    context and run of the sandbox s")."""
+
+    async def save(update: dict[str, str | None]) -> None:
+        raise AssertionError("nothing is saved here")
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await until_connected(pilot)
+        await app.push_screen(EnvVarsScreen("demo", {}, save))
+        await pilot.pause()
+        assert "sees them" in screen_text(app)
+
+
 async def test_every_binding_has_an_id_and_a_description() -> None:
     """Of every screen, widget and the app in `workbench.tui` (found, not listed)."""
     import workbench.tui

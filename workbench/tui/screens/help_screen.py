@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Vertical, VerticalScroll
+from textual.containers import Grid, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Markdown, Static
 
@@ -21,10 +21,11 @@ class HelpScreen(ModalScreen[None]):
         self.bindings_rows = bindings
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog dialog-wide", id="help-dialog"):
+        # One scroll for the text and the keys: a long text was cut where it ended.
+        with VerticalScroll(classes="dialog dialog-wide", id="help-dialog"):
             yield Markdown(self.help_markdown, id="help-text")
             yield Label("Keys here (Escape closes)", classes="dialog-title")
-            with VerticalScroll(id="help-bindings"), Grid(id="help-bindings-grid"):
+            with Grid(id="help-bindings-grid"):
                 for heading in ("Keys", "Description", "Binding id"):
                     yield Static(heading, classes="help-heading", markup=False)
                 for row in self.bindings_rows:
