@@ -48,6 +48,7 @@ from workbench.tui.screens.create_sandbox_screen import CreateSandboxScreen
 from workbench.tui.screens.env_vars_screen import EnvVarsScreen
 from workbench.tui.screens.help_screen import HelpScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
+from workbench.tui.screens.profile_picker_screen import ProfilePickerScreen
 from workbench.tui.widgets.env_vars_input import EnvVarsInput
 from workbench.tui.widgets.repl_pane import ABANDONED_NOTE, GIVEN_UP_NOTE
 from workbench.tui.widgets.workbench_tabs import INFO_TAB, repl_tab_id
@@ -982,6 +983,36 @@ async def test_ctrl_l_comes_back_to_the_remote_profile_it_started_on(tmp_path: P
             )
             await pilot.press("ctrl+l")
             await wait_for(pilot, lambda: app.profile == "staging")
+
+
+async def test_ctrl_l_before_any_remote_profile_was_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It did nothing, silently, until a remote profile had been picked with F9: now it
+    says how to add one, goes to the only one, or offers the picker among several."""
+    app = WorkbenchApp(data_dir=tmp_path / "data")
+    notes = Notifications(app, monkeypatch)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await pilot.press("ctrl+l")
+        assert app.profile == "local"
+        assert [title for _, title, _ in notes.calls] == ["Local/remote"]
+        assert "profiles add" in notes.calls[0][0]
+        config = Config.load()
+        config.profiles["staging"] = RemoteProfile("staging", "http://127.0.0.1:9", token="t0ken")
+        config.save()
+        await pilot.press("ctrl+l")
+        await wait_for(pilot, lambda: app.profile == "staging")
+        await wait_for(pilot, lambda: main.status.state == "unreachable")
+        await pilot.press("ctrl+l")
+        await wait_for(pilot, lambda: app.profile == "local" and main.status.state == "connected")
+        config = Config.load()
+        config.profiles["prod"] = RemoteProfile("prod", "http://127.0.0.1:9", token="t0ken")
+        config.last_remote = None
+        config.save()
+        await pilot.press("ctrl+l")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProfilePickerScreen))
 
 
 async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:

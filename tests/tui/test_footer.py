@@ -34,7 +34,7 @@ async def test_the_footer_keeps_only_whole_keys(tmp_path: Path) -> None:
     async with app.run_test(size=(160, 30)) as pilot:
         footer = await footer_with_a_sandbox(pilot)
         wide = shown_keys(footer)
-        assert wide == ["^q", "f1", "f2", "f3", "f4", "f5", "f8", "f9", "^p"]
+        assert wide == ["^q", "f1", "f2", "f3", "f4", "f5", "f8", "f9", "^l", "^p"]
 
         await pilot.resize_terminal(80, 24)
         await wait_for(

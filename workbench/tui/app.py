@@ -212,8 +212,6 @@ class WorkbenchApp(App[None]):
             return screen.folder_watch.active is not None
         if action == "prepare_engine":
             return screen.backend is not None and screen.backend.engines is not None
-        if action == "toggle_remote":
-            return self.profile != LOCAL or self.config.last_remote is not None
         return True
 
     def action_help(self) -> None:
@@ -273,11 +271,24 @@ class WorkbenchApp(App[None]):
         self.push_screen(ProfilePickerScreen(self.current_profile_names(), self.profile), chosen)
 
     def action_toggle_remote(self) -> None:
-        self.reload_config()
+        """Local and back to the remote profile used last; before one was used, the only
+        remote profile, or the picker among several, or a note on how to add one (the key
+        did nothing, and said nothing)."""
+        remotes = [name for name in self.current_profile_names() if name != LOCAL]
         if self.profile != LOCAL:
             self.action_use_profile(LOCAL)
-        elif self.config.last_remote is not None:
+        elif self.config.last_remote in remotes:
             self.action_use_profile(self.config.last_remote)
+        elif len(remotes) == 1:
+            self.action_use_profile(remotes[0])
+        elif remotes:
+            self.action_pick_profile()
+        else:
+            self.notify(
+                "There is no remote profile yet: add one with "
+                "`sandbox-workbench profiles add NAME --url URL --token-env VAR`.",
+                title="Local/remote",
+            )
 
     def action_use_profile(self, profile: str) -> None:
         """Switch to `profile` (the palette's *Switch to profile …*); open files with
