@@ -9,6 +9,8 @@ import pytest
 
 from workbench.api import ExecutionError, ExecutionResult, ResultEntry, Usage
 from workbench.api.display import human_bytes
+from workbench.config import ConfigError
+from workbench.profiles import UnknownProfileError
 from workbench.transcripts.documents import (
     error_header,
     error_traceback,
@@ -16,6 +18,7 @@ from workbench.transcripts.documents import (
     transcript_markdown,
 )
 from workbench.tui.env_vars_text import env_vars_update, parse_env_vars_text
+from workbench.tui.error_messages import describe_error
 from workbench.tui.formatting import countdown, execution_footer
 from workbench.tui.history_store import ExpandedTree, LocalHistoryStore
 from workbench.tui.transcript_cell import TranscriptCell
@@ -195,3 +198,12 @@ def test_a_typed_name_stays_one_segment_under_its_directory() -> None:
         child_path("/etc", "passwd")
     assert moved_path("/workspace/a/b.py", "/workspace/a", "/workspace/c") == "/workspace/c/b.py"
     assert moved_path("/workspace/ab.py", "/workspace/a", "/workspace/c") == "/workspace/ab.py"
+
+
+def test_a_profile_that_cannot_be_used_is_described_in_its_own_words() -> None:
+    """A missing token read "UnknownProfileError: profile 'dev' reads its token…": the
+    profile is known, only its token is missing (found by QA)."""
+    problem = "profile 'dev' reads its token from $QA_TOKEN, which is not set"
+    for error in (UnknownProfileError(problem), ConfigError(problem)):
+        assert describe_error(error) == problem
+    assert describe_error(ValueError("odd")) == "ValueError: odd"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from workbench.api import SandboxError
+from workbench.config import ConfigError
+from workbench.profiles import BackendUnavailableError, UnknownProfileError
 
 
 class Declined(Exception):
@@ -12,8 +14,8 @@ class Declined(Exception):
 
 def describe_error(error: Exception) -> str:
     """One line for a notification: the server's message, code and status."""
-    if isinstance(error, Declined):
-        return str(error)
+    if isinstance(error, Declined | ConfigError | UnknownProfileError | BackendUnavailableError):
+        return str(error)  # sentences for the user, which the class name would only muddle
     if isinstance(error, SandboxError):
         if error.http_status == 401:
             return f"unauthorized (HTTP 401): check the profile's token. {error.message}"
