@@ -138,7 +138,8 @@ async def test_watch_from_the_palette_without_a_context(tmp_path: Path) -> None:
         await pilot.press(*"Watch a folder", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, WatchScreen))
         dialog = app.screen
-        assert not dialog.query("#watch-run")  # no REPL tab open: no run-on-change
+        assert not dialog.query("#watch-run")  # no REPL tab open: no run-on-change,
+        assert dialog.query("#watch-run-hint")  # and the dialog says how to get it
         dialog.query_one("#watch-folder", Input).value = str(folder)
         dialog.query_one("#watch-dest", Input).value = "/workspace/site"
         await pilot.pause()

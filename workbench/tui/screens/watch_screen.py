@@ -98,6 +98,12 @@ class WatchScreen(ModalScreen[WatchRequest | None]):
                 )
                 example = ENTRY_EXAMPLES.get(context.language, "main")
                 yield Input(placeholder=f"entry file, e.g. {example}", id="watch-entry")
+            else:  # the choice was missing, and nothing said why
+                yield Label(
+                    "To also run an entry file on each change, open the REPL tab of the "
+                    "context to run it in, then watch from there.",
+                    id="watch-run-hint",
+                )
             yield Static("", id="watch-problem", classes="field-problem", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Start watching", variant="primary", id="start", disabled=True)
