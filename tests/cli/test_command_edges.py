@@ -54,13 +54,45 @@ def test_destroy_and_rm_say_when_there_was_nothing(tmp_path: Path) -> None:
         assert run_cli(env, "files", "mkdir", "box", "dir").returncode == 0
         directory = run_cli(env, "files", "rm", "box", "dir")
         assert directory.returncode == 2
+        # Announced as an attempt (it was announced as a deletion), and it says none came.
+        assert directory.stderr.startswith("asking to delete dir in sandbox box on local (")
         assert one_error_line(directory) == (
-            "error: dir is a directory: pass -r to delete it with everything in it"
+            "error: dir is a directory, so nothing was deleted: pass -r to delete it with "
+            "everything in it"
         )
         removed = run_cli(env, "files", "rm", "box", "a.txt", "-f")
         assert (removed.returncode, removed.stdout) == (0, "deleted /workspace/a.txt\n")
         destroyed = run_cli(env, "sandboxes", "destroy", "box", "-y")
         assert (destroyed.returncode, destroyed.stdout) == (0, "destroyed box\n")
+    finally:
+        run_cli(env, "daemon", "stop")
+
+
+def test_mkdir_says_what_failed_without_the_files_apis_internal_status(tmp_path: Path) -> None:
+    """The files API answers a failed mkdir FILESYSTEM_ERROR 500 (spec 4.3): the CLI said
+    `Already exists: src (FILESYSTEM_ERROR, HTTP 500)`, which reads as a backend fault."""
+    env = cli_env(tmp_path)
+    try:
+        assert run_cli(env, "files", "mkdir", "box", "src").returncode == 0
+        assert run_cli(env, "files", "put", "box", "-", "f.txt", stdin="1").returncode == 0
+        again = run_cli(env, "files", "mkdir", "box", "src")
+        assert (again.returncode, one_error_line(again)) == (
+            1,
+            "error: src already exists in sandbox box",
+        )
+        kept = run_cli(env, "files", "mkdir", "box", "src", "--parents")
+        assert (kept.returncode, kept.stdout) == (0, "created /workspace/src\n")
+        orphan = run_cli(env, "files", "mkdir", "box", "no/such")
+        assert (orphan.returncode, one_error_line(orphan)) == (
+            4,
+            "error: the directory no/such would be in does not exist in sandbox box: pass "
+            "--parents to make it too",
+        )
+        under_file = run_cli(env, "files", "mkdir", "box", "f.txt/sub", "--parents")
+        assert (under_file.returncode, one_error_line(under_file)) == (
+            1,
+            "error: cannot make f.txt/sub in sandbox box: a part of its path is a file",
+        )
     finally:
         run_cli(env, "daemon", "stop")
 

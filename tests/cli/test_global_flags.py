@@ -40,7 +40,7 @@ def test_group_data_dir_reaches_every_command(tmp_path: Path) -> None:
     assert f'"data": "{other}"' in located.stdout
     removed = run_cli(env, "--data-dir", str(other), "files", "rm", "box", "a.txt")
     assert removed.returncode == 0
-    assert removed.stderr == f"deleting a.txt in sandbox box on local ({other})\n"
+    assert removed.stderr == f"asking to delete a.txt in sandbox box on local ({other})\n"
 
 
 def test_the_same_value_twice_is_fine_different_values_are_a_usage_error(

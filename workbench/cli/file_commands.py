@@ -9,6 +9,7 @@ import click
 from workbench.api import Backend, ErrorCode, SandboxError
 from workbench.api.display import human_bytes
 from workbench.cli.common import (
+    EXIT_NOT_FOUND,
     EXIT_USAGE,
     announce_destructive,
     backend_options,
@@ -146,7 +147,8 @@ async def rm_command(
 
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
-        announce_destructive(f"deleting {path} in sandbox {sandbox.id}", backend)
+        # Said as an attempt: the backend may find nothing to delete, or a directory.
+        announce_destructive(f"asking to delete {path} in sandbox {sandbox.id}", backend)
         try:
             # Without `force`: its answer is the same whether or not there was a file.
             deleted = await sandbox.delete_file(path, recursive=recursive or None)
@@ -156,7 +158,8 @@ async def rm_command(
                 return
             if error.code == ErrorCode.IS_DIRECTORY:
                 raise CommandError(
-                    f"{path} is a directory: pass -r to delete it with everything in it",
+                    f"{path} is a directory, so nothing was deleted: pass -r to delete it "
+                    "with everything in it",
                     EXIT_USAGE,
                 ) from None
             raise
@@ -185,7 +188,29 @@ async def mkdir_command(
     """Create a directory."""
 
     async def body(backend: Backend) -> None:
-        made = await backend.sandbox(sandbox_id).mkdir(path, recursive=parents or None)
+        sandbox = backend.sandbox(sandbox_id)
+        try:
+            made = await sandbox.mkdir(path, recursive=parents or None)
+        except SandboxError as error:
+            raise _mkdir_failure(error, path, sandbox.id, parents) from None
         echo_untrusted(f"created {made.path}")
 
     await with_backend(profile, data_dir, body)
+
+
+def _mkdir_failure(error: SandboxError, path: str, sandbox_id: str, parents: bool) -> Exception:
+    """What a failed mkdir means, said as such: the files API answers every mkdir failure
+    but EACCES and ENOSPC as FILESYSTEM_ERROR 500 (spec 4.3), which is no internal error."""
+    errno = error.context.get("errno") if isinstance(error.context, dict) else None
+    where = f"in sandbox {sandbox_id}"
+    if errno == "EEXIST":
+        return CommandError(f"{path} already exists {where}")
+    if errno == "ENOENT" and not parents:
+        return CommandError(
+            f"the directory {path} would be in does not exist {where}: pass --parents to "
+            "make it too",
+            EXIT_NOT_FOUND,
+        )
+    if errno == "ENOTDIR":
+        return CommandError(f"cannot make {path} {where}: a part of its path is a file")
+    return error
