@@ -19,7 +19,8 @@ from workbench.api import (
     ResultEntry,
     SandboxClient,
 )
-from workbench.api.inspector import MAX_NAMES, PAGE_CHARS, read_inspection
+from workbench.api.inspector import HELPER_PREFIXES, MAX_NAMES, PAGE_CHARS, read_inspection
+from workbench.sync.runner import entry_runner_code
 
 DEFINE = {  # binding: (code, the names listed as (name, type, repr, length))
     "PYTHON": (
@@ -73,6 +74,49 @@ DEFINE = {  # binding: (code, the names listed as (name, type, repr, length))
         ],
     ),
 }
+
+
+WATCHED_ENTRY = {  # binding: (entry file, its code, the names the inspector lists)
+    # The Python runner's function stays behind when the entry raises; Ruby's `__wb_root`
+    # is a top-level local that stays always.
+    "PYTHON": ("main.py", "made = 1\nraise RuntimeError('boom')\n", []),
+    "RUBY": ("main.rb", "$made = 1\n", ["$made"]),
+    "PERL": ("main.pl", "our $made = 1;\n", ["$made"]),
+    "JAVASCRIPT": ("main.js", "var made = 1;\n", ["made"]),
+}
+
+
+@pytest.mark.usefixtures("all_engines")
+@pytest.mark.parametrize("binding", WATCHED_ENTRY)
+async def test_the_watch_runners_own_names_are_not_listed(
+    backend: Backend, sandbox: SandboxClient, binding: str
+) -> None:
+    """The inspector listed `__workbench_run  function  84 B` after a watch's run of a
+    Python entry that raised: the README says it lists only the names the user made."""
+    if backend.name == "workerd":
+        pytest.skip("the same scripts run in the context there: checked locally and on serve")
+    entry, code, expected = WATCHED_ENTRY[binding]
+    await sandbox.mkdir("project")
+    await sandbox.write_file(f"project/{entry}", code)
+    context = await sandbox.interpreter.create_code_context(binding)
+    runner = entry_runner_code(
+        context.language, f"/workspace/project/{entry}", "/workspace/project"
+    )
+    ran = await sandbox.interpreter.run_code(runner, context=context)
+    assert (ran.error is None) == (binding != "PYTHON"), ran.error
+    leftover = await sandbox.interpreter.run_code(
+        "'__workbench_run' in globals()" if binding == "PYTHON" else "1", context=context
+    )
+    if binding == "PYTHON":  # what the inspector now leaves out is really there
+        assert leftover.results[-1].text == "True"
+
+    inspection = await sandbox.interpreter.inspect_context(context)
+
+    assert [name.name for name in inspection.names] == expected
+    helper = "__wb_root" if binding == "RUBY" else "__workbench_run"
+    assert helper.startswith(HELPER_PREFIXES)
+    hidden = await raises(sandbox.interpreter.inspect_value(context, helper))
+    assert hidden.code == "VALIDATION_FAILED"
 
 
 async def context_state(sandbox: SandboxClient, context: CodeContext) -> tuple[object, ...]:

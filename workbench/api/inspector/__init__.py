@@ -11,6 +11,7 @@ it is checked field by field.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from engines.result import well_formed
@@ -35,6 +36,10 @@ LIST_BUDGET: Final = 40_000
 """The most a listing's names may take as JSON (in the language's own units: bytes, or
 UTF-16 units in JavaScript), so that it stays under the 64 KiB result limit; the names
 past it are counted in `more`."""
+HELPER_PREFIXES: Final = ("__workbench_", "__wb_")
+"""Names the workbench's own code makes in a context begin so (the watch runner's
+`__workbench_run`, left behind when the entry raised, and Ruby's `__wb_root`): they are
+not the user's, so no script lists them."""
 TIMEOUT_SECONDS: Final = 10.0
 """Wall-clock limit of one inspection (a user's `__repr__` may loop)."""
 _SCRIPTS: Final = {
@@ -73,6 +78,7 @@ def inspector_code(language: str, name: str | None = None, offset: int = 0) -> s
         "page_chars": str(PAGE_CHARS),
         "max_names": str(MAX_NAMES),
         "budget": str(LIST_BUDGET),
+        "helper_prefixes": json.dumps(list(HELPER_PREFIXES)),  # a literal in each language
     }
     for key, value in values.items():
         source = source.replace("{{" + key + "}}", value)

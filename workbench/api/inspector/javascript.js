@@ -174,7 +174,10 @@
     }
   };
 
-  const userNames = Object.keys(globalThis).filter((name) => !BUILT_IN.has(name));
+  const HELPERS = {{helper_prefixes}}; // the workbench's own names
+  const userNames = Object.keys(globalThis).filter(
+    (name) => !BUILT_IN.has(name) && !HELPERS.some((prefix) => name.startsWith(prefix)),
+  );
 
   if (targetHex) {
     const name = decodeURIComponent(targetHex.replace(/../g, '%$&'));

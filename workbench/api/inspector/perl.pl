@@ -14,6 +14,7 @@ do {
         CHECK UNITCHECK DESTROY AUTOLOAD _ encode_json decode_json from_json to_json
     );
     my %sort_scalars = (a => 1, b => 1);    # $a and $b: every `sort` sets them
+    my @helpers = @{ {{helper_prefixes}} };   # the workbench's own names
     my $dump = sub {
         my ($value, $indent) = @_;
         local $Data::Dumper::Indent = $indent;
@@ -59,6 +60,7 @@ do {
         no strict 'refs';
         for my $name (sort { lc $a cmp lc $b or $a cmp $b } keys %main::) {
             next if $name !~ /\A[A-Za-z_][A-Za-z0-9_]*\z/ || $built_in{$name};
+            next if grep { index($name, $_) == 0 } @helpers;
             my $glob = \*{"main::$name"};
             next unless ref $glob eq 'GLOB';
             my $scalar = *{$glob}{SCALAR};

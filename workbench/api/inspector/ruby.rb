@@ -9,6 +9,7 @@ Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_
     $\\ $_ $` $stderr $stdin $stdout $~ $sandbox_workbench_pid
   ].freeze
   SIZED = [String, Symbol, Array, Hash, Struct].freeze
+  HELPERS = {{helper_prefixes}}.freeze # the workbench's own names
 
   def self.type_name(value)
     name = value.class.name || value.class.inspect
@@ -45,7 +46,9 @@ Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_
     rescue Exception
       false
     end
-    (locals + globals + constants.map(&:to_s)).uniq.sort_by { |name| [name.downcase, name] }
+    names = (locals + globals + constants.map(&:to_s)).uniq
+    names.reject! { |name| name.delete_prefix('$').start_with?(*HELPERS) }
+    names.sort_by { |name| [name.downcase, name] }
   end
 
   def self.value_of(scope, name)
