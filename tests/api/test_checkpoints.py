@@ -155,3 +155,31 @@ async def test_a_checkpoint_names_the_run_its_memory_is_of(
         assert stopped.error is not None and stopped.execution_count == 2
         saved = await interpreter.save_checkpoint(context, "after-the-limit")
         assert saved.executions == 1
+
+
+async def test_the_execution_count_goes_on_through_a_restore(
+    backend: Backend, sandbox: SandboxClient, perl_engine: None
+) -> None:
+    """A checkpoint notes the run it was saved at, but a restore does not put the count
+    back: the restore is an entry of the history with the next number, so no number is
+    ever given twice (the README said a checkpoint kept "its execution count")."""
+    if backend.name == "workerd":
+        pytest.skip("the Worker gateway keeps no checkpoints")
+    interpreter = sandbox.interpreter
+    context = await interpreter.create_code_context("PERL")
+    await interpreter.run_code("our $n = 1", context=context)
+    await interpreter.run_code("$n = 2", context=context)
+    saved = await interpreter.save_checkpoint(context, "two")
+    assert saved.executions == 2
+    assert (await interpreter.run_code("$n = 3", context=context)).execution_count == 3
+
+    await interpreter.restore_checkpoint(context, "two")
+    after = await interpreter.run_code("$n", context=context)
+
+    assert (after.execution_count, after.results[-1].text) == (5, "2")
+    history = await interpreter.history(context)
+    assert [(entry.seq, entry.code) for entry in history[-3:]] == [
+        (3, "$n = 3"),
+        (4, "# restored checkpoint two"),
+        (5, "$n"),
+    ]

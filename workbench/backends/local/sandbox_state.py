@@ -354,8 +354,8 @@ class SandboxState:
         return found[0]
 
     def save_checkpoint(self, context_id: str, name: str) -> StoredCheckpoint:
-        """Keep the context's stored state (the snapshot of its last run, execution count
-        and cwd) under `name`, replacing a checkpoint of that name."""
+        """Keep the context's stored state (the snapshot of its last run and cwd, with
+        that run's number) under `name`, replacing a checkpoint of that name."""
         row = self.context(context_id)
         problem = checkpoint_name_problem(name)
         if problem is not None:
@@ -387,7 +387,8 @@ class SandboxState:
 
     def restore_checkpoint(self, context_id: str, name: str) -> StoredCheckpoint:
         """Put the context back to the checkpoint (its snapshot and cwd); the history
-        records the restore as a comment, which counts as a run."""
+        records the restore as a comment, which counts as a run: the execution count goes
+        on, so a history never holds one number twice."""
         row = self.context(context_id)
         saved = self.checkpoint(context_id, name)
         before = (row.snapshot, row.cwd, row.executions, row.last_used)
