@@ -48,9 +48,11 @@ def open_profile_backend(
     timeout: float | None = None,
     embedded: bool | None = None,
     note: Callable[[str], None] | None = None,
+    adopt: bool = False,
 ) -> Backend:
     """Open the backend of profile `name` (`note`: where a replaced daemon is told of;
-    by default a warning on stderr).
+    by default a warning on stderr). With `adopt` (a client reopening the local profile)
+    the running daemon is taken whatever its settings, as `ensure_daemon` says.
 
     `timeout` (seconds; default `$SANDBOX_WORKBENCH_TIMEOUT_S`): on the local backend the
     engines' wall-clock limit per execution (30 s when neither is set); on a remote one
@@ -78,6 +80,7 @@ def open_profile_backend(
                 data_dir,
                 execution_timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout,
                 note=note,
+                adopt=adopt,
             )
     try:
         config = Config.load()

@@ -17,6 +17,7 @@ from workbench.backends.daemon import open_daemon_backend, probe, socket_path, s
 from workbench.backends.daemon.client import DaemonBackend, _spawn_lock, _start
 from workbench.config import RUBY_CONTEXTS_ENV, LocalSettings
 from workbench.paths import private_data_dir
+from workbench.profiles import LOCAL
 from workbench.tui.app import WorkbenchApp
 
 pytestmark = pytest.mark.slow
@@ -124,3 +125,61 @@ async def test_the_workbench_notices_a_daemon_another_client_restarted(
         assert len([note for note in notes if note[1] == "Local daemon restarted"]) == 1
     running = probe(socket_path(private_data_dir(tmp_path / "data").absolute()))
     assert running is not None and running.pid == second.pid
+
+
+async def test_reopening_the_local_profile_takes_the_daemon_another_client_restarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: a workbench started without Ruby contexts, switched to a remote profile and
+    back after a command with `--ruby-contexts` restarted the daemon, restarted it again
+    with its own settings (Ruby contexts off), saying nothing. Its first open still asks
+    for its settings and now says, in a notification, that it restarted the daemon; a
+    reopen takes the daemon it finds."""
+    env = cli_env(tmp_path)
+    for name in ("SANDBOX_WORKBENCH_DATA_DIR", "SANDBOX_WORKBENCH_CONFIG_DIR"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.delenv(RUBY_CONTEXTS_ENV, raising=False)
+    path = socket_path(private_data_dir(tmp_path / "data").absolute())
+    extended = await asyncio.to_thread(
+        run_cli, {**env, RUBY_CONTEXTS_ENV: "1"}, "sandboxes", "list"
+    )
+    assert extended.returncode == 0, extended.stderr
+    first = probe(path)
+    assert first is not None
+    app = WorkbenchApp(data_dir=tmp_path / "data", health_interval=0.5)
+    notes: list[tuple[str, str]] = []
+    notify = app.notify
+
+    def record(message: str, *, title: str = "", **kw: Any) -> None:
+        notes.append((title, message))
+        notify(message, title=title, **kw)
+
+    monkeypatch.setattr(app, "notify", record)
+    main = app.main_screen
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until_connected(pilot)
+        own = probe(path)
+        assert own is not None and own.settings == LocalSettings(ruby_contexts=False)
+        assert (
+            "Local daemon restarted",
+            f"restarted the local daemon (pid {first.pid}) with "
+            "Ruby contexts off, File API on (it had Ruby contexts on, File API on)",
+        ) in notes
+        notes.clear()
+        flagged = await asyncio.to_thread(run_cli, env, "--ruby-contexts", "sandboxes", "list")
+        assert "restarted the local daemon" in flagged.stderr, flagged.stderr
+        other = probe(path)
+        assert other is not None and other.settings == LocalSettings(ruby_contexts=True)
+        await wait_for(pilot, lambda: main.status.detail.endswith(f" · daemon pid {other.pid}"))
+        main.switch_profile("dev")  # not configured: it fails, as a remote one may
+        await wait_for(pilot, lambda: main.status.state == "unreachable")
+        main.switch_profile(LOCAL)
+        await until_connected(pilot)
+        await wait_for(pilot, lambda: main.status.detail.endswith(f" · daemon pid {other.pid}"))
+        running = probe(path)
+        assert running is not None and (running.pid, running.settings) == (
+            other.pid,
+            LocalSettings(ruby_contexts=True),
+        )
+        restarted = [note for note in notes if note[0] == "Local daemon restarted"]
+        assert len(restarted) == 1 and "Another client" in restarted[0][1]  # the CLI's

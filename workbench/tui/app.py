@@ -36,6 +36,7 @@ from workbench.tui.key_bindings import (
     SANDBOX_ACTIONS,
     WORKBENCH_BINDINGS,
 )
+from workbench.tui.messages import DaemonNoted
 from workbench.tui.palette_commands import WorkbenchCommands
 from workbench.tui.profile_connection import BackendFactory
 from workbench.tui.screens.confirm_screen import ConfirmScreen
@@ -113,14 +114,15 @@ class WorkbenchApp(App[None]):
             config.last_remote = profile
         self.data_dir = resolve_data_dir(data_dir)
         """The local data dir: history, exports and folder-sync state (whatever the profile)."""
+        self.given_data_dir = data_dir
+        self.no_daemon = no_daemon
+        self.local_opened = False
+        """The local profile's backend was opened once: opening it again takes the daemon
+        that runs, whatever its settings (another client may have restarted it with its
+        own: the workbench does not undo them)."""
         self.main_screen = MainScreen(
             profile,
-            backend_factory=backend_factory
-            or (
-                lambda name: open_profile_backend(
-                    name, data_dir=data_dir, embedded=True if no_daemon else None
-                )
-            ),
+            backend_factory=backend_factory or self.open_profile,
             data_dir=self.data_dir,
             history_store=LocalHistoryStore(self.data_dir / HISTORY_FILE_NAME),
             open_tabs=OpenTabs(self.data_dir / OPEN_TABS_FILE_NAME),
@@ -129,6 +131,27 @@ class WorkbenchApp(App[None]):
             health_interval=health_interval,
             prices=self.config.prices,
         )
+
+    def open_profile(self, name: str) -> Backend:
+        """The backend of profile `name` (in a worker thread). The first open of the local
+        profile asks for this workbench's settings (a flag, the environment, the config),
+        restarting a daemon that holds others; every later one (back from a remote
+        profile, a rerun there) takes the daemon it finds. Either way a daemon replaced
+        meanwhile is said in a notification, not on the stderr the screen covers."""
+        local = name == LOCAL
+
+        def note(text: str) -> None:
+            self.main_screen.post_message(DaemonNoted(text))
+
+        backend = open_profile_backend(
+            name,
+            data_dir=self.given_data_dir,
+            embedded=True if self.no_daemon else None,
+            note=note,
+            adopt=local and self.local_opened,
+        )
+        self.local_opened |= local
+        return backend
 
     def get_default_screen(self) -> MainScreen:
         return self.main_screen

@@ -381,6 +381,14 @@ class DaemonReplaced(Message, bubble=False):
 
 
 @dataclass
+class DaemonNoted(Message, bubble=False):
+    """Opening the local profile replaced its daemon (another version, or this
+    workbench's settings at its first open); `note` is what the daemon client said."""
+
+    note: str
+
+
+@dataclass
 class ContextGone(Message, bubble=False):
     """A run found its context gone (another client deleted it, or its sandbox): the run
     failed with `failure`, and the context's tab runs no more."""

@@ -224,9 +224,9 @@ def ensure_daemon(
     `given_up` is set (the caller stopped waiting), the waits for another client's start
     and for the daemon's answer end (`DaemonStartError`). `note` tells of a replacement
     (on stderr by default). With `adopt` (a client reconnecting to a daemon that went
-    away), a daemon of this version is taken whatever its settings: `settings` apply only
-    to one started here, and two clients of different settings do not replace each
-    other's daemon in turn."""
+    away, or the workbench opening the local profile again), a daemon of this version is
+    taken whatever its settings: `settings` apply only to one started here, and two
+    clients of different settings do not replace each other's daemon in turn."""
     check_local_environment()  # the values a daemon started here would read
     for name in (CACHE_ENV, STATE_DIR_ENV):  # directories it makes when missing
         named = os.environ.get(name)
@@ -315,11 +315,12 @@ def open_daemon_backend(
     *,
     execution_timeout: float | None = None,
     note: Callable[[str], None] = warn_untrusted,
+    adopt: bool = False,
 ) -> Backend:
     """The local backend through its daemon (started on demand); `execution_timeout` is
-    every execution's wall-clock limit unless a call gives its own; `note` as in
-    `ensure_daemon`."""
-    info = ensure_daemon(data_dir, note=note)
+    every execution's wall-clock limit unless a call gives its own; `note` and `adopt` as
+    in `ensure_daemon`."""
+    info = ensure_daemon(data_dir, note=note, adopt=adopt)
     transport = SocketTransport(Path(info.socket), f"local ({info.data_dir})", Path(info.data_dir))
     transport.daemon = info.identity
     return DaemonBackend(transport, execution_timeout=execution_timeout)

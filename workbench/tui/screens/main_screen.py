@@ -52,6 +52,7 @@ from workbench.tui.messages import (
     ContextOpened,
     ContextRemoved,
     ContextsGone,
+    DaemonNoted,
     DaemonReplaced,
     DirectoryListed,
     EnginePrepared,
@@ -296,6 +297,15 @@ class MainScreen(
             timeout=15,
         )
         self.connection.load_runtimes()
+
+    @on_report(DaemonNoted)
+    def daemon_noted(self, message: DaemonNoted) -> None:
+        self.notify(
+            message.note.removeprefix("note: "),
+            title="Local daemon restarted",
+            severity="warning",
+            timeout=15,
+        )
 
     def show_versions(self, versions: VersionReport) -> None:
         """The backend's versions in the status bar and the Runtimes tab; a runtime its
