@@ -713,3 +713,30 @@ async def test_a_restore_point_the_engine_process_refuses_falls_back_to_a_fresh_
         assert restored.session is not None and restored.session.boot == "restored"
     finally:
         await backend.aclose()
+
+
+async def test_a_context_whose_runs_all_hit_a_limit_starts_fresh_with_no_warning(
+    tmp_path: Path, python_engine: None
+) -> None:
+    """QA saw `warning: the context had no snapshot to restore; it started fresh` on a run
+    queued behind another client's that timed out: that was the context's only run, and a
+    run that ends at a limit leaves no state (spec 7.7), so nothing was lost. A context
+    that had state restores it past such a run."""
+    backend = open_local_backend(tmp_path / "data", embedded=True)
+    try:
+        interpreter = backend.sandbox("box").interpreter
+        slept = "import time\ntime.sleep(5)"
+        only_limits = await interpreter.create_code_context("PYTHON")
+        timed_out = await interpreter.run_code(slept, context=only_limits, timeout=0.5)
+        assert timed_out.error is not None and timed_out.error.name == "ExecutionLimitError"
+        after = await interpreter.run_code("1 + 1", context=only_limits)
+        assert after.session is not None and after.session.boot == "fresh"
+        assert after.session.notes == ()  # nothing said as lost (the CLI warns of notes)
+        kept = await interpreter.create_code_context("PYTHON")
+        assert (await interpreter.run_code("x = 41", context=kept)).error is None
+        assert (await interpreter.run_code(slept, context=kept, timeout=0.5)).error is not None
+        again = await interpreter.run_code("x + 1", context=kept)
+        assert [entry.text for entry in again.results] == ["42"]
+        assert again.session is not None and again.session.boot == "restored"
+    finally:
+        await backend.aclose()

@@ -408,7 +408,7 @@ class ContextRunner:
             notes = list(report.notes)
             if is_limit:  # a cancel may have come before the boot: it says nothing of one
                 pass
-            elif report.boot is Boot.FRESH and row.executions > 0:
+            elif report.boot is Boot.FRESH and self._state.ran_to_a_state(row):
                 notes.append("the context had no snapshot to restore; it started fresh")
             elif report.boot is Boot.RESTORED and not was_resident and row.snapshot is not None:
                 taken_at = iso_from_ms(int(row.snapshot["takenAt"]))

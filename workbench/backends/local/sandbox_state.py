@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engines.result import LIMIT_ERROR
 from workbench.backends.local.runtimes import LocalRuntime
 from workbench.backends.local.settings import LocalResources, idle_deadline_passed
 from workbench.core.changes import ChangeSet
@@ -151,6 +152,18 @@ class SandboxState:
         self.contexts: dict[str, ContextRow] = {}
         self._workspace: Workspace | None = None
         self.load()
+
+    def ran_to_a_state(self, row: ContextRow) -> bool:
+        """Whether a run of the context may have left REPL state: one that did not end at
+        a limit (a timed-out or cancelled run's state is dropped, so a context that only
+        ran those is rightly fresh), or one its history no longer holds (trimmed)."""
+        entries = self._store.history(self.id, row.id)
+        if len(entries) < row.executions:
+            return True
+        return any(
+            result is not None and (result.get("error") or {}).get("name") != LIMIT_ERROR
+            for *_, result in entries
+        )
 
     def load(self) -> None:
         """(Re-)read the row and the contexts; the workspace is read when next used."""
