@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tests.cli import SCRIPT, cli_env, run_cli
 from tests.conftest import require_engine
+from tests.daemon import wait_for_a_run
 
 CODE = "import time\nprint('first')\ntime.sleep(2)\nprint('second')"
 
@@ -40,3 +41,41 @@ def test_run_prints_a_contexts_output_as_it_comes(tmp_path: Path) -> None:
     assert process.returncode == 0
     as_json = run_cli(env, "run", "-s", "box", "-l", "python", "-c", CODE, "--json")
     assert json.loads(as_json.stdout)["logs"]["stdout"] == ["first", "second"]
+
+
+def test_a_run_waiting_behind_another_clients_says_so(tmp_path: Path) -> None:
+    """QA: `run --context` into a context busy with another client's run waited 8 s (once
+    24.7 s) with nothing printed. The daemon tells a streamed run that waits its turn, and
+    the command notes it on stderr (not under `-q`; under `--json` too, on stderr)."""
+    require_engine("python")
+    env = cli_env(tmp_path)
+    made = run_cli(env, "run", "-s", "box", "-l", "python", "--json", "-c", "x = 6")
+    context = json.loads(made.stdout)["context"]["id"]
+    waiting = "note: sandbox box is busy with another client's run; this run waits"
+    for flags, said in (((), True), (("--json",), True), (("-q",), False)):
+        other = subprocess.Popen(
+            [
+                str(SCRIPT),
+                "run",
+                "-s",
+                "box",
+                "--context",
+                context,
+                "-c",
+                "import time; time.sleep(2)",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            wait_for_a_run(env)
+            quiet = flags == ("-q",)
+            command = [*flags, "run"] if quiet else ["run", *flags]
+            queued = run_cli(env, *command, "-s", "box", "--context", context, "-c", "x * 7")
+        finally:
+            other.communicate(timeout=60)
+        assert queued.returncode == 0, queued.stderr
+        assert (waiting in queued.stderr) is said, queued.stderr
+        assert "42" in queued.stdout
+        assert other.returncode == 0

@@ -685,6 +685,7 @@ def test_stopping_cancels_runs_and_the_next_command_starts_a_new_daemon(
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     wait_for_a_run(env, 2)  # waiting for its turn behind the long run
+    time.sleep(1)  # told that it waits (after half a second): its answer streams
     started = time.monotonic()
     stopping = subprocess.Popen(
         [str(SCRIPT), "daemon", "stop"], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True
@@ -703,6 +704,8 @@ def test_stopping_cancels_runs_and_the_next_command_starts_a_new_daemon(
     # longer died at its grace with an HTTP 500): x stayed 41 above.
     _, queued_error = queued.communicate(timeout=60)
     assert queued.returncode == 1
+    waited, queued_error = queued_error.split("\n", 1)  # the stream began with the wait
+    assert waited.startswith("note: sandbox s is busy with another client's run")
     assert queued_error.startswith(
         "error: Not carried out: the local daemon stopped (`daemon stop`) before this "
         "request's turn"

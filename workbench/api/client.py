@@ -344,9 +344,13 @@ class Interpreter:
         timeout: float | None = None,
         on_stdout: LineCallback | None = None,
         on_stderr: LineCallback | None = None,
+        on_wait: Callable[[], object] | None = None,
     ) -> ExecutionResult:
         """Run code in a context (or the binding's default context). Guest errors and
         limits come back in `result.error`; transport and request errors raise.
+        `on_wait` is called where the server says the run waits for its sandbox's turn
+        (another request, another client's run most likely, holds it: `serve` and the
+        local backend say so within half a second; other gateways never do).
 
         `timeout` (seconds; default the backend's `execution_timeout`) is the execution's
         own deadline where the backend enforces one (the local backend, `serve`: it ends as
@@ -361,8 +365,8 @@ class Interpreter:
         if env_vars is not None:
             body["envVars"] = {key: value for key, value in env_vars.items()}
         wait = self._sandbox._deadline(body, timeout)
-        lines = StreamedLines(on_stdout, on_stderr)
-        streaming = on_stdout is not None or on_stderr is not None
+        lines = StreamedLines(on_stdout, on_stderr, on_wait)
+        streaming = on_stdout is not None or on_stderr is not None or on_wait is not None
         data = await self._sandbox._call(
             "POST", "/execute", body, timeout=wait, on_event=lines if streaming else None
         )
@@ -384,12 +388,22 @@ class StreamedLines:
     the lines the answer holds beyond those (all of them when nothing streamed: a Worker
     gateway, or a guest whose output arrives at the end), so each line is told once."""
 
-    def __init__(self, on_stdout: LineCallback | None, on_stderr: LineCallback | None) -> None:
+    def __init__(
+        self,
+        on_stdout: LineCallback | None,
+        on_stderr: LineCallback | None,
+        on_wait: Callable[[], object] | None = None,
+    ) -> None:
         self._callbacks = {"stdout": on_stdout, "stderr": on_stderr}
+        self._on_wait = on_wait
         self.told = {"stdout": 0, "stderr": 0}
         self._pending: list[asyncio.Future[object]] = []
 
     def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "waiting":
+            if self._on_wait is not None:
+                self._on_wait()
+            return
         stream, line = event.get("stream"), event.get("line")
         if stream not in self.told or not isinstance(line, str):
             return

@@ -90,6 +90,16 @@ async def binding_for_language(backend: Backend, language: str) -> str:
     raise click.UsageError(f"{backend.name} offers no {wanted} runtime")
 
 
+def say_waiting(sandbox_id: str) -> None:
+    """The note of a run that waits for its sandbox's turn: silent, it looked hung."""
+    echo_untrusted(
+        f"note: sandbox {sandbox_id} is busy with another client's run; this run waits "
+        "for it to end (Ctrl+C gives up)",
+        err=True,
+        fg="yellow",
+    )
+
+
 def print_result(result: ExecutionResult, *, logs: bool = True) -> int:
     """Logs to stdout/stderr (unless they were printed as they came), then the value or
     the error; returns the exit code.
@@ -238,6 +248,7 @@ async def run_command(
             env_vars=env or None,
             on_stdout=None if as_json else echo_untrusted,
             on_stderr=None if as_json else partial(echo_untrusted, err=True),
+            on_wait=None if global_options().quiet else partial(say_waiting, sandbox.id),
         )
 
     result = await with_backend(profile, data_dir, body, timeout=timeout)

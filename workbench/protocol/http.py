@@ -31,6 +31,7 @@ __all__ = [
     "FILES_BODY_CAP",
     "NDJSON",
     "REASONS",
+    "WAITING_EVENT",
     "EventSink",
     "Handler",
     "OutputLines",
@@ -152,6 +153,11 @@ def output_event(stream: str, line: str) -> dict[str, Any]:
     return {"type": "output", "stream": stream, "line": line}
 
 
+WAITING_EVENT: dict[str, Any] = {"type": "waiting"}
+"""A streamed execution's event: it waits for its sandbox's turn (another request,
+another client's run most likely, holds it), sent once it waited `WAIT_NOTICE_S`."""
+
+
 def answer_event(response: Response) -> bytes:
     """The last line of a streamed answer: what the plain answer would have been."""
     body = json.loads(response.body) if response.body else None
@@ -201,7 +207,8 @@ def guarded_sink(on_event: EventSink) -> EventSink:
 
 async def read_event_stream(chunks: AsyncIterator[bytes], on_event: EventSink) -> Response:
     """Read a streamed answer: each output event goes to `on_event` as it arrives; the
-    answer event becomes the `Response` the plain answer would have been. `ValueError`
+    answer event becomes the `Response` the plain answer would have been (a waiting
+    event goes to `on_event` too). `ValueError`
     for what is not such a stream, `EOFError` if it ends before its answer."""
     pending = b""
     async for chunk in chunks:
@@ -220,7 +227,7 @@ async def read_event_stream(chunks: AsyncIterator[bytes], on_event: EventSink) -
                 if not isinstance(status, int) or isinstance(status, bool):
                     raise ValueError("the streamed answer has no status")
                 return Response(status, json.dumps(event.get("body")).encode())
-            if event.get("type") == "output":
+            if event.get("type") in ("output", "waiting"):
                 on_event(event)
     raise EOFError("the streamed answer was cut off")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -39,6 +40,7 @@ from workbench.protocol.http import (
     FILES_BATCH_BODY_CAP,
     FILES_BATCH_MAX_ENTRIES,
     FILES_BODY_CAP,
+    WAITING_EVENT,
     OutputLines,
     Request,
     Response,
@@ -246,7 +248,9 @@ async def sandbox_request(gateway: LocalGateway, request: Request, params: Param
         if only_existing and not sandbox.exists:
             raise sandbox_not_found(sandbox_id)
         return await found.target.handler(sandbox, request, found.params)
-    async with sandbox.turn():
+    # A client that takes a stream (an execution's) is told when its run waits its turn.
+    waiting = None if request.events is None else partial(request.events, WAITING_EVENT)
+    async with sandbox.turn(waiting):
         try:
             sandbox.refuse_if_closing()
             if only_existing and not sandbox.exists:

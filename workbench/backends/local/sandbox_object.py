@@ -9,7 +9,7 @@ and go through `ContextSnapshots`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -42,6 +42,10 @@ from workbench.protocol.types import (
     SandboxInfo,
 )
 from workbench.store import StoredCheckpoint, StoredSandbox
+
+WAIT_NOTICE_S = 0.5
+"""How long a request waits for its turn before `turn` says it waits (a listing ahead
+of it ends well within that; a run may take minutes)."""
 
 
 def not_carried_out(reason: str) -> SandboxError:
@@ -76,11 +80,22 @@ class SandboxObject:
     # ----- lifecycle -----------------------------------------------------------------
 
     @asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        """This request's turn: one at a time, after the idle alarm had its say."""
-        async with self._queue:
-            self.expire_if_due()
-            yield
+    async def turn(self, waiting: Callable[[], None] | None = None) -> AsyncIterator[None]:
+        """This request's turn: one at a time, after the idle alarm had its say.
+        `waiting` is called once the turn has not come within `WAIT_NOTICE_S` (another
+        request, most likely another client's run, holds the sandbox)."""
+        notice = None
+        if waiting is not None and self._queue.locked():
+            notice = asyncio.get_running_loop().call_later(WAIT_NOTICE_S, waiting)
+        try:
+            async with self._queue:
+                if notice is not None:
+                    notice.cancel()
+                self.expire_if_due()
+                yield
+        finally:
+            if notice is not None:
+                notice.cancel()
 
     @property
     def exists(self) -> bool:
