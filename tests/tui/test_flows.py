@@ -381,6 +381,32 @@ async def test_code_typed_and_not_run_is_asked_about_at_close_and_kept_at_exit(
         await wait_for(pilot, lambda: reopened.code_input.text == 'my $draft = "kept at exit";')
 
 
+async def test_every_reopened_tab_gets_back_the_code_typed_in_it(tmp_path: Path) -> None:
+    """Each tab reopened gets its own code typed and not run, not only the first one, and
+    the drafts stay kept until the next quit (reopening the first tab used to rewrite the
+    open tabs without them)."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repls = [await create_context(pilot, "PERL") for _ in range(3)]
+        drafts = ["", "my $second = 2;", "my $third = 3;"]
+        for repl, draft in zip(repls, drafts, strict=True):
+            repl.set_code(draft)
+        app.post_message(events.Key("ctrl+q", None))  # not `pilot.press`: see above
+        async with asyncio.timeout(30):
+            while app.is_running:
+                await asyncio.sleep(0.02)
+
+    again = make_app(tmp_path)
+    main = again.main_screen
+    async with again.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        reopened = [await opened_repl(pilot, repl.context.id) for repl in repls]
+        await wait_for(pilot, lambda: [repl.code_input.text for repl in reopened] == drafts)
+        assert [main.open_tabs.draft("local", repl.context.id) for repl in repls] == drafts
+
+
 async def test_refresh_marks_the_tab_of_a_context_deleted_elsewhere_gone(tmp_path: Path) -> None:
     """F5 after another client deleted an open tab's context: the tab says it is gone
     (before, only a run in it found out), and the other tab stays."""

@@ -81,9 +81,18 @@ class OpenTabs:
         return found
 
     def _save(self, profile: str, tabs: list[tuple[str, CodeContext]]) -> None:
+        """Write the profile's tabs, each with the draft kept for it: the tabs reopen one
+        by one, and a later one's draft must outlive the earlier ones' `opened`."""
         everything = _read_json_object(self.path)
+        drafts = {
+            context_id: entry["draft"]
+            for entry, context_id in _entries_by_context(everything.get(profile))
+            if isinstance(entry.get("draft"), str)
+        }
         everything[profile] = [
-            {"sandbox": sandbox_id, "context": context.to_json()} for sandbox_id, context in tabs
+            {"sandbox": sandbox_id, "context": context.to_json()}
+            | ({"draft": drafts[context.id]} if context.id in drafts else {})
+            for sandbox_id, context in tabs
         ]
         _write_json(self.path, everything)
 
