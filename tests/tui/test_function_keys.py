@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from textual.screen import Screen
 
+from tests.tui.test_file_editing import open_file, write_files
 from tests.tui.test_flows import Notifications, make_app
 from tour import (
     WorkbenchPilot,
@@ -18,6 +19,7 @@ from tour import (
     until_connected,
     wait_for,
 )
+from workbench.backends.local import open_local_backend
 from workbench.tui.key_bindings import WORKBENCH_BINDINGS
 from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.confirm_screen import ConfirmScreen
@@ -115,6 +117,56 @@ async def test_function_keys_work_while_the_editor_has_focus(
         assert set(checks) == function_keys  # a new function key needs its check here
         for check in checks.values():
             await in_the_editor(check)
+
+
+async def destroy_question(pilot: WorkbenchPilot, *keys: str) -> str:
+    """The question the keys' destroy dialog asks (Escape closes it, destroying nothing)."""
+    await pilot.press(*keys)
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), timeout=5)
+    question = str(pilot.app.screen.question)  # type: ignore[attr-defined]
+    await pilot.press("escape")
+    await wait_for(pilot, lambda: not isinstance(pilot.app.screen, ConfirmScreen), timeout=5)
+    return question
+
+
+async def test_sandbox_keys_act_on_the_tree_cursors_sandbox_while_the_tree_has_focus(
+    tmp_path: Path,
+) -> None:
+    """F8 (as F3, F4, F6 and their palette commands) acts on the sandbox under the tree's
+    cursor while the tree has the focus, else on the active REPL's or file's: it took the
+    active REPL's over the tree's, and the tree's over an active file's."""
+    await write_files(tmp_path, {"notes.txt": b"text"})  # in demo
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        await backend.sandbox("w1").get_info()
+    app = make_app(tmp_path)
+    main = app.main_screen
+    tree = main.sandbox_tree
+    palette = ("ctrl+p", *"Destroy sandbox", "enter")
+
+    async def tree_on(sandbox_id: str) -> None:
+        tree.focus()
+        tree.move_cursor(tree.sandbox_node(sandbox_id))
+        await wait_for(pilot, lambda: main.highlighted_sandbox_id == sandbox_id, timeout=5)
+
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = await open_file(pilot, app, "notes.txt")
+        await tree_on("w1")
+        for keys in [("f8",), palette]:
+            assert (await destroy_question(pilot, *keys)).startswith("Destroy sandbox w1 ")
+        view.focus_content()
+        for keys in [("f8",), palette]:
+            assert (await destroy_question(pilot, *keys)).startswith("Destroy sandbox demo ")
+
+        await tree_on("demo")
+        repl = await create_context(pilot, "PERL")
+        assert repl.sandbox_id == "demo"
+        await pilot.press("ctrl+t")
+        await tree_on("w1")
+        for keys in [("f8",), palette]:
+            assert (await destroy_question(pilot, *keys)).startswith("Destroy sandbox w1 ")
+        repl.code_input.focus()
+        for keys in [("f8",), palette]:
+            assert (await destroy_question(pilot, *keys)).startswith("Destroy sandbox demo ")
 
 
 async def test_tab_keys_cycle_the_tabs_and_ctrl_t_focuses_the_tree(tmp_path: Path) -> None:

@@ -203,8 +203,13 @@ class MainScreen(
 
     @property
     def selected_sandbox_id(self) -> str | None:
-        repl = self.active_repl
-        return repl.sandbox_id if repl is not None else self.highlighted_sandbox_id
+        """The sandbox its keys (f3, f4, f6, f8) and the palette's commands act on: the
+        tree cursor's while the tree has the focus (it keeps it under the palette), else
+        the active REPL's or file's, else the tree cursor's."""
+        if self.focused is self.sandbox_tree:
+            return self.highlighted_sandbox_id
+        tab = self.active_repl or self.tabs.active_file
+        return tab.sandbox_id if tab is not None else self.highlighted_sandbox_id
 
     def show_tab(self, tab_id: str) -> None:
         """Activate the sandbox or the runtimes tab; focus goes to what drives it."""

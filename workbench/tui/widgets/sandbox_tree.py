@@ -60,7 +60,8 @@ class SandboxTree(Tree[TreeNodeData]):
 
 The current profile's sandboxes. Expand a sandbox to see its code contexts
 (binding, cwd, runs, snapshot) and its `/workspace`. **Enter** on a context opens
-its REPL; on a file, its editor; on a sandbox, its info.
+its REPL; on a file, its editor; on a sandbox, its info. While the tree has the
+focus, **F3**, **F4**, **F6** and **F8** act on the sandbox under the cursor.
 
 In `/workspace`: **alt+n** new file, **alt+t** new folder (in the selected folder),
 **alt+e** rename, **alt+x** delete (asks first; a folder goes with everything in it).
