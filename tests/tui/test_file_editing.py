@@ -92,6 +92,23 @@ async def test_a_saved_file_is_written_back(tmp_path: Path) -> None:
         assert not isinstance(app.screen, SaveConflictScreen)
 
 
+async def test_enter_on_a_file_in_the_tree_focuses_its_editor(tmp_path: Path) -> None:
+    """Enter on a file, open or not yet, focuses its editor, as Enter on a context does
+    its REPL's (the focus stayed in the tree, which took what was typed next)."""
+    await write_files(tmp_path, {"a.txt": b"a", "b.txt": b"b"})
+    app = make_app(tmp_path)
+    tabs = app.main_screen.tabs
+    async with app.run_test(size=(120, 40)) as pilot:
+        first = await open_file(pilot, app, "a.txt")
+        await wait_for(pilot, lambda: first.editor.has_focus, timeout=5)
+        second = await open_file(pilot, app, "b.txt")
+        await wait_for(pilot, lambda: second.editor.has_focus, timeout=5)
+        await open_file(pilot, app, "a.txt")  # open already, behind the other one's tab
+        await wait_for(pilot, lambda: tabs.active_file is first and first.editor.has_focus)
+        await pilot.press("x")
+        assert first.is_dirty
+
+
 async def test_a_run_changing_the_file_keeps_the_edits_and_saving_asks(tmp_path: Path) -> None:
     await write_files(tmp_path, {"out.txt": b"before"})
     app = make_app(tmp_path)

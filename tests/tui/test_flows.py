@@ -860,7 +860,8 @@ async def test_enter_on_a_file_opens_it_in_a_tab(tmp_path: Path) -> None:
         assert "\x1b" not in text and "]52;c;x" in text
         assert "control characters not shown" in text.splitlines()[0]
         view = main.tabs.active_file
-        assert view is not None and view.editor.text == code
+        assert view is not None and view.editor.text == code and view.editor.has_focus
+        await pilot.press("ctrl+t")
         main.sandbox_tree.move_cursor(files["blob.bin"])
         await pilot.press("enter")
         await wait_for(pilot, lambda: "binary" in shown())

@@ -120,7 +120,8 @@ class FileOpened(Message, bubble=False):
     discard_edits: bool = False
     """True for a reload the user asked for: it replaces unsaved edits."""
     focus: bool = False
-    """True for a file just created: its editor takes the focus, to be written in."""
+    """True for a file just created or opened from the tree: its editor takes the focus,
+    to be written in."""
 
 
 @dataclass

@@ -126,10 +126,12 @@ class WorkspaceFiles:
         activate: bool = True,
         discard_edits: bool = False,
         check_listed: bool = True,
+        focus: bool = False,
     ) -> None:
         """Read a file for its view (`FileOpened`; `FileGone` when a view read again
         finds it gone). `check_listed=False`: read again after a run, a change or a
-        listing that found the sandbox, rather than opened or reloaded by the user."""
+        listing that found the sandbox, rather than opened or reloaded by the user.
+        `focus`: its editor takes the focus then (opened from the tree)."""
 
         async def read(backend: Backend) -> None:
             try:
@@ -140,7 +142,7 @@ class WorkspaceFiles:
                 self.owner.post_message(FileGone(sandbox_id, path))
                 return
             self.owner.post_message(
-                FileOpened(sandbox_id, content, version, activate, discard_edits)
+                FileOpened(sandbox_id, content, version, activate, discard_edits, focus)
             )
 
         only_if_listed = sandbox_id if check_listed else None

@@ -519,7 +519,7 @@ class MainScreen(
         if isinstance(data, ContextNode):
             self.open_context(data.sandbox_id, context_from_info(data.context))
         elif isinstance(data, FileNode):
-            self.workspace_files.open(data.sandbox_id, data.path)
+            self.workspace_files.open(data.sandbox_id, data.path, focus=True)
         elif isinstance(data, SandboxNode):
             self.highlighted_sandbox_id = data.sandbox_id
             self.tabs.activate(INFO_TAB, self.sandbox_tree)
