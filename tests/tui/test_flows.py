@@ -179,8 +179,48 @@ async def test_run_cells_see_results_and_walk_history(tmp_path: Path) -> None:
         await pilot.press("alt+h")
         assert isinstance(app.screen, HistorySearchScreen)
         await pilot.press(*"GREET", "enter")
-        await wait_for(pilot, lambda: not isinstance(app.screen, HistorySearchScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))  # over "draft"
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         assert repl.code_input.text.startswith('print "$ENV{GREETING}')
+
+
+async def test_history_search_asks_before_replacing_code_typed_and_not_run(
+    tmp_path: Path,
+) -> None:
+    """Picking an entry over code typed and not run asks first (it replaced the code
+    silently): Cancel keeps it, Replace puts the entry in. Over nothing typed, or over an
+    entry of the history (as Up recalls it), nothing is lost and nothing is asked."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "40 + 2")
+
+        async def pick_the_newest() -> None:
+            await pilot.press("alt+h")
+            await wait_for(pilot, lambda: isinstance(app.screen, HistorySearchScreen))
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: not isinstance(app.screen, HistorySearchScreen))
+
+        repl.set_code("my $typed = 1;")
+        for button in ["#cancel", "#confirm"]:
+            await pick_the_newest()
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            assert app.screen.question == (  # type: ignore[attr-defined]
+                f"Replace the code in {repl.title}? The code typed in it and not run is lost."
+            )
+            await pilot.click(button)
+            await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+            assert repl.code_input.text == ("my $typed = 1;" if button == "#cancel" else "40 + 2")
+        await run_cell(pilot, repl, "1 + 1")
+        for typed, picked in [("", "1 + 1"), ("40 + 2", "1 + 1")]:
+            repl.set_code(typed)
+            await pick_the_newest()
+            await pilot.pause()
+            assert not isinstance(app.screen, ConfirmScreen)
+            assert repl.code_input.text == picked
 
 
 async def test_history_search_shows_each_cell_as_one_row(tmp_path: Path) -> None:

@@ -464,10 +464,29 @@ class ReplPane(Vertical):
             code_input.move_cursor((0, len(code_input.document.get_line(0))))
 
     def search_history(self) -> None:
+        """Put the entry picked from the history in the input; code typed there and not
+        run (in no entry) is replaced only once the user says so, as `alt+w` asks."""
+
+        def recall(code: str) -> None:
+            self.set_code(code)
+            self.code_input.focus()
+
         def chosen(code: str | None) -> None:
-            if code is not None:
-                self.set_code(code)
-                self.code_input.focus()
+            if code is None:
+                return
+            typed = self.code_input.text
+            if not typed.strip() or typed == code or typed in self.history:
+                recall(code)
+                return
+
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    recall(code)
+
+            question = (
+                f"Replace the code in {self.title}? The code typed in it and not run is lost."
+            )
+            self.app.push_screen(ConfirmScreen(question, "Replace"), confirmed)
 
         self.app.push_screen(HistorySearchScreen(self.history), chosen)
 
