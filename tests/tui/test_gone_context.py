@@ -11,6 +11,7 @@ import pytest
 from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.widgets.repl_pane import GONE_NOTE, GONE_REFUSAL
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
@@ -67,3 +68,16 @@ async def test_a_tab_of_a_destroyed_sandbox_is_marked_gone_and_makes_no_sandbox(
         assert len(repl.transcript.cells) == cells and repl.code_input.text == "2 + 2"
         assert not repl.running
         assert "doomed" not in {summary.id for summary in await backend.list_sandboxes()}
+
+        # Closing it asks only about the code typed in it (refused, and not run).
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert app.screen.question == (  # type: ignore[attr-defined]
+            f"Close {repl.title}? The code typed in it and not run is lost."
+        )
+        await pilot.click("#cancel")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        repl.set_code("")
+        await pilot.press("alt+w")
+        await wait_for(pilot, lambda: main.tabs.repl_for(repl.context.id) is None)
+        assert not isinstance(app.screen, ConfirmScreen)
