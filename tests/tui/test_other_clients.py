@@ -4,10 +4,12 @@ sandbox another client destroyed are marked gone by a refresh."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from tests.api.test_execution import BUSY_TWO_SECONDS
 from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
 from workbench.api import Backend
 from workbench.backends.local import open_local_backend
@@ -15,7 +17,7 @@ from workbench.sync.runner import entry_runner_code
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.cell_picker_screen import cell_summary
 from workbench.tui.transcript_cell import FROM_ANOTHER_CLIENT
-from workbench.tui.widgets.repl_pane import GONE_NOTE, ReplPane
+from workbench.tui.widgets.repl_pane import GONE_NOTE, WAITING_TURN, ReplPane
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
@@ -168,3 +170,27 @@ async def test_a_watch_run_of_another_client_shows_its_entry_not_its_runner(
         assert "my ($entry" not in shown_text(reopened)
         assert reopened.history == ["1 + 1"]
         assert cell_summary(reopened.transcript.cells[0]) == "[1] ⟳ watch run: main.pl"
+
+
+async def test_a_cell_waiting_behind_another_client_s_run_says_so(tmp_path: Path) -> None:
+    """The cell's status said "running" while it waited, in silence, for another
+    client's run in the same sandbox to end (the CLI now says so; so does the tab)."""
+    app = embedded_app(tmp_path / "data")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "shared")
+        repl = await create_context(pilot, "PERL")
+        backend = app.main_screen.backend
+        assert backend is not None
+        other = asyncio.ensure_future(
+            backend.sandbox("shared").interpreter.run_code(BUSY_TWO_SECONDS, binding="PERL")
+        )
+        await asyncio.sleep(0.3)  # its turn taken
+        repl.code_input.focus()
+        repl.set_code('print "mine\\n"; 1 + 1')
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: WAITING_TURN in str(repl.run_status.render()), timeout=10)
+        await wait_for(pilot, lambda: not repl.running, timeout=20)
+        assert (await other).results[0].text == "done"
+        result = repl.transcript.cells[-1].result
+        assert result is not None and result.results[0].text == "2"

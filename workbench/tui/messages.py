@@ -268,6 +268,14 @@ class SandboxDestroyed(Message, bubble=False):
 
 
 @dataclass
+class CellWaiting(Message, bubble=False):
+    """A running cell waits for its sandbox's turn: another request holds it (another
+    client's run, most likely; the backend says so after half a second)."""
+
+    context_id: str
+
+
+@dataclass
 class CellOutput(Message, bubble=False):
     """Lines a running cell wrote, as the backend streams them: (stream, line) pairs."""
 

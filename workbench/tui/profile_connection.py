@@ -51,6 +51,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     BackendOpened,
     CellFinished,
     CellOutput,
+    CellWaiting,
     CheckpointRestored,
     CheckpointSaved,
     CheckpointsLoaded,
@@ -817,6 +818,7 @@ class ProfileConnection:
                 context=context_id,
                 on_stdout=partial(output.add, "stdout"),
                 on_stderr=partial(output.add, "stderr"),
+                on_wait=partial(self.owner.post_message, CellWaiting(context_id)),
             )
         except (ContextNotFoundError, SandboxNotFoundError) as error:
             failure = describe_error(error)

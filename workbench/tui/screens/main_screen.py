@@ -48,6 +48,7 @@ from workbench.tui.messages import (
     BackendOpened,
     CellFinished,
     CellOutput,
+    CellWaiting,
     ContextGone,
     ContextOpened,
     ContextRemoved,
@@ -767,6 +768,12 @@ class MainScreen(
         may have gone since)."""
         if sandbox_id is not None and sandbox_id in self.stale_infos:
             self.connection.load_sandbox_info(sandbox_id, changed=True)
+
+    @on_report(CellWaiting)
+    def cell_waiting(self, message: CellWaiting) -> None:
+        pane = self.tabs.repl_for(message.context_id)
+        if pane is not None and pane.running:
+            pane.note_waiting()
 
     @on_report(CellOutput)
     def cell_output(self, message: CellOutput) -> None:

@@ -53,6 +53,7 @@ GIVEN_UP_NOTE = (
 )
 """Where the backend cancels a request given up (its health lists `execution-timeout`)."""
 OUTPUT_AT_END = "running (this gateway sends the output when the run ends)"
+WAITING_TURN = "waiting for another client's run in this sandbox to end"
 GONE_NOTE = (
     "This context no longer exists: another client deleted it, or its sandbox. Nothing "
     "runs here any more; the transcript stays to read, copy and export."
@@ -113,6 +114,8 @@ class ReplPane(Vertical):
         self.draft = ""
         self.pending_code = ""
         """The code of the running cell (for the transcript if the run is abandoned)."""
+        self.waiting = False
+        """The running cell waits for its sandbox's turn (`note_waiting`)."""
         self.show_measurements = show_measurements
         self.prices = prices
         self.data_dir = data_dir
@@ -227,6 +230,7 @@ class ReplPane(Vertical):
         self.generation += 1
         self.pending_code = code
         self.code_input.text = ""
+        self.waiting = False
         self.run_status.start("running", self.cancel_hint())
         self.query_one(LiveOutput).start_cell(self.context.language, code)
 
@@ -412,8 +416,16 @@ class ReplPane(Vertical):
             self._own_runs.add(execution_count)
         self.transcript.write(shown(f"◇ {run} was the context inspector", "dim"))
 
+    def note_waiting(self) -> None:
+        """The run waits for its sandbox's turn: say so until its first output."""
+        self.waiting = True
+        self.run_status.relabel(WAITING_TURN)
+
     def show_output(self, lines: list[tuple[str, str]]) -> None:
         """Lines the running cell just wrote (the finished cell replaces them)."""
+        if self.waiting:  # its turn came
+            self.waiting = False
+            self.run_status.relabel("running")
         self.query_one(LiveOutput).add_lines(lines)
 
     def abandon_run(self, note: str) -> None:
