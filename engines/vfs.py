@@ -121,13 +121,10 @@ class File(Node):
 
 
 class Directory(Node):
-    """Its times are 0 and stay so when entries come and go: the workspace keeps no time
-    for a directory, and its stat reports 0 (spec 6.3), in every language alike."""
-
     __slots__ = ("children",)
 
-    def __init__(self) -> None:
-        super().__init__(0)
+    def __init__(self, mtime_ns: int = 0) -> None:
+        super().__init__(mtime_ns or time.time_ns())
         self.children: dict[str, Node] = {}
 
 
@@ -456,6 +453,7 @@ class VirtualFS:
         but those of its files that stayed counted while they were out and open."""
         node.parent, node.name = parent, name
         parent.children[name] = node
+        parent.mtime_ns = time.time_ns()
         for file in _files(node):
             if file in self._orphans:
                 self._orphans.discard(file)
@@ -468,6 +466,7 @@ class VirtualFS:
         """Take `name` out of `parent`: its bytes stop counting, but an open file's, which
         count until it closes."""
         node = parent.children.pop(name)
+        parent.mtime_ns = time.time_ns()
         for file in _files(node):
             if file.opens:
                 self._orphans.add(file)
@@ -634,7 +633,7 @@ class VirtualFS:
                 if not isinstance(node, Directory):
                     if node is not None:
                         self._detach(parent, name)
-                    self._attach(parent, name, Directory())
+                    self._attach(parent, name, Directory(mtime_ns))
             elif isinstance(node, File):  # the same file: its handles see the new bytes
                 before = len(node.data)
                 node.data[:] = state.data

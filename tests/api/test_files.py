@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import raw_call
-from tests.api.test_execution import skip_stateless_ruby
 from workbench.api import (
     Backend,
     FileInfo,
@@ -568,67 +567,6 @@ async def test_list_files(sandbox: SandboxClient) -> None:
     assert nested.path == "/workspace/sub"
     assert set(by_path(nested.files)) == {"a.py", "deeper", "deeper/b.txt"}
     assert by_path(nested.files)["deeper/b.txt"].absolute_path == "/workspace/sub/deeper/b.txt"
-
-
-GUEST_TIMES = {  # binding: [the seconds of d, made, the root, d/f.txt] as the guest stats them
-    "PYTHON": (
-        "import os\nos.mkdir('made')\nopen('made/x', 'w').close()\n"
-        "[os.stat(p).st_mtime_ns // 10**9 for p in ('d', 'made', '.', 'd/f.txt')]"
-    ),
-    "JAVASCRIPT": (
-        "fs.mkdirSync('made'); fs.writeFileSync('made/x', '');\n"
-        "['d', 'made', '.', 'd/f.txt'].map((p) => Math.floor(fs.statSync(p).mtimeMs / 1000))"
-    ),
-    "PERL": (
-        "mkdir 'made'; open my $fh, '>', 'made/x'; close $fh;\n"
-        "[map { (stat $_)[9] } 'd', 'made', '.', 'd/f.txt']"
-    ),
-    "RUBY": (
-        "Dir.mkdir('made'); File.write('made/x', '')\n"
-        "%w[d made . d/f.txt].map { |p| File.mtime(p).to_i }"
-    ),
-}
-
-
-@pytest.mark.usefixtures("all_engines")
-@pytest.mark.parametrize("binding", GUEST_TIMES)
-async def test_a_guest_stats_every_directory_at_time_zero(
-    backend: Backend, sandbox: SandboxClient, binding: str
-) -> None:
-    """Spec 6.3: the stat of a directory reports updatedAt 0, a file its updatedAt. Python,
-    Perl and Ruby saw the time their engine process copied the tree, or an entry came or
-    went, where JavaScript saw 0."""
-    skip_stateless_ruby(backend, binding)
-    await sandbox.mkdir("d")
-    await sandbox.write_file("d/f.txt", "x")
-    listed = by_path((await sandbox.list_files("d")).files)["f.txt"]
-    file_seconds = int(parse_iso(listed.modified_at).timestamp())
-    context = await sandbox.interpreter.create_code_context(binding)
-
-    result = await sandbox.interpreter.run_code(GUEST_TIMES[binding], context=context)
-
-    assert result.error is None, result.error
-    assert result.results[-1].json == [0, 0, 0, file_seconds]
-
-
-async def test_python_imports_a_module_written_into_a_directory_since_its_last_run(
-    sandbox: SandboxClient, python_engine: None
-) -> None:
-    """A directory's time stays 0, so CPython's cache of a directory's listing (kept while
-    its mtime is unchanged) would miss a module added later: the driver drops the
-    workspace's caches before each run."""
-    await sandbox.mkdir("lib")
-    await sandbox.write_file("lib/a.py", "A = 1")
-    context = await sandbox.interpreter.create_code_context("PYTHON")
-    first = await sandbox.interpreter.run_code(
-        "import sys\nsys.path.insert(0, '/workspace/lib')\nimport a\na.A", context=context
-    )
-    assert first.error is None and first.results[-1].text == "1", first.error
-    await sandbox.write_file("lib/b.py", "B = 2")
-
-    second = await sandbox.interpreter.run_code("import b\nb.B", context=context)
-
-    assert second.error is None and second.results[-1].text == "2", second.error
 
 
 async def test_list_errors(sandbox: SandboxClient) -> None:

@@ -387,13 +387,8 @@ def _set_sys_path(session):
         sys.path.remove(WORKSPACE)
     if session:
         sys.path.insert(0, WORKSPACE)
-        # The host may have written modules since the last run, and a directory's mtime
-        # cannot say so (it is 0, spec 6.3): drop the workspace's directory caches.
-        for path in list(sys.path_importer_cache):
-            if isinstance(path, str) and (
-                not path.startswith("/") or path == WORKSPACE or path.startswith(WORKSPACE + "/")
-            ):
-                del sys.path_importer_cache[path]
+        # The host may have written modules since the last run: drop stale directory caches.
+        sys.path_importer_cache.pop(WORKSPACE, None)
 
 
 def _session_cwd():
