@@ -148,6 +148,24 @@ async def test_python_globals_persist(sandbox: SandboxClient, python_engine: Non
     assert [entry.json for entry in result.results] == [{"pi": 3.14}]
 
 
+async def test_python_imports_modules_it_writes_in_the_same_run(
+    sandbox: SandboxClient, python_engine: None
+) -> None:
+    """Python's import system notices a new module by its directory's modification time:
+    one that stays the same (0, as an attempt to stat every directory at 0 had it) hid
+    a module written after the directory was first listed, within one run or the next."""
+    context = await sandbox.interpreter.create_code_context("PYTHON")
+    code = (
+        'open("/workspace/first.py", "w").write("X = 1\\n"); import first\n'
+        'open("/workspace/second.py", "w").write("X = 2\\n"); import second\n'
+        "first.X + second.X"
+    )
+    assert texts(ok(await sandbox.interpreter.run_code(code, context=context))) == ["3"]
+    await sandbox.write_file("/workspace/third.py", "X = 3\n")
+    result = ok(await sandbox.interpreter.run_code("import third; third.X", context=context))
+    assert texts(result) == ["3"]
+
+
 NESTED = "x = []\nfor _ in range({levels} - 1):\n    x = [x]\nx"
 """A Python value of that many nested lists (its own encoder stops at about 1,000)."""
 
