@@ -119,6 +119,21 @@ async def test_the_watch_runners_own_names_are_not_listed(
     assert hidden.code == "VALIDATION_FAILED"
 
 
+async def test_a_user_s_own_name_like_the_workbench_s_is_listed(
+    backend: Backend, sandbox: SandboxClient, python_engine: None
+) -> None:
+    """Only the workbench's own names are left out: `__wb_total` was hidden, and its
+    value said not to exist, with every name beginning `__wb_` (found by review)."""
+    if backend.name == "workerd":
+        pytest.skip("the same scripts run in the context there: checked locally and on serve")
+    context = await sandbox.interpreter.create_code_context("PYTHON")
+    await sandbox.interpreter.run_code("__wb_total = 41", context=context)
+    inspection = await sandbox.interpreter.inspect_context(context)
+    assert [name.name for name in inspection.names] == ["__wb_total"]
+    value = await sandbox.interpreter.inspect_value(context, "__wb_total")
+    assert value.repr == "41"
+
+
 async def context_state(sandbox: SandboxClient, context: CodeContext) -> tuple[object, ...]:
     """What a client can observe of a context: its info (counters, snapshot record) and
     its history."""

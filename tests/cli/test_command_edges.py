@@ -91,7 +91,7 @@ def test_mkdir_says_what_failed_without_the_files_apis_internal_status(tmp_path:
         under_file = run_cli(env, "files", "mkdir", "box", "f.txt/sub", "--parents")
         assert (under_file.returncode, one_error_line(under_file)) == (
             1,
-            "error: cannot make f.txt/sub in sandbox box: a part of its path is a file",
+            "error: cannot make f.txt/sub in sandbox box: it, or a part of its path, is a file",
         )
     finally:
         run_cli(env, "daemon", "stop")

@@ -3,6 +3,7 @@ streamed answer), each line once; `--json` keeps the one JSON document."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 from tests.cli import SCRIPT, cli_env, run_cli
 from tests.conftest import require_engine
 from tests.daemon import wait_for_a_run
+from workbench.backends.local.sandbox_object import SandboxObject
 
 CODE = "import time\nprint('first')\ntime.sleep(2)\nprint('second')"
 
@@ -79,3 +81,37 @@ def test_a_run_waiting_behind_another_clients_says_so(tmp_path: Path) -> None:
         assert (waiting in queued.stderr) is said, queued.stderr
         assert "42" in queued.stdout
         assert other.returncode == 0
+
+
+async def test_a_request_arriving_as_the_turn_is_handed_on_is_told_it_waits() -> None:
+    """The notice was armed only while the queue looked held: a request arriving just as
+    one turn ended, before the next waiter took it, saw it free and then waited through
+    that waiter's whole run in silence (found by review)."""
+
+    class Queue:  # what `SandboxObject.turn` uses of the sandbox
+        def __init__(self) -> None:
+            self._queue = asyncio.Lock()
+
+        def expire_if_due(self) -> bool:
+            return False
+
+    sandbox = Queue()
+    told: list[str] = []
+    turn = SandboxObject.turn
+
+    async def holds(name: str, seconds: float) -> None:
+        async with turn(sandbox, lambda: told.append(name)):  # type: ignore[arg-type]
+            await asyncio.sleep(seconds)
+
+    async def first() -> asyncio.Future[None]:
+        async with turn(sandbox, lambda: told.append("first")):  # type: ignore[arg-type]
+            await asyncio.sleep(0.2)
+            # Arrives in the same step as the turn ends: it runs before the woken second.
+            return asyncio.ensure_future(holds("late", 0))
+
+    started = asyncio.ensure_future(first())
+    await asyncio.sleep(0.05)
+    second = asyncio.ensure_future(holds("second", 0.8))
+    late = await started
+    await asyncio.gather(second, late)
+    assert told == ["late"]

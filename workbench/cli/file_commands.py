@@ -212,5 +212,5 @@ def _mkdir_failure(error: SandboxError, path: str, sandbox_id: str, parents: boo
             EXIT_NOT_FOUND,
         )
     if errno == "ENOTDIR":
-        return CommandError(f"cannot make {path} {where}: a part of its path is a file")
+        return CommandError(f"cannot make {path} {where}: it, or a part of its path, is a file")
     return error

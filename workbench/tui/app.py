@@ -150,7 +150,8 @@ class WorkbenchApp(App[None]):
             note=note,
             adopt=local and self.local_opened,
         )
-        self.local_opened |= local
+        if local:  # set, never cleared: a remote open on another thread cannot undo it
+            self.local_opened = True
         return backend
 
     def get_default_screen(self) -> MainScreen:

@@ -36,10 +36,11 @@ LIST_BUDGET: Final = 40_000
 """The most a listing's names may take as JSON (in the language's own units: bytes, or
 UTF-16 units in JavaScript), so that it stays under the 64 KiB result limit; the names
 past it are counted in `more`."""
-HELPER_PREFIXES: Final = ("__workbench_", "__wb_")
+HELPER_PREFIXES: Final = ("__workbench_", "__wb_root")
 """Names the workbench's own code makes in a context begin so (the watch runner's
 `__workbench_run`, left behind when the entry raised, and Ruby's `__wb_root`): they are
-not the user's, so no script lists them."""
+not the user's, so no script lists them. Narrow on purpose: a user's `__wb_total` is
+listed."""
 TIMEOUT_SECONDS: Final = 10.0
 """Wall-clock limit of one inspection (a user's `__repr__` may loop)."""
 _SCRIPTS: Final = {

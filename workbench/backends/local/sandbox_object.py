@@ -85,7 +85,7 @@ class SandboxObject:
         `waiting` is called once the turn has not come within `WAIT_NOTICE_S` (another
         request, most likely another client's run, holds the sandbox)."""
         notice = None
-        if waiting is not None and self._queue.locked():
+        if waiting is not None:  # armed always: a free-looking queue may be handed on
             notice = asyncio.get_running_loop().call_later(WAIT_NOTICE_S, waiting)
         try:
             async with self._queue:
