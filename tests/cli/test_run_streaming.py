@@ -100,11 +100,11 @@ async def test_a_request_arriving_as_the_turn_is_handed_on_is_told_it_waits() ->
     turn = SandboxObject.turn
 
     async def holds(name: str, seconds: float) -> None:
-        async with turn(sandbox, lambda: told.append(name)):  # type: ignore[arg-type]
+        async with turn(sandbox, lambda waits: told.append(f"{name} {waits}")):  # type: ignore[arg-type]
             await asyncio.sleep(seconds)
 
     async def first() -> asyncio.Future[None]:
-        async with turn(sandbox, lambda: told.append("first")):  # type: ignore[arg-type]
+        async with turn(sandbox, lambda waits: told.append(f"first {waits}")):  # type: ignore[arg-type]
             await asyncio.sleep(0.2)
             # Arrives in the same step as the turn ends: it runs before the woken second.
             return asyncio.ensure_future(holds("late", 0))
@@ -114,4 +114,4 @@ async def test_a_request_arriving_as_the_turn_is_handed_on_is_told_it_waits() ->
     second = asyncio.ensure_future(holds("second", 0.8))
     late = await started
     await asyncio.gather(second, late)
-    assert told == ["late"]
+    assert told == ["late True", "late False"]  # it waits, then its turn comes

@@ -187,10 +187,17 @@ async def test_a_cell_waiting_behind_another_client_s_run_says_so(tmp_path: Path
         )
         await asyncio.sleep(0.3)  # its turn taken
         repl.code_input.focus()
-        repl.set_code('print "mine\\n"; 1 + 1')
+        # Silent once it runs: about two seconds of copying (a bare loop would run out of fuel).
+        repl.set_code(
+            'my $end = time + 2; my $s = "a" x 8e6; my $t = $s . 1 while time < $end; 1 + 1'
+        )
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: WAITING_TURN in str(repl.run_status.render()), timeout=10)
+        finished = await other
+        assert finished.results and finished.results[0].text == "done", finished.error
+        # Its turn came: it says it runs, though it writes nothing.
+        await wait_for(pilot, lambda: "running" in str(repl.run_status.render()), timeout=10)
+        assert repl.running and WAITING_TURN not in str(repl.run_status.render())
         await wait_for(pilot, lambda: not repl.running, timeout=20)
-        assert (await other).results[0].text == "done"
         result = repl.transcript.cells[-1].result
         assert result is not None and result.results[0].text == "2"

@@ -344,13 +344,14 @@ class Interpreter:
         timeout: float | None = None,
         on_stdout: LineCallback | None = None,
         on_stderr: LineCallback | None = None,
-        on_wait: Callable[[], object] | None = None,
+        on_wait: Callable[[bool], object] | None = None,
     ) -> ExecutionResult:
         """Run code in a context (or the binding's default context). Guest errors and
         limits come back in `result.error`; transport and request errors raise.
-        `on_wait` is called where the server says the run waits for its sandbox's turn
-        (another request, another client's run most likely, holds it: `serve` and the
-        local backend say so within half a second; other gateways never do).
+        `on_wait(True)` is called where the server says the run waits for its sandbox's
+        turn (another request, another client's run most likely, holds it: `serve` and
+        the local backend say so within half a second; other gateways never do), and
+        `on_wait(False)` when its turn came after that.
 
         `timeout` (seconds; default the backend's `execution_timeout`) is the execution's
         own deadline where the backend enforces one (the local backend, `serve`: it ends as
@@ -392,7 +393,7 @@ class StreamedLines:
         self,
         on_stdout: LineCallback | None,
         on_stderr: LineCallback | None,
-        on_wait: Callable[[], object] | None = None,
+        on_wait: Callable[[bool], object] | None = None,
     ) -> None:
         self._callbacks = {"stdout": on_stdout, "stderr": on_stderr}
         self._on_wait = on_wait
@@ -400,9 +401,9 @@ class StreamedLines:
         self._pending: list[asyncio.Future[object]] = []
 
     def __call__(self, event: dict[str, Any]) -> None:
-        if event.get("type") == "waiting":
+        if event.get("type") in ("waiting", "started"):
             if self._on_wait is not None:
-                self._on_wait()
+                self._on_wait(event["type"] == "waiting")
             return
         stream, line = event.get("stream"), event.get("line")
         if stream not in self.told or not isinstance(line, str):

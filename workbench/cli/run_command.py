@@ -90,8 +90,10 @@ async def binding_for_language(backend: Backend, language: str) -> str:
     raise click.UsageError(f"{backend.name} offers no {wanted} runtime")
 
 
-def say_waiting(sandbox_id: str) -> None:
+def say_waiting(sandbox_id: str, waits: bool) -> None:
     """The note of a run that waits for its sandbox's turn: silent, it looked hung."""
+    if not waits:  # its turn came: its output says so
+        return
     echo_untrusted(
         f"note: sandbox {sandbox_id} is busy with another client's run; this run waits "
         "for it to end (Ctrl+C gives up)",

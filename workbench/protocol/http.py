@@ -31,6 +31,7 @@ __all__ = [
     "FILES_BODY_CAP",
     "NDJSON",
     "REASONS",
+    "STARTED_EVENT",
     "WAITING_EVENT",
     "EventSink",
     "Handler",
@@ -156,6 +157,8 @@ def output_event(stream: str, line: str) -> dict[str, Any]:
 WAITING_EVENT: dict[str, Any] = {"type": "waiting"}
 """A streamed execution's event: it waits for its sandbox's turn (another request,
 another client's run most likely, holds it), sent once it waited `WAIT_NOTICE_S`."""
+STARTED_EVENT: dict[str, Any] = {"type": "started"}
+"""A streamed execution's event after `WAITING_EVENT`: its turn came, it runs now."""
 
 
 def answer_event(response: Response) -> bytes:
@@ -227,7 +230,7 @@ async def read_event_stream(chunks: AsyncIterator[bytes], on_event: EventSink) -
                 if not isinstance(status, int) or isinstance(status, bool):
                     raise ValueError("the streamed answer has no status")
                 return Response(status, json.dumps(event.get("body")).encode())
-            if event.get("type") in ("output", "waiting"):
+            if event.get("type") in ("output", "waiting", "started"):
                 on_event(event)
     raise EOFError("the streamed answer was cut off")
 

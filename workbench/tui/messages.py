@@ -270,9 +270,11 @@ class SandboxDestroyed(Message, bubble=False):
 @dataclass
 class CellWaiting(Message, bubble=False):
     """A running cell waits for its sandbox's turn: another request holds it (another
-    client's run, most likely; the backend says so after half a second)."""
+    client's run, most likely; the backend says so after half a second); not `waits`:
+    its turn came."""
 
     context_id: str
+    waits: bool
 
 
 @dataclass

@@ -818,7 +818,7 @@ class ProfileConnection:
                 context=context_id,
                 on_stdout=partial(output.add, "stdout"),
                 on_stderr=partial(output.add, "stderr"),
-                on_wait=partial(self.owner.post_message, CellWaiting(context_id)),
+                on_wait=lambda waits: self.owner.post_message(CellWaiting(context_id, waits)),
             )
         except (ContextNotFoundError, SandboxNotFoundError) as error:
             failure = describe_error(error)

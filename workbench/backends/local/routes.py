@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -40,6 +39,7 @@ from workbench.protocol.http import (
     FILES_BATCH_BODY_CAP,
     FILES_BATCH_MAX_ENTRIES,
     FILES_BODY_CAP,
+    STARTED_EVENT,
     WAITING_EVENT,
     OutputLines,
     Request,
@@ -249,7 +249,10 @@ async def sandbox_request(gateway: LocalGateway, request: Request, params: Param
             raise sandbox_not_found(sandbox_id)
         return await found.target.handler(sandbox, request, found.params)
     # A client that takes a stream (an execution's) is told when its run waits its turn.
-    waiting = None if request.events is None else partial(request.events, WAITING_EVENT)
+    events = request.events
+    waiting = (
+        None if events is None else lambda waits: events(WAITING_EVENT if waits else STARTED_EVENT)
+    )
     async with sandbox.turn(waiting):
         try:
             sandbox.refuse_if_closing()

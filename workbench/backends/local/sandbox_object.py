@@ -80,17 +80,27 @@ class SandboxObject:
     # ----- lifecycle -----------------------------------------------------------------
 
     @asynccontextmanager
-    async def turn(self, waiting: Callable[[], None] | None = None) -> AsyncIterator[None]:
+    async def turn(self, waiting: Callable[[bool], None] | None = None) -> AsyncIterator[None]:
         """This request's turn: one at a time, after the idle alarm had its say.
-        `waiting` is called once the turn has not come within `WAIT_NOTICE_S` (another
-        request, most likely another client's run, holds the sandbox)."""
+        `waiting(True)` is called once the turn has not come within `WAIT_NOTICE_S`
+        (another request, most likely another client's run, holds the sandbox), and
+        `waiting(False)` when it comes after that."""
+        told: list[bool] = []
+
+        def tell() -> None:
+            if waiting is not None:
+                told.append(True)
+                waiting(True)
+
         notice = None
         if waiting is not None:  # armed always: a free-looking queue may be handed on
-            notice = asyncio.get_running_loop().call_later(WAIT_NOTICE_S, waiting)
+            notice = asyncio.get_running_loop().call_later(WAIT_NOTICE_S, tell)
         try:
             async with self._queue:
                 if notice is not None:
                     notice.cancel()
+                if waiting is not None and told:
+                    waiting(False)
                 self.expire_if_due()
                 yield
         finally:

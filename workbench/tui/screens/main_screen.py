@@ -773,7 +773,7 @@ class MainScreen(
     def cell_waiting(self, message: CellWaiting) -> None:
         pane = self.tabs.repl_for(message.context_id)
         if pane is not None and pane.running:
-            pane.note_waiting()
+            pane.note_waiting(message.waits)
 
     @on_report(CellOutput)
     def cell_output(self, message: CellOutput) -> None:

@@ -114,8 +114,6 @@ class ReplPane(Vertical):
         self.draft = ""
         self.pending_code = ""
         """The code of the running cell (for the transcript if the run is abandoned)."""
-        self.waiting = False
-        """The running cell waits for its sandbox's turn (`note_waiting`)."""
         self.show_measurements = show_measurements
         self.prices = prices
         self.data_dir = data_dir
@@ -230,7 +228,6 @@ class ReplPane(Vertical):
         self.generation += 1
         self.pending_code = code
         self.code_input.text = ""
-        self.waiting = False
         self.run_status.start("running", self.cancel_hint())
         self.query_one(LiveOutput).start_cell(self.context.language, code)
 
@@ -416,16 +413,12 @@ class ReplPane(Vertical):
             self._own_runs.add(execution_count)
         self.transcript.write(shown(f"◇ {run} was the context inspector", "dim"))
 
-    def note_waiting(self) -> None:
-        """The run waits for its sandbox's turn: say so until its first output."""
-        self.waiting = True
-        self.run_status.relabel(WAITING_TURN)
+    def note_waiting(self, waits: bool) -> None:
+        """The run waits for its sandbox's turn (`waits`), or its turn came."""
+        self.run_status.relabel(WAITING_TURN if waits else "running")
 
     def show_output(self, lines: list[tuple[str, str]]) -> None:
         """Lines the running cell just wrote (the finished cell replaces them)."""
-        if self.waiting:  # its turn came
-            self.waiting = False
-            self.run_status.relabel("running")
         self.query_one(LiveOutput).add_lines(lines)
 
     def abandon_run(self, note: str) -> None:
