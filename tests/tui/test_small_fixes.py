@@ -11,7 +11,7 @@ from textual.command import CommandPalette
 from textual.widgets import OptionList, Static, TextArea
 
 from tests.tui.test_file_editing import write_files
-from tests.tui.test_flows import make_app, panel_text
+from tests.tui.test_flows import Notifications, make_app, panel_text
 from tour import WorkbenchPilot, create_context, create_sandbox, until_connected, wait_for
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.messages import ContextOpened
@@ -159,3 +159,20 @@ async def test_the_env_vars_count_says_variable_or_variables(tmp_path: Path) -> 
         lines = str(count.render()).splitlines()
         assert lines[0] == "line 1: key '0' must match ^[A-Za-z_][A-Za-z0-9_]*$"
         assert len(lines) == 6 and lines[5] == "… 4,995 more problems"
+
+
+async def test_f2_with_the_id_of_a_sandbox_that_exists_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It selected the sandbox and said nothing, as if it had made a new one (found by
+    QA)."""
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "demo")
+        assert not any("exists already" in message for message, _, _ in notes.calls)
+        await pilot.press("f2")
+        await pilot.press(*"demo", "enter")
+        await wait_for(pilot, lambda: any("exists already" in m for m, _, _ in notes.calls))
+        assert app.main_screen.selected_sandbox_id == "demo"

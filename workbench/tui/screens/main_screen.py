@@ -888,6 +888,8 @@ class MainScreen(
         def created(sandbox_id: str | None) -> None:
             if sandbox_id is None:
                 return
+            if self.sandbox_tree.sandbox_node(sandbox_id) is not None:  # it said nothing
+                self.notify(f"Sandbox {sandbox_id} exists already: it is selected.", timeout=4)
             self.highlighted_sandbox_id = sandbox_id
             self.connection.create_sandbox(sandbox_id)
             self.show_tab(INFO_TAB)
