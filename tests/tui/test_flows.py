@@ -1149,10 +1149,11 @@ async def test_a_long_help_text_scrolls_to_its_end(tmp_path: Path) -> None:
     async with app.run_test(size=(140, 45)) as pilot:
         await until_connected(pilot)
         await app.push_screen(HelpScreen(text, [("f1", "Help", "app.help")]))
-        await pilot.pause()
+        await wait_for(pilot, lambda: app.screen.focused is not None)  # its scroll
         assert "Paragraph 29" not in screen_text(app)
         await pilot.press("end")
-        assert "Paragraph 29" in screen_text(app)
+        # Scrolling is animated: on a loaded machine it ends after the key's own wait.
+        await wait_for(pilot, lambda: "Paragraph 29" in screen_text(app), timeout=10)
         assert "app.help" in screen_text(app)
 
 
