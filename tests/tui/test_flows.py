@@ -422,9 +422,10 @@ async def test_code_typed_and_not_run_is_asked_about_at_close_and_kept_at_exit(
 
 
 async def test_every_reopened_tab_gets_back_the_code_typed_in_it(tmp_path: Path) -> None:
-    """Each tab reopened gets its own code typed and not run, not only the first one, and
-    the drafts stay kept until the next quit (reopening the first tab used to rewrite the
-    open tabs without them)."""
+    """Each tab reopened gets its own code typed and not run, not only the first one
+    (reopening the first tab used to rewrite the open tabs without them). A draft goes
+    from the file to its tab: a switch of profile and back brings back what the tab
+    holds then, not the draft cleared or run since (found by review)."""
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await until_connected(pilot)
@@ -444,7 +445,12 @@ async def test_every_reopened_tab_gets_back_the_code_typed_in_it(tmp_path: Path)
         await until_connected(pilot)
         reopened = [await opened_repl(pilot, repl.context.id) for repl in repls]
         await wait_for(pilot, lambda: [repl.code_input.text for repl in reopened] == drafts)
-        assert [main.open_tabs.draft("local", repl.context.id) for repl in repls] == drafts
+        assert [main.open_tabs.take_draft("local", repl.context.id) for repl in repls] == [""] * 3
+        reopened[1].set_code("")  # the draft, cleared (or run)
+        reopened[2].set_code("my $changed = 4;")
+        main.switch_profile("elsewhere")  # what the tabs hold is kept for coming back
+        drafts_kept = [main.open_tabs.take_draft("local", repl.context.id) for repl in repls]
+        assert drafts_kept == ["", "", "my $changed = 4;"]
 
 
 async def test_refresh_marks_the_tab_of_a_context_deleted_elsewhere_gone(tmp_path: Path) -> None:

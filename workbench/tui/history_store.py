@@ -107,23 +107,28 @@ class OpenTabs:
 
     def keep_drafts(self, profile: str, drafts: dict[str, str]) -> None:
         """Keep the code typed and not run in the profile's open tabs (by context id; at
-        quit), for `draft` when each reopens; the others' drafts go."""
+        quit and at a profile switch), for `take_draft` when each reopens. A tab not
+        among `drafts` (not reopened yet) keeps the draft it has."""
         everything = _read_json_object(self.path)
         for entry, context_id in _entries_by_context(everything.get(profile)):
-            draft = drafts.get(context_id)
-            if draft:
-                entry["draft"] = draft
+            if context_id not in drafts:
+                continue
+            if drafts[context_id]:
+                entry["draft"] = drafts[context_id]
             else:
                 entry.pop("draft", None)
         _write_json(self.path, everything)
 
-    def draft(self, profile: str, context_id: str) -> str:
-        """The code kept typed in the tab of `context_id` when the workbench last quit."""
-        for entry, entry_context_id in _entries_by_context(
-            _read_json_object(self.path).get(profile)
-        ):
+    def take_draft(self, profile: str, context_id: str) -> str:
+        """The code kept typed in the tab of `context_id`, taken out of the file: its tab
+        holds it now (kept again by `keep_drafts`), so a later reopening brings back no
+        code the user has since run or cleared."""
+        everything = _read_json_object(self.path)
+        for entry, entry_context_id in _entries_by_context(everything.get(profile)):
             if entry_context_id == context_id:
-                draft = entry.get("draft")
+                draft = entry.pop("draft", None)
+                if draft is not None:
+                    _write_json(self.path, everything)
                 return draft if isinstance(draft, str) else ""
         return ""
 

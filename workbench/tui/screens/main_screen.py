@@ -241,6 +241,8 @@ class MainScreen(
     def switch_profile(self, profile: str) -> None:
         """Drop everything of the current backend and open `profile`'s."""
         self.connection.cancel_requests()
+        drafts = {repl.context.id: repl.code_input.text for repl in self.tabs.repls}
+        self.open_tabs.keep_drafts(self.connection.profile, drafts)  # for coming back
         for pane in self.tabs.repls:
             self.tabs.close_repl(pane.context.id)
         for view in self.tabs.file_views_of_all():
@@ -575,7 +577,7 @@ class MainScreen(
         pane.focus_input()
         pane.show_past(message.past, message.earlier)
         profile = self.connection.profile
-        draft = self.open_tabs.draft(profile, message.context.id)  # typed before the last exit
+        draft = self.open_tabs.take_draft(profile, message.context.id)  # typed before
         if draft and not pane.code_input.text:
             pane.set_code(draft)
         self.open_tabs.opened(profile, message.sandbox_id, message.context)

@@ -114,6 +114,8 @@ class ReplPane(Vertical):
         self.draft = ""
         self.pending_code = ""
         """The code of the running cell (for the transcript if the run is abandoned)."""
+        self.waiting = False
+        """The running cell's status says it waits for its sandbox's turn."""
         self.show_measurements = show_measurements
         self.prices = prices
         self.data_dir = data_dir
@@ -228,6 +230,7 @@ class ReplPane(Vertical):
         self.generation += 1
         self.pending_code = code
         self.code_input.text = ""
+        self.waiting = False
         self.run_status.start("running", self.cancel_hint())
         self.query_one(LiveOutput).start_cell(self.context.language, code)
 
@@ -243,6 +246,7 @@ class ReplPane(Vertical):
     def cancel_run(self) -> None:
         if not self.running:
             return
+        self.waiting = False
         self.run_status.start("cancelling")
         self.post_message(self.CancelRequested(self.sandbox_id, self.context.id))
 
@@ -414,11 +418,19 @@ class ReplPane(Vertical):
         self.transcript.write(shown(f"◇ {run} was the context inspector", "dim"))
 
     def note_waiting(self, waits: bool) -> None:
-        """The run waits for its sandbox's turn (`waits`), or its turn came."""
-        self.run_status.relabel(WAITING_TURN if waits else "running")
+        """The run waits for its sandbox's turn (`waits`), or its turn came: only the
+        waiting label gives way (a cancel's stays)."""
+        if waits:
+            self.waiting = True
+            self.run_status.relabel(WAITING_TURN)
+        elif self.waiting:
+            self.waiting = False
+            self.run_status.relabel("running")
 
     def show_output(self, lines: list[tuple[str, str]]) -> None:
-        """Lines the running cell just wrote (the finished cell replaces them)."""
+        """Lines the running cell just wrote (the finished cell replaces them); the first
+        also ends a wait a server that sends no `started` said."""
+        self.note_waiting(False)
         self.query_one(LiveOutput).add_lines(lines)
 
     def abandon_run(self, note: str) -> None:
