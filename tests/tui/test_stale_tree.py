@@ -57,6 +57,19 @@ GONE = (
 )
 
 
+def held_until_set(monkeypatch: pytest.MonkeyPatch, owner: type, method: str) -> asyncio.Event:
+    """Make `owner.method` (a coroutine) wait until the returned event is set."""
+    original = getattr(owner, method)
+    release = asyncio.Event()
+
+    async def held(self: Any, *args: Any, **options: Any) -> Any:
+        await release.wait()
+        return await original(self, *args, **options)
+
+    monkeypatch.setattr(owner, method, held)
+    return release
+
+
 class SentRequests:
     """The requests the backend's client sends from now on, as (method, path): a spy on
     its transport (each still goes to the real backend)."""
@@ -545,15 +558,7 @@ async def test_one_read_of_a_sandbox_s_info_at_a_time(
         stale = StaleWorkbench(pilot, app, monkeypatch)
         await stale.quiet()
         sent = SentRequests(stale.backend, monkeypatch)
-        answer = asyncio.Event()
-        client_type = type(stale.backend.sandbox("demo"))
-        get_info = client_type.get_info
-
-        async def held(self: Any) -> Any:
-            await answer.wait()
-            return await get_info(self)
-
-        monkeypatch.setattr(client_type, "get_info", held)
+        answer = held_until_set(monkeypatch, type(stale.backend.sandbox("demo")), "get_info")
         for _ in range(3):
             stale.main.connection.load_sandbox_info("demo")
         stale.main.connection.load_sandbox_info("demo", check_listed=False)
@@ -577,15 +582,8 @@ async def test_a_stale_info_shown_while_a_read_is_on_its_way_is_read_again(
         stale = StaleWorkbench(pilot, app, monkeypatch)
         await stale.quiet()
         sent = SentRequests(stale.backend, monkeypatch)
-        release = asyncio.Event()
         interpreter_type = type(stale.backend.sandbox("demo").interpreter)
-        checkpoint_usage = interpreter_type.checkpoint_usage
-
-        async def held(self: Any, *args: Any, **options: Any) -> Any:
-            await release.wait()
-            return await checkpoint_usage(self, *args, **options)
-
-        monkeypatch.setattr(interpreter_type, "checkpoint_usage", held)
+        release = held_until_set(monkeypatch, interpreter_type, "checkpoint_usage")
         stale.main.connection.load_sandbox_info("demo")
         info_read = ("GET", "/v1/sandboxes/demo")
         await wait_for(pilot, lambda: info_read in sent.sent)
