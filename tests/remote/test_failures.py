@@ -27,6 +27,7 @@ from workbench.backends.remote import (
     ConnectionFailedError,
     HttpTransport,
     open_remote_backend,
+    tls_context,
 )
 from workbench.protocol.http import NDJSON, parse_json
 
@@ -561,3 +562,16 @@ async def test_clients_share_one_tls_context_that_still_verifies(tmp_path: Path)
         await second.aclose()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_plain_http_client_trusts_no_root_and_parses_none() -> None:
+    """A client of an `http://` gateway (a loopback `serve`) does not parse the ~150 roots,
+    and its TLS context, which it never uses, verifies everything against none."""
+    transport = HttpTransport("http://127.0.0.1:9", "t", retries=0)
+    try:
+        context = transport._client._transport._pool._ssl_context
+        assert context is not tls_context()
+        assert context.cert_store_stats()["x509_ca"] == 0
+        assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    finally:
+        await transport.aclose()

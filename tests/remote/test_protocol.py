@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.serve_process import ServeProcess, serve_process
-from workbench.backends.remote import open_remote_backend
+from workbench.backends.remote import open_remote_backend, rootless_tls_context
 from workbench.protocol.types import BatchEntry
 
 
@@ -25,7 +25,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
 @pytest.fixture
 def http(server: ServeProcess) -> Iterator[httpx.Client]:
     with httpx.Client(
-        base_url=server.url, headers={"authorization": f"Bearer {server.token}"}
+        base_url=server.url,
+        headers={"authorization": f"Bearer {server.token}"},
+        verify=rootless_tls_context(),  # plain http: no roots to parse for each test
     ) as client:
         yield client
 
@@ -54,15 +56,16 @@ def test_health_needs_no_token(server: ServeProcess) -> None:
     [{}, {"authorization": "Bearer nope"}, {"authorization": "Basic abc"}, {"authorization": ""}],
 )
 def test_every_other_route_needs_the_token(server: ServeProcess, headers: dict[str, str]) -> None:
-    for method, path in [
-        ("GET", "/v1/runtimes"),
-        ("GET", "/v1/sandboxes"),
-        ("GET", "/v1/sandboxes/demo"),
-        ("POST", "/v1/sandboxes/demo/execute"),
-        ("GET", "/v1/nowhere"),
-    ]:
-        response = httpx.request(method, f"{server.url}{path}", headers=headers)
-        assert_error(response, 401, "UNAUTHORIZED", "Missing or invalid bearer token")
+    with httpx.Client(base_url=server.url, verify=rootless_tls_context()) as client:
+        for method, path in [
+            ("GET", "/v1/runtimes"),
+            ("GET", "/v1/sandboxes"),
+            ("GET", "/v1/sandboxes/demo"),
+            ("POST", "/v1/sandboxes/demo/execute"),
+            ("GET", "/v1/nowhere"),
+        ]:
+            response = client.request(method, path, headers=headers)
+            assert_error(response, 401, "UNAUTHORIZED", "Missing or invalid bearer token")
 
 
 def test_runtimes_lists_the_local_bindings(http: httpx.Client) -> None:
