@@ -168,6 +168,18 @@ async def test_sandbox_keys_act_on_the_tree_cursors_sandbox_while_the_tree_has_f
         for keys in [("f8",), palette]:
             assert (await destroy_question(pilot, *keys)).startswith("Destroy sandbox demo ")
 
+        # On the profile's root the tree names no sandbox: F8 there offered to destroy the
+        # one the cursor had just left.
+        await tree_on("w1")
+        tree.move_cursor(tree.root)
+        await wait_for(pilot, lambda: main.highlighted_sandbox_id is None, timeout=5)
+        await pilot.press("f8")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert "Destroy sandbox" not in {command.title for command in workbench_commands(app)}
+        await tree_on("demo")
+        assert (await destroy_question(pilot, "f8")).startswith("Destroy sandbox demo ")
+
 
 async def test_tab_keys_cycle_the_tabs_and_ctrl_t_focuses_the_tree(tmp_path: Path) -> None:
     app = make_app(tmp_path)
