@@ -201,3 +201,30 @@ async def test_a_cell_waiting_behind_another_client_s_run_says_so(tmp_path: Path
         await wait_for(pilot, lambda: not repl.running, timeout=20)
         result = repl.transcript.cells[-1].result
         assert result is not None and result.results[0].text == "2"
+
+
+async def test_a_cell_waiting_behind_another_tab_s_run_names_that_tab(tmp_path: Path) -> None:
+    """A cell queued behind a run of this workbench's other tab in the same sandbox names
+    that tab: the label said "another client's run", which sent the user looking for one."""
+    app = embedded_app(tmp_path / "data")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "shared")
+        first = await create_context(pilot, "PERL")
+        second = await create_context(pilot, "PERL")
+        tabs = app.main_screen.tabs
+        tabs.activate(repl_tab_id(first.context.id))
+        first.set_code(BUSY_TWO_SECONDS)
+        first.code_input.focus()
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: first.running, timeout=5)
+        tabs.activate(repl_tab_id(second.context.id))
+        second.code_input.focus()
+        second.set_code("1 + 1")
+        await pilot.press("ctrl+r")
+        expected = f"waiting for the run in tab {first.title} (same sandbox) to end"
+        await wait_for(pilot, lambda: expected in str(second.run_status.render()), timeout=10)
+        assert WAITING_TURN not in str(second.run_status.render())
+        await wait_for(pilot, lambda: not first.running and not second.running, timeout=20)
+        result = second.transcript.cells[-1].result
+        assert result is not None and result.results[0].text == "2"

@@ -778,8 +778,17 @@ class MainScreen(
     @on_report(CellWaiting)
     def cell_waiting(self, message: CellWaiting) -> None:
         pane = self.tabs.repl_for(message.context_id)
-        if pane is not None and pane.running:
-            pane.note_waiting(message.waits)
+        if pane is None or not pane.running:
+            return
+        running_here = [  # a run of another tab in the sandbox, not waiting itself
+            other.title
+            for other in self.tabs.repls
+            if other is not pane
+            and other.sandbox_id == pane.sandbox_id
+            and other.running
+            and not other.waiting
+        ]
+        pane.note_waiting(message.waits, running_here[0] if running_here else None)
 
     @on_report(CellOutput)
     def cell_output(self, message: CellOutput) -> None:

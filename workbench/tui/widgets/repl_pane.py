@@ -54,6 +54,7 @@ GIVEN_UP_NOTE = (
 """Where the backend cancels a request given up (its health lists `execution-timeout`)."""
 OUTPUT_AT_END = "running (this gateway sends the output when the run ends)"
 WAITING_TURN = "waiting for another client's run in this sandbox to end"
+WAITING_FOR_TAB = "waiting for the run in tab {title} (same sandbox) to end"
 GONE_NOTE = (
     "This context no longer exists: another client deleted it, or its sandbox. Nothing "
     "runs here any more; the transcript stays to read, copy and export."
@@ -417,12 +418,15 @@ class ReplPane(Vertical):
             self._own_runs.add(execution_count)
         self.transcript.write(shown(f"◇ {run} was the context inspector", "dim"))
 
-    def note_waiting(self, waits: bool) -> None:
-        """The run waits for its sandbox's turn (`waits`), or its turn came: only the
-        waiting label gives way (a cancel's stays)."""
+    def note_waiting(self, waits: bool, behind: str | None = None) -> None:
+        """The run waits for its sandbox's turn (`waits`; `behind`: the title of this
+        workbench's tab whose run holds it, else another client's does), or its turn
+        came: only the waiting label gives way (a cancel's stays)."""
         if waits:
             self.waiting = True
-            self.run_status.relabel(WAITING_TURN)
+            self.run_status.relabel(
+                WAITING_TURN if behind is None else WAITING_FOR_TAB.format(title=behind)
+            )
         elif self.waiting:
             self.waiting = False
             self.run_status.relabel("running")
