@@ -17,6 +17,7 @@ from tests.conftest import require_engine
 from tests.daemon import wait_for_a_run
 from tests.serve_process import serve_process
 from workbench.api import SandboxError
+from workbench.backends.daemon import log_path
 from workbench.backends.local import open_local_backend
 from workbench.config import (
     FILE_API_ENV,
@@ -211,6 +212,9 @@ def test_a_flag_restarts_the_daemon_with_its_settings_and_contexts_say_local_onl
             f"note: restarted the local daemon (pid {before['pid']}) with Ruby contexts on, "
             "File API on (it had Ruby contexts off, File API on)\n"
         )
+        # Its log says why it stopped (it said "`daemon stop`", which no one had typed).
+        logged = log_path(tmp_path / "data").read_text()
+        assert "stopping: restarted by a client asking for Ruby contexts on, File API on" in logged
         shown = run_cli(env, "--ruby-contexts", "sandboxes", "info", "box")
         assert shown.returncode == 0 and "(local only)" in shown.stdout, shown.stdout
         kept = run_cli(env, "--ruby-contexts", "run", "-s", "box", "-b", "RUBY", "-c", "$x * 6")

@@ -27,11 +27,12 @@ from tests.conftest import require_engine, wake_ups
 from tests.daemon import wait_for_a_run
 from workbench.backends.daemon import probe, socket_path, stop_at
 from workbench.backends.daemon.client import DaemonBackend
-from workbench.backends.daemon.transport import DaemonIdentity, SocketTransport
+from workbench.backends.daemon.transport import STOP_REASON_HEADER, DaemonIdentity, SocketTransport
 from workbench.backends.local import open_local_backend
 from workbench.backends.owner import OWNER_FILE, OwnerInfo, StoreOwnedError, current_owner
 from workbench.cli import common
 from workbench.cli.errors import describe
+from workbench.daemon.server import stop_reason
 from workbench.protocol.errors import ValidationFailedError
 
 pytestmark = [pytest.mark.slow, pytest.mark.daemon_command]  # it finds daemons by command
@@ -1076,3 +1077,12 @@ def test_a_daemon_stops_even_with_an_engine_process_that_stopped_reading(
         for pid in stopped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stop_reason_is_logged_only_as_short_printable_text() -> None:
+    """A client's reason for stopping the daemon goes into its log and into cancelled runs'
+    errors: anything but printable ASCII up to 200 characters is `daemon stop`."""
+    assert stop_reason({STOP_REASON_HEADER: " replaced by a client "}) == "replaced by a client"
+    assert stop_reason({}) == "`daemon stop`"
+    for hostile in ["a\nb", "\x1b[2Jcleared", "é", "x" * 201, "   "]:
+        assert stop_reason({STOP_REASON_HEADER: hostile}) == "`daemon stop`", hostile

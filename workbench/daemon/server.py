@@ -38,14 +38,19 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
 from workbench import __version__
 from workbench.backends.daemon.location import log_path, peer_is_this_user, socket_path
-from workbench.backends.daemon.transport import BRIEF_HEADER, DAEMON_HEADER, DaemonIdentity
+from workbench.backends.daemon.transport import (
+    BRIEF_HEADER,
+    DAEMON_HEADER,
+    STOP_REASON_HEADER,
+    DaemonIdentity,
+)
 from workbench.backends.local import LocalGateway, open_local_gateway
 from workbench.config import DAEMON_IDLE_ENV, ConfigError, env_seconds
 from workbench.paths import private_data_dir, private_directory
@@ -527,7 +532,8 @@ class Daemon:
             memory = BRIEF_HEADER not in request.headers
             return _json(200, await asyncio.to_thread(self.info, memory=memory))
         if path == "/v1/daemon/stop" and request.method == "POST":
-            asyncio.get_running_loop().call_later(0.05, self.stop, "`daemon stop`")
+            reason = stop_reason(request.headers)
+            asyncio.get_running_loop().call_later(0.05, self.stop, reason)
             return _json(200, {"stopping": True, "pid": os.getpid()})
         if path == "/v1/engines" and request.method == "GET":
             return _json(200, {"engines": await asyncio.to_thread(_engine_statuses)})
@@ -574,6 +580,15 @@ class Daemon:
             "settings": None if gateway is None else gateway.resources.local.to_json(),
             "startedBy": self.started_by,
         }
+
+
+def stop_reason(headers: Mapping[str, str]) -> str:
+    """Why a client stops the daemon (`STOP_REASON_HEADER`): printable ASCII up to 200
+    characters, else `daemon stop` (it goes into the log and into cancelled runs' errors)."""
+    reason = headers.get(STOP_REASON_HEADER, "").strip()
+    if not reason or len(reason) > 200 or not all(" " <= char <= "~" for char in reason):
+        return "`daemon stop`"
+    return reason
 
 
 SOCKET_ROUTES: Final = {"/v1/daemon": "GET", "/v1/daemon/stop": "POST", "/v1/engines": "GET"}

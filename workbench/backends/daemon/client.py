@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,6 +40,7 @@ from workbench.backends.daemon.location import (
 )
 from workbench.backends.daemon.transport import (
     BRIEF_HEADER,
+    STOP_REASON_HEADER,
     DaemonIdentity,
     SocketTransport,
     unreachable,
@@ -152,11 +153,12 @@ def probe(path: Path, *, memory: bool = False) -> DaemonInfo | None:
     return dataclasses.replace(info, socket=str(path))  # the path checked, not the one told
 
 
-def stop(path: Path, data_dir: Path) -> int | None:
+def stop(path: Path, data_dir: Path, reason: str | None = None) -> int | None:
     """Ask the daemon to write its snapshots and exit, and wait until it has released the
-    store; its pid (None: no daemon was running). A daemon that holds the store but no
-    longer answers on `path` (its socket was removed) gets SIGTERM, which does the same."""
-    info = stop_at(path)
+    store; its pid (None: no daemon was running). `reason` is what it logs (else
+    `daemon stop`). A daemon that holds the store but no longer answers on `path` (its
+    socket was removed) gets SIGTERM, which does the same."""
+    info = stop_at(path, reason)
     if info is not None:
         pid = info.pid
     else:
@@ -176,14 +178,15 @@ def stop(path: Path, data_dir: Path) -> int | None:
     return pid
 
 
-def stop_at(path: Path) -> DaemonInfo | None:
-    """Ask the daemon on `path` to stop and wait until its process has gone (None: none
-    answered there)."""
+def stop_at(path: Path, reason: str | None = None) -> DaemonInfo | None:
+    """Ask the daemon on `path` to stop (saying why: `reason`) and wait until its process
+    has gone (None: none answered there)."""
     info = probe(path)
     if info is None:
         return None
+    extra = {} if reason is None else {STOP_REASON_HEADER: reason}
     with contextlib.suppress(OSError):
-        _blocking_request(path, "POST", "/v1/daemon/stop")
+        _blocking_request(path, "POST", "/v1/daemon/stop", extra=extra)
     deadline = time.monotonic() + STOP_SECONDS
     while _alive(info.pid):
         if time.monotonic() > deadline:
@@ -259,7 +262,7 @@ def ensure_daemon(
             _refuse_while_busy(
                 info, f"is of sandbox-workbench {info.version}", f"version {__version__}"
             )
-            stop(path, directory)
+            stop(path, directory, f"replaced by a client of sandbox-workbench {__version__}")
             note(
                 f"note: replaced the local daemon of sandbox-workbench {info.version} "
                 f"(pid {info.pid}) with one of this version ({__version__})"
@@ -272,7 +275,7 @@ def ensure_daemon(
                 describe_settings(wanted),
                 "use the same settings, ",
             )
-            stop(path, directory)
+            stop(path, directory, f"restarted by a client asking for {describe_settings(wanted)}")
             note(
                 f"note: restarted the local daemon (pid {info.pid}) with "
                 f"{describe_settings(wanted)} (it had {describe_settings(info.settings)})"
@@ -518,10 +521,15 @@ def _poll_pause(given_up: threading.Event | None) -> None:
 
 
 def _blocking_request(
-    path: Path, method: str, target: str, *, brief: bool = False
+    path: Path,
+    method: str,
+    target: str,
+    *,
+    brief: bool = False,
+    extra: Mapping[str, str] | None = None,
 ) -> tuple[int, bytes]:
     """One small request without an event loop (connecting is synchronous for clients);
-    `brief`: with `BRIEF_HEADER`."""
+    `brief`: with `BRIEF_HEADER`; `extra`: more headers (ASCII, no line ends)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.settimeout(PROBE_SECONDS)
         connection.connect(str(path))
@@ -529,10 +537,11 @@ def _blocking_request(
             raise UnsafeLocationError(
                 f"the process answering on {path} is another user's: refusing it"
             )
-        extra = f"{BRIEF_HEADER}: 1\r\n" if brief else ""
+        headers = {**({BRIEF_HEADER: "1"} if brief else {}), **(extra or {})}
+        lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         connection.sendall(
             f"{method} {target} HTTP/1.1\r\nhost: local-daemon\r\ncontent-length: 0\r\n"
-            f"{extra}connection: close\r\n\r\n".encode()
+            f"{lines}connection: close\r\n\r\n".encode("ascii")
         )
         chunks = []
         while chunk := connection.recv(65536):

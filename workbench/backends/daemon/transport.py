@@ -49,6 +49,9 @@ DAEMON_HEADER = "x-sandbox-workbench-daemon"
 """On every answer of the daemon's socket (never on `serve`'s TCP): `DaemonIdentity` as
 JSON. A header, not a field of `/v1/health`: `serve` in front of a daemon passes bodies
 on to its TCP clients, and health needs no token there."""
+STOP_REASON_HEADER = "x-sandbox-workbench-stop-reason"
+"""On a `POST /v1/daemon/stop`: why the client stops the daemon (its log and the errors
+of runs it cancels say it), printable ASCII; without it, `daemon stop`."""
 BRIEF_HEADER = "x-sandbox-workbench-brief"
 """On a `GET /v1/daemon`, whatever its value: `memoryBytes` is null. A client connecting
 needs only the rest, and reading the memory takes the daemon milliseconds per engine
