@@ -22,9 +22,11 @@ from workbench.backends.local import open_local_backend
 from workbench.config import (
     FILE_API_ENV,
     RUBY_CONTEXTS_ENV,
+    AskedLocalSettings,
     Config,
     ConfigError,
     LocalSettings,
+    asked_local_settings,
     local_settings,
 )
 
@@ -176,11 +178,19 @@ def test_settings_come_from_the_environment_then_the_config(
     path = tmp_path / "config.toml"
     path.write_text("[local]\nruby_contexts = true\nfile_api = false\nbogus = 1\n")
     config = Config.load(path)
-    assert config.local == LocalSettings(ruby_contexts=True, file_api=False)
+    assert config.local == AskedLocalSettings(ruby_contexts=True, file_api=False)
     assert config.unknown_keys == ["local.bogus"]
     monkeypatch.delenv(RUBY_CONTEXTS_ENV, raising=False)
     monkeypatch.delenv(FILE_API_ENV, raising=False)
     assert local_settings(config) == LocalSettings(ruby_contexts=True, file_api=False)
+    # What neither says is not asked (a running daemon keeps it), and is the default here.
+    path.write_text("[local]\nfile_api = false\n")
+    partial = Config.load(path)
+    assert asked_local_settings(partial) == AskedLocalSettings(file_api=False)
+    assert local_settings(partial) == LocalSettings(ruby_contexts=False, file_api=False)
+    assert asked_local_settings(Config()) == AskedLocalSettings()
+    monkeypatch.setenv(RUBY_CONTEXTS_ENV, "1")
+    assert asked_local_settings(partial) == AskedLocalSettings(True, False)
     monkeypatch.setenv(RUBY_CONTEXTS_ENV, "0")
     monkeypatch.setenv(FILE_API_ENV, "enabled")
     assert local_settings(config) == LocalSettings()
@@ -219,6 +229,11 @@ def test_a_flag_restarts_the_daemon_with_its_settings_and_contexts_say_local_onl
         assert shown.returncode == 0 and "(local only)" in shown.stdout, shown.stdout
         kept = run_cli(env, "--ruby-contexts", "run", "-s", "box", "-b", "RUBY", "-c", "$x * 6")
         assert (kept.returncode, kept.stdout, kept.stderr) == (0, "42\n", "")
+        # A command that asks nothing takes the daemon as it is (it restarted it, to off).
+        plain = run_cli(env, "run", "-s", "box", "-b", "RUBY", "-c", "$x + 1")
+        assert (plain.returncode, plain.stdout, plain.stderr) == (0, "8\n", "")
+        after = json.loads(run_cli(env, "daemon", "status", "--json").stdout)
+        assert after["settings"] == {"ruby_contexts": True, "file_api": True}
         bad = run_cli({**env, RUBY_CONTEXTS_ENV: "maybe"}, "run", "-b", "RUBY", "-c", "1")
         assert bad.returncode == 2 and RUBY_CONTEXTS_ENV in one_error_line(bad)
     finally:

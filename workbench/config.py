@@ -367,6 +367,33 @@ class LocalSettings:
         return cls(ruby, files)
 
 
+@dataclass(frozen=True)
+class AskedLocalSettings:
+    """The local settings a client asks for: each None where no flag, environment
+    variable or `[local]` key says. A running daemon keeps what nobody asked to change (a
+    command without `--ruby-contexts` restarted a daemon started with it, to the default)."""
+
+    ruby_contexts: bool | None = None
+    file_api: bool | None = None
+
+    def held_by(self, settings: LocalSettings | None) -> bool:
+        """Whether a daemon holding `settings` holds everything asked."""
+        return settings is not None and all(
+            asked is None or asked == held
+            for asked, held in (
+                (self.ruby_contexts, settings.ruby_contexts),
+                (self.file_api, settings.file_api),
+            )
+        )
+
+    def over(self, settings: LocalSettings) -> LocalSettings:
+        """`settings` with what is asked in place of theirs."""
+        return LocalSettings(
+            settings.ruby_contexts if self.ruby_contexts is None else self.ruby_contexts,
+            settings.file_api if self.file_api is None else self.file_api,
+        )
+
+
 MAX_PRICE = 1_000_000.0
 """The largest price per million units the `[prices]` table takes: far above any real one,
 and low enough that no estimate overflows to infinity (1e308 showed "$inf")."""
@@ -389,17 +416,22 @@ class Prices:
 
 
 def local_settings(config: Config | None = None) -> LocalSettings:
+    """The settings asked for (`asked_local_settings`) over the defaults."""
+    return asked_local_settings(config).over(LocalSettings())
+
+
+def asked_local_settings(config: Config | None = None) -> AskedLocalSettings:
     """The environment's settings (`$SANDBOX_WORKBENCH_RUBY_CONTEXTS`,
-    `$SANDBOX_WORKBENCH_FILE_API`), else the config file's `[local]` table, else the
-    defaults; a bad value is a `ConfigError` naming it."""
+    `$SANDBOX_WORKBENCH_FILE_API`, which the flags set), else the config file's `[local]`
+    table; a bad value is a `ConfigError` naming it."""
     if config is None:
         try:
             config = Config.load()
         except ConfigError:
-            config = Config()  # the CLI warns about it; the defaults apply
+            config = Config()  # the CLI warns about it; nothing is asked
     ruby = _env_choice(RUBY_CONTEXTS_ENV, {"1": True, "0": False})
     files = _env_choice(FILE_API_ENV, {"enabled": True, "disabled": False})
-    return LocalSettings(
+    return AskedLocalSettings(
         config.local.ruby_contexts if ruby is None else ruby,
         config.local.file_api if files is None else files,
     )
@@ -464,8 +496,8 @@ class Config:
     """Key binding overrides: binding id -> keys (e.g. "repl.run" = "ctrl+r")."""
     theme: str | None = None
     last_remote: str | None = None
-    local: LocalSettings = field(default_factory=LocalSettings)
-    """The `[local]` table (read only: the user edits it)."""
+    local: AskedLocalSettings = field(default_factory=AskedLocalSettings)
+    """The `[local]` table (read only: the user edits it): None where it says nothing."""
     prices: Prices = field(default_factory=Prices)
     """The `[prices]` table (read only: the user edits it)."""
     path: Path = field(default_factory=config_file)
@@ -520,7 +552,7 @@ class Config:
             dict(keys),
             ui.get("theme"),
             ui.get("last_remote"),
-            LocalSettings(local.get("ruby_contexts", False), local.get("file_api", True)),
+            AskedLocalSettings(local.get("ruby_contexts"), local.get("file_api")),
             prices,
             path,
             check.unknown,

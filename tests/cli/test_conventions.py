@@ -186,7 +186,10 @@ def test_quiet_keeps_results_and_drops_notes(tmp_path: Path) -> None:
     # Nor the note that the daemon was restarted with other settings.
     restarted = run_cli(env, "-q", "--no-file-api", "run", "-s", "py", "-l", "python", "-c", "1")
     assert (restarted.returncode, restarted.stdout, restarted.stderr) == (0, "1\n", "")
-    assert "restarted the local daemon" in run_cli(env, "run", "-l", "python", "-c", "2").stderr
+    kept = run_cli(env, "run", "-l", "python", "-c", "2")  # asks nothing: the daemon stays
+    assert (kept.returncode, kept.stdout, kept.stderr) == (0, "2\n", "")
+    back = run_cli(env, "--file-api", "run", "-l", "python", "-c", "3")
+    assert "restarted the local daemon" in back.stderr
     run_cli(env, "daemon", "stop")
 
 

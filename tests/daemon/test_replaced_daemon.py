@@ -18,6 +18,7 @@ from workbench.backends.daemon.client import DaemonBackend, _spawn_lock, _start
 from workbench.config import RUBY_CONTEXTS_ENV, LocalSettings
 from workbench.paths import private_data_dir
 from workbench.profiles import LOCAL
+from workbench.protocol.types import RuntimeInfo
 from workbench.tui.app import WorkbenchApp
 
 pytestmark = pytest.mark.slow
@@ -138,7 +139,7 @@ async def test_reopening_the_local_profile_takes_the_daemon_another_client_resta
     env = cli_env(tmp_path)
     for name in ("SANDBOX_WORKBENCH_DATA_DIR", "SANDBOX_WORKBENCH_CONFIG_DIR"):
         monkeypatch.setenv(name, env[name])
-    monkeypatch.delenv(RUBY_CONTEXTS_ENV, raising=False)
+    monkeypatch.setenv(RUBY_CONTEXTS_ENV, "0")  # asked for (asking nothing takes any daemon)
     path = socket_path(private_data_dir(tmp_path / "data").absolute())
     extended = await asyncio.to_thread(
         run_cli, {**env, RUBY_CONTEXTS_ENV: "1"}, "sandboxes", "list"
@@ -183,3 +184,48 @@ async def test_reopening_the_local_profile_takes_the_daemon_another_client_resta
         )
         restarted = [note for note in notes if note[0] == "Local daemon restarted"]
         assert len(restarted) == 1 and "Another client" in restarted[0][1]  # the CLI's
+
+
+async def test_a_workbench_asking_no_settings_takes_the_daemon_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: a workbench started with no flag, variable or `[local]` key restarted a daemon
+    that a `--ruby-contexts` command had started, to Ruby contexts off, though it had asked
+    for nothing. It now takes that daemon, Ruby contexts and all."""
+    env = cli_env(tmp_path)
+    for name in ("SANDBOX_WORKBENCH_DATA_DIR", "SANDBOX_WORKBENCH_CONFIG_DIR"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.delenv(RUBY_CONTEXTS_ENV, raising=False)
+    path = socket_path(private_data_dir(tmp_path / "data").absolute())
+    extended = await asyncio.to_thread(
+        run_cli, {**env, RUBY_CONTEXTS_ENV: "1"}, "sandboxes", "list"
+    )
+    assert extended.returncode == 0, extended.stderr
+    first = probe(path)
+    assert first is not None and first.settings == LocalSettings(ruby_contexts=True)
+    app = WorkbenchApp(data_dir=tmp_path / "data", health_interval=0.5)
+    notes: list[str] = []
+    notify = app.notify
+
+    def record(message: str, *, title: str = "", **kw: Any) -> None:
+        notes.append(title)
+        notify(message, title=title, **kw)
+
+    monkeypatch.setattr(app, "notify", record)
+    main = app.main_screen
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until_connected(pilot)
+        await wait_for(pilot, lambda: main.status.detail.endswith(f" · daemon pid {first.pid}"))
+        await wait_for(pilot, lambda: "RUBY" in contexts_offered(main.runtimes))
+        await pilot.pause(1.2)  # two health checks: nothing restarts it
+    running = probe(path)
+    assert running is not None and (running.pid, running.settings) == (
+        first.pid,
+        LocalSettings(ruby_contexts=True),
+    )
+    assert "Local daemon restarted" not in notes
+
+
+def contexts_offered(runtimes: list[RuntimeInfo]) -> set[str]:
+    """The bindings whose runtimes offer code contexts."""
+    return {runtime.binding for runtime in runtimes if runtime.contexts}

@@ -169,14 +169,14 @@ Examples:
     default=None,
     help="Local backend: offer Ruby code contexts, a local extension (the deployed system "
     f"runs Ruby statelessly); default: ${RUBY_CONTEXTS_ENV}, else the config's [local] "
-    "ruby_contexts, else off.",
+    "ruby_contexts, else as the running local daemon has it, else off.",
 )
 @click.option(
     "--file-api/--no-file-api",
     default=None,
     help="Local backend: the sandboxes' File API on or off, as a deployment with "
     f"SANDBOX_FILE_API=disabled; default: ${FILE_API_ENV}, else the config's [local] "
-    "file_api, else on.",
+    "file_api, else as the running local daemon has it, else on.",
 )
 @click.pass_context
 def main(

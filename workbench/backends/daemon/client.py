@@ -49,10 +49,11 @@ from workbench.backends.owner import StoreOwnedError, current_owner
 from workbench.config import (
     FILE_API_ENV,
     RUBY_CONTEXTS_ENV,
+    AskedLocalSettings,
     ConfigError,
     LocalSettings,
+    asked_local_settings,
     check_local_environment,
-    local_settings,
 )
 from workbench.paths import CONFIG_DIR_ENV, DATA_DIR_ENV, private_data_dir
 from workbench.protocol.http import parse_json, parse_json_response
@@ -212,35 +213,37 @@ def _alive(pid: int) -> bool:
 
 def ensure_daemon(
     data_dir: Path | None = None,
-    settings: LocalSettings | None = None,
+    settings: AskedLocalSettings | None = None,
     *,
     given_up: threading.Event | None = None,
     note: Callable[[str], None] = warn_untrusted,
     adopt: bool = False,
 ) -> DaemonInfo:
     """The daemon of `data_dir` (default: the user's), started if none runs, and replaced
-    if it is of another version or holds other `settings` (default: `local_settings()`):
-    one data dir is one deployment, and every answered run is stored, so a replacement
-    loses no state. A daemon that `serve` started (it listens on TCP too) is not replaced:
-    that would end the gateway of every remote client (`ConfigError`); nor one running
-    code for other clients: that would cancel their runs. Once
-    `given_up` is set (the caller stopped waiting), the waits for another client's start
-    and for the daemon's answer end (`DaemonStartError`). `note` tells of a replacement
-    (on stderr by default). With `adopt` (a client reconnecting to a daemon that went
-    away, or the workbench opening the local profile again), a daemon of this version is
-    taken whatever its settings: `settings` apply only to one started here, and two
-    clients of different settings do not replace each other's daemon in turn."""
+    if it is of another version or does not hold what `settings` ask (default:
+    `asked_local_settings()`; the replacement keeps what they do not ask, a daemon
+    started anew has the defaults there): one data dir is one deployment, and every
+    answered run is stored, so a replacement loses no state. A daemon that `serve`
+    started (it listens on TCP too) is not replaced: that would end the gateway of every
+    remote client (`ConfigError`); nor one running code for other clients: that would
+    cancel their runs. Once `given_up` is set (the caller stopped waiting), the waits for
+    another client's start and for the daemon's answer end (`DaemonStartError`). `note`
+    tells of a replacement (on stderr by default). With `adopt` (a client reconnecting to
+    a daemon that went away, or the workbench opening the local profile again), a daemon
+    of this version is taken whatever its settings: `settings` apply only to one started
+    here, and two clients of different settings do not replace each other's daemon in
+    turn."""
     check_local_environment()  # the values a daemon started here would read
     for name in (CACHE_ENV, STATE_DIR_ENV):  # directories it makes when missing
         named = os.environ.get(name)
         if named and Path(named).expanduser().exists() and not Path(named).expanduser().is_dir():
             raise ConfigError(f"{name} must name a directory, not the file {named}")
-    wanted = local_settings() if settings is None else settings
+    asked = asked_local_settings() if settings is None else settings
     directory = private_data_dir(data_dir).absolute()  # the daemon runs elsewhere
     path = socket_path(directory)
 
     def suits(info: DaemonInfo) -> bool:
-        return info.version == __version__ and (adopt or info.settings == wanted)
+        return info.version == __version__ and (adopt or asked.held_by(info.settings))
 
     info = probe(path)
     if info is not None and suits(info):
@@ -249,7 +252,9 @@ def ensure_daemon(
         info = probe(path)
         if info is not None and suits(info):
             return info
-        if info is not None and info.tcp is not None and not _matches(info, wanted):
+        # A daemon started here holds what is asked, and the rest as the one it replaces.
+        wanted = asked.over(info.settings if info and info.settings else LocalSettings())
+        if info is not None and info.tcp is not None:
             # Replacing it would end `serve` and every remote client's gateway with it.
             raise ConfigError(
                 f"the local daemon (pid {info.pid}, sandbox-workbench {info.version}) serves "
@@ -268,7 +273,7 @@ def ensure_daemon(
                 f"(pid {info.pid}) with one of this version ({__version__})"
             )
             info = None
-        elif info is not None and info.settings != wanted:
+        elif info is not None and not asked.held_by(info.settings):
             _refuse_while_busy(
                 info,
                 f"holds {describe_settings(info.settings)}",
@@ -297,11 +302,6 @@ def _refuse_while_busy(info: DaemonInfo, holds: str, wanted: str, other_way: str
             f"command asks for {wanted}: try again when they end, {other_way}or stop it with "
             "`sandbox-workbench daemon stop`"
         )
-
-
-def _matches(info: DaemonInfo, settings: LocalSettings) -> bool:
-    """The daemon is of this version and holds `settings`."""
-    return info.version == __version__ and info.settings == settings
 
 
 def describe_settings(settings: LocalSettings | None) -> str:
