@@ -6,7 +6,6 @@ already known gone declines without asking anything."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from textual.widgets import Button, Select, Static, TextArea
 from textual.widgets.tree import TreeNode
 
+from tests.tui import held_until_set
 from tests.tui.test_file_editing import listed, open_file
 from tests.tui.test_flows import Notifications, app_over, local_gateway, make_app
 from tests.tui.test_inspector import listed as inspector_rows
@@ -55,19 +55,6 @@ GONE = (
     "sandbox demo is gone (another client destroyed it, or it expired), so nothing was "
     "done: that would have made it again, empty"
 )
-
-
-def held_until_set(monkeypatch: pytest.MonkeyPatch, owner: type, method: str) -> asyncio.Event:
-    """Make `owner.method` (a coroutine) wait until the returned event is set."""
-    original = getattr(owner, method)
-    release = asyncio.Event()
-
-    async def held(self: Any, *args: Any, **options: Any) -> Any:
-        await release.wait()
-        return await original(self, *args, **options)
-
-    monkeypatch.setattr(owner, method, held)
-    return release
 
 
 class SentRequests:
