@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import RichLog, Static
 
+from tests.tui import held_until_set
 from tests.tui.test_flows import Notifications, make_app
 from tour import (
     WorkbenchPilot,
@@ -18,6 +19,7 @@ from tour import (
     until_connected,
     wait_for,
 )
+from workbench.api.client import SandboxClient
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.confirm_screen import ConfirmScreen
@@ -25,6 +27,7 @@ from workbench.tui.screens.sandbox_gone_screen import SandboxGoneScreen
 from workbench.tui.screens.save_conflict_screen import SaveConflictScreen
 from workbench.tui.tree_nodes import FileNode
 from workbench.tui.widgets.file_view import FileView
+from workbench.tui.widgets.workbench_tabs import RUNTIMES_TAB
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -107,6 +110,46 @@ async def test_enter_on_a_file_in_the_tree_focuses_its_editor(tmp_path: Path) ->
         await wait_for(pilot, lambda: tabs.active_file is first and first.editor.has_focus)
         await pilot.press("x")
         assert first.is_dirty
+
+
+async def test_a_file_slow_to_read_opens_behind_what_the_user_went_on_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Enter on a file slow to read (a remote gateway) activated its tab and took the focus
+    whenever the read ended, from what the user had gone on to meanwhile: the view now
+    opens behind the active tab and takes nothing; opened while the tree keeps the focus,
+    it still shows and takes it."""
+    await write_files(tmp_path, {"notes.txt": b"text", "other.txt": b"more"})
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        workspace = await expanded_workspace(pilot, app, "demo")
+        nodes = {
+            child.data.path: child
+            for child in workspace.children
+            if isinstance(child.data, FileNode)
+        }
+        release = held_until_set(monkeypatch, SandboxClient, "read_file")
+        main.sandbox_tree.focus()
+        main.sandbox_tree.move_cursor(nodes["/workspace/notes.txt"])
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        main.show_tab(RUNTIMES_TAB)  # the user goes on while it reads
+        main.runtimes_table.focus()
+        await wait_for(pilot, lambda: main.runtimes_table.has_focus)
+        release.set()
+        await wait_for(pilot, lambda: main.tabs.file_view("demo", "/workspace/notes.txt"))
+        await pilot.pause(0.2)
+        assert main.tabs.active == RUNTIMES_TAB and main.runtimes_table.has_focus
+
+        main.sandbox_tree.focus()
+        main.sandbox_tree.move_cursor(nodes["/workspace/other.txt"])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: main.tabs.file_view("demo", "/workspace/other.txt"))
+        view = main.tabs.file_view("demo", "/workspace/other.txt")
+        assert view is not None
+        await wait_for(pilot, lambda: main.tabs.active_file is view and view.editor.has_focus)
 
 
 async def test_a_run_changing_the_file_keeps_the_edits_and_saving_asks(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from textual.message import Message
+from textual.widget import Widget
 
 from workbench.api import (
     Backend,
@@ -122,6 +123,10 @@ class FileOpened(Message, bubble=False):
     focus: bool = False
     """True for a file just created or opened from the tree: its editor takes the focus,
     to be written in."""
+    opened_from: Widget | None = None
+    """What had the focus when the user opened the file: once something else has it, the
+    view opens behind the active tab and takes no focus (a slow read took the user away
+    from what they had gone on to type in)."""
 
 
 @dataclass

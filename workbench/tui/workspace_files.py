@@ -131,7 +131,9 @@ class WorkspaceFiles:
         """Read a file for its view (`FileOpened`; `FileGone` when a view read again
         finds it gone). `check_listed=False`: read again after a run, a change or a
         listing that found the sandbox, rather than opened or reloaded by the user.
-        `focus`: its editor takes the focus then (opened from the tree)."""
+        `focus`: its editor takes the focus then (opened from the tree), unless the user
+        has gone on to something else meanwhile."""
+        opened_from = self.owner.screen.focused if focus else None
 
         async def read(backend: Backend) -> None:
             try:
@@ -142,7 +144,9 @@ class WorkspaceFiles:
                 self.owner.post_message(FileGone(sandbox_id, path))
                 return
             self.owner.post_message(
-                FileOpened(sandbox_id, content, version, activate, discard_edits, focus)
+                FileOpened(
+                    sandbox_id, content, version, activate, discard_edits, focus, opened_from
+                )
             )
 
         only_if_listed = sandbox_id if check_listed else None
@@ -288,14 +292,15 @@ class WorkspaceFileHandlers(Screen[None]):
     @on_report(FileOpened)
     async def file_opened(self, message: FileOpened) -> None:
         view = self.tabs.file_view(message.sandbox_id, message.read.path)
+        moved_on = message.opened_from is not None and self.focused is not message.opened_from
         if view is not None:
             view.offer(message.read, message.version, discard_edits=message.discard_edits)
-            if message.activate:
+            if message.activate and not moved_on:
                 self.tabs.activate_file(view)
         elif message.activate:
             view = FileView(message.sandbox_id, message.read, message.version)
-            await self.tabs.add_file(view)
-        if message.focus and view is not None:
+            await self.tabs.add_file(view, activate=not moved_on)
+        if message.focus and view is not None and not moved_on:
             view.focus_content()
 
     @on_report(FileGone)
