@@ -228,3 +228,32 @@ async def test_a_cell_waiting_behind_another_tab_s_run_names_that_tab(tmp_path: 
         await wait_for(pilot, lambda: not first.running and not second.running, timeout=20)
         result = second.transcript.cells[-1].result
         assert result is not None and result.results[0].text == "2"
+
+
+async def test_the_waiting_label_gives_way_only_to_its_own_end(tmp_path: Path) -> None:
+    """Its turn coming ("started"), or a first output line where a server sends no
+    "started" (an older `serve`), ends the waiting label; a cancel's label stays."""
+    app = embedded_app(tmp_path / "data")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "shared")
+        repl = await create_context(pilot, "PERL")
+
+        def label() -> str:
+            return str(repl.run_status.render())
+
+        repl.run_status.start("running", repl.cancel_hint())  # as a cell's run starts it
+        repl.note_waiting(True)
+        assert WAITING_TURN in label()
+        repl.show_output([("stdout", "first line")])
+        assert WAITING_TURN not in label() and "running" in label()
+        repl.note_waiting(True)
+        repl.note_waiting(False)
+        assert "running" in label()
+        repl.note_waiting(True)
+        repl.cancel_run()
+        repl.note_waiting(False)  # "started" after the cancel was asked
+        repl.show_output([("stdout", "late line")])
+        assert "cancelling" in label(), label()
+        repl.run_status.stop()
+        await pilot.pause(0.2)
