@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.api import ExecutionError, ExecutionResult, ResultEntry, Usage
+from workbench.api import CodeContext, ExecutionError, ExecutionResult, ResultEntry, Usage
 from workbench.api.display import human_bytes
 from workbench.config import ConfigError
 from workbench.profiles import UnknownProfileError
@@ -20,7 +20,7 @@ from workbench.transcripts.documents import (
 from workbench.tui.env_vars_text import env_vars_update, parse_env_vars_text
 from workbench.tui.error_messages import describe_error
 from workbench.tui.formatting import countdown, execution_footer
-from workbench.tui.history_store import ExpandedTree, LocalHistoryStore
+from workbench.tui.history_store import ExpandedTree, LocalHistoryStore, OpenTabs
 from workbench.tui.transcript_cell import TranscriptCell
 from workbench.tui.transcript_export import write_transcript
 
@@ -207,3 +207,28 @@ def test_a_profile_that_cannot_be_used_is_described_in_its_own_words() -> None:
     for error in (UnknownProfileError(problem), ConfigError(problem)):
         assert describe_error(error) == problem
     assert describe_error(ValueError("odd")) == "ValueError: odd"
+
+
+def test_keeping_drafts_leaves_those_of_tabs_not_reopened_yet(tmp_path: Path) -> None:
+    """A quit before every tab had reopened kept the reopened tabs' drafts and dropped the
+    others' (a reopened tab takes its draft out of the file; the others' were still
+    there): `keep_drafts` touches only the tabs it is given."""
+    tabs = OpenTabs(tmp_path / "tabs.json")
+    first, second, third = (
+        CodeContext(context_id, "PERL", "perl", "/workspace", "", "")
+        for context_id in ("c1", "c2", "c3")
+    )
+    for context in (first, second, third):
+        tabs.opened("local", "demo", context)
+    tabs.keep_drafts("local", {"c1": "my $a = 1;", "c2": "my $b = 2;", "c3": "my $c = 3;"})
+    assert tabs.take_draft("local", "c1") == "my $a = 1;"  # the first tab reopened
+    tabs.keep_drafts("local", {"c1": "my $a = 10;"})  # quit before the others reopened
+    assert [tabs.take_draft("local", context_id) for context_id in ("c1", "c2", "c3")] == [
+        "my $a = 10;",
+        "my $b = 2;",
+        "my $c = 3;",
+    ]
+    assert tabs.take_draft("local", "c2") == ""  # taken: a later reopening brings nothing
+    tabs.keep_drafts("local", {"c3": ""})  # cleared in its tab
+    assert tabs.take_draft("local", "c3") == ""
+    assert [context.id for _, context in tabs.tabs("local")] == ["c1", "c2", "c3"]
