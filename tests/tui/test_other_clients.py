@@ -218,6 +218,12 @@ async def test_a_cell_waiting_behind_another_tab_s_run_names_that_tab(tmp_path: 
         first.code_input.focus()
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: first.running, timeout=5)
+        backend = app.main_screen.backend
+        assert backend is not None
+        other = asyncio.ensure_future(  # another client's run, queued behind the tab's
+            backend.sandbox("shared").interpreter.run_code(BUSY_TWO_SECONDS, binding="PERL")
+        )
+        await asyncio.sleep(0.3)
         tabs.activate(repl_tab_id(second.context.id))
         second.code_input.focus()
         second.set_code("1 + 1")
@@ -225,7 +231,12 @@ async def test_a_cell_waiting_behind_another_tab_s_run_names_that_tab(tmp_path: 
         expected = f"waiting for the run in tab {first.title} (same sandbox) to end"
         await wait_for(pilot, lambda: expected in str(second.run_status.render()), timeout=10)
         assert WAITING_TURN not in str(second.run_status.render())
-        await wait_for(pilot, lambda: not first.running and not second.running, timeout=20)
+        # The tab's run ends and the other client's takes the turn: it no longer names it.
+        await wait_for(pilot, lambda: not first.running, timeout=20)
+        await pilot.pause(0.1)
+        assert second.running and WAITING_TURN in str(second.run_status.render())
+        assert (await other).results[0].text == "done"
+        await wait_for(pilot, lambda: not second.running, timeout=20)
         result = second.transcript.cells[-1].result
         assert result is not None and result.results[0].text == "2"
 
@@ -255,5 +266,8 @@ async def test_the_waiting_label_gives_way_only_to_its_own_end(tmp_path: Path) -
         repl.note_waiting(False)  # "started" after the cancel was asked
         repl.show_output([("stdout", "late line")])
         assert "cancelling" in label(), label()
+        # A label is plain text: a context's title comes from the backend.
+        repl.run_status.relabel(f"waiting for the run in tab [/] {repl.title}")
+        assert f"[/] {repl.title}" in label()
         repl.run_status.stop()
         await pilot.pause(0.2)

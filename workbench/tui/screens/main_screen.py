@@ -778,17 +778,23 @@ class MainScreen(
     @on_report(CellWaiting)
     def cell_waiting(self, message: CellWaiting) -> None:
         pane = self.tabs.repl_for(message.context_id)
-        if pane is None or not pane.running:
-            return
-        running_here = [  # a run of another tab in the sandbox, not waiting itself
-            other.title
-            for other in self.tabs.repls
-            if other is not pane
-            and other.sandbox_id == pane.sandbox_id
-            and other.running
-            and not other.waiting
-        ]
-        pane.note_waiting(message.waits, running_here[0] if running_here else None)
+        if pane is not None and pane.running:
+            pane.note_waiting(message.waits, self.run_ahead_of(pane))
+
+    def run_ahead_of(self, pane: ReplPane) -> str | None:
+        """The title of another tab running in the pane's sandbox (not waiting itself):
+        what a run of the pane waits for, most likely."""
+        return next(
+            (
+                other.title
+                for other in self.tabs.repls
+                if other is not pane
+                and other.sandbox_id == pane.sandbox_id
+                and other.running
+                and not other.waiting
+            ),
+            None,
+        )
 
     @on_report(CellOutput)
     def cell_output(self, message: CellOutput) -> None:
@@ -802,6 +808,9 @@ class MainScreen(
         if pane is None:
             return
         pane.finish_cell(message.code, message.result, message.failure, message.label)
+        for other in self.tabs.repls:  # those that named this tab wait for another run now
+            if other.sandbox_id == pane.sandbox_id and other.running and other.waiting:
+                other.note_waiting(True, self.run_ahead_of(other))
         self.refresh_after_run(message.sandbox_id, message.context_id, message.result)
         if pane.inspector_shown:
             self.inspect(pane, check_listed=False)

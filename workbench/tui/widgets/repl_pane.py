@@ -53,7 +53,7 @@ GIVEN_UP_NOTE = (
 )
 """Where the backend cancels a request given up (its health lists `execution-timeout`)."""
 OUTPUT_AT_END = "running (this gateway sends the output when the run ends)"
-WAITING_TURN = "waiting for another client's run in this sandbox to end"
+WAITING_TURN = "waiting for another run in this sandbox to end"
 WAITING_FOR_TAB = "waiting for the run in tab {title} (same sandbox) to end"
 GONE_NOTE = (
     "This context no longer exists: another client deleted it, or its sandbox. Nothing "
@@ -420,8 +420,8 @@ class ReplPane(Vertical):
 
     def note_waiting(self, waits: bool, behind: str | None = None) -> None:
         """The run waits for its sandbox's turn (`waits`; `behind`: the title of this
-        workbench's tab whose run holds it, else another client's does), or its turn
-        came: only the waiting label gives way (a cancel's stays)."""
+        workbench's tab whose run holds it, if known), or its turn came: only the waiting
+        label gives way (a cancel's stays)."""
         if waits:
             self.waiting = True
             self.run_status.relabel(

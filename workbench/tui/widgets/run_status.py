@@ -8,6 +8,8 @@ import time
 from textual.timer import Timer
 from textual.widgets import Static
 
+from workbench.tui.untrusted import shown_content
+
 SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
@@ -53,11 +55,12 @@ class RunStatus(Static):
     def _tick(self) -> None:
         if self._started is None:
             return
+        # Plain text, never markup: a label may name a context the backend described.
         text = f"{self._label}…" + (f" ({self._hint})" if self._hint else "")
         if not self.show_measurements:
-            self.update(text)
+            self.update(shown_content(text))
             return
         self._frame = (self._frame + 1) % len(SPINNER_FRAMES)
         elapsed = time.monotonic() - self._started
         # The time first: a narrow pane cuts the label (with an ellipsis), never the time.
-        self.update(f"{SPINNER_FRAMES[self._frame]} {elapsed:.1f} s · {text}")
+        self.update(shown_content(f"{SPINNER_FRAMES[self._frame]} {elapsed:.1f} s · {text}"))
