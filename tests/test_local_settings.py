@@ -6,6 +6,7 @@ environment or the config's `[local]` table; the data dir's daemon holds one set
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -224,7 +225,8 @@ def test_a_flag_restarts_the_daemon_with_its_settings_and_contexts_say_local_onl
         )
         # Its log says why it stopped (it said "`daemon stop`", which no one had typed).
         logged = log_path(tmp_path / "data").read_text()
-        assert "stopping: restarted by a client asking for Ruby contexts on, File API on" in logged
+        reason = "stopping: restarted by a client asking for Ruby contexts on"
+        assert re.search(f"{reason}$", logged, re.MULTILINE), logged
         shown = run_cli(env, "--ruby-contexts", "sandboxes", "info", "box")
         assert shown.returncode == 0 and "(local only)" in shown.stdout, shown.stdout
         kept = run_cli(env, "--ruby-contexts", "run", "-s", "box", "-b", "RUBY", "-c", "$x * 6")
@@ -234,6 +236,14 @@ def test_a_flag_restarts_the_daemon_with_its_settings_and_contexts_say_local_onl
         assert (plain.returncode, plain.stdout, plain.stderr) == (0, "8\n", "")
         after = json.loads(run_cli(env, "daemon", "status", "--json").stdout)
         assert after["settings"] == {"ruby_contexts": True, "file_api": True}
+        # One that asks for another File API keeps Ruby contexts on, though not the default.
+        other = run_cli(env, "--no-file-api", "run", "-s", "box", "-b", "RUBY", "-c", "$x")
+        assert (other.returncode, other.stdout) == (0, "7\n"), other.stderr
+        assert "with Ruby contexts on, File API off (it had Ruby contexts on, File API on)" in (
+            other.stderr
+        )
+        replaced = json.loads(run_cli(env, "daemon", "status", "--json").stdout)
+        assert replaced["settings"] == {"ruby_contexts": True, "file_api": False}
         bad = run_cli({**env, RUBY_CONTEXTS_ENV: "maybe"}, "run", "-b", "RUBY", "-c", "1")
         assert bad.returncode == 2 and RUBY_CONTEXTS_ENV in one_error_line(bad)
     finally:
@@ -321,8 +331,8 @@ def test_other_settings_never_replace_a_daemon_while_it_runs_code(
         assert one_error_line(refused) == (
             f"error: the local daemon (pid {pid}) holds Ruby contexts off, File API on and is "
             "running 1 execution for other clients; this command asks for Ruby contexts "
-            "on, File API on: try again when they end, use the same settings, or stop it "
-            "with `sandbox-workbench daemon stop`"
+            "on: try again when they end, use the same settings, or stop it with "
+            "`sandbox-workbench daemon stop`"
         )
         stdout, stderr = running.communicate(timeout=60)
         assert (running.returncode, stdout, stderr) == (0, "7\n", "")

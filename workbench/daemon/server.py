@@ -50,6 +50,7 @@ from workbench.backends.daemon.transport import (
     DAEMON_HEADER,
     STOP_REASON_HEADER,
     DaemonIdentity,
+    printable_reason,
 )
 from workbench.backends.local import LocalGateway, open_local_gateway
 from workbench.config import DAEMON_IDLE_ENV, ConfigError, env_seconds
@@ -583,12 +584,9 @@ class Daemon:
 
 
 def stop_reason(headers: Mapping[str, str]) -> str:
-    """Why a client stops the daemon (`STOP_REASON_HEADER`): printable ASCII up to 200
-    characters, else `daemon stop` (it goes into the log and into cancelled runs' errors)."""
-    reason = headers.get(STOP_REASON_HEADER, "").strip()
-    if not reason or len(reason) > 200 or not all(" " <= char <= "~" for char in reason):
-        return "`daemon stop`"
-    return reason
+    """Why a client stops the daemon (`STOP_REASON_HEADER`, if `printable_reason`), else
+    `daemon stop` (it goes into the log and into cancelled runs' errors)."""
+    return printable_reason(headers.get(STOP_REASON_HEADER, "")) or "`daemon stop`"
 
 
 SOCKET_ROUTES: Final = {"/v1/daemon": "GET", "/v1/daemon/stop": "POST", "/v1/engines": "GET"}

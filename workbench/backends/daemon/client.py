@@ -43,6 +43,7 @@ from workbench.backends.daemon.transport import (
     STOP_REASON_HEADER,
     DaemonIdentity,
     SocketTransport,
+    printable_reason,
     unreachable,
 )
 from workbench.backends.owner import StoreOwnedError, current_owner
@@ -185,7 +186,8 @@ def stop_at(path: Path, reason: str | None = None) -> DaemonInfo | None:
     info = probe(path)
     if info is None:
         return None
-    extra = {} if reason is None else {STOP_REASON_HEADER: reason}
+    checked = None if reason is None else printable_reason(reason)
+    extra = {} if checked is None else {STOP_REASON_HEADER: checked}
     with contextlib.suppress(OSError):
         _blocking_request(path, "POST", "/v1/daemon/stop", extra=extra)
     deadline = time.monotonic() + STOP_SECONDS
@@ -260,7 +262,7 @@ def ensure_daemon(
                 f"the local daemon (pid {info.pid}, sandbox-workbench {info.version}) serves "
                 f"remote clients at {info.tcp} (sandbox-workbench serve) with "
                 f"{describe_settings(info.settings)}; this command asks for "
-                f"{describe_settings(wanted)} with version {__version__}: give it the "
+                f"{describe_asked(asked)} with version {__version__}: give it the "
                 "same settings, or stop serve first"
             )
         if info is not None and info.version != __version__:
@@ -277,10 +279,10 @@ def ensure_daemon(
             _refuse_while_busy(
                 info,
                 f"holds {describe_settings(info.settings)}",
-                describe_settings(wanted),
+                describe_asked(asked),
                 "use the same settings, ",
             )
-            stop(path, directory, f"restarted by a client asking for {describe_settings(wanted)}")
+            stop(path, directory, f"restarted by a client asking for {describe_asked(asked)}")
             note(
                 f"note: restarted the local daemon (pid {info.pid}) with "
                 f"{describe_settings(wanted)} (it had {describe_settings(info.settings)})"
@@ -308,9 +310,17 @@ def describe_settings(settings: LocalSettings | None) -> str:
     """`Ruby contexts on, File API off`: the settings as a note names them."""
     if settings is None:
         return "unknown settings"
-    ruby = "on" if settings.ruby_contexts else "off"
-    files = "on" if settings.file_api else "off"
-    return f"Ruby contexts {ruby}, File API {files}"
+    return describe_asked(AskedLocalSettings(settings.ruby_contexts, settings.file_api))
+
+
+def describe_asked(asked: AskedLocalSettings) -> str:
+    """`File API off`: what a client asks for, as a note names it."""
+    named = [
+        f"{label} {'on' if value else 'off'}"
+        for label, value in (("Ruby contexts", asked.ruby_contexts), ("File API", asked.file_api))
+        if value is not None
+    ]
+    return ", ".join(named) or "no particular settings"
 
 
 def open_daemon_backend(

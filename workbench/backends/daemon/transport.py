@@ -51,7 +51,18 @@ JSON. A header, not a field of `/v1/health`: `serve` in front of a daemon passes
 on to its TCP clients, and health needs no token there."""
 STOP_REASON_HEADER = "x-sandbox-workbench-stop-reason"
 """On a `POST /v1/daemon/stop`: why the client stops the daemon (its log and the errors
-of runs it cancels say it), printable ASCII; without it, `daemon stop`."""
+of runs it cancels say it), `printable_reason`; without it, `daemon stop`."""
+
+
+def printable_reason(reason: str) -> str | None:
+    """`reason` stripped, if it is 1-200 characters of printable ASCII (a header can carry
+    it, a log line shows it as it is); else None."""
+    reason = reason.strip()
+    if not reason or len(reason) > 200 or not all(" " <= char <= "~" for char in reason):
+        return None
+    return reason
+
+
 BRIEF_HEADER = "x-sandbox-workbench-brief"
 """On a `GET /v1/daemon`, whatever its value: `memoryBytes` is null. A client connecting
 needs only the rest, and reading the memory takes the daemon milliseconds per engine
