@@ -229,3 +229,45 @@ async def test_a_workbench_asking_no_settings_takes_the_daemon_as_it_is(
 def contexts_offered(runtimes: list[RuntimeInfo]) -> set[str]:
     """The bindings whose runtimes offer code contexts."""
     return {runtime.binding for runtime in runtimes if runtime.contexts}
+
+
+async def test_a_daemon_restarted_while_on_another_profile_is_said_on_return(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: another client restarted the local daemon (other settings) while the workbench
+    was on a remote profile; back on the local profile, nothing said so, though new
+    contexts and runs now followed other settings."""
+    env = cli_env(tmp_path)
+    for name in ("SANDBOX_WORKBENCH_DATA_DIR", "SANDBOX_WORKBENCH_CONFIG_DIR"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.delenv(RUBY_CONTEXTS_ENV, raising=False)
+    path = socket_path(private_data_dir(tmp_path / "data").absolute())
+    app = WorkbenchApp(data_dir=tmp_path / "data", health_interval=0.5)
+    notes: list[tuple[str, str]] = []
+    notify = app.notify
+
+    def record(message: str, *, title: str = "", **kw: Any) -> None:
+        notes.append((title, message))
+        notify(message, title=title, **kw)
+
+    monkeypatch.setattr(app, "notify", record)
+    main = app.main_screen
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until_connected(pilot)
+        first = probe(path)
+        assert first is not None
+        await wait_for(pilot, lambda: main.status.detail.endswith(f" · daemon pid {first.pid}"))
+        main.switch_profile("dev")  # not configured: it fails, as a remote one may
+        await wait_for(pilot, lambda: main.status.state == "unreachable")
+        flagged = await asyncio.to_thread(run_cli, env, "--ruby-contexts", "sandboxes", "list")
+        assert "restarted the local daemon" in flagged.stderr, flagged.stderr
+        second = probe(path)
+        assert second is not None and second.pid != first.pid
+        main.switch_profile(LOCAL)
+        await until_connected(pilot)
+        await wait_for(pilot, lambda: any(title == "Local daemon restarted" for title, _ in notes))
+        said = next(message for title, message in notes if title == "Local daemon restarted")
+        assert said.startswith(
+            f"Another client (pid {second.started_by}) restarted the local daemon: "
+            f"pid {first.pid} → pid {second.pid}. It has Ruby contexts on (were off)"
+        ), said

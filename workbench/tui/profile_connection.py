@@ -246,6 +246,9 @@ class ProfileConnection:
         one of them runs without asking again."""
         self.daemon: ServingDaemon | None = None
         """The local daemon the last health check found (None: not a daemon's backend)."""
+        self.daemons_seen: dict[str, ServingDaemon] = {}
+        """The last daemon each profile's health checks found: a profile opened again
+        compares its daemon with it (another client may have restarted it meanwhile)."""
         self.listings = 0
         """Listings of the sandboxes asked for so far (each one's number)."""
         self.info_loads: dict[str, InfoLoad] = {}
@@ -322,7 +325,7 @@ class ProfileConnection:
             return False
         previous, self.backend = self.backend, backend
         self.ready_engines.clear()
-        self.daemon = None
+        self.daemon = self.daemons_seen.get(profile)
         if previous is not None and previous is not backend:
             await previous.aclose()
         return True
@@ -363,6 +366,8 @@ class ProfileConnection:
     def notice_daemon(self, profile: str, daemon: ServingDaemon | None) -> None:
         """Post `DaemonReplaced` when another daemon answers than at the last check."""
         previous, self.daemon = self.daemon, daemon
+        if daemon is not None:
+            self.daemons_seen[profile] = daemon
         if previous is None or daemon is None or not daemon.replaced(previous):
             return
         self.ready_engines.clear()  # the new daemon's engines are asked again
