@@ -112,6 +112,40 @@ async def test_enter_on_a_file_in_the_tree_focuses_its_editor(tmp_path: Path) ->
         assert first.is_dirty
 
 
+async def test_file_tabs_open_at_exit_reopen_behind_the_active_tab(tmp_path: Path) -> None:
+    """File tabs open at exit reopen when the workbench starts again (only REPL tabs did),
+    behind the active tab; one the user closed, or whose file went meanwhile, does not."""
+    await write_files(tmp_path, {"a.txt": b"alpha", "b.txt": b"beta", "c.txt": b"gamma"})
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        for name in ("a.txt", "b.txt", "c.txt"):
+            await open_file(pilot, app, name)
+        closed = app.main_screen.tabs.file_view("demo", "/workspace/b.txt")
+        assert closed is not None
+        app.main_screen.tabs.activate_file(closed)
+        closed.focus_content()
+        await pilot.press("alt+w")  # closed by the user: not reopened
+        await wait_for(
+            pilot, lambda: app.main_screen.tabs.file_view("demo", "/workspace/b.txt") is None
+        )
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        await backend.sandbox("demo").delete_file("/workspace/c.txt")  # another client
+
+    again = make_app(tmp_path)
+    main = again.main_screen
+    async with again.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await wait_for(pilot, lambda: main.tabs.file_view("demo", "/workspace/a.txt") is not None)
+        view = main.tabs.file_view("demo", "/workspace/a.txt")
+        assert view is not None
+        await wait_for(pilot, lambda: view.is_mounted and view.editor.text == "alpha")
+        await wait_for(
+            pilot, lambda: main.open_files.files("local") == [("demo", "/workspace/a.txt")]
+        )
+        assert [opened.path for opened in main.tabs.file_views_of_all()] == ["/workspace/a.txt"]
+        assert main.tabs.active_file is None and not view.editor.has_focus
+
+
 async def test_a_file_slow_to_read_opens_behind_what_the_user_went_on_to(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

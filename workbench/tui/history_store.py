@@ -1,6 +1,6 @@
 """What the workbench keeps on this machine between sessions: per-context input history
-for backends that keep none, each profile's open REPL tabs, and what its tree showed
-expanded."""
+for backends that keep none, each profile's open REPL and file tabs, and what its tree
+showed expanded."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from workbench.api import CodeContext
 
 HISTORY_FILE_NAME = "tui-history.json"
 OPEN_TABS_FILE_NAME = "tui-tabs.json"
+OPEN_FILES_FILE_NAME = "tui-files.json"
 TREE_FILE_NAME = "tui-tree.json"
 MAX_ENTRIES_PER_CONTEXT = 1000
 
@@ -142,6 +143,40 @@ def _entries_by_context(entries: object) -> list[tuple[dict[str, Any], str]]:
         if isinstance(context_id, str):
             found.append((entry, context_id))
     return found
+
+
+class OpenFiles:
+    """`{profile: [[sandbox_id, path], ...]}` in one JSON file: the file tabs open in each
+    profile, in the order they were opened, opened again when the profile opens next."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def files(self, profile: str) -> list[tuple[str, str]]:
+        """The profile's open files (malformed entries left out)."""
+        entries = _read_json_object(self.path).get(profile)
+        return [
+            (entry[0], entry[1])
+            for entry in (entries if isinstance(entries, list) else [])
+            if isinstance(entry, list)
+            and len(entry) == 2
+            and all(isinstance(part, str) for part in entry)
+        ]
+
+    def opened(self, profile: str, sandbox_id: str, path: str) -> None:
+        files = self.files(profile)
+        if (sandbox_id, path) not in files:
+            self._keep(profile, [*files, (sandbox_id, path)])
+
+    def closed(self, profile: str, sandbox_id: str, path: str) -> None:
+        files = self.files(profile)
+        if (sandbox_id, path) in files:
+            self._keep(profile, [entry for entry in files if entry != (sandbox_id, path)])
+
+    def _keep(self, profile: str, files: list[tuple[str, str]]) -> None:
+        everything = _read_json_object(self.path)
+        everything[profile] = [list(entry) for entry in files]
+        _write_json(self.path, everything)
 
 
 class ExpandedTree:

@@ -127,6 +127,8 @@ class FileOpened(Message, bubble=False):
     """What had the focus when the user opened the file: once something else has it, the
     view opens behind the active tab and takes no focus (a slow read took the user away
     from what they had gone on to type in)."""
+    behind: bool = False
+    """True for a file tab reopened as the profile opens: it opens behind the active tab."""
 
 
 @dataclass

@@ -35,6 +35,7 @@ from workbench.api import (
     SandboxNotFoundError,
 )
 from workbench.tui.error_messages import Declined, describe_error
+from workbench.tui.history_store import OpenFiles
 from workbench.tui.messages import (
     DirectoryListed,
     FileGone,
@@ -127,25 +128,34 @@ class WorkspaceFiles:
         discard_edits: bool = False,
         check_listed: bool = True,
         focus: bool = False,
+        reopening: bool = False,
     ) -> None:
         """Read a file for its view (`FileOpened`; `FileGone` when a view read again
         finds it gone). `check_listed=False`: read again after a run, a change or a
         listing that found the sandbox, rather than opened or reloaded by the user.
         `focus`: its editor takes the focus then (opened from the tree), unless the user
-        has gone on to something else meanwhile."""
+        has gone on to something else meanwhile. `reopening`: a tab open when the profile
+        was last left, opened behind the active tab (`FileGone` if it is gone)."""
         opened_from = self.owner.screen.focused if focus else None
 
         async def read(backend: Backend) -> None:
             try:
                 content, version = await read_with_version(backend.sandbox(sandbox_id), path)
             except SandboxFileNotFoundError:
-                if activate:
+                if activate and not reopening:
                     raise
                 self.owner.post_message(FileGone(sandbox_id, path))
                 return
             self.owner.post_message(
                 FileOpened(
-                    sandbox_id, content, version, activate, discard_edits, focus, opened_from
+                    sandbox_id,
+                    content,
+                    version,
+                    activate,
+                    discard_edits,
+                    focus,
+                    opened_from,
+                    behind=reopening,
                 )
             )
 
@@ -281,6 +291,8 @@ class WorkspaceFileHandlers(Screen[None]):
     workspace_files: WorkspaceFiles
     sandbox_tree: SandboxTree
     tabs: WorkbenchTabs
+    connection: ProfileConnection
+    open_files: OpenFiles
 
     @property
     @abstractmethod
@@ -292,7 +304,9 @@ class WorkspaceFileHandlers(Screen[None]):
     @on_report(FileOpened)
     async def file_opened(self, message: FileOpened) -> None:
         view = self.tabs.file_view(message.sandbox_id, message.read.path)
-        moved_on = message.opened_from is not None and self.focused is not message.opened_from
+        moved_on = message.behind or (
+            message.opened_from is not None and self.focused is not message.opened_from
+        )
         if view is not None:
             view.offer(message.read, message.version, discard_edits=message.discard_edits)
             if message.activate and not moved_on:
@@ -300,6 +314,7 @@ class WorkspaceFileHandlers(Screen[None]):
         elif message.activate:
             view = FileView(message.sandbox_id, message.read, message.version)
             await self.tabs.add_file(view, activate=not moved_on)
+            self.open_files.opened(self.connection.profile, message.sandbox_id, view.path)
         if message.focus and view is not None and not moved_on:
             view.focus_content()
 
@@ -308,6 +323,8 @@ class WorkspaceFileHandlers(Screen[None]):
         view = self.tabs.file_view(message.sandbox_id, message.path)
         if view is not None:
             view.show_gone()
+        else:  # a tab to reopen: it is not
+            self.open_files.closed(self.connection.profile, message.sandbox_id, message.path)
 
     @on(FileView.DirtyChanged)
     def file_dirty_changed(self, message: FileView.DirtyChanged) -> None:
@@ -474,6 +491,7 @@ class WorkspaceFileHandlers(Screen[None]):
         self.app.push_screen(ConfirmScreen(question, "Discard"), confirmed)
 
     async def remove_file(self, view: FileView) -> None:
+        self.open_files.closed(self.connection.profile, view.sandbox_id, view.path)
         removed = self.tabs.close_file(view)
         if removed is not None:
             await removed

@@ -38,9 +38,11 @@ from workbench.tui.cell_rerun import CellRerunHandlers
 from workbench.tui.context_state import ContextStateHandlers
 from workbench.tui.folder_watch import FolderWatch, FolderWatchHandlers
 from workbench.tui.history_store import (
+    OPEN_FILES_FILE_NAME,
     TREE_FILE_NAME,
     ExpandedTree,
     LocalHistoryStore,
+    OpenFiles,
     OpenTabs,
 )
 from workbench.tui.messages import (
@@ -131,6 +133,7 @@ class MainScreen(
         self.connection.prices = prices if show_measurements else None
         self.open_tabs = open_tabs
         self.expanded_tree = ExpandedTree(data_dir / TREE_FILE_NAME)
+        self.open_files = OpenFiles(data_dir / OPEN_FILES_FILE_NAME)
         self.listing_shown = 0
         """The number of the listing the tree shows (`SandboxesLoaded.number`)."""
         self.tabs_reopened = False
@@ -377,14 +380,20 @@ class MainScreen(
             self.refresh_listed(known)
 
     def reopen_tabs(self, sandbox_ids: set[str]) -> None:
-        """Reopen the REPL tabs the profile had open last time, of sandboxes that still
-        exist (a context that went meanwhile is forgotten)."""
+        """Reopen the REPL and file tabs the profile had open last time, of sandboxes that
+        still exist (a context or a file that went meanwhile is forgotten); the files
+        open behind the active tab."""
         profile = self.connection.profile
         for sandbox_id, context in self.open_tabs.tabs(profile):
             if sandbox_id in sandbox_ids:
                 self.connection.reopen_context(sandbox_id, context)
             else:
                 self.open_tabs.closed(profile, context.id)
+        for sandbox_id, path in self.open_files.files(profile):
+            if sandbox_id in sandbox_ids:
+                self.workspace_files.open(sandbox_id, path, check_listed=False, reopening=True)
+            else:
+                self.open_files.closed(profile, sandbox_id, path)
 
     @on_report(RuntimesLoaded)
     def runtimes_loaded(self, message: RuntimesLoaded) -> None:
