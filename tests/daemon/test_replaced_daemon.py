@@ -271,3 +271,35 @@ async def test_a_daemon_restarted_while_on_another_profile_is_said_on_return(
             f"Another client (pid {second.started_by}) restarted the local daemon: "
             f"pid {first.pid} → pid {second.pid}. It has Ruby contexts on (were off)"
         ), said
+
+
+async def test_a_runtime_dir_open_to_others_is_said_and_f5_opens_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: with a runtime dir of mode 755 the workbench said "connecting" for ever (the
+    refusal ended its worker unsaid); it now says why, and F5 opens the profile again."""
+    env = cli_env(tmp_path)
+    for name in ("SANDBOX_WORKBENCH_DATA_DIR", "SANDBOX_WORKBENCH_CONFIG_DIR"):
+        monkeypatch.setenv(name, env[name])
+    runtime = Path(os.environ["SANDBOX_WORKBENCH_RUNTIME_DIR"])
+    runtime.mkdir(parents=True, exist_ok=True)
+    runtime.chmod(0o755)
+    app = WorkbenchApp(data_dir=tmp_path / "data", health_interval=0.5)
+    notes: list[tuple[str, str]] = []
+    notify = app.notify
+
+    def record(message: str, *, title: str = "", **kw: Any) -> None:
+        notes.append((title, message))
+        notify(message, title=title, **kw)
+
+    monkeypatch.setattr(app, "notify", record)
+    main = app.main_screen
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: main.status.state == "unreachable", timeout=10)
+        title, message = notes[-1]
+        assert title == "Cannot open profile local"
+        assert f"{runtime} is open to other users (mode 755)" in message, message
+        runtime.chmod(0o700)
+        await pilot.press("f5")
+        await until_connected(pilot)
+        assert main.backend is not None

@@ -219,6 +219,8 @@ class WorkbenchApp(App[None]):
         screen = self.main_screen
         if action in BACKEND_ACTIONS:
             return screen.backend is not None
+        if action == "refresh":  # which opens the profile again when that failed
+            return screen.backend is not None or screen.open_failed
         if action in SANDBOX_ACTIONS:
             return screen.backend is not None and screen.selected_sandbox_id is not None
         if action in FILE_ACTIONS:

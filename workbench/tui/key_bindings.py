@@ -104,7 +104,7 @@ REPL_ACTIONS = frozenset(
 SANDBOX_ACTIONS = frozenset(
     {"destroy_sandbox", "edit_env_vars", "toggle_env_reveal", "create_context", "watch_folder"}
 )
-BACKEND_ACTIONS = frozenset({"create_sandbox", "refresh"})
+BACKEND_ACTIONS = frozenset({"create_sandbox"})
 FILE_ACTIONS = frozenset({"save_file", "reload_file"})
 """Actions on the active file view."""
 NEW_PATH_ACTIONS = frozenset({"new_file", "new_folder"})

@@ -310,10 +310,15 @@ class ProfileConnection:
         )
 
     def _open_backend(self, profile: str) -> None:
+        """Any failure is said (`BackendFailed`): the worker ends silently otherwise,
+        and the status said "connecting" for ever (a runtime dir open to other users)."""
         try:
             backend = self.backend_factory(profile)
         except (UnknownProfileError, ConfigError, SandboxError, OSError) as error:
             self.owner.post_message(BackendFailed(profile, str(error)))
+            return
+        except Exception as error:
+            self.owner.post_message(BackendFailed(profile, describe_error(error)))
             return
         self.owner.post_message(BackendOpened(profile, backend))
 

@@ -869,10 +869,19 @@ class MainScreen(
 
     # ----------------------------------------------------------------- sandboxes
 
+    @property
+    def open_failed(self) -> bool:
+        """The profile's backend could not be opened (F5 tries again)."""
+        return self.backend is None and self.status.state == "unreachable"
+
     def action_refresh(self) -> None:
         """Read everything shown again; what is read of a sandbox waits for the listing,
         which is the only request a refresh makes of a sandbox that is gone (any other
-        makes it again): `refresh_listed`."""
+        makes it again): `refresh_listed`. A profile that could not be opened is opened
+        again."""
+        if self.open_failed:
+            self.switch_profile(self.profile)
+            return
         self.connection.load_sandboxes(refresh=True)
         self.connection.load_runtimes()
         self.connection.check_health()
