@@ -179,6 +179,7 @@ async def watch_command(
     from workbench.core.host_paths import HostPathError, host_path
     from workbench.paths import data_dir as resolve_data_dir
     from workbench.sync import (
+        FolderGoneError,
         FolderSync,
         SyncAlreadyRunningError,
         SyncConflictError,
@@ -322,6 +323,9 @@ async def watch_command(
                 report = await sync.initial_sync()
             except SyncConflictError as error:
                 echo_untrusted(f"error: {error} (policy fail)", fg="red", err=True)
+                return EXIT_FAILED
+            except FolderGoneError as error:  # removed while it was scanned
+                echo_untrusted(f"error: {error}; nothing was synced", fg="red", err=True)
                 return EXIT_FAILED
             await after_sync(report)
             return exit_code if not report.errors else EXIT_FAILED

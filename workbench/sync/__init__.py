@@ -29,6 +29,7 @@ from workbench.sync.local import MAX_FILE_BYTES, MAX_WORKSPACE_BYTES
 from workbench.sync.manifest import RemoteEntry, SyncAlreadyRunningError, sync_state_file
 from workbench.sync.relative_paths import remote_path
 from workbench.sync.sandbox_folder import TransientSyncError
+from workbench.sync.watching import FolderGoneError
 
 __all__ = [
     "DEFAULT_IGNORES",
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_WORKSPACE_BYTES",
     "ConflictPolicy",
     "EventKind",
+    "FolderGoneError",
     "FolderSync",
     "IgnoreRules",
     "RemoteEntry",

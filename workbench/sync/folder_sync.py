@@ -93,7 +93,12 @@ from workbench.sync.relative_paths import (
     top_level,
 )
 from workbench.sync.sandbox_folder import SandboxFolder, TransientSyncError
-from workbench.sync.watching import PendingChanges, watch_folder
+from workbench.sync.watching import (
+    FolderGoneError,
+    PendingChanges,
+    folder_identity,
+    watch_folder,
+)
 
 __all__ = ["FolderSync"]
 
@@ -356,7 +361,9 @@ class FolderSync:
             relative = info.relative_path
             if is_plain(relative) and not self.rules.is_ignored(relative, info.is_directory):
                 listing[relative] = info
+        root = self._root_identity()
         local = self._scan_into(report, None)
+        self._check_root(root)
         self.manifest = {}
         for relative, info in listing.items():
             saved = self._saved.get(relative)
@@ -430,6 +437,7 @@ class FolderSync:
         self._emit(EventKind.SYNCING, "full pass" if full else f"{len(scope or [])} changed paths")
         self.status.state = "syncing"
         try:
+            root = self._root_identity()
             if scope is None:
                 local = self._scan_into(report, None)
                 current = list(self.manifest)
@@ -448,6 +456,7 @@ class FolderSync:
                 current = [
                     path for path in self.manifest if any(is_under(path, top) for top in scope)
                 ]
+            self._check_root(root)
             await self._apply(report, local, current)
         except _SandboxMadeAgain:
             pass  # the refill below sends everything
@@ -525,6 +534,19 @@ class FolderSync:
             for parent in ancestors(relative)
             if host_path(self.root, parent).is_dir()
         }
+
+    def _root_identity(self) -> tuple[int, int]:
+        """The folder's device and inode; `FolderGoneError` when it is not there (a scan
+        of it would find nothing, and the pass would delete every file it synced)."""
+        identity = folder_identity(self.root)
+        if identity is None:
+            raise FolderGoneError(f"{self.root} is gone")
+        return identity
+
+    def _check_root(self, scanned: tuple[int, int]) -> None:
+        """The folder scanned (`scanned`) is still there: else `FolderGoneError`."""
+        if folder_identity(self.root) != scanned:
+            raise FolderGoneError(f"{self.root} is gone or was replaced")
 
     def _scan_into(self, report: SyncReport, start: str | None) -> dict[str, LocalEntry]:
         if start is None:

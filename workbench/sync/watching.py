@@ -23,7 +23,13 @@ from workbench.sync.sandbox_folder import TransientSyncError
 if TYPE_CHECKING:
     from workbench.sync.folder_sync import FolderSync
 
-__all__ = ["PendingChanges", "watch_folder"]
+__all__ = ["FolderGoneError", "PendingChanges", "folder_identity", "watch_folder"]
+
+
+class FolderGoneError(Exception):
+    """The synced folder is not there (removed, moved away) or was replaced during a
+    pass: its files are not deletions, so the pass changes nothing."""
+
 
 _FULL_RESCAN_THRESHOLD: Final = 256
 """More dirty paths than this in one pass: rescan the whole folder (cheaper)."""
@@ -94,7 +100,7 @@ REARM_S: Final = 0.25
 """How often a watch whose folder is gone looks for it again."""
 
 
-def _identity(folder: Path) -> tuple[int, int] | None:
+def folder_identity(folder: Path) -> tuple[int, int] | None:
     """The folder's device and inode (None: it is not there)."""
     try:
         found = folder.stat()
@@ -136,7 +142,7 @@ async def watch_folder(
         root = os.fspath(sync.root)
         missing = False
         while not stop.is_set():
-            armed = _identity(sync.root)
+            armed = folder_identity(sync.root)
             if armed is None:
                 missing = True
                 with contextlib.suppress(TimeoutError):
@@ -159,7 +165,7 @@ async def watch_folder(
                     paths = {path for _, path in changes}
                     batches.put_nowait(paths)
                     # Gone (a new directory may even reuse its inode number): set again.
-                    if root in paths or _identity(sync.root) != armed:
+                    if root in paths or folder_identity(sync.root) != armed:
                         break
                 else:
                     return  # stopped
@@ -177,9 +183,12 @@ async def watch_folder(
     delay = sync.max_retry_delay
     failures = 0
     first = True
+    folder_gone = False
+    """A pass found the folder gone: the next waits for the watcher (it sees it back)."""
+    told_gone = False
     try:
         while not stop.is_set():
-            if sync.has_pending:
+            if sync.has_pending and not folder_gone:
                 delay = min(sync.max_retry_delay, 0.25 * 2**failures) if failures else 0.0
                 timeout: float | None = delay
             else:
@@ -195,6 +204,7 @@ async def watch_folder(
                 get_task.cancel()
                 raise
             if get_task in done:
+                folder_gone = False
                 pending.add(get_task.result(), skip_ignored=True)
                 await _rest_of_quiet_period(
                     batches, pending, sync.debounce - step / 1000, stop_task
@@ -212,6 +222,16 @@ async def watch_folder(
                 continue
             try:
                 report = await run_pass()
+            except FolderGoneError as error:
+                folder_gone = True
+                if not told_gone:
+                    told_gone = True
+                    emit(
+                        EventKind.NOTICE,
+                        f"{error}: nothing is synced until it is back (its files stay in "
+                        "the sandbox)",
+                    )
+                continue
             except TransientSyncError as error:
                 failures += 1
                 message = f"sandbox unavailable ({error}); will retry"
@@ -219,6 +239,7 @@ async def watch_folder(
                 emit(EventKind.RETRYING, message)
                 continue
             failures = 0
+            told_gone = False
             emit(EventKind.SYNCED, report.summary(), report=report)
             if after_sync is not None and (report.changed or first):
                 finished = await _unless_stopped(after_sync(report), stop_task)
