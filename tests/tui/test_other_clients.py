@@ -214,10 +214,18 @@ async def test_a_cell_waiting_behind_another_tab_s_run_names_that_tab(tmp_path: 
         second = await create_context(pilot, "PERL")
         tabs = app.main_screen.tabs
         tabs.activate(repl_tab_id(first.context.id))
-        first.set_code(BUSY_TWO_SECONDS)
+        await pilot.pause()
+        # Long enough to be running still when the other tab's wait is noticed (Perl's
+        # `time` counts whole seconds: "two seconds" may end after one).
+        first.set_code(BUSY_TWO_SECONDS.replace("time + 2", "time + 4"))
         first.code_input.focus()
+        await wait_for(pilot, lambda: first.code_input.has_focus, timeout=5)
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: first.running, timeout=5)
+        # Its own turn taken (on a loaded machine it may wait for the store, and a tab that
+        # waits is named by none).
+        await pilot.pause(0.6)
+        await wait_for(pilot, lambda: not first.waiting, timeout=10)
         backend = app.main_screen.backend
         assert backend is not None
         other = asyncio.ensure_future(  # another client's run, queued behind the tab's
@@ -225,9 +233,12 @@ async def test_a_cell_waiting_behind_another_tab_s_run_names_that_tab(tmp_path: 
         )
         await asyncio.sleep(0.3)
         tabs.activate(repl_tab_id(second.context.id))
+        await pilot.pause()
         second.code_input.focus()
+        await wait_for(pilot, lambda: second.code_input.has_focus, timeout=5)
         second.set_code("1 + 1")
         await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: second.running, timeout=5)
         expected = f"waiting for the run in tab {first.title} (same sandbox) to end"
         await wait_for(pilot, lambda: expected in str(second.run_status.render()), timeout=10)
         assert WAITING_TURN not in str(second.run_status.render())
