@@ -19,6 +19,7 @@ from tour import (
     until_connected,
     wait_for,
 )
+from workbench.api import SandboxClient, ValidationFailedError
 from workbench.backends.local import open_local_backend
 from workbench.tui.key_bindings import WORKBENCH_BINDINGS
 from workbench.tui.palette_commands import workbench_commands
@@ -227,3 +228,30 @@ def test_every_alt_binding_arrives_as_itself_from_a_terminal() -> None:
             events += list(parser.tick())
             keys = [getattr(event, "key", None) for event in events]
             assert keys == [key.strip()], (binding.id, keys)
+
+
+async def test_a_sandbox_the_backend_refuses_to_make_is_not_the_one_keys_act_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: after F2 with an id a gateway refused (`..`), F3, F4 and F8 acted on that id
+    (F8 offered to destroy it) though no such sandbox existed: it was highlighted before
+    it was made. It is now highlighted once made."""
+    original = SandboxClient.get_info
+
+    async def refusing(self: SandboxClient) -> Any:
+        if self.id == "refused":
+            raise ValidationFailedError("Sandbox ID 'refused' cannot travel in a gateway's URL")
+        return await original(self)
+
+    monkeypatch.setattr(SandboxClient, "get_info", refusing)
+    app = make_app(tmp_path)
+    main = app.main_screen
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "kept")
+        await pilot.press("f2")
+        await pilot.press(*"refused", "enter")
+        await wait_for(pilot, lambda: any("Creating refused failed" in e for e in notes.errors()))
+        assert main.highlighted_sandbox_id == "kept" and main.selected_sandbox_id == "kept"
+        assert (await destroy_question(pilot, "f8")).startswith("Destroy sandbox kept ")

@@ -101,6 +101,8 @@ class EnvVarsSaved(Message, bubble=False):
 @dataclass
 class SandboxInfoLoaded(Message, bubble=False):
     info: SandboxInfo
+    created: bool = False
+    """Read after the user created it (F2): it becomes the highlighted sandbox."""
 
 
 @dataclass

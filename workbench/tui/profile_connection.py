@@ -547,7 +547,7 @@ class ProfileConnection:
         async def create(backend: Backend) -> None:
             info = await backend.sandbox(sandbox_id).get_info()
             self.owner.post_message(await self.list_sandboxes(backend))
-            self.owner.post_message(SandboxInfoLoaded(info))
+            self.owner.post_message(SandboxInfoLoaded(info, created=True))
 
         self.call(f"Creating {sandbox_id} failed", create)
 

@@ -459,6 +459,9 @@ class MainScreen(
     def sandbox_info_loaded(self, message: SandboxInfoLoaded) -> None:
         info = message.info
         self.stale_infos.discard(info.id)
+        if message.created:
+            self.highlighted_sandbox_id = info.id
+            self.app.refresh_bindings()
         self.show_sandbox_info(info)
         listed = {context.id for context in info.contexts}
         unlisted = [
@@ -932,7 +935,8 @@ class MainScreen(
                 return
             if self.sandbox_tree.sandbox_node(sandbox_id) is not None:  # it said nothing
                 self.notify(f"Sandbox {sandbox_id} exists already: it is selected.", timeout=4)
-            self.highlighted_sandbox_id = sandbox_id
+            # Highlighted once made (`SandboxInfoLoaded.created`): a refused id (`..` on a
+            # gateway) was the one F3, F4 and F8 acted on.
             self.connection.create_sandbox(sandbox_id)
             self.show_tab(INFO_TAB)
 
