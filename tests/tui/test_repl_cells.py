@@ -423,3 +423,27 @@ async def test_a_long_run_status_keeps_its_time_and_ends_in_an_ellipsis(tmp_path
         assert re.match(r". \d+\.\d s · running \(this gateway", line), line
         assert line.endswith("…") and len(line) <= status.size.width < len(OUTPUT_AT_END)
         status.stop()
+
+
+async def test_a_cell_over_the_code_limit_is_refused_here_and_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: a 157 KB paste was sent, refused ("Request too large ... HTTP 413", no limit
+    named), and the editor was cleared. It is now refused before it is sent, with the
+    limit, and the code stays in the editor."""
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        code = "# é\n" * 20_000  # 100,000 bytes of UTF-8 in 80,000 characters
+        repl.set_code(code)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: bool(notes.errors()))
+        assert notes.errors() == [
+            ": This cell holds 97.7 KiB of code; a run takes at most 64.0 KiB. Your code "
+            "stays in the editor."
+        ]
+        assert repl.code_input.text == code and not repl.running
+        assert repl.transcript.cells == []

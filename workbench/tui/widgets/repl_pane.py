@@ -26,8 +26,9 @@ from workbench.api import (
     restored_checkpoint,
     short_id,
 )
-from workbench.api.display import counted
+from workbench.api.display import counted, human_bytes
 from workbench.config import Prices
+from workbench.protocol.http import CODE_BYTES_CAP
 from workbench.sync.runner import entry_result, entry_run_of
 from workbench.transcripts.documents import curl_command, history_number
 from workbench.tui.key_bindings import action_keys
@@ -226,6 +227,14 @@ class ReplPane(Vertical):
             return
         code = self.code_input.text
         if not code.strip():
+            return
+        size = len(code.encode("utf-8", errors="surrogatepass"))
+        if size > CODE_BYTES_CAP:  # refused by any backend: said here, and the code stays
+            self.notify(
+                f"This cell holds {human_bytes(size)} of code; a run takes at most "
+                f"{human_bytes(CODE_BYTES_CAP)}. Your code stays in the editor.",
+                severity="error",
+            )
             return
         self.post_message(self.RunRequested(self.sandbox_id, self.context, code))
         self.generation += 1
