@@ -10,6 +10,7 @@ import pytest
 from tests.tui.test_flows import Notifications, make_app, panel_text
 from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
 from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScreen
+from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.main_screen import MainScreen
 from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.widgets.workbench_tabs import INFO_TAB
@@ -106,3 +107,47 @@ async def test_alt_b_saves_a_checkpoint_and_alt_z_goes_back_to_it(
         result = repl.transcript.cells[-1].result
         assert result is not None and result.results[0].text == "41"
         assert not notes.errors()
+
+
+async def test_saving_under_a_checkpoint_s_name_asks_before_replacing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: alt+p under the name of a checkpoint the context had replaced it silently
+    (restore and delete ask first). It now asks; no keeps the one there."""
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "our $n = 1")
+
+        async def save_as(name: str) -> None:
+            await pilot.press("alt+p")
+            await wait_for(pilot, lambda: isinstance(app.screen, NameScreen))
+            await pilot.press(*name, "enter")
+
+        def saved() -> list[str]:
+            return [message for message, title, _ in notes.calls if title == "Checkpoint saved"]
+
+        await save_as("dup")
+        await wait_for(pilot, lambda: len(saved()) == 1)
+        repl.code_input.focus()
+        await run_cell(pilot, repl, "$n = 2")
+        for answer, count in (("escape", 1), ("y", 2)):  # no, then yes
+            await save_as("dup")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            question = str(app.screen.question)  # type: ignore[attr-defined]
+            assert question.startswith("The context has a checkpoint dup already (dup · saved ")
+            assert " · run 1 · " in question
+            await pilot.press(answer)
+            await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+            await wait_for(pilot, lambda count=count: len(saved()) == count)
+            repl.code_input.focus()
+        assert " · run 2 · " in saved()[-1]
+        backend = app.main_screen.backend
+        assert backend is not None
+        listed = await backend.sandbox(repl.sandbox_id).interpreter.list_checkpoints(
+            repl.context.id
+        )
+        assert [(saved.name, saved.executions) for saved in listed.checkpoints] == [("dup", 2)]

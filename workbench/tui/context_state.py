@@ -25,6 +25,7 @@ from workbench.api import (
 from workbench.tui.key_bindings import action_keys
 from workbench.tui.messages import (
     CheckpointDeleted,
+    CheckpointNameTaken,
     CheckpointRestored,
     CheckpointSaved,
     CheckpointsLoaded,
@@ -37,6 +38,7 @@ from workbench.tui.screens.checkpoint_picker_screen import (
     CheckpointPickerScreen,
     checkpoint_summary,
 )
+from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.screens.value_screen import ValueScreen
 from workbench.tui.widgets.inspector_panel import InspectorPanel
@@ -235,6 +237,23 @@ class ContextStateHandlers(Screen[None]):
         context = f"{repl.context.binding} {short_id(repl.context.id)}"
         picker = CheckpointPickerScreen(message.checkpoints, context, deleting=deleting)
         self.app.push_screen(picker, chosen)
+
+    @on_report(CheckpointNameTaken)
+    def checkpoint_name_taken(self, message: CheckpointNameTaken) -> None:
+        """Saving would replace a checkpoint of that name: only if the user says so."""
+        existing = message.existing
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.connection.save_checkpoint(
+                    message.sandbox_id, message.context, existing.name, replace=True
+                )
+
+        question = (
+            f"The context has a checkpoint {existing.name} already "
+            f"({checkpoint_summary(existing)}).\nReplace it with the state as it is now?"
+        )
+        self.app.push_screen(ConfirmScreen(question, "Replace"), confirmed)
 
     @on_report(CheckpointSaved)
     def checkpoint_saved(self, message: CheckpointSaved) -> None:

@@ -217,6 +217,16 @@ class CheckpointSaved(Message, bubble=False):
 
 
 @dataclass
+class CheckpointNameTaken(Message, bubble=False):
+    """A checkpoint is to be saved under the name of one the context has (`existing`):
+    saving replaces it, so the user is asked first."""
+
+    sandbox_id: str
+    context: CodeContext
+    existing: Checkpoint
+
+
+@dataclass
 class CheckpointsLoaded(Message, bubble=False):
     """The context's checkpoints, to pick the one to restore."""
 

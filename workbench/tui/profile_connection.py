@@ -52,6 +52,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     CellFinished,
     CellOutput,
     CellWaiting,
+    CheckpointNameTaken,
     CheckpointRestored,
     CheckpointSaved,
     CheckpointsLoaded,
@@ -716,9 +717,20 @@ class ProfileConnection:
 
         self.owner.run_worker(inspect(), name="inspect_value", exit_on_error=False)
 
-    def save_checkpoint(self, sandbox_id: str, context: CodeContext, name: str) -> None:
+    def save_checkpoint(
+        self, sandbox_id: str, context: CodeContext, name: str, *, replace: bool = False
+    ) -> None:
+        """Save the context's state as checkpoint `name`; unless `replace`, a checkpoint of
+        that name is not replaced but named (`CheckpointNameTaken`), to ask first."""
+
         async def save(backend: Backend) -> None:
             interpreter = backend.sandbox(sandbox_id).interpreter
+            if not replace:
+                listed = await interpreter.list_checkpoints(context.id)
+                taken = [saved for saved in listed.checkpoints if saved.name == name]
+                if taken:
+                    self.owner.post_message(CheckpointNameTaken(sandbox_id, context, taken[0]))
+                    return
             saved = await interpreter.save_checkpoint(context.id, name)
             self.owner.post_message(CheckpointSaved(context.id, saved))
 
