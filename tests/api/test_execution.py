@@ -469,6 +469,41 @@ async def test_a_write_past_the_file_limit_is_efbig_and_the_run_goes_on(
         )
 
 
+async def test_a_python_write_past_the_file_limit_writes_nothing(
+    backend: Backend, sandbox: SandboxClient, python_engine: None
+) -> None:
+    """QA: a 2 MiB `os.write` wrote 1 MiB and returned 1048576 (the stream's write permit
+    cut it short), though a write is all or nothing; buffered, it left a 1 MiB file. Both
+    now fail and write nothing; a write that fits still goes through."""
+    if backend.name == "workerd":
+        pytest.skip("the Worker gateway's file limits are the reference's own")
+    code = (
+        "import os\n"
+        "fd = os.open('/workspace/raw.bin', os.O_WRONLY | os.O_CREAT)\n"
+        "try:\n"
+        "    raw = f'wrote {os.write(fd, b\"z\" * 2 * 1024 * 1024)}'\n"
+        "except OSError:\n"
+        "    raw = 'refused'\n"
+        "os.write(fd, b'a' * 700_000)\n"
+        "try:\n"
+        "    os.write(fd, b'z' * 400_000)\n"
+        "    past = 'written'\n"
+        "except OSError:\n"
+        "    past = 'refused'\n"
+        "os.close(fd)\n"
+        "try:\n"
+        "    with open('/workspace/buffered.bin', 'wb') as f:\n"
+        "        f.write(b'y' * 1_500_000)\n"
+        "    buffered = 'written'\n"
+        "except OSError:\n"
+        "    buffered = 'refused'\n"
+        "sizes = [os.path.getsize(f'/workspace/{name}.bin') for name in ('raw', 'buffered')]\n"
+        "' '.join([raw, past, buffered, *map(str, sizes)])"
+    )
+    result = ok(await sandbox.interpreter.run_code(code, binding="PYTHON"))
+    assert texts(result) == ["'refused refused refused 700000 0'"]
+
+
 @pytest.mark.parametrize("binding", list(CATCH_LIMIT))
 async def test_a_write_past_the_total_limit_is_enospc_and_the_run_goes_on(
     backend: Backend, sandbox: SandboxClient, binding: str, all_engines: None

@@ -194,7 +194,12 @@ def _write_result(call: Call, handle: int, data: bytes, ret: int) -> None:
 @implements("wasi:io/streams#[method]output-stream.check-write", params="ii")
 def check_write(call: Call, handle: int, ret: int) -> None:
     stream = call.host.table.get(handle, "output-stream")
-    budget = FILE_WRITE_BUDGET if stream["sink"] == "file" else STDIO_WRITE_BUDGET
+    if stream["sink"] == "file":
+        # One byte more than a file may hold: a guest's write() is written whole or
+        # refused (EFBIG), never cut short (a 2 MiB `os.write` wrote 1 MiB and said so).
+        budget = call.host.fs(stream).limits.file_bytes + 1
+    else:
+        budget = STDIO_WRITE_BUDGET
     call.memory.pack("B7xQ", ret, 0, budget)
 
 
