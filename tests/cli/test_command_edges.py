@@ -252,7 +252,7 @@ def test_counts_and_sizes_read_as_words(tmp_path: Path, perl_engine: None) -> No
         (line,) = run_cli(env, "contexts", "list", "-s", "demo").stdout.splitlines()
         assert re.search(r"  1 run  snapshot \d+(\.\d)? (B|KiB|MiB)  last used ", line), line
         info = run_cli(env, "sandboxes", "info", "demo").stdout
-        assert "workspace  1 file, 5 B\n" in info
+        assert "workspace  1 entry, 5 B\n" in info
         assert " 1 run, last " in info
         context = line.split()[0]
         where = ("-s", "demo", "--context", context)

@@ -71,7 +71,7 @@ def test_sandboxes_info_reads_as_text_and_as_json(tmp_path: Path) -> None:
     shown = run_cli(env, "sandboxes", "info", "box")
     assert shown.returncode == 0
     assert "sandbox    box\n" in shown.stdout
-    assert "workspace  1 file, 5 B\n" in shown.stdout
+    assert "workspace  1 entry, 5 B\n" in shown.stdout
     info = json.loads(run_cli(env, "sandboxes", "info", "box", "--json").stdout)
     assert info["id"] == "box" and info["workspace"] == {"files": 1, "bytes": 5}
 

@@ -35,7 +35,9 @@ async def palette_entries(pilot: WorkbenchPilot, app: WorkbenchApp) -> list[str]
     return entries
 
 
-async def test_the_info_panel_counts_one_file(tmp_path: Path) -> None:
+async def test_the_info_panel_counts_entries_as_entries(tmp_path: Path) -> None:
+    """The workspace's count is of files and directories (spec 8): QA saw an empty folder
+    counted as "1 file"."""
     await write_files(tmp_path, {"only.txt": b"x"})
     app = make_app(tmp_path)
     main = app.main_screen
@@ -45,7 +47,11 @@ async def test_the_info_panel_counts_one_file(tmp_path: Path) -> None:
         main.show_tab(INFO_TAB)
         await wait_for(pilot, lambda: main.info_panel.info is not None)
         text = panel_text(app)
-        assert "Workspace  1 file, " in text and "1 files" not in text
+        assert "Workspace  1 entry, 1 B" in text
+        assert main.backend is not None
+        await main.backend.sandbox("demo").mkdir("/workspace/empty")
+        main.connection.load_sandbox_info("demo")
+        await wait_for(pilot, lambda: "Workspace  2 entries, 1 B" in panel_text(app))
 
 
 async def test_the_palette_lists_one_quit_the_workbenchs(tmp_path: Path) -> None:

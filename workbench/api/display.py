@@ -85,6 +85,12 @@ def counted(count: int, noun: str) -> str:
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
+def workspace_summary(entries: int, size: int) -> str:
+    """`3 entries, 1.2 KiB`: what a sandbox info says of its `/workspace` (its count is of
+    files and directories, spec 8: an empty folder showed as "1 file")."""
+    return f"{entries:,} {'entry' if entries == 1 else 'entries'}, {human_bytes(size)}"
+
+
 def describe_backend(backend: Backend) -> str:
     """`profile NAME (URL)` or `local (DATA DIR)`: which backend an action changes."""
     if backend.engines is not None:

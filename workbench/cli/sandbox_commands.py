@@ -12,7 +12,7 @@ from workbench.api import (
     iso_from_ms,
 )
 from workbench.api.costs import ESTIMATE_NOTE, dollars_text, sandbox_cost
-from workbench.api.display import counted, describe_backend, human_bytes
+from workbench.api.display import counted, describe_backend, human_bytes, workspace_summary
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
@@ -71,7 +71,7 @@ def print_info(info: SandboxInfo) -> None:
         ("expires", expires),
         (
             "workspace",
-            f"{counted(info.workspace_files, 'file')}, {human_bytes(info.workspace_bytes)}",
+            workspace_summary(info.workspace_files, info.workspace_bytes),
         ),
         ("env vars", ", ".join(sorted(info.env_vars)) or "none"),
         ("contexts", str(len(info.contexts)) if info.contexts else "none"),

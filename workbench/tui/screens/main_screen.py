@@ -485,8 +485,9 @@ class MainScreen(
         expanded = self.sandbox_tree.show_sandbox_info(info)
         if expanded:  # as the last session had it
             self.workspace_files.list_again(info.id, expanded)
-        if self.selected_sandbox_id == info.id or self.info_panel.info is None:
-            self.info_panel.info = info
+        shown = self.info_panel.info
+        if self.selected_sandbox_id == info.id or shown is None or shown.id == info.id:
+            self.info_panel.info = info  # a newer read of the sandbox shown replaces it
         node = self.sandbox_tree.sandbox_node(info.id)
         tree_elsewhere = self.sandbox_tree.selected_sandbox_id != info.id
         if node is not None and info.id == self.highlighted_sandbox_id and tree_elsewhere:

@@ -11,7 +11,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from workbench.api import SandboxInfo, iso_from_ms, short_id
-from workbench.api.display import counted, human_bytes
+from workbench.api.display import human_bytes, workspace_summary
 from workbench.tui.formatting import MASK, countdown
 from workbench.tui.untrusted import shown
 
@@ -64,7 +64,7 @@ revealed) and its code contexts with their snapshot sizes.
         else:
             remaining = countdown(info.expires_at - self.now_ms())
             add_row(facts, "Expires", f"{iso_from_ms(info.expires_at)}  (in {remaining})")
-        workspace = f"{counted(info.workspace_files, 'file')}, {human_bytes(info.workspace_bytes)}"
+        workspace = workspace_summary(info.workspace_files, info.workspace_bytes)
         add_row(facts, "Workspace", workspace if info.file_api else f"{workspace} (File API off)")
         checkpoints = self.checkpoints.get(info.id)
         if checkpoints is not None:
