@@ -51,6 +51,9 @@ def session(tmp_path: Path) -> Iterator[str]:
         yield name
     finally:
         subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True)
+        # A killed server leaves its socket behind (hundreds piled up in /tmp/tmux-UID).
+        sockets = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        (sockets / name).unlink(missing_ok=True)
 
 
 def screen(name: str) -> str:
