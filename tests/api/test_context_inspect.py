@@ -279,6 +279,17 @@ async def test_a_broken_inspection_is_a_clear_error(
     result = await interpreter.run_code("type(slow).__name__", context=context)
     assert result.results[-1].text == "'Slow'" and result.execution_count == 3
 
+    # One that burns its fuel: the listing stops, and the error says why (QA saw only
+    # "ExecutionLimitError: Execution fuel exhausted").
+    await interpreter.run_code(
+        "del slow\nclass Loop:\n    def __repr__(self):\n        while True: pass\nloop = Loop()",
+        context=context,
+    )
+    looping = await raises(interpreter.inspect_context(context))
+    assert looping.code == "CODE_EXECUTION_ERROR"
+    assert looping.message.startswith("The inspector stopped at its limit (")
+    assert "a value whose repr never ends" in looping.message
+
 
 async def test_many_names_are_counted_past_the_limit(
     backend: Backend, sandbox: SandboxClient

@@ -88,6 +88,13 @@ def inspector_code(language: str, name: str | None = None, offset: int = 0) -> s
 
 def _answer(result: ExecutionResult) -> dict[str, Any]:
     """The JSON object the script returned, or the error that says why there is none."""
+    if result.error is not None and result.error.name == "ExecutionLimitError":
+        raise make_error(
+            ErrorCode.CODE_EXECUTION_ERROR,
+            f"The inspector stopped at its limit ({result.error.message}): a value whose "
+            "repr never ends (a `__repr__` or `toString` that loops) stops the whole "
+            "listing; other names can still be asked for one by one",
+        )
     if result.error is not None:
         raise make_error(
             ErrorCode.CODE_EXECUTION_ERROR,
