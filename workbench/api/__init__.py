@@ -47,7 +47,7 @@ from workbench.protocol.errors import (
     SandboxNotFoundError,
     ValidationFailedError,
 )
-from workbench.protocol.http import Handler, Request, Response, code_problem
+from workbench.protocol.http import CODE_BYTES_CAP, Handler, Request, Response, code_problem
 from workbench.protocol.ids import (
     SANDBOX_ID_PATTERN,
     checkpoint_name_problem,
@@ -97,6 +97,7 @@ from workbench.protocol.types import (
 
 __all__ = [
     "CHECKPOINTS_FEATURE",
+    "CODE_BYTES_CAP",
     "CONTEXT_FORK_FEATURE",
     "CONTEXT_INSPECT_FEATURE",
     "ENV_KEY_PATTERN",

@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.widgets import Input
 
 from workbench.api import (
+    CODE_BYTES_CAP,
     CodeContext,
     ExecutionResult,
     HistoryEntry,
@@ -28,7 +29,6 @@ from workbench.api import (
 )
 from workbench.api.display import counted, human_bytes
 from workbench.config import Prices
-from workbench.protocol.http import CODE_BYTES_CAP
 from workbench.sync.runner import entry_result, entry_run_of
 from workbench.transcripts.documents import curl_command, history_number
 from workbench.tui.key_bindings import action_keys
