@@ -116,6 +116,7 @@ async def test_a_watched_folder_made_again_after_a_while_is_rescanned(
     sync = FolderSync(folder, sandbox, debounce=0.03)
     async with watching(sync) as watch:
         await watch.until_idle()
+        synced_at = sync.status.last_sync_at
         shutil.rmtree(folder)
 
         async def said_gone() -> bool:
@@ -124,6 +125,8 @@ async def test_a_watched_folder_made_again_after_a_while_is_rescanned(
         await eventually(said_gone)
         await asyncio.sleep(3 * REARM_S)
         assert await remote_tree(sandbox) == {"one.txt": b"first"}
+        assert (sync.status.state, sync.status.last_sync_at) == ("folder gone", synced_at)
+        assert len([event for event in watch.events if "is gone" in event.message]) == 1
         folder.mkdir()
         (folder / "two.txt").write_text("made again")
 

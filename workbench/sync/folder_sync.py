@@ -361,9 +361,13 @@ class FolderSync:
             relative = info.relative_path
             if is_plain(relative) and not self.rules.is_ignored(relative, info.is_directory):
                 listing[relative] = info
-        root = self._root_identity()
-        local = self._scan_into(report, None)
-        self._check_root(root)
+        try:
+            root = self._root_identity()
+            local = self._scan_into(report, None)
+            self._check_root(root)
+        except FolderGoneError:
+            self._finish(report, started, folder_gone=True)
+            raise
         self.manifest = {}
         for relative, info in listing.items():
             saved = self._saved.get(relative)
@@ -434,6 +438,7 @@ class FolderSync:
         full = scope is None
         report = SyncReport(full=full)
         started = time.perf_counter()
+        folder_gone = False
         self._emit(EventKind.SYNCING, "full pass" if full else f"{len(scope or [])} changed paths")
         self.status.state = "syncing"
         try:
@@ -460,12 +465,13 @@ class FolderSync:
             await self._apply(report, local, current)
         except _SandboxMadeAgain:
             pass  # the refill below sends everything
-        except BaseException:
+        except BaseException as error:
             # Keep everything for the next attempt (the pass is state-based).
             self._pending.put_back(scope)
+            folder_gone = isinstance(error, FolderGoneError)
             raise
         finally:
-            self._finish(report, started)
+            self._finish(report, started, folder_gone=folder_gone)
         if self._folder.replaced:
             return await self._refill(report)
         return report
@@ -567,14 +573,17 @@ class FolderSync:
                 self._emit(EventKind.NOTICE, notice.message, issue=notice)
         return scan.entries
 
-    def _finish(self, report: SyncReport, started: float) -> None:
+    def _finish(self, report: SyncReport, started: float, *, folder_gone: bool = False) -> None:
         report.duration_s = time.perf_counter() - started
         status = self.status
         status.pending_paths = len(self._pending.paths)
         status.errors += len(report.errors)
         status.conflicts += len(report.conflicts)
         status.files_synced += len(report.uploaded) + len(report.renamed)
-        if report.incomplete:
+        if folder_gone:  # nothing was synced
+            status.state = "folder gone"
+            status.last_error = f"{self.root} is gone"
+        elif report.incomplete:
             status.state = "retrying"
         else:
             status.state = "idle"
