@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from engines.components.wasi.abi import Call, GuestTrap, implements, u64
 from engines.components.wasi.errors import HOST_ERRORS, error_code
+from engines.components.wasi.resources import Entry
 from engines.vfs import File, NullDevice, VfsError
 
 STDIO_WRITE_BUDGET = 8192
@@ -194,13 +195,16 @@ def _write_result(call: Call, handle: int, data: bytes, ret: int) -> None:
 @implements("wasi:io/streams#[method]output-stream.check-write", params="ii")
 def check_write(call: Call, handle: int, ret: int) -> None:
     stream = call.host.table.get(handle, "output-stream")
+    call.memory.pack("B7xQ", ret, 0, _write_permit(call, stream))
+
+
+def _write_permit(call: Call, stream: Entry) -> int:
+    """What one write to the stream may hold. A file's: one byte more than a file may
+    hold, so that a guest's write() is written whole or refused (EFBIG), never cut short
+    (a 2 MiB `os.write` wrote 1 MiB and said so)."""
     if stream["sink"] == "file":
-        # One byte more than a file may hold: a guest's write() is written whole or
-        # refused (EFBIG), never cut short (a 2 MiB `os.write` wrote 1 MiB and said so).
-        budget = call.host.fs(stream).limits.file_bytes + 1
-    else:
-        budget = STDIO_WRITE_BUDGET
-    call.memory.pack("B7xQ", ret, 0, budget)
+        return int(call.host.fs(stream).limits.file_bytes) + 1
+    return STDIO_WRITE_BUDGET
 
 
 @implements(
@@ -219,8 +223,8 @@ def output_write(call: Call, handle: int, ptr: int, length: int, ret: int) -> No
 )
 def output_write_zeroes(call: Call, handle: int, length: int, ret: int) -> None:
     count = u64(length)
-    if count > FILE_WRITE_BUDGET:
-        raise GuestTrap("write-zeroes beyond the stream's write budget")
+    if count > _write_permit(call, call.host.table.get(handle, "output-stream")):
+        raise GuestTrap("write-zeroes beyond the stream's write permit")
     _write_result(call, handle, bytes(count), ret)
 
 
