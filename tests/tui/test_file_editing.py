@@ -4,7 +4,9 @@ overwrite; unsaved edits survive a run's re-read and a closing tab asks first.""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import RichLog, Static
@@ -22,6 +24,7 @@ from tour import (
 from workbench.api.client import SandboxClient
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.history_store import OPEN_FILES_FILE_NAME, OpenFiles
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.sandbox_gone_screen import SandboxGoneScreen
 from workbench.tui.screens.save_conflict_screen import SaveConflictScreen
@@ -112,14 +115,21 @@ async def test_enter_on_a_file_in_the_tree_focuses_its_editor(tmp_path: Path) ->
         assert first.is_dirty
 
 
-async def test_file_tabs_open_at_exit_reopen_behind_the_active_tab(tmp_path: Path) -> None:
+async def test_file_tabs_open_at_exit_reopen_behind_the_active_tab(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """File tabs open at exit reopen when the workbench starts again (only REPL tabs did),
     behind the active tab; one the user closed, or whose file went meanwhile, does not."""
-    await write_files(tmp_path, {"a.txt": b"alpha", "b.txt": b"beta", "c.txt": b"gamma"})
+    await write_files(
+        tmp_path, {"a.txt": b"alpha", "b.txt": b"beta", "c.txt": b"gamma", "d.txt": b"delta"}
+    )
     app = make_app(tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        for name in ("a.txt", "b.txt", "c.txt"):
+        for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
             await open_file(pilot, app, name)
+        # Renamed while open: its tab reopens under its new name.
+        app.main_screen.workspace_files.rename("demo", "/workspace/d.txt", "/workspace/e.txt")
+        await wait_for(pilot, lambda: app.main_screen.tabs.file_view("demo", "/workspace/e.txt"))
         closed = app.main_screen.tabs.file_view("demo", "/workspace/b.txt")
         assert closed is not None
         app.main_screen.tabs.activate_file(closed)
@@ -130,20 +140,28 @@ async def test_file_tabs_open_at_exit_reopen_behind_the_active_tab(tmp_path: Pat
         )
     async with open_local_backend(tmp_path / "data", embedded=True) as backend:
         await backend.sandbox("demo").delete_file("/workspace/c.txt")  # another client
+        await backend.sandbox("demo").mkdir("/workspace/sub")
+    # A tab whose path the backend refuses for good (a folder now) is forgotten, unsaid.
+    OpenFiles(tmp_path / "data" / OPEN_FILES_FILE_NAME).opened("local", "demo", "/workspace/sub")
 
     again = make_app(tmp_path)
     main = again.main_screen
+    notes = Notifications(again, monkeypatch)
     async with again.run_test(size=(140, 40)) as pilot:
         await until_connected(pilot)
         await wait_for(pilot, lambda: main.tabs.file_view("demo", "/workspace/a.txt") is not None)
         view = main.tabs.file_view("demo", "/workspace/a.txt")
         assert view is not None
         await wait_for(pilot, lambda: view.is_mounted and view.editor.text == "alpha")
-        await wait_for(
-            pilot, lambda: main.open_files.files("local") == [("demo", "/workspace/a.txt")]
-        )
-        assert [opened.path for opened in main.tabs.file_views_of_all()] == ["/workspace/a.txt"]
+        kept = [("demo", "/workspace/a.txt"), ("demo", "/workspace/e.txt")]
+        await wait_for(pilot, lambda: main.open_files.files("local") == kept)
+        await wait_for(pilot, lambda: len(main.tabs.file_views_of_all()) == 2)
+        assert {shown.path for shown in main.tabs.file_views_of_all()} == {
+            "/workspace/a.txt",
+            "/workspace/e.txt",
+        }
         assert main.tabs.active_file is None and not view.editor.has_focus
+        assert notes.errors() == []
 
 
 async def test_a_file_slow_to_read_opens_behind_what_the_user_went_on_to(
@@ -153,7 +171,10 @@ async def test_a_file_slow_to_read_opens_behind_what_the_user_went_on_to(
     whenever the read ended, from what the user had gone on to meanwhile: the view now
     opens behind the active tab and takes nothing; opened while the tree keeps the focus,
     it still shows and takes it."""
-    await write_files(tmp_path, {"notes.txt": b"text", "other.txt": b"more"})
+    await write_files(
+        tmp_path,
+        {"notes.txt": b"text", "other.txt": b"more", "third.txt": b"3", "fourth.txt": b"4"},
+    )
     app = make_app(tmp_path)
     main = app.main_screen
     async with app.run_test(size=(140, 40)) as pilot:
@@ -184,6 +205,32 @@ async def test_a_file_slow_to_read_opens_behind_what_the_user_went_on_to(
         view = main.tabs.file_view("demo", "/workspace/other.txt")
         assert view is not None
         await wait_for(pilot, lambda: main.tabs.active_file is view and view.editor.has_focus)
+
+        # Two opened in a row, both slow: the first one's read takes the focus, the user
+        # did not, so the second still shows when it comes.
+        reads = {name: asyncio.Event() for name in ("third.txt", "fourth.txt")}
+        read_file = SandboxClient.read_file
+
+        async def held(self: SandboxClient, path: str, **options: Any) -> Any:
+            await reads[path.rsplit("/", 1)[-1]].wait()
+            return await read_file(self, path, **options)
+
+        monkeypatch.setattr(SandboxClient, "read_file", held)
+        main.sandbox_tree.focus()
+        for name in reads:
+            main.sandbox_tree.move_cursor(nodes[f"/workspace/{name}"])
+            await pilot.press("enter")
+        await pilot.pause(0.1)
+        reads["third.txt"].set()
+        await wait_for(pilot, lambda: main.tabs.file_view("demo", "/workspace/third.txt"))
+        first = main.tabs.file_view("demo", "/workspace/third.txt")
+        assert first is not None
+        await wait_for(pilot, lambda: first.editor.has_focus)
+        reads["fourth.txt"].set()
+        await wait_for(pilot, lambda: main.tabs.file_view("demo", "/workspace/fourth.txt"))
+        last = main.tabs.file_view("demo", "/workspace/fourth.txt")
+        assert last is not None
+        await wait_for(pilot, lambda: main.tabs.active_file is last and last.editor.has_focus)
 
 
 async def test_a_run_changing_the_file_keeps_the_edits_and_saving_asks(tmp_path: Path) -> None:

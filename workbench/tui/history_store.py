@@ -173,6 +173,16 @@ class OpenFiles:
         if (sandbox_id, path) in files:
             self._keep(profile, [entry for entry in files if entry != (sandbox_id, path)])
 
+    def moved(self, profile: str, sandbox_id: str, old_path: str, new_path: str) -> None:
+        """The file of an open tab was renamed (or its folder): its entry follows it."""
+        files = self.files(profile)
+        if (sandbox_id, old_path) in files:
+            moved = [
+                (sandbox_id, new_path) if entry == (sandbox_id, old_path) else entry
+                for entry in files
+            ]
+            self._keep(profile, list(dict.fromkeys(moved)))
+
     def _keep(self, profile: str, files: list[tuple[str, str]]) -> None:
         everything = _read_json_object(self.path)
         everything[profile] = [list(entry) for entry in files]

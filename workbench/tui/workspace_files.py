@@ -146,6 +146,14 @@ class WorkspaceFiles:
                     raise
                 self.owner.post_message(FileGone(sandbox_id, path))
                 return
+            except (SandboxError, FileKeptChanging) as error:
+                # A tab to reopen that the backend refuses for good (a folder now, a path
+                # it does not take) is forgotten, not reported at every start.
+                final = not isinstance(error, SandboxError) or error.http_status < 500
+                if reopening and final:
+                    self.owner.post_message(FileGone(sandbox_id, path))
+                    return
+                raise
             self.owner.post_message(
                 FileOpened(
                     sandbox_id,
@@ -293,6 +301,8 @@ class WorkspaceFileHandlers(Screen[None]):
     tabs: WorkbenchTabs
     connection: ProfileConnection
     open_files: OpenFiles
+    focused_by_open: FileView | None = None
+    """The view a file open gave the focus to last: focus there is not the user's move."""
 
     @property
     @abstractmethod
@@ -305,7 +315,10 @@ class WorkspaceFileHandlers(Screen[None]):
     async def file_opened(self, message: FileOpened) -> None:
         view = self.tabs.file_view(message.sandbox_id, message.read.path)
         moved_on = message.behind or (
-            message.opened_from is not None and self.focused is not message.opened_from
+            message.opened_from is not None
+            and self.focused is not message.opened_from
+            # Two files opened in a row: the first one's read took the focus, not the user.
+            and not (self.focused_by_open is not None and self.focused_by_open.has_focus_within)
         )
         if view is not None:
             view.offer(message.read, message.version, discard_edits=message.discard_edits)
@@ -317,6 +330,7 @@ class WorkspaceFileHandlers(Screen[None]):
             self.open_files.opened(self.connection.profile, message.sandbox_id, view.path)
         if message.focus and view is not None and not moved_on:
             view.focus_content()
+            self.focused_by_open = view
 
     @on_report(FileGone)
     def file_gone(self, message: FileGone) -> None:
@@ -584,7 +598,9 @@ class WorkspaceFileHandlers(Screen[None]):
     def path_renamed(self, message: PathRenamed) -> None:
         for view in self.tabs.file_views(message.sandbox_id):
             if is_within(view.path, message.old_path):
+                old_path = view.path
                 view.moved_to(moved_path(view.path, message.old_path, message.new_path))
                 self.tabs.show_file_title(view)
+                self.open_files.moved(self.connection.profile, view.sandbox_id, old_path, view.path)
         self.sandbox_tree.select_when_listed(message.sandbox_id, message.new_path)
         self.refresh_workspace(message.sandbox_id)

@@ -278,13 +278,15 @@ class MainScreen(
 
     @on_report(BackendFailed)
     async def backend_failed(self, message: BackendFailed) -> None:
-        if message.profile == self.connection.profile:
-            await self.connection.drop_backend()
+        if message.profile != self.connection.profile:
+            return  # a profile switched away from: its failure says nothing of this one
+        await self.connection.drop_backend()
         self.status.state = "unreachable"
         self.status.detail = message.reason
         self.notify(
             message.reason, title=f"Cannot open profile {message.profile}", severity="error"
         )
+        self.app.refresh_bindings()  # F5 opens it again
 
     @on_report(HealthChecked)
     def health_checked(self, message: HealthChecked) -> None:
