@@ -25,12 +25,14 @@ from workbench.api.client import SandboxClient
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.history_store import OPEN_FILES_FILE_NAME, OpenFiles
+from workbench.tui.messages import FileOpened
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.sandbox_gone_screen import SandboxGoneScreen
 from workbench.tui.screens.save_conflict_screen import SaveConflictScreen
 from workbench.tui.tree_nodes import FileNode
 from workbench.tui.widgets.file_view import FileView
 from workbench.tui.widgets.workbench_tabs import RUNTIMES_TAB
+from workbench.tui.workspace_files import read_with_version
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -448,3 +450,22 @@ async def test_closing_a_tab_quitting_or_switching_with_unsaved_edits_asks_first
         await pilot.click("#confirm")
         await wait_for(pilot, lambda: len(main.tabs.tab_ids()) == tabs_before - 1)
         assert await sandbox_file(app, "draft.txt") == b"draft"
+
+
+async def test_a_file_read_that_ends_after_a_profile_switch_opens_nothing(tmp_path: Path) -> None:
+    """Review: a file's read answered just before a switch to another profile, and handled
+    after it, opened its tab there and kept it among that profile's tabs to reopen."""
+    await write_files(tmp_path, {"notes.txt": b"text"})
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        old = main.backend
+        assert old is not None
+        content, version = await read_with_version(old.sandbox("demo"), "/workspace/notes.txt")
+        main.switch_profile("dev")  # not configured: it fails, as a remote one may
+        main.post_message(FileOpened("demo", content, version, focus=True, profile="local"))
+        await wait_for(pilot, lambda: main.status.state == "unreachable")
+        await pilot.pause(0.2)
+        assert main.tabs.file_views_of_all() == []
+        assert main.open_files.files("dev") == []

@@ -131,6 +131,9 @@ class FileOpened(Message, bubble=False):
     from what they had gone on to type in)."""
     behind: bool = False
     """True for a file tab reopened as the profile opens: it opens behind the active tab."""
+    profile: str | None = None
+    """The profile it was read in: a read that ends after a switch to another profile is
+    dropped (its tab would have opened, and been kept, under the new profile)."""
 
 
 @dataclass

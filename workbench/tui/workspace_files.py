@@ -137,6 +137,7 @@ class WorkspaceFiles:
         has gone on to something else meanwhile. `reopening`: a tab open when the profile
         was last left, opened behind the active tab (`FileGone` if it is gone)."""
         opened_from = self.owner.screen.focused if focus else None
+        profile = self.connection.profile
 
         async def read(backend: Backend) -> None:
             try:
@@ -164,6 +165,7 @@ class WorkspaceFiles:
                     focus,
                     opened_from,
                     behind=reopening,
+                    profile=profile,
                 )
             )
 
@@ -233,6 +235,7 @@ class WorkspaceFiles:
 
     def create_file(self, sandbox_id: str, path: str) -> None:
         """An empty file, never over one that exists; then its view opens."""
+        profile = self.connection.profile
 
         async def create(backend: Backend) -> None:
             sandbox = backend.sandbox(sandbox_id)
@@ -244,7 +247,9 @@ class WorkspaceFiles:
                 raise failure
             self.owner.post_message(WorkspaceChanged(sandbox_id, select=path))
             content, version = await read_with_version(sandbox, path)
-            self.owner.post_message(FileOpened(sandbox_id, content, version, focus=True))
+            self.owner.post_message(
+                FileOpened(sandbox_id, content, version, focus=True, profile=profile)
+            )
 
         self.connection.call(f"Creating {path} failed", create, only_if_listed=sandbox_id)
 
@@ -313,6 +318,8 @@ class WorkspaceFileHandlers(Screen[None]):
 
     @on_report(FileOpened)
     async def file_opened(self, message: FileOpened) -> None:
+        if message.profile is not None and message.profile != self.connection.profile:
+            return  # read before a switch to another profile
         view = self.tabs.file_view(message.sandbox_id, message.read.path)
         moved_on = message.behind or (
             message.opened_from is not None
