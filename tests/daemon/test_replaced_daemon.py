@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.cli import cli_env, run_cli
+from tests.tui.test_flows import Notifications
 from tour import until_connected, wait_for
 from workbench.backends.daemon import open_daemon_backend, probe, socket_path, stop
 from workbench.backends.daemon.client import DaemonBackend, _spawn_lock, _start
@@ -89,14 +89,7 @@ async def test_the_workbench_notices_a_daemon_another_client_restarted(
         monkeypatch.setenv(name, env[name])
     monkeypatch.setenv(RUBY_CONTEXTS_ENV, "1")
     app = WorkbenchApp(data_dir=tmp_path / "data", health_interval=0.5)
-    notes: list[tuple[str, str, str]] = []
-    notify = app.notify
-
-    def record(message: str, *, title: str = "", severity: Any = "information", **kw: Any) -> None:
-        notes.append((message, title, severity))
-        notify(message, title=title, severity=severity, **kw)
-
-    monkeypatch.setattr(app, "notify", record)
+    notes = Notifications(app, monkeypatch)
     main = app.main_screen
 
     def ruby_offers_contexts() -> bool:
@@ -116,14 +109,16 @@ async def test_the_workbench_notices_a_daemon_another_client_restarted(
         assert second is not None and second.pid != first.pid
         await wait_for(pilot, lambda: main.status.detail.endswith(f" · daemon pid {second.pid}"))
         await wait_for(pilot, lambda: not ruby_offers_contexts())
-        note, _, severity = next(note for note in notes if note[1] == "Local daemon restarted")
+        note, _, severity = next(
+            call for call in notes.calls if call[1] == "Local daemon restarted"
+        )
         assert severity == "warning"
         assert note.startswith(
             f"Another client (pid {second.started_by}) restarted the local daemon: "
             f"pid {first.pid} → pid {second.pid}. It has Ruby contexts off (were on)"
         )
         await pilot.pause(1.5)  # health checks go on: nothing restarts it again
-        assert len([note for note in notes if note[1] == "Local daemon restarted"]) == 1
+        assert len(notes.titled("Local daemon restarted")) == 1
     running = probe(socket_path(private_data_dir(tmp_path / "data").absolute()))
     assert running is not None and running.pid == second.pid
 
@@ -148,25 +143,17 @@ async def test_reopening_the_local_profile_takes_the_daemon_another_client_resta
     first = probe(path)
     assert first is not None
     app = WorkbenchApp(data_dir=tmp_path / "data", health_interval=0.5)
-    notes: list[tuple[str, str]] = []
-    notify = app.notify
-
-    def record(message: str, *, title: str = "", **kw: Any) -> None:
-        notes.append((title, message))
-        notify(message, title=title, **kw)
-
-    monkeypatch.setattr(app, "notify", record)
+    notes = Notifications(app, monkeypatch)
     main = app.main_screen
     async with app.run_test(size=(160, 45)) as pilot:
         await until_connected(pilot)
         own = probe(path)
         assert own is not None and own.settings == LocalSettings(ruby_contexts=False)
         assert (
-            "Local daemon restarted",
             f"restarted the local daemon (pid {first.pid}) with "
-            "Ruby contexts off, File API on (it had Ruby contexts on, File API on)",
-        ) in notes
-        notes.clear()
+            "Ruby contexts off, File API on (it had Ruby contexts on, File API on)"
+        ) in notes.titled("Local daemon restarted")
+        notes.calls.clear()
         flagged = await asyncio.to_thread(run_cli, env, "--ruby-contexts", "sandboxes", "list")
         assert "restarted the local daemon" in flagged.stderr, flagged.stderr
         other = probe(path)
@@ -182,8 +169,8 @@ async def test_reopening_the_local_profile_takes_the_daemon_another_client_resta
             other.pid,
             LocalSettings(ruby_contexts=True),
         )
-        restarted = [note for note in notes if note[0] == "Local daemon restarted"]
-        assert len(restarted) == 1 and "Another client" in restarted[0][1]  # the CLI's
+        restarted = notes.titled("Local daemon restarted")
+        assert len(restarted) == 1 and "Another client" in restarted[0]  # the CLI's
 
 
 async def test_a_workbench_asking_no_settings_takes_the_daemon_as_it_is(
@@ -204,14 +191,7 @@ async def test_a_workbench_asking_no_settings_takes_the_daemon_as_it_is(
     first = probe(path)
     assert first is not None and first.settings == LocalSettings(ruby_contexts=True)
     app = WorkbenchApp(data_dir=tmp_path / "data", health_interval=0.5)
-    notes: list[str] = []
-    notify = app.notify
-
-    def record(message: str, *, title: str = "", **kw: Any) -> None:
-        notes.append(title)
-        notify(message, title=title, **kw)
-
-    monkeypatch.setattr(app, "notify", record)
+    notes = Notifications(app, monkeypatch)
     main = app.main_screen
     async with app.run_test(size=(160, 45)) as pilot:
         await until_connected(pilot)
@@ -223,7 +203,7 @@ async def test_a_workbench_asking_no_settings_takes_the_daemon_as_it_is(
         first.pid,
         LocalSettings(ruby_contexts=True),
     )
-    assert "Local daemon restarted" not in notes
+    assert notes.titled("Local daemon restarted") == []
 
 
 def contexts_offered(runtimes: list[RuntimeInfo]) -> set[str]:
@@ -243,14 +223,7 @@ async def test_a_daemon_restarted_while_on_another_profile_is_said_on_return(
     monkeypatch.delenv(RUBY_CONTEXTS_ENV, raising=False)
     path = socket_path(private_data_dir(tmp_path / "data").absolute())
     app = WorkbenchApp(data_dir=tmp_path / "data", health_interval=0.5)
-    notes: list[tuple[str, str]] = []
-    notify = app.notify
-
-    def record(message: str, *, title: str = "", **kw: Any) -> None:
-        notes.append((title, message))
-        notify(message, title=title, **kw)
-
-    monkeypatch.setattr(app, "notify", record)
+    notes = Notifications(app, monkeypatch)
     main = app.main_screen
     async with app.run_test(size=(160, 45)) as pilot:
         await until_connected(pilot)
@@ -265,8 +238,8 @@ async def test_a_daemon_restarted_while_on_another_profile_is_said_on_return(
         assert second is not None and second.pid != first.pid
         main.switch_profile(LOCAL)
         await until_connected(pilot)
-        await wait_for(pilot, lambda: any(title == "Local daemon restarted" for title, _ in notes))
-        said = next(message for title, message in notes if title == "Local daemon restarted")
+        await wait_for(pilot, lambda: bool(notes.titled("Local daemon restarted")))
+        said = notes.titled("Local daemon restarted")[0]
         assert said.startswith(
             f"Another client (pid {second.started_by}) restarted the local daemon: "
             f"pid {first.pid} → pid {second.pid}. It has Ruby contexts on (were off)"
@@ -285,18 +258,11 @@ async def test_a_runtime_dir_open_to_others_is_said_and_f5_opens_again(
     runtime.mkdir(parents=True, exist_ok=True)
     runtime.chmod(0o755)
     app = WorkbenchApp(data_dir=tmp_path / "data", health_interval=0.5)
-    notes: list[tuple[str, str]] = []
-    notify = app.notify
-
-    def record(message: str, *, title: str = "", **kw: Any) -> None:
-        notes.append((title, message))
-        notify(message, title=title, **kw)
-
-    monkeypatch.setattr(app, "notify", record)
+    notes = Notifications(app, monkeypatch)
     main = app.main_screen
     async with app.run_test(size=(160, 45)) as pilot:
         await wait_for(pilot, lambda: main.status.state == "unreachable", timeout=10)
-        title, message = notes[-1]
+        message, title, _ = notes.calls[-1]
         assert title == "Cannot open profile local"
         assert f"{runtime} is open to other users (mode 755)" in message, message
         runtime.chmod(0o700)

@@ -126,6 +126,10 @@ class Notifications:
             f"{title}: {message}" for message, title, severity in self.calls if severity == "error"
         ]
 
+    def titled(self, title: str) -> list[str]:
+        """The messages of the notifications titled `title`, in order."""
+        return [message for message, shown_title, _ in self.calls if shown_title == title]
+
 
 async def test_create_sandbox_validates_the_id_as_typed(tmp_path: Path) -> None:
     app = make_app(tmp_path)
