@@ -30,8 +30,10 @@ from engines.registry import language_engine
 from engines.result import (
     CANCELLED,
     ENGINE_ERROR,
+    FUEL_EXHAUSTED,
     HOST_MESSAGE_CHARS,
     LIMIT_ERROR,
+    TIMED_OUT,
     Boot,
     ExecutionError,
     ExecutionReport,
@@ -438,7 +440,7 @@ class Session:
     ) -> ExecutionReport:
         trap_code = getattr(trap, "trap_code", None)
         if trap_code == wasmtime.TrapCode.UNREACHABLE and usage.fuel_consumed == usage.fuel_limit:
-            name, text = LIMIT_ERROR, "Execution fuel exhausted"
+            name, text = LIMIT_ERROR, FUEL_EXHAUSTED
         elif trap_code == wasmtime.TrapCode.INTERRUPT:  # not a message: guests write those
             name, text = LIMIT_ERROR, self._interrupted or self.timeout_message()
         elif isinstance(trap, wasmtime.ExitTrap):
@@ -480,7 +482,7 @@ class Session:
         return self._logs(True)
 
     def timeout_message(self) -> str:
-        return f"Execution timed out after {self.limits.timeout_seconds:g} s"
+        return f"{TIMED_OUT} after {self.limits.timeout_seconds:g} s"
 
     def _logs(self, session: bool) -> tuple[list[str], list[str]]:
         """Captured WASI output so far: kept for sessions, dropped for stateless runs."""

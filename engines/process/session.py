@@ -42,6 +42,7 @@ from engines.result import (
     HOST_MESSAGE_CHARS,
     LIMIT_ERROR,
     STREAMS,
+    TIMED_OUT,
     Boot,
     ExecutionError,
     ExecutionReport,
@@ -187,7 +188,7 @@ class Cancellation:
 
 
 def _timeout_message(timeout: float | None) -> str:
-    return f"Execution timed out after {timeout:g} s"
+    return f"{TIMED_OUT} after {timeout:g} s"
 
 
 def _no_progress(label: str, fraction: float) -> None:
