@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from engines.result import CANCELLED, FUEL_EXHAUSTED, LIMIT_ERROR, TIMED_OUT, ExecutionError
 from tests.api.conftest import fresh_id
 from tests.api.test_contexts import assert_context_not_found, raises
 from workbench.api import (
@@ -19,7 +20,16 @@ from workbench.api import (
     ResultEntry,
     SandboxClient,
 )
-from workbench.api.inspector import HELPER_PREFIXES, MAX_NAMES, PAGE_CHARS, read_inspection
+from workbench.api.inspector import (
+    HELPER_PREFIXES,
+    MARKER,
+    MAX_NAMES,
+    MAX_PASSED_OVER,
+    PAGE_CHARS,
+    PASSED_OVER_REPR,
+    read_inspection,
+    stopped_at,
+)
 from workbench.sync.runner import entry_runner_code
 
 DEFINE = {  # binding: (code, the names listed as (name, type, repr, length))
@@ -279,16 +289,72 @@ async def test_a_broken_inspection_is_a_clear_error(
     result = await interpreter.run_code("type(slow).__name__", context=context)
     assert result.results[-1].text == "'Slow'" and result.execution_count == 3
 
-    # One that burns its fuel: the listing stops, and the error says why (QA saw only
-    # "ExecutionLimitError: Execution fuel exhausted").
+    # More values that never finish than a listing passes over: it stops, and the error
+    # says why (QA saw only "ExecutionLimitError: Execution fuel exhausted").
+    loops = "\n".join(f"loop{index} = Loop()" for index in range(MAX_PASSED_OVER + 1))
     await interpreter.run_code(
-        "del slow\nclass Loop:\n    def __repr__(self):\n        while True: pass\nloop = Loop()",
+        f"del slow\nclass Loop:\n    def __repr__(self):\n        while True: pass\n{loops}",
         context=context,
     )
     looping = await raises(interpreter.inspect_context(context))
     assert looping.code == "CODE_EXECUTION_ERROR"
     assert looping.message.startswith("The inspector stopped at its limit (")
     assert "a value whose repr never ends" in looping.message
+
+
+NEVER_FINISHING = {  # binding: code making `a`, then `b` whose value never finishes, then `c`
+    "PYTHON": "class Loop:\n    def __repr__(self):\n        while True: pass\n"
+    "a = 1\nb = Loop()\nc = 3\ndel Loop",
+    "JAVASCRIPT": "var a = 1; var c = 3;\n"
+    "Object.defineProperty(globalThis, 'b', { get() { while (true) {} }, enumerable: true });\n0",
+    "PERL": "package Spin; sub TIEARRAY { bless {}, shift } sub FETCHSIZE { 1 while 1; 0 }\n"
+    "package main; our $a1 = 1; tie our @b, 'Spin'; our $c = 3; 1",
+    "RUBY": "class Loop; def inspect = loop {}; end; a = 1; b = Loop.new; c = 3",
+}
+
+
+@pytest.mark.usefixtures("all_engines")
+@pytest.mark.parametrize("binding", NEVER_FINISHING)
+async def test_a_value_that_never_finishes_is_passed_over_and_the_rest_listed(
+    backend: Backend, sandbox: SandboxClient, binding: str
+) -> None:
+    """A `__repr__`, getter or tied variable that loops costs only its own entry: the
+    listing runs again past it (QA: one looping repr stopped the whole listing)."""
+    if backend.name == "workerd":
+        pytest.skip("the Worker gateway can only inspect by running code (see above)")
+    context = await sandbox.interpreter.create_code_context(binding)
+    ran = await sandbox.interpreter.run_code(NEVER_FINISHING[binding], context=context)
+    assert ran.error is None, ran.error
+    inspection = await sandbox.interpreter.inspect_context(context)
+    listed = [(name.name, name.repr) for name in inspection.names]
+    if binding == "RUBY":  # the class is a constant of the user's
+        listed = [row for row in listed if row[0] != "Loop"]
+    first, looping, last = {"PERL": ("$a1", "@b", "$c"), "RUBY": ("a", "b", "c")}.get(
+        binding, ("a", "b", "c")
+    )
+    assert [row[0] for row in listed] == [first, looping, last]
+    assert listed[1][1] == PASSED_OVER_REPR
+    assert listed[0][1] == "1" and listed[2][1] == "3"
+    assert inspection.more == 0
+
+
+@pytest.mark.usefixtures("python_engine")
+async def test_a_value_that_sleeps_is_passed_over_once_a_pass_s_time_is_up(
+    backend: Backend, sandbox: SandboxClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if backend.name != "local":
+        pytest.skip("the limit is shortened in this process: the embedded backend")
+    monkeypatch.setattr("workbench.backends.local.sandbox_object.PASS_SECONDS", 1.0)
+    context = await sandbox.interpreter.create_code_context("PYTHON")
+    code = (
+        "import time\nclass Slow:\n    def __repr__(self):\n        time.sleep(100)\n"
+        "fine = 1\nslow = Slow()"
+    )
+    assert (await sandbox.interpreter.run_code(code, context=context)).error is None
+    inspection = await sandbox.interpreter.inspect_context(context)
+    shown = {name.name: (name.type, name.repr) for name in inspection.names}
+    assert shown["slow"] == ("Slow", PASSED_OVER_REPR)
+    assert shown["fine"] == ("int", "1")
 
 
 async def test_many_names_are_counted_past_the_limit(
@@ -438,3 +504,21 @@ def test_a_name_listed_twice_is_counted_once() -> None:
     inspection = read_inspection(result, "c", 1, ran_code=False)
     assert [(name.name, name.repr) for name in inspection.names] == [("x", "1")]
     assert inspection.more == 2
+
+
+def test_only_a_pass_out_of_time_or_fuel_says_which_name_it_stopped_at() -> None:
+    """The last marker line names the name; a cancel or an output limit names none (the
+    listing is not run again for them), nor does a line that only looks like a marker."""
+    stdout = [f"{MARKER} 3", "user output", f"{MARKER} 4", f"{MARKER} 5 and more", "x"]
+
+    def ended(message: str) -> ExecutionResult:
+        error = ExecutionError(LIMIT_ERROR, message, [])
+        return ExecutionResult("", "python", "e", 1.0, stdout=stdout, error=error)
+
+    assert stopped_at(ended(FUEL_EXHAUSTED)) == 4
+    assert stopped_at(ended(f"{TIMED_OUT} after 2.5 s")) == 4
+    assert stopped_at(ended(CANCELLED)) is None
+    assert stopped_at(ended("Output limit exceeded")) is None
+    assert stopped_at(ExecutionResult("", "python", "e", 1.0, stdout=stdout)) is None
+    unmarked = ExecutionResult("", "python", "e", 1.0, error=ended(FUEL_EXHAUSTED).error)
+    assert stopped_at(unmarked) is None

@@ -12,9 +12,18 @@ it is checked field by field.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
-from engines.result import well_formed
+from engines.result import (
+    FUEL_EXHAUSTED,
+    LIMIT_ERROR,
+    TIMED_OUT,
+    Limits,
+    well_formed,
+)
 from workbench.protocol.errors import ErrorCode, SandboxError, make_error
 from workbench.protocol.types import (
     ContextInspection,
@@ -43,6 +52,16 @@ not the user's, so no script lists them. Narrow on purpose: a user's `__wb_total
 listed."""
 TIMEOUT_SECONDS: Final = 10.0
 """Wall-clock limit of one inspection (a user's `__repr__` may loop)."""
+PASS_SECONDS: Final = 2.5
+"""Wall-clock limit of one pass of a listing that the host watches (`list_names`)."""
+MAX_PASSED_OVER: Final = 3
+"""Names whose values did not finish that a watched listing passes over before it gives
+up: with `PASS_SECONDS`, the listing as a whole stays within `TIMEOUT_SECONDS`."""
+PASSED_OVER_REPR: Final = "<not shown: it did not finish within the inspector's limit>"
+"""The repr listed for a name passed over (its type, length and size are not read)."""
+MARKER: Final = "__workbench_inspecting__"
+"""A watched listing writes a line of this and the index of each name it comes to."""
+_MARKED_LINE: Final = re.compile(MARKER + r" (\d{1,4})")
 _SCRIPTS: Final = {
     "python": "python.py.guest",
     "javascript": "javascript.js",
@@ -56,10 +75,19 @@ def inspects(language: str) -> bool:
     return language in _SCRIPTS
 
 
-def inspector_code(language: str, name: str | None = None, offset: int = 0) -> str:
+def inspector_code(
+    language: str,
+    name: str | None = None,
+    offset: int = 0,
+    *,
+    marked: bool = False,
+    passed_over: Sequence[int] = (),
+) -> str:
     """The code that lists the context's names, or (given `name`) writes out that name's
     value from character `offset`. The name travels as hex digits, so no value of it can
-    break out of the string it is put in."""
+    break out of the string it is put in. `marked`: the listing writes a `MARKER` line as
+    it comes to each name; `passed_over`: the indexes of names it lists without reading
+    their values."""
     script = _SCRIPTS.get(language)
     if script is None:
         raise make_error(
@@ -79,21 +107,76 @@ def inspector_code(language: str, name: str | None = None, offset: int = 0) -> s
         "page_chars": str(PAGE_CHARS),
         "max_names": str(MAX_NAMES),
         "budget": str(LIST_BUDGET),
-        "helper_prefixes": json.dumps(list(HELPER_PREFIXES)),  # a literal in each language
+        # JSON literals read the same in each language (ASCII only: no escapes to differ).
+        "helper_prefixes": json.dumps(list(HELPER_PREFIXES)),
+        "marker": json.dumps(MARKER if marked else ""),
+        "passed_over": json.dumps([int(index) for index in passed_over]),
+        "passed_over_repr": json.dumps(PASSED_OVER_REPR),
     }
     for key, value in values.items():
         source = source.replace("{{" + key + "}}", value)
     return source
 
 
-def _answer(result: ExecutionResult) -> dict[str, Any]:
+def marked_limits(limits: Limits) -> Limits:
+    """`limits` with room for a watched listing's marker lines beside what user code in
+    it writes."""
+    line_bytes = len(MARKER) + 6
+    return replace(
+        limits,
+        output_writes=limits.output_writes + MAX_NAMES,
+        output_bytes=limits.output_bytes + MAX_NAMES * line_bytes,
+    )
+
+
+def stopped_at(result: ExecutionResult) -> int | None:
+    """The index of the name a marked listing was at when it ran out of time or fuel (the
+    last marker line it wrote); None when it ended otherwise (a cancel, an output limit:
+    neither says which name caused it)."""
+    error = result.error
+    if error is None or error.name != LIMIT_ERROR:
+        return None
+    if error.message != FUEL_EXHAUSTED and not error.message.startswith(TIMED_OUT):
+        return None
+    for line in reversed(result.stdout):
+        marked = _MARKED_LINE.fullmatch(line)
+        if marked is not None:
+            return int(marked.group(1))
+    return None
+
+
+async def list_names(
+    language: str, run: Callable[[str], Awaitable[ExecutionResult]]
+) -> ExecutionResult:
+    """The listing's result, from passes of `run` (which runs code in a fresh copy of the
+    context, within `PASS_SECONDS` and `marked_limits`): a pass that stops at a name's
+    value is run again passing over that name, up to `MAX_PASSED_OVER` names, so one
+    looping `__repr__` or getter costs only its own entry. The markers say which name a
+    pass stopped at; user code can write a false one, which at worst passes over the wrong
+    name and then gives up like a listing that is not watched."""
+    passed_over: list[int] = []
+    while True:
+        result = await run(inspector_code(language, marked=True, passed_over=passed_over))
+        stuck = stopped_at(result)
+        if stuck is None or stuck in passed_over or len(passed_over) == MAX_PASSED_OVER:
+            return result
+        passed_over.append(stuck)
+
+
+def _answer(result: ExecutionResult, *, listing: bool) -> dict[str, Any]:
     """The JSON object the script returned, or the error that says why there is none."""
-    if result.error is not None and result.error.name == "ExecutionLimitError":
+    if result.error is not None and result.error.name == LIMIT_ERROR:
+        why = (
+            "a value whose repr never ends (a `__repr__`, getter or `inspect` that loops) "
+            f"stops a listing after {MAX_PASSED_OVER} such names are passed over (one "
+            "where the inspector runs as an execution, on a Worker gateway, at the first); "
+            "other names can still be asked for one by one"
+            if listing
+            else "this value's repr does not end within it"
+        )
         raise make_error(
             ErrorCode.CODE_EXECUTION_ERROR,
-            f"The inspector stopped at its limit ({result.error.message}): a value whose "
-            "repr never ends (a `__repr__` or `toString` that loops) stops the whole "
-            "listing; other names can still be asked for one by one",
+            f"The inspector stopped at its limit ({result.error.message}): {why}",
         )
     if result.error is not None:
         raise make_error(
@@ -137,7 +220,7 @@ def read_inspection(
     result: ExecutionResult, context_id: str, execution_count: int, *, ran_code: bool
 ) -> ContextInspection:
     """The names the script listed in `result`."""
-    answer = _answer(result)
+    answer = _answer(result, listing=True)
     listed = answer.get("names")
     if not isinstance(listed, list):
         raise _unexpected("names is not a list")
@@ -169,7 +252,7 @@ def read_value(
     result: ExecutionResult, context_id: str, name: str, offset: int, *, ran_code: bool
 ) -> InspectedValue:
     """The page of `name`'s value that the script wrote out in `result`."""
-    answer = _answer(result)
+    answer = _answer(result, listing=False)
     if answer.get("found") is not True:
         raise make_error(
             ErrorCode.VALIDATION_FAILED, f"The context has no name {name!r} to inspect"

@@ -8,6 +8,9 @@
   const PAGE_CHARS = {{page_chars}};
   const MAX_NAMES = {{max_names}};
   const BUDGET = {{budget}}; // UTF-16 units of the names' JSON, to stay under the result limit
+  const MARKER = {{marker}}; // '': the host does not watch the listing's progress
+  const PASSED_OVER = {{passed_over}}; // indexes of names a run before stopped at
+  const PASSED_OVER_REPR = {{passed_over_repr}};
   const FULL_LIMIT = 1 << 22; // a value shown in full stops at 4 Mi chars
   // Enumerable globals that every session has: the runtime's and the driver's.
   const BUILT_IN = new Set([
@@ -197,14 +200,21 @@
   userNames.sort((a, b) => order(a.toLowerCase(), b.toLowerCase()) || order(a, b));
   const names = [];
   let used = 0;
-  for (const name of userNames.slice(0, MAX_NAMES)) {
-    const value = valueOf(name);
+  const listed = userNames.slice(0, MAX_NAMES);
+  for (let index = 0; index < listed.length; index++) {
+    const name = listed[index];
+    if (MARKER) console.log(`${MARKER} ${index}`); // which name a run stopped at its limit was at
+    // A name passed over: its getter or Proxy is what did not finish, so nothing reads it.
+    const passedOver = PASSED_OVER.includes(index);
+    const value = passedOver ? undefined : valueOf(name);
     const entry = {
       name: name.slice(0, SHORT_CHARS * 2),
-      type: typeName(value),
-      repr: oneLine(safely(() => render(value, 2, { left: SHORT_CHARS * 2 }, false))),
-      length: lengthOf(value),
-      bytes: bytesOf(value),
+      type: passedOver ? '?' : typeName(value),
+      repr: passedOver
+        ? PASSED_OVER_REPR
+        : oneLine(safely(() => render(value, 2, { left: SHORT_CHARS * 2 }, false))),
+      length: passedOver ? null : lengthOf(value),
+      bytes: passedOver ? null : bytesOf(value),
     };
     used += JSON.stringify(entry).length;
     if (used > BUDGET) break;

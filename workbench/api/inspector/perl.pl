@@ -6,6 +6,8 @@ do {
         '{{target_hex}}', {{offset}}, {{short_chars}}, {{page_chars}}, {{max_names}},
         {{budget}},
     );
+    my $marker = {{marker}};    # '': the host does not watch the listing's progress
+    my %passed_over = map { $_ => 1 } @{ {{passed_over}} };    # names a run before stopped at
     require Data::Dumper;
     require Scalar::Util;
     # Globs every interpreter has, and the subs the driver imports into main.
@@ -91,10 +93,16 @@ do {
     } else {
         my @shown = @names > $max_names ? @names[0 .. $max_names - 1] : @names;
         my ($used, @entries) = (0);
-        for my $name (@shown) {
+        for my $index (0 .. $#shown) {
+            my $name = $shown[$index];
+            if (length $marker) {    # which name a run stopped at its limit was at
+                local $| = 1;
+                print STDOUT "$marker $index\n";
+            }
             # A tied variable's FETCH (or anything else) that dies spoils only its entry.
-            my ($type, $text, $length) =
-                eval { $describe->(substr($name, 0, 1), substr($name, 1), 0) };
+            my ($type, $text, $length) = $passed_over{$index}
+                ? ('?', {{passed_over_repr}}, undef)
+                : eval { $describe->(substr($name, 0, 1), substr($name, 1), 0) };
             ($type, $text, $length) = ('?', '<repr failed>', undef) unless defined $type;
             $text =~ s/\s+/ /g;
             $text = substr($text, 0, $short_chars - 1) . "\x{2026}" if length $text > $short_chars;

@@ -1,7 +1,7 @@
 # The context inspector for Ruby (workbench.api.inspector): lists the top-level locals,
 # globals and constants the user made, or shows one of them in full. Its code is a method
 # of an anonymous module (a method is a scope of its own), so it leaves no name behind.
-Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_hex}}', {{offset}}, {{short_chars}}, {{page_chars}}, {{max_names}}, {{budget}})
+Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_hex}}', {{offset}}, {{short_chars}}, {{page_chars}}, {{max_names}}, {{budget}}, {{marker}}, {{passed_over}})
   # Globals every interpreter has (`$sandbox_workbench_pid` is the driver's `$$`).
   BUILT_IN_GLOBALS = %i[
     $! $" $$ $& $' $* $+ $, $-0 $-F $-I $-W $-a $-d $-i $-l $-p $-v $-w $. $/ $0 $: $;
@@ -58,7 +58,7 @@ Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_
     scope.local_variable_get(name)
   end
 
-  def self.run(scope, target_hex, offset, short_chars, page_chars, max_names, budget)
+  def self.run(scope, target_hex, offset, short_chars, page_chars, max_names, budget, marker, passed_over)
     names = self.names(scope)
     unless target_hex.empty?
       name = [target_hex].pack('H*').force_encoding(Encoding::UTF_8)
@@ -78,8 +78,17 @@ Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_
     end
     entries = []
     used = 0
-    names.first(max_names).each do |name|
-      entry = entry(scope, name, short_chars)
+    names.first(max_names).each_with_index do |name, index|
+      unless marker.empty? # which name a run stopped at its limit was at
+        STDOUT.write("#{marker} #{index}\n")
+        STDOUT.flush
+      end
+      entry = if passed_over.include?(index)
+                { 'name' => name[0, 2 * short_chars], 'type' => '?', 'repr' => {{passed_over_repr}},
+                  'length' => nil, 'bytes' => nil }
+              else
+                entry(scope, name, short_chars)
+              end
       used += JSON.generate(entry).bytesize
       break if used > budget
 

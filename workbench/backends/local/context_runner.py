@@ -37,6 +37,7 @@ from engines.result import (
     ExecutionError,
     ExecutionReport,
     ExecutionResult,
+    Limits,
     OutputListener,
     SessionState,
 )
@@ -264,11 +265,17 @@ class ContextRunner:
         )
 
     async def run_copy(
-        self, copy: StateCopy, code: str, timeout: float, cancellation: Cancellation
+        self,
+        copy: StateCopy,
+        code: str,
+        timeout: float,
+        cancellation: Cancellation,
+        limits: Limits | None = None,
     ) -> ExecutionResult:
         """Run `code` in a throwaway engine restored from `copy`: nothing it does reaches
         the context, its files or its history (the engine goes with its state). A copy
-        that could not be restored is an error, never a fresh interpreter's answer."""
+        that could not be restored is an error, never a fresh interpreter's answer.
+        `limits`: instead of the backend's (the timeout is `timeout` still)."""
 
         def run() -> ExecutionResult:
             started = time.perf_counter()
@@ -277,7 +284,7 @@ class ContextRunner:
                     copy.runtime.language_engine,
                     pool=self._engine_process_pool,
                     workspace=self._guest_workspace,
-                    limits=self._settings.limits,
+                    limits=limits or self._settings.limits,
                     restore_source=lambda build: copy.restore_point,
                     progress=copy.runtime.prepare_progress,
                     cancellation=cancellation,

@@ -9,15 +9,22 @@ and go through `ContextSnapshots`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
 from engines.process import Cancellation
 from engines.result import ExecutionResult, OutputListener
+from workbench.api.inspector import (
+    PASS_SECONDS,
+    inspector_code,
+    list_names,
+    marked_limits,
+    read_inspection,
+    read_value,
+)
 from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS
-from workbench.api.inspector import inspector_code, read_inspection, read_value
 from workbench.backends.local.context_runner import (
     ENGINE_THREADS,
     ContextRunner,
@@ -279,8 +286,12 @@ class SandboxObject:
         async with self._inspection(context_id, given_up) as (row, copy, cancellation):
             if copy is None:  # a context that never ran has no names of the user's
                 return ContextInspection(context_id, 0, [])
-            code = inspector_code(row.language)
-            result = await self._runner.run_copy(copy, code, INSPECT_SECONDS, cancellation)
+            limits = marked_limits(self._settings.limits)
+
+            def run(code: str) -> Awaitable[ExecutionResult]:
+                return self._runner.run_copy(copy, code, PASS_SECONDS, cancellation, limits)
+
+            result = await list_names(row.language, run)
         return read_inspection(result, context_id, row.executions, ran_code=False)
 
     async def inspect_value(
