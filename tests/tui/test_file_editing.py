@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from textual.widgets import RichLog, Static
+from textual.widgets._tabbed_content import ContentTab
 
 from tests.tui import held_until_set
 from tests.tui.test_flows import Notifications, make_app
@@ -121,13 +122,15 @@ async def test_file_tabs_open_at_exit_reopen_behind_the_active_tab(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """File tabs open at exit reopen when the workbench starts again (only REPL tabs did),
-    behind the active tab; one the user closed, or whose file went meanwhile, does not."""
+    behind the active tab and in the order they were open, whichever read ends first; one
+    the user closed, or whose file went meanwhile, does not."""
     await write_files(
-        tmp_path, {"a.txt": b"alpha", "b.txt": b"beta", "c.txt": b"gamma", "d.txt": b"delta"}
+        tmp_path,
+        {"a.txt": b"alpha", "b.txt": b"beta", "c.txt": b"gamma", "d.txt": b"delta", "f.txt": b""},
     )
     app = make_app(tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+        for name in ("a.txt", "b.txt", "c.txt", "d.txt", "f.txt"):
             await open_file(pilot, app, name)
         # Renamed while open: its tab reopens under its new name.
         app.main_screen.workspace_files.rename("demo", "/workspace/d.txt", "/workspace/e.txt")
@@ -146,6 +149,20 @@ async def test_file_tabs_open_at_exit_reopen_behind_the_active_tab(
     # A tab whose path the backend refuses for good (a folder now) is forgotten, unsaid.
     OpenFiles(tmp_path / "data" / OPEN_FILES_FILE_NAME).opened("local", "demo", "/workspace/sub")
 
+    # The reads end last tab first (the tabs came in the order their reads ended).
+    read_after = {"/workspace/a.txt": "/workspace/e.txt", "/workspace/e.txt": "/workspace/f.txt"}
+    read = {path: asyncio.Event() for path in read_after.values()}
+    read_file = SandboxClient.read_file
+
+    async def last_first(client: SandboxClient, path: str, **options: Any) -> Any:
+        if path in read_after:
+            await read[read_after[path]].wait()
+        answer = await read_file(client, path, **options)
+        if path in read:
+            read[path].set()
+        return answer
+
+    monkeypatch.setattr(SandboxClient, "read_file", last_first)
     again = make_app(tmp_path)
     main = again.main_screen
     notes = Notifications(again, monkeypatch)
@@ -155,13 +172,11 @@ async def test_file_tabs_open_at_exit_reopen_behind_the_active_tab(
         view = main.tabs.file_view("demo", "/workspace/a.txt")
         assert view is not None
         await wait_for(pilot, lambda: view.is_mounted and view.editor.text == "alpha")
-        kept = [("demo", "/workspace/a.txt"), ("demo", "/workspace/e.txt")]
+        kept = [("demo", f"/workspace/{name}") for name in ("a.txt", "e.txt", "f.txt")]
         await wait_for(pilot, lambda: main.open_files.files("local") == kept)
-        await wait_for(pilot, lambda: len(main.tabs.file_views_of_all()) == 2)
-        assert {shown.path for shown in main.tabs.file_views_of_all()} == {
-            "/workspace/a.txt",
-            "/workspace/e.txt",
-        }
+        await wait_for(pilot, lambda: len(main.tabs.file_views_of_all()) == 3)
+        labels = [str(tab.label) for tab in main.tabs.query(ContentTab)]
+        assert [label for label in labels if label.endswith(".txt")] == ["a.txt", "e.txt", "f.txt"]
         assert main.tabs.active_file is None and not view.editor.has_focus
         assert notes.errors() == []
 

@@ -129,8 +129,9 @@ class FileOpened(Message, bubble=False):
     """What had the focus when the user opened the file: once something else has it, the
     view opens behind the active tab and takes no focus (a slow read took the user away
     from what they had gone on to type in)."""
-    behind: bool = False
-    """True for a file tab reopened as the profile opens: it opens behind the active tab."""
+    reopened: int | None = None
+    """For a file tab reopened as the profile opens, its place among them: it opens behind
+    the active tab, and in the order they were open whatever order their reads end in."""
     profile: str | None = None
     """The profile it was read in: a read that ends after a switch to another profile is
     dropped (its tab would have opened, and been kept, under the new profile)."""

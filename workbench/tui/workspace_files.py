@@ -128,16 +128,18 @@ class WorkspaceFiles:
         discard_edits: bool = False,
         check_listed: bool = True,
         focus: bool = False,
-        reopening: bool = False,
+        reopened: int | None = None,
     ) -> None:
         """Read a file for its view (`FileOpened`; `FileGone` when a view read again
         finds it gone). `check_listed=False`: read again after a run, a change or a
         listing that found the sandbox, rather than opened or reloaded by the user.
         `focus`: its editor takes the focus then (opened from the tree), unless the user
-        has gone on to something else meanwhile. `reopening`: a tab open when the profile
-        was last left, opened behind the active tab (`FileGone` if it is gone)."""
+        has gone on to something else meanwhile. `reopened`: the place of a tab open when
+        the profile was last left, opened behind the active tab (`FileGone` if it is
+        gone)."""
         opened_from = self.owner.screen.focused if focus else None
         profile = self.connection.profile
+        reopening = reopened is not None
 
         async def read(backend: Backend) -> None:
             try:
@@ -164,7 +166,7 @@ class WorkspaceFiles:
                     discard_edits,
                     focus,
                     opened_from,
-                    behind=reopening,
+                    reopened=reopened,
                     profile=profile,
                 )
             )
@@ -321,7 +323,7 @@ class WorkspaceFileHandlers(Screen[None]):
         if message.profile is not None and message.profile != self.connection.profile:
             return  # read before a switch to another profile
         view = self.tabs.file_view(message.sandbox_id, message.read.path)
-        moved_on = message.behind or (
+        moved_on = message.reopened is not None or (
             message.opened_from is not None
             and self.focused is not message.opened_from
             # Two files opened in a row: the first one's read took the focus, not the user.
@@ -333,7 +335,16 @@ class WorkspaceFileHandlers(Screen[None]):
                 self.tabs.activate_file(view)
         elif message.activate:
             view = FileView(message.sandbox_id, message.read, message.version)
-            await self.tabs.add_file(view, activate=not moved_on)
+            view.reopened = message.reopened
+            later = None
+            if message.reopened is not None:  # before the next reopened tab already there
+                places = {
+                    other.reopened: other
+                    for other in self.tabs.file_views_of_all()
+                    if other.reopened is not None and other.reopened > message.reopened
+                }
+                later = places[min(places)] if places else None
+            await self.tabs.add_file(view, activate=not moved_on, before=later)
             self.open_files.opened(self.connection.profile, message.sandbox_id, view.path)
         if message.focus and view is not None and not moved_on:
             view.focus_content()

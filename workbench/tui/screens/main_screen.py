@@ -391,9 +391,9 @@ class MainScreen(
                 self.connection.reopen_context(sandbox_id, context)
             else:
                 self.open_tabs.closed(profile, context.id)
-        for sandbox_id, path in self.open_files.files(profile):
+        for place, (sandbox_id, path) in enumerate(self.open_files.files(profile)):
             if sandbox_id in sandbox_ids:
-                self.workspace_files.open(sandbox_id, path, check_listed=False, reopening=True)
+                self.workspace_files.open(sandbox_id, path, check_listed=False, reopened=place)
             else:
                 self.open_files.closed(profile, sandbox_id, path)
 

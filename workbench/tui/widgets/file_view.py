@@ -102,6 +102,8 @@ class FileView(Vertical):
         self.shown_dirty = False
         self.hides_controls = False
         """The text holds control characters, which the editor keeps but does not paint."""
+        self.reopened: int | None = None
+        """Its place among the file tabs reopened as the profile opened (None: not one)."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="file-header")

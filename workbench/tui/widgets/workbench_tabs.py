@@ -99,11 +99,15 @@ class WorkbenchTabs(TabbedContent):
         found = [view for view in self.file_views(sandbox_id) if view.path == path]
         return found[0] if found else None
 
-    async def add_file(self, view: FileView, *, activate: bool = True) -> None:
-        """Add `view` (of a file with no open view) as a new tab, and activate it."""
+    async def add_file(
+        self, view: FileView, *, activate: bool = True, before: FileView | None = None
+    ) -> None:
+        """Add `view` (of a file with no open view) as a new tab, last or `before` another
+        file's, and activate it."""
         self.files_opened += 1
         tab_id = f"file-{self.files_opened}"
-        await self.add_pane(TabPane(file_title(view), view, id=tab_id))
+        later = None if before is None else file_pane(before)
+        await self.add_pane(TabPane(file_title(view), view, id=tab_id), before=later)
         if activate:
             self.activate(tab_id)
 
