@@ -447,3 +447,16 @@ async def test_a_cell_over_the_code_limit_is_refused_here_and_stays(
         ]
         assert repl.code_input.text == code and not repl.running
         assert repl.transcript.cells == []
+
+        # Under 64 KiB, but over the 96 KiB request cap once its backslashes are escaped:
+        # it was sent, and refused as "Request too large".
+        backslashes = "# " + "\\" * 60_000
+        repl.set_code(backslashes)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: len(notes.errors()) == 2)
+        assert notes.errors()[1] == (
+            ": This cell's code takes 117.2 KiB as sent (its quotes, backslashes and control "
+            "characters travel escaped); a run's request takes at most 96.0 KiB. Your code "
+            "stays in the editor."
+        )
+        assert repl.code_input.text == backslashes and repl.transcript.cells == []

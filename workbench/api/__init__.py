@@ -47,7 +47,16 @@ from workbench.protocol.errors import (
     SandboxNotFoundError,
     ValidationFailedError,
 )
-from workbench.protocol.http import CODE_BYTES_CAP, Handler, Request, Response, code_problem
+from workbench.protocol.http import (
+    CODE_BYTES_CAP,
+    EXECUTE_BODY_CAP,
+    EXECUTE_BODY_ROOM,
+    Handler,
+    Request,
+    Response,
+    code_problem,
+    json_payload,
+)
 from workbench.protocol.ids import (
     SANDBOX_ID_PATTERN,
     checkpoint_name_problem,
@@ -101,6 +110,8 @@ __all__ = [
     "CONTEXT_FORK_FEATURE",
     "CONTEXT_INSPECT_FEATURE",
     "ENV_KEY_PATTERN",
+    "EXECUTE_BODY_CAP",
+    "EXECUTE_BODY_ROOM",
     "EXECUTION_TIMEOUT_FEATURE",
     "LOCAL_ONLY_CONTEXT_LANGUAGES",
     "MAX_WORKSPACE_ENTRIES",
@@ -174,6 +185,7 @@ __all__ = [
     "inspected_size",
     "is_valid_env_key",
     "iso_from_ms",
+    "json_payload",
     "neutralise",
     "parse_iso",
     "restored_checkpoint",

@@ -26,6 +26,7 @@ from workbench.protocol.errors import (
 __all__ = [
     "CODE_BYTES_CAP",
     "EXECUTE_BODY_CAP",
+    "EXECUTE_BODY_ROOM",
     "FILES_BATCH_BODY_CAP",
     "FILES_BATCH_MAX_ENTRIES",
     "FILES_BODY_CAP",
@@ -64,6 +65,10 @@ __all__ = [
 ]
 
 EXECUTE_BODY_CAP = 98_304
+EXECUTE_BODY_ROOM: Final = 2048
+"""Room for an execute request's fields besides `code` as the TUI sends them (the context,
+the language): a cell whose code as a JSON string takes more than the cap less this is
+refused before it is sent."""
 FILES_BODY_CAP = 2_097_152
 CODE_BYTES_CAP = 65_536
 FILES_BATCH_BODY_CAP: Final = 8 * 1_048_576

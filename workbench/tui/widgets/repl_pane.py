@@ -21,9 +21,12 @@ from textual.widgets import Input
 
 from workbench.api import (
     CODE_BYTES_CAP,
+    EXECUTE_BODY_CAP,
+    EXECUTE_BODY_ROOM,
     CodeContext,
     ExecutionResult,
     HistoryEntry,
+    json_payload,
     restored_checkpoint,
     short_id,
 )
@@ -229,10 +232,21 @@ class ReplPane(Vertical):
         if not code.strip():
             return
         size = len(code.encode("utf-8", errors="surrogatepass"))
-        if size > CODE_BYTES_CAP:  # refused by any backend: said here, and the code stays
+        # Either is refused by any backend: said here, and the code stays.
+        if size > CODE_BYTES_CAP:
             self.notify(
                 f"This cell holds {human_bytes(size)} of code; a run takes at most "
                 f"{human_bytes(CODE_BYTES_CAP)}. Your code stays in the editor.",
+                severity="error",
+            )
+            return
+        escaped = len(json_payload(code))
+        if escaped > EXECUTE_BODY_CAP - EXECUTE_BODY_ROOM:
+            self.notify(
+                f"This cell's code takes {human_bytes(escaped)} as sent (its quotes, "
+                "backslashes and control characters travel escaped); a run's request "
+                f"takes at most {human_bytes(EXECUTE_BODY_CAP)}. Your code stays in the "
+                "editor.",
                 severity="error",
             )
             return
