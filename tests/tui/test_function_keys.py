@@ -170,15 +170,18 @@ async def test_sandbox_keys_act_on_the_tree_cursors_sandbox_while_the_tree_has_f
             assert (await destroy_question(pilot, *keys)).startswith("Destroy sandbox demo ")
 
         # On the profile's root the tree names no sandbox: F8 there offered to destroy the
-        # one the cursor had just left.
-        await tree_on("w1")
+        # one the cursor had just left, whose info the panel still showed.
+        await tree_on("demo")
+        await wait_for(pilot, lambda: main.info_panel_sandbox == "demo", timeout=5)
         tree.move_cursor(tree.root)
         await wait_for(pilot, lambda: main.highlighted_sandbox_id is None, timeout=5)
+        assert main.info_panel.info is None
         await pilot.press("f8")
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ConfirmScreen)
         assert "Destroy sandbox" not in {command.title for command in workbench_commands(app)}
         await tree_on("demo")
+        assert main.info_panel_sandbox == "demo"  # its info, cached, shown again
         assert (await destroy_question(pilot, "f8")).startswith("Destroy sandbox demo ")
 
 

@@ -521,12 +521,13 @@ class MainScreen(
     def node_highlighted(self, event: Tree.NodeHighlighted[TreeNodeData]) -> None:
         """The sandbox of the tree's cursor becomes the highlighted one: its cached info is
         shown, and its keys act on it. On the profile's root, none is (F8 there destroyed
-        the sandbox the cursor had left)."""
+        the sandbox the cursor had left, whose info stayed shown)."""
         sandbox_id = self.sandbox_tree.selected_sandbox_id
         if sandbox_id == self.highlighted_sandbox_id:
             return
         self.highlighted_sandbox_id = sandbox_id
         if sandbox_id is None:
+            self.info_panel.info = None
             self.app.refresh_bindings()
             return
         cached = self.sandbox_infos.get(sandbox_id)
