@@ -52,16 +52,20 @@ not the user's, so no script lists them. Narrow on purpose: a user's `__wb_total
 listed."""
 TIMEOUT_SECONDS: Final = 10.0
 """Wall-clock limit of one inspection (a user's `__repr__` may loop)."""
-PASS_SECONDS: Final = 2.5
-"""Wall-clock limit of one pass of a listing that the host watches (`list_names`)."""
+NAME_SECONDS: Final = 2.5
+"""How long a watched listing may stay at one name: then the host stops the pass there and
+runs it again passing over that name."""
 MAX_PASSED_OVER: Final = 3
-"""Names whose values did not finish that a watched listing passes over before it gives
-up: with `PASS_SECONDS`, the listing as a whole stays within `TIMEOUT_SECONDS`."""
+"""Names a watched listing passes over before it gives up."""
 PASSED_OVER_REPR: Final = "<not shown: it did not finish within the inspector's limit>"
-"""The repr listed for a name passed over (its type, length and size are not read)."""
+"""The repr listed for a name passed over (its length and size are not read, nor its type
+but in Python, which reads that without running user code)."""
 MARKER: Final = "__workbench_inspecting__"
 """A watched listing writes a line of this and the index of each name it comes to."""
-_MARKED_LINE: Final = re.compile(MARKER + r" (\d{1,4})")
+_MARKED_LINE: Final = re.compile(MARKER.encode() + rb" (\d{1,4})\r?$")
+_OUTPUT_BYTES: Final = 1 << 20
+"""The output a watched listing may write (markers and what user code writes), which the
+host watches: past it, a pass can no longer tell which name it is at."""
 _SCRIPTS: Final = {
     "python": "python.py.guest",
     "javascript": "javascript.js",
@@ -107,7 +111,8 @@ def inspector_code(
         "page_chars": str(PAGE_CHARS),
         "max_names": str(MAX_NAMES),
         "budget": str(LIST_BUDGET),
-        # JSON literals read the same in each language (ASCII only: no escapes to differ).
+        # JSON literals read the same in each language: ASCII, with no `\`, `$`, `@` or
+        # `#` for Perl or Ruby to read otherwise (a test holds the constants to that).
         "helper_prefixes": json.dumps(list(HELPER_PREFIXES)),
         "marker": json.dumps(MARKER if marked else ""),
         "passed_over": json.dumps([int(index) for index in passed_over]),
@@ -119,45 +124,83 @@ def inspector_code(
 
 
 def marked_limits(limits: Limits) -> Limits:
-    """`limits` with room for a watched listing's marker lines beside what user code in
-    it writes."""
-    line_bytes = len(MARKER) + 6
+    """`limits` for a watched listing: room for its markers and for what user code in it
+    writes (the output of an inspection is dropped, so only its size matters)."""
     return replace(
         limits,
-        output_writes=limits.output_writes + MAX_NAMES,
-        output_bytes=limits.output_bytes + MAX_NAMES * line_bytes,
+        output_writes=max(limits.output_writes, 100_000),
+        output_bytes=max(limits.output_bytes, _OUTPUT_BYTES),
     )
 
 
-def stopped_at(result: ExecutionResult) -> int | None:
-    """The index of the name a marked listing was at when it ran out of time or fuel (the
-    last marker line it wrote); None when it ended otherwise (a cancel, an output limit:
-    neither says which name caused it)."""
+class ListingProgress:
+    """Which name a watched listing is at, and since when, from its output as it comes
+    (`told`) or, where an engine does not stream it, from its result (`read`). Once the
+    output passed what the host is told of, it can no longer say (`index` None)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._index: int | None = None
+        self.since = clock()
+        """When the listing came to `index` (or started)."""
+        self._line = b""
+        self._told = 0
+        self._blind = False
+
+    @property
+    def index(self) -> int | None:
+        return None if self._blind else self._index
+
+    def told(self, stream: str, data: bytes) -> None:
+        """An `OutputListener`: the guest wrote `data`."""
+        self._told += len(data)
+        if self._told >= _OUTPUT_BYTES:
+            self._blind = True
+        if stream != "stdout":
+            return
+        *lines, rest = (self._line + data).split(b"\n")
+        self._line = rest[-64:]  # a marker's line is short: the end of a long one will do
+        for line in lines:
+            marked = _MARKED_LINE.search(line[-64:])
+            if marked is not None:
+                self._index = int(marked.group(1))
+                self.since = self._clock()
+
+    def read(self, result: ExecutionResult) -> None:
+        """Take the markers from the stdout of a pass that streamed none."""
+        if self._told == 0 and result.stdout:
+            self.told("stdout", "\n".join(result.stdout).encode("utf-8", "surrogatepass"))
+            self.told("stdout", b"\n")
+
+
+def stopped_at(result: ExecutionResult, progress: ListingProgress) -> int | None:
+    """The index of the name a watched listing was at when it ran out of time or fuel;
+    None when it ended otherwise (a cancel, an output limit, neither of which says which
+    name caused it) or its progress cannot say."""
     error = result.error
     if error is None or error.name != LIMIT_ERROR:
         return None
     if error.message != FUEL_EXHAUSTED and not error.message.startswith(TIMED_OUT):
         return None
-    for line in reversed(result.stdout):
-        marked = _MARKED_LINE.fullmatch(line)
-        if marked is not None:
-            return int(marked.group(1))
-    return None
+    progress.read(result)
+    return progress.index
 
 
-async def list_names(
-    language: str, run: Callable[[str], Awaitable[ExecutionResult]]
-) -> ExecutionResult:
-    """The listing's result, from passes of `run` (which runs code in a fresh copy of the
-    context, within `PASS_SECONDS` and `marked_limits`): a pass that stops at a name's
-    value is run again passing over that name, up to `MAX_PASSED_OVER` names, so one
-    looping `__repr__` or getter costs only its own entry. The markers say which name a
-    pass stopped at; user code can write a false one, which at worst passes over the wrong
-    name and then gives up like a listing that is not watched."""
+ListingPass = Callable[[str], Awaitable[tuple[ExecutionResult, int | None]]]
+"""Runs a watched listing's code in a fresh copy of the context: its result, and the index
+of the name it was stopped at (None: it ended, or nothing says which name it was at)."""
+
+
+async def list_names(language: str, run_pass: ListingPass) -> ExecutionResult:
+    """The listing's result, from passes of `run_pass`: a pass stopped at a name is run
+    again passing over that name, up to `MAX_PASSED_OVER` names, so one looping `__repr__`
+    or getter costs only its own entry. User code can write a false marker, which at worst
+    passes over the wrong name, and then stops the listing as one not watched."""
     passed_over: list[int] = []
     while True:
-        result = await run(inspector_code(language, marked=True, passed_over=passed_over))
-        stuck = stopped_at(result)
+        result, stuck = await run_pass(
+            inspector_code(language, marked=True, passed_over=passed_over)
+        )
         if stuck is None or stuck in passed_over or len(passed_over) == MAX_PASSED_OVER:
             return result
         passed_over.append(stuck)
@@ -168,9 +211,9 @@ def _answer(result: ExecutionResult, *, listing: bool) -> dict[str, Any]:
     if result.error is not None and result.error.name == LIMIT_ERROR:
         why = (
             "a value whose repr never ends (a `__repr__`, getter or `inspect` that loops) "
-            f"stops a listing after {MAX_PASSED_OVER} such names are passed over (one "
-            "where the inspector runs as an execution, on a Worker gateway, at the first); "
-            "other names can still be asked for one by one"
+            "stops the listing, unless the inspector can tell which it is and pass over it "
+            f"(up to {MAX_PASSED_OVER}, where it reads a copy of the context); other names "
+            "can still be asked for one by one"
             if listing
             else "this value's repr does not end within it"
         )

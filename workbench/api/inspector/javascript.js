@@ -201,9 +201,17 @@
   const names = [];
   let used = 0;
   const listed = userNames.slice(0, MAX_NAMES);
+  let marking = MARKER !== '';
   for (let index = 0; index < listed.length; index++) {
     const name = listed[index];
-    if (MARKER) console.log(`${MARKER} ${index}`); // which name a run stopped at its limit was at
+    if (marking) {
+      // Which name the listing is at, for the host to watch.
+      try {
+        console.log(`\n${MARKER} ${index}`);
+      } catch {
+        marking = false; // user code replaced or broke it: no more markers
+      }
+    }
     // A name passed over: its getter or Proxy is what did not finish, so nothing reads it.
     const passedOver = PASSED_OVER.includes(index);
     const value = passedOver ? undefined : valueOf(name);

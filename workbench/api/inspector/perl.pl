@@ -66,8 +66,11 @@ do {
             my $glob = \*{"main::$name"};
             next unless ref $glob eq 'GLOB';
             my $scalar = *{$glob}{SCALAR};
+            # A tied scalar is not read here (its FETCH may loop): the listing reads it.
             push @names, "\$$name"
-                if !$sort_scalars{$name} && $scalar && eval { defined $$scalar };
+                if !$sort_scalars{$name}
+                && $scalar
+                && (tied($$scalar) || eval { defined $$scalar });
             push @names, "\@$name" if *{$glob}{ARRAY};
             push @names, "%$name" if *{$glob}{HASH};
             push @names, "&$name" if defined &{"main::$name"};
@@ -95,9 +98,14 @@ do {
         my ($used, @entries) = (0);
         for my $index (0 .. $#shown) {
             my $name = $shown[$index];
-            if (length $marker) {    # which name a run stopped at its limit was at
-                local $| = 1;
-                print STDOUT "$marker $index\n";
+            if (length $marker) {    # which name the listing is at, for the host to watch
+                my $selected = select STDOUT;    # `$|` is the selected handle's
+                my $flushing = $|;
+                $| = 1;
+                # User code that broke STDOUT: no more markers.
+                $marker = '' unless eval { print STDOUT "\n$marker $index\n" };
+                $| = $flushing;
+                select $selected;
             }
             # A tied variable's FETCH (or anything else) that dies spoils only its entry.
             my ($type, $text, $length) = $passed_over{$index}

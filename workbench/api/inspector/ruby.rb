@@ -79,9 +79,13 @@ Module.new.module_eval(<<'SBW_INSPECTOR', '(inspector)').run(binding, '{{target_
     entries = []
     used = 0
     names.first(max_names).each_with_index do |name, index|
-      unless marker.empty? # which name a run stopped at its limit was at
-        STDOUT.write("#{marker} #{index}\n")
-        STDOUT.flush
+      unless marker.empty? # which name the listing is at, for the host to watch
+        begin
+          STDOUT.write("\n#{marker} #{index}\n")
+          STDOUT.flush
+        rescue Exception
+          marker = '' # user code replaced or broke it: no more markers
+        end
       end
       entry = if passed_over.include?(index)
                 { 'name' => name[0, 2 * short_chars], 'type' => '?', 'repr' => {{passed_over_repr}},

@@ -271,11 +271,13 @@ class ContextRunner:
         timeout: float,
         cancellation: Cancellation,
         limits: Limits | None = None,
+        on_output: OutputListener | None = None,
     ) -> ExecutionResult:
         """Run `code` in a throwaway engine restored from `copy`: nothing it does reaches
         the context, its files or its history (the engine goes with its state). A copy
         that could not be restored is an error, never a fresh interpreter's answer.
-        `limits`: instead of the backend's (the timeout is `timeout` still)."""
+        `limits`: instead of the backend's (the timeout is `timeout` still); `on_output`:
+        told of the guest's output as it is written (on the engine thread)."""
 
         def run() -> ExecutionResult:
             started = time.perf_counter()
@@ -304,6 +306,7 @@ class ContextRunner:
                     workspace=copy.tree,
                     timeout=timeout,
                     cancellation=cancellation,
+                    on_output=on_output,
                 )
             finally:
                 session.close()

@@ -9,20 +9,23 @@ and go through `ContextSnapshots`.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
 from engines.process import Cancellation
-from engines.result import ExecutionResult, OutputListener
+from engines.result import LIMIT_ERROR, TIMED_OUT, ExecutionError, ExecutionResult, OutputListener
 from workbench.api.inspector import (
-    PASS_SECONDS,
+    NAME_SECONDS,
+    ListingProgress,
     inspector_code,
     list_names,
     marked_limits,
     read_inspection,
     read_value,
+    stopped_at,
 )
 from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS
 from workbench.backends.local.context_runner import (
@@ -286,13 +289,53 @@ class SandboxObject:
         async with self._inspection(context_id, given_up) as (row, copy, cancellation):
             if copy is None:  # a context that never ran has no names of the user's
                 return ContextInspection(context_id, 0, [])
-            limits = marked_limits(self._settings.limits)
+            deadline = time.monotonic() + INSPECT_SECONDS
 
-            def run(code: str) -> Awaitable[ExecutionResult]:
-                return self._runner.run_copy(copy, code, PASS_SECONDS, cancellation, limits)
+            def run_pass(code: str) -> Awaitable[tuple[ExecutionResult, int | None]]:
+                return self._listing_pass(copy, code, deadline, cancellation)
 
-            result = await list_names(row.language, run)
+            result = await list_names(row.language, run_pass)
         return read_inspection(result, context_id, row.executions, ran_code=False)
+
+    async def _listing_pass(
+        self, copy: StateCopy, code: str, deadline: float, cancellation: Cancellation
+    ) -> tuple[ExecutionResult, int | None]:
+        """One pass of a watched listing in a fresh copy, within what is left of the
+        inspection's time: stopped once it has stayed `NAME_SECONDS` at one name (a
+        `ListingPass`)."""
+        progress = ListingProgress(time.monotonic)
+        this_pass = Cancellation()
+        undo = cancellation.on_cancel(this_pass.cancel)
+        stopped: list[int] = []
+
+        async def watch() -> None:
+            while not this_pass.requested:
+                await asyncio.sleep(0.05)
+                index = progress.index
+                if index is not None and time.monotonic() - progress.since > NAME_SECONDS:
+                    stopped.append(index)
+                    this_pass.cancel()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            result = await self._runner.run_copy(
+                copy,
+                code,
+                max(deadline - time.monotonic(), 0.1),
+                this_pass,
+                marked_limits(self._settings.limits),
+                progress.told,
+            )
+        finally:
+            watcher.cancel()
+            undo()
+        if cancellation.requested:  # the client gave up
+            return result, None
+        if stopped:
+            message = f"{TIMED_OUT} after {NAME_SECONDS:g} s at one name"
+            error = ExecutionError(LIMIT_ERROR, message, [])
+            return replace(result, error=error), stopped[0]
+        return result, stopped_at(result, progress)
 
     async def inspect_value(
         self, context_id: str, name: str, offset: int, given_up: asyncio.Event | None = None
