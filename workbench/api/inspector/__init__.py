@@ -162,9 +162,9 @@ class ListingProgress:
         self._line = rest[-64:]  # a marker's line is short: the end of a long one will do
         for line in lines:
             marked = _MARKED_LINE.search(line[-64:])
-            if marked is not None:
-                self._index = int(marked.group(1))
+            if marked is not None:  # `since` first: a watcher on another thread may look
                 self.since = self._clock()
+                self._index = int(marked.group(1))
 
     def read(self, result: ExecutionResult) -> None:
         """Take the markers from the stdout of a pass that streamed none."""
