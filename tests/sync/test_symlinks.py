@@ -167,6 +167,45 @@ def test_a_link_to_a_directory_that_holds_it_is_skipped(tmp_path: Path) -> None:
         ]
 
 
+def test_a_scan_of_a_part_takes_nothing_through_a_link_the_whole_scan_skips(
+    tmp_path: Path,
+) -> None:
+    """The watcher follows a link out of the folder (or to one that holds it) and reports
+    paths under it: a scan of such a path took them (QA: the folders beside the watched
+    one were made in the sandbox, and its own files uploaded again under `up/`)."""
+    folder = tmp_path / "project"
+    (folder / "a").mkdir(parents=True)
+    (folder / "a" / "f.txt").write_text("f")
+    (folder / "up").symlink_to("..")
+    (folder / "a" / "self").symlink_to(".")
+    (tmp_path / "private" / "deeper").mkdir(parents=True)
+    (tmp_path / "private" / "secret.txt").write_bytes(SECRET)
+    rules = IgnoreRules(folder)
+    for start in ("up/private", "up/private/secret.txt", "up/project/a/f.txt", "a/self/f.txt"):
+        scan = scan_folder(folder, rules, start)
+        assert not scan.entries, start
+    assert set(scan_folder(folder, rules, "a").entries) == {"a", "a/f.txt"}
+    (folder / "inner").symlink_to("a")  # a link that stays inside is still followed
+    assert set(scan_folder(folder, rules, "inner/f.txt").entries) == {"inner/f.txt"}
+
+
+async def test_a_pass_over_paths_under_a_link_out_of_the_folder_syncs_nothing(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    (folder / "a.py").write_text("x = 1")
+    (folder / "up").symlink_to("..")
+    (folder.parent / "private").mkdir()
+    (folder.parent / "private" / "secret.txt").write_bytes(SECRET)
+    sync = FolderSync(folder, sandbox)
+    await sync.initial_sync()
+    assert await remote_tree(sandbox) == {"a.py": b"x = 1"}
+    report = await sync.sync_paths(
+        [folder / "up" / "private" / "secret.txt", folder / "up" / "project" / "a.py"]
+    )
+    assert not report.changed
+    assert await remote_tree(sandbox) == {"a.py": b"x = 1"}
+
+
 def test_links_that_fan_out_are_followed_to_a_bound(tmp_path: Path) -> None:
     """Two links to the next level at each of 16 levels lead to 2^16 paths: the scan
     takes what it can of them whole, skips each link whose copy does not fit whole, and

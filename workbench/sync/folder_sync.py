@@ -75,7 +75,7 @@ from workbench.sync.events import (
     SyncStatus,
 )
 from workbench.sync.ignore import IgnoreRules
-from workbench.sync.local import LocalEntry, scan_folder
+from workbench.sync.local import LocalEntry, scan_folder, skipped_link_above
 from workbench.sync.manifest import (
     RemoteEntry,
     hold_state_file,
@@ -456,6 +456,8 @@ class FolderSync:
                 for relative in scope:
                     if self.rules.is_ignored(relative, host_path(self.root, relative).is_dir()):
                         continue
+                    if skipped_link_above(self.root, relative) is not None:
+                        continue  # the watcher followed a link the scans do not
                     local.update(self._scan_into(report, relative))
                     local.update(self._local_ancestors(relative))
                 current = [

@@ -41,6 +41,7 @@ __all__ = [
     "read_regular_file",
     "read_what_fits",
     "scan_folder",
+    "skipped_link_above",
 ]
 
 _DIRECTORY_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -223,6 +224,8 @@ def scan_folder(
     waiting: deque[tuple[str, str, frozenset[tuple[int, int] | None], str | None]] = deque()
     if start:
         start_path = str(host_path(root, start))
+        if skipped_link_above(root, start) is not None:
+            return scan  # what the whole scan did not take through that link, nor does this
         top_link = _outermost_link(root, start)
         if top_link is not None and top_link in cut_links:
             cut.add(top_link)
@@ -279,6 +282,26 @@ def scan_folder(
             if entry.is_dir:
                 waiting.append((relative, real or full, chain, reached_through))
     return _without_cut_links(scan)
+
+
+def skipped_link_above(root: Path, relative: str) -> str | None:
+    """The first of `relative`'s ancestors that is a symlink a scan of the whole folder
+    skips: one that leads out of the folder or to a directory that holds it. The watcher
+    follows such a link (`up` -> `..`) and reports paths under it, which a scan of them
+    alone took (QA: `up/private/…` listed, `up/proj/a.py` uploaded twice)."""
+    root_real = os.path.realpath(root)
+    path = ""
+    for segment in relative.split("/")[:-1]:
+        path = f"{path}/{segment}" if path else segment
+        full = str(host_path(root, path))
+        if not os.path.islink(full):
+            continue
+        target = os.path.realpath(full)
+        if not _inside(root_real, target) or _inside(
+            target, os.path.realpath(os.path.dirname(full))
+        ):
+            return path
+    return None
 
 
 def _outermost_link(root: Path, relative: str) -> str | None:
