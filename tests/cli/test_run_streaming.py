@@ -54,7 +54,10 @@ def test_a_run_waiting_behind_another_clients_says_so(tmp_path: Path) -> None:
     made = run_cli(env, "run", "-s", "box", "-l", "python", "--json", "-c", "x = 6")
     context = json.loads(made.stdout)["context"]["id"]
     waiting = "note: sandbox box is busy with another client's run; this run waits"
-    for flags, said in (((), True), (("--json",), True), (("-q",), False)):
+    # A prefix of the id is found by a listing, which waits behind the run: said too.
+    listing = "note: sandbox box has not listed its contexts yet (to find "
+    for flags, said in (((), True), (("--json",), True), (("-q",), False), (("prefix",), True)):
+        given = context[:8] if flags == ("prefix",) else context
         other = subprocess.Popen(
             [
                 str(SCRIPT),
@@ -74,11 +77,15 @@ def test_a_run_waiting_behind_another_clients_says_so(tmp_path: Path) -> None:
             wait_for_a_run(env)
             quiet = flags == ("-q",)
             command = [*flags, "run"] if quiet else ["run", *flags]
-            queued = run_cli(env, *command, "-s", "box", "--context", context, "-c", "x * 7")
+            if flags == ("prefix",):
+                command = ["run"]
+            queued = run_cli(env, *command, "-s", "box", "--context", given, "-c", "x * 7")
         finally:
             other.communicate(timeout=60)
         assert queued.returncode == 0, queued.stderr
-        assert (waiting in queued.stderr) is said, queued.stderr
+        note = listing if flags == ("prefix",) else waiting
+        assert (note in queued.stderr) is said, queued.stderr
+        assert (listing in queued.stderr) is (flags == ("prefix",)), queued.stderr
         assert "42" in queued.stdout
         assert other.returncode == 0
 

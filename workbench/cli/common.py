@@ -294,6 +294,11 @@ _WHOLE_CONTEXT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}
 """A context id as sandboxes mint them (a random UUID, spec 2.4), not a prefix of one."""
 
 
+LISTING_NOTE_SECONDS = 0.5
+"""How long a context listing may take before the command says it waits (an answered
+listing takes milliseconds; one behind another client's run waits for it)."""
+
+
 async def full_context_id(sandbox: SandboxClient, given: str) -> str:
     """The id of the sandbox's context that `given` names: the id itself or a unique
     prefix of one (as git takes short hashes; the TUI shows 8 characters). An ambiguous
@@ -310,8 +315,21 @@ async def full_context_id(sandbox: SandboxClient, given: str) -> str:
 
 async def find_context(sandbox: SandboxClient, given: str) -> CodeContext | None:
     """The sandbox's context that `given` names, as `full_context_id` takes it (None: no
-    context is named so)."""
-    contexts = await sandbox.interpreter.list_code_contexts()
+    context is named so). A listing that waits behind another run says so: silent, the
+    command looked hung (QA)."""
+    import asyncio  # here: a command that needs no listing does not import it
+
+    listing = asyncio.ensure_future(sandbox.interpreter.list_code_contexts())
+    done, _ = await asyncio.wait({listing}, timeout=LISTING_NOTE_SECONDS)
+    if not done and not global_options().quiet:
+        echo_untrusted(
+            f"note: sandbox {sandbox.id} has not listed its contexts yet (to find {given}): "
+            "it is likely busy with another client's run, which this command waits for "
+            "(Ctrl+C gives up; a whole context id needs no listing)",
+            err=True,
+            fg="yellow",
+        )
+    contexts = await listing
     for context in contexts:
         if context.id == given:
             return context
