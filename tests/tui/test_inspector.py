@@ -12,11 +12,13 @@ from textual.widgets import TextArea
 
 from tests.api.conftest import fresh_id
 from tests.tui.test_flows import Notifications, make_app
+from tests.tui.test_other_clients import embedded_app, other_client_runs
 from tests.workerd.harness import session_gateway
 from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
 from workbench.api.inspector import PAGE_CHARS
 from workbench.config import Config, RemoteProfile
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScreen
 from workbench.tui.screens.value_screen import ValueScreen
 from workbench.tui.widgets.inspector_panel import RUN_CODE_HINT, InspectorPanel
 
@@ -86,6 +88,38 @@ async def test_the_inspector_follows_each_cell_and_pages_a_value(
         assert after is not None and after.execution_count == 3  # the inspections did not count
         await pilot.press("alt+g")
         assert not repl.inspector_shown
+        assert not notes.errors()
+
+
+async def test_the_inspector_follows_a_checkpoint_restored_and_another_client_s_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: after alt+z, or another client's run shown by F5, the inspector kept the
+    names of the run before."""
+    app = embedded_app(tmp_path / "data")
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "shared")
+        repl = await create_context(pilot, "PERL")
+        panel = repl.inspector
+        backend = app.main_screen.backend
+        assert backend is not None
+        await run_cell(pilot, repl, "our $n = 1")
+        await backend.sandbox("shared").interpreter.save_checkpoint(repl.context, "first")
+        await run_cell(pilot, repl, "our $m = 2")
+        await pilot.press("alt+g")
+        await wait_for(pilot, lambda: [row[0] for row in listed(panel)] == ["$m", "$n"])
+
+        repl.code_input.focus()
+        await pilot.press("alt+z")
+        await wait_for(pilot, lambda: isinstance(app.screen, CheckpointPickerScreen))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: [row[0] for row in listed(panel)] == ["$n"])
+
+        await other_client_runs(backend, "shared", repl, "our $z = 3")
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: [row[0] for row in listed(panel)] == ["$n", "$z"])
         assert not notes.errors()
 
 

@@ -264,3 +264,5 @@ class ContextStateHandlers(Screen[None]):
         repl = self.tabs.repl_for(message.context_id)
         if repl is not None:
             repl.note_restored(checkpoint_summary(message.checkpoint))
+            if repl.inspector_shown:  # the names are the checkpoint's now
+                self.inspect(repl, check_listed=False)

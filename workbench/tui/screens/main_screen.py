@@ -753,8 +753,8 @@ class MainScreen(
     @on_report(HistoryCaughtUp)
     def history_caught_up(self, message: HistoryCaughtUp) -> None:
         pane = self.tabs.repl_for(message.context_id)
-        if pane is not None:
-            pane.show_caught_up(message)
+        if pane is not None and pane.show_caught_up(message) and pane.inspector_shown:
+            self.inspect(pane, check_listed=False)  # another client's runs changed the names
 
     @on(ReplPane.CancelRequested)
     def cancel_requested(self, message: ReplPane.CancelRequested) -> None:

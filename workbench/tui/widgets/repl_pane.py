@@ -326,18 +326,18 @@ class ReplPane(Vertical):
                 )
             )
 
-    def show_caught_up(self, caught: HistoryCaughtUp) -> None:
+    def show_caught_up(self, caught: HistoryCaughtUp) -> bool:
         """Show the runs another client made that the history answered with, in order:
         before the cell whose count jumped, else after the last cell (a refresh's, unless
         a run started or ended since it was asked for). Runs this tab made (the inspector,
-        a checkpoint restore) and runs already shown are left out."""
+        a checkpoint restore) and runs already shown are left out. Whether it showed any."""
         before: TranscriptCell | None = None
         if caught.before is not None:
             before = self._gap_cells.pop(caught.before, None)
             if before is None:
-                return
+                return False
         elif caught.generation != self.generation or self.running or self.gone:
-            return
+            return False
         after = caught.after if caught.before is not None else max(caught.after, self.last_run)
         end = caught.before
         entries = [
@@ -367,13 +367,14 @@ class ReplPane(Vertical):
         if caught.before is None and entries:
             self.last_run = max(self.last_run, history_number(entries[-1]))
         if not items:
-            return
+            return False
         self.transcript.insert_before(before, items)
         codes = [item.code for item in items if isinstance(item, TranscriptCell) and not item.label]
         later = self._remembered_from(before)
         at = len(self.history) - later
         self.history[at:at] = [code for code in codes if code.strip()]
         self.history_position = len(self.history)
+        return True
 
     def _remembered_from(self, cell: TranscriptCell | None) -> int:
         """How many history inputs the transcript's cells from `cell` on put there."""
