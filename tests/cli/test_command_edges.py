@@ -5,6 +5,7 @@ real defaults, counts and sizes for people, and inspect offsets past the end."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -170,6 +171,29 @@ def test_a_closed_stdout_or_stderr_ends_quietly(tmp_path: Path, perl_engine: Non
     assert (refused.returncode, refused.stdout) == (2, "")
     ran = run_with_closed(2, env, "--no-daemon", "run", "-l", "perl", "-c", "6 * 7")
     assert (ran.returncode, ran.stdout) == (0, "42\n")
+
+
+def test_a_file_read_into_a_pipe_that_stopped_reading_exits_1(tmp_path: Path) -> None:
+    """QA: `files cat … | head -c 1` of a large file exited 0: the pipe took part of the
+    write and the reader went away."""
+    env = cli_env(tmp_path) | {"SANDBOX_WORKBENCH_NO_DAEMON": "1"}
+    source = tmp_path / "big.bin"
+    source.write_bytes(os.urandom(1 << 20))
+    assert run_cli(env, "files", "put", "pipe", str(source)).returncode == 0
+    for _ in range(3):  # the reader may leave before or during the write
+        statuses = subprocess.run(
+            [
+                "bash",
+                "-c",
+                '"$0" files cat pipe big.bin | head -c 1 >/dev/null; echo "${PIPESTATUS[0]}"',
+                str(SCRIPT),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert (statuses.stdout.strip(), statuses.stderr) == ("1", "")
 
 
 def test_a_lone_surrogate_prints_and_exports_as_its_escape(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 from typing import Any, TextIO
 
@@ -117,5 +118,10 @@ def write_untrusted_bytes(data: bytes) -> None:
         stdout.write(neutralise(data.decode("utf-8", errors="backslashreplace")))
         stdout.flush()
     else:
-        stdout.buffer.write(data)
-        stdout.buffer.flush()
+        # A write at a time, to the end: a pipe whose reader went away (`| head -c 1`)
+        # took part of one large write, which the buffered writer then counted as done,
+        # and the command exited 0 (QA).
+        stdout.flush()
+        remaining = memoryview(data)
+        while remaining:
+            remaining = remaining[os.write(stdout.fileno(), remaining) :]
