@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import click
@@ -194,6 +196,26 @@ def test_a_file_read_into_a_pipe_that_stopped_reading_exits_1(tmp_path: Path) ->
             timeout=120,
         )
         assert (statuses.stdout.strip(), statuses.stderr) == ("1", "")
+
+
+def test_a_read_from_a_fifo_no_one_writes_to_ends_at_sigterm(tmp_path: Path) -> None:
+    """QA: `timeout 5 … files put demo fifo` kept waiting for a writer: the blocking read
+    held the event loop, whose SIGTERM handler never ran."""
+    env = cli_env(tmp_path) | {"SANDBOX_WORKBENCH_NO_DAEMON": "1"}
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for args in (("files", "put", "box", str(fifo)), ("run", "-l", "perl", str(fifo))):
+        waiting = subprocess.Popen([str(SCRIPT), *args], env=env, stderr=subprocess.PIPE)
+        try:
+            time.sleep(1.0)  # into the open, which waits for a writer
+            waiting.send_signal(signal.SIGTERM)
+            _, stderr = waiting.communicate(timeout=10)
+        finally:
+            waiting.kill()  # one that did not stop (the test fails) is not left behind
+        assert waiting.returncode == 128 + signal.SIGTERM, stderr
+        assert b"Traceback" not in stderr
+    listed = run_cli(env, "files", "ls", "box")
+    assert "fifo" not in listed.stdout
 
 
 def test_a_lone_surrogate_prints_and_exports_as_its_escape(
