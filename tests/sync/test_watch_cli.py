@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import require_engine
+from workbench.backends.local import open_local_backend
 from workbench.cli.main import COMMANDS
 
 
@@ -177,6 +178,37 @@ def test_a_python_entry_s_traceback_starts_at_the_entry_file(
             timeout=60,
             check=False,
         )
+
+
+async def test_a_package_renamed_between_runs_leaves_nothing_behind(tmp_path: Path) -> None:
+    """QA: the watch's own run of the entry wrote `pkg/__pycache__/*.pyc` into the
+    sandbox, which the sync may not delete (it did not make them): once `pkg` was renamed,
+    it stayed in the sandbox, where it could still be imported."""
+    require_engine("python")
+    folder = tmp_path / "project"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "pkg" / "__init__.py").write_text("")
+    (folder / "pkg" / "m.py").write_text("X = 'from the package'\n")
+    (folder / "main.py").write_text("from pkg import m\nprint(m.X)\n")
+    env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data")}
+    env["SANDBOX_WORKBENCH_NO_DAEMON"] = "1"
+    watch = [*watch_argv(), str(folder), *SANDBOX, "--run", "main.py", "--json", "--once"]
+    done = subprocess.run(watch, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "from the package" in done.stdout
+    (folder / "pkg").rename(folder / "lib")
+    (folder / "main.py").write_text("from lib import m\nprint(m.X)\n")
+    again = subprocess.run(watch, capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "kept pkg" not in again.stdout + again.stderr
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        listing = await backend.sandbox("watched").list_files("/workspace", recursive=True)
+    assert sorted(entry.absolute_path for entry in listing.files) == [
+        "/workspace/lib",
+        "/workspace/lib/__init__.py",
+        "/workspace/lib/m.py",
+        "/workspace/main.py",
+    ]
 
 
 def test_sigint_cancels_a_running_entry_at_once(tmp_path: Path) -> None:

@@ -40,7 +40,9 @@ def entry_runner_code(language: str, entry: str, root: str) -> str:
     """Source that runs the sandbox file `entry` (absolute) in a `language` context.
 
     `root` is the synced tree in the sandbox: modules loaded from under it are
-    forgotten before each run, so edited helpers are re-read.
+    forgotten before each run, so edited helpers are re-read. Python writes no bytecode
+    there meanwhile: a `__pycache__` in a synced package is not the sync's to delete, so
+    a package renamed in the folder stayed in the sandbox (QA).
     """
     directory = entry.rpartition("/")[0] or "/workspace"
     if language == "python":
@@ -54,11 +56,14 @@ def entry_runner_code(language: str, entry: str, root: str) -> str:
             "    if directory not in sys.path:\n"
             "        sys.path.insert(0, directory)\n"
             "    sys.argv = [entry]\n"
+            "    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True\n"
             "    try:\n"
             "        runpy.run_path(entry, run_name='__main__')\n"
             "    except SystemExit as exit:\n"
             "        if exit.code not in (0, None):\n"
             "            raise\n"
+            "    finally:\n"
+            "        sys.dont_write_bytecode = writes_bytecode\n"
             f"__workbench_run({entry!r}, {directory!r}, {root!r})\n"
             "del __workbench_run\n"
         )
