@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,33 @@ async def test_a_package_renamed_between_runs_leaves_nothing_behind(tmp_path: Pa
         "/workspace/lib/m.py",
         "/workspace/main.py",
     ]
+
+
+def test_a_run_s_output_is_printed_as_it_comes(tmp_path: Path) -> None:
+    """QA: an entry printing every second showed nothing until it ended (`run` streams)."""
+    require_engine("python")
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "main.py").write_text(
+        "import time\nprint('first', flush=True)\ntime.sleep(2.5)\nprint('second')\n"
+    )
+    env = {**os.environ, "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data")}
+    env["SANDBOX_WORKBENCH_NO_DAEMON"] = "1"
+    process = subprocess.Popen(
+        [*watch_argv(), str(folder), *SANDBOX, "--run", "main.py", "--once"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    came: list[tuple[str, float]] = []
+    for line in process.stdout:
+        came.append((line.strip(), time.monotonic()))
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert [text for text, _ in came] == ["first", "second"], stderr
+    assert came[1][1] - came[0][1] > 1.5  # "first" before the run ended
 
 
 def test_sigint_cancels_a_running_entry_at_once(tmp_path: Path) -> None:

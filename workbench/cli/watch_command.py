@@ -7,6 +7,7 @@ import asyncio
 import math
 import re
 import signal
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 import click
@@ -299,11 +300,15 @@ async def watch_command(
                 return
             if not as_json:
                 echo_untrusted(f"synced: {report.summary()}; running {entry}", dim=True, err=True)
+            # Its output as it comes, as `run` prints it (QA: an entry printing every
+            # second showed nothing until it ended); with --json, in the run's event.
             try:
                 result: ExecutionResult = await sandbox.interpreter.run_code(
                     runner,
                     context=context,
                     binding=None if context else target_binding,
+                    on_stdout=None if as_json else echo_untrusted,
+                    on_stderr=None if as_json else partial(echo_untrusted, err=True),
                 )
             except asyncio.CancelledError:  # the watch stopped while it ran
                 if not as_json:
@@ -316,7 +321,7 @@ async def watch_command(
             else:
                 from workbench.cli.run_command import print_result
 
-                print_result(result)
+                print_result(result, logs=False)
 
         if once:
             try:
