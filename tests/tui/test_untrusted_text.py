@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console, RenderableType
+from textual.widgets import Static
+from textual.widgets._tabbed_content import ContentTab
 
 from tests.tui.test_flows import Notifications, make_app
 from tour import (
@@ -88,6 +90,7 @@ async def test_guest_output_results_errors_and_file_names(tmp_path: Path) -> Non
             f'my $bad = "{PERL_PAYLOAD}";\n'
             'print "out$bad\\n"; warn "err$bad\\n";\n'
             "open my $fh, '>', \"/workspace/evil\\e[2J.txt\" or die; close $fh;\n"
+            "open my $two, '>', \"/workspace/new\\nline.txt\" or die; close $two;\n"
             "{ k => $bad }",
         )
         await run_cell(pilot, repl, f'"text{PERL_PAYLOAD}"')
@@ -111,7 +114,11 @@ async def test_guest_output_results_errors_and_file_names(tmp_path: Path) -> Non
         assert '"k": "\\u001b]52;c;SGVsbG8=\\u0007\\u001b[2J\\x9b31m"' in shown
 
         await wait_for(pilot, lambda: workspace_file_labels(app))
-        assert workspace_file_labels(app) == ["evil\\x1b[2J.txt  0 B"]
+        # A newline in a name is shown too (the tree showed `new`, the rest unseen).
+        assert sorted(workspace_file_labels(app)) == [
+            "evil\\x1b[2J.txt  0 B",
+            "new\\x0aline.txt  0 B",
+        ]
         await pilot.pause()
         assert "SGVsbG8=" in app.export_screenshot()
         assert painted_controls(app) == []
@@ -123,6 +130,19 @@ async def test_guest_output_results_errors_and_file_names(tmp_path: Path) -> Non
             await pilot.pause()
             assert "SGVsbG8=" in app.export_screenshot()
             assert painted_controls(app) == []
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, CellPickerScreen))
+
+        # The file's tab and header show the newline in its name too.
+        app.main_screen.workspace_files.open("demo", "/workspace/new\nline.txt")
+        await wait_for(
+            pilot, lambda: app.main_screen.tabs.file_view("demo", "/workspace/new\nline.txt")
+        )
+        labels = [str(tab.label) for tab in app.main_screen.tabs.query(ContentTab)]
+        assert "new\\x0aline.txt" in labels
+        header = app.main_screen.query_one("#file-header", Static)
+        await wait_for(pilot, lambda: str(header.render()).startswith("/workspace/new"))
+        assert str(header.render()).startswith("/workspace/new\\x0aline.txt · 0 B")
 
 
 async def test_code_with_raw_escapes_in_history_and_editor(tmp_path: Path) -> None:

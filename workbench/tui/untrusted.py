@@ -52,12 +52,20 @@ def shown_content(text: str) -> Content:
     return Content(neutralise(text))
 
 
-def shown_text(text: Text) -> Text:
-    """A copy of a styled `text` with its control characters shown as `\\xNN`, each span
-    still covering what it covered (the same `text` when there is nothing to show).
-    Rich itself drops BEL, backspace, VT, FF and CR from a `Text` built from a `str`, so
-    those are gone rather than shown."""
-    pieces = [neutralise(character) for character in text.plain]
+def one_line(text: str) -> str:
+    """Untrusted `text` for a place of one line (a tree label, a tab's title): control
+    characters, tab and newline too, as `\\xNN`, as the CLI lists names (a file named
+    `new\\nline.txt` showed as `new`)."""
+    return neutralise(text).replace("\t", "\\x09").replace("\n", "\\x0a")
+
+
+def shown_text(text: Text, *, on_one_line: bool = False) -> Text:
+    """A copy of a styled `text` with its control characters shown as `\\xNN` (tab and
+    newline too `on_one_line`), each span still covering what it covered (the same `text`
+    when there is nothing to show). Rich itself drops BEL, backspace, VT, FF and CR from a
+    `Text` built from a `str`, so those are gone rather than shown."""
+    show = one_line if on_one_line else neutralise
+    pieces = [show(character) for character in text.plain]
     if all(len(piece) == 1 for piece in pieces):
         return text
     offsets = [0]

@@ -18,7 +18,7 @@ from textual.widgets.text_area import Document
 
 from workbench.api import FileVersion, ReadFileResult, neutralise, without_controls
 from workbench.api.display import human_bytes
-from workbench.tui.untrusted import HIGHLIGHTED_CHARS, clipped, shown_content
+from workbench.tui.untrusted import HIGHLIGHTED_CHARS, clipped, one_line, shown_content
 from workbench.tui.widgets.file_editor import FileEditor
 
 HEX_BYTES = 512
@@ -243,7 +243,7 @@ class FileView(Vertical):
     def show_header(self) -> None:
         kind = "binary" if self.read.is_binary else self.read.mime_type
         parts = [
-            self.path,
+            one_line(self.path),
             human_bytes(self.version.size),
             kind,
             f"modified {self.version.modified_at}",

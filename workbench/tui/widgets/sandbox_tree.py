@@ -158,8 +158,10 @@ the tree drops it.
 
     def process_label(self, label: TextType) -> Text:
         """Every label (ids, context details and file names come from the backend):
-        control characters shown as `\\xNN`."""
-        return shown_text(super().process_label(label))
+        control characters, tab and newline too, shown as `\\xNN`."""
+        text = Text.from_markup(label) if isinstance(label, str) else label
+        # Before Textual's, which keeps only a label's first line.
+        return super().process_label(shown_text(text, on_one_line=True))
 
     def show_profile(self, profile: str) -> None:
         self.clear()  # which numbers the nodes from 0 again: no mark may stay

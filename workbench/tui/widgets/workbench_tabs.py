@@ -13,7 +13,7 @@ from textual.widgets import TabbedContent, TabPane
 from textual.widgets.tabbed_content import ContentTabs
 
 from workbench.api import short_id
-from workbench.tui.untrusted import shown_content
+from workbench.tui.untrusted import one_line, shown_content
 from workbench.tui.widgets.file_view import FileView
 from workbench.tui.widgets.repl_pane import ReplPane
 
@@ -161,5 +161,5 @@ def file_pane(view: FileView) -> TabPane | None:
 
 def file_title(view: FileView) -> Content:
     """The file's name (from the sandbox: neutralised), with `●` while it has unsaved edits."""
-    name = PurePosixPath(view.path).name or view.path
+    name = one_line(PurePosixPath(view.path).name or view.path)
     return shown_content(f"{name} ●" if view.shown_dirty else name)
