@@ -181,6 +181,31 @@ async def test_file_tabs_open_at_exit_reopen_behind_the_active_tab(
         assert notes.errors() == []
 
 
+async def test_a_file_found_gone_leaves_the_tree_too(tmp_path: Path) -> None:
+    """QA: another client deleted an open file; its view said "gone", the tree listed it
+    until the next run or F5."""
+    await write_files(tmp_path, {"a.txt": b"alpha", "b.txt": b"beta"})
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = await open_file(pilot, app, "a.txt")
+        workspace = await expanded_workspace(pilot, app, "demo")
+        assert app.backend is not None
+        await app.backend.sandbox("demo").delete_file("/workspace/a.txt")  # another client
+        app.main_screen.reread_open_files("demo")  # as after a run or a refresh
+        await wait_for(pilot, lambda: view.gone)
+        await wait_for(
+            pilot,
+            lambda: (
+                [
+                    child.data.path
+                    for child in workspace.children
+                    if isinstance(child.data, FileNode)
+                ]
+                == ["/workspace/b.txt"]
+            ),
+        )
+
+
 async def test_a_file_slow_to_read_opens_behind_what_the_user_went_on_to(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

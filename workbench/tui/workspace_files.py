@@ -354,6 +354,8 @@ class WorkspaceFileHandlers(Screen[None]):
     def file_gone(self, message: FileGone) -> None:
         view = self.tabs.file_view(message.sandbox_id, message.path)
         if view is not None:
+            if not view.gone:  # the tree still lists it (QA: until the next run or F5)
+                self.refresh_tree(message.sandbox_id)
             view.show_gone()
         else:  # a tab to reopen: it is not
             self.open_files.closed(self.connection.profile, message.sandbox_id, message.path)
