@@ -189,21 +189,20 @@ async def test_a_file_found_gone_leaves_the_tree_too(tmp_path: Path) -> None:
     async with app.run_test(size=(140, 40)) as pilot:
         view = await open_file(pilot, app, "a.txt")
         workspace = await expanded_workspace(pilot, app, "demo")
+
+        def listed() -> list[str]:
+            return [
+                child.data.path for child in workspace.children if isinstance(child.data, FileNode)
+            ]
+
+        await wait_for(pilot, lambda: len(listed()) == 2)
+        await pilot.pause(0.3)  # every listing the expansion asked for has come
+        assert len(listed()) == 2
         assert app.backend is not None
         await app.backend.sandbox("demo").delete_file("/workspace/a.txt")  # another client
         app.main_screen.reread_open_files("demo")  # as after a run or a refresh
         await wait_for(pilot, lambda: view.gone)
-        await wait_for(
-            pilot,
-            lambda: (
-                [
-                    child.data.path
-                    for child in workspace.children
-                    if isinstance(child.data, FileNode)
-                ]
-                == ["/workspace/b.txt"]
-            ),
-        )
+        await wait_for(pilot, lambda: listed() == ["/workspace/b.txt"], timeout=5)
 
 
 async def test_a_file_slow_to_read_opens_behind_what_the_user_went_on_to(
