@@ -13,6 +13,8 @@ from textual.widgets import OptionList, Static, TextArea
 from tests.tui.test_file_editing import write_files
 from tests.tui.test_flows import Notifications, make_app, panel_text
 from tour import WorkbenchPilot, create_context, create_sandbox, until_connected, wait_for
+from workbench.api import short_id
+from workbench.api.display import human_bytes
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.messages import ContextOpened
 from workbench.tui.palette_commands import workbench_commands
@@ -52,6 +54,31 @@ async def test_the_info_panel_counts_entries_as_entries(tmp_path: Path) -> None:
         await main.backend.sandbox("demo").mkdir("/workspace/empty")
         main.connection.load_sandbox_info("demo")
         await wait_for(pilot, lambda: "Workspace  2 entries, 1 B" in panel_text(app))
+
+
+async def test_a_context_s_snapshot_shows_its_size_as_the_cli_does(tmp_path: Path) -> None:
+    """QA: the info panel showed each snapshot's `storedBytes` (the same for every one),
+    `contexts list` its `bytes`."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        assert main.backend is not None
+        await main.backend.sandbox("demo").interpreter.run_code("1", context=repl.context)
+        main.connection.load_sandbox_info("demo")
+        main.show_tab(INFO_TAB)
+        info = main.info_panel
+        await wait_for(pilot, lambda: info.info is not None and info.info.contexts[0].snapshot)
+        assert info.info is not None
+        snapshot = info.info.contexts[0].snapshot
+        assert snapshot is not None and snapshot.bytes != snapshot.stored_bytes
+        row = next(
+            line for line in panel_text(app).splitlines() if short_id(repl.context.id) in line
+        )
+        assert row.rstrip().endswith(human_bytes(snapshot.bytes))
+        assert human_bytes(snapshot.stored_bytes) not in row
 
 
 async def test_the_palette_lists_one_quit_the_workbenchs(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ revealed) and its code contexts with their snapshot sizes.
             snapshot = "none"
             if context.snapshot is not None:
                 stale = " (stale)" if context.snapshot.stale else ""
-                snapshot = f"{human_bytes(context.snapshot.stored_bytes)}{stale}"
+                snapshot = f"{human_bytes(context.snapshot.bytes)}{stale}"
             add_row(
                 contexts,
                 short_id(context.id),
