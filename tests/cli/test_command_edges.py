@@ -369,3 +369,23 @@ def test_serve_s_timeout_help_is_about_serve(tmp_path: Path) -> None:
     shown = run_cli(cli_env(tmp_path), "serve", "--help")
     text = " ".join(shown.stdout.split())
     assert "whose request names none" in text and "Remote profile" not in text
+
+
+def test_an_empty_path_is_a_usage_error_and_writes_nothing(tmp_path: Path) -> None:
+    """QA: `files put demo a.txt ''` wrote /workspace/a.txt; `files cat demo ''` and
+    `files rm demo '' -f` asked the backend, which answered VALIDATION_FAILED."""
+    env = cli_env(tmp_path) | {"SANDBOX_WORKBENCH_NO_DAEMON": "1"}
+    source = tmp_path / "a.txt"
+    source.write_text("a")
+    for args in (
+        ("put", "box", str(source), ""),
+        ("put", "box", "", "a.txt"),
+        ("cat", "box", ""),
+        ("rm", "box", "", "-f"),
+        ("ls", "box", ""),
+        ("mkdir", "box", ""),
+    ):
+        refused = run_cli(env, "files", *args)
+        assert refused.returncode == 2, args
+        assert "must not be empty" in refused.stderr, args
+    assert not (tmp_path / "data" / "workbench.sqlite3").exists()  # no backend opened

@@ -190,6 +190,14 @@ def non_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return value
 
 
+def path_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Callback of a path argument: an empty one is a usage error (QA: `files put demo
+    a.txt ''` wrote /workspace/a.txt, `files cat demo ''` asked the backend)."""
+    if value == "" and not ctx.resilient_parsing:
+        raise click.BadParameter("must not be empty")
+    return value
+
+
 def sandbox_id_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Callback of a sandbox id (an argument or `-s`): one the backends would refuse is a
     usage error with the validator's message (spec 8.1) before any backend opens (a local

@@ -13,6 +13,7 @@ from workbench.cli.common import (
     EXIT_USAGE,
     announce_destructive,
     backend_options,
+    path_value,
     read_source,
     run_async,
     sandbox_id_value,
@@ -37,7 +38,7 @@ Examples:
   sandbox-workbench files ls demo src -r --json""",
 )
 @click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
-@click.argument("path", default="/workspace")
+@click.argument("path", default="/workspace", callback=path_value)
 @click.option("--recursive", "-r", is_flag=True, help="List subdirectories too.")
 @click.option("--all", "-a", "include_hidden", is_flag=True, help="Include hidden entries.")
 @click.option("--json", "as_json", is_flag=True, help="Print FileInfo JSON.")
@@ -79,7 +80,7 @@ Examples:
   sandbox-workbench files cat demo out.png > out.png""",
 )
 @click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
-@click.argument("path")
+@click.argument("path", callback=path_value)
 @backend_options
 @run_async
 async def cat_command(sandbox_id: str, path: str, profile: str, data_dir: Path | None) -> None:
@@ -100,8 +101,8 @@ Examples:
   curl -s https://example.com | sandbox-workbench files put demo - page.html""",
 )
 @click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
-@click.argument("source", metavar="LOCAL_FILE | -")
-@click.argument("path", required=False)
+@click.argument("source", metavar="LOCAL_FILE | -", callback=path_value)
+@click.argument("path", required=False, callback=path_value)
 @backend_options
 @run_async
 async def put_command(
@@ -134,7 +135,7 @@ Examples:
   sandbox-workbench files rm demo build -r -f""",
 )
 @click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
-@click.argument("path")
+@click.argument("path", callback=path_value)
 @click.option("--recursive", "-r", is_flag=True, help="Remove a directory and its contents.")
 @click.option("--force", "-f", is_flag=True, help="No error when the path does not exist.")
 @backend_options
@@ -176,7 +177,7 @@ Examples:
   sandbox-workbench files mkdir demo a/b/c --parents""",
 )
 @click.argument("sandbox_id", callback=sandbox_id_value, shell_complete=complete_sandbox_ids)
-@click.argument("path")
+@click.argument("path", callback=path_value)
 @click.option(  # no -p: that is --profile on every command
     "--parents", is_flag=True, help="Create missing parents; no error if it exists."
 )
