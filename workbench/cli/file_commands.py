@@ -62,7 +62,9 @@ async def ls_command(
         if as_json:
             echo_json([info.to_json() for info in listing.files])
             return
-        for info in listing.files:
+        # By path, as `ls` lists (the backend's order is unspecified: spec 5.3 `list`); a
+        # directory still comes before what it holds.
+        for info in sorted(listing.files, key=lambda info: info.relative_path.split("/")):
             suffix = "/" if info.is_directory else ""
             echo_untrusted(
                 f"{info.mode}  {info.size:>9}  {info.modified_at}  {info.relative_path}{suffix}",
