@@ -54,6 +54,12 @@ async def test_a_transcript_from_local_replays_on_every_backend(
     into_a_folder = run_cli(env, *args[:-1], str(tmp_path), "--force")  # --force cannot help
     assert into_a_folder.returncode == 2
     assert one_error_line(into_a_folder) == f"error: {tmp_path} is a directory: name a file in it"
+    # Said before the backend is asked: none of the export's notes come first (QA).
+    nowhere = tmp_path / "no" / "such.json"
+    into_nowhere = run_cli(env, *args[:-1], str(nowhere))
+    assert into_nowhere.returncode == 2
+    assert into_nowhere.stderr == f"error: {nowhere.parent} is not a directory: nothing written\n"
+    assert run_cli(env, *args).stderr == f"error: {path} exists; pass --force to overwrite it\n"
     # A name ending in a slash wrote a file without it (found by an attack review).
     for output in (f"{tmp_path}/new/", ""):
         no_file = run_cli(env, *args[:-1], output)

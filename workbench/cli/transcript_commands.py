@@ -118,6 +118,9 @@ async def export_command(
             f"{' and '.join(transcript_only)}: only with --format transcript", EXIT_USAGE
         )
 
+    if output != "-":  # checked before the backend is asked (and checked again at the write)
+        _check_output(Path(output), force)
+
     async def body(backend: Backend) -> Any:
         return await export_context(
             backend,
@@ -139,14 +142,24 @@ async def export_command(
         shown = echo_untrusted if file_format == "md" else echo_json_text
         shown(text.removesuffix("\n"))
         return EXIT_OK
-    if Path(output).is_dir():  # --force would not help: name a file in it
-        raise CommandError(f"{output} is a directory: name a file in it", EXIT_USAGE)
+    _check_output(Path(output), force)  # it may have changed while the backend answered
     try:
         write_private_text(Path(output), text, overwrite=force)
     except FileExistsError:
         raise CommandError(f"{output} exists; pass --force to overwrite it", EXIT_USAGE) from None
     note(f"wrote {counted(len(exported.transcript.cells), 'cell')} to {output}")
     return EXIT_OK
+
+
+def _check_output(output: Path, force: bool) -> None:
+    """An export can be written to `output`, as far as can be told before writing (QA: a
+    path in no directory failed only after the backend was asked and its notes printed)."""
+    if output.is_dir():  # --force would not help: name a file in it
+        raise CommandError(f"{output} is a directory: name a file in it", EXIT_USAGE)
+    if not output.parent.is_dir():
+        raise CommandError(f"{output.parent} is not a directory: nothing written", EXIT_USAGE)
+    if output.exists() and not force:
+        raise CommandError(f"{output} exists; pass --force to overwrite it", EXIT_USAGE)
 
 
 def export_format_for(output: str) -> str:
