@@ -190,6 +190,50 @@ async def test_watch_applies_every_change_kind(folder: Path, sandbox: SandboxCli
     assert not watch.of(EventKind.ERROR)
 
 
+async def test_a_change_during_the_entry_s_run_cancels_it_and_runs_again(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """QA: a save while the entry ran waited for that run's 30 s timeout before the new
+    version ran. A change to sync cancels the run (its files are stale), then runs it
+    again; one the sync ignores does not."""
+    (folder / "main.py").write_text("v1")
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    runs: list[str] = []
+    cancelled: list[str] = []
+    running = asyncio.Event()
+    events: list[SyncEvent] = []
+    sync.subscribe(events.append)
+
+    async def after_sync(report: SyncReport) -> None:
+        version = (folder / "main.py").read_text()
+        runs.append(version)
+        if version != "v1":
+            return
+        running.set()
+        try:
+            await asyncio.sleep(60)  # a long run
+        except asyncio.CancelledError:
+            cancelled.append(version)
+            raise
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(sync.watch(stop=stop, after_sync=after_sync))
+    try:
+        await asyncio.wait_for(running.wait(), 15)
+        (folder / ".git").mkdir()  # ignored: the run goes on
+        (folder / ".git" / "index").write_text("x")
+        await asyncio.sleep(0.5)
+        assert cancelled == []
+        (folder / "main.py").write_text("v2")
+        await eventually(lambda: asyncio.sleep(0, runs[-1] == "v2"))
+        assert cancelled == ["v1"] and runs == ["v1", "v2"]
+        notices = [event.message for event in events if event.kind is EventKind.NOTICE]
+        assert any("that run was cancelled" in notice for notice in notices)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
 async def test_a_directory_made_a_file_while_a_file_in_it_moves_out(
     folder: Path, sandbox: SandboxClient
 ) -> None:

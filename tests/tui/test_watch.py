@@ -120,6 +120,48 @@ async def test_watch_a_folder_and_run_on_change(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
 
 
+@pytest.mark.usefixtures("python_engine")
+async def test_a_change_while_the_entry_runs_cancels_that_run(tmp_path: Path) -> None:
+    """The run of stale files is cancelled, and its cell says so as this tab's (a watch
+    run the watch gave up left its tab running, then came as another client's), then the
+    entry runs again."""
+    data = tmp_path / "data"
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "main.py").write_text("import time\ntime.sleep(60)\n")
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
+    main = app.main_screen
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PYTHON")
+        main.start_watch("demo", repl.context, WatchRequest(folder, "/workspace", "main.py"))
+        await wait_for(pilot, lambda: repl.running, timeout=20)
+        (folder / "main.py").write_text("print('second')\n")
+        await wait_for(pilot, lambda: len(repl.transcript.cells) >= 2, timeout=20)
+        await wait_for(pilot, lambda: not repl.running)
+        await pilot.pause(0.5)  # a catch-up of another client's runs would come by now
+        first, second = repl.transcript.cells
+        assert first.result is not None and first.result.error is not None
+        assert first.result.error.message.startswith("Execution cancelled")
+        assert first.label is not None and first.label.startswith("watch run: main.py")
+        assert not first.from_another_client
+        assert second.result is not None and second.result.stdout == ["second"]
+        assert [first.number, second.number] == [1, 2]
+
+        # Stopped while the entry runs: the same, and the tab stops running.
+        (folder / "main.py").write_text("import time\ntime.sleep(60)\n")
+        await wait_for(pilot, lambda: repl.running, timeout=20)
+        await pilot.press("shift+f6")
+        await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
+        await wait_for(pilot, lambda: len(repl.transcript.cells) == 3 and not repl.running)
+        third = repl.transcript.cells[-1]
+        assert third.result is not None and third.result.error is not None
+        assert third.result.error.message.startswith("Execution cancelled")
+
+
 async def test_watch_from_the_palette_without_a_context(tmp_path: Path) -> None:
     data = tmp_path / "data"
     folder = tmp_path / "site"

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Awaitable, Callable, Iterable
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -242,9 +243,20 @@ async def watch_folder(
             told_gone = False
             emit(EventKind.SYNCED, report.summary(), report=report)
             if after_sync is not None and (report.changed or first):
-                finished = await _unless_stopped(after_sync(report), stop_task)
-                if not finished:
+                ended = await _run_after_sync(
+                    after_sync(report), stop_task, batches, pending, lambda: sync.has_pending
+                )
+                if ended is _RunEnd.STOPPED:
                     break
+                if ended is _RunEnd.SUPERSEDED:
+                    emit(
+                        EventKind.NOTICE,
+                        "the folder changed while the entry ran: that run was cancelled, and "
+                        "the entry runs again once the change is synced",
+                    )
+                    await _rest_of_quiet_period(
+                        batches, pending, sync.debounce - step / 1000, stop_task
+                    )
             first = False
     finally:
         stop.set()
@@ -259,20 +271,50 @@ async def watch_folder(
             emit(EventKind.STOPPED, "stopped watching")
 
 
-async def _unless_stopped(work: Awaitable[None], stop_task: asyncio.Task[bool]) -> bool:
-    """Await `work` (an entry's run), cancelled when the watch stops: a Ctrl-C must not
-    wait for a long run, and a client that gives up cancels its execution. False: stopped."""
+class _RunEnd(Enum):
+    FINISHED = "finished"
+    STOPPED = "stopped"
+    SUPERSEDED = "superseded"
+
+
+async def _run_after_sync(
+    work: Awaitable[None],
+    stop_task: asyncio.Task[bool],
+    batches: asyncio.Queue[set[str]],
+    pending: PendingChanges,
+    has_pending: Callable[[], bool],
+) -> _RunEnd:
+    """Await `work` (an entry's run), cancelled when the watch stops (a Ctrl-C must not
+    wait for a long run, and a client that gives up cancels its execution) or when a
+    change to sync comes (the run is of files that are stale then, as `nodemon` or
+    `cargo watch` restart theirs; QA: a save waited for the old run's 30 s timeout)."""
     task = asyncio.ensure_future(work)
+    get_task: asyncio.Task[set[str]] | None = None
     try:
-        done, _ = await asyncio.wait({task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+        while True:
+            get_task = asyncio.create_task(batches.get())
+            done, _ = await asyncio.wait(
+                {task, stop_task, get_task}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if get_task in done:
+                pending.add(get_task.result(), skip_ignored=True)
+            else:
+                get_task.cancel()
+            get_task = None
+            if task in done:
+                task.result()
+                return _RunEnd.FINISHED
+            if stop_task.done():
+                await cancel_and_wait(task)
+                return _RunEnd.STOPPED
+            if has_pending():
+                await cancel_and_wait(task)
+                return _RunEnd.SUPERSEDED
     except BaseException:  # the watch itself cancelled: its entry's run goes with it
+        if get_task is not None:
+            get_task.cancel()
         await cancel_and_wait(task)
         raise
-    if task in done:
-        task.result()
-        return True
-    await cancel_and_wait(task)
-    return False
 
 
 async def _rest_of_quiet_period(

@@ -10,6 +10,7 @@ watch actions and the handlers of those messages (the only code that changes wid
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from abc import abstractmethod
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from workbench.sync import (
 from workbench.sync.runner import entry_result, entry_runner_code
 from workbench.tui.error_messages import describe_error
 from workbench.tui.messages import (
+    CellFinished,
     WatchEnded,
     WatchEventReceived,
     WatchFolderGone,
@@ -49,6 +51,8 @@ from workbench.tui.worker_reports import on_report
 
 WATCH_POLL_SECONDS = 0.5
 MAX_LISTED_ISSUES = 3
+CANCELLED_RUN_SECONDS = 5.0
+"""How long a watch run the backend was asked to cancel may take to answer so."""
 
 
 @dataclass
@@ -238,15 +242,23 @@ class FolderWatch:
                 return
             reason = "watch started" if started else changes(report)
             post(WatchRunStarted(watch_id, watch.context_id, watch.runner))
-            await self.connection.run_cell_request(
-                backend,
-                watch.sandbox_id,
-                watch.context_id,
-                self.language_of(watch.context_id),
-                watch.runner,
-                label=f"watch run: {entry} · {reason}",
-                shown=partial(entry_result, entry=remote_path(watch.sync.dest, entry)),
+            label = f"watch run: {entry} · {reason}"
+            run = asyncio.ensure_future(
+                self.connection.run_cell_request(
+                    backend,
+                    watch.sandbox_id,
+                    watch.context_id,
+                    self.language_of(watch.context_id),
+                    watch.runner,
+                    label=label,
+                    shown=partial(entry_result, entry=remote_path(watch.sync.dest, entry)),
+                )
             )
+            try:
+                await asyncio.shield(run)
+            except asyncio.CancelledError:  # the folder changed, or the watch stopped
+                await self._cancel_watch_run(backend, watch, run, label)
+                raise
 
         failure: str | None = None
         try:
@@ -263,6 +275,31 @@ class FolderWatch:
             unsubscribe()
             watch.sync.close()  # before it is said to have ended: a new watch may start
         post(WatchEnded(watch_id, failure))
+
+    async def _cancel_watch_run(
+        self, backend: Backend, watch: ActiveWatch, run: asyncio.Future[None], label: str
+    ) -> None:
+        """End a watch run the watch gave up: the backend cancels its execution, so that
+        its cell comes as this tab's, with its count and its cancel (abandoned, it came as
+        another client's run); where the backend cannot, the tab stops waiting for it and
+        its cell says so."""
+        assert watch.context_id is not None and watch.runner is not None
+        interrupted = False
+        with contextlib.suppress(Exception):  # a gateway that cannot: abandoned below
+            interrupted = await backend.sandbox(watch.sandbox_id).cancel(watch.context_id)
+        if interrupted:
+            done, _ = await asyncio.wait({run}, timeout=CANCELLED_RUN_SECONDS)
+            if done:
+                return
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
+        why = "the watch stopped" if watch.stop.is_set() else "the folder changed while it ran"
+        self.owner.post_message(
+            CellFinished(
+                watch.sandbox_id, watch.context_id, watch.runner, None, f"cancelled: {why}", label
+            )
+        )
 
     def _poll(self, watch: ActiveWatch) -> None:
         """Notice a vanished folder (the watcher itself reports nothing for it)."""
