@@ -389,3 +389,20 @@ def test_an_empty_path_is_a_usage_error_and_writes_nothing(tmp_path: Path) -> No
         assert refused.returncode == 2, args
         assert "must not be empty" in refused.stderr, args
     assert not (tmp_path / "data" / "workbench.sqlite3").exists()  # no backend opened
+
+
+def test_refusals_say_how_to_get_what_was_asked(tmp_path: Path) -> None:
+    """QA: a file put into a missing folder said only "No such file or directory", and a
+    Ruby context refused by default did not name the flag that allows it."""
+    env = cli_env(tmp_path) | {"SANDBOX_WORKBENCH_NO_DAEMON": "1"}
+    source = tmp_path / "a.txt"
+    source.write_text("a")
+    put = run_cli(env, "files", "put", "box", str(source), "/workspace/nope/a.txt")
+    assert put.returncode == 4
+    assert one_error_line(put) == (
+        "error: No such file or directory: /workspace/nope does not exist "
+        "(`files mkdir box /workspace/nope --parents` makes it)"
+    )
+    ruby = run_cli(env, "contexts", "create", "-s", "box", "-l", "ruby")
+    assert ruby.returncode == 2
+    assert one_error_line(ruby).endswith("(Ruby contexts are a local extension: --ruby-contexts)")

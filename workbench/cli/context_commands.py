@@ -16,6 +16,7 @@ from workbench.api import (
     InspectedName,
     SandboxClient,
     SandboxError,
+    ValidationFailedError,
     inspected_size,
 )
 from workbench.api.display import counted, describe_backend, human_bytes
@@ -311,7 +312,17 @@ async def create_context_command(
         target = binding if language is None else await binding_for_language(backend, language)
         assert target is not None
         interpreter = backend.sandbox(sandbox_id).interpreter
-        created = await interpreter.create_code_context(target, cwd, env or None)
+        try:
+            created = await interpreter.create_code_context(target, cwd, env or None)
+        except ValidationFailedError as error:
+            if "contexts are not supported by binding" not in error.message or not (
+                error.message.endswith("(ruby)")
+            ):
+                raise
+            raise CommandError(
+                f"{error.message} (Ruby contexts are a local extension: --ruby-contexts)",
+                EXIT_USAGE,
+            ) from None
         if as_json:
             echo_json(created.to_json())
             return

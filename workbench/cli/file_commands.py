@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import click
 
-from workbench.api import Backend, ErrorCode, SandboxError
+from workbench.api import Backend, ErrorCode, SandboxError, SandboxFileNotFoundError
 from workbench.api.display import human_bytes
 from workbench.cli.common import (
     EXIT_NOT_FOUND,
@@ -123,7 +123,15 @@ async def put_command(
         )
 
     async def body(backend: Backend) -> None:
-        written = await backend.sandbox(sandbox_id).write_file(destination, data)
+        try:
+            written = await backend.sandbox(sandbox_id).write_file(destination, data)
+        except SandboxFileNotFoundError as error:  # its folder is missing: say which, and how
+            folder = PurePosixPath(destination).parent
+            raise CommandError(
+                f"{error.message}: {folder} does not exist (`files mkdir {sandbox_id} "
+                f"{folder} --parents` makes it)",
+                EXIT_NOT_FOUND,
+            ) from None
         echo_untrusted(f"wrote {human_bytes(len(data))} to {written.path}")
 
     await with_backend(profile, data_dir, body)
