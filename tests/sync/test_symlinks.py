@@ -206,6 +206,30 @@ async def test_a_pass_over_paths_under_a_link_out_of_the_folder_syncs_nothing(
     assert await remote_tree(sandbox) == {"a.py": b"x = 1"}
 
 
+async def test_a_link_reached_through_another_is_decided_as_the_whole_scan_does(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """`app/lib` -> `shared/sub`, and in it `l` -> `..` (`shared`): the whole scan takes
+    `app/lib/l` (it did not come through `shared`), so a pass over a change in `shared`
+    updates that copy too. Found in review: a pass skipped it (its copy stayed stale),
+    then, deciding by name alone, led on through `l/sub/l/…` to a name too long to stat,
+    which ended the watch."""
+    (folder / "shared" / "sub").mkdir(parents=True)
+    (folder / "app").mkdir()
+    (folder / "shared" / "f.txt").write_text("old")
+    (folder / "shared" / "sub" / "l").symlink_to("..")
+    (folder / "app" / "lib").symlink_to("../shared/sub")
+    assert "app/lib/l/f.txt" in scan_folder(folder, IgnoreRules(folder)).entries
+    part = scan_folder(folder, IgnoreRules(folder), "app/lib/l/f.txt")
+    assert set(part.entries) == {"app/lib/l/f.txt"}
+    sync = FolderSync(folder, sandbox)
+    await sync.initial_sync()
+    (folder / "shared" / "f.txt").write_text("new")
+    report = await sync.sync_paths([folder / "shared" / "f.txt"])
+    assert sorted(report.uploaded) == ["app/lib/l/f.txt", "shared/f.txt"]
+    assert not (await sync.sync_all()).changed
+
+
 def test_links_that_fan_out_are_followed_to_a_bound(tmp_path: Path) -> None:
     """Two links to the next level at each of 16 levels lead to 2^16 paths: the scan
     takes what it can of them whole, skips each link whose copy does not fit whole, and

@@ -512,7 +512,8 @@ class FolderSync:
     def _linked_paths(self, changed: set[str]) -> set[str]:
         """The other paths of what changed through the folder's links: the watcher
         reports a change under one path only (the target's), the sandbox has a copy at
-        each. A link whose target lies under a changed path is passed over whole."""
+        each. A link whose target lies under a changed path is passed over whole; a path
+        through a link the scans skip is not one of them."""
         if not self._links:
             return set()
         by_target: dict[str, list[str]] = {}
@@ -529,7 +530,13 @@ class FolderSync:
                     others.append(self._links[place] + suffix)
                 others.extend(link + suffix for link in by_target.get(place, ()))
             for other in others:
-                if other not in found and other not in changed:
+                # Not one through a link the scans skip (a cycle): those led on without
+                # end, to a name too long to stat, which ended the watch (a review).
+                if (
+                    other not in found
+                    and other not in changed
+                    and skipped_link_above(self.root, other) is None
+                ):
                     found.add(other)
                     waiting.append(other)
                     if len(found) >= _LINKED_PATHS:

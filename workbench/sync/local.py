@@ -286,21 +286,24 @@ def scan_folder(
 
 def skipped_link_above(root: Path, relative: str) -> str | None:
     """The first of `relative`'s ancestors that is a symlink a scan of the whole folder
-    skips: one that leads out of the folder or to a directory that holds it. The watcher
-    follows such a link (`up` -> `..`) and reports paths under it, which a scan of them
-    alone took (QA: `up/private/…` listed, `up/proj/a.py` uploaded twice)."""
+    skips, decided as that scan decides on its way down: one that leads out of the folder,
+    or to a directory it came through (a cycle). The watcher follows such a link (`up` ->
+    `..`) and reports paths under it, which a scan of them alone took (QA: `up/private/…`
+    listed, `up/proj/a.py` uploaded twice)."""
     root_real = os.path.realpath(root)
+    came_through = {_identity(str(root))}
     path = ""
     for segment in relative.split("/")[:-1]:
         path = f"{path}/{segment}" if path else segment
         full = str(host_path(root, path))
-        if not os.path.islink(full):
-            continue
-        target = os.path.realpath(full)
-        if not _inside(root_real, target) or _inside(
-            target, os.path.realpath(os.path.dirname(full))
-        ):
+        if os.path.islink(full) and not _inside(root_real, os.path.realpath(full)):
             return path
+        identity = _identity(full)
+        if identity is None:
+            return None  # gone: the scan of it finds nothing anyway
+        if identity in came_through:
+            return path
+        came_through.add(identity)
     return None
 
 
