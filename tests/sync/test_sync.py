@@ -195,38 +195,45 @@ async def test_a_change_during_the_entry_s_run_cancels_it_and_runs_again(
 ) -> None:
     """QA: a save while the entry ran waited for that run's 30 s timeout before the new
     version ran. A change to sync cancels the run (its files are stale), then runs it
-    again; one the sync ignores does not."""
+    again, even when the pass after it changes nothing (a save of the same bytes: found
+    in review); a change the sync ignores, or one outside the folder through a link out of
+    it, does not."""
     (folder / "main.py").write_text("v1")
+    (folder.parent / "outside").mkdir()
+    (folder / "logs").symlink_to("../outside")
     sync = FolderSync(folder, sandbox, debounce=0.03)
     runs: list[str] = []
-    cancelled: list[str] = []
+    cancelled: list[int] = []
     running = asyncio.Event()
     events: list[SyncEvent] = []
     sync.subscribe(events.append)
 
     async def after_sync(report: SyncReport) -> None:
-        version = (folder / "main.py").read_text()
-        runs.append(version)
-        if version != "v1":
+        runs.append((folder / "main.py").read_text())
+        if len(runs) > 1:
             return
         running.set()
         try:
-            await asyncio.sleep(60)  # a long run
+            await asyncio.sleep(60)  # a long first run
         except asyncio.CancelledError:
-            cancelled.append(version)
+            cancelled.append(len(runs))
             raise
 
     stop = asyncio.Event()
     task = asyncio.create_task(sync.watch(stop=stop, after_sync=after_sync))
     try:
         await asyncio.wait_for(running.wait(), 15)
-        (folder / ".git").mkdir()  # ignored: the run goes on
+        (folder / ".git").mkdir()  # ignored
         (folder / ".git" / "index").write_text("x")
+        (folder.parent / "outside" / "app.log").write_text("a line")  # through `logs`
         await asyncio.sleep(0.5)
         assert cancelled == []
+        os.utime(folder / "main.py")  # saved again, the same bytes
+        await eventually(lambda: asyncio.sleep(0, len(runs) == 2))
+        assert cancelled == [1] and runs == ["v1", "v1"]
         (folder / "main.py").write_text("v2")
         await eventually(lambda: asyncio.sleep(0, runs[-1] == "v2"))
-        assert cancelled == ["v1"] and runs == ["v1", "v2"]
+        assert runs == ["v1", "v1", "v2"]
         notices = [event.message for event in events if event.kind is EventKind.NOTICE]
         assert any("that run was cancelled" in notice for notice in notices)
     finally:

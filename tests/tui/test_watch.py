@@ -24,6 +24,7 @@ from workbench.sync.manifest import hold_state_file
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
+from workbench.tui.widgets.live_output import LiveOutput
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -128,7 +129,8 @@ async def test_a_change_while_the_entry_runs_cancels_that_run(tmp_path: Path) ->
     data = tmp_path / "data"
     folder = tmp_path / "project"
     folder.mkdir()
-    (folder / "main.py").write_text("import time\ntime.sleep(60)\n")
+    long_run = "import time\nprint('started', flush=True)\ntime.sleep(60)\n"
+    (folder / "main.py").write_text(long_run)
     app = WorkbenchApp(
         data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
     )
@@ -137,8 +139,13 @@ async def test_a_change_while_the_entry_runs_cancels_that_run(tmp_path: Path) ->
         await until_connected(pilot)
         await create_sandbox(pilot)
         repl = await create_context(pilot, "PYTHON")
+        live = repl.query_one(LiveOutput)
+
+        def executing() -> bool:  # not only asked for: a run given up in the queue leaves none
+            return repl.running and any("started" in line.text for line in live.lines)
+
         main.start_watch("demo", repl.context, WatchRequest(folder, "/workspace", "main.py"))
-        await wait_for(pilot, lambda: repl.running, timeout=20)
+        await wait_for(pilot, executing, timeout=20)
         (folder / "main.py").write_text("print('second')\n")
         await wait_for(pilot, lambda: len(repl.transcript.cells) >= 2, timeout=20)
         await wait_for(pilot, lambda: not repl.running)
@@ -152,14 +159,15 @@ async def test_a_change_while_the_entry_runs_cancels_that_run(tmp_path: Path) ->
         assert [first.number, second.number] == [1, 2]
 
         # Stopped while the entry runs: the same, and the tab stops running.
-        (folder / "main.py").write_text("import time\ntime.sleep(60)\n")
-        await wait_for(pilot, lambda: repl.running, timeout=20)
+        (folder / "main.py").write_text(long_run)
+        await wait_for(pilot, executing, timeout=20)
         await pilot.press("shift+f6")
         await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
         await wait_for(pilot, lambda: len(repl.transcript.cells) == 3 and not repl.running)
         third = repl.transcript.cells[-1]
         assert third.result is not None and third.result.error is not None
         assert third.result.error.message.startswith("Execution cancelled")
+        assert third.result.stdout == ["started"] and not third.from_another_client
 
 
 async def test_watch_from_the_palette_without_a_context(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ shadow the builtins, so they are offered as `SandboxFileNotFoundError` and
 `SandboxFileExistsError` (or `workbench.protocol.errors.FileNotFoundError`).
 """
 
+from engines.result import CANCELLED
 from workbench.api.client import (
     Backend,
     CheckpointUsage,
@@ -105,6 +106,7 @@ from workbench.protocol.types import (
 )
 
 __all__ = [
+    "CANCELLED",
     "CHECKPOINTS_FEATURE",
     "CODE_BYTES_CAP",
     "CONTEXT_FORK_FEATURE",

@@ -413,7 +413,8 @@ class FolderSync:
         """Initial sync, then incremental passes until `stop` is set.
 
         `after_sync` runs after every complete pass that changed the sandbox (and after
-        the initial sync), while further changes queue up and coalesce. Transient
+        the initial sync), while further changes queue up and coalesce; a change to sync
+        that comes while it runs cancels it, and it runs again after the next pass. Transient
         failures are retried with growing delays; the watcher keeps running. Only
         `SyncConflictError` (policy `fail`) ends the watch early.
         """

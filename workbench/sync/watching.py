@@ -18,6 +18,7 @@ from workbench.core.host_paths import host_path
 from workbench.core.tasks import cancel_and_wait
 from workbench.sync.events import EmitEvent, EventKind, SyncReport
 from workbench.sync.ignore import IGNORE_FILE_NAMES, IgnoreRules
+from workbench.sync.local import skipped_link_above
 from workbench.sync.relative_paths import is_plain
 from workbench.sync.sandbox_folder import TransientSyncError
 
@@ -49,20 +50,27 @@ class PendingChanges:
     def waiting(self) -> bool:
         return self.full or bool(self.paths)
 
-    def add(self, paths: Iterable[str | Path], *, skip_ignored: bool) -> None:
-        """Mark changed paths (outside the folder: dropped); a changed ignore file means a
-        full rescan. The watcher skips ignored paths; `FolderSync.sync_paths` does not."""
+    def add(self, paths: Iterable[str | Path], *, skip_ignored: bool) -> bool:
+        """Mark changed paths (outside the folder, or reached through a link the scans
+        skip: dropped); a changed ignore file means a full rescan. The watcher skips
+        ignored paths; `FolderSync.sync_paths` does not. Whether any was marked."""
         relatives = [relative for relative in map(self._relative, paths) if relative is not None]
         self.rules.forget(relatives)  # a directory moved in or out: its rules are others
+        marked = False
         for relative in relatives:
             if relative.rpartition("/")[2] in IGNORE_FILE_NAMES:
                 self.rules.invalidate()
-                self.full = True
-            elif skip_ignored and self.rules.is_ignored(
+                self.full = marked = True
+                continue
+            if skipped_link_above(self.root, relative) is not None:
+                continue  # the watcher follows a link out of the folder; the scans do not
+            if skip_ignored and self.rules.is_ignored(
                 relative, host_path(self.root, relative).is_dir()
             ):
                 continue
             self.paths.add(relative)
+            marked = True
+        return marked
 
     def rescan_all(self) -> None:
         """Ask for a whole rescan with the rule files read again (the folder itself was
@@ -186,6 +194,8 @@ async def watch_folder(
     first = True
     folder_gone = False
     """A pass found the folder gone: the next waits for the watcher (it sees it back)."""
+    rerun_due = False
+    """The entry's last run was cancelled by a change: the next pass runs it again."""
     told_gone = False
     try:
         while not stop.is_set():
@@ -242,13 +252,14 @@ async def watch_folder(
             failures = 0
             told_gone = False
             emit(EventKind.SYNCED, report.summary(), report=report)
-            if after_sync is not None and (report.changed or first):
-                ended = await _run_after_sync(
-                    after_sync(report), stop_task, batches, pending, lambda: sync.has_pending
-                )
+            if after_sync is not None and (report.changed or first or rerun_due):
+                ended = await _run_after_sync(after_sync(report), stop_task, batches, pending)
                 if ended is _RunEnd.STOPPED:
                     break
-                if ended is _RunEnd.SUPERSEDED:
+                # A cancelled run runs again after the next pass, whatever it changes (a
+                # save of the same bytes, a change the sync skips: found in review).
+                rerun_due = ended is _RunEnd.SUPERSEDED
+                if rerun_due:
                     emit(
                         EventKind.NOTICE,
                         "the folder changed while the entry ran: that run was cancelled, and "
@@ -282,12 +293,12 @@ async def _run_after_sync(
     stop_task: asyncio.Task[bool],
     batches: asyncio.Queue[set[str]],
     pending: PendingChanges,
-    has_pending: Callable[[], bool],
 ) -> _RunEnd:
     """Await `work` (an entry's run), cancelled when the watch stops (a Ctrl-C must not
     wait for a long run, and a client that gives up cancels its execution) or when a
     change to sync comes (the run is of files that are stale then, as `nodemon` or
-    `cargo watch` restart theirs; QA: a save waited for the old run's 30 s timeout)."""
+    `cargo watch` restart theirs; QA: a save waited for the old run's 30 s timeout); not
+    for a change the sync skips, nor for one a failed pass left waiting."""
     task = asyncio.ensure_future(work)
     get_task: asyncio.Task[set[str]] | None = None
     try:
@@ -296,8 +307,9 @@ async def _run_after_sync(
             done, _ = await asyncio.wait(
                 {task, stop_task, get_task}, return_when=asyncio.FIRST_COMPLETED
             )
+            changed = False
             if get_task in done:
-                pending.add(get_task.result(), skip_ignored=True)
+                changed = pending.add(get_task.result(), skip_ignored=True)
             else:
                 get_task.cancel()
             get_task = None
@@ -307,7 +319,7 @@ async def _run_after_sync(
             if stop_task.done():
                 await cancel_and_wait(task)
                 return _RunEnd.STOPPED
-            if has_pending():
+            if changed:
                 await cancel_and_wait(task)
                 return _RunEnd.SUPERSEDED
     except BaseException:  # the watch itself cancelled: its entry's run goes with it

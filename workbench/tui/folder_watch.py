@@ -36,10 +36,10 @@ from workbench.sync import (
 from workbench.sync.runner import entry_result, entry_runner_code
 from workbench.tui.error_messages import describe_error
 from workbench.tui.messages import (
-    CellFinished,
     WatchEnded,
     WatchEventReceived,
     WatchFolderGone,
+    WatchRunAbandoned,
     WatchRunStarted,
     WatchSynced,
 )
@@ -51,8 +51,6 @@ from workbench.tui.worker_reports import on_report
 
 WATCH_POLL_SECONDS = 0.5
 MAX_LISTED_ISSUES = 3
-CANCELLED_RUN_SECONDS = 5.0
-"""How long a watch run the backend was asked to cancel may take to answer so."""
 
 
 @dataclass
@@ -238,9 +236,14 @@ class FolderWatch:
                 return
             if watch.stop.is_set():
                 return
-            if not (started or report.changed):  # the entry runs once as the watch starts
-                return
-            reason = "watch started" if started else changes(report)
+            # The watch calls this when the entry is due: as it starts, after a change, and
+            # after a run a change cancelled (the pass after it may change nothing).
+            if started:
+                reason = "watch started"
+            elif report.changed:
+                reason = changes(report)
+            else:
+                reason = "again, after a change cancelled the last run"
             post(WatchRunStarted(watch_id, watch.context_id, watch.runner))
             label = f"watch run: {entry} · {reason}"
             run = asyncio.ensure_future(
@@ -257,7 +260,7 @@ class FolderWatch:
             try:
                 await asyncio.shield(run)
             except asyncio.CancelledError:  # the folder changed, or the watch stopped
-                await self._cancel_watch_run(backend, watch, run, label)
+                await self._cancel_watch_run(watch, run)
                 raise
 
         failure: str | None = None
@@ -276,30 +279,21 @@ class FolderWatch:
             watch.sync.close()  # before it is said to have ended: a new watch may start
         post(WatchEnded(watch_id, failure))
 
-    async def _cancel_watch_run(
-        self, backend: Backend, watch: ActiveWatch, run: asyncio.Future[None], label: str
-    ) -> None:
-        """End a watch run the watch gave up: the backend cancels its execution, so that
-        its cell comes as this tab's, with its count and its cancel (abandoned, it came as
-        another client's run); where the backend cannot, the tab stops waiting for it and
-        its cell says so."""
-        assert watch.context_id is not None and watch.runner is not None
-        interrupted = False
-        with contextlib.suppress(Exception):  # a gateway that cannot: abandoned below
-            interrupted = await backend.sandbox(watch.sandbox_id).cancel(watch.context_id)
-        if interrupted:
-            done, _ = await asyncio.wait({run}, timeout=CANCELLED_RUN_SECONDS)
-            if done:
+    async def _cancel_watch_run(self, watch: ActiveWatch, run: asyncio.Future[None]) -> None:
+        """Give up a watch run the watch gave up, unless it ended: its request goes, which
+        on the local backend and `serve` cancels exactly that execution, queued or running
+        (a cancel of the context's run stopped another client's run queued ahead of it:
+        found in review). Its end is then in the context's history, which the tab reads."""
+        try:
+            if run.done():
                 return
-        run.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await run
-        why = "the watch stopped" if watch.stop.is_set() else "the folder changed while it ran"
-        self.owner.post_message(
-            CellFinished(
-                watch.sandbox_id, watch.context_id, watch.runner, None, f"cancelled: {why}", label
-            )
-        )
+            run.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await run
+            assert watch.context_id is not None
+            self.owner.post_message(WatchRunAbandoned(watch.context_id))
+        finally:
+            run.cancel()  # cancelled again meanwhile (the app quits): never left running
 
     def _poll(self, watch: ActiveWatch) -> None:
         """Notice a vanished folder (the watcher itself reports nothing for it)."""
@@ -398,6 +392,12 @@ class FolderWatchHandlers(Screen[None]):
         pane = self.tabs.repl_for(message.context_id)
         if pane is not None:
             pane.show_watch_run(message.code)
+
+    @on_report(WatchRunAbandoned)
+    def watch_run_abandoned(self, message: WatchRunAbandoned) -> None:
+        pane = self.tabs.repl_for(message.context_id)
+        if pane is not None:
+            pane.abandon_watch_run()
 
     @on_report(WatchFolderGone)
     def watch_folder_gone(self, message: WatchFolderGone) -> None:

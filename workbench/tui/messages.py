@@ -365,6 +365,14 @@ class WatchRunStarted(Message, bubble=False):
 
 
 @dataclass
+class WatchRunAbandoned(Message, bubble=False):
+    """The watch gave up its run in `context_id` (a change came, or it stopped): no
+    `CellFinished` follows; the run's end is in the context's history."""
+
+    context_id: str
+
+
+@dataclass
 class WatchEnded(Message, bubble=False):
     """The watch worker ended: stopped, or `failure` ended it."""
 

@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.widgets import Input
 
 from workbench.api import (
+    CANCELLED,
     CODE_BYTES_CAP,
     EXECUTE_BODY_CAP,
     EXECUTE_BODY_ROOM,
@@ -137,6 +138,9 @@ class ReplPane(Vertical):
         self._own_runs: set[int] = set()
         """Runs of this tab that show no cell (the context inspector's)."""
         self._own_restores = 0
+        self._abandoned_watch_runs = 0
+        """Watch runs of this tab the watch gave up: the history keeps them (cancelled),
+        and the catch-up shows them as this tab's, not another client's."""
         """Checkpoint restores of this tab whose history entries were not seen yet."""
 
     def compose(self) -> ComposeResult:
@@ -363,7 +367,10 @@ class ReplPane(Vertical):
             ):
                 self._own_restores -= 1  # this tab's restore: its note says so already
                 continue
-            items.append(self._past_cell(entry, from_another_client=True))
+            own = self._abandoned_watch_runs > 0 and self._is_cancelled_watch_run(entry)
+            if own:
+                self._abandoned_watch_runs -= 1
+            items.append(self._past_cell(entry, from_another_client=not own))
         if caught.before is None and entries:
             self.last_run = max(self.last_run, history_number(entries[-1]))
         if not items:
@@ -408,6 +415,26 @@ class ReplPane(Vertical):
         for entry in past:
             self.transcript.add_cell(self._past_cell(entry))
             self.last_run = max(self.last_run, history_number(entry))
+
+    def abandon_watch_run(self) -> None:
+        """The watch gave up its run here (a change came, or it stopped): the tab stops
+        showing it running, and asks for the history, where the run's end is."""
+        if not self.running:
+            return
+        self.run_status.stop()
+        self.query_one(LiveOutput).clear_lines()
+        self.pending_code = ""
+        self.generation += 1
+        self._abandoned_watch_runs += 1
+        self.catch_up()
+
+    def _is_cancelled_watch_run(self, entry: HistoryEntry) -> bool:
+        error = entry.result.error if entry.result is not None else None
+        return (
+            error is not None
+            and error.message.startswith(CANCELLED)
+            and entry_run_of(self.context.language, entry.code) is not None
+        )
 
     def _past_cell(
         self, entry: HistoryEntry, *, from_another_client: bool = False
