@@ -204,15 +204,20 @@ def test_a_read_from_a_fifo_no_one_writes_to_ends_at_sigterm(tmp_path: Path) -> 
     env = cli_env(tmp_path) | {"SANDBOX_WORKBENCH_NO_DAEMON": "1"}
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    for args in (("files", "put", "box", str(fifo)), ("run", "-l", "perl", str(fifo))):
+    cases = [
+        (("files", "put", "box", str(fifo)), signal.SIGTERM),
+        (("run", "-l", "perl", str(fifo)), signal.SIGTERM),
+        (("files", "put", "box", str(fifo)), signal.SIGINT),  # one Ctrl+C (a review)
+    ]
+    for args, signum in cases:
         waiting = subprocess.Popen([str(SCRIPT), *args], env=env, stderr=subprocess.PIPE)
         try:
             time.sleep(1.0)  # into the open, which waits for a writer
-            waiting.send_signal(signal.SIGTERM)
+            waiting.send_signal(signum)
             _, stderr = waiting.communicate(timeout=10)
         finally:
             waiting.kill()  # one that did not stop (the test fails) is not left behind
-        assert waiting.returncode == 128 + signal.SIGTERM, stderr
+        assert waiting.returncode == 128 + signum, stderr
         assert b"Traceback" not in stderr
     listed = run_cli(env, "files", "ls", "box")
     assert "fifo" not in listed.stdout

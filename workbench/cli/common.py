@@ -255,10 +255,11 @@ def read_source(source: str, limit: int) -> bytes:
 
 @contextlib.contextmanager
 def _stop_signals_exit() -> Iterator[None]:
-    """In the block, SIGTERM and SIGHUP end the command at once (exit 128 + the signal):
-    a read that blocks (a FIFO no one writes to) blocks the event loop too, whose own
-    handlers would run only after it (QA: `timeout 5 … files put demo fifo` kept
-    waiting). Nothing is made before a command's source is read, so nothing is left."""
+    """In the block, SIGTERM and SIGHUP end the command at once (exit 128 + the signal),
+    and Ctrl+C raises where the read is: a read that blocks (a FIFO no one writes to)
+    blocks the event loop too, whose own handlers would run only after it (QA: `timeout 5
+    … files put demo fifo` kept waiting). Nothing is made before a command's source is
+    read, so nothing is left."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -268,7 +269,8 @@ def _stop_signals_exit() -> Iterator[None]:
 
     previous = {signum: signal.signal(signum, stop) for signum in _STOP_SIGNALS}
     try:
-        yield
+        with _ctrl_c_raises():
+            yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -350,16 +352,19 @@ async def find_context(sandbox: SandboxClient, given: str) -> CodeContext | None
     import asyncio  # here: a command that needs no listing does not import it
 
     listing = asyncio.ensure_future(sandbox.interpreter.list_code_contexts())
-    done, _ = await asyncio.wait({listing}, timeout=LISTING_NOTE_SECONDS)
-    if not done and not global_options().quiet:
-        echo_untrusted(
-            f"note: sandbox {sandbox.id} has not listed its contexts yet (to find {given}): "
-            "it is likely busy with another client's run, which this command waits for "
-            "(Ctrl+C gives up; a whole context id needs no listing)",
-            err=True,
-            fg="yellow",
-        )
-    contexts = await listing
+    try:
+        done, _ = await asyncio.wait({listing}, timeout=LISTING_NOTE_SECONDS)
+        if not done and not global_options().quiet:
+            echo_untrusted(
+                f"note: sandbox {sandbox.id} has not listed its contexts yet (to find "
+                f"{given}): it is likely busy with another client's run, which this command "
+                "waits for (Ctrl+C gives up; a whole context id needs no listing)",
+                err=True,
+                fg="yellow",
+            )
+        contexts = await listing
+    finally:
+        listing.cancel()  # given up (Ctrl+C): its request goes too
     for context in contexts:
         if context.id == given:
             return context
