@@ -241,6 +241,35 @@ async def test_a_change_during_the_entry_s_run_cancels_it_and_runs_again(
         await asyncio.wait_for(task, 10)
 
 
+async def test_the_folder_made_again_while_the_entry_runs_cancels_the_run(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """Found in review: the watcher says a folder made again with an empty batch (rescan
+    it), which cancelled no run, so the stale one ran to its end first."""
+    (folder / "main.py").write_text("v1")
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    runs: list[str] = []
+    running = asyncio.Event()
+
+    async def after_sync(report: SyncReport) -> None:
+        runs.append((folder / "main.py").read_text())
+        running.set()
+        if len(runs) == 1:
+            await asyncio.sleep(60)
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(sync.watch(stop=stop, after_sync=after_sync))
+    try:
+        await asyncio.wait_for(running.wait(), 15)
+        folder.rename(folder.parent / "old")
+        folder.mkdir()
+        (folder / "main.py").write_text("v2")
+        await eventually(lambda: asyncio.sleep(0, runs[-1:] == ["v2"]))
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
 async def test_a_directory_made_a_file_while_a_file_in_it_moves_out(
     folder: Path, sandbox: SandboxClient
 ) -> None:

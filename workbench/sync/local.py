@@ -290,10 +290,16 @@ def skipped_link_above(root: Path, relative: str) -> str | None:
     or to a directory it came through (a cycle). The watcher follows such a link (`up` ->
     `..`) and reports paths under it, which a scan of them alone took (QA: `up/private/…`
     listed, `up/proj/a.py` uploaded twice)."""
+    ancestors = relative.split("/")[:-1]
+    if not any(
+        os.path.islink(host_path(root, "/".join(ancestors[: depth + 1])))
+        for depth in range(len(ancestors))
+    ):
+        return None  # no link on the way: nothing to skip (most paths; a burst is cheap)
     root_real = os.path.realpath(root)
     came_through = {_identity(str(root))}
     path = ""
-    for segment in relative.split("/")[:-1]:
+    for segment in ancestors:
         path = f"{path}/{segment}" if path else segment
         full = str(host_path(root, path))
         if os.path.islink(full) and not _inside(root_real, os.path.realpath(full)):

@@ -309,7 +309,10 @@ async def _run_after_sync(
             )
             changed = False
             if get_task in done:
-                changed = pending.add(get_task.result(), skip_ignored=True)
+                batch = get_task.result()
+                changed = pending.add(batch, skip_ignored=True)
+                # An empty batch is the watcher's: the folder was made again, rescan it.
+                changed = changed or (not batch and pending.full)
             else:
                 get_task.cancel()
             get_task = None

@@ -260,7 +260,7 @@ class FolderWatch:
             try:
                 await asyncio.shield(run)
             except asyncio.CancelledError:  # the folder changed, or the watch stopped
-                await self._cancel_watch_run(watch, run)
+                await self._cancel_watch_run(watch, run, label)
                 raise
 
         failure: str | None = None
@@ -279,11 +279,13 @@ class FolderWatch:
             watch.sync.close()  # before it is said to have ended: a new watch may start
         post(WatchEnded(watch_id, failure))
 
-    async def _cancel_watch_run(self, watch: ActiveWatch, run: asyncio.Future[None]) -> None:
+    async def _cancel_watch_run(
+        self, watch: ActiveWatch, run: asyncio.Future[None], label: str
+    ) -> None:
         """Give up a watch run the watch gave up, unless it ended: its request goes, which
         on the local backend and `serve` cancels exactly that execution, queued or running
         (a cancel of the context's run stopped another client's run queued ahead of it:
-        found in review). Its end is then in the context's history, which the tab reads."""
+        found in review); its cell says why."""
         try:
             if run.done():
                 return
@@ -291,7 +293,8 @@ class FolderWatch:
             with contextlib.suppress(asyncio.CancelledError):
                 await run
             assert watch.context_id is not None
-            self.owner.post_message(WatchRunAbandoned(watch.context_id))
+            why = "the watch stopped" if watch.stop.is_set() else "the folder changed while it ran"
+            self.owner.post_message(WatchRunAbandoned(watch.context_id, label, why))
         finally:
             run.cancel()  # cancelled again meanwhile (the app quits): never left running
 
@@ -397,7 +400,7 @@ class FolderWatchHandlers(Screen[None]):
     def watch_run_abandoned(self, message: WatchRunAbandoned) -> None:
         pane = self.tabs.repl_for(message.context_id)
         if pane is not None:
-            pane.abandon_watch_run()
+            pane.abandon_watch_run(message.label, message.why)
 
     @on_report(WatchFolderGone)
     def watch_folder_gone(self, message: WatchFolderGone) -> None:

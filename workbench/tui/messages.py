@@ -366,10 +366,12 @@ class WatchRunStarted(Message, bubble=False):
 
 @dataclass
 class WatchRunAbandoned(Message, bubble=False):
-    """The watch gave up its run in `context_id` (a change came, or it stopped): no
-    `CellFinished` follows; the run's end is in the context's history."""
+    """The watch gave up its run in `context_id` (`why`: a change came, or it stopped):
+    no `CellFinished` follows."""
 
     context_id: str
+    label: str
+    why: str
 
 
 @dataclass

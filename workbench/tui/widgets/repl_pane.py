@@ -138,10 +138,12 @@ class ReplPane(Vertical):
         self._own_runs: set[int] = set()
         """Runs of this tab that show no cell (the context inspector's)."""
         self._own_restores = 0
-        self._abandoned_watch_runs = 0
-        """Watch runs of this tab the watch gave up: the history keeps them (cancelled),
-        and the catch-up shows them as this tab's, not another client's."""
         """Checkpoint restores of this tab whose history entries were not seen yet."""
+        self._abandoned_watch_runs = 0
+        """Watch runs of this tab the watch gave up, each said by a cell already: the
+        history may keep them (cancelled), which the next catch-up leaves out."""
+        self._showing_watch_run = False
+        """The running cell shown is the watch's run (not the user's, which it waits for)."""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="repl-body"):
@@ -284,6 +286,7 @@ class ReplPane(Vertical):
             return
         self.generation += 1
         self.pending_code = code
+        self._showing_watch_run = True
         self.run_status.start("watch run", self.cancel_hint())
         self.query_one(LiveOutput).start_cell(self.context.language, code, "watch run")
 
@@ -300,6 +303,7 @@ class ReplPane(Vertical):
         if result is not None and result.execution_count is not None:
             number = result.execution_count
         self.run_status.stop()
+        self._showing_watch_run = False
         self.query_one(LiveOutput).clear_lines()
         cell = TranscriptCell(number, code, self.context.language, result, failure, label)
         self.add_cell(code, cell, remember=label is None)
@@ -367,12 +371,16 @@ class ReplPane(Vertical):
             ):
                 self._own_restores -= 1  # this tab's restore: its note says so already
                 continue
-            own = self._abandoned_watch_runs > 0 and self._is_cancelled_watch_run(entry)
-            if own:
-                self._abandoned_watch_runs -= 1
-            items.append(self._past_cell(entry, from_another_client=not own))
-        if caught.before is None and entries:
-            self.last_run = max(self.last_run, history_number(entries[-1]))
+            if self._abandoned_watch_runs and self._is_cancelled_watch_run(entry):
+                self._abandoned_watch_runs -= 1  # this tab's: its cell says so already
+                continue
+            items.append(self._past_cell(entry, from_another_client=True))
+        if caught.before is None:
+            # A read of the whole history waits for the sandbox's turn: an abandoned run
+            # not in it never began (or the backend keeps no history).
+            self._abandoned_watch_runs = 0
+            if entries:
+                self.last_run = max(self.last_run, history_number(entries[-1]))
         if not items:
             return False
         self.transcript.insert_before(before, items)
@@ -416,14 +424,20 @@ class ReplPane(Vertical):
             self.transcript.add_cell(self._past_cell(entry))
             self.last_run = max(self.last_run, history_number(entry))
 
-    def abandon_watch_run(self) -> None:
-        """The watch gave up its run here (a change came, or it stopped): the tab stops
-        showing it running, and asks for the history, where the run's end is."""
-        if not self.running:
+    def abandon_watch_run(self, label: str, why: str) -> None:
+        """The watch gave up its run here (`why`: a change came, or it stopped): its cell
+        says so. A run that had begun stays in the history, cancelled, which the catch-up
+        asked for here then leaves out (it came as another client's run); a user's cell
+        the run waited behind is left running."""
+        if not (self.running and self._showing_watch_run):
             return
+        code = self.pending_code
         self.run_status.stop()
+        self._showing_watch_run = False
         self.query_one(LiveOutput).clear_lines()
-        self.pending_code = ""
+        number = len(self.transcript.cells) + 1
+        cell = TranscriptCell(number, code, self.context.language, None, f"cancelled: {why}", label)
+        self.add_cell(code, cell, remember=False)
         self.generation += 1
         self._abandoned_watch_runs += 1
         self.catch_up()
@@ -494,6 +508,7 @@ class ReplPane(Vertical):
             return
         code = self.pending_code
         self.run_status.stop()
+        self._showing_watch_run = False
         self.query_one(LiveOutput).clear_lines()
         number = len(self.transcript.cells) + 1
         self.add_cell(code, TranscriptCell(number, code, self.context.language, None, note))
