@@ -431,13 +431,7 @@ class ReplPane(Vertical):
         the run waited behind is left running."""
         if not (self.running and self._showing_watch_run):
             return
-        code = self.pending_code
-        self.run_status.stop()
-        self._showing_watch_run = False
-        self.query_one(LiveOutput).clear_lines()
-        number = len(self.transcript.cells) + 1
-        cell = TranscriptCell(number, code, self.context.language, None, f"cancelled: {why}", label)
-        self.add_cell(code, cell, remember=False)
+        self._drop_running_cell(f"cancelled: {why}", label)
         self.generation += 1
         self._abandoned_watch_runs += 1
         self.catch_up()
@@ -506,13 +500,19 @@ class ReplPane(Vertical):
         """The running cell's request was dropped: say so (`note`) in the transcript."""
         if not self.running:
             return
+        self._drop_running_cell(note)
+        self.notify(note, title="Cancelled", severity="warning")
+
+    def _drop_running_cell(self, note: str, label: str | None = None) -> None:
+        """End the running cell whose answer will not come, with `note` as its outcome (a
+        labelled watch run's code stays out of the history, as in `finish_cell`)."""
         code = self.pending_code
         self.run_status.stop()
         self._showing_watch_run = False
         self.query_one(LiveOutput).clear_lines()
         number = len(self.transcript.cells) + 1
-        self.add_cell(code, TranscriptCell(number, code, self.context.language, None, note))
-        self.notify(note, title="Cancelled", severity="warning")
+        cell = TranscriptCell(number, code, self.context.language, None, note, label)
+        self.add_cell(code, cell, remember=label is None)
 
     def add_cell(self, code: str, cell: TranscriptCell, *, remember: bool = True) -> None:
         self.transcript.add_cell(cell)
