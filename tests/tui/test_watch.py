@@ -10,6 +10,7 @@ from rich.console import Console
 from textual.widgets import Button, Checkbox, Input
 
 from tests.sync_state_holder import held_by_another_process
+from tests.tui.test_flows import make_app
 from tour import (
     WorkbenchPilot,
     create_context,
@@ -126,14 +127,11 @@ async def test_a_change_while_the_entry_runs_cancels_that_run(tmp_path: Path) ->
     """The run of stale files is cancelled, and its cell says so (a watch run the watch
     gave up left its tab running, then came as another client's run), then the entry runs
     again."""
-    data = tmp_path / "data"
     folder = tmp_path / "project"
     folder.mkdir()
     long_run = "import time\nprint('started', flush=True)\ntime.sleep(60)\n"
     (folder / "main.py").write_text(long_run)
-    app = WorkbenchApp(
-        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
-    )
+    app = make_app(tmp_path)
     main = app.main_screen
     async with app.run_test(size=(160, 40)) as pilot:
         await until_connected(pilot)

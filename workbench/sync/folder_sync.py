@@ -457,8 +457,6 @@ class FolderSync:
                 for relative in scope:
                     if self.rules.is_ignored(relative, host_path(self.root, relative).is_dir()):
                         continue
-                    if skipped_link_above(self.root, relative) is not None:
-                        continue  # the watcher followed a link the scans do not
                     local.update(self._scan_into(report, relative))
                     local.update(self._local_ancestors(relative))
                 current = [
