@@ -38,6 +38,7 @@ from tour import (
 from workbench.api import EXECUTION_TIMEOUT_FEATURE, Backend, MockTransport
 from workbench.backends.local import LocalGateway, open_local_backend, open_local_gateway
 from workbench.config import Config, RemoteProfile
+from workbench.profiles import UnknownProfileError
 from workbench.protocol.http import Request, Response
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.formatting import MASK
@@ -1241,6 +1242,32 @@ async def test_switching_profile_with_a_repl_and_a_file_open_closes_them(
         await pilot.press("down", "enter")
         await wait_for(pilot, lambda: app.profile == "staging" and not main.tabs.repls)
         assert app.is_running and main.tabs.active_file is None
+
+
+async def test_a_profile_that_fails_to_open_is_never_shown_connected(tmp_path: Path) -> None:
+    """Flaky test found it: while another profile opened, the health timer checked the
+    backend still open (the one switched away from) and said it under the new profile's
+    name, so a profile that then failed to open could read "connected" for good."""
+    data = tmp_path / "data"
+
+    def open_backend(name: str) -> Backend:
+        if name == "dev":
+            time.sleep(1.5)  # a slow gateway: health checks come due meanwhile
+            raise UnknownProfileError("unknown profile 'dev'")
+        return open_local_backend(data, embedded=True)
+
+    app = WorkbenchApp(data_dir=data, backend_factory=open_backend, health_interval=0.1)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        main.switch_profile("dev")
+        states = set()
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            states.add(main.status.state)
+            await pilot.pause(0.05)
+        assert states == {"connecting", "unreachable"}, states
+        assert main.status.state == "unreachable"
 
 
 @pytest.mark.usefixtures("python_engine")

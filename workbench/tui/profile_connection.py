@@ -223,7 +223,8 @@ def gone_refusal(sandbox_id: str) -> Declined:
 
 
 class ProfileConnection:
-    """`backend` is the open backend of `profile` (None until the first one opens)."""
+    """`backend` is the open backend of `backend_profile`: `profile`'s, except while
+    another profile opens (None until the first one opens)."""
 
     def __init__(
         self,
@@ -238,6 +239,7 @@ class ProfileConnection:
         """Inputs of remote contexts, for backends that keep no history."""
         self.profile = profile
         self.backend: Backend | None = None
+        self.backend_profile: str | None = None
         self.versions = VersionReport.read(None)
         """What the last health check said about versions (read on `HealthChecked`)."""
         self.prices: Prices | None = None
@@ -330,6 +332,7 @@ class ProfileConnection:
             await backend.aclose()
             return False
         previous, self.backend = self.backend, backend
+        self.backend_profile = profile
         self.ready_engines.clear()
         self.daemon = self.daemons_seen.get(profile)
         if previous is not None and previous is not backend:
@@ -340,6 +343,7 @@ class ProfileConnection:
         """Close the backend of the profile before a switch that failed: nothing of that
         profile is shown, nor asked for, under the new one's name."""
         previous, self.backend = self.backend, None
+        self.backend_profile = None
         if previous is not None:
             await previous.aclose()
 
@@ -348,7 +352,9 @@ class ProfileConnection:
             await self.backend.aclose()
 
     def check_health(self) -> Worker[None] | None:
-        if self.backend is None:
+        # The backend of a profile switched away from says nothing of the one opening (a
+        # check of it, said as the failing profile's, showed that one "connected").
+        if self.backend is None or self.backend_profile != self.profile:
             return None
         return self.owner.run_worker(
             partial(self._check_health, self.backend, self.profile),
