@@ -669,12 +669,19 @@ async def test_cancel_stops_a_running_loop(sandbox: SandboxClient, perl_engine: 
     assert await sandbox.cancel() is False
 
 
-BUSY_TWO_SECONDS = (
-    '$| = 1; print "started\\n"; my $end = time + 2; my $s = "a" x 8e6; '
-    'my $t = $s . 1 while time < $end; "done"'
-)
-"""Perl that says it started, then copies 8 MB for about two seconds (fuel would take far
-longer) and answers "done"."""
+def busy_perl(seconds: int) -> str:
+    """Perl that says it started, then copies 8 MB for about `seconds` (fuel would take
+    far longer; `time` counts whole seconds, so it may end up to one early) and answers
+    "done"."""
+    return (
+        f'$| = 1; print "started\\n"; my $end = time + {seconds}; my $s = "a" x 8e6; '
+        'my $t = $s . 1 while time < $end; "done"'
+    )
+
+
+BUSY_TWO_SECONDS = busy_perl(2)
+UNTIL_GIVEN_UP = busy_perl(60)
+"""For a test that gives it up once it has seen what it waited for."""
 
 
 async def test_a_cancel_that_names_a_context_leaves_another_contexts_run(
