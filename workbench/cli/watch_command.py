@@ -310,7 +310,7 @@ async def watch_command(
                     on_stdout=None if as_json else echo_untrusted,
                     on_stderr=None if as_json else partial(echo_untrusted, err=True),
                 )
-            except asyncio.CancelledError:  # the watch stopped while it ran
+            except asyncio.CancelledError:  # the watch stopped, or the folder changed (why follows)
                 if not as_json:
                     echo_untrusted(f"cancelled the run of {entry}", dim=True, err=True)
                 raise
