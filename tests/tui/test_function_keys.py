@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import textual.screen
 from textual.screen import Screen
 
 from tests.tui.test_file_editing import open_file, write_files
@@ -16,6 +17,7 @@ from tour import (
     WorkbenchPilot,
     create_context,
     create_sandbox,
+    run_cell,
     until_connected,
     wait_for,
 )
@@ -258,3 +260,27 @@ async def test_a_sandbox_the_backend_refuses_to_make_is_not_the_one_keys_act_on(
         await wait_for(pilot, lambda: any("Creating refused failed" in e for e in notes.errors()))
         assert main.highlighted_sandbox_id == "kept" and main.selected_sandbox_id == "kept"
         assert (await destroy_question(pilot, "f8")).startswith("Destroy sandbox kept ")
+
+
+async def test_a_dialog_right_after_a_tab_closed_paints_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Textual paints the screen under a dialog from its last frame's layout, which may
+    still hold a tab closed since: F3 right after ctrl+w on a loaded machine crashed the
+    app (KeyError from the removed editor's paint). Frames 0.2 s apart make it so here."""
+    monkeypatch.setattr(textual.screen, "UPDATE_PERIOD", 0.2)
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "demo")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "our $x = 1")
+        await pilot.press("alt+g")  # the inspector beside it
+        await wait_for(pilot, lambda: repl.inspector.table.row_count > 0)
+        await pilot.pause(0.5)
+        await main.action_close_tab()
+        main.action_create_context()
+        await wait_for(pilot, lambda: isinstance(app.screen, CreateContextScreen))
+        await pilot.pause(0.5)  # frames of the dialog over the screen without the tab
+        assert app.is_running

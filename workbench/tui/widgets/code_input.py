@@ -10,7 +10,9 @@ from pygments.token import Token, _TokenType  # type: ignore[import-untyped]
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.message import Message
+from textual.strip import Strip
 from textual.widgets import TextArea
 
 from workbench.tui.untrusted import ControlFreeTextArea
@@ -95,7 +97,15 @@ class CodeArea(ControlFreeTextArea):
     on to the workbench's bindings; Enter inserts a newline indented as the line before
     (one level more after an opening bracket, or a colon in Python), and Backspace in an
     indentation removes a level. A paste is inserted as it is (terminals mark it as a
-    paste, which is no key)."""
+    paste, which is no key). Once removed, it paints blank."""
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Blank once removed: Textual may paint a screen under a dialog from the layout
+        of its last frame, which still holds a tab closed since (on a loaded machine,
+        F3 right after ctrl+w), and TextArea's paint of a removed one raised KeyError."""
+        if not self.is_attached:
+            return [Strip.blank(crop.width)] * crop.height
+        return super().render_lines(crop)
 
     @property
     def indent_language(self) -> str:
