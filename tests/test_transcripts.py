@@ -483,6 +483,30 @@ async def test_an_export_says_where_a_checkpoint_was_restored(local: Backend) ->
     assert [cell.number for cell in report.divergences] == [4]  # as the note says
 
 
+async def test_a_replay_starts_where_the_context_was_created(local: Backend) -> None:
+    """QA: the export recorded the cwd after the last run, so a context whose cells
+    changed directory (or that was created in a directory that did not exist) diverged
+    from its own recording when replayed; a fork's history starts where its origin's did."""
+    sandbox = local.sandbox("moving")
+    interpreter = sandbox.interpreter
+    await sandbox.mkdir("sub")
+    moved = await interpreter.create_code_context("PERL")
+    missing = await interpreter.create_code_context("PERL", "/workspace/nowhere")
+    where = "use Cwd; getcwd()"
+    for context, cells in [(moved, [where, f'chdir "sub"; {where}']), (missing, [where])]:
+        for code in cells:
+            await interpreter.run_code(code, context=context)
+    fork = await interpreter.fork_code_context(moved)
+    await interpreter.run_code(where, context=fork)
+
+    for context, start in [(moved, "/workspace"), (missing, "/workspace/nowhere"),
+                           (fork, "/workspace")]:  # fmt: skip
+        exported = await export_context(local, "moving", context.id, with_files=True)
+        assert exported.transcript.context.cwd == start
+        report = await replay_transcript(local, exported.transcript)
+        assert report.divergences == [], report.divergences
+
+
 def _scratch_sandboxes(env: dict[str, str]) -> list[str]:
     listed = run_cli(env, "sandboxes", "list", "--json")
     assert listed.returncode == 0, listed.stderr

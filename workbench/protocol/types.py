@@ -326,6 +326,9 @@ class ContextInfo(WireType):
     last_used: str
     executions: int
     snapshot: SnapshotInfo | None
+    start_cwd: str | None = field(default=None, metadata=wire(omit_none=True))
+    """The cwd the context was created in, which its first run starts in (an extension of
+    serve and the local backend; None elsewhere, and for a context stored before it)."""
 
     @property
     def local_only(self) -> bool:

@@ -124,7 +124,11 @@ async def export_context(
     if not with_env and info.env_vars:
         notes.append("env var values are left out (keys only); --with-env includes them")
     transcript = Transcript(
-        context=ContextSpec(context.binding, context.language, context.cwd, {}),
+        # Where its first run started (the cwd now is the last run's: a replay from it
+        # ran every cell elsewhere; QA).
+        context=ContextSpec(
+            context.binding, context.language, context.start_cwd or context.cwd, {}
+        ),
         cells=tuple(
             RecordedCell(entry.code, None if entry.result is None else Outcome.of(entry.result))
             for entry in history

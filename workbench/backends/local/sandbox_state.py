@@ -49,6 +49,9 @@ class ContextRow:
     """Creation order within the sandbox: breaks `createdAt` ties (same millisecond), so
     listings and the default context follow creation order like the reference's stable
     sort over its insertion-ordered registry."""
+    start_cwd: str | None = None
+    """The cwd it was created in (a fork: its origin's), where a replay of its history
+    starts (None: stored before it was kept)."""
 
     def to_stored(self) -> StoredContext:
         return StoredContext(
@@ -64,6 +67,7 @@ class ContextRow:
                 "executions": self.executions,
                 "snapshot": self.snapshot,
                 "seq": self.seq,
+                "startCwd": self.start_cwd,
             },
         )
 
@@ -82,6 +86,7 @@ class ContextRow:
             executions=int(value.get("executions", 0)),
             snapshot=value.get("snapshot"),
             seq=int(value.get("seq", 0)),
+            start_cwd=None if value.get("startCwd") is None else str(value["startCwd"]),
         )
 
     def code_context(self) -> CodeContext:
@@ -105,6 +110,7 @@ class ContextRow:
             iso_from_ms(self.last_used),
             self.executions,
             self.snapshot_info(),
+            self.start_cwd,
         )
 
     def snapshot_info(self) -> SnapshotInfo | None:
@@ -324,6 +330,7 @@ class SandboxState:
             created_at=now,
             last_used=now,
             seq=max((other.seq for other in self.contexts.values()), default=0) + 1,
+            start_cwd=cwd,
         )
         tx.put_context(self.id, row.to_stored())
         return row
@@ -346,6 +353,7 @@ class SandboxState:
             row = self._new_context(origin.binding, origin.cwd, dict(origin.env_vars), tx)
             row.executions = origin.executions
             row.snapshot = copy.deepcopy(origin.snapshot)
+            row.start_cwd = origin.start_cwd  # its history is the origin's
             tx.put_context(self.id, row.to_stored())
             tx.copy_context_state(self.id, origin.id, row.id)
             self.touch(tx)
