@@ -91,6 +91,20 @@ async def test_the_inspector_follows_each_cell_and_pages_a_value(
         assert not notes.errors()
 
 
+@pytest.mark.usefixtures("python_engine")
+async def test_a_name_holding_a_newline_is_listed_on_one_line(tmp_path: Path) -> None:
+    """QA: a table cell shows the first line of its text, so `two\\nlines` read `two`."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PYTHON")
+        await run_cell(pilot, repl, 'globals()["two\\nlines"] = "a\\tb"')
+        await pilot.press("alt+g")
+        await wait_for(pilot, lambda: bool(listed(repl.inspector)))
+        assert listed(repl.inspector) == [("two\\x0alines", "str", "'a\\tb'")]
+
+
 async def test_the_inspector_follows_a_checkpoint_restored_and_another_client_s_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

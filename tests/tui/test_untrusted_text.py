@@ -91,6 +91,8 @@ async def test_guest_output_results_errors_and_file_names(tmp_path: Path) -> Non
             'print "out$bad\\n"; warn "err$bad\\n";\n'
             "open my $fh, '>', \"/workspace/evil\\e[2J.txt\" or die; close $fh;\n"
             "open my $two, '>', \"/workspace/new\\nline.txt\" or die; close $two;\n"
+            # Rich drops BEL, backspace and CR from a str: all three named dup.txt (QA).
+            'for my $c ("\\a", "\\b", "\\r") { open my $f, ">", "/workspace/dup$c.txt"; }\n'
             "{ k => $bad }",
         )
         await run_cell(pilot, repl, f'"text{PERL_PAYLOAD}"')
@@ -116,6 +118,9 @@ async def test_guest_output_results_errors_and_file_names(tmp_path: Path) -> Non
         await wait_for(pilot, lambda: workspace_file_labels(app))
         # A newline in a name is shown too (the tree showed `new`, the rest unseen).
         assert sorted(workspace_file_labels(app)) == [
+            "dup\\x07.txt  0 B",
+            "dup\\x08.txt  0 B",
+            "dup\\x0d.txt  0 B",
             "evil\\x1b[2J.txt  0 B",
             "new\\x0aline.txt  0 B",
         ]

@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Static
 
 from workbench.api import ContextInspection, inspected_size
-from workbench.tui.untrusted import shown
+from workbench.tui.untrusted import one_line, shown
 
 VALUE_WIDTH = 24
 """Columns of a value's short repr in the table (the whole value is a key away)."""
@@ -84,11 +84,12 @@ class InspectorPanel(Vertical):
         table = self.table
         table.clear()
         for name in inspection.names:
+            # One line each: a table cell shows its first (`two\nlines` read `two`; QA).
             table.add_row(
-                shown(name.name, "bold"),
-                shown(name.type, "cyan"),
+                shown(one_line(name.name), "bold"),
+                shown(one_line(name.type), "cyan"),
                 shown(inspected_size(name.length, name.bytes), "dim"),
-                shown(name.repr),
+                shown(one_line(name.repr)),
                 key=name.name,
             )
         run = inspection.execution_count

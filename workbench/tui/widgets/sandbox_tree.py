@@ -17,7 +17,7 @@ from workbench.tui.tree_nodes import (
     SandboxNode,
     TreeNodeData,
 )
-from workbench.tui.untrusted import shown_text
+from workbench.tui.untrusted import one_line, shown_text
 from workbench.tui.workspace_paths import WORKSPACE, is_within, parent_path
 
 DIGIT_RUNS = re.compile(r"([0-9]+)")
@@ -46,9 +46,12 @@ def entry_data(sandbox_id: str, entry: FileInfo) -> DirectoryNode | FileNode:
 
 
 def entry_label(entry: FileInfo) -> Text:
+    """The entry's name escaped before Rich sees it (a `Text` drops BEL, backspace and
+    CR, so `dup\a.txt` and `dup.txt` showed alike; QA)."""
+    name = one_line(entry.name)
     if entry.is_directory:
-        return Text(entry.name + "/", style="yellow")
-    return Text.assemble(entry.name, (f"  {human_bytes(entry.size)}", "dim"))
+        return Text(name + "/", style="yellow")
+    return Text.assemble(name, (f"  {human_bytes(entry.size)}", "dim"))
 
 
 class SandboxTree(Tree[TreeNodeData]):
@@ -187,7 +190,7 @@ the tree drops it.
         for index, sandbox_id in enumerate(wanted):
             if sandbox_id in kept:
                 continue
-            label = Text.assemble(("▣ ", "cyan"), sandbox_id)
+            label = Text.assemble(("▣ ", "cyan"), one_line(sandbox_id))
             node = self.root.add(label, SandboxNode(sandbox_id), before=index)
             node.add_leaf(Text("loading…", style="dim"))
         if not sandboxes:
@@ -232,9 +235,9 @@ the tree drops it.
             # is what `--context` takes.
             label = Text.assemble(
                 ("λ ", "magenta"),
-                f"{short_id(context.id)} ",
-                (context.binding, "bold"),
-                (f" {context.cwd} runs {context.executions}{snapshot}", "dim"),
+                f"{one_line(short_id(context.id))} ",
+                (one_line(context.binding), "bold"),
+                (f" {one_line(context.cwd)} runs {context.executions}{snapshot}", "dim"),
                 (" local only" if context.local_only else "", "yellow"),
             )
             contexts.add_leaf(label, ContextNode(info.id, context))
