@@ -40,6 +40,7 @@ from workbench.backends.local import LocalGateway, open_local_backend, open_loca
 from workbench.config import Config, RemoteProfile
 from workbench.profiles import UnknownProfileError
 from workbench.protocol.http import Request, Response
+from workbench.tui import profile_connection
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.formatting import MASK
 from workbench.tui.palette_commands import keys_shown, workbench_commands
@@ -604,6 +605,67 @@ async def test_cancel_that_can_only_abandon_the_request(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: bool(repl.transcript.cells))
             assert repl.transcript.cells[-1].failure == ABANDONED_NOTE
             assert not repl.running
+
+
+class UnansweringTransport(MockTransport):
+    """The local gateway, whose cancels and (once `frozen` is set) health checks never
+    answer: a gateway that stopped answering while a cell ran."""
+
+    def __init__(self, gateway: LocalGateway) -> None:
+        super().__init__(self.handle_unless_frozen)
+        self.gateway = gateway
+        self.frozen = asyncio.Event()
+
+    async def handle_unless_frozen(self, request: Request) -> Response:
+        if self.frozen.is_set() and request.path == "/v1/health":
+            await asyncio.Event().wait()
+        return await self.gateway.handle(request)
+
+    async def cancel(self, sandbox_id: str, context_id: str | None = None) -> bool:
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+
+@pytest.mark.parametrize("press_again", [True, False], ids=["pressed-again", "waited"])
+async def test_a_cancel_the_gateway_does_not_answer_gives_the_cell_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, press_again: bool
+) -> None:
+    """QA: with the gateway stopped, ctrl+g said "cancelling" until the 120 s read timeout,
+    and the status bar "connected". The cell is given up when the cancel is not answered
+    in a few seconds, or at once when ctrl+g is pressed again; the health check that is
+    not answered says so."""
+    wait = 30.0 if press_again else 1.0  # pressed again, it does not wait for the timeout
+    monkeypatch.setattr(profile_connection, "CANCEL_ANSWER_SECONDS", wait)
+    monkeypatch.setattr(profile_connection, "HEALTH_ANSWER_SECONDS", 0.5)
+    data = tmp_path / "data"
+    with local_gateway(data) as gateway:
+        transport = UnansweringTransport(gateway)
+        app = WorkbenchApp(
+            data_dir=data,
+            backend_factory=lambda name: Backend(transport, name="local"),
+            health_interval=1.0,
+        )
+        main = app.main_screen
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until_connected(pilot)
+            await create_sandbox(pilot)
+            repl = await create_context(pilot, "PERL")
+            repl.set_code(ENDLESS_PERL)
+            await send_keys(app, "ctrl+r")
+            await wait_for(pilot, lambda: repl.running)
+            transport.frozen.set()
+            await send_keys(app, "ctrl+g")
+            await wait_for(pilot, lambda: "again gives up" in str(repl.run_status.render()))
+            asked = time.monotonic()
+            if press_again:
+                await send_keys(app, "ctrl+g")
+            await wait_for(pilot, lambda: bool(repl.transcript.cells))
+            waited = time.monotonic() - asked
+            assert repl.transcript.cells[-1].failure == GIVEN_UP_NOTE
+            assert not repl.running
+            assert waited < 20 if press_again else waited >= 0.9, waited
+            await wait_for(pilot, lambda: main.status.state == "unreachable")
+            assert main.status.detail == "no answer to the health check in 0.5 s"
 
 
 @pytest.mark.parametrize("enforces_deadlines", [True, False])

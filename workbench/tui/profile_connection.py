@@ -88,6 +88,12 @@ PAST_CELLS = 100
 in its input history, which the history search finds)."""
 OUTPUT_BATCH_SECONDS = 0.1
 """How long the first line of a batch of streamed output waits for more."""
+CANCEL_ANSWER_SECONDS = 5.0
+"""How long ctrl+g waits for the backend to say whether it interrupted the cell before it
+gives the cell's request up instead."""
+HEALTH_ANSWER_SECONDS = 10.0
+"""A health check not answered by then says the backend is unreachable (the check comes
+every 15 s)."""
 
 
 def connection_detail(backend: Backend) -> str:
@@ -366,7 +372,12 @@ class ProfileConnection:
 
     async def _check_health(self, backend: Backend, profile: str) -> None:
         try:
-            health = await backend.health()
+            async with asyncio.timeout(HEALTH_ANSWER_SECONDS):
+                health = await backend.health()
+        except TimeoutError:  # else it said "connected" while the gateway hung (QA)
+            why = f"no answer to the health check in {HEALTH_ANSWER_SECONDS:g} s"
+            self.owner.post_message(HealthChecked(profile, False, why))
+            return
         except Exception as error:
             self.owner.post_message(HealthChecked(profile, False, describe_error(error)))
             return
@@ -873,8 +884,14 @@ class ProfileConnection:
         )
 
     async def _cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> None:
+        """A cancel the backend does not answer in time gives the cell's request up (a
+        gateway that stopped answering kept the cell "cancelling" until its 120 s read
+        timeout; QA)."""
         try:
-            interrupted = await backend.sandbox(sandbox_id).cancel(context_id)
+            async with asyncio.timeout(CANCEL_ANSWER_SECONDS):
+                interrupted = await backend.sandbox(sandbox_id).cancel(context_id)
+        except TimeoutError:
+            interrupted = False
         except Exception as error:
             self.owner.post_message(OperationFailed("Cancel failed", describe_error(error)))
             return

@@ -760,7 +760,9 @@ class MainScreen(
     def cancel_requested(self, message: ReplPane.CancelRequested) -> None:
         message.stop()
         backend = self.backend
-        if backend is not None:
+        if message.give_up:
+            self.give_up_run(message.context_id)
+        elif backend is not None:
             self.connection.cancel_cell(backend, message.sandbox_id, message.context_id)
 
     def refresh_after_run(
@@ -868,9 +870,13 @@ class MainScreen(
     @on_report(RunAbandoned)
     def run_abandoned(self, message: RunAbandoned) -> None:
         """The cancel interrupted nothing (the cell waits behind another run, or the
-        gateway cannot interrupt): the cell's request is given up."""
-        self.connection.abandon_run(message.context_id)
-        pane = self.tabs.repl_for(message.context_id)
+        gateway cannot interrupt), or its answer did not come in time: the cell's request
+        is given up."""
+        self.give_up_run(message.context_id)
+
+    def give_up_run(self, context_id: str) -> None:
+        self.connection.abandon_run(context_id)
+        pane = self.tabs.repl_for(context_id)
         if pane is not None:
             pane.abandon_run(GIVEN_UP_NOTE if self.connection.cancels_given_up else ABANDONED_NOTE)
 

@@ -51,6 +51,7 @@ from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.run_status import RunStatus
 from workbench.tui.widgets.transcript import Transcript
 
+CANCELLING = "cancelling"
 ABANDONED_NOTE = "abandoned request (the remote guest runs until its fuel runs out)"
 GIVEN_UP_NOTE = (
     "given up: the backend cancels its execution (one still waiting for another run in "
@@ -83,10 +84,12 @@ class ReplPane(Vertical):
 
     @dataclass
     class CancelRequested(Message):
-        """Interrupt the running cell of the pane's context."""
+        """Interrupt the running cell of the pane's context; `give_up`: drop its request
+        now instead (asked again while the interruption was awaited)."""
 
         sandbox_id: str
         context_id: str
+        give_up: bool = False
 
     @dataclass
     class CatchUpRequested(Message):
@@ -274,11 +277,16 @@ class ReplPane(Vertical):
         self.run_status.relabel(OUTPUT_AT_END)
 
     def cancel_run(self) -> None:
+        """Ask the backend to interrupt the running cell; asked again meanwhile (a gateway
+        that does not answer kept it "cancelling" for two minutes; QA), give it up."""
         if not self.running:
             return
         self.waiting = False
-        self.run_status.start("cancelling")
-        self.post_message(self.CancelRequested(self.sandbox_id, self.context.id))
+        give_up = self.run_status.label == CANCELLING
+        if not give_up:
+            keys = action_keys(self.screen, "cancel_run")
+            self.run_status.start(CANCELLING, f"{keys} again gives up" if keys else "")
+        self.post_message(self.CancelRequested(self.sandbox_id, self.context.id, give_up))
 
     def show_watch_run(self, code: str) -> None:
         """A folder watch runs its entry file here (unless a cell is running already)."""

@@ -31,7 +31,7 @@ class RunStatus(Static):
         self._label = label
         self._hint = hint
         self.add_class("-running")
-        if self.show_measurements:
+        if self.show_measurements and self._timer is None:  # started again: one timer
             self._timer = self.set_interval(0.1, self._tick)
         self._tick()
 
@@ -51,6 +51,11 @@ class RunStatus(Static):
     @property
     def running(self) -> bool:
         return self._started is not None
+
+    @property
+    def label(self) -> str:
+        """What the run in progress is said to be doing ("" when none is)."""
+        return self._label if self._started is not None else ""
 
     def _tick(self) -> None:
         if self._started is None:
