@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import javascript_cache_missing_a_module
+from tests.tui.test_flows import local_gateway
 from tour import until_connected, wait_for
+from workbench.api import Backend, MockTransport
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
 
@@ -82,3 +84,29 @@ async def test_prepare_from_the_runtimes_view_reports_progress(
         ), shown
         assert any("Engine prepared" in n for n in notifications(app))
     assert private.is_ready()
+
+
+async def test_a_remote_profile_shows_its_runtimes_deployed_after_the_local_one(
+    tmp_path: Path,
+) -> None:
+    """QA: back on a remote profile after the local one, the runtimes view kept the local
+    engines' states ("ready") beside the remote runtimes."""
+    data = tmp_path / "data"
+    with local_gateway(tmp_path / "remote") as gateway:
+
+        def open_backend(name: str) -> Backend:
+            if name == "dev":  # a gateway that runs no engine here, as a remote one
+                return Backend(MockTransport(gateway.handle), name="dev")
+            return open_local_backend(data, embedded=True)
+
+        app = WorkbenchApp(data_dir=data, backend_factory=open_backend)
+        main = app.main_screen
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until_connected(pilot)
+            await wait_for(pilot, lambda: state_of(app, "PERL") == "ready")
+            main.switch_profile("dev")
+            await until_connected(pilot)
+            await wait_for(pilot, lambda: app.profile == "dev" and state_of(app, "PERL") != "ready")
+            assert {state_of(app, binding) for binding in main.runtimes_table.protocols} == {
+                "deployed"
+            }

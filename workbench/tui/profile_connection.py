@@ -493,8 +493,10 @@ class ProfileConnection:
 
     def load_runtimes(self) -> None:
         async def load(backend: Backend) -> None:
-            if backend.engines is not None:
-                self.owner.post_message(EngineStatesLoaded(await backend.engines.statuses()))
+            # None for a backend that runs no engine here: the local profile's states
+            # showed beside a remote profile's runtimes after a switch back (QA).
+            engines = [] if backend.engines is None else await backend.engines.statuses()
+            self.owner.post_message(EngineStatesLoaded(engines))
             self.owner.post_message(RuntimesLoaded(await backend.runtimes()))
 
         self.call("Listing runtimes failed", load)
