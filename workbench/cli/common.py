@@ -357,8 +357,9 @@ async def find_context(sandbox: SandboxClient, given: str) -> CodeContext | None
         if not done and not global_options().quiet:
             echo_untrusted(
                 f"note: sandbox {sandbox.id} has not listed its contexts yet (to find "
-                f"{given}): it is likely busy with another client's run, which this command "
-                "waits for (Ctrl+C gives up; a whole context id needs no listing)",
+                f"{given}): it may be busy with another client's run, which this command "
+                "waits for, or the backend slow to answer (Ctrl+C gives up; a whole context "
+                "id needs no listing)",
                 err=True,
                 fg="yellow",
             )
