@@ -631,6 +631,12 @@ def test_serve_is_the_daemon_or_a_front_of_it(tmp_path: Path, perl_engine: None)
         assert through_socket.returncode == 0, through_socket.stderr
         assert _remote_run(served.url, served.token, "$v + 1") == "2"
         _assert_no_daemon_routes(served.url, served.token)
+        # `daemon stop` ends serve too: both say so (QA: it ended silently).
+        stopped = run_cli(env, "daemon", "stop")
+        assert stopped.stdout == f"stopped the local daemon (pid {info.pid})\n"
+        assert f"the daemon was `serve` on {info.tcp}: its remote clients" in stopped.stderr
+        assert served.process.stdout is not None
+        assert "sandbox-workbench serve: stopped (`daemon stop`)" in served.process.stdout.read()
     assert probe(socket_path(data)) is None
     assert run_cli(env, "run", "-s", "shared", "-b", "PERL", "-c", "$v").stdout == "1\n"
     daemon = int(str(status(env)["pid"]))

@@ -130,14 +130,18 @@ Examples:
 @data_dir_option
 def stop_command(data_dir: Path | None) -> None:
     """Write every live context's snapshot and stop the daemon."""
-    from workbench.backends.daemon import socket_path, stop
+    from workbench.backends.daemon import probe, socket_path, stop
 
     directory = _data_dir(data_dir)
-    pid = stop(socket_path(directory), directory) if directory.exists() else None
+    path = socket_path(directory)
+    running = probe(path) if directory.exists() else None
+    pid = stop(path, directory) if directory.exists() else None
     if pid is None:
         echo_untrusted(f"no local daemon runs for {directory}")
-    else:
-        echo_untrusted(f"stopped the local daemon (pid {pid})")
+        return
+    echo_untrusted(f"stopped the local daemon (pid {pid})")
+    if running is not None and running.pid == pid and running.tcp is not None:
+        note(f"the daemon was `serve` on {running.tcp}: its remote clients lost it too")
 
 
 @daemon_group.command(

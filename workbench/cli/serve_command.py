@@ -192,6 +192,8 @@ async def _serve_as_daemon(
 
     with opening_local_store(directory):
         await daemon.run(listening)
+    if daemon.stop_reason is not None:  # `daemon stop` ended it, and its clients (QA)
+        echo_untrusted(f"sandbox-workbench serve: stopped ({daemon.stop_reason})", err=True)
 
 
 async def _serve_in_front(

@@ -391,6 +391,8 @@ class Daemon:
         self._gateway: LocalGateway | None = None
         self._servers: list[Any] = []
         self._stopping = asyncio.Event()
+        self.stop_reason: str | None = None
+        """Why it stopped (a signal's name, a client's reason, idle), once it does."""
 
     # -- life -------------------------------------------------------------------------------
     async def run(self, on_listening: Callable[[], None] = lambda: None) -> None:
@@ -463,6 +465,7 @@ class Daemon:
                 server.force_exit = True
             return
         LOG.info("stopping: %s", reason)
+        self.stop_reason = reason
         self._stopping.set()
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
