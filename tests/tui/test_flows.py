@@ -39,6 +39,7 @@ from workbench.api import EXECUTION_TIMEOUT_FEATURE, Backend, MockTransport
 from workbench.backends.local import LocalGateway, open_local_backend, open_local_gateway
 from workbench.config import Config, RemoteProfile
 from workbench.profiles import UnknownProfileError
+from workbench.protocol.errors import error_response
 from workbench.protocol.http import Request, Response
 from workbench.tui import profile_connection
 from workbench.tui.app import WorkbenchApp
@@ -70,10 +71,10 @@ def local_gateway(data: Path) -> Iterator[LocalGateway]:
         gateway.close()
 
 
-def app_over(data: Path, transport: MockTransport) -> WorkbenchApp:
+def app_over(data: Path, transport: MockTransport, **options: Any) -> WorkbenchApp:
     """The app on `data`, its `local` profile answered through `transport`."""
     return WorkbenchApp(
-        data_dir=data, backend_factory=lambda name: Backend(transport, name="local")
+        data_dir=data, backend_factory=lambda name: Backend(transport, name="local"), **options
     )
 
 
@@ -640,11 +641,7 @@ async def test_a_cancel_the_gateway_does_not_answer_gives_the_cell_up(
     data = tmp_path / "data"
     with local_gateway(data) as gateway:
         transport = UnansweringTransport(gateway)
-        app = WorkbenchApp(
-            data_dir=data,
-            backend_factory=lambda name: Backend(transport, name="local"),
-            health_interval=1.0,
-        )
+        app = app_over(data, transport, health_interval=1.0)
         main = app.main_screen
         async with app.run_test(size=(120, 40)) as pilot:
             await until_connected(pilot)
@@ -666,6 +663,34 @@ async def test_a_cancel_the_gateway_does_not_answer_gives_the_cell_up(
             assert waited < 20 if press_again else waited >= 0.9, waited
             await wait_for(pilot, lambda: main.status.state == "unreachable")
             assert main.status.detail == "no answer to the health check in 0.5 s"
+
+
+async def test_a_refused_token_is_said_in_the_status_bar_until_opened_again(
+    tmp_path: Path,
+) -> None:
+    """QA: with a wrong token every request failed (HTTP 401) while the bar said
+    "connected", as the health check needs no token."""
+    data = tmp_path / "data"
+    refusing = True
+    with local_gateway(data) as gateway:
+
+        async def handle(request: Request) -> Response:
+            if refusing and request.path != "/v1/health":
+                body = error_response("UNAUTHORIZED", "Missing or invalid token", http_status=401)
+                return Response.json(401, body)
+            return await gateway.handle(request)
+
+        transport = MockTransport(handle)
+        app = app_over(data, transport, health_interval=0.3)
+        main = app.main_screen
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: main.status.state == "token refused")
+            assert main.status.detail.startswith("unauthorized (HTTP 401): check the profile")
+            await pilot.pause(0.8)  # health checks, answered, do not say "connected"
+            assert main.status.state == "token refused"
+            refusing = False  # the token fixed: a refresh is answered, and the bar says so
+            await pilot.press("f5")
+            await wait_for(pilot, lambda: main.status.state == "connected")
 
 
 @pytest.mark.parametrize("enforces_deadlines", [True, False])

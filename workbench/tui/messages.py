@@ -53,6 +53,15 @@ class HealthChecked(Message, bubble=False):
 
 
 @dataclass
+class TokenRefused(Message, bubble=False):
+    """The profile's gateway refused its token (HTTP 401): its health, which needs none,
+    says nothing of that."""
+
+    profile: str
+    reason: str
+
+
+@dataclass
 class SandboxesLoaded(Message, bubble=False):
     sandboxes: list[SandboxSummary]
     backend: Backend

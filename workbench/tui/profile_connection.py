@@ -76,6 +76,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     SandboxesLoaded,
     SandboxInfoLoaded,
     SandboxUsageLoaded,
+    TokenRefused,
     ValueInspected,
 )
 from workbench.tui.screens.create_context_screen import ContextRequest
@@ -246,6 +247,9 @@ class ProfileConnection:
         self.profile = profile
         self.backend: Backend | None = None
         self.backend_profile: str | None = None
+        self.refused: str | None = None
+        """Why the backend refused its token (HTTP 401), until it takes a request again or
+        is opened again."""
         self.versions = VersionReport.read(None)
         """What the last health check said about versions (read on `HealthChecked`)."""
         self.prices: Prices | None = None
@@ -339,6 +343,7 @@ class ProfileConnection:
             return False
         previous, self.backend = self.backend, backend
         self.backend_profile = profile
+        self.refused = None
         self.ready_engines.clear()
         self.daemon = self.daemons_seen.get(profile)
         if previous is not None and previous is not backend:
@@ -432,8 +437,16 @@ class ProfileConnection:
             )
             async with guard:
                 await call(backend)
+            if self.refused is not None and backend is self.backend:  # taken now
+                self.refused = None
+                self.check_health()
         except Exception as error:
-            self.owner.post_message(OperationFailed(title, describe_error(error)))
+            reason = describe_error(error)
+            self.owner.post_message(OperationFailed(title, reason))
+            refused = isinstance(error, SandboxError) and error.http_status == 401
+            if refused and backend is self.backend and self.backend_profile == self.profile:
+                self.refused = reason
+                self.owner.post_message(TokenRefused(self.profile, reason))
 
     async def list_sandboxes(self, backend: Backend) -> SandboxesLoaded:
         """The backend's sandboxes, numbered in the order the listings were asked for."""

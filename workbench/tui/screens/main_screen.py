@@ -71,6 +71,7 @@ from workbench.tui.messages import (
     SandboxesLoaded,
     SandboxInfoLoaded,
     SandboxUsageLoaded,
+    TokenRefused,
 )
 from workbench.tui.profile_connection import BackendFactory, ProfileConnection, connection_detail
 from workbench.tui.screens.confirm_screen import ConfirmScreen
@@ -292,10 +293,21 @@ class MainScreen(
     def health_checked(self, message: HealthChecked) -> None:
         if message.profile != self.profile:
             return
+        refused = self.connection.refused
+        if message.healthy and refused is not None:  # a health check needs no token
+            self.token_refused(TokenRefused(message.profile, refused))
+            return
         self.status.state = "connected" if message.healthy else "unreachable"
         self.status.detail = message.detail
         if message.healthy:
             self.show_versions(self.connection.versions)
+
+    @on_report(TokenRefused)
+    def token_refused(self, message: TokenRefused) -> None:
+        """Every request but the health check fails: the bar said "connected" (QA)."""
+        if message.profile == self.profile:
+            self.status.state = "token refused"
+            self.status.detail = message.reason
 
     @on_report(DaemonReplaced)
     def daemon_replaced(self, message: DaemonReplaced) -> None:

@@ -17,6 +17,7 @@ STATE_STYLES = {
     "connecting": ("◌", "yellow"),
     "connected": ("●", "green"),
     "unreachable": ("✕", "red"),
+    "token refused": ("✕", "red"),
 }
 
 WATCH_STYLES = {
