@@ -1180,6 +1180,33 @@ async def test_ctrl_l_before_any_remote_profile_was_used(
         await wait_for(pilot, lambda: isinstance(app.screen, ProfilePickerScreen))
 
 
+async def test_a_keymap_entry_that_is_no_key_is_said_and_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: `repl.run = "notakey+++"` left Run cell with no key at all, unsaid; a key the
+    keymap gave another binding took it from Run cell unsaid; an unknown theme too."""
+    config = Config(
+        keys={"repl.run": "notakey+++", "repl.cancel": "ctrl+", "app.help": "ctrl+r"},
+        theme="nope",
+        path=tmp_path / "config" / "config.toml",
+    )
+    app = make_app(tmp_path, config=config)
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        assert notes.titled("Config") == [
+            "keys.repl.run: 'notakey+++' is not a key; that binding keeps its own keys",
+            "keys.repl.cancel: 'ctrl+' is not a key; that binding keeps its own keys",
+            "keys.app.help: ctrl+r is also the key of Run cell (repl.run)",
+            "ui.theme: no theme is named 'nope'; the default is used",
+        ]
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        assert repl.cancel_hint() == "^g cancels"  # its own key, kept
+        commands = {command.title: command.help for command in workbench_commands(app)}
+        assert commands["Run cell"] == "^r / ^⏎ · repl.run"
+
+
 async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
     config = Config(
         keys={"repl.run": "ctrl+t", "repl.cancel": "ctrl+k"},

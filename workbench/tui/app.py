@@ -35,6 +35,7 @@ from workbench.tui.key_bindings import (
     REPL_ACTIONS,
     SANDBOX_ACTIONS,
     WORKBENCH_BINDINGS,
+    checked_keymap,
 )
 from workbench.tui.messages import DaemonNoted
 from workbench.tui.palette_commands import WorkbenchCommands
@@ -105,6 +106,8 @@ class WorkbenchApp(App[None]):
                 self.config_problem = str(error)
                 config = Config()
         self.config = config
+        self.keymap, self.keymap_problems = checked_keymap(config.keys)
+        """The config's `[keys]` that apply, and what is wrong with the others."""
         self.config_signature = file_signature(config.path)
         """The config file as it was when `config` was read (or last written) from it."""
         self.started_remote = profile != LOCAL and config.last_remote != profile
@@ -158,10 +161,19 @@ class WorkbenchApp(App[None]):
         return self.main_screen
 
     def on_mount(self) -> None:
-        if self.config.keys:
-            self.set_keymap(self.config.keys)
+        if self.keymap:
+            self.set_keymap(self.keymap)
+        for problem in self.keymap_problems:
+            self.notify(problem, title="Config", severity="warning", timeout=15)
         if self.config.theme and self.config.theme in self.available_themes:
             self.theme = self.config.theme
+        elif self.config.theme:
+            self.notify(
+                f"ui.theme: no theme is named {self.config.theme!r}; the default is used",
+                title="Config",
+                severity="warning",
+                timeout=15,
+            )
         self.theme_changed_signal.subscribe(self, self.remember_theme)
         if self.started_remote and not self.config_problem:
             self.save_config()

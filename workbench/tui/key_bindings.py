@@ -3,9 +3,11 @@ need what selected."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from textual.binding import Binding
+from textual.keys import KEY_NAME_REPLACEMENTS, Keys
 from textual.screen import Screen
 
 # A table, one `Binding` a row: the rows share their shape on purpose (data, not logic).
@@ -147,3 +149,52 @@ def action_keys(screen: Screen[Any], action: str) -> str:
         for active in screen.active_bindings.values()
         if active.binding.action == action
     )
+
+
+MODIFIERS = frozenset({"ctrl", "alt", "shift", "meta", "super", "hyper"})
+NAMED_KEYS = frozenset(
+    key.value.split("+")[-1] for key in Keys if not key.value.startswith("<")
+) | frozenset(KEY_NAME_REPLACEMENTS.values())
+
+
+def is_key(key: str) -> bool:
+    """Whether Textual can deliver `key` (`ctrl+r`, `f5`, `full_stop`, `x`)."""
+    *modifiers, name = key.split("+")
+    if not name or not MODIFIERS.issuperset(modifiers):
+        return False
+    if len(name) == 1 or name in NAMED_KEYS:
+        return True
+    try:
+        unicodedata.lookup(name.replace("_", " "))
+    except KeyError:
+        return False
+    return True
+
+
+def checked_keymap(keymap: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The config's `[keys]` without the entries Textual could not deliver (their
+    bindings keep their own keys: QA, `notakey+++` left Run cell with none), and what is
+    wrong: those, and a key the keymap gives a workbench binding that another one keeps
+    (`app.quit = "ctrl+r"` took ctrl+r from Run cell unsaid)."""
+    problems = []
+    usable = {}
+    for binding_id, keys in keymap.items():
+        bad = [key for key in keys.split(",") if not is_key(key.strip())]
+        if bad:
+            problems.append(
+                f"keys.{binding_id}: {', '.join(map(repr, bad))} is not a key; "
+                "that binding keeps its own keys"
+            )
+        else:
+            usable[binding_id] = keys
+    for binding in WORKBENCH_BINDINGS:
+        if binding.id is None or binding.id in usable:
+            continue
+        for binding_id, keys in usable.items():
+            taken = {key.strip() for key in keys.split(",")} & set(binding.key.split(","))
+            if taken:
+                problems.append(
+                    f"keys.{binding_id}: {', '.join(sorted(taken))} is also the key of "
+                    f"{binding.description} ({binding.id})"
+                )
+    return usable, problems

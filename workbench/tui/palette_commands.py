@@ -40,7 +40,7 @@ def inapplicable_actions(app: WorkbenchApp) -> set[str]:
 def keys_shown(app: WorkbenchApp, binding: Binding) -> str:
     """The binding's keys after the user's keymap, each as the footer writes it
     (`^r / ^⏎`): Textual formats a binding of several keys as one key."""
-    keys = app.config.keys.get(binding.id or "", binding.key)
+    keys = app.keymap.get(binding.id or "", binding.key)
     return " / ".join(
         app.get_key_display(replace(binding, key=key.strip())) for key in keys.split(",")
     )
