@@ -80,6 +80,14 @@ async def test_names_limits_and_unknown_contexts(backend: Backend) -> None:
         for bad in ("", "../x", "a/b", "-x", "x" * 65, "é"):
             refused = await raises(interpreter.save_checkpoint(context, bad))
             assert refused.code == "VALIDATION_FAILED", bad
+        # No checkpoint has such a name (`..` in a URL blamed the sandbox id; QA).
+        for bad in (".", "..", "../x", "a/b"):
+            for call in (interpreter.restore_checkpoint, interpreter.delete_checkpoint):
+                missing = await raises(call(context, bad))
+                assert (missing.http_status, missing.message) == (
+                    404,
+                    f"Code context '{context.id}' has no checkpoint '{bad}'",
+                ), bad
         for index in range(16):
             await interpreter.save_checkpoint(context, f"c{index}")
         again = await interpreter.save_checkpoint(context, "c3")  # replacing is no new one

@@ -25,8 +25,9 @@ from workbench.protocol.http import (
     EventSink,
     invalid_response,
     parse_json_response,
+    validation_error,
 )
-from workbench.protocol.ids import validate_sandbox_id
+from workbench.protocol.ids import checkpoint_name_problem, validate_sandbox_id
 from workbench.protocol.types import (
     CHECKPOINTS_FEATURE,
     CONTEXT_FORK_FEATURE,
@@ -144,6 +145,15 @@ def _context_path(context_id: str | CodeContext) -> str:
     return f"/contexts/{quote(identifier, safe='')}"
 
 
+def _checkpoint_path(context_id: str | CodeContext, name: str) -> str:
+    """A name no checkpoint can have is answered here as the servers answer it: `..`
+    in a URL reached another route, which blamed the sandbox id (QA)."""
+    if checkpoint_name_problem(name) is not None:
+        identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
+        raise validation_error(f"Code context '{identifier}' has no checkpoint '{name}'", 404)
+    return f"{_context_path(context_id)}/checkpoints/{quote(name, safe='')}"
+
+
 @dataclass(frozen=True)
 class CheckpointUsage:
     """A sandbox's checkpoints: how many its contexts keep, and the bytes they hold of
@@ -239,12 +249,12 @@ class Interpreter:
 
     async def restore_checkpoint(self, context_id: str | CodeContext, name: str) -> Checkpoint:
         """Put the context back to the checkpoint; its history records the restore."""
-        path = f"{_context_path(context_id)}/checkpoints/{quote(name, safe='')}/restore"
+        path = f"{_checkpoint_path(context_id, name)}/restore"
         data = await self._extension("POST", path, None, CHECKPOINTS_FEATURE, "keep checkpoints")
         return decoded(Checkpoint, data)
 
     async def delete_checkpoint(self, context_id: str | CodeContext, name: str) -> None:
-        path = f"{_context_path(context_id)}/checkpoints/{quote(name, safe='')}"
+        path = _checkpoint_path(context_id, name)
         await self._extension("DELETE", path, None, CHECKPOINTS_FEATURE, "keep checkpoints")
 
     async def inspect_context(

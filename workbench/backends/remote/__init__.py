@@ -267,8 +267,8 @@ class HttpTransport:
             # request would reach another route (`/v1/sandboxes/./execute`: a sandbox
             # named `execute`). The local backend's own server keeps them as they are.
             raise validation_error(
-                f"The sandbox ids '.' and '..' cannot travel in a gateway's URL ({path}): "
-                "use them on the local backend only"
+                f"The ids '.' and '..' cannot travel in a gateway's URL ({path}): a sandbox "
+                "or context of that id is for the local backend only"
             )
         reply = await self._send(method, path, body, timeout, on_event, headers)
         if method == "GET" and path in VERSION_PATHS and reply.status == 200:
