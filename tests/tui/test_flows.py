@@ -665,6 +665,38 @@ async def test_a_cancel_the_gateway_does_not_answer_gives_the_cell_up(
             assert main.status.detail == "no answer to the health check in 0.5 s"
 
 
+async def test_a_sandbox_whose_info_fails_folds_and_is_not_asked_again_unasked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA: a listed sandbox whose info cannot be read (a remote one named `..`) said
+    "loading…" for ever, and its failure came back at every refresh, as it stayed
+    expanded."""
+    data = tmp_path / "data"
+    with local_gateway(data) as gateway:
+
+        async def handle(request: Request) -> Response:
+            if request.method == "GET" and request.path == "/v1/sandboxes/broken":
+                return Response.json(500, error_response("INTERNAL_ERROR", "no info here"))
+            return await gateway.handle(request)
+
+        await Backend(MockTransport(gateway.handle), name="other").sandbox("broken").mkdir("d")
+        app = app_over(data, MockTransport(handle))
+        main = app.main_screen
+        notes = Notifications(app, monkeypatch)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until_connected(pilot)
+            await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("broken") is not None)
+            node = main.sandbox_tree.sandbox_node("broken")
+            assert node is not None
+            node.expand()
+            await wait_for(pilot, lambda: bool(notes.titled("Loading broken failed")))
+            await wait_for(pilot, lambda: not node.is_expanded)
+            await pilot.press("f5")
+            await pilot.pause(0.5)
+            assert len(notes.titled("Loading broken failed")) == 1
+            assert main.sandbox_tree.expanded_sandboxes() == {}  # nor at the next start
+
+
 async def test_a_refused_token_is_said_in_the_status_bar_until_opened_again(
     tmp_path: Path,
 ) -> None:

@@ -249,6 +249,13 @@ class CheckpointsLoaded(Message, bubble=False):
 
 
 @dataclass
+class SandboxInfoFailed(Message, bubble=False):
+    """The sandbox's info could not be read (the failure is told apart)."""
+
+    sandbox_id: str
+
+
+@dataclass
 class SandboxUsageLoaded(Message, bubble=False):
     """What a sandbox's checkpoints hold of their budget (None: the backend keeps none),
     and the estimated Workers cost of the runs it keeps (None: no estimate asked for, or

@@ -74,6 +74,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     RuntimesLoaded,
     SandboxDestroyed,
     SandboxesLoaded,
+    SandboxInfoFailed,
     SandboxInfoLoaded,
     SandboxUsageLoaded,
     TokenRefused,
@@ -533,7 +534,11 @@ class ProfileConnection:
             try:
                 async with self.only_if_exists(backend, sandbox_id, list_first=check_listed):
                     sandbox = backend.sandbox(sandbox_id)
-                    info = await sandbox.get_info()
+                    try:
+                        info = await sandbox.get_info()
+                    except Exception:
+                        self.owner.post_message(SandboxInfoFailed(sandbox_id))
+                        raise
                     read = True
                     self.owner.post_message(SandboxInfoLoaded(info))
                     contexts = [context.id for context in info.contexts]

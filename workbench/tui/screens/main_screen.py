@@ -69,6 +69,7 @@ from workbench.tui.messages import (
     RuntimesLoaded,
     SandboxDestroyed,
     SandboxesLoaded,
+    SandboxInfoFailed,
     SandboxInfoLoaded,
     SandboxUsageLoaded,
     TokenRefused,
@@ -468,6 +469,10 @@ class MainScreen(
             title="Env vars saved",
             timeout=3,
         )
+
+    @on_report(SandboxInfoFailed)
+    def sandbox_info_failed(self, message: SandboxInfoFailed) -> None:
+        self.sandbox_tree.show_info_failed(message.sandbox_id)
 
     @on_report(SandboxInfoLoaded)
     def sandbox_info_loaded(self, message: SandboxInfoLoaded) -> None:

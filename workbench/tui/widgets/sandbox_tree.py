@@ -214,6 +214,16 @@ the tree drops it.
                 return node
         return None
 
+    def show_info_failed(self, sandbox_id: str) -> None:
+        """A sandbox whose info never loaded folds again (Enter asks again): it said
+        "loading…" for ever, and, kept expanded, failed anew at each refresh and start
+        (a remote sandbox named `..`; QA)."""
+        node = self.sandbox_node(sandbox_id)
+        if node is None or any(isinstance(child.data, DirectoryNode) for child in node.children):
+            return  # its info was shown once: it stays as it was
+        self.expand_wanted.pop(sandbox_id, None)
+        node.collapse()
+
     def show_sandbox_info(self, info: SandboxInfo) -> list[str]:
         """The sandbox's contexts, and its `/workspace` (kept as it is, expanded
         directories and all, once it is there); the directories it expanded, for the
