@@ -7,10 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from workbench.api import CodeContext, ExecutionError, ExecutionResult, ResultEntry, Usage
+from workbench.api import (
+    CodeContext,
+    ExecutionError,
+    ExecutionResult,
+    ResultEntry,
+    SandboxError,
+    Usage,
+)
 from workbench.api.display import human_bytes
 from workbench.config import ConfigError
 from workbench.profiles import UnknownProfileError
+from workbench.protocol.errors import error_response
 from workbench.transcripts.documents import (
     error_header,
     error_traceback,
@@ -207,6 +215,16 @@ def test_a_profile_that_cannot_be_used_is_described_in_its_own_words() -> None:
     for error in (UnknownProfileError(problem), ConfigError(problem)):
         assert describe_error(error) == problem
     assert describe_error(ValueError("odd")) == "ValueError: odd"
+
+
+def test_a_gateway_that_did_not_answer_is_described_with_no_status() -> None:
+    """QA: a refused connection read "(CONNECTION_FAILED, HTTP 503)", though no answer
+    came; an answer keeps its code and status."""
+    refused = "connection refused by http://127.0.0.1:9: is the gateway running?"
+    failed = SandboxError(error_response("CONNECTION_FAILED", refused, http_status=503))
+    assert describe_error(failed) == refused
+    answered = SandboxError(error_response("INTERNAL_ERROR", "boom", http_status=500))
+    assert describe_error(answered) == "boom (INTERNAL_ERROR, HTTP 500)"
 
 
 def test_keeping_drafts_leaves_those_of_tabs_not_reopened_yet(tmp_path: Path) -> None:

@@ -19,5 +19,7 @@ def describe_error(error: Exception) -> str:
     if isinstance(error, SandboxError):
         if error.http_status == 401:
             return f"unauthorized (HTTP 401): check the profile's token. {error.message}"
+        if error.code == "CONNECTION_FAILED":  # no answer came: no status to show (QA)
+            return error.message
         return f"{error.message} ({error.code}, HTTP {error.http_status})"
     return f"{type(error).__name__}: {error}"
