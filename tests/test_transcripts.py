@@ -295,7 +295,9 @@ async def test_export_then_replay_recreates_env_and_files_and_spots_edits(
     # Without values the env var is named but not set: that cell diverges.
     keys_only = await export_context(local, "source", context.id, with_files=True)
     assert keys_only.transcript.sandbox_env_vars == {"GREETING": None}
-    assert keys_only.notes == ["env var values are left out (keys only); --with-env includes them"]
+    assert keys_only.replay_notes == [
+        "env var values are left out (keys only); --with-env includes them"
+    ]
     report = await replay_transcript(local, keys_only.transcript)
     assert report.unset_env_vars == ["GREETING"]
     assert [cell.number for cell in report.divergences] == [2]
@@ -475,7 +477,7 @@ async def test_an_export_says_where_a_checkpoint_was_restored(local: Backend) ->
 
     exported = await export_context(local, "restored", context.id)
     assert [cell.code for cell in exported.transcript.cells][2] == "# restored checkpoint one"
-    assert exported.notes == [
+    assert exported.replay_notes == [
         "run 3 restored checkpoint one: the runs after it started from that checkpoint's "
         "state, which a replay (from a fresh context) does not have, so they may differ there"
     ]

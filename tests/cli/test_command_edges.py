@@ -313,6 +313,13 @@ def test_counts_and_sizes_read_as_words(tmp_path: Path, perl_engine: None) -> No
         assert re.search(r"hold \d+(\.\d)? (B|KiB|MiB) of their 256\.0 MiB budget", listed.stderr)
         exported = run_cli(env, "transcript", "export", *where, "-o", str(tmp_path / "t.json"))
         assert exported.stderr.endswith(f"wrote 1 cell to {tmp_path / 't.json'}\n")
+        # After a restore, the replayable export says a replay differs; a document does not
+        # (QA: the note came with Markdown too).
+        assert run_cli(env, "contexts", "checkpoint", "restore", "one", *where).returncode == 0
+        for name, says in (("t2.json", True), ("t.md", False), ("t.ipynb", False)):
+            exported = run_cli(env, "transcript", "export", *where, "-o", str(tmp_path / name))
+            assert exported.returncode == 0, exported.stderr
+            assert ("restored checkpoint one" in exported.stderr) == says, (name, exported.stderr)
     finally:
         run_cli(env, "daemon", "stop")
 

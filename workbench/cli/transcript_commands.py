@@ -135,7 +135,8 @@ async def export_command(
         exported = await with_backend(profile, data_dir, body)
     except ExportError as error:
         raise CommandError(str(error), EXIT_NOT_FOUND if error.not_found else EXIT_USAGE) from None
-    for line in exported.notes:
+    replayable = file_format == "transcript"
+    for line in exported.notes + (exported.replay_notes if replayable else []):
         note(f"note: {line}")
     text = export_text(exported, file_format)
     if output == "-":

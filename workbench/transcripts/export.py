@@ -36,6 +36,9 @@ class Export:
     """`<sandbox>-<binding>-<short context id>`, as the workbench names its exports."""
     notes: list[str] = field(default_factory=list)
     """What the transcript leaves out, for the user."""
+    replay_notes: list[str] = field(default_factory=list)
+    """What differs when the transcript is replayed (said with the replayable format
+    only: a document shows a restore as its comment, and no env var at all; QA)."""
 
 
 def hidden_values(env_vars: dict[str, str], with_values: bool) -> dict[str, str | None]:
@@ -113,16 +116,17 @@ async def export_context(
             f"the history keeps the newest {len(history)} of {context.executions} runs; "
             "the older ones are not in the transcript"
         )
+    replay_notes = []
     for entry in history:
         restored = restored_checkpoint(entry.code) if entry.result is None else None
         if restored is not None:
-            notes.append(
+            replay_notes.append(
                 f"run {entry.seq} restored checkpoint {restored}: the runs after it started "
                 "from that checkpoint's state, which a replay (from a fresh context) does not "
                 "have, so they may differ there"
             )
     if not with_env and info.env_vars:
-        notes.append("env var values are left out (keys only); --with-env includes them")
+        replay_notes.append("env var values are left out (keys only); --with-env includes them")
     transcript = Transcript(
         # Where its first run started (the cwd now is the last run's: a replay from it
         # ran every cell elsewhere; QA).
@@ -139,4 +143,4 @@ async def export_context(
     )
     cells = tuple(DocumentCell.from_history(entry, context.language) for entry in history)
     title = f"{sandbox_id}-{context.binding}-{short_id(context_id)}"
-    return Export(transcript, cells, title, notes)
+    return Export(transcript, cells, title, notes, replay_notes)
