@@ -338,10 +338,12 @@ class CellFinished(Message, bubble=False):
 @dataclass
 class RunAbandoned(Message, bubble=False):
     """A cancel interrupted no run in the context (the cell waits behind another run, or
-    the backend cannot interrupt an engine); the request is dropped instead."""
+    the backend cannot interrupt an engine), or was not answered in time; the request is
+    dropped instead. `generation`: the pane's run it was asked for (a later one stays)."""
 
     sandbox_id: str
     context_id: str
+    generation: int
 
 
 @dataclass

@@ -214,6 +214,11 @@ def run_group(context_id: str) -> str:
     return f"run-{context_id}"
 
 
+def cancel_group(context_id: str) -> str:
+    """The worker group of the cancels of a context's cell (its give-up cancels them)."""
+    return f"cancel-{context_id}"
+
+
 @dataclass
 class InfoLoad:
     """A read of one sandbox's info on its way (`ProfileConnection.load_sandbox_info`)."""
@@ -896,14 +901,20 @@ class ProfileConnection:
             result = shown(result)
         self.owner.post_message(CellFinished(sandbox_id, context_id, code, result, None, label))
 
-    def cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> Worker[None]:
+    def cancel_cell(
+        self, backend: Backend, sandbox_id: str, context_id: str, generation: int
+    ) -> Worker[None]:
+        """Interrupt the context's running cell, the pane's run `generation`."""
         return self.owner.run_worker(
-            partial(self._cancel_cell, backend, sandbox_id, context_id),
+            partial(self._cancel_cell, backend, sandbox_id, context_id, generation),
             name="cancel_cell",
+            group=cancel_group(context_id),
             exit_on_error=False,
         )
 
-    async def _cancel_cell(self, backend: Backend, sandbox_id: str, context_id: str) -> None:
+    async def _cancel_cell(
+        self, backend: Backend, sandbox_id: str, context_id: str, generation: int
+    ) -> None:
         """A cancel the backend does not answer in time gives the cell's request up (a
         gateway that stopped answering kept the cell "cancelling" until its 120 s read
         timeout; QA)."""
@@ -916,10 +927,11 @@ class ProfileConnection:
             self.owner.post_message(OperationFailed("Cancel failed", describe_error(error)))
             return
         if not interrupted:
-            self.owner.post_message(RunAbandoned(sandbox_id, context_id))
+            self.owner.post_message(RunAbandoned(sandbox_id, context_id, generation))
 
     def abandon_run(self, context_id: str) -> None:
-        """Stop waiting for the context's running cell (the engine could not be interrupted)."""
+        """Stop waiting for the context's running cell (the engine could not be interrupted),
+        and for an answer to its cancel (one that came later would give up the next cell)."""
         for worker in self.owner.workers:
-            if worker.group == run_group(context_id):
+            if worker.group in (run_group(context_id), cancel_group(context_id)):
                 worker.cancel()

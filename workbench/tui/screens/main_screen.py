@@ -778,9 +778,11 @@ class MainScreen(
         message.stop()
         backend = self.backend
         if message.give_up:
-            self.give_up_run(message.context_id)
+            self.give_up_run(message.context_id, message.generation)
         elif backend is not None:
-            self.connection.cancel_cell(backend, message.sandbox_id, message.context_id)
+            self.connection.cancel_cell(
+                backend, message.sandbox_id, message.context_id, message.generation
+            )
 
     def refresh_after_run(
         self, sandbox_id: str, context_id: str, result: ExecutionResult | None
@@ -889,11 +891,24 @@ class MainScreen(
         """The cancel interrupted nothing (the cell waits behind another run, or the
         gateway cannot interrupt), or its answer did not come in time: the cell's request
         is given up."""
-        self.give_up_run(message.context_id)
+        self.give_up_run(message.context_id, message.generation)
 
-    def give_up_run(self, context_id: str) -> None:
-        self.connection.abandon_run(context_id)
+    def give_up_run(self, context_id: str, generation: int) -> None:
+        """Drop the request of the pane's run `generation`, if it still runs (a cancel's
+        late answer gave up the next cell: found in review)."""
         pane = self.tabs.repl_for(context_id)
+        if pane is not None and (pane.generation != generation or not pane.running):
+            return
+        if pane is not None and pane.showing_watch_run:
+            # Its request is the watch's own, which stopping the watch gives up.
+            self.notify(
+                "The watch's run of its entry did not stop: shift+F6 stops the watch and "
+                "gives its run up.",
+                title="Cancel",
+                severity="warning",
+            )
+            return
+        self.connection.abandon_run(context_id)
         if pane is not None:
             pane.abandon_run(GIVEN_UP_NOTE if self.connection.cancels_given_up else ABANDONED_NOTE)
 

@@ -89,6 +89,7 @@ class ReplPane(Vertical):
 
         sandbox_id: str
         context_id: str
+        generation: int
         give_up: bool = False
 
     @dataclass
@@ -285,8 +286,16 @@ class ReplPane(Vertical):
         give_up = self.run_status.label == CANCELLING
         if not give_up:
             keys = action_keys(self.screen, "cancel_run")
-            self.run_status.start(CANCELLING, f"{keys} again gives up" if keys else "")
-        self.post_message(self.CancelRequested(self.sandbox_id, self.context.id, give_up))
+            again = keys and not self.showing_watch_run  # the watch's run is the watch's
+            self.run_status.start(CANCELLING, f"{keys} again gives up" if again else "")
+        self.post_message(
+            self.CancelRequested(self.sandbox_id, self.context.id, self.generation, give_up)
+        )
+
+    @property
+    def showing_watch_run(self) -> bool:
+        """The running cell is a folder watch's run of its entry."""
+        return self.running and self._showing_watch_run
 
     def show_watch_run(self, code: str) -> None:
         """A folder watch runs its entry file here (unless a cell is running already)."""
