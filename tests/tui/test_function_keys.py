@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 import textual.screen
+from textual.geometry import Region
 from textual.screen import Screen
+from textual.strip import Strip
 
 from tests.tui.test_file_editing import open_file, write_files
 from tests.tui.test_flows import Notifications, make_app
@@ -279,8 +281,13 @@ async def test_a_dialog_right_after_a_tab_closed_paints_without_it(
         await pilot.press("alt+g")  # the inspector beside it
         await wait_for(pilot, lambda: repl.inspector.table.row_count > 0)
         await pilot.pause(0.5)
+        editor = repl.code_input
         await main.action_close_tab()
         main.action_create_context()
         await wait_for(pilot, lambda: isinstance(app.screen, CreateContextScreen))
         await pilot.pause(0.5)  # frames of the dialog over the screen without the tab
         assert app.is_running
+        # Whether a frame paints it here depends on timing (found in review): painted at
+        # any time now, the removed editor is blank, where TextArea raised KeyError.
+        assert not editor.is_attached
+        assert editor.render_lines(Region(0, 0, 12, 2)) == [Strip.blank(12)] * 2
