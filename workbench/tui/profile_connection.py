@@ -382,11 +382,16 @@ class ProfileConnection:
         )
 
     async def _check_health(self, backend: Backend, profile: str) -> None:
+        # A gateway's check is bounded (it said "connected" while the gateway hung; QA);
+        # not the local backend's, whose check may start its daemon again (up to 60 s).
+        limit = HEALTH_ANSWER_SECONDS if backend.engines is None else None
         try:
-            async with asyncio.timeout(HEALTH_ANSWER_SECONDS):
+            async with asyncio.timeout(limit) as scope:
                 health = await backend.health()
-        except TimeoutError:  # else it said "connected" while the gateway hung (QA)
-            why = f"no answer to the health check in {HEALTH_ANSWER_SECONDS:g} s"
+        except TimeoutError as error:
+            why = describe_error(error)
+            if scope.expired():
+                why = f"no answer to the health check in {HEALTH_ANSWER_SECONDS:g} s"
             self.owner.post_message(HealthChecked(profile, False, why))
             return
         except Exception as error:
