@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from workbench.api import EngineInfo, RuntimeInfo
-from workbench.tui.untrusted import shown
+from workbench.tui.untrusted import one_line, shown
 
 STATE_COLUMN = "state"
 PROTOCOL_COLUMN = "protocol"
@@ -49,11 +49,11 @@ the first run in a language also prepares it.
         self.protocols = {runtime.binding: runtime.protocol for runtime in runtimes}
         for runtime in runtimes:
             self.add_row(
-                shown(f"{runtime.binding} ({runtime.language})"),
+                shown(one_line(f"{runtime.binding} ({runtime.language})")),
                 shown("yes" if runtime.contexts else "no"),
                 self.protocol_cell(runtime.protocol),
                 shown(describe(engines.get(runtime.language))),
-                shown(runtime.engine),
+                shown(one_line(runtime.engine)),
                 key=runtime.binding,
             )
 

@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from workbench.api.display import counted
 from workbench.sync import EventKind, SyncEvent
-from workbench.tui.untrusted import shown_text
+from workbench.tui.untrusted import one_line
 
 STATE_STYLES = {
     "connecting": ("◌", "yellow"),
@@ -79,14 +79,14 @@ class StatusBar(Static):
         symbol, style = STATE_STYLES.get(self.state, ("?", "yellow"))
         text = Text.assemble(
             (" profile ", "dim"),
-            (self.profile, "bold"),
+            (one_line(self.profile), "bold"),
             "  ",
             (f"{symbol} {self.state}", style),
         )
         if self.versions:
-            text.append(f"  {self.versions}", style="dim")
+            text.append(f"  {one_line(self.versions)}", style="dim")
         if self.version_warning:
-            text.append(f"  ⚠ {self.version_warning}", style="bold yellow")
+            text.append(f"  ⚠ {one_line(self.version_warning)}", style="bold yellow")
         if self.watch_target:
             text.append("  ⟳ ", style="cyan")
             state = self.watch_state or "watching"
@@ -94,14 +94,15 @@ class StatusBar(Static):
                 f"{state}… " if state != "watching" else "watching ",
                 style=WATCH_STYLES.get(state, "cyan"),
             )
-            text.append(self.watch_target, style="bold")
+            text.append(one_line(self.watch_target), style="bold")
             if self.watch_last_sync:
-                text.append(f"  last sync {self.watch_last_sync}", style="dim")
+                text.append(f"  last sync {one_line(self.watch_last_sync)}", style="dim")
             if self.watch_errors:
                 text.append(f"  {counted(self.watch_errors, 'error')}", style="red")
             if self.watch_conflicts:
                 text.append(f"  {counted(self.watch_conflicts, 'conflict')}", style="yellow")
         if self.detail:
-            text.append(f"  {self.detail}", style="dim")
-        # Versions, warnings and the detail (an error message) come from the backend.
-        return shown_text(text)
+            text.append(f"  {one_line(self.detail)}", style="dim")
+        # Versions, warnings and the detail (an error message) come from the backend:
+        # shown before Rich sees them, as a `Text` drops BEL, backspace and CR (review).
+        return text

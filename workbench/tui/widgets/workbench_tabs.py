@@ -71,7 +71,7 @@ class WorkbenchTabs(TabbedContent):
         activate it."""
         context = pane.context
         local_only = " (local only)" if context.local_only else ""
-        title = shown_content(f"{context.binding} {short_id(context.id)}{local_only}")
+        title = shown_content(one_line(f"{context.binding} {short_id(context.id)}{local_only}"))
         await self.add_pane(TabPane(title, pane, id=repl_tab_id(context.id)))
         self.activate(repl_tab_id(context.id))
 
