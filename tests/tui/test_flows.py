@@ -730,6 +730,16 @@ async def test_a_refused_token_is_said_in_the_status_bar_until_opened_again(
             refusing = False  # the token fixed: a refresh is answered, and the bar says so
             await pilot.press("f5")
             await wait_for(pilot, lambda: main.status.state == "connected")
+            # A cell's run tells it too, either way (found in review).
+            await create_sandbox(pilot)
+            repl = await create_context(pilot, "PERL")
+            refusing = True
+            repl.set_code("1 + 1")
+            await send_keys(app, "ctrl+r")
+            await wait_for(pilot, lambda: main.status.state == "token refused")
+            refusing = False
+            await run_cell(pilot, repl, "2 + 2")
+            await wait_for(pilot, lambda: main.status.state == "connected")
 
 
 @pytest.mark.parametrize("enforces_deadlines", [True, False])

@@ -448,16 +448,23 @@ class ProfileConnection:
             )
             async with guard:
                 await call(backend)
-            if self.refused is not None and backend is self.backend:  # taken now
-                self.refused = None
-                self.check_health()
+            self.note_token(backend, None)
         except Exception as error:
-            reason = describe_error(error)
-            self.owner.post_message(OperationFailed(title, reason))
-            refused = isinstance(error, SandboxError) and error.http_status == 401
-            if refused and backend is self.backend and self.backend_profile == self.profile:
-                self.refused = reason
-                self.owner.post_message(TokenRefused(self.profile, reason))
+            self.owner.post_message(OperationFailed(title, describe_error(error)))
+            self.note_token(backend, error)
+
+    def note_token(self, backend: Backend, error: Exception | None) -> None:
+        """After a request of `backend` that failed with `error` (None: it was answered):
+        whether the backend of the profile shown refuses its token (HTTP 401) now."""
+        if backend is not self.backend or self.backend_profile != self.profile:
+            return
+        refused = isinstance(error, SandboxError) and error.http_status == 401
+        if refused and error is not None:
+            self.refused = describe_error(error)
+            self.owner.post_message(TokenRefused(self.profile, self.refused))
+        elif error is None and self.refused is not None:  # taken now
+            self.refused = None
+            self.check_health()
 
     async def list_sandboxes(self, backend: Backend) -> SandboxesLoaded:
         """The backend's sandboxes, numbered in the order the listings were asked for."""
@@ -897,6 +904,7 @@ class ProfileConnection:
             self.owner.post_message(
                 CellFinished(sandbox_id, context_id, code, None, describe_error(error), label)
             )
+            self.note_token(backend, error)
             return
         finally:
             output.drop()  # the finished cell shows them all
@@ -904,6 +912,7 @@ class ProfileConnection:
             self.ready_engines.discard(language)  # ask again before the next cell
         if shown is not None:
             result = shown(result)
+        self.note_token(backend, None)
         self.owner.post_message(CellFinished(sandbox_id, context_id, code, result, None, label))
 
     def cancel_cell(
