@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -250,3 +251,20 @@ def test_keeping_drafts_leaves_those_of_tabs_not_reopened_yet(tmp_path: Path) ->
     tabs.keep_drafts("local", {"c3": ""})  # cleared in its tab
     assert tabs.take_draft("local", "c3") == ""
     assert [context.id for _, context in tabs.tabs("local")] == ["c1", "c2", "c3"]
+
+
+def test_a_replayable_transcript_starts_where_the_context_was_created() -> None:
+    """The workbench's replayable export and its rerun on another profile replayed from
+    the cwd of the last run (a tab opened from the tree; found in review)."""
+    from workbench.api import ContextInfo
+    from workbench.tui.transcript_export import replayable_transcript
+    from workbench.tui.tree_nodes import context_from_info
+
+    info = ContextInfo("c1", "PERL", "perl", "e", "/workspace/sub", "a", "b", 2, None, "/workspace")
+    context = context_from_info(info)
+    assert replayable_transcript(context, []).context.cwd == "/workspace"
+    assert set(context.to_json()) == {"id", "binding", "language", "cwd", "createdAt",
+                                      "lastUsed", "startCwd"}  # fmt: skip
+    created = replace(context, start_cwd=None)  # as a context made here comes back
+    assert replayable_transcript(created, []).context.cwd == "/workspace/sub"
+    assert "startCwd" not in created.to_json()

@@ -279,6 +279,9 @@ class CodeContext(WireType):
     cwd: str
     created_at: str
     last_used: str
+    start_cwd: str | None = field(default=None, metadata=wire(omit_none=True))
+    """The cwd it was created in, where that is known apart from `cwd` (a listing's
+    `ContextInfo.start_cwd`); never in the spec's answers."""
 
     @property
     def local_only(self) -> bool:

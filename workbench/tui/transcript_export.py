@@ -31,7 +31,8 @@ def replayable_transcript(
     `sandbox-workbench replay` runs again. The workbench knows no env var values of the
     context, so none are recorded."""
     return Transcript(
-        context=ContextSpec(context.binding, context.language, context.cwd),
+        # Where its first run started, as `transcript export` records it (found in review).
+        context=ContextSpec(context.binding, context.language, context.start_cwd or context.cwd),
         cells=tuple(
             RecordedCell(cell.code, Outcome.of(cell.result))
             for cell in cells

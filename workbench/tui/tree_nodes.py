@@ -36,5 +36,11 @@ TreeNodeData = SandboxNode | ContextNode | DirectoryNode | FileNode | None
 def context_from_info(info: ContextInfo) -> CodeContext:
     """The context a listed `ContextInfo` (a tree node, the palette) opens."""
     return CodeContext(
-        info.id, info.binding, info.language, info.cwd, info.created_at, info.last_used
+        info.id,
+        info.binding,
+        info.language,
+        info.cwd,
+        info.created_at,
+        info.last_used,
+        info.start_cwd,
     )
