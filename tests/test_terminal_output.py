@@ -75,7 +75,11 @@ def test_neutralise_makes_every_control_character_visible() -> None:
     controls += [chr(code) for code in range(0x80, 0xA0)]
     for control in controls:
         assert neutralise(f"a{control}b") == f"a\\x{ord(control):02x}b"
-    kept = "tab\tnew\nline é ü 日本 🙂 no-break\xa0space ~"
+    # The bidi controls that reorder what follows them (QA), as `\\uNNNN`; the marks
+    # right-to-left text needs (U+200E, U+200F) and the zero-width joiners stay.
+    for code in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]:
+        assert neutralise(f"a{chr(code)}b") == f"a\\u{code:04x}b"
+    kept = "tab\tnew\nline é ü 日本 🙂 no-break\xa0space ~ \u200e\u200f\u200d שלום"
     assert neutralise(kept) == kept
     assert neutralise(OSC52) == "\\x1b]52;c;SGVsbG8=\\x07"
 

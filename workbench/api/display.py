@@ -3,7 +3,9 @@
 A guest that can write escape sequences to the user's terminal can set its clipboard
 (OSC 52), retitle the window or rewrite what was printed before. Both UIs therefore show
 every control character except newline and tab as a visible `\\xNN` escape: C0
-(U+0000-U+001F, so also carriage return), DEL (U+007F) and C1 (U+0080-U+009F).
+(U+0000-U+001F, so also carriage return), DEL (U+007F) and C1 (U+0080-U+009F); and the
+bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069) as
+`\\uNNNN`, which reorder what follows them on the screen ("Trojan Source"; QA).
 """
 
 from __future__ import annotations
@@ -15,13 +17,19 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from workbench.api.client import Backend
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 controls except tab (0x09) and newline (0x0a), DEL, and C1 controls."""
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""C0 controls except tab (0x09) and newline (0x0a), DEL, C1 controls, and the bidi
+controls that reorder the text after them."""
 
 
 def neutralise(text: str) -> str:
     """`text` with each control character replaced by its visible `\\xNN` escape."""
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def encodable(text: str) -> str:
