@@ -143,6 +143,17 @@ def test_files_ls_and_cat_on_a_terminal_and_piped(env: dict[str, str]) -> None:
     assert shown == b"a\\x1b]52;c;SGVsbG8=\\x07\n\\x9b\n\\x9b\\xff\\x1b[2J"
     assert piped(env, "files", "cat", "demo", evil_name).stdout == content
 
+    # What a file command says of a path is one line on a terminal (QA: the newline of a
+    # name written by `files put` began a line of its own).
+    for command in (
+        ("files", "put", "demo", "-", "two\nlines.txt"),
+        ("files", "mkdir", "demo", "dir\nname"),
+        ("files", "rm", "demo", "two\nlines.txt"),
+    ):
+        status, said = on_terminal(env, *command)
+        assert status == 0, said
+        assert b"\\x0a" in said and not re.search(rb"^(lines|name)", said, re.M), said
+
 
 def test_a_reader_that_stops_early_ends_the_command_quietly(env: dict[str, str]) -> None:
     """`run … | head -1`: the lines stream while the daemon answers, and the closed pipe

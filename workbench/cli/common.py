@@ -482,7 +482,7 @@ def announce_destructive(action: str, backend: Backend) -> None:
     with --quiet: it is what keeps `-p` mistakes from deleting the wrong thing)."""
     from workbench.api.display import describe_backend  # the API waits for a command
 
-    echo_untrusted(f"{action} on {describe_backend(backend)}", err=True)
+    echo_untrusted(f"{action} on {describe_backend(backend)}", err=True, one_line=True)
 
 
 def confirm(question: str) -> None:

@@ -132,7 +132,7 @@ async def put_command(
                 f"{folder} --parents` makes it)",
                 EXIT_NOT_FOUND,
             ) from None
-        echo_untrusted(f"wrote {human_bytes(len(data))} to {written.path}")
+        echo_untrusted(f"wrote {human_bytes(len(data))} to {written.path}", one_line=True)
 
     await with_backend(profile, data_dir, body)
 
@@ -165,7 +165,9 @@ async def rm_command(
             deleted = await sandbox.delete_file(path, recursive=recursive or None)
         except SandboxError as error:
             if force and error.code == ErrorCode.FILE_NOT_FOUND:
-                echo_untrusted(f"nothing to delete: no {path} in sandbox {sandbox.id}")
+                echo_untrusted(
+                    f"nothing to delete: no {path} in sandbox {sandbox.id}", one_line=True
+                )
                 return
             if error.code == ErrorCode.IS_DIRECTORY:
                 raise CommandError(
@@ -174,7 +176,7 @@ async def rm_command(
                     EXIT_USAGE,
                 ) from None
             raise
-        echo_untrusted(f"deleted {deleted.path}")
+        echo_untrusted(f"deleted {deleted.path}", one_line=True)
 
     await with_backend(profile, data_dir, body)
 
@@ -204,7 +206,7 @@ async def mkdir_command(
             made = await sandbox.mkdir(path, recursive=parents or None)
         except SandboxError as error:
             raise _mkdir_failure(error, path, sandbox.id, parents) from None
-        echo_untrusted(f"created {made.path}")
+        echo_untrusted(f"created {made.path}", one_line=True)
 
     await with_backend(profile, data_dir, body)
 
