@@ -509,6 +509,33 @@ async def test_a_replay_starts_where_the_context_was_created(local: Backend) -> 
         assert report.divergences == [], report.divergences
 
 
+async def test_a_context_stored_before_its_start_was_kept_says_so(tmp_path: Path) -> None:
+    """A store written before the starting cwd was kept exports the cwd it has now, and
+    says that its first runs may not have had it (found in review)."""
+    import sqlite3
+
+    from workbench.paths import DATABASE_NAME
+
+    require_engine("perl")
+    data = tmp_path / "data"
+    async with open_local_backend(data, embedded=True) as backend:
+        context = await backend.sandbox("old").interpreter.create_code_context("PERL")
+        await backend.sandbox("old").interpreter.run_code("1", context=context)
+    database = next(data.rglob(DATABASE_NAME))
+    with sqlite3.connect(database) as connection:
+        ((value,),) = connection.execute("SELECT value FROM contexts").fetchall()
+        stored = json.loads(value)
+        del stored["startCwd"]
+        connection.execute("UPDATE contexts SET value = ?", (json.dumps(stored),))
+    async with open_local_backend(data, embedded=True) as backend:
+        exported = await export_context(backend, "old", context.id)
+    assert exported.transcript.context.cwd == "/workspace"
+    assert exported.replay_notes == [
+        "the context was stored before the cwd it started in was kept: the transcript "
+        "starts in its cwd now, /workspace, which its first runs may not have had"
+    ]
+
+
 def _scratch_sandboxes(env: dict[str, str]) -> list[str]:
     listed = run_cli(env, "sandboxes", "list", "--json")
     assert listed.returncode == 0, listed.stderr

@@ -192,7 +192,7 @@ async def _serve_as_daemon(
 
     with opening_local_store(directory):
         await daemon.run(listening)
-    if daemon.stop_reason is not None:  # `daemon stop` ended it, and its clients (QA)
+    if daemon.stop_reason is not None:  # a signal, or `daemon stop`, which ended it unsaid
         echo_untrusted(f"sandbox-workbench serve: stopped ({daemon.stop_reason})", err=True)
 
 

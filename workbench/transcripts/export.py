@@ -127,6 +127,11 @@ async def export_context(
             )
     if not with_env and info.env_vars:
         replay_notes.append("env var values are left out (keys only); --with-env includes them")
+    if context.start_cwd is None and context.executions > 0 and history:
+        replay_notes.append(
+            f"the context was stored before the cwd it started in was kept: the transcript "
+            f"starts in its cwd now, {context.cwd}, which its first runs may not have had"
+        )
     transcript = Transcript(
         # Where its first run started (the cwd now is the last run's: a replay from it
         # ran every cell elsewhere; QA).
