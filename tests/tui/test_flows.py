@@ -386,6 +386,8 @@ async def test_tabs_open_at_exit_reopen_with_their_transcripts(tmp_path: Path) -
         assert reopened.history == ["40 + 2"]
         await wait_for(pilot, lambda: len(main.open_tabs.tabs("local")) == 1)
         assert [repl.context.id for repl in main.tabs.repls] == [kept.context.id]
+        # Where it started is known, for a replayable export of its cells (found in review).
+        assert reopened.context.start_cwd == "/workspace"
 
 
 async def test_code_typed_and_not_run_is_asked_about_at_close_and_kept_at_exit(

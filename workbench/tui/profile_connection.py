@@ -81,6 +81,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     ValueInspected,
 )
 from workbench.tui.screens.create_context_screen import ContextRequest
+from workbench.tui.tree_nodes import context_from_info
 
 BackendFactory = Callable[[str], Backend]
 BackendCall = Callable[[Backend], Awaitable[None]]
@@ -655,12 +656,14 @@ class ProfileConnection:
         else report it gone (`ContextRemoved`)."""
 
         async def reopen(backend: Backend) -> None:
-            listed = await backend.sandbox(sandbox_id).interpreter.list_code_contexts()
+            # From the info, which says where the context started (a listing does not: a
+            # reopened tab's replayable export started at the last run's cwd; review).
+            listed = (await backend.sandbox(sandbox_id).get_info()).contexts
             current = next((item for item in listed if item.id == context.id), None)
             if current is None:
                 self.owner.post_message(ContextRemoved(sandbox_id, context.id))
                 return
-            await self._load_history(backend, sandbox_id, current)
+            await self._load_history(backend, sandbox_id, context_from_info(current))
 
         self.call("Reopening a tab of the last session failed", reopen)
 
