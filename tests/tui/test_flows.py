@@ -1248,9 +1248,11 @@ async def test_a_keymap_entry_that_is_no_key_is_said_and_left_out(
         assert notes.titled("Config") == [
             "keys.repl.run: 'notakey+++' is not a key; that binding keeps its own keys",
             "keys.repl.cancel: 'ctrl+' is not a key; that binding keeps its own keys",
-            "keys.app.help: ctrl+r is also the key of Run cell (repl.run)",
+            "keys.app.help: ctrl+r is the key of Run cell (repl.run), which keeps it; remap "
+            "repl.run to free it",
             "ui.theme: no theme is named 'nope'; the default is used",
         ]
+        assert app.keymap == {}  # ctrl+r stays Run cell's (it quit the app; review)
         await create_sandbox(pilot)
         repl = await create_context(pilot, "PERL")
         assert repl.cancel_hint() == "^g cancels"  # its own key, kept
@@ -1260,7 +1262,7 @@ async def test_a_keymap_entry_that_is_no_key_is_said_and_left_out(
 
 async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
     config = Config(
-        keys={"repl.run": "ctrl+t", "repl.cancel": "ctrl+k"},
+        keys={"repl.run": "ctrl+o", "repl.cancel": "ctrl+k"},
         path=tmp_path / "config" / "config.toml",
     )
     app = make_app(tmp_path, config=config)
@@ -1273,12 +1275,12 @@ async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
         commands = {command.title: command.help for command in workbench_commands(app)}
         assert {"Run cell", "Delete context", "Export Markdown"} <= set(commands)
         assert "Cancel run" not in commands
-        assert commands["Run cell"] == "^t · repl.run"  # the keymap's, not the default's
+        assert commands["Run cell"] == "^o · repl.run"  # the keymap's, not the default's
         several = Binding("ctrl+r,ctrl+enter,f5", "run_cell", "Run", id="test.several")
         assert keys_shown(app, several) == "^r / ^⏎ / f5"  # not "r,ctrl+enter,f5"
         assert repl.cancel_hint() == "^k cancels"  # what a running cell's status line says
         repl.set_code("3*3")
-        await pilot.press("ctrl+t")
+        await pilot.press("ctrl+o")
         await wait_for(pilot, lambda: bool(repl.transcript.cells))
         assert repl.transcript.cells[-1].result is not None
         assert repl.transcript.cells[-1].result.results[0].text == "9"

@@ -172,10 +172,10 @@ def is_key(key: str) -> bool:
 
 
 def checked_keymap(keymap: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-    """The config's `[keys]` without the entries Textual could not deliver (their
-    bindings keep their own keys: QA, `notakey+++` left Run cell with none), and what is
-    wrong: those, and a key the keymap gives a workbench binding that another one keeps
-    (`app.quit = "ctrl+r"` took ctrl+r from Run cell unsaid)."""
+    """The config's `[keys]` that apply, and what is wrong with the rest: an entry with a
+    key Textual could not deliver is left out (its binding keeps its own keys: QA,
+    `notakey+++` left Run cell with none), and so is a key of a workbench binding that
+    keeps it (`app.quit = "ctrl+r"` made ctrl+r quit instead of running the cell)."""
     problems = []
     usable = {}
     for binding_id, keys in keymap.items():
@@ -187,14 +187,24 @@ def checked_keymap(keymap: dict[str, str]) -> tuple[dict[str, str], list[str]]:
             )
         else:
             usable[binding_id] = keys
-    for binding in WORKBENCH_BINDINGS:
-        if binding.id is None or binding.id in usable:
-            continue
-        for binding_id, keys in usable.items():
-            taken = {key.strip() for key in keys.split(",")} & set(binding.key.split(","))
-            if taken:
+    kept = {
+        key: binding
+        for binding in WORKBENCH_BINDINGS
+        if binding.id is not None and binding.id not in usable
+        for key in binding.key.split(",")
+    }
+    for binding_id, keys in list(usable.items()):
+        wanted = [key.strip() for key in keys.split(",")]
+        free = [key for key in wanted if key not in kept]
+        for key in wanted:
+            if key in kept:
+                owner = kept[key]
                 problems.append(
-                    f"keys.{binding_id}: {', '.join(sorted(taken))} is also the key of "
-                    f"{binding.description} ({binding.id})"
+                    f"keys.{binding_id}: {key} is the key of {owner.description} "
+                    f"({owner.id}), which keeps it; remap {owner.id} to free it"
                 )
+        if free:
+            usable[binding_id] = ",".join(free)
+        else:
+            del usable[binding_id]
     return usable, problems
