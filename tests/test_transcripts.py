@@ -531,8 +531,9 @@ async def test_a_context_stored_before_its_start_was_kept_says_so(tmp_path: Path
         exported = await export_context(backend, "old", context.id)
     assert exported.transcript.context.cwd == "/workspace"
     assert exported.replay_notes == [
-        "the context was stored before the cwd it started in was kept: the transcript "
-        "starts in its cwd now, /workspace, which its first runs may not have had"
+        "the backend does not say where the context started (a context stored before that "
+        "was kept, or an older serve): the transcript starts in its cwd now, /workspace, "
+        "which its first runs may not have had"
     ]
 
 

@@ -358,8 +358,8 @@ async def find_context(sandbox: SandboxClient, given: str) -> CodeContext | None
             echo_untrusted(
                 f"note: sandbox {sandbox.id} has not listed its contexts yet (to find "
                 f"{given}): it may be busy with another client's run, which this command "
-                "waits for, or the backend slow to answer (Ctrl+C gives up; a whole context "
-                "id needs no listing)",
+                "waits for, or the backend slow to answer or not answering (Ctrl+C gives up; "
+                "a whole context id needs no listing)",
                 err=True,
                 fg="yellow",
             )

@@ -129,8 +129,9 @@ async def export_context(
         replay_notes.append("env var values are left out (keys only); --with-env includes them")
     if context.start_cwd is None and context.executions > 0 and history:
         replay_notes.append(
-            f"the context was stored before the cwd it started in was kept: the transcript "
-            f"starts in its cwd now, {context.cwd}, which its first runs may not have had"
+            f"the backend does not say where the context started (a context stored before "
+            f"that was kept, or an older serve): the transcript starts in its cwd now, "
+            f"{context.cwd}, which its first runs may not have had"
         )
     transcript = Transcript(
         # Where its first run started (the cwd now is the last run's: a replay from it
