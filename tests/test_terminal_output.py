@@ -153,6 +153,8 @@ def test_files_ls_and_cat_on_a_terminal_and_piped(env: dict[str, str]) -> None:
         status, said = on_terminal(env, *command)
         assert status == 0, said
         assert b"\\x0a" in said and not re.search(rb"^(lines|name)", said, re.M), said
+    status, said = on_terminal(env, "files", "cat", "demo", "no\nsuch.txt")  # an error too
+    assert status == 4 and said.startswith(b"error: ") and said.count(b"\n") == 1, said
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly(env: dict[str, str]) -> None:

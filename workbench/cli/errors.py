@@ -140,5 +140,5 @@ def report(error: Exception) -> int:
             tail = getattr(cause, "log_tail", "")
             if tail:  # a failure in the daemon: its own traceback is in its log
                 echo_untrusted(f"the local daemon's log:\n{tail}", err=True)
-    echo_untrusted(f"error: {message}", err=True)
+    echo_untrusted(f"error: {message}", err=True, one_line=True)  # it may quote a path
     return code
