@@ -668,6 +668,13 @@ async def test_a_cancel_the_gateway_does_not_answer_gives_the_cell_up(
                 await wait_for(pilot, lambda: repl.running)
                 await pilot.pause(max(0.0, asked + 3.0 - time.monotonic()))
                 assert repl.running and len(repl.transcript.cells) == 1
+                # Given up too; the next cell's count jumps past both runs, which the
+                # backend cancelled: its catch-up shows neither as another client's.
+                await send_keys(app, "ctrl+g", "ctrl+g")
+                await wait_for(pilot, lambda: len(repl.transcript.cells) == 2)
+                await run_cell(pilot, repl, "1 + 1")
+                await pilot.pause(0.5)
+                assert not [cell for cell in repl.transcript.cells if cell.from_another_client]
             else:
                 assert waited >= 1.9, waited
             await wait_for(pilot, lambda: main.status.state == "unreachable")

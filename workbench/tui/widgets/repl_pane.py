@@ -8,6 +8,7 @@ history, find, copying cells and exporting the transcript.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,8 @@ from workbench.tui.widgets.run_status import RunStatus
 from workbench.tui.widgets.transcript import Transcript
 
 CANCELLING = "cancelling"
+GIVEN_UP_KEPT = 8
+"""Cells given up whose cancelled runs a catch-up may still meet (the oldest go first)."""
 ABANDONED_NOTE = "abandoned request (the remote guest runs until its fuel runs out)"
 GIVEN_UP_NOTE = (
     "given up: the backend cancels its execution (one still waiting for another run in "
@@ -68,6 +71,12 @@ GONE_NOTE = (
 GONE_REFUSAL = (
     "This context no longer exists: nothing runs or changes here. Open or create another one."
 )
+
+
+def is_cancelled(entry: HistoryEntry) -> bool:
+    """A run of the history that ended cancelled."""
+    error = entry.result.error if entry.result is not None else None
+    return error is not None and error.message.startswith(CANCELLED)
 
 
 class ReplPane(Vertical):
@@ -146,6 +155,10 @@ class ReplPane(Vertical):
         self._abandoned_watch_runs = 0
         """Watch runs of this tab the watch gave up, each said by a cell already: the
         history may keep them (cancelled), which the next catch-up leaves out."""
+        self._given_up_codes: deque[str] = deque(maxlen=GIVEN_UP_KEPT)
+        """The code of this tab's cells given up, each said by a cell already: the backend
+        may yet run one and cancel it (a gateway answering again), which a catch-up then
+        leaves out (it came as another client's run: found in review)."""
         self._showing_watch_run = False
         """The running cell shown is the watch's run (not the user's, which it waits for)."""
 
@@ -391,6 +404,9 @@ class ReplPane(Vertical):
             if self._abandoned_watch_runs and self._is_cancelled_watch_run(entry):
                 self._abandoned_watch_runs -= 1  # this tab's: its cell says so already
                 continue
+            if entry.code in self._given_up_codes and is_cancelled(entry):
+                self._given_up_codes.remove(entry.code)  # this tab's, said already
+                continue
             items.append(self._past_cell(entry, from_another_client=True))
         if caught.before is None:
             # A read of the whole history waits for the sandbox's turn: an abandoned run
@@ -454,12 +470,7 @@ class ReplPane(Vertical):
         self.catch_up()
 
     def _is_cancelled_watch_run(self, entry: HistoryEntry) -> bool:
-        error = entry.result.error if entry.result is not None else None
-        return (
-            error is not None
-            and error.message.startswith(CANCELLED)
-            and entry_run_of(self.context.language, entry.code) is not None
-        )
+        return is_cancelled(entry) and entry_run_of(self.context.language, entry.code) is not None
 
     def _past_cell(
         self, entry: HistoryEntry, *, from_another_client: bool = False
@@ -517,6 +528,7 @@ class ReplPane(Vertical):
         """The running cell's request was dropped: say so (`note`) in the transcript."""
         if not self.running:
             return
+        self._given_up_codes.append(self.pending_code)
         self._drop_running_cell(note)
         self.notify(note, title="Cancelled", severity="warning")
 
