@@ -309,6 +309,9 @@ def test_counts_and_sizes_read_as_words(tmp_path: Path, perl_engine: None) -> No
         where = ("-s", "demo", "--context", context)
         saved = run_cli(env, "contexts", "checkpoint", "save", "one", *where)
         assert re.search(r"after run 1  \d+(\.\d)? (B|KiB|MiB)\n$", saved.stdout), saved.stdout
+        assert "replaced" not in saved.stderr
+        again = run_cli(env, "contexts", "checkpoint", "save", "one", *where)
+        assert re.search(r"replaced the checkpoint one saved \S+ after run 1\n", again.stderr)
         listed = run_cli(env, "contexts", "checkpoint", "list", *where)
         assert re.search(r"hold \d+(\.\d)? (B|KiB|MiB) of their 256\.0 MiB budget", listed.stderr)
         exported = run_cli(env, "transcript", "export", *where, "-o", str(tmp_path / "t.json"))

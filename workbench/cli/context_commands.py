@@ -454,7 +454,7 @@ Examples:
 
 \b
 Keeps the state of the context's last run (its memory snapshot, execution count and
-cwd); a checkpoint of the same name is replaced. Up to 16 per context; names are
+cwd); a checkpoint of the same name is replaced, which a note says. Up to 16 per context; names are
 1-64 letters, digits, '.', '_' or '-'. They last until deleted, with the context.""",
 )
 @click.argument("name")
@@ -469,7 +469,14 @@ async def save_command(
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
         context = await full_context_id(sandbox, context_id)
+        listed = await sandbox.interpreter.list_checkpoints(context)
+        replaced = next((saved for saved in listed.checkpoints if saved.name == name), None)
         echo_untrusted(checkpoint_line(await sandbox.interpreter.save_checkpoint(context, name)))
+        if replaced is not None:  # said, as the TUI asks first (QA: a state lost unsaid)
+            note(
+                f"replaced the checkpoint {name} saved {replaced.created_at} after run "
+                f"{replaced.executions}"
+            )
 
     await with_backend(profile, data_dir, body)
 
