@@ -140,16 +140,19 @@ def _encoding(encoding: str | None) -> str | None:
     return "utf-8" if encoding == "utf8" else encoding
 
 
+def _context_identifier(context_id: str | CodeContext) -> str:
+    return context_id.id if isinstance(context_id, CodeContext) else context_id
+
+
 def _context_path(context_id: str | CodeContext) -> str:
-    identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
-    return f"/contexts/{quote(identifier, safe='')}"
+    return f"/contexts/{quote(_context_identifier(context_id), safe='')}"
 
 
 def _checkpoint_path(context_id: str | CodeContext, name: str) -> str:
     """A name no checkpoint can have is answered here as the servers answer it: `..`
     in a URL reached another route, which blamed the sandbox id (QA)."""
     if checkpoint_name_problem(name) is not None:
-        identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
+        identifier = _context_identifier(context_id)
         raise validation_error(f"Code context '{identifier}' has no checkpoint '{name}'", 404)
     return f"{_context_path(context_id)}/checkpoints/{quote(name, safe='')}"
 
@@ -189,8 +192,7 @@ class Interpreter:
         return decoded(ContextList, await self._sandbox._call("GET", "/contexts")).contexts
 
     async def delete_code_context(self, context_id: str | CodeContext) -> None:
-        identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
-        await self._sandbox._call("DELETE", f"/contexts/{quote(identifier, safe='')}")
+        await self._sandbox._call("DELETE", _context_path(context_id))
 
     async def fork_code_context(self, context_id: str | CodeContext) -> CodeContext:
         """A new context that starts from a copy of the context's state (REPL state,
@@ -333,11 +335,8 @@ class Interpreter:
     async def history(self, context_id: str | CodeContext) -> list[HistoryEntry]:
         """The context's past executions, oldest first; empty when the server keeps no
         history (it answers 404)."""
-        identifier = context_id.id if isinstance(context_id, CodeContext) else context_id
         try:
-            data = await self._sandbox._call(
-                "GET", f"/contexts/{quote(identifier, safe='')}/history"
-            )
+            data = await self._sandbox._call("GET", f"{_context_path(context_id)}/history")
         except SandboxError as error:
             if error.http_status == 404 and error.code != ErrorCode.SANDBOX_NOT_FOUND:
                 return []
@@ -370,7 +369,7 @@ class Interpreter:
         local backend."""
         body: dict[str, Any] = {"code": code}
         if context is not None:
-            body["contextId"] = context.id if isinstance(context, CodeContext) else context
+            body["contextId"] = _context_identifier(context)
         if binding is not None:
             body["binding"] = binding
         if env_vars is not None:

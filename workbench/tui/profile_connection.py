@@ -459,8 +459,7 @@ class ProfileConnection:
         whether the backend of the profile shown refuses its token (HTTP 401) now."""
         if backend is not self.backend or self.backend_profile != self.profile:
             return
-        refused = isinstance(error, SandboxError) and error.http_status == 401
-        if refused and error is not None:
+        if isinstance(error, SandboxError) and error.http_status == 401:
             self.refused = describe_error(error)
             self.owner.post_message(TokenRefused(self.profile, self.refused))
         elif error is None and self.refused is not None:  # taken now
