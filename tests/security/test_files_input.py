@@ -7,7 +7,7 @@ limits, and the other two have no UTF-8 form). The files API refuses such a path
 VALIDATION_FAILED (`Invalid path: ...` / `Invalid newPath: ...`), context creation
 refuses such a `cwd` the same way,
 and a change whose transaction fails (a statement or the COMMIT itself) is taken back out
-of the in-memory workspace.
+of the in-memory workspace, and a run's out of its context's REPL state.
 """
 
 from __future__ import annotations
@@ -28,13 +28,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engines.vfs import File, PathState, TreeUpdate, VirtualFS
-from workbench.api import Backend
-from workbench.backends.local import LocalGateway, LocalTransport, open_local_gateway
+from tests.conftest import require_engine
+from workbench.api import Backend, ErrorCode, SandboxError
+from workbench.backends.local import (
+    LocalGateway,
+    LocalTransport,
+    open_local_backend,
+    open_local_gateway,
+)
 from workbench.core.paths import MAX_PATH_BYTES, ROOT, InvalidPathError, normalize
 from workbench.core.workspace import GUEST_LIMITS, FileNode, Workspace
 from workbench.paths import DATABASE_NAME
 from workbench.protocol.http import Request
 from workbench.protocol.timestamps import iso_from_ms
+from workbench.store.database import Transaction
 
 SANDBOX = "inputs"
 REFUSED_PATHS = {
@@ -279,6 +286,64 @@ async def test_a_failing_env_commit_leaves_the_env_as_stored(gateway: LocalGatew
     status, info = await call(gateway, "GET", f"/v1/sandboxes/{SANDBOX}")
     assert status == 200
     assert info["envVars"] == {"KEPT": "1"}
+
+
+async def test_a_run_whose_commit_fails_leaves_the_repl_state_as_stored(tmp_path: Path) -> None:
+    """The run's engine holds what it did: the session goes with the failed commit, so
+    that the next run restores the stored state, and no later snapshot stores it."""
+    require_engine("python")
+    backend = open_local_backend(tmp_path / "data", embedded=True)
+    interpreter = backend.sandbox(SANDBOX).interpreter
+    try:
+        context = await interpreter.create_code_context("PYTHON")
+        await interpreter.run_code("x = 1", context=context)
+        store = tmp_path / "data" / DATABASE_NAME
+        wal = store.with_name(store.name + "-wal")
+        with (
+            file_size_limit(max(wal.stat().st_size, store.stat().st_size) + 65536),
+            pytest.raises(SandboxError) as failed,
+        ):  # the run's snapshot holds the blob: its COMMIT passes the limit
+            await interpreter.run_code("x = 2\nblob = bytes(range(256)) * 8000", context=context)
+        assert failed.value.code == ErrorCode.INTERNAL_ERROR
+        seen = await interpreter.run_code("(x, 'blob' in globals())", context=context)
+        assert [entry.text for entry in seen.results] == ["(1, False)"]
+        assert seen.execution_count == 2
+    finally:
+        await backend.aclose()
+    backend = open_local_backend(tmp_path / "data", embedded=True)
+    try:
+        again = await backend.sandbox(SANDBOX).interpreter.run_code("x", context=context)
+        assert [entry.text for entry in again.results] == ["1"]
+    finally:
+        await backend.aclose()
+
+
+async def test_any_failure_in_a_run_s_transaction_leaves_the_context_as_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only SQLite's errors: the row's count and snapshot record go back too, so the
+    next run does not restore a snapshot that was never stored (nor count past it)."""
+    require_engine("python")
+    add_history = Transaction.add_history
+
+    def out_of_memory(self: Transaction, *arguments: Any) -> None:
+        monkeypatch.setattr(Transaction, "add_history", add_history)  # once
+        raise MemoryError
+
+    backend = open_local_backend(tmp_path / "data", embedded=True)
+    interpreter = backend.sandbox(SANDBOX).interpreter
+    try:
+        context = await interpreter.create_code_context("PYTHON")
+        monkeypatch.setattr(Transaction, "add_history", out_of_memory)
+        with pytest.raises(MemoryError):  # as raised (a daemon answers INTERNAL_ERROR)
+            await interpreter.run_code("x = 1", context=context)
+        seen = await interpreter.run_code("'x' in globals()", context=context)
+        assert [entry.text for entry in seen.results] == ["False"]
+        assert seen.execution_count == 1
+        assert seen.session is not None and seen.session.boot == "fresh"
+        assert not seen.session.notes
+    finally:
+        await backend.aclose()
 
 
 # ----- property: any path maps inside /workspace or is refused without a trace ---------

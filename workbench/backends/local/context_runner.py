@@ -50,7 +50,7 @@ from workbench.core.changes import ChangeSet
 from workbench.core.envvars import layer_env
 from workbench.core.paths import WorkspaceOSError
 from workbench.core.workspace import GUEST_LIMITS
-from workbench.protocol.errors import ErrorCode, SandboxError, make_error
+from workbench.protocol.errors import ErrorCode, make_error
 from workbench.protocol.timestamps import iso_from_ms
 from workbench.store.database import BLOCK_BYTES, CHUNK_BYTES, Transaction
 
@@ -425,16 +425,23 @@ class ContextRunner:
                 notes.append(
                     f"the context's REPL state was restored from its memory snapshot of {taken_at}"
                 )
-            return self._finish(
-                row,
-                result,
-                changes,
-                report.boot,
-                notes,
-                cwd=report.cwd,
-                snapshot=taken,
-                cpu_ms=report.cpu_ms,
-            )
+            try:
+                return self._finish(
+                    row,
+                    result,
+                    changes,
+                    report.boot,
+                    notes,
+                    cwd=report.cwd,
+                    snapshot=taken,
+                    cpu_ms=report.cpu_ms,
+                )
+            except BaseException:
+                # The run was not stored, but its engine holds what it did (REPL state,
+                # snapshot deltas): the session goes, so that the next run restores what
+                # SQLite holds instead of storing the unstored run's state with its own.
+                self._sessions.discard(key)
+                raise
         finally:
             self._sessions.release(key)
 
@@ -476,16 +483,17 @@ class ContextRunner:
     ) -> ExecutionResult:
         """Persist files, snapshot, context row and history in one transaction.
 
-        When the commit fails, memory goes back to what SQLite holds: the row's counters
-        and snapshot record, and the workspace (re-read from the store; the next run
-        re-materializes it)."""
+        When the commit fails (or anything in the transaction raises), memory goes back
+        to what SQLite holds: the row's counters and snapshot record, and the workspace
+        (re-read from the store; the next run re-materializes it); the caller closes the
+        session, whose engine holds the run's REPL state."""
         now = self._clock.now_ms()
+        meta = self._state.ensure_meta()
         before = replace(row)
         row.executions += 1
         row.last_used = now
         if cwd is not None:
             row.cwd = cwd
-        meta = self._state.ensure_meta()
         try:
             with self._state.stored() as tx:
                 self._state.persist_changes(tx, changes)
@@ -509,7 +517,7 @@ class ContextRunner:
                 )
                 payload = final.to_json()
                 tx.add_history(self._state.id, row.id, row.executions, result.code, now, payload)
-        except SandboxError:
+        except BaseException:  # not only SQLite's errors: any of them leaves it unstored
             row.executions, row.last_used, row.cwd = before.executions, before.last_used, before.cwd
             row.snapshot = before.snapshot
             if changes:
