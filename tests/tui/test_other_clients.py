@@ -18,7 +18,7 @@ from workbench.sync.runner import entry_runner_code
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.cell_picker_screen import cell_summary
 from workbench.tui.transcript_cell import FROM_ANOTHER_CLIENT
-from workbench.tui.widgets.repl_pane import GONE_NOTE, WAITING_TURN, ReplPane
+from workbench.tui.widgets.repl_pane import GIVEN_UP_NOTE, GONE_NOTE, WAITING_TURN, ReplPane
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
@@ -204,6 +204,37 @@ async def test_a_cell_waiting_behind_another_client_s_run_says_so(tmp_path: Path
         assert result is not None and result.results[0].text == "2"
 
 
+async def test_cancelling_a_cell_that_waits_gives_it_up_not_the_run_ahead(
+    tmp_path: Path,
+) -> None:
+    """ctrl+g on a cell queued behind another client's run in the same context asked the
+    backend to interrupt the context's run, which was the other client's: it was
+    cancelled and the cell ran after all (QA). The cell's own request is given up."""
+    app = embedded_app(tmp_path / "data")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "shared")
+        repl = await create_context(pilot, "PERL")
+        backend = app.main_screen.backend
+        assert backend is not None
+        other = asyncio.ensure_future(other_client_runs(backend, "shared", repl, BUSY_TWO_SECONDS))
+        await asyncio.sleep(0.3)  # its turn taken
+        repl.code_input.focus()
+        repl.set_code("our $given_up = 1")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: repl.waiting, timeout=10)
+        await pilot.press("ctrl+g")
+        await wait_for(pilot, lambda: not repl.running, timeout=10)
+        assert repl.transcript.cells[-1].failure == GIVEN_UP_NOTE
+        await other
+        interpreter = backend.sandbox("shared").interpreter
+        [ahead] = await interpreter.history(repl.context.id)
+        assert ahead.result is not None and ahead.result.error is None, ahead.result
+        assert [entry.text for entry in ahead.result.results] == ["done"]
+        after = await interpreter.run_code("defined $given_up ? 1 : 0", context=repl.context.id)
+        assert [entry.text for entry in after.results] == ["0"]
+
+
 async def test_a_cell_waiting_behind_another_tab_s_run_names_that_tab(tmp_path: Path) -> None:
     """A cell queued behind a run of this workbench's other tab in the same sandbox names
     that tab: the label said "another client's run", which sent the user looking for one."""
@@ -277,9 +308,8 @@ async def test_the_waiting_label_gives_way_only_to_its_own_end(tmp_path: Path) -
         repl.note_waiting(True)
         repl.note_waiting(False)
         assert "running" in label()
-        repl.note_waiting(True)
-        repl.cancel_run()
-        repl.note_waiting(False)  # "started" after the cancel was asked
+        repl.cancel_run()  # running, not waiting: the backend is asked to interrupt it
+        repl.note_waiting(False)
         repl.show_output([("stdout", "late line")])
         assert "cancelling" in label(), label()
         # A label is plain text: a context's title comes from the backend.

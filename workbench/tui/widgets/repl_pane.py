@@ -292,11 +292,13 @@ class ReplPane(Vertical):
 
     def cancel_run(self) -> None:
         """Ask the backend to interrupt the running cell; asked again meanwhile (a gateway
-        that does not answer kept it "cancelling" for two minutes; QA), give it up."""
+        that does not answer kept it "cancelling" for two minutes; QA), give it up. A cell
+        still waiting for its turn is given up at once: the backend's cancel interrupts
+        whatever runs in the context, which is then another client's run (QA)."""
         if not self.running:
             return
+        give_up = self.waiting or self.run_status.label == CANCELLING
         self.waiting = False
-        give_up = self.run_status.label == CANCELLING
         if not give_up:
             keys = action_keys(self.screen, "cancel_run")
             again = keys and not self.showing_watch_run  # the watch's run is the watch's
