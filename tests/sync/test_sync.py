@@ -136,6 +136,33 @@ async def test_a_watched_folder_made_again_after_a_while_is_rescanned(
         await eventually(converged, timeout=5)
 
 
+async def test_a_name_the_file_watcher_cannot_decode_does_not_end_the_watch(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """watchfiles ends its watch on a file name that is not UTF-8, and that ended the
+    whole watch (QA): the watch goes on, says so once, and syncs the changes after it."""
+    (folder / "a.txt").write_text("first")
+    sync = FolderSync(folder, sandbox, debounce=0.03)
+    async with watching(sync) as watch:
+        await watch.until_idle()
+        (folder / "bad\udcff.txt").write_bytes(b"not synced")  # the byte 0xff, on disk
+        await eventually(
+            lambda: _true(any("could not read a change" in event.message for event in watch.events))
+        )
+        (folder / "later.txt").write_text("a save after it")
+        await eventually(lambda: holds(sandbox, "later.txt"))
+        (folder / "bad\udcff.txt").write_text("changed again")  # the same name, once more
+        (folder / "last.txt").write_text("still watched")
+        await eventually(lambda: holds(sandbox, "last.txt"))
+    notices = [event for event in watch.events if "could not read a change" in event.message]
+    assert len(notices) == 1
+    assert "bad" not in "".join(await remote_tree(sandbox))
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
 @pytest.mark.parametrize("gap", [0.0, 3 * REARM_S])
 async def test_a_watched_folder_made_again_is_synced_with_its_own_ignore_rules(
     folder: Path, sandbox: SandboxClient, gap: float

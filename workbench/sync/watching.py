@@ -137,6 +137,7 @@ async def watch_folder(
     """`FolderSync.watch` (see there); `run_pass` syncs what `pending` holds, running the
     initial sync first."""
     from watchfiles import awatch
+    from watchfiles._rust_notify import WatchfilesRustInternalError
 
     stop = stop or asyncio.Event()
     batches: asyncio.Queue[set[str]] = asyncio.Queue()
@@ -150,6 +151,7 @@ async def watch_folder(
         whole; while it is missing, nothing is watched."""
         root = os.fspath(sync.root)
         missing = False
+        told_undecodable = False
         while not stop.is_set():
             armed = folder_identity(sync.root)
             if armed is None:
@@ -180,6 +182,23 @@ async def watch_folder(
                     return  # stopped
             except FileNotFoundError:
                 pass  # gone before its watch was set
+            except ExceptionGroup as group:
+                # watchfiles ends its watch on a name that is not UTF-8 ("Unable to decode
+                # path"), which ended the whole watch (QA): it is set again, and the
+                # rescan reports such a name as the scan does, and syncs the rest.
+                undecodable, other = group.split(WatchfilesRustInternalError)
+                if undecodable is None or other is not None:
+                    raise
+                if not told_undecodable:
+                    told_undecodable = True
+                    emit(
+                        EventKind.NOTICE,
+                        f"the file watcher could not read a change ({undecodable.exceptions[0]})"
+                        "; it watches again, and the folder is rescanned",
+                    )
+                with contextlib.suppress(TimeoutError):  # not in a loop, if it persists
+                    async with asyncio.timeout(REARM_S):
+                        await stop.wait()
             pending.rescan_all()
             batches.put_nowait(set())  # wakes the loop for the rescan
 
