@@ -12,10 +12,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
+from tests.cli import cli_env, run_cli
 from tests.conftest import require_engine
 from workbench.backends.local import open_local_backend
 from workbench.cli.main import COMMANDS
@@ -33,15 +34,16 @@ def watch_argv() -> list[str]:
 
 
 class JsonLines:
-    """Reads a process's stdout on a thread so the test can wait with timeouts."""
+    """Reads a process's stdout (or `stream`) on a thread so the test can wait with
+    timeouts."""
 
-    def __init__(self, process: subprocess.Popen[str]) -> None:
+    def __init__(self, process: subprocess.Popen[str], stream: IO[str] | None = None) -> None:
         self.lines: queue.Queue[str] = queue.Queue()
-        assert process.stdout is not None
-        stdout = process.stdout
+        source = stream or process.stdout
+        assert source is not None
 
         def pump() -> None:
-            for line in stdout:
+            for line in source:
                 self.lines.put(line)
 
         threading.Thread(target=pump, daemon=True).start()
@@ -51,6 +53,13 @@ class JsonLines:
         value = json.loads(line)
         assert isinstance(value, dict)
         return value
+
+    def until(self, text: str, timeout: float = 30) -> list[str]:
+        """The lines read up to the first that holds `text` (which is the last)."""
+        seen: list[str] = []
+        while not any(text in line for line in seen):
+            seen.append(self.lines.get(timeout=timeout))
+        return seen
 
 
 @pytest.fixture
@@ -314,3 +323,38 @@ def test_an_entry_of_another_language_than_its_binding_is_refused(tmp_path: Path
             timeout=60,
             check=False,
         )
+
+
+def test_a_daemon_killed_while_the_entry_runs_does_not_end_the_watch(tmp_path: Path) -> None:
+    """The run's answer cut off by the daemon's end was the watch's end too (QA); the
+    watch says so, and the next change runs the entry on a daemon started again."""
+    require_engine("python")
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "main.py").write_text("import time\ntime.sleep(60)\n")
+    env = cli_env(tmp_path)
+    process = subprocess.Popen(
+        [*watch_argv(), str(folder), "--run", "main.py", "--debounce", "0.03"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parents[2],
+    )
+    assert process.stdout is not None and process.stderr is not None
+    stderr = JsonLines(process, process.stderr)
+    try:
+        stderr.until("running main.py")
+        status = run_cli(env, "daemon", "status", "--json")
+        os.kill(int(json.loads(status.stdout)["pid"]), signal.SIGKILL)
+        failed = stderr.until("error: the run of main.py failed")
+        assert "next change runs it again" in failed[-1], failed
+        (folder / "main.py").write_text("print('back')\n")
+        stderr.until("running main.py")
+        assert process.stdout.readline() == "back\n"
+        assert process.poll() is None
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=20)
+        run_cli(env, "daemon", "stop")
+    assert not any("Traceback" in line for line in stderr.lines.queue)

@@ -26,9 +26,10 @@ from workbench.cli.common import (
     with_backend,
 )
 from workbench.cli.completion import complete_bindings, complete_sandbox_ids
-from workbench.cli.errors import CommandError
+from workbench.cli.errors import CommandError, describe
 from workbench.cli.terminal import echo_json, echo_untrusted
 from workbench.sync.events import ConflictPolicy, EventKind, SyncEvent, SyncReport
+from workbench.sync.sandbox_folder import is_transient
 
 
 def sandbox_id_for_folder(folder: Path) -> str:
@@ -314,6 +315,20 @@ async def watch_command(
                 if not as_json:
                     echo_untrusted(f"cancelled the run of {entry}", dim=True, err=True)
                 raise
+            except Exception as error:
+                # The backend went while the entry ran (a daemon killed or stopped, a
+                # gateway down): a watch goes on, as its passes do, and runs the entry
+                # after the next change; it ended the watch (QA). `--once` reports it.
+                if once or not is_transient(error):
+                    raise
+                message, _ = describe(error)
+                exit_code = EXIT_FAILED
+                failure = f"the run of {entry} failed: {message}; the next change runs it again"
+                if as_json:
+                    _json_line({"event": "run-failed", "message": failure})
+                else:
+                    echo_untrusted(f"error: {failure}", fg="red", err=True)
+                return
             result = entry_result(result, entry_path)
             exit_code = EXIT_OK if result.error is None else EXIT_FAILED
             if as_json:
