@@ -221,7 +221,7 @@ async def test_a_diff_of_huge_outcomes_compares_and_shows_the_first_lines() -> N
     observed = Outcome(stdout=("same",) * (DIFF_LINES - 1) + ("other",) + ("same",) * 18_000)
     app = App[None]()
     async with app.run_test(size=(120, 40)) as pilot:
-        await app.push_screen(DiffScreen(CellRerun(1, "here", "there", recorded, observed, 0, 0)))
+        await app.push_screen(DiffScreen(CellRerun("1", "here", "there", recorded, observed, 0, 0)))
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, DiffScreen)

@@ -669,12 +669,17 @@ async def test_a_cancel_the_gateway_does_not_answer_gives_the_cell_up(
                 await pilot.pause(max(0.0, asked + 3.0 - time.monotonic()))
                 assert repl.running and len(repl.transcript.cells) == 1
                 # Given up too; the next cell's count jumps past both runs, which the
-                # backend cancelled: its catch-up shows neither as another client's.
+                # backend cancelled: its catch-up shows neither as another client's, and
+                # numbers the two cells, shown without one until then.
                 await send_keys(app, "ctrl+g", "ctrl+g")
                 await wait_for(pilot, lambda: len(repl.transcript.cells) == 2)
+                assert [cell.number for cell in repl.transcript.cells] == [None, None]
                 await run_cell(pilot, repl, "1 + 1")
-                await pilot.pause(0.5)
+                await wait_for(
+                    pilot, lambda: [cell.number for cell in repl.transcript.cells] == [1, 2, 3]
+                )
                 assert not [cell for cell in repl.transcript.cells if cell.from_another_client]
+                assert "In [1] perl" in "\n".join(line.text for line in repl.transcript.lines)
             else:
                 assert waited >= 1.9, waited
             await wait_for(pilot, lambda: main.status.state == "unreachable")

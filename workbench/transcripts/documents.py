@@ -31,11 +31,19 @@ class DocumentCell:
     """One run as a document shows it: a result, or why there is none (a request that
     failed, a cancel)."""
 
-    number: int
+    number: int | None
+    """The run's execution count; None where the backend counted none (a request that
+    failed or was given up: a guess duplicated or reordered the numbers; QA)."""
     code: str
     language: str
     result: ExecutionResult | None = None
     failure: str | None = None
+
+    @property
+    def shown_number(self) -> str:
+        """The number as `In [n]` shows it: blank for a run not counted, as Jupyter shows
+        a cell that did not run."""
+        return " " if self.number is None else str(self.number)
 
     @classmethod
     def from_history(cls, entry: HistoryEntry, language: str) -> DocumentCell:
@@ -121,7 +129,7 @@ def _markdown(title: str, cells: Sequence[DocumentCell]) -> str:
     for cell in cells:
         fence = fence_for([cell.code])
         language = FENCE_LANGUAGES.get(cell.language, "")
-        lines += [f"## In [{cell.number}]", "", f"{fence}{language}", cell.code, fence, ""]
+        lines += [f"## In [{cell.shown_number}]", "", f"{fence}{language}", cell.code, fence, ""]
         result = cell.result
         sections: list[tuple[str, list[str]]] = []
         if result is not None:

@@ -39,7 +39,7 @@ async def rerun_cell(
     cells: Sequence[TranscriptCell],
 ) -> None:
     """Worker body: replay `cells` (the last one is the one compared) on `profile`."""
-    number = cells[-1].number
+    number = cells[-1].shown_number
     try:
         backend = await asyncio.to_thread(open_backend, profile)
         try:
@@ -93,7 +93,7 @@ class CellRerunHandlers(Screen[None]):
         def chosen(target: str | None) -> None:
             if target is None:
                 return
-            started = f"Rerunning cell [{cells[-1].number}] on {target}"
+            started = f"Rerunning cell [{cells[-1].shown_number}] on {target}"
             if earlier := len(cells) - 1:
                 started += f" after replaying {earlier} earlier cell{'s' if earlier != 1 else ''}"
             self.notify(f"{started}… (the command palette can cancel it)", timeout=5)

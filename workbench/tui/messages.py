@@ -411,7 +411,8 @@ class WatchFolderGone(Message, bubble=False):
 class CellRerun(Message, bubble=False):
     """A cell ran again on `profile`: its recorded and its new outcome."""
 
-    number: int
+    number: str
+    """As `In [n]` shows it (`DocumentCell.shown_number`)."""
     here: str
     profile: str
     recorded: Outcome
@@ -426,7 +427,8 @@ class CellNotRerun(Message, bubble=False):
     """`profile` could not replay the cell's context, a known difference (`reason`), as
     when it runs Ruby statelessly."""
 
-    number: int
+    number: str
+    """As `In [n]` shows it."""
     profile: str
     reason: str
 

@@ -175,7 +175,7 @@ def render_cell(
     `shown_lines` lines of them at most (its error's header always shows)."""
     budget = ShownBudget(lines=shown_lines)
     parts = cell_input(
-        str(cell.number),
+        cell.shown_number,
         cell.language,
         cell.code,
         cell.label,

@@ -36,7 +36,7 @@ def cell_summary(cell: TranscriptCell) -> str:
     """`[3] first line of the code…  ✗ NameError` for the cell list; a labelled cell (a
     watch's run) by its label: its code is generated."""
     lines = cell.code[: 64 * SUMMARY_WIDTH].splitlines()
-    summary = f"[{cell.number}] " + (
+    summary = f"[{cell.shown_number}] " + (
         f"⟳ {cell.label}"
         if cell.label
         else one_line(next((line for line in lines if line.strip()), ""))

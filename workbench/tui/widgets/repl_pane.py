@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.text import Text
@@ -331,9 +331,7 @@ class ReplPane(Vertical):
     ) -> None:
         """Show a finished run; a labelled (watch) run's code stays out of the history.
         When its count jumped, the runs between (another client's) are asked for."""
-        number = len(self.transcript.cells) + 1
-        if result is not None and result.execution_count is not None:
-            number = result.execution_count
+        number = None if result is None else result.execution_count
         self.run_status.stop()
         self._showing_watch_run = False
         self.query_one(LiveOutput).clear_lines()
@@ -405,9 +403,11 @@ class ReplPane(Vertical):
                 continue
             if self._abandoned_watch_runs and self._is_cancelled_watch_run(entry):
                 self._abandoned_watch_runs -= 1  # this tab's: its cell says so already
+                self._number_uncounted(entry)
                 continue
             if entry.code in self._given_up_codes and is_cancelled(entry):
                 self._given_up_codes.remove(entry.code)  # this tab's, said already
+                self._number_uncounted(entry)
                 continue
             items.append(self._past_cell(entry, from_another_client=True))
         if caught.before is None:
@@ -470,6 +470,20 @@ class ReplPane(Vertical):
         self.generation += 1
         self._abandoned_watch_runs += 1
         self.catch_up()
+
+    def _number_uncounted(self, entry: HistoryEntry) -> None:
+        """This tab's run that it dropped (given up, or a watch's run it cancelled) is in
+        the history after all: its cell, shown without a number, gets the run's."""
+        cell = next(
+            (
+                shown
+                for shown in self.transcript.cells
+                if shown.number is None and shown.result is None and shown.code == entry.code
+            ),
+            None,
+        )
+        if cell is not None:
+            self.transcript.replace_cell(cell, replace(cell, number=history_number(entry)))
 
     def _is_cancelled_watch_run(self, entry: HistoryEntry) -> bool:
         return is_cancelled(entry) and entry_run_of(self.context.language, entry.code) is not None
@@ -541,8 +555,7 @@ class ReplPane(Vertical):
         self.run_status.stop()
         self._showing_watch_run = False
         self.query_one(LiveOutput).clear_lines()
-        number = len(self.transcript.cells) + 1
-        cell = TranscriptCell(number, code, self.context.language, None, note, label)
+        cell = TranscriptCell(None, code, self.context.language, None, note, label)
         self.add_cell(code, cell, remember=label is None)
 
     def add_cell(self, code: str, cell: TranscriptCell, *, remember: bool = True) -> None:
@@ -632,7 +645,7 @@ class ReplPane(Vertical):
             self.notify(f"{event.value!r} not found", severity="warning")
         else:
             cell = self.transcript.current_cell
-            where = f"cell [{cell.number}]" if cell is not None else f"line {found.line + 1}"
+            where = f"cell [{cell.shown_number}]" if cell is not None else f"line {found.line + 1}"
             self.notify(
                 f"{event.value!r} found in {where} ({found.position} of {found.total})",
                 timeout=2,
@@ -656,7 +669,9 @@ class ReplPane(Vertical):
             return
         body = {"code": cell.code, "contextId": self.context.id}
         self.app.copy_to_clipboard(curl_command(gateway_url, self.sandbox_id, body, variable))
-        self.notify(f"Copied cell [{cell.number}] as curl (the token: ${variable})", timeout=4)
+        self.notify(
+            f"Copied cell [{cell.shown_number}] as curl (the token: ${variable})", timeout=4
+        )
 
     def pick_cell(self) -> None:
         """Copy a part of any cell, picked with a preview."""
@@ -680,10 +695,11 @@ class ReplPane(Vertical):
         """Copy `part` of `cell` to the clipboard (OSC 52: works over SSH too)."""
         text = cell.part_text(part)
         if not text:
-            self.notify(f"Cell [{cell.number}] has no {part}.", severity="warning")
+            self.notify(f"Cell [{cell.shown_number}] has no {part}.", severity="warning")
             return
         self.app.copy_to_clipboard(text)
-        what = f"cell [{cell.number}]" if part == "cell" else f"the {part} of cell [{cell.number}]"
+        shown = cell.shown_number
+        what = f"cell [{shown}]" if part == "cell" else f"the {part} of cell [{shown}]"
         self.notify(f"Copied {what}", timeout=2)
 
     # ----------------------------------------------------------------- compare

@@ -219,6 +219,21 @@ it.
             self._render_again()
         self.scroll_end(animate=False, immediate=True)
 
+    def replace_cell(self, cell: TranscriptCell, new: TranscriptCell) -> None:
+        """Show `new` in place of `cell` (rendered again from it on); nothing if `cell` is
+        not shown."""
+        at = next((index for index, shown in enumerate(self.cells) if shown is cell), None)
+        if at is None:
+            return
+        self.cells[at] = new
+        where = next(index for index, item in enumerate(self._written) if item is cell)
+        self._written[where] = new
+        every_cell_rendered = len(self.cell_start_lines) == len(self.cells)
+        if every_cell_rendered and self.fits_its_width and not self._waiting_writes:
+            self._render_from(where, first_line=self.cell_start_lines[at], first_cell=at)
+        else:
+            self._render_again()
+
     def _render_from(self, where: int, *, first_line: int, first_cell: int) -> None:
         """Render the writes from `where` on again, in place of the lines from
         `first_line` on (where cell `first_cell`, the first of them, starts)."""
