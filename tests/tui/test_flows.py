@@ -1247,9 +1247,17 @@ async def test_a_keymap_entry_that_is_no_key_is_said_and_left_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """QA: `repl.run = "notakey+++"` left Run cell with no key at all, unsaid; a key the
-    keymap gave another binding took it from Run cell unsaid; an unknown theme too."""
+    keymap gave another binding took it from Run cell unsaid; an unknown theme, and an id
+    no binding has, too (a dialog's own binding is one)."""
     config = Config(
-        keys={"repl.run": "notakey+++", "repl.cancel": "ctrl+", "app.help": "ctrl+r"},
+        keys={
+            "repl.run": "notakey+++",
+            "repl.cancel": "ctrl+",
+            "app.help": "ctrl+r",
+            "repl.runn": "f10",
+            "no.such.binding": "f11",
+            "checkpoints.delete": "d",
+        },
         theme="nope",
         path=tmp_path / "config" / "config.toml",
     )
@@ -1260,11 +1268,14 @@ async def test_a_keymap_entry_that_is_no_key_is_said_and_left_out(
         assert notes.titled("Config") == [
             "keys.repl.run: 'notakey+++' is not a key; that binding keeps its own keys",
             "keys.repl.cancel: 'ctrl+' is not a key; that binding keeps its own keys",
+            "keys.repl.runn: no binding has this id; did you mean repl.run?",
+            "keys.no.such.binding: no binding has this id (F1 lists the ids)",
             "keys.app.help: ctrl+r is the key of Run cell (repl.run), which keeps it; remap "
             "repl.run to free it",
             "ui.theme: no theme is named 'nope'; the default is used",
         ]
-        assert app.keymap == {}  # ctrl+r stays Run cell's (it quit the app; review)
+        # ctrl+r stays Run cell's (it quit the app; review)
+        assert app.keymap == {"checkpoints.delete": "d"}
         await create_sandbox(pilot)
         repl = await create_context(pilot, "PERL")
         assert repl.cancel_hint() == "^g cancels"  # its own key, kept
@@ -1288,6 +1299,7 @@ async def test_help_palette_keymap_and_theme(tmp_path: Path) -> None:
         assert {"Run cell", "Delete context", "Export Markdown"} <= set(commands)
         assert "Cancel run" not in commands
         assert commands["Run cell"] == "^o · repl.run"  # the keymap's, not the default's
+        assert repl.code_input.placeholder == "code… (Enter: newline, ^o: run)"
         several = Binding("ctrl+r,ctrl+enter,f5", "run_cell", "Run", id="test.several")
         assert keys_shown(app, several) == "^r / ^⏎ / f5"  # not "r,ctrl+enter,f5"
         assert repl.cancel_hint() == "^k cancels"  # what a running cell's status line says

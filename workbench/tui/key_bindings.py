@@ -3,10 +3,12 @@ need what selected."""
 
 from __future__ import annotations
 
+import difflib
 import unicodedata
 from typing import Any
 
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.keys import KEY_NAME_REPLACEMENTS, Keys
 from textual.screen import Screen
 
@@ -171,14 +173,41 @@ def is_key(key: str) -> bool:
     return True
 
 
+def binding_ids() -> set[str]:
+    """The id of every binding of the workbench: its table's, and its screens' and
+    widgets' own (each class's `BINDINGS`, of the modules imported so far: the app
+    imports every screen)."""
+    ids = {binding.id for binding in WORKBENCH_BINDINGS if binding.id is not None}
+    classes: list[type[DOMNode]] = [DOMNode]
+    seen: set[type[DOMNode]] = set()
+    while classes:
+        node_class = classes.pop()
+        if node_class in seen:
+            continue
+        seen.add(node_class)
+        classes.extend(node_class.__subclasses__())
+        if node_class.__module__.startswith("workbench.tui"):
+            for binding in node_class.__dict__.get("BINDINGS", []):
+                if isinstance(binding, Binding) and binding.id is not None:
+                    ids.add(binding.id)
+    return ids
+
+
 def checked_keymap(keymap: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """The config's `[keys]` that apply, and what is wrong with the rest: an entry with a
     key Textual could not deliver is left out (its binding keeps its own keys: QA,
     `notakey+++` left Run cell with none), and so is a key of a workbench binding that
-    keeps it (`app.quit = "ctrl+r"` made ctrl+r quit instead of running the cell)."""
+    keeps it (`app.quit = "ctrl+r"` made ctrl+r quit instead of running the cell); an id
+    no binding has is said (QA: a typo was ignored without a word)."""
     problems = []
     usable = {}
+    known = binding_ids()
     for binding_id, keys in keymap.items():
+        if binding_id not in known:
+            close = difflib.get_close_matches(binding_id, sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else " (F1 lists the ids)"
+            problems.append(f"keys.{binding_id}: no binding has this id{hint}")
+            continue
         bad = [key for key in keys.split(",") if not is_key(key.strip())]
         if bad:
             problems.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, cast
 
 from pygments.lexer import Lexer  # type: ignore[import-untyped]
 from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
@@ -15,7 +16,12 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import TextArea
 
+from workbench.tui.key_bindings import WORKBENCH_BINDINGS
+from workbench.tui.palette_commands import keys_shown
 from workbench.tui.untrusted import ControlFreeTextArea
+
+if TYPE_CHECKING:
+    from workbench.tui.app import WorkbenchApp
 
 HIGHLIGHT_NAMES: list[tuple[_TokenType, str]] = [
     (Token.Comment, "comment"),
@@ -184,8 +190,15 @@ indentation removes one level. Run the cell with the *Run cell* key (see the foo
             tab_behavior="indent",
             show_line_numbers=True,
             id=id,
-            placeholder="code… (Enter: newline, ctrl+r: run)",
+            placeholder="code… (Enter: newline)",
         )
+
+    def on_mount(self) -> None:
+        """The placeholder names the keys that run the cell, after the user's keymap (it
+        said ctrl+r where ctrl+r was remapped to cancel; QA)."""
+        app = cast("WorkbenchApp", self.app)
+        run = next(binding for binding in WORKBENCH_BINDINGS if binding.id == "repl.run")
+        self.placeholder = f"code… (Enter: newline, {keys_shown(app, run)}: run)"
 
     @property
     def indent_language(self) -> str:
