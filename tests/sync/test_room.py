@@ -130,3 +130,25 @@ async def test_files_over_the_limit_are_never_read_and_named_once(
     assert [event.message for event in events if event.kind is EventKind.ERROR] == [
         "not uploaded: 2 files (big.bin, huge.bin), over the sandbox's limit of 1.0 MiB per file"
     ]
+
+
+async def test_a_file_refused_for_want_of_room_goes_with_a_later_pass(
+    folder: Path, sandbox: SandboxClient
+) -> None:
+    """Room a guest made (its files deleted) let nothing through: a file the sandbox
+    refused was sent only once it changed again, while the passes said "synced" (QA).
+    Every pass tries the refusals of the one before, whatever it is for."""
+    size = MAX_FILE_BYTES - 4096
+    sparse_files(folder, names("f", FITTING - 1), size)
+    sync = FolderSync(folder, sandbox)
+    assert not (await sync.initial_sync()).errors
+    # A guest fills the sandbox: the sync's own count of the room does not know it.
+    await sandbox.write_file("/workspace/guest.bin", bytes(900_000))
+    sparse_files(folder, ["late.bin"], size)
+    report = await sync.sync_paths([folder / "late.bin"])
+    assert [(issue.path, issue.code) for issue in report.errors] == [("late.bin", "NO_SPACE")]
+    await sandbox.delete_file("/workspace/guest.bin")  # and makes room again
+    (folder / "other.txt").write_text("a change elsewhere")
+    report = await sync.sync_paths([folder / "other.txt"])
+    assert sorted(report.uploaded) == ["late.bin", "other.txt"] and not report.errors
+    assert "late.bin" in await remote_tree(sandbox)

@@ -216,6 +216,8 @@ class FolderSync:
         self._held_refusals: list[SyncIssue] | None = None
         """While a pass may plan its refused uploads again (`_apply`): their errors, told
         only if they stay."""
+        self._refused: set[str] = set()
+        """The paths the last pass refused for want of room (`_note_refused`)."""
         self._initialized = False
         self._closed = False
         self._pending = PendingChanges(self.root, self.rules)
@@ -340,6 +342,7 @@ class FolderSync:
             self._initialized = False
             report.incomplete = True
         report.duration_s = time.perf_counter() - started  # the passes cut short included
+        self._note_refused(report)
         return report
 
     async def _initial_pass(self) -> SyncReport:
@@ -435,6 +438,10 @@ class FolderSync:
         if not self._initialized:
             return await self.initial_sync()
         scope = self._pending.take()
+        if scope is not None and self._refused:
+            # Refused for want of room last time: room may have been made since (a guest
+            # deleted files), and nothing else would send them until they change (QA).
+            scope = sorted({*scope, *self._refused})
         self._folder.told_this_pass = False
         full = scope is None
         report = SyncReport(full=full)
@@ -473,9 +480,17 @@ class FolderSync:
             raise
         finally:
             self._finish(report, started, folder_gone=folder_gone)
+        self._note_refused(report)
         if self._folder.replaced:
             return await self._refill(report)
         return report
+
+    def _note_refused(self, report: SyncReport) -> None:
+        """The paths the pass refused for want of room, which the next pass tries again
+        whatever it is for (every pass tries those of the one before)."""
+        self._refused = {
+            issue.path for issue in report.errors if issue.code == errors.ErrorCode.NO_SPACE
+        }
 
     async def _refill(self, report: SyncReport) -> SyncReport:
         """The sandbox was destroyed and made again since the last pass, and this pass sent
