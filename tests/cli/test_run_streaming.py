@@ -86,8 +86,32 @@ def test_a_run_waiting_behind_another_clients_says_so(tmp_path: Path) -> None:
         note = listing if flags == ("prefix",) else waiting
         assert (note in queued.stderr) is said, queued.stderr
         assert (listing in queued.stderr) is (flags == ("prefix",)), queued.stderr
+        assert ("a whole context id needs no listing" in queued.stderr) is (flags == ("prefix",))
         assert "42" in queued.stdout
         assert other.returncode == 0
+
+
+def test_a_listing_a_whole_id_needs_too_does_not_say_it_would_not(tmp_path: Path) -> None:
+    """`contexts delete` lists the contexts for a whole id too: its note while the listing
+    waited said a whole id needs no listing, when one was given (QA)."""
+    require_engine("python")
+    env = cli_env(tmp_path)
+    made = run_cli(env, "run", "-s", "box", "-l", "python", "--json", "-c", "x = 6")
+    context = json.loads(made.stdout)["context"]["id"]
+    other = subprocess.Popen(
+        [str(SCRIPT), "run", "-s", "box", "--context", context, "-c", "import time; time.sleep(2)"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        wait_for_a_run(env)
+        deleted = run_cli(env, "contexts", "delete", "-s", "box", "--context", context, "-y")
+    finally:
+        other.communicate(timeout=60)
+    assert deleted.returncode == 0, deleted.stderr
+    assert "has not listed its contexts yet" in deleted.stderr
+    assert "needs no listing" not in deleted.stderr
 
 
 async def test_a_request_arriving_as_the_turn_is_handed_on_is_told_it_waits() -> None:

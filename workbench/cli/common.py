@@ -341,14 +341,17 @@ async def full_context_id(sandbox: SandboxClient, given: str) -> str:
     go before the command's request)."""
     if _WHOLE_CONTEXT_ID.fullmatch(given):
         return given
-    found = await find_context(sandbox, given)
+    found = await find_context(sandbox, given, whole_id_lists=False)
     return given if found is None else found.id
 
 
-async def find_context(sandbox: SandboxClient, given: str) -> CodeContext | None:
+async def find_context(
+    sandbox: SandboxClient, given: str, *, whole_id_lists: bool = True
+) -> CodeContext | None:
     """The sandbox's context that `given` names, as `full_context_id` takes it (None: no
     context is named so). A listing that waits behind another run says so: silent, the
-    command looked hung (QA)."""
+    command looked hung (QA); `whole_id_lists`: the caller lists for a whole id too, so
+    the note does not say a whole id would spare the wait (QA)."""
     import asyncio  # here: a command that needs no listing does not import it
 
     listing = asyncio.ensure_future(sandbox.interpreter.list_code_contexts())
@@ -358,8 +361,8 @@ async def find_context(sandbox: SandboxClient, given: str) -> CodeContext | None
             echo_untrusted(
                 f"note: sandbox {sandbox.id} has not listed its contexts yet (to find "
                 f"{given}): it may be busy with another client's run, which this command "
-                "waits for, or the backend slow to answer or not answering (Ctrl+C gives up; "
-                "a whole context id needs no listing)",
+                "waits for, or the backend slow to answer or not answering (Ctrl+C gives up"
+                + (")" if whole_id_lists else "; a whole context id needs no listing)"),
                 err=True,
                 fg="yellow",
             )
