@@ -567,13 +567,40 @@ async def test_conflict_sandbox_wins_and_fail(folder: Path, sandbox: SandboxClie
     assert not report.conflicts and report.uploaded == ["a.txt"]
 
     failing = FolderSync(folder, sandbox, policy="fail")
-    (folder / "b.txt").write_text("two")  # uploaded by `failing`: its to delete
-    assert (await failing.initial_sync()).uploaded == ["b.txt"]
-    await guest_write(sandbox, "/workspace/b.txt", "guest")
-    (folder / "b.txt").unlink()
+    (folder / "c.txt").write_text("two")  # uploaded by `failing`: its to delete
+    assert (await failing.initial_sync()).uploaded == ["c.txt"]
+    await guest_write(sandbox, "/workspace/c.txt", "guest")
+    (folder / "c.txt").unlink()
     with pytest.raises(SyncConflictError):
-        await failing.sync_paths([folder / "b.txt"])
-    assert await sandbox.read_bytes("/workspace/b.txt") == b"guest"
+        await failing.sync_paths([folder / "c.txt"])
+    assert await sandbox.read_bytes("/workspace/c.txt") == b"guest"
+
+
+@pytest.mark.parametrize("policy", list(ConflictPolicy))
+async def test_a_file_the_sandbox_had_before_the_sync_is_not_overwritten_unsaid(
+    folder: Path, sandbox: SandboxClient, policy: ConflictPolicy
+) -> None:
+    """A folder synced where the sandbox already held a file of the same name with other
+    content overwrote it without a word (QA): that is a conflict, settled by the policy.
+    One that holds the folder's content, or that the sync found holding it once, is not."""
+    await sandbox.write_file("/workspace/notes.txt", "the sandbox's own")
+    await sandbox.write_file("/workspace/same.txt", "same")
+    (folder / "notes.txt").write_text("the folder's")
+    (folder / "same.txt").write_text("same")
+    sync = FolderSync(folder, sandbox, policy=policy)
+    if policy is ConflictPolicy.FAIL:
+        with pytest.raises(SyncConflictError):
+            await sync.initial_sync()
+        assert await sandbox.read_bytes("/workspace/notes.txt") == b"the sandbox's own"
+        return
+    report = await sync.initial_sync()
+    assert [issue.path for issue in report.conflicts] == ["notes.txt"]
+    kept = policy is ConflictPolicy.SANDBOX_WINS
+    expected = b"the sandbox's own" if kept else b"the folder's"
+    assert await sandbox.read_bytes("/workspace/notes.txt") == expected
+    (folder / "same.txt").write_text("changed here")  # found holding the folder's: no conflict
+    report = await sync.sync_paths([folder / "same.txt"])
+    assert not report.conflicts and report.uploaded == ["same.txt"]
 
 
 async def test_burst_of_1000_writes_converges(folder: Path, sandbox: SandboxClient) -> None:

@@ -116,8 +116,9 @@ Examples:
     type=click.Choice([policy.value for policy in ConflictPolicy]),
     default=ConflictPolicy.LOCAL_WINS.value,
     show_default=True,
-    help="When guest code changed a file we synced and we would overwrite or delete it: "
-    "do it with a conflict notice, keep the sandbox's file, or stop.",
+    help="When guest code changed a file we synced, or the sandbox held a file with other "
+    "content before the sync, and we would overwrite or delete it: do it with a conflict "
+    "notice, keep the sandbox's file, or stop.",
 )
 @click.option(
     "--prune",

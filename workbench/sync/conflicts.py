@@ -1,4 +1,5 @@
-"""Conflicts: files the sync uploaded that guest code changed since, found before a pass
+"""Conflicts: files the sync uploaded that guest code changed since, and files the sandbox
+held before the sync that it would overwrite with other content, found before a pass
 overwrites or deletes them and settled by the `ConflictPolicy`."""
 
 from __future__ import annotations
@@ -126,6 +127,9 @@ async def find_conflicts(
         info = _file_entry(check, manifest, path, now[path], removed_by_plan=removed)
         if info is None:
             continue
+        if not entry.owned and entry.local_stat is None and not removed:
+            await _check_foreign(check, manifest, path, info, wanted[path], folder)
+            continue
         if info.size == entry.size and info.modified_at == entry.modified_at:
             continue
         digest: str | None = None
@@ -155,6 +159,33 @@ async def find_conflicts(
             False, info.size, info.modified_at, digest, None, owned=True
         )
     return check
+
+
+async def _check_foreign(
+    check: ConflictCheck,
+    manifest: dict[str, RemoteEntry],
+    path: str,
+    info: SandboxEntry,
+    digest_wanted: str | None,
+    folder: SandboxFolder,
+) -> None:
+    """A file the plan overwrites that the sync did not write and never found holding
+    the folder's content (it was in the sandbox before the folder was synced there): in
+    sync if it holds the content now, else a conflict (it was overwritten without a word;
+    QA)."""
+    entry = manifest[path]
+    unchanged = info.size == entry.size and info.modified_at == entry.modified_at
+    digest = entry.digest if unchanged else None
+    if digest is None:
+        data = await folder.read(path)
+        digest = None if data is None else content_digest(data)
+    if digest is not None and digest == digest_wanted:
+        manifest[path] = replace(entry, size=info.size, modified_at=info.modified_at, digest=digest)
+        check.in_sync.add(path)
+        return
+    check.issues.append(
+        SyncIssue(path, "CONFLICT", f"{path} was in the sandbox already, with other content")
+    )
 
 
 def _file_entry(
