@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.api.test_execution import BUSY_TWO_SECONDS, UNTIL_GIVEN_UP
+from tests.tui.test_flows import Notifications
 from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
 from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.sync.runner import entry_runner_code
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.cell_picker_screen import cell_summary
+from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.transcript_cell import FROM_ANOTHER_CLIENT
 from workbench.tui.widgets.repl_pane import GIVEN_UP_NOTE, GONE_NOTE, WAITING_TURN, ReplPane
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
@@ -322,3 +324,47 @@ async def test_the_waiting_label_gives_way_only_to_its_own_end(tmp_path: Path) -
         assert f"[/] {repl.title}" in label()
         repl.run_status.stop()
         await pilot.pause(0.2)
+
+
+async def test_destroying_a_sandbox_cancels_its_running_cells_and_says_when_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F8 on a sandbox with a running cell did nothing visible until the run ended (QA):
+    the dialog says this workbench's running cells are cancelled first, and they are;
+    a destroy that waits behind another client's run says so."""
+    app = embedded_app(tmp_path / "data")
+    notes = Notifications(app, monkeypatch)
+    main = app.main_screen
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "doomed")
+        repl = await create_context(pilot, "PERL")
+        repl.code_input.focus()
+        repl.set_code(UNTIL_GIVEN_UP)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: repl.running, timeout=5)
+        main.sandbox_tree.focus()
+        await pilot.press("f8")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        assert f"cancelled first (tabs {repl.title})" in app.screen.question
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: "doomed" not in main.sandbox_infos, timeout=20)
+        assert notes.titled("Sandbox")[-1] == "Destroyed doomed"
+
+        await create_sandbox(pilot, "shared")
+        backend = main.backend
+        assert backend is not None
+        other = asyncio.ensure_future(
+            backend.sandbox("shared").interpreter.run_code(BUSY_TWO_SECONDS, binding="PERL")
+        )
+        await asyncio.sleep(0.3)  # its turn taken
+        main.sandbox_tree.focus()
+        await pilot.press("f8")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: "shared" not in main.sandbox_infos, timeout=20)
+        waited = [note for note in notes.titled("Sandbox") if "waits for the run" in note]
+        assert waited and waited[0].startswith("Destroying shared waits")
+        finished = await other
+        assert finished.results and finished.results[0].text == "done"

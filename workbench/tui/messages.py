@@ -307,6 +307,14 @@ class SandboxDestroyed(Message, bubble=False):
 
 
 @dataclass
+class SandboxDestroyWaits(Message, bubble=False):
+    """The sandbox's destroy waits for its turn: a run holds the sandbox (another
+    client's, most likely)."""
+
+    sandbox_id: str
+
+
+@dataclass
 class CellWaiting(Message, bubble=False):
     """A running cell waits for its sandbox's turn: another request holds it (another
     client's run, most likely; the backend says so after half a second); not `waits`:

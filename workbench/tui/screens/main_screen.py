@@ -68,6 +68,7 @@ from workbench.tui.messages import (
     RunAbandoned,
     RuntimesLoaded,
     SandboxDestroyed,
+    SandboxDestroyWaits,
     SandboxesLoaded,
     SandboxInfoFailed,
     SandboxInfoLoaded,
@@ -989,8 +990,17 @@ class MainScreen(
         if sandbox_id is None:
             return
 
+        running = [
+            pane
+            for pane in self.tabs.repls
+            if pane.sandbox_id == sandbox_id and pane.running and not pane.showing_watch_run
+        ]
+
         def confirmed(yes: bool | None) -> None:
             if yes:
+                for pane in running:  # the destroy would wait for them to end (QA)
+                    if pane.running:
+                        pane.cancel_run()
                 self.connection.destroy_sandbox(sandbox_id)
 
         on = "" if self.backend is None else f" on {describe_backend(self.backend)}"
@@ -998,7 +1008,18 @@ class MainScreen(
             f"Destroy sandbox {sandbox_id}{on}?\n"
             "Its files, env vars, contexts and history are deleted."
         )
+        if running:
+            titles = ", ".join(pane.title for pane in running)
+            question += f"\nThe cells running in it are cancelled first (tabs {titles})."
         self.app.push_screen(ConfirmScreen(question, "Destroy"), confirmed)
+
+    @on_report(SandboxDestroyWaits)
+    def sandbox_destroy_waits(self, message: SandboxDestroyWaits) -> None:
+        self.notify(
+            f"Destroying {message.sandbox_id} waits for the run in progress in it to end "
+            "(another client's, or one of this workbench's being cancelled).",
+            title="Sandbox",
+        )
 
     @on_report(SandboxDestroyed)
     async def sandbox_destroyed(self, message: SandboxDestroyed) -> None:
