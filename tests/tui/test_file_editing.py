@@ -430,12 +430,13 @@ async def test_bad_input_opens_read_only_and_a_failed_save_keeps_the_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await write_files(
-        tmp_path, {"latin1.txt": "café".encode("latin-1"), "blob.bin": b"\x00\x01\x02\xff"}
+        tmp_path,
+        {"latin1.txt": "café".encode("latin-1"), "blob.bin": b"\x00\x01\x02\xff" * 1250},
     )
     await write_files(tmp_path, {"big.txt": b"x" * (1024 * 1024 - 1)})
     app = make_app(tmp_path)
     notes = Notifications(app, monkeypatch)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 30)) as pilot:  # shorter than the hex summary
         latin = await open_file(pilot, app, "latin1.txt")
         assert not latin.is_editable and "read-only: not UTF-8" in header(latin)
         body = latin.query_one("#file-body", RichLog)
@@ -444,6 +445,10 @@ async def test_bad_input_opens_read_only_and_a_failed_save_keeps_the_text(
         await pilot.press("ctrl+s")  # not bound here: the binding is off for read-only views
         binary = await open_file(pilot, app, "blob.bin")
         assert not binary.is_editable and "read-only: binary" in header(binary)
+        hexed = binary.query_one("#file-body", RichLog)
+        await wait_for(pilot, lambda: "more" in "".join(line.text for line in hexed.lines))
+        await pilot.pause()
+        assert hexed.scroll_y == 0  # its first row shows (it opened at its end; QA)
 
         big = await open_file(pilot, app, "big.txt")
         await type_at_the_end(pilot, big, "yz")  # one byte over the files API's limit

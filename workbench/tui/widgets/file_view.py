@@ -108,7 +108,8 @@ class FileView(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(id="file-header")
         yield FileEditor(self.path, "", id="file-editor")
-        yield RichLog(id="file-body", wrap=False, highlight=False, markup=False)
+        # A file opens at its start (a summary longer than the view opened at its end; QA).
+        yield RichLog(id="file-body", wrap=False, highlight=False, markup=False, auto_scroll=False)
 
     def on_mount(self) -> None:
         self.show(self.read, self.version)
