@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from rich.console import Console
+from textual.app import App, ComposeResult
 from textual.widgets import Input, Static
 
 from tests.tui.test_flows import Notifications, app_over, local_gateway, make_app
@@ -363,6 +364,28 @@ async def test_the_running_cell_shows_its_code_then_its_output_and_the_cell_repl
         await wait_for(pilot, lambda: len(repl.transcript.cells) == 1)
         assert not live.display and live.lines == []
         assert shown_count(repl, "tick 1") == 1 and shown_count(repl, "tick 2") == 1
+
+
+async def test_the_running_cell_is_wrapped_again_when_its_width_changes() -> None:
+    """Lines a running cell printed kept the wrap of the width they came at: a resize
+    during the run cut them until the cell ended (QA)."""
+
+    class LiveApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LiveOutput()
+
+    app = LiveApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        live = app.query_one(LiveOutput)
+        live.start_cell("python", "print('7' * 150)")
+        live.add_lines([("stdout", "7" * 150)])
+        await pilot.pause()
+        await pilot.resize_terminal(70, 30)
+        await wait_for(pilot, lambda: live.scrollable_content_region.width < 70)
+        await pilot.pause()
+        shown = [line.text.rstrip() for line in live.lines]
+        assert all(len(line) <= live.scrollable_content_region.width for line in shown)
+        assert "".join(line for line in shown if line.startswith("7")) == "7" * 150
 
 
 def at_the_end(gateway: LocalGateway) -> MockTransport:

@@ -3,8 +3,12 @@ output as the guest writes it; the finished cell replaces it."""
 
 from __future__ import annotations
 
-from rich.console import Group
+from collections import deque
+from typing import Self
+
+from rich.console import Group, RenderableType
 from rich.text import Text
+from textual import events
 from textual.widgets import RichLog
 
 from workbench.tui.transcript_cell import cell_input
@@ -17,18 +21,48 @@ STDERR_STYLE = "#d08770 italic"
 
 
 class LiveOutput(RichLog):
-    """Hidden while no cell runs; stderr lines in the transcript's stderr colour."""
+    """Hidden while no cell runs; stderr lines in the transcript's stderr colour. Written
+    again when its width changes (a log keeps its lines as they were wrapped: a resize
+    during a run cut them until the cell ended; QA)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(
-            wrap=True, markup=False, highlight=False, auto_scroll=True, max_lines=MAX_LINES, id=id
+            wrap=True,
+            min_width=20,  # as the transcript (a log wraps at 78 columns at least)
+            markup=False,
+            highlight=False,
+            auto_scroll=True,
+            max_lines=MAX_LINES,
+            id=id,
         )
+        self._written: deque[RenderableType] = deque(maxlen=MAX_LINES)
+        """What the running cell wrote so far (a write per batch of lines)."""
+        self._written_width = 0
 
     def start_cell(self, language: str, code: str, label: str | None = None) -> None:
         """Show the cell that starts running (`In [*]`, as the transcript will show it)."""
         self.clear()
         self.add_class("-visible")
-        self.write(Group(*cell_input("*", language, code, label)))
+        self._write(Group(*cell_input("*", language, code, label)))
+
+    def _write(self, renderable: RenderableType) -> None:
+        self._written.append(renderable)
+        self.write(renderable)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Before the log's own handler, which writes what waited for a first size."""
+        width = self.scrollable_content_region.width
+        if self._size_known and self._written and width != self._written_width:
+            written = list(self._written)
+            super().clear()
+            self._written.clear()
+            for renderable in written:
+                self._write(renderable)
+        self._written_width = width
+
+    def clear(self) -> Self:
+        self._written.clear()
+        return super().clear()
 
     def add_lines(self, lines: list[tuple[str, str]]) -> None:
         """(stream, line) pairs, in the order the guest wrote them (a line past
@@ -38,7 +72,7 @@ class LiveOutput(RichLog):
             for stream, line in lines[-MAX_LINES:]
         ]
         self.add_class("-visible")
-        self.write(Text("\n").join(shown_lines))
+        self._write(Text("\n").join(shown_lines))
 
     def clear_lines(self) -> None:
         self.clear()
