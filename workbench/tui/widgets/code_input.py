@@ -195,7 +195,9 @@ indentation removes one level. Run the cell with the *Run cell* key (see the foo
 
     def on_mount(self) -> None:
         """The placeholder names the keys that run the cell, after the user's keymap (it
-        said ctrl+r where ctrl+r was remapped to cancel; QA)."""
+        said ctrl+r where ctrl+r was remapped to cancel; QA); in the workbench only."""
+        if not hasattr(self.app, "keymap"):
+            return
         app = cast("WorkbenchApp", self.app)
         run = next(binding for binding in WORKBENCH_BINDINGS if binding.id == "repl.run")
         self.placeholder = f"code… (Enter: newline, {keys_shown(app, run)}: run)"
