@@ -12,7 +12,7 @@ import pytest
 
 from tests.api.test_execution import BUSY_TWO_SECONDS, UNTIL_GIVEN_UP
 from tests.tui.test_flows import Notifications
-from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
+from tour import WorkbenchPilot, create_context, create_sandbox, run_cell, until_connected, wait_for
 from workbench.api import Backend
 from workbench.backends.local import open_local_backend
 from workbench.sync.runner import entry_runner_code
@@ -20,6 +20,7 @@ from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.cell_picker_screen import cell_summary
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.transcript_cell import FROM_ANOTHER_CLIENT
+from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.repl_pane import GIVEN_UP_NOTE, GONE_NOTE, WAITING_TURN, ReplPane
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
@@ -44,6 +45,11 @@ def numbers(repl: ReplPane) -> list[int | None]:
 
 def shown_text(repl: ReplPane) -> str:
     return "\n".join(line.text for line in repl.transcript.lines)
+
+
+def live_text(repl: ReplPane) -> str:
+    """What the running cell printed so far."""
+    return "\n".join(line.text for line in repl.query_one(LiveOutput).lines)
 
 
 async def test_runs_of_another_client_show_before_the_run_that_skipped_them(
@@ -180,11 +186,7 @@ async def test_a_cell_waiting_behind_another_client_s_run_says_so(tmp_path: Path
     client's run in the same sandbox to end (the CLI now says so; so does the tab)."""
     app = embedded_app(tmp_path / "data")
     async with app.run_test(size=(140, 40)) as pilot:
-        await until_connected(pilot)
-        await create_sandbox(pilot, "shared")
-        repl = await create_context(pilot, "PERL")
-        backend = app.main_screen.backend
-        assert backend is not None
+        repl, backend = await perl_tab_in_shared(pilot, app)
         other = asyncio.ensure_future(
             backend.sandbox("shared").interpreter.run_code(BUSY_TWO_SECONDS, binding="PERL")
         )
@@ -206,6 +208,33 @@ async def test_a_cell_waiting_behind_another_client_s_run_says_so(tmp_path: Path
         assert result is not None and result.results[0].text == "2"
 
 
+async def perl_tab_in_shared(pilot: WorkbenchPilot, app: WorkbenchApp) -> tuple[ReplPane, Backend]:
+    """A Perl context's tab in sandbox `shared`, and the backend the test's calls go to
+    as another client's."""
+    await until_connected(pilot)
+    await create_sandbox(pilot, "shared")
+    repl = await create_context(pilot, "PERL")
+    backend = app.main_screen.backend
+    assert backend is not None
+    return repl, backend
+
+
+async def give_up_while_waiting(
+    pilot: WorkbenchPilot, backend: Backend, repl: ReplPane, code: str
+) -> asyncio.Future[None]:
+    """Queue `code` in the tab behind another client's run in its context, and press
+    ctrl+g while it waits; the other client's run, still going."""
+    other = asyncio.ensure_future(other_client_runs(backend, "shared", repl, BUSY_TWO_SECONDS))
+    await asyncio.sleep(0.3)  # its turn taken
+    repl.code_input.focus()
+    repl.set_code(code)
+    await pilot.press("ctrl+r")
+    await wait_for(pilot, lambda: repl.waiting, timeout=10)
+    await pilot.press("ctrl+g")
+    await wait_for(pilot, lambda: not repl.running, timeout=10)
+    return other
+
+
 async def test_cancelling_a_cell_that_waits_gives_it_up_not_the_run_ahead(
     tmp_path: Path,
 ) -> None:
@@ -214,19 +243,8 @@ async def test_cancelling_a_cell_that_waits_gives_it_up_not_the_run_ahead(
     cancelled and the cell ran after all (QA). The cell's own request is given up."""
     app = embedded_app(tmp_path / "data")
     async with app.run_test(size=(140, 40)) as pilot:
-        await until_connected(pilot)
-        await create_sandbox(pilot, "shared")
-        repl = await create_context(pilot, "PERL")
-        backend = app.main_screen.backend
-        assert backend is not None
-        other = asyncio.ensure_future(other_client_runs(backend, "shared", repl, BUSY_TWO_SECONDS))
-        await asyncio.sleep(0.3)  # its turn taken
-        repl.code_input.focus()
-        repl.set_code("our $given_up = 1")
-        await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: repl.waiting, timeout=10)
-        await pilot.press("ctrl+g")
-        await wait_for(pilot, lambda: not repl.running, timeout=10)
+        repl, backend = await perl_tab_in_shared(pilot, app)
+        other = await give_up_while_waiting(pilot, backend, repl, "our $given_up = 1")
         given_up = repl.transcript.cells[-1]
         assert given_up.failure == GIVEN_UP_NOTE
         # The backend counted no run for it: no number (a guess doubled or reordered them).
@@ -368,3 +386,38 @@ async def test_destroying_a_sandbox_cancels_its_running_cells_and_says_when_it_w
         assert waited and waited[0].startswith("Destroying shared waits")
         finished = await other
         assert finished.results and finished.results[0].text == "done"
+
+
+async def test_a_catch_up_numbers_the_given_up_cell_whose_run_it_meets(tmp_path: Path) -> None:
+    """The same code given up twice: while it waited (it never runs) and while it ran
+    (the backend cancels it, and its history keeps it): the catch-up numbered the first
+    cell of that code, the one that never ran (review)."""
+    app = embedded_app(tmp_path / "data")
+    async with app.run_test(size=(140, 40)) as pilot:
+        repl, backend = await perl_tab_in_shared(pilot, app)
+        await (await give_up_while_waiting(pilot, backend, repl, UNTIL_GIVEN_UP))  # never runs
+        repl.set_code(UNTIL_GIVEN_UP)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: "started" in live_text(repl), timeout=10)
+        repl.cancel_run()
+        repl.cancel_run()  # given up while it runs: the backend cancels it (run 2)
+        await wait_for(pilot, lambda: not repl.running, timeout=10)
+        await run_cell(pilot, repl, "1 + 1")  # run 3: runs 1 and 2 come before it
+        await wait_for(pilot, lambda: numbers(repl) == [None, 2, 1, 3], timeout=10)
+
+
+async def test_ctrl_g_on_a_waiting_watch_run_leaves_it_waiting(tmp_path: Path) -> None:
+    """A watch's run is the watch's: ctrl+g while it waits says how to stop the watch,
+    and the run keeps its waiting label until its turn comes (it kept it after; review)."""
+    app = embedded_app(tmp_path / "data")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "shared")
+        repl = await create_context(pilot, "PERL")
+        repl.show_watch_run("print 1")  # as the watch starts its run here
+        repl.note_waiting(True)  # behind another client's run
+        repl.cancel_run()
+        await pilot.pause(0.2)
+        assert repl.running and WAITING_TURN in str(repl.run_status.render())
+        repl.note_waiting(False)  # its turn came
+        assert WAITING_TURN not in str(repl.run_status.render())

@@ -159,6 +159,13 @@ class ReplPane(Vertical):
         """The code of this tab's cells given up, each said by a cell already: the backend
         may yet run one and cancel it (a gateway answering again), which a catch-up then
         leaves out (it came as another client's run: found in review)."""
+        self._uncounted: deque[TranscriptCell] = deque(maxlen=GIVEN_UP_KEPT)
+        """This tab's cells whose requests it dropped after their runs may have begun (a
+        cell given up while it ran, a watch run given up), oldest first: a catch-up that
+        meets their runs in the history numbers them, in order (one cell per run)."""
+        self._given_up_waiting: int | None = None
+        """The generation of the run given up while it waited for its turn: it never
+        starts, so its code is not looked for in the history."""
         self._showing_watch_run = False
         """The running cell shown is the watch's run (not the user's, which it waits for)."""
 
@@ -297,8 +304,16 @@ class ReplPane(Vertical):
         whatever runs in the context, which is then another client's run (QA)."""
         if not self.running:
             return
-        give_up = self.waiting or self.run_status.label == CANCELLING
-        self.waiting = False
+        if self.waiting:
+            # A watch's run is the watch's (the screen says how to stop it): it waits on.
+            if not self.showing_watch_run:
+                self.waiting = False
+                self._given_up_waiting = self.generation
+            self.post_message(
+                self.CancelRequested(self.sandbox_id, self.context.id, self.generation, True)
+            )
+            return
+        give_up = self.run_status.label == CANCELLING
         if not give_up:
             keys = action_keys(self.screen, "cancel_run")
             again = keys and not self.showing_watch_run  # the watch's run is the watch's
@@ -466,23 +481,18 @@ class ReplPane(Vertical):
         the run waited behind is left running."""
         if not (self.running and self._showing_watch_run):
             return
-        self._drop_running_cell(f"cancelled: {why}", label)
+        self._uncounted.append(self._drop_running_cell(f"cancelled: {why}", label))
         self.generation += 1
         self._abandoned_watch_runs += 1
         self.catch_up()
 
     def _number_uncounted(self, entry: HistoryEntry) -> None:
         """This tab's run that it dropped (given up, or a watch's run it cancelled) is in
-        the history after all: its cell, shown without a number, gets the run's."""
-        cell = next(
-            (
-                shown
-                for shown in self.transcript.cells
-                if shown.number is None and shown.result is None and shown.code == entry.code
-            ),
-            None,
-        )
+        the history after all: its cell, shown without a number, gets the run's (the
+        oldest such cell of that code: runs come in the order they were asked for)."""
+        cell = next((shown for shown in self._uncounted if shown.code == entry.code), None)
         if cell is not None:
+            self._uncounted.remove(cell)
             self.transcript.replace_cell(cell, replace(cell, number=history_number(entry)))
 
     def _is_cancelled_watch_run(self, entry: HistoryEntry) -> bool:
@@ -544,11 +554,14 @@ class ReplPane(Vertical):
         """The running cell's request was dropped: say so (`note`) in the transcript."""
         if not self.running:
             return
-        self._given_up_codes.append(self.pending_code)
-        self._drop_running_cell(note)
+        waited = self._given_up_waiting == self.generation
+        cell = self._drop_running_cell(note)
+        if not waited:
+            self._given_up_codes.append(cell.code)
+            self._uncounted.append(cell)
         self.notify(note, title="Cancelled", severity="warning")
 
-    def _drop_running_cell(self, note: str, label: str | None = None) -> None:
+    def _drop_running_cell(self, note: str, label: str | None = None) -> TranscriptCell:
         """End the running cell whose answer will not come, with `note` as its outcome (a
         labelled watch run's code stays out of the history, as in `finish_cell`)."""
         code = self.pending_code
@@ -557,6 +570,7 @@ class ReplPane(Vertical):
         self.query_one(LiveOutput).clear_lines()
         cell = TranscriptCell(None, code, self.context.language, None, note, label)
         self.add_cell(code, cell, remember=label is None)
+        return cell
 
     def add_cell(self, code: str, cell: TranscriptCell, *, remember: bool = True) -> None:
         self.transcript.add_cell(cell)
