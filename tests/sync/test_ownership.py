@@ -113,6 +113,7 @@ async def test_state_file_is_private_and_cannot_point_outside_dest(
     await sandbox.write_file("/workspace/precious.txt", "outside dest")
     entry = saved["entries"]["a.txt"]
     saved["entries"] = {"../precious.txt": entry, "/workspace/precious.txt": entry, "": entry}
+    saved["seenInSync"] = {"../precious.txt": {**entry, "localStat": [1, 2]}}
     state_file.write_text(json.dumps(saved))
     report = await sync_folder(folder, sandbox, dest="/workspace/app", state_file=state_file)
     assert not report.deleted

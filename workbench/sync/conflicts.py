@@ -95,10 +95,13 @@ def preconditions_for(
         if (entry := manifest.get(top)) is not None and not entry.is_dir
     )
     versions: dict[str, FileVersion] = {}
-    for path in _checked(_wanted(plan), manifest):
+    wanted = _wanted(plan)
+    for path in _checked(wanted, manifest):
         entry = manifest[path]
         if path not in targets or not entry.modified_at:
             return None
+        if _foreign(entry) and wanted[path] is not None:
+            return None  # its content decides, not its version (`_check_foreign`)
         versions[path] = FileVersion(entry.size, entry.modified_at)
     return versions or None
 
@@ -127,7 +130,7 @@ async def find_conflicts(
         info = _file_entry(check, manifest, path, now[path], removed_by_plan=removed)
         if info is None:
             continue
-        if not entry.owned and entry.local_stat is None and not removed:
+        if _foreign(entry) and not removed:
             await _check_foreign(check, manifest, path, info, wanted[path], folder)
             continue
         if info.size == entry.size and info.modified_at == entry.modified_at:
@@ -159,6 +162,11 @@ async def find_conflicts(
             False, info.size, info.modified_at, digest, None, owned=True
         )
     return check
+
+
+def _foreign(entry: RemoteEntry) -> bool:
+    """A file the sync did not write and never found holding the folder's content."""
+    return not entry.owned and not entry.is_dir and entry.local_stat is None
 
 
 async def _check_foreign(

@@ -79,9 +79,10 @@ from workbench.sync.local import LocalEntry, scan_folder, skipped_link_above
 from workbench.sync.manifest import (
     RemoteEntry,
     hold_state_file,
-    load_owned_entries,
+    load_entries,
     normalize_dest,
-    save_owned_entries,
+    remembered,
+    save_entries,
 )
 from workbench.sync.planning import Plan, plan_pass
 from workbench.sync.relative_paths import (
@@ -229,9 +230,10 @@ class FolderSync:
         )
         """Held while the sync may use `state_file` (taken before it is read)."""
         self._saved: dict[str, RemoteEntry] = (
-            {} if state_file is None else load_owned_entries(state_file, self._state_identity)
+            {} if state_file is None else load_entries(state_file, self._state_identity)
         )
-        """The owned entries as of the last pass (and in `state_file`)."""
+        """The entries it remembers (`manifest.remembered`) as of the last pass (and in
+        `state_file`)."""
 
     def close(self) -> None:
         """Let another sync of the same state file start (release its lock); no pass runs
@@ -260,22 +262,23 @@ class FolderSync:
     def may_delete(self) -> bool:
         """Whether a pass can delete sandbox entries: with `prune`, or when the sync
         remembers entries it created (in an earlier run or this one)."""
-        return self.prune or bool(self._saved)
+        return self.prune or any(entry.owned for entry in self._saved.values())
 
     def _save_state(self) -> None:
-        """Remember the owned entries; persist them when they changed."""
-        owned = {path: entry for path, entry in self.manifest.items() if entry.owned}
-        if owned == self._saved:
+        """Remember the owned entries and the files seen in sync; persist them when they
+        changed."""
+        kept = {path: entry for path, entry in self.manifest.items() if remembered(entry)}
+        if kept == self._saved:
             return
         if self.state_file is not None:
             try:
-                save_owned_entries(self.state_file, self._state_identity, owned)
+                save_entries(self.state_file, self._state_identity, kept)
             except OSError as error:
                 message = f"could not save the sync state to {self.state_file}: {error}"
                 self.status.last_error = message
                 self._emit(EventKind.ERROR, message)
                 return
-        self._saved = owned
+        self._saved = kept
 
     # ----- status for UIs --------------------------------------------------------------
 

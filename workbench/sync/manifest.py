@@ -4,8 +4,11 @@ The sync's manifest maps folder-relative paths to `RemoteEntry`s. Entries the sy
 created (uploaded, renamed into place, or made as directories) are `owned`; only those
 are ever deleted without `--prune`. The owned entries are saved after every pass to a
 small JSON state file per (backend, sandbox, dest, folder) under the user data dir, so a
-later `watch` still knows what it may delete. A missing, unreadable or corrupt state file
-means "the sync created nothing" (the safe direction: nothing gets deleted).
+later `watch` still knows what it may delete. So are the files it found holding the
+folder's content that it did not create (`seenInSync`, a key older versions ignore): a
+later watch takes them for files it knows, not for files another client wrote there (a
+conflict). A missing, unreadable or corrupt state file means "the sync created nothing"
+(the safe direction: nothing gets deleted).
 
 A sync that uses a state file holds it for its whole life (`hold_state_file`): two syncs of
 one (backend, sandbox, dest, folder) at once would each take the other's uploads for a
@@ -38,9 +41,10 @@ __all__ = [
     "StateFileLock",
     "SyncAlreadyRunningError",
     "hold_state_file",
-    "load_owned_entries",
+    "load_entries",
     "normalize_dest",
-    "save_owned_entries",
+    "remembered",
+    "save_entries",
     "state_lock_file",
     "sync_state_file",
 ]
@@ -97,7 +101,7 @@ def _entry_to_json(entry: RemoteEntry) -> dict[str, Any]:
     }
 
 
-def _entry_from_json(value: object) -> RemoteEntry | None:
+def _entry_from_json(value: object, *, owned: bool = True) -> RemoteEntry | None:
     """The entry, or None for anything not exactly what `_entry_to_json` writes."""
     if not isinstance(value, dict):
         return None
@@ -120,13 +124,14 @@ def _entry_from_json(value: object) -> RemoteEntry | None:
         ):
             return None
         stat_key = (local_stat[0], local_stat[1])
-    return RemoteEntry(is_dir, size, modified_at, digest, stat_key, owned=True)
+    return RemoteEntry(is_dir, size, modified_at, digest, stat_key, owned=owned)
 
 
-def load_owned_entries(path: Path, identity: Mapping[str, str]) -> dict[str, RemoteEntry]:
-    """The owned entries saved in `path` for `identity`; {} when the file is missing,
-    unreadable, corrupt or about something else. Entries with a path that could leave
-    `dest` (`..`, absolute, NUL) are dropped."""
+def load_entries(path: Path, identity: Mapping[str, str]) -> dict[str, RemoteEntry]:
+    """The entries saved in `path` for `identity`, owned and seen in sync; {} when the
+    file is missing, unreadable, corrupt or about something else. Entries with a path that
+    could leave `dest` (`..`, absolute, NUL) are dropped, and so is a file seen in sync
+    that is not one or has no local stat."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -144,22 +149,38 @@ def load_owned_entries(path: Path, identity: Mapping[str, str]) -> dict[str, Rem
         and isinstance(document.get("entries"), dict)
     ):
         return {}
-    owned: dict[str, RemoteEntry] = {}
-    for relative, value in document["entries"].items():
-        entry = _entry_from_json(value)
-        try:
-            checked_relative(relative)
-        except HostPathError:
-            continue
-        if entry is not None:
-            owned[relative] = entry
-    return owned
+    seen = document.get("seenInSync")
+    entries: dict[str, RemoteEntry] = {}
+    for owned, listed in (
+        (False, seen if isinstance(seen, dict) else {}),
+        (True, document["entries"]),
+    ):
+        for relative, value in listed.items():
+            entry = _entry_from_json(value, owned=owned)
+            try:
+                checked_relative(relative)
+            except HostPathError:
+                continue
+            if entry is not None and (owned or _seen_in_sync(entry)):
+                entries[relative] = entry  # owned last: it wins
+    return entries
 
 
-def save_owned_entries(
+def _seen_in_sync(entry: RemoteEntry) -> bool:
+    """A file the sync did not create, found holding the local file's content."""
+    return not entry.owned and not entry.is_dir and entry.local_stat is not None
+
+
+def remembered(entry: RemoteEntry) -> bool:
+    """Whether the state file keeps `entry`: owned, or seen in sync."""
+    return entry.owned or _seen_in_sync(entry)
+
+
+def save_entries(
     path: Path, identity: Mapping[str, str], manifest: Mapping[str, RemoteEntry]
 ) -> None:
-    """Write the owned entries of `manifest` atomically (dir 0700, file 0600).
+    """Write the owned entries of `manifest`, and its files seen in sync, atomically (dir
+    0700, file 0600).
 
     Raises OSError when the state cannot be written.
     """
@@ -170,6 +191,11 @@ def save_owned_entries(
             relative: _entry_to_json(entry)
             for relative, entry in sorted(manifest.items())
             if entry.owned
+        },
+        "seenInSync": {
+            relative: _entry_to_json(entry)
+            for relative, entry in sorted(manifest.items())
+            if _seen_in_sync(entry)
         },
     }
     data = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
