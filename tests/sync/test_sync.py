@@ -159,6 +159,20 @@ async def test_a_name_the_file_watcher_cannot_decode_does_not_end_the_watch(
     assert "bad" not in "".join(await remote_tree(sandbox))
 
 
+def test_the_watcher_s_own_error_is_told_apart_alone_or_in_a_group() -> None:
+    """watchfiles' error comes wrapped by an anyio task group or, with another anyio,
+    alone (review); anything else still ends the watch."""
+    from watchfiles._rust_notify import WatchfilesRustInternalError
+
+    from workbench.sync.watching import _watcher_error
+
+    error = WatchfilesRustInternalError("Unable to decode path")
+    assert _watcher_error(error) is error
+    assert _watcher_error(ExceptionGroup("task group", [error])) is error
+    assert _watcher_error(ExceptionGroup("task group", [error, OSError("other")])) is None
+    assert _watcher_error(OSError("other")) is None
+
+
 async def _true(value: bool) -> bool:
     return value
 

@@ -124,6 +124,20 @@ WATCH_STEP_S: Final = 0.01
 not for up to two whole periods of watchfiles' steps."""
 
 
+def _watcher_error(error: BaseException) -> BaseException | None:
+    """watchfiles' internal error that ended its watch (alone, or the only kind in a task
+    group's group); None for anything else."""
+    from watchfiles._rust_notify import WatchfilesRustInternalError
+
+    if isinstance(error, WatchfilesRustInternalError):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        internal, other = error.split(WatchfilesRustInternalError)
+        if internal is not None and other is None:
+            return internal.exceptions[0]
+    return None
+
+
 async def watch_folder(
     sync: FolderSync,
     pending: PendingChanges,
@@ -152,6 +166,7 @@ async def watch_folder(
         root = os.fspath(sync.root)
         missing = False
         told_undecodable = False
+        rearm_after = REARM_S / 2
         while not stop.is_set():
             armed = folder_identity(sync.root)
             if armed is None:
@@ -175,6 +190,7 @@ async def watch_folder(
                 ):
                     paths = {path for _, path in changes}
                     batches.put_nowait(paths)
+                    rearm_after = REARM_S / 2  # it works again
                     # Gone (a new directory may even reuse its inode number): set again.
                     if root in paths or folder_identity(sync.root) != armed:
                         break
@@ -182,22 +198,26 @@ async def watch_folder(
                     return  # stopped
             except FileNotFoundError:
                 pass  # gone before its watch was set
-            except ExceptionGroup as group:
+            except (ExceptionGroup, WatchfilesRustInternalError) as error:
                 # watchfiles ends its watch on a name that is not UTF-8 ("Unable to decode
                 # path"), which ended the whole watch (QA): it is set again, and the
-                # rescan reports such a name as the scan does, and syncs the rest.
-                undecodable, other = group.split(WatchfilesRustInternalError)
-                if undecodable is None or other is not None:
+                # rescan reports such a name as the scan does, and syncs the rest. Its
+                # error comes in an anyio task group's group, or alone.
+                internal = _watcher_error(error)
+                if internal is None:
                     raise
                 if not told_undecodable:
                     told_undecodable = True
                     emit(
                         EventKind.NOTICE,
-                        f"the file watcher could not read a change ({undecodable.exceptions[0]})"
-                        "; it watches again, and the folder is rescanned",
+                        f"the file watcher could not read a change ({internal}); it watches "
+                        "again, and the folder is rescanned",
                     )
-                with contextlib.suppress(TimeoutError):  # not in a loop, if it persists
-                    async with asyncio.timeout(REARM_S):
+                # Not in a loop if it persists (a name that is not UTF-8 written on and on):
+                # each time again, it waits longer, up to the longest retry delay.
+                rearm_after = min(sync.max_retry_delay, rearm_after * 2)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(rearm_after):
                         await stop.wait()
             pending.rescan_all()
             batches.put_nowait(set())  # wakes the loop for the rescan
