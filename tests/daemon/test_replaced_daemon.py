@@ -114,7 +114,7 @@ async def test_the_workbench_notices_a_daemon_another_client_restarted(
         )
         assert severity == "warning"
         assert note.startswith(
-            f"Another client (pid {second.started_by}) restarted the local daemon: "
+            f"Another client (pid {second.started_by}) started a new local daemon: "
             f"pid {first.pid} → pid {second.pid}. It has Ruby contexts off (were on)"
         )
         await pilot.pause(1.5)  # health checks go on: nothing restarts it again
@@ -241,7 +241,7 @@ async def test_a_daemon_restarted_while_on_another_profile_is_said_on_return(
         await wait_for(pilot, lambda: bool(notes.titled("Local daemon restarted")))
         said = notes.titled("Local daemon restarted")[0]
         assert said.startswith(
-            f"Another client (pid {second.started_by}) restarted the local daemon: "
+            f"Another client (pid {second.started_by}) started a new local daemon: "
             f"pid {first.pid} → pid {second.pid}. It has Ruby contexts on (were off)"
         ), said
 

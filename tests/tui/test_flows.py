@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -959,6 +960,9 @@ async def test_env_var_editor_validates_keys_and_masks_values(
         main.tabs.active = "info-tab"
         await pilot.pause()
         assert MASK in panel_text(app)
+        main.info_panel.info = replace(main.sandbox_infos["demo"], env_vars={"EMPTY": ""})
+        assert "(empty)" in panel_text(app) and MASK not in panel_text(app)  # not a secret
+        main.info_panel.info = main.sandbox_infos["demo"]
         await pilot.press("alt+s")
         assert "BAD" in panel_text(app) and MASK not in panel_text(app)
 

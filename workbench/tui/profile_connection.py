@@ -153,7 +153,7 @@ def daemon_change_note(
         )
     elif current.started_by is not None:
         said = (
-            f"Another client (pid {current.started_by}) restarted the local daemon: "
+            f"Another client (pid {current.started_by}) started a new local daemon: "
             f"pid {previous.pid} → pid {current.pid}."
         )
     else:

@@ -77,7 +77,9 @@ revealed) and its code contexts with their snapshot sizes.
         env.add_column("Key")
         env.add_column("Value")
         for key, value in sorted(info.env_vars.items()):
-            add_row(env, key, value if self.reveal_env else MASK)
+            # An empty value says so: masked, it read as a secret (QA); it reveals nothing.
+            shown_value = value if self.reveal_env else MASK
+            add_row(env, key, shown_value if value else Text("(empty)", style="dim"))
         if not info.env_vars:
             add_row(env, Text("none", style="dim"), "")
 
