@@ -13,7 +13,7 @@ from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScree
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.main_screen import MainScreen
 from workbench.tui.screens.name_screen import NameScreen
-from workbench.tui.widgets.workbench_tabs import INFO_TAB
+from workbench.tui.widgets.workbench_tabs import INFO_TAB, repl_tab_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
 
@@ -25,16 +25,22 @@ async def test_alt_k_forks_the_open_context_beside_it(tmp_path: Path) -> None:
         await until_connected(pilot)
         await create_sandbox(pilot)
         origin = await create_context(pilot, "PERL")
+        other = await create_context(pilot, "PERL")  # a tab after the origin's
+        main.open_context(origin.sandbox_id, origin.context)
+        await wait_for(pilot, lambda: main.active_repl is origin)
         await run_cell(pilot, origin, "our $n = 41")
         await pilot.press("alt+k")
         await wait_for(pilot, lambda: main.active_repl not in (None, origin))
         fork = main.active_repl
         assert fork is not None and fork.context.id != origin.context.id
+        # Its tab opens beside its origin's, as the README says (it opened last; QA).
+        order = [tab for tab in main.tabs.tab_ids() if tab.startswith("repl-")]
+        assert order == [repl_tab_id(pane.context.id) for pane in (origin, fork, other)]
         assert fork.context.binding == "PERL"
         await wait_for(pilot, lambda: len(fork.transcript.cells) == 1)
         assert fork.history == ["our $n = 41"]  # its history came along
-        both = {origin.context.id, fork.context.id}
-        await wait_for(pilot, lambda: listed_context_ids(main, origin.sandbox_id) == both)
+        every = {origin.context.id, fork.context.id, other.context.id}
+        await wait_for(pilot, lambda: listed_context_ids(main, origin.sandbox_id) == every)
 
         await run_cell(pilot, fork, "$n += 1")
         result = fork.transcript.cells[-1].result

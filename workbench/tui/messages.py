@@ -215,6 +215,8 @@ class ContextOpened(Message, bubble=False):
     """The newest past runs with their results (where the server keeps them), oldest first."""
     earlier: int = 0
     """How many runs are older than `past`."""
+    beside: str | None = None
+    """The context whose tab its tab opens after (a fork's origin); else last."""
 
 
 @dataclass

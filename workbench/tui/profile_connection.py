@@ -647,7 +647,9 @@ class ProfileConnection:
 
         self.call("Loading the context's history failed", load_history, only_if_listed=sandbox_id)
 
-    async def _load_history(self, backend: Backend, sandbox_id: str, context: CodeContext) -> None:
+    async def _load_history(
+        self, backend: Backend, sandbox_id: str, context: CodeContext, beside: str | None = None
+    ) -> None:
         profile = self.profile
         server = await backend.sandbox(sandbox_id).interpreter.history(context.id)
         # What was typed: a watch's runs of an entry file are not recalled
@@ -658,7 +660,7 @@ class ProfileConnection:
             codes = self.history_store.entries(profile, sandbox_id, context.id)
         past = server[-PAST_CELLS:]
         earlier = len(server) - len(past)
-        self.owner.post_message(ContextOpened(sandbox_id, context, codes, past, earlier))
+        self.owner.post_message(ContextOpened(sandbox_id, context, codes, past, earlier, beside))
 
     def reopen_context(self, sandbox_id: str, context: CodeContext) -> None:
         """Open a context that was open last session, if it still exists (`ContextOpened`),
@@ -725,7 +727,7 @@ class ProfileConnection:
         async def fork(backend: Backend) -> None:
             sandbox = backend.sandbox(sandbox_id)
             forked = await sandbox.interpreter.fork_code_context(context.id)
-            await self._load_history(backend, sandbox_id, forked)
+            await self._load_history(backend, sandbox_id, forked, beside=context.id)
             self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
 
         self.call("Forking the context failed", fork, only_if_listed=sandbox_id)

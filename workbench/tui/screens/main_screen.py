@@ -609,7 +609,7 @@ class MainScreen(
             now_ms=self.clock.now_ms,
             prices=self.prices,
         )
-        await self.tabs.add_repl(pane)
+        await self.tabs.add_repl(pane, beside=message.beside)
         # Now, not on TabActivated: the editor is painted before that message is handled,
         # and keys typed as soon as it shows would go to the widget that had the focus.
         pane.focus_input()

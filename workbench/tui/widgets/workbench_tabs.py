@@ -10,7 +10,7 @@ from textual.content import Content
 from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
-from textual.widgets.tabbed_content import ContentTabs
+from textual.widgets.tabbed_content import ContentTab, ContentTabs
 
 from workbench.api import short_id
 from workbench.tui.untrusted import one_line, shown_content
@@ -54,8 +54,10 @@ class WorkbenchTabs(TabbedContent):
         return list(self.query(ReplPane))
 
     def tab_ids(self) -> list[str]:
-        """Every tab's id, in the order the tab bar shows them."""
-        return [pane.id for pane in self.query(TabPane) if pane.id]
+        """Every tab's id, in the order the tab bar shows them (a pane added before or
+        after another is mounted last all the same: the panes' order is not the bar's)."""
+        bar = self.get_child_by_type(ContentTabs)
+        return [ContentTab.sans_prefix(tab.id) for tab in bar.query(ContentTab) if tab.id]
 
     def repl_for(self, context_id: str) -> ReplPane | None:
         found = self.query(f"#{repl_tab_id(context_id)} ReplPane")
@@ -66,13 +68,16 @@ class WorkbenchTabs(TabbedContent):
         pane = self.repl_for(context_id)
         return pane.context.language if pane is not None else None
 
-    async def add_repl(self, pane: ReplPane) -> None:
-        """Add `pane` as the tab of its context (none is open: the caller checks) and
-        activate it."""
+    async def add_repl(self, pane: ReplPane, *, beside: str | None = None) -> None:
+        """Add `pane` as the tab of its context (none is open: the caller checks), last or
+        right after the tab of context `beside` (when open), and activate it."""
         context = pane.context
         local_only = " (local only)" if context.local_only else ""
         title = shown_content(one_line(f"{context.binding} {short_id(context.id)}{local_only}"))
-        await self.add_pane(TabPane(title, pane, id=repl_tab_id(context.id)))
+        after = None
+        if beside is not None and self.repl_for(beside) is not None:
+            after = self.get_pane(repl_tab_id(beside))
+        await self.add_pane(TabPane(title, pane, id=repl_tab_id(context.id)), after=after)
         self.activate(repl_tab_id(context.id))
 
     @property
