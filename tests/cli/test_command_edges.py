@@ -163,7 +163,9 @@ def run_with_closed(
 
 def test_a_closed_stdout_or_stderr_ends_quietly(tmp_path: Path, perl_engine: None) -> None:
     env = cli_env(tmp_path)
-    for args in (("--no-daemon", "run", "-l", "perl", "-c", "6 * 7"), ("profiles", "list")):
+    # `engines list` asked a closed stdout whether it is a terminal: a bug said (QA).
+    commands = (("--no-daemon", "run", "-l", "perl", "-c", "6 * 7"), ("profiles", "list"))
+    for args in (*commands, ("engines", "list")):
         no_stdout = run_with_closed(1, env, *args)
         assert (no_stdout.returncode, no_stdout.stderr) == (1, ""), args
     # Without stderr the lines for it are dropped and the exit code still tells.

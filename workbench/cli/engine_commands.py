@@ -14,7 +14,7 @@ from engines.language import PrepareError
 from engines.registry import LANGUAGES, language_engine, resolve_language
 from engines.status import EngineState, all_statuses
 from workbench.cli.common import global_options
-from workbench.cli.terminal import echo_untrusted
+from workbench.cli.terminal import echo_untrusted, stdout_is_terminal
 
 
 def _languages(names: tuple[str, ...]) -> list[str]:
@@ -59,7 +59,7 @@ def list_command(as_json: bool) -> None:
         ]
         echo_untrusted(json.dumps(rows, indent=2))
         return
-    if not sys.stdout.isatty():  # whole lines for scripts: no wrapping at 80, no padding
+    if not stdout_is_terminal():  # whole lines for scripts: no wrapping at 80, no padding
         table_rows = [("language", "engine", "version", "state")] + [
             (
                 status.language,

@@ -20,6 +20,7 @@ from workbench.cli.common import (
 from workbench.cli.completion import complete_profiles
 from workbench.cli.errors import EXIT_CODES_EPILOG
 from workbench.cli.lazy_group import LazyCommand, LazyGroup
+from workbench.cli.terminal import stdout_is_terminal
 from workbench.config import FILE_API_ENV, RUBY_CONTEXTS_ENV
 
 BACKEND_FLAGS = frozenset({"--profile", "--data-dir"})
@@ -207,7 +208,7 @@ def main(
     )
     name = ctx.invoked_subcommand
     if name is None:
-        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        if not (sys.stdin is not None and sys.stdin.isatty() and stdout_is_terminal()):
             # Textual would write its escapes into the file or pipe and wait for keys.
             raise click.UsageError(
                 "the workbench needs a terminal (stdin and stdout); for scripts, use a "

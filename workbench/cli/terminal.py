@@ -40,6 +40,11 @@ def stderr_is_terminal() -> bool:
     return sys.stderr is not None and sys.stderr.isatty()
 
 
+def stdout_is_terminal() -> bool:
+    """Whether stdout is a terminal (a closed one is not)."""
+    return sys.stdout is not None and sys.stdout.isatty()
+
+
 def _encodable(text: str) -> str:
     """`text` as `workbench.api.display.encodable` makes it, imported only for text that
     needs it (importing the API takes 50 ms)."""
