@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import stat
 import subprocess
 import tomllib
@@ -461,3 +463,47 @@ def test_a_token_that_cannot_be_sent_is_refused_before_anything_is_written(
     stored = run_cli(env, *add, stdin="good-token_1\n")
     assert stored.returncode == 0, stored.stderr
     assert Config.load(config_path(tmp_path)).profiles["t"].token == "good-token_1"
+
+
+def test_a_token_typed_on_a_terminal_is_asked_for_and_not_echoed(tmp_path: Path) -> None:
+    """`--insecure-store-token` on a terminal waited without a prompt and echoed the token
+    as it was typed (QA): it prompts, as `--keyring` does, without echo."""
+    env = cli_env(tmp_path)
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [str(SCRIPT), "profiles", "add", "t", "--url", URL, "--insecure-store-token"],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env=env,
+    )
+    os.close(terminal)
+    shown = bytearray()
+    try:
+        while b"Token: " not in shown:
+            ready, _, _ = select.select([controller], [], [], 30)
+            assert ready, f"no prompt: {bytes(shown)!r}"
+            shown += os.read(controller, 4096)
+        os.write(controller, b"SECRETsecretSECRET99\n")
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the command ended
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(controller)
+    assert process.wait(timeout=60) == 0
+    assert b"SECRET" not in shown and b"added profile t" in shown
+    assert Config.load(config_path(tmp_path)).profiles["t"].token == "SECRETsecretSECRET99"
+
+
+def test_a_token_on_stdin_for_an_env_var_profile_is_refused(tmp_path: Path) -> None:
+    """`--token-stdin --token-env VAR` dropped the token it read, unsaid (QA)."""
+    env = cli_env(tmp_path)
+    both = run_cli(env, "profiles", "add", "s", "--url", URL, "--token-stdin", "--token-env", "T")
+    assert both.returncode == 2
+    assert "--token-stdin goes with --keyring or --insecure-store-token" in both.stderr
+    assert not config_path(tmp_path).exists()

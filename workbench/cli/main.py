@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
@@ -20,7 +19,7 @@ from workbench.cli.common import (
 from workbench.cli.completion import complete_profiles
 from workbench.cli.errors import EXIT_CODES_EPILOG
 from workbench.cli.lazy_group import LazyCommand, LazyGroup
-from workbench.cli.terminal import stdout_is_terminal
+from workbench.cli.terminal import stdin_is_terminal, stdout_is_terminal
 from workbench.config import FILE_API_ENV, RUBY_CONTEXTS_ENV
 
 BACKEND_FLAGS = frozenset({"--profile", "--data-dir"})
@@ -208,7 +207,7 @@ def main(
     )
     name = ctx.invoked_subcommand
     if name is None:
-        if not (sys.stdin is not None and sys.stdin.isatty() and stdout_is_terminal()):
+        if not (stdin_is_terminal() and stdout_is_terminal()):
             # Textual would write its escapes into the file or pipe and wait for keys.
             raise click.UsageError(
                 "the workbench needs a terminal (stdin and stdout); for scripts, use a "

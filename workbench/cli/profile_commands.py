@@ -9,7 +9,7 @@ import click
 from workbench.cli.common import EXIT_USAGE, note
 from workbench.cli.completion import complete_profiles
 from workbench.cli.errors import CommandError
-from workbench.cli.terminal import echo_json, echo_untrusted
+from workbench.cli.terminal import echo_json, echo_untrusted, stdin_is_terminal
 from workbench.config import (
     LOCAL_PROFILE,
     Config,
@@ -114,11 +114,16 @@ Examples:
     is_flag=True,
     help="Store the token in the OS keyring (prompted, or from --token-stdin).",
 )
-@click.option("--token-stdin", is_flag=True, help="Read the token for --keyring from stdin.")
+@click.option(
+    "--token-stdin",
+    is_flag=True,
+    help="Read the token for --keyring or --insecure-store-token from stdin.",
+)
 @click.option(
     "--insecure-store-token",
     is_flag=True,
-    help="Store the token (from stdin) in the config file in plain text.",
+    help="Store the token in the config file in plain text (prompted without echo on a "
+    "terminal, else read from stdin).",
 )
 @click.option(
     "--allow-insecure",
@@ -151,12 +156,17 @@ def add_command(
     sources = sum([bool(token_env), use_keyring, insecure_store_token])
     if sources != 1:
         raise click.UsageError("choose one of --token-env VAR, --keyring, --insecure-store-token")
+    if token_stdin and token_env:  # the token it would read went nowhere, unsaid (QA)
+        raise click.UsageError("--token-stdin goes with --keyring or --insecure-store-token")
     config = load_config()
     if name in config.profiles and not force:
         raise CommandError(f"profile {name!r} exists (use --force to replace it)", EXIT_USAGE)
     token = None
     if use_keyring or insecure_store_token:
-        if token_stdin or insecure_store_token:
+        # A terminal gets a prompt that does not echo (it waited, unprompted, echoing the
+        # token as it was typed; QA); a pipe is read.
+        from_stdin = token_stdin or (insecure_store_token and not stdin_is_terminal())
+        if from_stdin:
             token = sys.stdin.readline().strip()
         else:
             token = click.prompt("Token", hide_input=True)

@@ -45,6 +45,11 @@ def stdout_is_terminal() -> bool:
     return sys.stdout is not None and sys.stdout.isatty()
 
 
+def stdin_is_terminal() -> bool:
+    """Whether stdin is a terminal (a closed one is not)."""
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
 def _encodable(text: str) -> str:
     """`text` as `workbench.api.display.encodable` makes it, imported only for text that
     needs it (importing the API takes 50 ms)."""
