@@ -114,6 +114,10 @@ def test_an_empty_option_value_is_a_usage_error_naming_it(tmp_path: Path) -> Non
         (("contexts", "list", "-s", ""), "'--sandbox' / '-s'"),
         (("contexts", "fork", "-s", "demo", "--context", ""), "'--context'"),
         (("transcript", "export", "-s", "", "--context", "x", "-o", "-"), "'--sandbox' / '-s'"),
+        # `-p "$PROD"` with PROD unset acted on the local store (QA).
+        (("-p", "", "sandboxes", "list"), "'--profile' / '-p'"),
+        (("sandboxes", "list", "-p", ""), "'--profile' / '-p'"),
+        (("run", "--profile=", "-l", "perl", "-c", "x"), "'--profile' / '-p'"),
     ]
     for args, option in cases:
         refused = run_cli(env, *args)

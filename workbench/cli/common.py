@@ -135,6 +135,7 @@ def backend_options(command: Callable[P, T]) -> Callable[P, T]:
         "--profile",
         "-p",
         default=None,
+        callback=non_empty,  # `-p "$PROD"` with PROD unset acted on the local store (QA)
         shell_complete=complete_profiles,
         help=f"Backend profile: `local` (embedded, the default) or a configured remote "
         f"gateway (default: ${PROFILE_ENV} or local).",

@@ -14,6 +14,7 @@ from workbench.cli.common import (
     NO_DAEMON_ENV,
     PROFILE_ENV,
     GlobalOptions,
+    non_empty,
     resolve_profile,
 )
 from workbench.cli.completion import complete_profiles
@@ -140,6 +141,7 @@ Examples:
     "--profile",
     "-p",
     default=None,
+    callback=non_empty,
     shell_complete=complete_profiles,
     help=f"Backend profile for the workbench and every command that talks to a backend "
     f"(default: ${PROFILE_ENV} or local).",
