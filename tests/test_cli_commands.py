@@ -215,6 +215,27 @@ def test_gateway_init_renders_and_adds_a_profile(env: dict[str, str], tmp_path: 
     assert "Refusing to overwrite" in again.stderr
 
 
+def test_gateway_init_writes_nothing_where_a_token_file_is_in_the_way(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """A `.dev.vars` already there was found after every template was written: a half
+    render that `--force` could not finish (QA). Nothing is written then; and the steps
+    name the token file by a path that holds after their `cd`."""
+    target = tmp_path / "deploy"
+    (target / "gateway").mkdir(parents=True)
+    (target / "gateway" / ".dev.vars").write_text("WORKBENCH_TOKEN=old\n")
+    refused = cli(env, "gateway", "init", str(target), "--bindings", "python")
+    assert refused.returncode == 1 and "Refusing to overwrite" in refused.stderr
+    assert [path.name for path in target.rglob("*")] == ["gateway", ".dev.vars"]
+    made = run_cli_forked(
+        env, "gateway", "init", "relative", "--bindings", "python", module=True, cwd=tmp_path
+    )
+    assert made.returncode == 0, made.stderr
+    absolute = tmp_path / "relative" / "gateway"
+    assert f"cd {absolute} &&" in made.stdout
+    assert f"grep WORKBENCH_TOKEN {absolute / '.dev.vars'} |" in made.stdout
+
+
 def test_gateway_init_flags_it_cannot_use_are_usage_errors(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -224,6 +245,8 @@ def test_gateway_init_flags_it_cannot_use_are_usage_errors(
         (("--bindings", "PYTHON,PYTHON"), "Duplicate runtime binding 'PYTHON'"),
         (("--bindings", ""), "Choose at least one runtime binding"),
         (("--name-prefix", "bad prefix!"), "Invalid Worker name"),
+        # No flag allows it here: the hint named one it does not take (QA).
+        (("--url", "http://192.168.1.9:8787"), "token in clear text; use https://\n"),
     ]:
         refused = cli(env, "gateway", "init", str(tmp_path / "deploy"), *flags)
         assert refused.returncode == 2, (flags, refused.stderr)

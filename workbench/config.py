@@ -206,9 +206,12 @@ def shown_url(url: str) -> str:
     return f"{url[:start]}***@{authority.group(1).rpartition('@')[2]}{url[end:]}"
 
 
-def url_problem(url: str, *, allow_insecure: bool) -> str | None:
+def url_problem(
+    url: str, *, allow_insecure: bool, insecure_override: str | None = "--allow-insecure"
+) -> str | None:
     """Why `url` cannot be a gateway URL, or None. Plain `http://` would send the bearer
-    token in clear text, so it is only for loopback hosts unless explicitly allowed."""
+    token in clear text, so it is only for loopback hosts unless explicitly allowed, by
+    what `insecure_override` names (None: nothing can there)."""
     authority = _AUTHORITY.match(url)
     if authority is not None and "@" in authority.group(1):  # not quoted: it holds them
         return (
@@ -225,9 +228,10 @@ def url_problem(url: str, *, allow_insecure: bool) -> str | None:
     if parts.scheme not in ("https", "http") or not parts.hostname:
         return f"{url!r} is not an https:// URL"
     if parts.scheme == "http" and not allow_insecure and not is_loopback_host(parts.hostname):
+        override = f" (or {insecure_override} if you must)" if insecure_override else ""
         return (
             f"{url} is plain http:// to a host other than this machine, which would send the "
-            "token in clear text; use https:// (or --allow-insecure if you must)"
+            f"token in clear text; use https://{override}"
         )
     return None
 

@@ -90,7 +90,11 @@ def open_profile_backend(
     if profile is None:
         known = ", ".join(profile_names(config))
         raise UnknownProfileError(f"unknown profile {name!r}; configured: {known}")
-    problem = url_problem(profile.url, allow_insecure=profile.allow_insecure)
+    problem = url_problem(
+        profile.url,
+        allow_insecure=profile.allow_insecure,
+        insecure_override="allow_insecure = true in the profile's table",
+    )
     if problem is not None:
         raise UnknownProfileError(f"profile {name!r}: {problem}")
     try:

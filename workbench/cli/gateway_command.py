@@ -103,7 +103,10 @@ def init_command(
 
     if (problem := profile_problem(profile_name)) is not None:
         raise click.BadParameter(problem, param_hint="--profile")
-    if url is not None and (problem := url_problem(url, allow_insecure=False)) is not None:
+    if (
+        url is not None
+        and (problem := url_problem(url, allow_insecure=False, insecure_override=None)) is not None
+    ):
         raise click.BadParameter(problem, param_hint="--url")
     if profile_name in load_config().profiles and not force:
         # Its URL, token source and keyring token would all be replaced.
@@ -129,6 +132,9 @@ def init_command(
         versions = load_versions(templates_root())
     except (ValueError, FileNotFoundError) as error:
         raise CommandError(str(error)) from error
+    dev_vars = directory / "gateway" / DEV_VARS
+    if os.path.lexists(dev_vars):  # before anything is written (the rest was, then; QA)
+        raise CommandError(f"Refusing to overwrite {dev_vars}; choose a directory without it")
     try:
         written = render(
             directory, chosen, name_prefix=name_prefix, services=named, stateless=stateless
@@ -138,9 +144,6 @@ def init_command(
     except (FileExistsError, FileNotFoundError) as error:  # files in the way; no templates
         raise CommandError(str(error)) from error
     token = secrets.token_urlsafe(32)
-    dev_vars = directory / "gateway" / DEV_VARS
-    if dev_vars.exists():
-        raise CommandError(f"Refusing to overwrite {dev_vars}")
     descriptor = os.open(dev_vars, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         handle.write(f"WORKBENCH_TOKEN={token}\n")
@@ -170,7 +173,7 @@ def init_command(
         )
         save_config(config)
         echo_untrusted(f"added profile {profile_name} ({url})")
-    gateway_dir = directory / "gateway"
+    gateway_dir = (directory / "gateway").absolute()  # the steps hold after their `cd`
     runtimes = ", ".join(
         f"{worker.directory}/ (Worker {worker.name}"
         + ("" if worker.contexts else ", stateless")
