@@ -227,6 +227,9 @@ def url_problem(
         return f"{url!r} is not a valid URL ({error})"
     if parts.scheme not in ("https", "http") or not parts.hostname:
         return f"{url!r} is not an https:// URL"
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        # Requests add their routes to the URL's path: a query or fragment broke them all.
+        return f"{url!r} has a query or a fragment; give the gateway's base URL"
     if parts.scheme == "http" and not allow_insecure and not is_loopback_host(parts.hostname):
         override = f" (or {insecure_override} if you must)" if insecure_override else ""
         return (

@@ -136,6 +136,10 @@ def test_a_url_with_credentials_or_spaces_is_refused(tmp_path: Path) -> None:
         ("https://user:SECRETPASS@gw.example", "the URL holds credentials (user:password@)"),
         (" https://gw.example", "' https://gw.example' has a space or a line end in it"),
         ("https://gw.exa mple", "'https://gw.exa mple' has a space or a line end in it"),
+        # Every request's route goes on the URL's path: these broke them all (QA).
+        ("https://gw.example/?a=b", "has a query or a fragment; give the gateway's base URL"),
+        ("https://gw.example/#frag", "has a query or a fragment; give the gateway's base URL"),
+        ("https://gw.example/?", "has a query or a fragment; give the gateway's base URL"),
     ]:
         added = run_cli(env, "profiles", "add", "bad", "--token-env", "TOKEN", "--url", url)
         assert added.returncode == 2 and expected in added.stderr, added.stderr
