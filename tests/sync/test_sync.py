@@ -624,6 +624,36 @@ async def test_a_file_the_sandbox_had_before_the_sync_is_not_overwritten_unsaid(
     assert await sandbox.read_bytes("/workspace/notes.txt") == expected
 
 
+@pytest.mark.parametrize("restart", [False, True])
+async def test_a_file_the_sync_did_not_create_stays_its_own_when_kept(
+    folder: Path, sandbox: SandboxClient, tmp_path: Path, restart: bool
+) -> None:
+    """A file the sandbox held with the folder's content, changed there and kept under
+    sandbox-wins, became the sync's (its baseline said owned): deleting the local file
+    then deleted the guest's (review). Without `--prune`, only what it created goes."""
+    await sandbox.write_file("/workspace/same.txt", "same")
+    (folder / "same.txt").write_text("same")
+    state = tmp_path / "state.json"
+    sync = FolderSync(folder, sandbox, policy=ConflictPolicy.SANDBOX_WINS, state_file=state)
+    await sync.initial_sync()
+    await asyncio.sleep(0.01)  # a later modification time: the check reads the file back
+    await sandbox.write_file("/workspace/same.txt", "the guest's own")
+    (folder / "same.txt").write_text("local edit")
+    if restart:
+        sync.close()
+        sync = FolderSync(folder, sandbox, policy=ConflictPolicy.SANDBOX_WINS, state_file=state)
+        report = await sync.initial_sync()
+    else:
+        report = await sync.sync_paths([folder / "same.txt"])
+    try:
+        assert [issue.path for issue in report.conflicts] == ["same.txt"]
+        (folder / "same.txt").unlink()
+        assert not (await sync.sync_paths([folder / "same.txt"])).deleted
+    finally:
+        sync.close()
+    assert await sandbox.read_bytes("/workspace/same.txt") == b"the guest's own"
+
+
 async def test_a_file_found_holding_the_folder_s_content_is_known_after_a_restart(
     folder: Path, sandbox: SandboxClient, tmp_path: Path
 ) -> None:

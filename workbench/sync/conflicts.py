@@ -158,8 +158,10 @@ async def find_conflicts(
         check.issues.append(
             SyncIssue(path, "CONFLICT", f"{path} was changed in the sandbox since the last sync")
         )
+        # Kept (sandbox-wins), it is the sync's to delete only if the sync created it: one
+        # it found there became its own, and went with the local file (review).
         check.sandbox_baselines[path] = RemoteEntry(
-            False, info.size, info.modified_at, digest, None, owned=True
+            False, info.size, info.modified_at, digest, None, owned=entry.owned
         )
     return check
 
