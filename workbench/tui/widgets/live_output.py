@@ -35,33 +35,33 @@ class LiveOutput(RichLog):
             max_lines=MAX_LINES,
             id=id,
         )
-        self._written: deque[RenderableType] = deque(maxlen=MAX_LINES)
-        """What the running cell wrote so far (a write per batch of lines)."""
+        self._cell: RenderableType | None = None
+        """The running cell's prompt and code."""
+        self._lines: deque[Text] = deque(maxlen=MAX_LINES)
+        """Its newest output lines, as many as the log keeps (a resize writes them again:
+        2,000 writes of 2,000 lines each took 8 s; review)."""
         self._written_width = 0
 
     def start_cell(self, language: str, code: str, label: str | None = None) -> None:
         """Show the cell that starts running (`In [*]`, as the transcript will show it)."""
         self.clear()
         self.add_class("-visible")
-        self._write(Group(*cell_input("*", language, code, label)))
-
-    def _write(self, renderable: RenderableType) -> None:
-        self._written.append(renderable)
-        self.write(renderable)
+        self._cell = Group(*cell_input("*", language, code, label))
+        self.write(self._cell)
 
     def on_resize(self, event: events.Resize) -> None:
         """Before the log's own handler, which writes what waited for a first size."""
         width = self.scrollable_content_region.width
-        if self._size_known and self._written and width != self._written_width:
-            written = list(self._written)
+        if self._size_known and self._cell is not None and width != self._written_width:
             super().clear()
-            self._written.clear()
-            for renderable in written:
-                self._write(renderable)
+            self.write(self._cell)
+            if self._lines:
+                self.write(Text("\n").join(self._lines))
         self._written_width = width
 
     def clear(self) -> Self:
-        self._written.clear()
+        self._cell = None
+        self._lines.clear()
         return super().clear()
 
     def add_lines(self, lines: list[tuple[str, str]]) -> None:
@@ -71,8 +71,9 @@ class LiveOutput(RichLog):
             shown(line[:SHOWN_CHARS], STDERR_STYLE if stream == "stderr" else "")
             for stream, line in lines[-MAX_LINES:]
         ]
+        self._lines.extend(shown_lines)
         self.add_class("-visible")
-        self._write(Text("\n").join(shown_lines))
+        self.write(Text("\n").join(shown_lines))
 
     def clear_lines(self) -> None:
         self.clear()
