@@ -228,12 +228,13 @@ def test_gateway_init_writes_nothing_where_a_token_file_is_in_the_way(
     assert refused.returncode == 1 and "Refusing to overwrite" in refused.stderr
     assert [path.name for path in target.rglob("*")] == ["gateway", ".dev.vars"]
     made = run_cli_forked(
-        env, "gateway", "init", "relative", "--bindings", "python", module=True, cwd=tmp_path
+        env, "gateway", "init", "rel ative", "--bindings", "python", module=True, cwd=tmp_path
     )
     assert made.returncode == 0, made.stderr
-    absolute = tmp_path / "relative" / "gateway"
-    assert f"cd {absolute} &&" in made.stdout
-    assert f"grep WORKBENCH_TOKEN {absolute / '.dev.vars'} |" in made.stdout
+    absolute = tmp_path / "rel ative" / "gateway"  # quoted: a space broke them (review)
+    assert f"cd '{absolute}' &&" in made.stdout
+    assert f"grep WORKBENCH_TOKEN '{absolute / '.dev.vars'}' |" in made.stdout
+    assert f"{tmp_path / 'rel ative' / 'runtime' / 'python'}/ (Worker" in made.stdout
 
 
 def test_gateway_init_flags_it_cannot_use_are_usage_errors(

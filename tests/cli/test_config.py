@@ -504,6 +504,20 @@ def test_a_token_typed_on_a_terminal_is_asked_for_and_not_echoed(tmp_path: Path)
     assert Config.load(config_path(tmp_path)).profiles["t"].token == "SECRETsecretSECRET99"
 
 
+def test_a_closed_stdin_gives_no_token(tmp_path: Path) -> None:
+    """A closed stdin was "unexpected AttributeError" (review): no token, a usage error."""
+    add = [str(SCRIPT), "profiles", "add", "t", "--url", URL, "--insecure-store-token"]
+    closed = subprocess.run(
+        ["bash", "-c", '"$@" 0<&-', "bash", *add],
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert closed.returncode == 2 and "empty token" in closed.stderr, closed.stderr
+    assert "Traceback" not in closed.stderr and "unexpected" not in closed.stderr
+
+
 def test_a_token_on_stdin_for_an_env_var_profile_is_refused(tmp_path: Path) -> None:
     """`--token-stdin --token-env VAR` dropped the token it read, unsaid (QA)."""
     env = cli_env(tmp_path)

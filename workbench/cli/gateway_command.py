@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shlex
 from pathlib import Path
 
 import click
@@ -177,14 +178,15 @@ def init_command(
         echo_untrusted(f"added profile {profile_name} ({url})")
     gateway_dir = (directory / "gateway").absolute()  # the steps hold after their `cd`
     runtimes = ", ".join(
-        f"{worker.directory}/ (Worker {worker.name}"
+        f"{(directory / worker.directory).absolute()}/ (Worker {worker.name}"
         + ("" if worker.contexts else ", stateless")
         + ")"
         for worker in workers
     )
     steps = [
         f"deploy each runtime Worker first, as its README says: {runtimes}",
-        f"cd {gateway_dir} && npm ci && npm install --no-save {CORE_PACKAGE}@{versions.core}",
+        f"cd {shlex.quote(str(gateway_dir))} && npm ci && npm install --no-save "
+        f"{CORE_PACKAGE}@{versions.core}",
         f"grep WORKBENCH_TOKEN {DEV_VARS} | cut -d= -f2- | npx wrangler secret put WORKBENCH_TOKEN",
         "npx wrangler deploy",
     ]
@@ -195,7 +197,8 @@ def init_command(
         )
     if not in_keyring:
         steps.append(
-            f"export {env_name}=$(grep WORKBENCH_TOKEN {gateway_dir / DEV_VARS} | cut -d= -f2-)"
+            f"export {env_name}=$(grep WORKBENCH_TOKEN "
+            f"{shlex.quote(str(gateway_dir / DEV_VARS))} | cut -d= -f2-)"
         )
     echo_untrusted("next steps:")
     for number, step in enumerate(steps, 1):

@@ -167,7 +167,7 @@ def add_command(
         # token as it was typed; QA); a pipe is read.
         from_stdin = token_stdin or (insecure_store_token and not stdin_is_terminal())
         if from_stdin:
-            token = sys.stdin.readline().strip()
+            token = "" if sys.stdin is None else sys.stdin.readline().strip()  # closed: none
         else:
             token = click.prompt("Token", hide_input=True)
         if not token:
