@@ -8,6 +8,8 @@
 2. Added latency: `1+1` in a Perl context, sent through the UI (the run key, the
    worker, the message, the transcript) against the same call on the API directly.
    Target: <= 30 ms added (median of 20).
+3. Typing in a file of about a MiB: CPU per key in the workbench's file editor against
+   Textual's own text area holding the same text (the baseline, in the same run).
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ import uuid
 from pathlib import Path
 
 from textual import events
+from textual.app import App, ComposeResult
+from textual.widgets import TextArea
 
 from tour import create_context, create_sandbox, until_connected, wait_for
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.widgets.file_editor import FileEditor
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_TARGET_S = 1.0
@@ -37,6 +42,7 @@ ROUNDS = 20
 HEADLESS_LAUNCH = """
 import sys, time
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.widgets.file_editor import FileEditor
 
 async def ready(pilot):
     print(time.time(), flush=True)
@@ -131,6 +137,32 @@ async def added_latency_ms(directory: Path) -> tuple[float, float]:
         )
 
 
+BIG_FILE = ("total = sum(range(10)) + len('abcdefghijklmnopqrstuvwxyz')  # line\n" * 16000)[
+    : 1 << 20
+]
+KEYS = 30
+
+
+async def typing_cpu_ms(editor: TextArea) -> float:
+    """CPU milliseconds per key typed into `editor` holding `BIG_FILE` (median of KEYS),
+    each key painted before the next."""
+
+    class Typing(App[None]):
+        def compose(self) -> ComposeResult:
+            yield editor
+
+    app = Typing()
+    async with app.run_test(size=(120, 36)) as pilot:
+        editor.focus()
+        await pilot.pause()
+        samples = []
+        for _ in range(KEYS + 3):
+            started = time.process_time()
+            await pilot.press("a")
+            samples.append((time.process_time() - started) * 1000)
+        return statistics.median(samples[3:])
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
@@ -153,6 +185,14 @@ def main() -> None:
             f"1+1 via API: {api_ms:.2f} ms; via UI: {ui_ms:.2f} ms; added {added:.2f} ms  "
             f"(target {ADDED_LATENCY_TARGET_MS} ms, ratio {added / ADDED_LATENCY_TARGET_MS:.2f})"
         )
+    ours = asyncio.run(typing_cpu_ms(FileEditor("big.py", BIG_FILE)))
+    baseline = asyncio.run(
+        typing_cpu_ms(TextArea(BIG_FILE, soft_wrap=False, show_line_numbers=True))
+    )
+    print(
+        f"typing in a 1 MiB file: {ours:.1f} ms of CPU a key in the file editor, "
+        f"{baseline:.1f} ms in Textual's TextArea (ratio {ours / baseline:.2f})"
+    )
 
 
 if __name__ == "__main__":
