@@ -254,8 +254,9 @@ def test_gateway_init_flags_it_cannot_use_are_usage_errors(
         assert expected in refused.stderr and "Traceback" not in refused.stderr
     assert not (tmp_path / "deploy").exists()
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")  # a raw errno said so (QA)
-    refused = cli(env, "gateway", "init", str(tmp_path / "dangling"))
-    assert refused.returncode == 2 and "is a symlink to nothing" in refused.stderr
+    for target in ("dangling", "dangling/sub"):  # or a directory under one (review)
+        refused = cli(env, "gateway", "init", str(tmp_path / target))
+        assert refused.returncode == 2 and "is a symlink to nothing" in refused.stderr
 
 
 def test_gateway_init_never_replaces_a_profile_silently(

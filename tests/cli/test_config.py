@@ -505,17 +505,23 @@ def test_a_token_typed_on_a_terminal_is_asked_for_and_not_echoed(tmp_path: Path)
 
 
 def test_a_closed_stdin_gives_no_token(tmp_path: Path) -> None:
-    """A closed stdin was "unexpected AttributeError" (review): no token, a usage error."""
-    add = [str(SCRIPT), "profiles", "add", "t", "--url", URL, "--insecure-store-token"]
-    closed = subprocess.run(
-        ["bash", "-c", '"$@" 0<&-', "bash", *add],
-        env=cli_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert closed.returncode == 2 and "empty token" in closed.stderr, closed.stderr
-    assert "Traceback" not in closed.stderr and "unexpected" not in closed.stderr
+    """A closed stdin was "unexpected AttributeError" (review): no token, or nothing to
+    read, a usage error."""
+    for args, said in [
+        (("profiles", "add", "t", "--url", URL, "--insecure-store-token"), "empty token"),
+        (("profiles", "add", "t", "--url", URL, "--keyring"), "empty token"),
+        (("--no-daemon", "run", "-l", "python", "-"), "cannot read -: stdin is closed"),
+        (("--no-daemon", "files", "put", "x", "-", "/workspace/a"), "stdin is closed"),
+    ]:
+        closed = subprocess.run(
+            ["bash", "-c", '"$@" 0<&-', "bash", str(SCRIPT), *args],
+            env=cli_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert closed.returncode == 2 and said in closed.stderr, (args, closed.stderr)
+        assert "Traceback" not in closed.stderr and "unexpected" not in closed.stderr
 
 
 def test_a_token_on_stdin_for_an_env_var_profile_is_refused(tmp_path: Path) -> None:

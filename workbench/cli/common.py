@@ -247,6 +247,8 @@ def read_source(source: str, limit: int) -> bytes:
     try:
         with _stop_signals_exit():
             if source == "-":
+                if sys.stdin is None:  # closed: an unexpected AttributeError said so (review)
+                    raise click.UsageError("cannot read -: stdin is closed")
                 return sys.stdin.buffer.read(limit + 1)
             with open(source, "rb") as stream:
                 return stream.read(limit + 1)

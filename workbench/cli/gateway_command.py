@@ -102,8 +102,9 @@ def init_command(
     from workbench.deploy.templates import plan_runtimes, render, templates_root
     from workbench.deploy.versions import CORE_PACKAGE, load_versions, runtime_package
 
-    if directory.is_symlink() and not directory.exists():  # a raw errno said so (QA)
-        raise click.BadParameter(f"{directory} is a symlink to nothing", param_hint="DIRECTORY")
+    for part in (directory, *directory.parents):  # a raw errno said so (QA, review)
+        if part.is_symlink() and not part.exists():
+            raise click.BadParameter(f"{part} is a symlink to nothing", param_hint="DIRECTORY")
     if (problem := profile_problem(profile_name)) is not None:
         raise click.BadParameter(problem, param_hint="--profile")
     if (

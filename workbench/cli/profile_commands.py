@@ -168,6 +168,8 @@ def add_command(
         from_stdin = token_stdin or (insecure_store_token and not stdin_is_terminal())
         if from_stdin:
             token = "" if sys.stdin is None else sys.stdin.readline().strip()  # closed: none
+        elif sys.stdin is None:  # the prompt reads stdin too (review)
+            token = ""
         else:
             token = click.prompt("Token", hide_input=True)
         if not token:
