@@ -625,13 +625,16 @@ async def test_a_file_the_sandbox_had_before_the_sync_is_not_overwritten_unsaid(
 
 
 @pytest.mark.parametrize("restart", [False, True])
-async def test_a_file_the_sync_did_not_create_stays_its_own_when_kept(
-    folder: Path, sandbox: SandboxClient, tmp_path: Path, restart: bool
+@pytest.mark.parametrize("created", [False, True], ids=["found-there", "uploaded"])
+async def test_a_file_kept_under_sandbox_wins_stays_the_guest_s(
+    folder: Path, sandbox: SandboxClient, tmp_path: Path, restart: bool, created: bool
 ) -> None:
-    """A file the sandbox held with the folder's content, changed there and kept under
-    sandbox-wins, became the sync's (its baseline said owned): deleting the local file
-    then deleted the guest's (review). Without `--prune`, only what it created goes."""
-    await sandbox.write_file("/workspace/same.txt", "same")
+    """A file changed in the sandbox and kept under sandbox-wins went on a later pass: a
+    restart, or another pass over it, uploaded the same local edit over it, and deleting
+    the local file deleted the guest's content (its baseline said owned; review). Kept,
+    it is the sync's no longer, and only a change of the local file goes over it."""
+    if not created:
+        await sandbox.write_file("/workspace/same.txt", "same")
     (folder / "same.txt").write_text("same")
     state = tmp_path / "state.json"
     sync = FolderSync(folder, sandbox, policy=ConflictPolicy.SANDBOX_WINS, state_file=state)
@@ -639,14 +642,16 @@ async def test_a_file_the_sync_did_not_create_stays_its_own_when_kept(
     await asyncio.sleep(0.01)  # a later modification time: the check reads the file back
     await sandbox.write_file("/workspace/same.txt", "the guest's own")
     (folder / "same.txt").write_text("local edit")
-    if restart:
-        sync.close()
-        sync = FolderSync(folder, sandbox, policy=ConflictPolicy.SANDBOX_WINS, state_file=state)
-        report = await sync.initial_sync()
-    else:
-        report = await sync.sync_paths([folder / "same.txt"])
+    report = await sync.sync_paths([folder / "same.txt"])
     try:
         assert [issue.path for issue in report.conflicts] == ["same.txt"]
+        if restart:
+            sync.close()
+            sync = FolderSync(folder, sandbox, policy=ConflictPolicy.SANDBOX_WINS, state_file=state)
+            report = await sync.initial_sync()
+        else:
+            report = await sync.sync_paths([folder / "same.txt"])  # a watch event on it
+        assert not report.uploaded and not report.conflicts
         (folder / "same.txt").unlink()
         assert not (await sync.sync_paths([folder / "same.txt"])).deleted
     finally:

@@ -158,10 +158,8 @@ async def find_conflicts(
         check.issues.append(
             SyncIssue(path, "CONFLICT", f"{path} was changed in the sandbox since the last sync")
         )
-        # Kept (sandbox-wins), it is the sync's to delete only if the sync created it: one
-        # it found there became its own, and went with the local file (review).
         check.sandbox_baselines[path] = RemoteEntry(
-            False, info.size, info.modified_at, digest, None, owned=entry.owned
+            False, info.size, info.modified_at, digest, None, owned=False
         )
     return check
 
@@ -231,8 +229,10 @@ def resolve_conflicts(
     emit: EmitEvent,
 ) -> None:
     """Apply the policy: `fail` raises, `sandbox-wins` drops the plan's steps on the
-    conflicting files, `local-wins` keeps them. A conflicting rename source is never
-    moved (that would carry the guest's content): its target is uploaded instead."""
+    conflicting files (a kept file is the sync's no longer: it is not deleted with the
+    local file, nor overwritten until the local file changes), `local-wins` keeps them. A
+    conflicting rename source is never moved (that would carry the guest's content): its
+    target is uploaded instead."""
     for path in check.in_sync:
         upload = next(item for item in plan.uploads if item.relative == path)
         manifest[path] = replace(manifest[path], local_stat=upload.local.stat_key)
@@ -266,12 +266,18 @@ def resolve_conflicts(
     plan.renames = [rename for rename in plan.renames if rename[0] not in conflicting]
     if local_wins:
         return
+    uploads = {upload.relative: upload for upload in plan.uploads}
     for path in conflicting:
         baseline = check.sandbox_baselines.pop(path, None)
         if path in plan.removable or path in sources:
             manifest.pop(path, None)  # kept, and no longer the sync's to delete
         elif baseline is not None:
-            manifest[path] = baseline
+            # Kept: the guest's content is no longer the sync's to delete, and the local
+            # file as it is now does not go over it on a later pass or a restart (only a
+            # change of it does); both happened without a word (review).
+            kept_over = uploads.get(path)
+            local_stat = None if kept_over is None else kept_over.local.stat_key
+            manifest[path] = replace(baseline, local_stat=local_stat, owned=False)
     plan.uploads = [item for item in plan.uploads if item.relative not in conflicting]
     plan.deletes = [path for path in plan.deletes if path not in conflicting]
     plan.early_deletes = [path for path in plan.early_deletes if path not in conflicting]
