@@ -11,7 +11,7 @@ from typing import Protocol
 from workbench.protocol.types import FileVersion
 from workbench.sync.events import ConflictPolicy, EmitEvent, EventKind, SyncIssue, SyncReport
 from workbench.sync.local import content_digest
-from workbench.sync.manifest import RemoteEntry
+from workbench.sync.manifest import RemoteEntry, found_there
 from workbench.sync.planning import Plan
 from workbench.sync.relative_paths import top_level
 from workbench.sync.sandbox_folder import SandboxFolder
@@ -100,7 +100,7 @@ def preconditions_for(
         entry = manifest[path]
         if path not in targets or not entry.modified_at:
             return None
-        if _foreign(entry) and wanted[path] is not None:
+        if found_there(entry) and wanted[path] is not None:
             return None  # its content decides, not its version (`_check_foreign`)
         versions[path] = FileVersion(entry.size, entry.modified_at)
     return versions or None
@@ -130,7 +130,7 @@ async def find_conflicts(
         info = _file_entry(check, manifest, path, now[path], removed_by_plan=removed)
         if info is None:
             continue
-        if _foreign(entry) and not removed:
+        if found_there(entry) and not removed:
             await _check_foreign(check, manifest, path, info, wanted[path], folder)
             continue
         if info.size == entry.size and info.modified_at == entry.modified_at:
@@ -162,11 +162,6 @@ async def find_conflicts(
             False, info.size, info.modified_at, digest, None, owned=False
         )
     return check
-
-
-def _foreign(entry: RemoteEntry) -> bool:
-    """A file the sync did not write and never found holding the folder's content."""
-    return not entry.owned and not entry.is_dir and entry.local_stat is None
 
 
 async def _check_foreign(

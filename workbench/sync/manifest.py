@@ -40,6 +40,7 @@ __all__ = [
     "RemoteEntry",
     "StateFileLock",
     "SyncAlreadyRunningError",
+    "found_there",
     "hold_state_file",
     "load_entries",
     "normalize_dest",
@@ -166,9 +167,18 @@ def load_entries(path: Path, identity: Mapping[str, str]) -> dict[str, RemoteEnt
     return entries
 
 
+def _found_file(entry: RemoteEntry) -> bool:
+    return not entry.owned and not entry.is_dir
+
+
 def _seen_in_sync(entry: RemoteEntry) -> bool:
     """A file the sync did not create, found holding the local file's content."""
-    return not entry.owned and not entry.is_dir and entry.local_stat is not None
+    return _found_file(entry) and entry.local_stat is not None
+
+
+def found_there(entry: RemoteEntry) -> bool:
+    """A file the sync did not create and never found holding the folder's content."""
+    return _found_file(entry) and entry.local_stat is None
 
 
 def remembered(entry: RemoteEntry) -> bool:

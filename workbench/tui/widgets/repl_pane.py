@@ -155,14 +155,12 @@ class ReplPane(Vertical):
         self._abandoned_watch_runs = 0
         """Watch runs of this tab the watch gave up, each said by a cell already: the
         history may keep them (cancelled), which the next catch-up leaves out."""
-        self._given_up_codes: deque[str] = deque(maxlen=GIVEN_UP_KEPT)
-        """The code of this tab's cells given up, each said by a cell already: the backend
-        may yet run one and cancel it (a gateway answering again), which a catch-up then
-        leaves out (it came as another client's run: found in review)."""
         self._uncounted: deque[TranscriptCell] = deque(maxlen=GIVEN_UP_KEPT)
         """This tab's cells whose requests it dropped after their runs may have begun (a
-        cell given up while it ran, a watch run given up), oldest first: a catch-up that
-        meets their runs in the history numbers them, in order (one cell per run)."""
+        cell given up while it ran, a watch run given up), oldest first, each said by a
+        cell already: the backend may yet run one and cancel it (a gateway answering
+        again), which a catch-up then leaves out (it came as another client's run: found
+        in review) and numbers the cell with, in order (one cell per run)."""
         self._given_up_waiting: int | None = None
         """The generation of the run given up while it waited for its turn: it never
         starts, so its code is not looked for in the history."""
@@ -418,12 +416,10 @@ class ReplPane(Vertical):
                 continue
             if self._abandoned_watch_runs and self._is_cancelled_watch_run(entry):
                 self._abandoned_watch_runs -= 1  # this tab's: its cell says so already
-                self._number_uncounted(entry)
+                self._number_uncounted(entry, watch=True)
                 continue
-            if entry.code in self._given_up_codes and is_cancelled(entry):
-                self._given_up_codes.remove(entry.code)  # this tab's, said already
-                self._number_uncounted(entry)
-                continue
+            if is_cancelled(entry) and self._number_uncounted(entry, watch=False):
+                continue  # this tab's given-up cell, said already
             items.append(self._past_cell(entry, from_another_client=True))
         if caught.before is None:
             # A read of the whole history waits for the sandbox's turn: an abandoned run
@@ -486,14 +482,24 @@ class ReplPane(Vertical):
         self._abandoned_watch_runs += 1
         self.catch_up()
 
-    def _number_uncounted(self, entry: HistoryEntry) -> None:
-        """This tab's run that it dropped (given up, or a watch's run it cancelled) is in
-        the history after all: its cell, shown without a number, gets the run's (the
-        oldest such cell of that code: runs come in the order they were asked for)."""
-        cell = next((shown for shown in self._uncounted if shown.code == entry.code), None)
-        if cell is not None:
-            self._uncounted.remove(cell)
-            self.transcript.replace_cell(cell, replace(cell, number=history_number(entry)))
+    def _number_uncounted(self, entry: HistoryEntry, *, watch: bool) -> bool:
+        """This tab's run that it dropped (a cell given up, or with `watch` a watch's run
+        it cancelled) is in the history after all: its cell, shown without a number, gets
+        the run's (the oldest such cell of that code: runs come in the order they were
+        asked for). Whether there was one."""
+        cell = next(
+            (
+                shown
+                for shown in self._uncounted
+                if shown.code == entry.code and (shown.label is not None) == watch
+            ),
+            None,
+        )
+        if cell is None:
+            return False
+        self._uncounted.remove(cell)
+        self.transcript.replace_cell(cell, replace(cell, number=history_number(entry)))
+        return True
 
     def _is_cancelled_watch_run(self, entry: HistoryEntry) -> bool:
         return is_cancelled(entry) and entry_run_of(self.context.language, entry.code) is not None
@@ -557,7 +563,6 @@ class ReplPane(Vertical):
         waited = self._given_up_waiting == self.generation
         cell = self._drop_running_cell(note)
         if not waited:
-            self._given_up_codes.append(cell.code)
             self._uncounted.append(cell)
         self.notify(note, title="Cancelled", severity="warning")
 
