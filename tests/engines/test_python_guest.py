@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import wasmtime
 
+from engines.proto import envelope_pb2
 from engines.python import ENGINE
 from engines.python.engine import guest_python_version
 from engines.python.pins import PYTHON_VERSION
@@ -484,8 +485,11 @@ def test_epoch_interrupts(prepared: Prepared) -> None:
     watchdog = threading.Timer(0.2, prepared.engine.increment_epoch)
     watchdog.start()
     started = time.perf_counter()
+    # A hundred times the engine's fuel (about 20 s of this loop), so that only the epoch
+    # can stop it even when the timer thread is late on a loaded machine.
+    request = envelope_pb2.ExecuteRequest(code="while True:\n    pass")
     with pytest.raises(wasmtime.WasmtimeError) as trapped:
-        guest.run("while True:\n    pass")
+        guest.call(request, fuel=ENGINE.fuel * 100)
     watchdog.join()
     assert "interrupt" in str(trapped.value)
     assert time.perf_counter() - started < 1
