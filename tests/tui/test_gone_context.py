@@ -81,3 +81,40 @@ async def test_a_tab_of_a_destroyed_sandbox_is_marked_gone_and_makes_no_sandbox(
         await pilot.press("alt+w")
         await wait_for(pilot, lambda: main.tabs.repl_for(repl.context.id) is None)
         assert not isinstance(app.screen, ConfirmScreen)
+
+
+async def test_reads_of_a_sandbox_destroyed_since_it_was_listed_make_no_sandbox(
+    tmp_path: Path,
+) -> None:
+    """A tab's catch-up of other clients' runs, and the reopening of a last session's tab,
+    read a sandbox the workbench listed: destroyed just before (here by another client;
+    found where this workbench's destroy came just after a cancel's catch-up), each read
+    made it again, empty. Now neither makes one."""
+    data = tmp_path / "data"
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
+    main = app.main_screen
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "doomed")
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "6 * 7")
+        backend = main.backend
+        assert backend is not None
+
+        async def listed() -> set[str]:
+            return {summary.id for summary in await backend.list_sandboxes()}
+
+        def idle() -> bool:
+            return not [worker for worker in app.workers if worker.group == "backend-call"]
+
+        await backend.sandbox("doomed").destroy()  # another client, unknown to the tab
+        main.connection.catch_up("doomed", repl.context.id, 0, None, repl.generation)
+        await wait_for(pilot, idle)
+        assert "doomed" not in await listed()
+        await wait_for(pilot, lambda: main.sandbox_tree.sandbox_node("doomed") is None)
+
+        main.connection.reopen_context("doomed", repl.context)
+        await wait_for(pilot, idle)
+        assert "doomed" not in await listed()

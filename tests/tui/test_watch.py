@@ -10,7 +10,7 @@ from rich.console import Console
 from textual.widgets import Button, Checkbox, Input
 
 from tests.sync_state_holder import held_by_another_process
-from tests.tui.test_flows import make_app
+from tests.tui.test_flows import Notifications, make_app
 from tour import (
     WorkbenchPilot,
     create_context,
@@ -24,6 +24,7 @@ from workbench.sync import sync_state_file
 from workbench.sync.manifest import hold_state_file
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.palette_commands import workbench_commands
+from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.watch_screen import WatchRequest, WatchScreen
 from workbench.tui.widgets.live_output import LiveOutput
 
@@ -391,3 +392,43 @@ async def test_the_watch_dialog_refuses_an_entry_of_another_language(tmp_path: P
         await pilot.pause()
         assert not dialog.query_one("#start", Button).disabled
         await pilot.press("escape")
+
+
+@pytest.mark.usefixtures("python_engine")
+async def test_destroying_the_watched_sandbox_stops_the_watch_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F8 on the sandbox this workbench watches a folder into: the dialog says the watch
+    stops first, its running entry is given up at once (the destroy waited for it to end),
+    and a later change in the folder does not fill a new sandbox of the same id."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "main.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    main = app.main_screen
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PYTHON")
+        live = repl.query_one(LiveOutput)
+        main.start_watch("demo", repl.context, WatchRequest(folder, "/workspace", "main.py"))
+        await wait_for(pilot, lambda: any("started" in line.text for line in live.lines), 20)
+        main.sandbox_tree.focus()
+        await pilot.press("f8")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        assert f"The folder watch of {folder} into it stops first." in app.screen.question
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: "Destroyed demo" in notes.titled("Sandbox"), timeout=10)
+        await pilot.pause(1.0)
+        print("INFOS", list(main.sandbox_infos), [s.id for s in await app.backend.list_sandboxes()])
+        await wait_for(pilot, lambda: "demo" not in main.sandbox_infos, timeout=10)
+        assert main.folder_watch.active is None
+        assert not [note for note in notes.titled("Sandbox") if "waits for the run" in note]
+        await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
+
+        (folder / "other.py").write_text("1\n")
+        await pilot.pause(1.0)
+        assert app.backend is not None
+        assert "demo" not in {sandbox.id for sandbox in await app.backend.list_sandboxes()}

@@ -14,7 +14,7 @@ import contextlib
 import os
 from abc import abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,7 +55,8 @@ MAX_LISTED_ISSUES = 3
 
 @dataclass
 class ActiveWatch:
-    """The running watch; `stop` ends its worker."""
+    """The running watch; `stop` ends its worker, which sets `ended` when it has (its
+    last pass and run over, its state file let go)."""
 
     watch_id: int
     sandbox_id: str
@@ -64,6 +65,7 @@ class ActiveWatch:
     context_id: str | None = None
     entry: str | None = None
     runner: str | None = None
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def folder(self) -> Path:
@@ -277,6 +279,7 @@ class FolderWatch:
             poll.stop()
             unsubscribe()
             watch.sync.close()  # before it is said to have ended: a new watch may start
+            watch.ended.set()
         post(WatchEnded(watch_id, failure))
 
     async def _cancel_watch_run(

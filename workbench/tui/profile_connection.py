@@ -609,9 +609,17 @@ class ProfileConnection:
 
         self.call(f"Creating {sandbox_id} failed", create)
 
-    def destroy_sandbox(self, sandbox_id: str) -> None:
+    def destroy_sandbox(self, sandbox_id: str, after: asyncio.Event | None = None) -> None:
+        """Destroy the sandbox once `after` is set (this workbench's watch into it has
+        ended: a pass still uploading would make the sandbox again)."""
+
+        async def destroy_after(backend: Backend) -> None:
+            if after is not None:
+                await after.wait()
+            await backend.sandbox(sandbox_id).destroy()
+
         async def destroy(backend: Backend) -> None:
-            destroying = asyncio.ensure_future(backend.sandbox(sandbox_id).destroy())
+            destroying = asyncio.ensure_future(destroy_after(backend))
             try:
                 done, _ = await asyncio.wait({destroying}, timeout=DESTROY_NOTE_SECONDS)
                 if not done:  # silent, F8 looked ignored while a run held the sandbox (QA)
@@ -667,14 +675,20 @@ class ProfileConnection:
         else report it gone (`ContextRemoved`)."""
 
         async def reopen(backend: Backend) -> None:
-            # From the info, which says where the context started (a listing does not: a
-            # reopened tab's replayable export started at the last run's cwd; review).
-            listed = (await backend.sandbox(sandbox_id).get_info()).contexts
-            current = next((item for item in listed if item.id == context.id), None)
-            if current is None:
-                self.owner.post_message(ContextRemoved(sandbox_id, context.id))
-                return
-            await self._load_history(backend, sandbox_id, context_from_info(current))
+            # Listed just now, but it may be destroyed since: the info would make it again.
+            try:
+                async with self.only_if_exists(backend, sandbox_id, list_first=False):
+                    # From the info, which says where the context started (a listing does
+                    # not: a reopened tab's replayable export started at the last run's
+                    # cwd; review).
+                    listed = (await backend.sandbox(sandbox_id).get_info()).contexts
+                    current = next((item for item in listed if item.id == context.id), None)
+                    if current is not None:
+                        await self._load_history(backend, sandbox_id, context_from_info(current))
+                        return
+            except Declined:
+                pass  # gone: the listing it posted drops the sandbox
+            self.owner.post_message(ContextRemoved(sandbox_id, context.id))
 
         self.call("Reopening a tab of the last session failed", reopen)
 
@@ -688,10 +702,16 @@ class ProfileConnection:
     ) -> None:
         """Read the context's history for the runs after run `after` (and before run
         `before`): `HistoryCaughtUp`. Only of a sandbox known to exist: reading a
-        sandbox's history makes it again."""
+        sandbox's history makes it again, so where the backend offers it, the read is
+        carried out only if it still does (a catch-up after a cancel came just after
+        this workbench's destroy, and made the sandbox again)."""
 
         async def load(backend: Backend) -> None:
-            server = await backend.sandbox(sandbox_id).interpreter.history(context_id)
+            try:
+                async with self.only_if_exists(backend, sandbox_id, list_first=False):
+                    server = await backend.sandbox(sandbox_id).interpreter.history(context_id)
+            except Declined:
+                return  # gone: the listing it posted marks the tab gone
             oldest = history_number(server[0]) if server else None
             entries = [
                 entry

@@ -995,13 +995,23 @@ class MainScreen(
             for pane in self.tabs.repls
             if pane.sandbox_id == sandbox_id and pane.running and not pane.showing_watch_run
         ]
+        watch = self.folder_watch.active
+        if watch is not None and watch.sandbox_id != sandbox_id:
+            watch = None
 
         def confirmed(yes: bool | None) -> None:
-            if yes:
-                for pane in running:  # the destroy would wait for them to end (QA)
-                    if pane.running:
-                        pane.cancel_run()
+            if not yes:
+                return
+            for pane in running:  # the destroy would wait for them to end (QA)
+                if pane.running:
+                    pane.cancel_run()
+            if watch is None:
                 self.connection.destroy_sandbox(sandbox_id)
+                return
+            # Its run would hold the destroy, and its next pass make the sandbox again.
+            if self.folder_watch.active is watch:
+                self.stop_watch("stopped: its sandbox is destroyed")
+            self.connection.destroy_sandbox(sandbox_id, after=watch.ended)
 
         on = "" if self.backend is None else f" on {describe_backend(self.backend)}"
         question = (
@@ -1011,6 +1021,8 @@ class MainScreen(
         if running:
             titles = ", ".join(pane.title for pane in running)
             question += f"\nThe cells running in it are cancelled first (tabs {titles})."
+        if watch is not None:
+            question += f"\nThe folder watch of {watch.folder} into it stops first."
         self.app.push_screen(ConfirmScreen(question, "Destroy"), confirmed)
 
     @on_report(SandboxDestroyWaits)
