@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from textual import events
 from textual.app import App, ComposeResult
+from textual.widgets import Button
 
 from workbench.tui.widgets.code_input import CodeInput, new_line_indent
 from workbench.tui.widgets.file_editor import FileEditor
@@ -50,6 +51,25 @@ async def test_enter_and_backspace_indent_python_as_it_is_typed() -> None:
         # Backspace after something other than spaces deletes one character.
         await pilot.press("backspace")
         assert code_input.text.endswith("fib(20")
+
+
+class InputBesideAnother(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Button("before")
+        yield CodeInput("python")
+
+
+async def test_tab_indents_and_shift_tab_leaves_as_the_help_says() -> None:
+    """Tab indents in the code input; its F1 help did not say how a keyboard leaves it."""
+    assert "**shift+tab** moves the\nfocus out" in CodeInput.HELP
+    app = InputBesideAnother()
+    async with app.run_test() as pilot:
+        code_input = app.query_one(CodeInput)
+        code_input.focus()
+        await pilot.press("tab")
+        assert code_input.text == "    " and app.focused is code_input
+        await pilot.press("shift+tab")
+        assert app.focused is app.query_one(Button)
 
 
 async def test_a_paste_is_inserted_as_it_came() -> None:

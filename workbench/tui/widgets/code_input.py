@@ -208,7 +208,8 @@ Type code for the open context. **Enter** inserts a newline, indented like the l
 before it (one level more after `(`, `[`, `{`, or a Python `:`); **Backspace** in the
 indentation removes one level. Run the cell with the *Run cell* key (see the footer).
 **Up** on the first line and **Down** on the last line walk this context's history;
-*Search history* finds older cells.
+*Search history* finds older cells. **Tab** indents here, so **shift+tab** moves the
+focus out (as does *Sandbox tree*).
 """
 
     class HistoryStep(Message):
