@@ -356,12 +356,20 @@ def test_the_pytest_plugin_shows_a_diverging_cells_output_neutralised(tmp_path: 
         "SANDBOX_WORKBENCH_DATA_DIR": str(tmp_path / "data"),
         "SANDBOX_WORKBENCH_CONFIG_DIR": str(tmp_path / "config"),
     }
+    # A file name is shown escaped too, in the test's id (the short summary, -v).
+    (project / "transcripts" / "name\x1b]0;T\x07\n.json").write_text(json.dumps(hostile))
+    (project / "transcripts" / b"bytes\xff.json".decode(errors="surrogateescape")).write_text(
+        json.dumps(hostile)
+    )
     ran = run_pytest(
-        project, "-p", "no:cacheprovider", "--sandbox-transcripts", "transcripts", **env
+        project, "-p", "no:cacheprovider", "-rA", "--sandbox-transcripts", "transcripts", **env
     )
     assert ran.returncode == 1, ran.stdout
     assert "+stdout | \\x1b]0;PWNED\\x07" in ran.stdout
     assert "\x1b]" not in ran.stdout and "\x07" not in ran.stdout
+    assert "FAILED transcripts/name\\x1b]0;T\\x07\\x0a.json::replay" in ran.stdout
+    assert "FAILED transcripts/bytes\\udcff.json::replay" in ran.stdout
+    assert "3 failed" in ran.stdout
 
 
 def test_the_pytest_plugin_replays_each_file_as_a_test(tmp_path: Path) -> None:

@@ -85,7 +85,18 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Transcript
     if folder is None or file_path.suffix != ".json" or not file_path.is_relative_to(folder):
         return None
     file: TranscriptFile = TranscriptFile.from_parent(parent, path=file_path)
+    # pytest prints a test's id as it is, on one line: a file name may hold escape
+    # sequences, a newline, or bytes that are not UTF-8.
+    nodeid = one_line(file.nodeid)
+    if nodeid != file.nodeid:
+        name = one_line(file.name)
+        file = TranscriptFile.from_parent(parent, path=file_path, name=name, nodeid=nodeid)
     return file
+
+
+def one_line(text: str) -> str:
+    """`text` as `neutralise` shows it, its tabs and newlines escaped too."""
+    return neutralise(encodable(text)).replace("\t", "\\x09").replace("\n", "\\x0a")
 
 
 class TranscriptFile(pytest.File):
