@@ -194,3 +194,16 @@ def test_usage_and_backend_failures_are_one_line_with_their_exit_code(
         assert message in failed.stderr, (args, failed.stderr)
         if code == 3 or "nope" in args:
             one_error_line(failed)
+
+
+@pytest.mark.parametrize("dot_id", [".", ".."])
+async def test_a_dot_id_against_a_gateway_is_refused_before_either_side_runs(
+    request: pytest.FixtureRequest, tmp_path: Path, dot_id: str
+) -> None:
+    """`.` and `..` cannot travel in a gateway's URL: the local side ran first, made the
+    sandbox, and only then was the gateway's side refused (QA)."""
+    env = profiles_env(request, tmp_path, workerd=False)
+    failed = run_cli(env, "diff", "--against", "served", "-s", dot_id, "-l", "perl", "-c", "1")
+    assert failed.returncode == 2, failed.stderr
+    assert "cannot travel in a gateway's URL" in one_error_line(failed)
+    assert dot_id not in await sandbox_ids(request, tmp_path, "local")

@@ -129,6 +129,8 @@ async def diff_command(
     results and error are compared.
     """
     from workbench.cli.progress import prepare_engine
+    from workbench.protocol.http import validation_error
+    from workbench.protocol.ids import untravelled_id_error
     from workbench.transcripts import Outcome, differing_fields, run_fresh
 
     if (binding is None) == (language is None):
@@ -157,6 +159,9 @@ async def diff_command(
 
     async def on_both(left: Backend) -> list[Outcome]:
         async def with_right(right: Backend) -> list[Outcome]:
+            remote = left.engines is None or right.engines is None
+            if sandbox_id in (".", "..") and remote:  # the local side would make it first
+                raise validation_error(untravelled_id_error(f"sandbox {sandbox_id}"))
             return [await outcome_on(left), await outcome_on(right)]
 
         if against == profile:  # one backend object: two local stores must not compete

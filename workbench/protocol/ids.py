@@ -68,6 +68,17 @@ def sandbox_id_error(id: object) -> str | None:
     return None
 
 
+def untravelled_id_error(where: str) -> str:
+    """Why a gateway request naming the id `.` or `..` (valid ids, spec 8.1) is refused
+    before it is sent: every URL parser resolves them, so the request would reach another
+    route (`/v1/sandboxes/./execute`: a sandbox named `execute`). The local backend's own
+    server keeps them as they are."""
+    return (
+        f"The ids '.' and '..' cannot travel in a gateway's URL ({where}): a sandbox or "
+        "context of that id is for the local backend only"
+    )
+
+
 def validate_sandbox_id(id: object) -> None:
     """Raise ``ValidationFailedError`` (400) with the exact 8.1 message if ``id`` is invalid."""
     message = sandbox_id_error(id)

@@ -33,6 +33,7 @@ from workbench.protocol.http import (
     read_event_stream,
     validation_error,
 )
+from workbench.protocol.ids import untravelled_id_error
 from workbench.protocol.types import VersionReport
 
 __all__ = [
@@ -263,13 +264,7 @@ class HttpTransport:
         `on_event`: take a streamed answer (`serve` streams an execution's output; a Worker
         gateway answers plainly). `headers`: the protocol's extension headers."""
         if any(step in (".", "..") for step in path.partition("?")[0].split("/")):
-            # Valid sandbox ids (spec 8.1), but every URL parser resolves them, so the
-            # request would reach another route (`/v1/sandboxes/./execute`: a sandbox
-            # named `execute`). The local backend's own server keeps them as they are.
-            raise validation_error(
-                f"The ids '.' and '..' cannot travel in a gateway's URL ({path}): a sandbox "
-                "or context of that id is for the local backend only"
-            )
+            raise validation_error(untravelled_id_error(path))
         reply = await self._send(method, path, body, timeout, on_event, headers)
         if method == "GET" and path in VERSION_PATHS and reply.status == 200:
             self._check_versions(reply.body)
