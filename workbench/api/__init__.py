@@ -24,6 +24,7 @@ from workbench.api.display import (
     encodable,
     inspected_size,
     neutralise,
+    one_line,
     short_id,
     without_controls,
 )
@@ -189,6 +190,7 @@ __all__ = [
     "iso_from_ms",
     "json_payload",
     "neutralise",
+    "one_line",
     "parse_iso",
     "restored_checkpoint",
     "sandbox_id_error",

@@ -27,6 +27,13 @@ def neutralise(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
+def one_line(text: str) -> str:
+    """Untrusted `text` for a place of one line (a tree label, a tab's title, a test's id):
+    control characters, tab and newline too, as `\\xNN`, as the CLI lists names (a file
+    named `new\\nline.txt` showed as `new`)."""
+    return neutralise(text).replace("\t", "\\x09").replace("\n", "\\x0a")
+
+
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from workbench.api import encodable, neutralise
+from workbench.api import encodable, neutralise, one_line
 
 if TYPE_CHECKING:
     from workbench.transcripts.replay import ReplayReport
@@ -87,16 +87,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> Transcript
     file: TranscriptFile = TranscriptFile.from_parent(parent, path=file_path)
     # pytest prints a test's id as it is, on one line: a file name may hold escape
     # sequences, a newline, or bytes that are not UTF-8.
-    nodeid = one_line(file.nodeid)
+    nodeid = one_line(encodable(file.nodeid))
     if nodeid != file.nodeid:
-        name = one_line(file.name)
+        name = one_line(encodable(file.name))
         file = TranscriptFile.from_parent(parent, path=file_path, name=name, nodeid=nodeid)
     return file
-
-
-def one_line(text: str) -> str:
-    """`text` as `neutralise` shows it, its tabs and newlines escaped too."""
-    return neutralise(encodable(text)).replace("\t", "\\x09").replace("\n", "\\x0a")
 
 
 class TranscriptFile(pytest.File):

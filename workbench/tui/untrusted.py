@@ -20,6 +20,7 @@ from textual.strip import Strip
 from textual.widgets import TextArea
 
 from workbench.api import neutralise, without_controls
+from workbench.api import one_line as one_line  # with the rest of the TUI's helpers here
 from workbench.api.display import counted
 
 SHOWN_LINES = 12_000
@@ -50,13 +51,6 @@ def shown_content(text: str) -> Content:
     """Untrusted `text` for a Textual label or option: plain text (never markup), control
     characters as `\\xNN`."""
     return Content(neutralise(text))
-
-
-def one_line(text: str) -> str:
-    """Untrusted `text` for a place of one line (a tree label, a tab's title): control
-    characters, tab and newline too, as `\\xNN`, as the CLI lists names (a file named
-    `new\\nline.txt` showed as `new`)."""
-    return neutralise(text).replace("\t", "\\x09").replace("\n", "\\x0a")
 
 
 def shown_text(text: Text, *, on_one_line: bool = False) -> Text:
