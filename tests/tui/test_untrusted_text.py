@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console, RenderableType
-from textual.widgets import Static
+from textual.app import App
+from textual.widgets import Button, Input, Static
 from textual.widgets._tabbed_content import ContentTab
 
 from tests.tui.test_flows import Notifications, make_app
@@ -32,6 +33,7 @@ from tour import (
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.cell_picker_screen import CellPickerScreen
 from workbench.tui.screens.history_search_screen import HistorySearchScreen
+from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.tree_nodes import ContextNode, DirectoryNode, FileNode
 from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.workbench_tabs import INFO_TAB, RUNTIMES_TAB
@@ -235,3 +237,25 @@ async def test_a_lone_surrogate_is_copied_as_its_escape(tmp_path: Path) -> None:
     async with app.run_test(size=(100, 30)):
         app.copy_to_clipboard('["a\ud800b"]')
         assert app.clipboard == '["a\\ud800b"]'
+
+
+class RenameApp(App[str | None]):
+    def on_mount(self) -> None:
+        self.push_screen(NameScreen("Rename it to", "Rename", f"osc{PAYLOAD}\u202e.txt"), self.exit)
+
+
+async def test_the_rename_dialog_edits_a_hostile_name_escaped() -> None:
+    """The rename dialog's input painted a guest's file name raw: an OSC sequence set the
+    terminal's title (QA). It edits the name as the tree shows it, and says so."""
+    app = RenameApp()
+    async with app.run_test() as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, NameScreen))
+        name_input = app.screen.query_one("#name-input", Input)
+        assert name_input.value == f"osc{SHOWN}\\u202e.txt"
+        assert "shown as escapes" in str(app.screen.query_one("#name-escaped", Static).render())
+        assert sorted(set(CONTROL.findall(app.export_screenshot()))) == []
+        assert app.screen.query_one("#accept", Button).disabled  # nothing changed yet
+        name_input.value = "calm.txt"
+        await pilot.pause()
+        await pilot.click("#accept")
+    assert app.return_value == "calm.txt"

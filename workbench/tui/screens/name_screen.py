@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from workbench.tui.untrusted import shown_content
+from workbench.tui.untrusted import one_line, shown_content
 from workbench.tui.workspace_paths import name_problem
 
 
@@ -31,13 +31,23 @@ class NameScreen(ModalScreen[str | None]):
         self.problem = problem
         self.title_text = title
         self.action_label = action_label
-        self.initial_name = name
+        # A name the backend listed (a guest may make it) is edited as it is shown: its
+        # control characters as escapes, never painted raw (a new name cannot hold them).
+        self.initial_name = one_line(name)
+        self.escaped = self.initial_name != name
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             # The title names a directory or file the backend listed.
             yield Label(shown_content(self.title_text), classes="dialog-title")
             yield Input(self.initial_name, placeholder="name", id="name-input")
+            if self.escaped:
+                yield Static(
+                    "Its control characters are shown as escapes: a new name cannot hold them.",
+                    id="name-escaped",
+                    classes="field-note",
+                    markup=False,
+                )
             yield Static("", id="name-problem", classes="field-problem", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.action_label, variant="primary", id="accept")
