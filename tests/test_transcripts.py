@@ -29,6 +29,7 @@ from workbench.api import (
     MockTransport,
     ResultEntry,
     Usage,
+    timed_out_after,
 )
 from workbench.backends.local import open_local_backend
 from workbench.protocol.http import Request, Response
@@ -598,3 +599,33 @@ def test_a_replay_stopped_by_sigterm_or_sighup_removes_its_scratch_sandbox(
     assert replay.returncode == 128 + stop, (_, stderr)
     assert b"Traceback" not in stderr
     assert _scratch_sandboxes(env) == []
+
+
+async def test_a_cell_recorded_at_its_time_limit_is_replayed_under_it(local: Backend) -> None:
+    """A run stopped by `run --timeout 1` replayed under the backend's 30 s, ran to its end
+    and diverged (or waited the whole limit for a loop; QA). Its replay has its limit."""
+    require_engine("python")
+    sandbox = local.sandbox("limited")
+    interpreter = sandbox.interpreter
+    context = await interpreter.create_code_context("PYTHON")
+    late = "import time\ntime.sleep(3)\nprint('late')"
+    stopped = await interpreter.run_code(late, context=context, timeout=1)
+    assert stopped.error is not None
+    assert timed_out_after(stopped.error.name, stopped.error.message) == 1.0
+    await interpreter.run_code("6 * 7", context=context)
+    exported = await export_context(local, "limited", context.id)
+    started = time.monotonic()
+    report = await replay_transcript(local, exported.transcript)
+    assert report.divergences == [], report.divergences
+    assert time.monotonic() - started < 3
+    messages = [
+        "Execution timed out after 0.5 s",
+        "Execution timed out after 30 s",
+        "Execution timed out after 2e+05 s",  # past a day
+        "Execution timed out after 0 s",
+        "Execution timed out after 2 s!",
+        "Execution fuel exhausted",
+    ]
+    seconds = [timed_out_after("ExecutionLimitError", message) for message in messages]
+    assert seconds == [0.5, 30.0, None, None, None, None]
+    assert timed_out_after("EngineError", "Execution timed out after 2 s") is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,33 @@ def test_run_timeout_stops_the_guest_on_the_local_backend(tmp_path: Path) -> Non
     assert timed_out.returncode == 1, timed_out.stderr
     assert "ExecutionLimitError: Execution timed out after 1 s" in timed_out.stderr
     assert elapsed < 10  # process start + 1 s, far from the 30 s default and the 45 s sleep
+
+
+def test_diff_and_replay_take_a_timeout_too(tmp_path: Path) -> None:
+    """`diff` and `replay` had no --timeout (QA): a loop waited the 30 s default on each
+    side of a diff, and every cell of a replay."""
+    require_engine("python")
+    env = cli_env(tmp_path)
+    started = time.monotonic()
+    compared = run_cli(
+        env, "diff", "--against", "local", "--timeout", "1", "-l", "python", "-c", SLEEPER
+    )
+    assert compared.returncode == 0, compared.stderr
+    assert "Execution timed out after 1 s" in compared.stdout
+    assert "same on local and local" in compared.stdout
+    transcript = tmp_path / "sleeps.json"
+    error = {"name": "EngineError", "message": "not what it did"}
+    cells = [
+        {"code": SLEEPER, "outcome": {"stdout": [], "stderr": [], "results": [], "error": error}}
+    ]
+    context = {"binding": "PYTHON", "language": "python", "cwd": "/workspace", "envVars": {}}
+    recorded = {"format": "sandbox-workbench-transcript", "version": 1, "context": context}
+    transcript.write_text(json.dumps({**recorded, "cells": cells}))
+    replayed = run_cli(env, "replay", "--timeout", "1", "--json", str(transcript))
+    assert replayed.returncode == 1, replayed.stderr
+    (cell,) = json.loads(replayed.stdout)["cells"]
+    assert cell["observed"]["error"]["message"] == "Execution timed out after 1 s"
+    assert time.monotonic() - started < 20  # three runs of a second, far from three times 30 s
 
 
 def test_the_reset_note_follows_the_error_it_explains(tmp_path: Path) -> None:

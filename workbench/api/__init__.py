@@ -19,6 +19,7 @@ from workbench.api.client import (
     LineCallback,
     SandboxClient,
     sandboxes_must_exist,
+    timed_out_after,
 )
 from workbench.api.display import (
     encodable,
@@ -196,5 +197,6 @@ __all__ = [
     "sandbox_id_error",
     "sandboxes_must_exist",
     "short_id",
+    "timed_out_after",
     "without_controls",
 ]

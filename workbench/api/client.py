@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -15,10 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, Self, TypeVar
 from urllib.parse import quote
 
+from engines.result import LIMIT_ERROR, TIMED_OUT
 from workbench.api.engines import EngineManager
 from workbench.api.inspector import TIMEOUT_SECONDS as INSPECT_SECONDS
 from workbench.api.inspector import inspector_code, read_inspection, read_value
 from workbench.api.transport import Transport
+from workbench.config import MAX_TIMEOUT_S
 from workbench.protocol.errors import ErrorCode, SandboxError, SandboxNotFoundError, make_error
 from workbench.protocol.http import (
     MUST_EXIST_HEADER,
@@ -433,6 +436,24 @@ class StreamedLines:
                 self._tell(stream, line)
         for outcome in self._pending:
             await outcome
+
+
+_TIMED_OUT_AFTER = re.compile(
+    re.escape(TIMED_OUT) + r" after ([0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?) s"
+)
+"""The local backend's message for an execution stopped at its limit (`{seconds:g}`)."""
+
+
+def timed_out_after(name: str, message: str) -> float | None:
+    """The wall-clock limit, in seconds, that an execution error (`name`, `message`) says
+    the local backend stopped it at (`Execution timed out after 2 s`), else None."""
+    if name != LIMIT_ERROR:
+        return None
+    stopped = _TIMED_OUT_AFTER.fullmatch(message)
+    if stopped is None:
+        return None
+    seconds = float(stopped.group(1))
+    return seconds if 0 < seconds <= MAX_TIMEOUT_S else None
 
 
 def execution_deadline(

@@ -16,6 +16,7 @@ from workbench.cli.common import (
     parse_env,
     run_async,
     sandbox_id_value,
+    timeout_option,
     with_backend,
 )
 from workbench.cli.completion import complete_bindings, complete_profiles, complete_sandbox_ids
@@ -107,6 +108,7 @@ def _side(profile: str, description: str, outcome: Outcome) -> dict[str, Any]:
 @click.option("--stateless", is_flag=True, help="Run statelessly on the runtime (no sandbox).")
 @click.option("--env", "-e", "env_pairs", multiple=True, metavar="KEY=VALUE", help="Env var.")
 @click.option("--json", "as_json", is_flag=True, help="Print both outcomes and the verdict.")
+@timeout_option
 @backend_options
 @run_async
 async def diff_command(
@@ -119,6 +121,7 @@ async def diff_command(
     stateless: bool,
     env_pairs: tuple[str, ...],
     as_json: bool,
+    timeout: float | None,
     profile: str,
     data_dir: Path | None,
 ) -> int:
@@ -166,9 +169,9 @@ async def diff_command(
 
         if against == profile:  # one backend object: two local stores must not compete
             return await with_right(left)
-        return await with_backend(against, data_dir, with_right)
+        return await with_backend(against, data_dir, with_right, timeout=timeout)
 
-    outcomes = await with_backend(profile, data_dir, on_both)
+    outcomes = await with_backend(profile, data_dir, on_both, timeout=timeout)
     expected, actual = outcomes
     if not stateless and runtimes[0].contexts != runtimes[1].contexts:
         in_context, plain = (profile, against) if runtimes[0].contexts else (against, profile)

@@ -21,6 +21,7 @@ from workbench.cli.common import (
     note,
     run_async,
     sandbox_option,
+    timeout_option,
     with_backend,
 )
 from workbench.cli.diff_command import show_comparison
@@ -250,14 +251,18 @@ Exit status: 0 every cell agrees, 1 a cell diverged, 2 a bad file or usage error
 )
 @click.argument("path", metavar="FILE")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@timeout_option
 @backend_options
 @run_async
-async def replay_command(path: str, as_json: bool, profile: str, data_dir: Path | None) -> int:
+async def replay_command(
+    path: str, as_json: bool, timeout: float | None, profile: str, data_dir: Path | None
+) -> int:
     """Replay a transcript in a fresh sandbox and report every divergence.
 
     The sandbox's env vars and files are recreated first, then a context with the
     recorded binding, cwd and env vars runs the cells in order; the sandbox is
-    destroyed afterwards.
+    destroyed afterwards. On the local backend, a cell recorded as stopped at its time
+    limit runs under that limit again (--timeout is the other cells' limit).
     """
     from workbench.cli.progress import prepare_engine
     from workbench.transcripts import ReplayError, replay_transcript
@@ -273,7 +278,7 @@ async def replay_command(path: str, as_json: bool, profile: str, data_dir: Path 
         )
 
     try:
-        report = await with_backend(profile, data_dir, body)
+        report = await with_backend(profile, data_dir, body, timeout=timeout)
     except ReplayError as error:
         raise CommandError(str(error), EXIT_USAGE) from None
     if report.unset_env_vars:

@@ -14,6 +14,7 @@ from workbench.api import (
     ExecutionResult,
     RuntimeInfo,
     SandboxClient,
+    timed_out_after,
 )
 from workbench.transcripts.model import EnvVars, Transcript, Workspace
 from workbench.transcripts.outcomes import Outcome, differing_fields
@@ -153,6 +154,16 @@ async def _recreate_workspace(sandbox: SandboxClient, workspace: Workspace) -> N
         await sandbox.write_file(item.path, item.content)
 
 
+def recorded_timeout(outcome: Outcome | None) -> float | None:
+    """The wall-clock limit a recorded run was stopped at (`Execution timed out after
+    2 s`), which its replay runs under: the backend's own limit made it diverge (run on
+    to the end) or waited for it (QA). Only where the backend enforces a request's limit
+    (the local backend): a gateway keeps its own, and a client that stopped waiting
+    sooner would only fail."""
+    error = None if outcome is None else outcome.error
+    return None if error is None else timed_out_after(error.name, error.message)
+
+
 async def replay_transcript(
     backend: Backend,
     transcript: Transcript,
@@ -192,8 +203,12 @@ async def replay_transcript(
         if transcript.workspace is not None:
             await _recreate_workspace(sandbox, transcript.workspace)
         async with fresh_context_in(sandbox, runtime.binding, spec.cwd, spec.env_vars) as context:
+            enforced = backend.transport.enforces_deadlines
             for number, cell in enumerate(transcript.cells, start=1):
-                result = await sandbox.interpreter.run_code(cell.code, context=context)
+                limit = recorded_timeout(cell.outcome) if enforced else None
+                result = await sandbox.interpreter.run_code(
+                    cell.code, context=context, timeout=limit
+                )
                 replayed = CellReplay(number, cell.code, cell.outcome, Outcome.of(result))
                 cells.append(replayed)
                 if on_cell is not None:
