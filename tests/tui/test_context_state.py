@@ -157,3 +157,39 @@ async def test_saving_under_a_checkpoint_s_name_asks_before_replacing_it(
             repl.context.id
         )
         assert [(saved.name, saved.executions) for saved in listed.checkpoints] == [("dup", 2)]
+
+
+async def test_another_client_s_run_before_a_restore_is_shown_before_its_note(
+    tmp_path: Path,
+) -> None:
+    """Another client ran in the context, then this tab restored a checkpoint: that run
+    showed after the restore's note, as if it ran on the checkpoint (QA). It shows before
+    it, in the history's order, and its input is recalled before the later ones."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "our $a = 1")
+        backend = main.backend
+        assert backend is not None
+        interpreter = backend.sandbox(repl.sandbox_id).interpreter
+        await interpreter.save_checkpoint(repl.context.id, "start")
+        await interpreter.run_code("our $a = 7; $a", context=repl.context.id)  # another client
+
+        main.connection.restore_checkpoint(repl.sandbox_id, repl.context, "start")
+        await wait_for(
+            pilot, lambda: any("restored checkpoint" in line.text for line in repl.transcript.lines)
+        )
+        await run_cell(pilot, repl, "$a")
+        await wait_for(pilot, lambda: len(repl.transcript.cells) == 3)
+        lines = [line.text for line in repl.transcript.lines]
+        other = next(index for index, line in enumerate(lines) if "our $a = 7" in line)
+        restored = next(index for index, line in enumerate(lines) if "restored checkpoint" in line)
+        last = next(index for index, line in enumerate(lines) if line.strip() == "$a")
+        assert other < restored < last, lines
+        assert [cell.number for cell in repl.transcript.cells] == [1, 2, 4]
+        result = repl.transcript.cells[-1].result
+        assert result is not None and result.results[0].text == "1"
+        assert repl.history == ["our $a = 1", "our $a = 7; $a", "$a"]

@@ -150,8 +150,9 @@ class ReplPane(Vertical):
         """The cell of each run whose count jumped, until the runs before it are shown."""
         self._own_runs: set[int] = set()
         """Runs of this tab that show no cell (the context inspector's)."""
-        self._own_restores = 0
-        """Checkpoint restores of this tab whose history entries were not seen yet."""
+        self._restore_notes: deque[Text] = deque()
+        """The notes of this tab's checkpoint restores whose history entries were not seen
+        yet: another client's runs before such an entry are shown before its note."""
         self._abandoned_watch_runs = 0
         """Watch runs of this tab the watch gave up, each said by a cell already: the
         history may keep them (cancelled), which the next catch-up leaves out."""
@@ -401,18 +402,25 @@ class ReplPane(Vertical):
             first_kept = caught.oldest_kept if end is None else min(end, caught.oldest_kept)
             pruned = first_kept - after - 1
             if pruned:
-                note = f"… {pruned} runs by another client are past the history's limit"
-                items.append(Text(note, style="dim"))
+                past = f"… {pruned} runs by another client are past the history's limit"
+                items.append(Text(past, style="dim"))
+        shown_any = False
         for entry in entries:
             number = history_number(entry)
             if number in self._own_runs:
                 continue
             if (
-                self._own_restores
+                self._restore_notes
                 and entry.result is None
                 and restored_checkpoint(entry.code) is not None
             ):
-                self._own_restores -= 1  # this tab's restore: its note says so already
+                # This tab's restore, said by its note already: the runs before it go
+                # before that note (they showed after it, as if run on the checkpoint).
+                restore_note = self._restore_notes.popleft()
+                if items:
+                    self._insert_caught_up(restore_note, items)
+                    shown_any = True
+                    items = []
                 continue
             if self._abandoned_watch_runs and self._is_cancelled_watch_run(entry):
                 self._abandoned_watch_runs -= 1  # this tab's: its cell says so already
@@ -428,21 +436,25 @@ class ReplPane(Vertical):
             if entries:
                 self.last_run = max(self.last_run, history_number(entries[-1]))
         if not items:
-            return False
-        self.transcript.insert_before(before, items)
-        codes = [item.code for item in items if isinstance(item, TranscriptCell) and not item.label]
-        later = self._remembered_from(before)
-        at = len(self.history) - later
-        self.history[at:at] = [code for code in codes if code.strip()]
-        self.history_position = len(self.history)
+            return shown_any
+        self._insert_caught_up(before, items)
         return True
 
-    def _remembered_from(self, cell: TranscriptCell | None) -> int:
-        """How many history inputs the transcript's cells from `cell` on put there."""
-        cells = self.transcript.cells
-        start = next((index for index, shown in enumerate(cells) if shown is cell), len(cells))
-        later = sum(1 for shown in cells[start:] if shown.label is None and shown.code.strip())
-        return min(later, len(self.history))
+    def _insert_caught_up(
+        self, before: TranscriptCell | Text | None, items: list[TranscriptCell | Text]
+    ) -> None:
+        """Show another client's runs before `before` (a cell or a note; None: at the end),
+        their inputs in the history search at the same place."""
+        later = sum(
+            1
+            for shown in self.transcript.cells_from(before)
+            if shown.label is None and shown.code.strip()
+        )
+        self.transcript.insert_before(before, items)
+        codes = [item.code for item in items if isinstance(item, TranscriptCell) and not item.label]
+        at = len(self.history) - min(later, len(self.history))
+        self.history[at:at] = [code for code in codes if code.strip()]
+        self.history_position = len(self.history)
 
     def mark_gone(self, code: str, failure: str, label: str | None) -> None:
         """The run of `code` found the context gone: its cell shows `failure`, and the
@@ -526,8 +538,9 @@ class ReplPane(Vertical):
 
     def note_restored(self, checkpoint: str) -> None:
         """The context went back to a checkpoint (described by `checkpoint`)."""
-        self.transcript.write(shown(f"↺ restored checkpoint {checkpoint}", "bold magenta"))
-        self._own_restores += 1  # a run in the history, not another client's
+        note = shown(f"↺ restored checkpoint {checkpoint}", "bold magenta")
+        self.transcript.write(note)
+        self._restore_notes.append(note)  # a run in the history, not another client's
 
     def note_inspector_run(self, execution_count: int | None) -> None:
         """The inspector ran in the context (a remote gateway), as run `execution_count`

@@ -192,11 +192,17 @@ it.
                 self.write(item, scroll_end=False)
 
     def insert_before(
-        self, cell: TranscriptCell | None, items: Sequence[TranscriptCell | RenderableType]
+        self,
+        cell: TranscriptCell | RenderableType | None,
+        items: Sequence[TranscriptCell | RenderableType],
     ) -> None:
-        """Put `items` (cells and notes) before `cell`, or after the last write when `cell`
-        is None or no longer shown; the transcript is rendered again from `cell` on (all
-        of it when some lines wait or are at another width), its end in view."""
+        """Put `items` (cells and notes) before `cell` (a cell, or a note written), or
+        after the last write when `cell` is None or no longer shown; the transcript is
+        rendered again from `cell` on (all of it when some lines wait or are at another
+        width, or `cell` is a note), its end in view."""
+        if cell is not None and not isinstance(cell, TranscriptCell):
+            self._insert_before_note(cell, items)
+            return
         at = next((index for index, shown in enumerate(self.cells) if shown is cell), None)
         if at is None:
             for item in items:
@@ -217,6 +223,30 @@ it.
             self._render_from(where, first_line=self.cell_start_lines[at], first_cell=at)
         else:
             self._render_again()
+        self.scroll_end(animate=False, immediate=True)
+
+    def cells_from(self, item: TranscriptCell | RenderableType | None) -> list[TranscriptCell]:
+        """The cells written from `item` (a cell, or a note written) on; none when `item` is
+        None or no longer shown."""
+        where = next((index for index, shown in enumerate(self._written) if shown is item), None)
+        if item is None or where is None:
+            return []
+        return [shown for shown in self._written[where:] if isinstance(shown, TranscriptCell)]
+
+    def _insert_before_note(
+        self, note: RenderableType, items: Sequence[TranscriptCell | RenderableType]
+    ) -> None:
+        where = next((index for index, item in enumerate(self._written) if item is note), None)
+        if where is None:
+            self.insert_before(None, items)
+            return
+        at = sum(1 for item in self._written[:where] if isinstance(item, TranscriptCell))
+        cells = [item for item in items if isinstance(item, TranscriptCell)]
+        self.cells[at:at] = cells
+        if self.current_cell_index is not None and self.current_cell_index >= at:
+            self.current_cell_index += len(cells)
+        self._written[where:where] = items
+        self._render_again()
         self.scroll_end(animate=False, immediate=True)
 
     def replace_cell(self, cell: TranscriptCell, new: TranscriptCell) -> None:
