@@ -44,11 +44,13 @@ from workbench.transcripts import (
     WorkspaceFile,
     differing_fields,
     export_context,
+    outcome_lines,
     parse_transcript,
     read_transcript,
     replay_transcript,
     write_private_text,
 )
+from workbench.transcripts.outcomes import SHOWN_OUTCOME_CHARS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -629,3 +631,28 @@ async def test_a_cell_recorded_at_its_time_limit_is_replayed_under_it(local: Bac
     seconds = [timed_out_after("ExecutionLimitError", message) for message in messages]
     assert seconds == [0.5, 30.0, None, None, None, None]
     assert timed_out_after("EngineError", "Execution timed out after 2 s") is None
+
+
+def test_a_hand_made_outcome_past_what_a_run_prints_is_shown_clipped(tmp_path: Path) -> None:
+    """A transcript's recorded stdout of 20 MiB reached the terminal whole, from `replay`
+    and the pytest plugin (QA): what is shown of an outcome stops past what a run can
+    print, and says how much more there is."""
+    require_engine("perl")
+    huge = "A" * (20 << 20)
+    lines = outcome_lines(Outcome(stdout=("small", huge, "after")))
+    assert lines[0] == "stdout | small"
+    assert len(lines) == 3 and len(lines[1]) == SHOWN_OUTCOME_CHARS - len(lines[0])
+    hidden = len(huge) + len("stdout | ") * 2 + len("after") - len(lines[1])
+    assert lines[2] == f"… {hidden:,} more characters, more than a run prints, not shown"
+    real = Outcome(stdout=tuple("x" * 160 for _ in range(200)), results=(ResultEntry("1"),))
+    assert "more characters" not in outcome_lines(real)[-1]
+
+    transcript = copy.deepcopy(GOOD)
+    transcript["workspace"] = None
+    transcript["cells"] = [{"code": "1", "outcome": {"stdout": [huge], "results": []}}]
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(transcript))
+    replayed = run_cli(cli_env(tmp_path), "replay", str(path))
+    assert replayed.returncode == 1, replayed.stderr
+    assert len(replayed.stdout) < 2 * SHOWN_OUTCOME_CHARS
+    assert "more characters, more than a run prints, not shown" in replayed.stdout

@@ -70,9 +70,16 @@ def _result_lines(entry: ResultEntry) -> list[str]:
     return (entry.text or "").split("\n")
 
 
+SHOWN_OUTCOME_CHARS = 256 * 1024
+"""What `outcome_lines` shows of one outcome, in characters: more than a run can print
+(32 KiB of output, 64 KiB of results, an error's 2 KiB), far less than a transcript's
+hand-made outcome may hold (20 MiB of it reached the terminal whole; QA)."""
+
+
 def outcome_lines(outcome: Outcome) -> list[str]:
     """The outcome as `part | text` lines, the form differences are shown in (JSON
-    results with sorted keys, so equal values read alike)."""
+    results with sorted keys, so equal values read alike); past `SHOWN_OUTCOME_CHARS`,
+    a line says how much more there is."""
     lines = [f"stdout | {line}" for line in outcome.stdout]
     lines += [f"stderr | {line}" for line in outcome.stderr]
     for entry in outcome.results:
@@ -80,7 +87,18 @@ def outcome_lines(outcome: Outcome) -> list[str]:
     if outcome.error is not None:
         for line in f"{outcome.error.name}: {outcome.error.message}".split("\n"):
             lines.append(f"error  | {line}")
-    return lines or ["(no output, no result)"]
+    return _clipped(lines) or ["(no output, no result)"]
+
+
+def _clipped(lines: list[str]) -> list[str]:
+    budget = SHOWN_OUTCOME_CHARS
+    for index, line in enumerate(lines):
+        if len(line) > budget:
+            rest = len(line) - budget + sum(len(later) for later in lines[index + 1 :])
+            note = f"… {rest:,} more characters, more than a run prints, not shown"
+            return [*lines[:index], *([line[:budget]] if budget else []), note]
+        budget -= len(line)
+    return lines
 
 
 def unified_lines(
