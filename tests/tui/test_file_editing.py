@@ -300,6 +300,42 @@ async def test_a_run_changing_the_file_keeps_the_edits_and_saving_asks(tmp_path:
         assert not view.changed_underneath
 
 
+async def test_a_save_that_finds_the_file_deleted_or_changed_lists_it_again(
+    tmp_path: Path,
+) -> None:
+    """The save's conflict said the file was deleted (or changed) in the sandbox, and the
+    tree still listed it as it was (QA)."""
+    await write_files(tmp_path, {"a.txt": b"alpha", "b.txt": b"beta"})
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = await open_file(pilot, app, "a.txt")
+        other = await open_file(pilot, app, "b.txt")
+        workspace = await expanded_workspace(pilot, app, "demo")
+
+        def listed() -> list[str]:
+            return [
+                " ".join(str(child.label).split())
+                for child in workspace.children
+                if isinstance(child.data, FileNode)
+            ]
+
+        await pilot.pause(0.3)  # every listing the expansion asked for has come
+        assert listed() == ["a.txt 5 B", "b.txt 4 B"]
+        assert app.backend is not None
+        sandbox = app.backend.sandbox("demo")
+        await sandbox.delete_file("/workspace/a.txt")  # another client
+        await sandbox.write_file("/workspace/b.txt", "beta, longer")
+        main = app.main_screen
+        for edited in (view, other):
+            main.tabs.activate_file(edited)
+            await type_at_the_end(pilot, edited, "!")
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: isinstance(app.screen, SaveConflictScreen))
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, SaveConflictScreen))
+        await wait_for(pilot, lambda: listed() == ["b.txt 12 B"], timeout=5)
+
+
 async def test_another_writer_is_a_conflict_until_reloaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -431,6 +431,7 @@ class WorkspaceFileHandlers(Screen[None]):
         if view is None:
             return
         view.show_saving(False)
+        self.refresh_tree(message.sandbox_id)  # it listed the file as it was (QA)
         current = message.current
         if current is None:
             view.show_gone()
