@@ -24,6 +24,7 @@ from tour import (
 from workbench.api import FileInfo, SandboxInfo, SandboxSummary
 from workbench.backends.local import open_local_backend
 from workbench.tui.app import WorkbenchApp
+from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.name_screen import NameScreen
 from workbench.tui.tree_nodes import DirectoryNode, FileNode, TreeNodeData
@@ -71,10 +72,29 @@ async def test_new_file_folder_rename_and_delete_from_the_tree(
         tree.focus()
         tree.move_cursor(workspace)
 
-        # A name with a slash or `..` is refused as typed.
+        # On a row they do not apply to, the file keys say what they need (they were
+        # silent; QA), and the palette leaves them out.
+        tree.move_cursor(tree.root)
+        for key in ("alt+n", "alt+e", "alt+x"):
+            await pilot.press(key)
+        await pilot.pause()
+        assert not isinstance(app.screen, NameScreen)
+        assert [message for message, title, _ in notes.calls if not title] == [
+            "Select a sandbox or a folder of its /workspace in the tree for a new file.",
+            "Select a file or folder under /workspace in the tree to rename it.",
+            "Select a file or folder under /workspace in the tree to delete it.",
+        ]
+        titles = {command.title for command in workbench_commands(app)}
+        assert (
+            not {"New file in the selected folder…", "Rename the selected file or folder…"} & titles
+        )
+        tree.move_cursor(workspace)
+
+        # A name with a slash or `..` is refused as typed; the dialog names the sandbox.
         await pilot.press("alt+n")
         await wait_for(pilot, lambda: isinstance(app.screen, NameScreen))
         dialog = app.screen
+        assert dialog.title_text == "New file in /workspace/ of demo"
         await pilot.press(*"../x")
         assert "no /" in str(dialog.query_one("#name-problem", Static).render())
         assert dialog.query_one("#accept").disabled

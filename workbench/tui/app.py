@@ -238,10 +238,8 @@ class WorkbenchApp(App[None]):
         if action in FILE_ACTIONS:
             file_view = screen.tabs.active_file
             return file_view is not None and file_view.is_editable
-        if action in NEW_PATH_ACTIONS:
-            return screen.backend is not None and screen.target_directory() is not None
-        if action in PATH_ACTIONS:
-            return screen.backend is not None and screen.renamable_selection() is not None
+        if action in NEW_PATH_ACTIONS | PATH_ACTIONS:  # on a row they need not: said
+            return screen.backend is not None
         if action == "close_tab":
             return screen.active_repl is not None or screen.tabs.active_file is not None
         if action in REPL_ACTIONS:

@@ -15,7 +15,12 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from workbench.api import neutralise, short_id
 from workbench.api.display import counted
-from workbench.tui.key_bindings import PALETTE_TITLES, WORKBENCH_BINDINGS
+from workbench.tui.key_bindings import (
+    NEW_PATH_ACTIONS,
+    PALETTE_TITLES,
+    PATH_ACTIONS,
+    WORKBENCH_BINDINGS,
+)
 
 if TYPE_CHECKING:
     from workbench.tui.app import WorkbenchApp
@@ -29,12 +34,19 @@ class PaletteCommand:
 
 
 def inapplicable_actions(app: WorkbenchApp) -> set[str]:
-    """Actions the keys allow but the palette leaves out now (the keys stay bound so
-    the footer does not change, and need no re-render, at every run)."""
-    repl = app.main_screen.active_repl
-    if repl is None:
-        return set()
-    return {"run_cell"} if repl.running else {"cancel_run"}
+    """Actions the keys allow but the palette leaves out now: the keys stay bound so
+    the footer does not change, and need no re-render, at every run; a tree file key
+    on a row it does not apply to says what it needs."""
+    screen = app.main_screen
+    left_out: set[str] = set()
+    if screen.target_directory() is None:
+        left_out |= NEW_PATH_ACTIONS
+    if screen.renamable_selection() is None:
+        left_out |= PATH_ACTIONS
+    repl = screen.active_repl
+    if repl is not None:
+        left_out.add("run_cell" if repl.running else "cancel_run")
+    return left_out
 
 
 def keys_shown(app: WorkbenchApp, binding: Binding) -> str:

@@ -552,8 +552,14 @@ class WorkspaceFileHandlers(Screen[None]):
         self.ask_new_path(folder=True)
 
     def ask_new_path(self, *, folder: bool) -> None:
+        kind = "folder" if folder else "file"
         target = self.target_directory()
-        if target is None:
+        if target is None:  # the profile's row
+            self.notify(
+                f"Select a sandbox or a folder of its /workspace in the tree for a new {kind}.",
+                severity="warning",
+                timeout=4,
+            )
             return
         sandbox_id, directory = target
 
@@ -566,8 +572,8 @@ class WorkspaceFileHandlers(Screen[None]):
             else:
                 self.workspace_files.create_file(sandbox_id, path)
 
-        kind = "folder" if folder else "file"
-        self.app.push_screen(NameScreen(f"New {kind} in {directory}/", "Create"), named)
+        title = f"New {kind} in {directory}/ of {sandbox_id}"
+        self.app.push_screen(NameScreen(title, "Create"), named)
 
     def renamable_selection(self) -> DirectoryNode | FileNode | None:
         """The selected workspace file or directory, other than `/workspace` itself."""
@@ -576,8 +582,19 @@ class WorkspaceFileHandlers(Screen[None]):
             return None
         return selected
 
-    def action_rename_path(self) -> None:
+    def path_selection(self, doing: str) -> DirectoryNode | FileNode | None:
+        """`renamable_selection`, or None after saying what `doing` needs selected."""
         selected = self.renamable_selection()
+        if selected is None:
+            self.notify(
+                f"Select a file or folder under /workspace in the tree to {doing} it.",
+                severity="warning",
+                timeout=4,
+            )
+        return selected
+
+    def action_rename_path(self) -> None:
+        selected = self.path_selection("rename")
         if selected is None:
             return
         sandbox_id, path = selected.sandbox_id, selected.path
@@ -591,7 +608,7 @@ class WorkspaceFileHandlers(Screen[None]):
         self.app.push_screen(NameScreen(title, "Rename", base_name(path)), named)
 
     def action_delete_path(self) -> None:
-        selected = self.renamable_selection()
+        selected = self.path_selection("delete")
         if selected is None:
             return
         sandbox_id, path = selected.sandbox_id, selected.path
