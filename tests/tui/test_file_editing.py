@@ -549,3 +549,17 @@ async def test_a_file_read_that_ends_after_a_profile_switch_opens_nothing(tmp_pa
         await pilot.pause(0.2)
         assert main.tabs.file_views_of_all() == []
         assert main.open_files.files("dev") == []
+
+
+async def test_a_long_file_name_is_elided_in_its_tab(tmp_path: Path) -> None:
+    """A name of 250 characters filled the tab bar and pushed the other tabs out of view
+    (QA): the tab shows its start and end; the header shows it whole."""
+    name = "L" * 200 + "-middle-" + "R" * 38 + ".txt"
+    await write_files(tmp_path, {name: b"long"})
+    app = make_app(tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        view = await open_file(pilot, app, name)
+        labels = [str(tab.label) for tab in app.main_screen.tabs.query("ContentTab")]
+        assert f"{'L' * 21}…{'R' * 6}.txt" in labels
+        assert max(len(label) for label in labels) <= 32
+        assert name in " ".join(header(view).split())

@@ -164,7 +164,16 @@ def file_pane(view: FileView) -> TabPane | None:
     return None
 
 
+FILE_TITLE_CHARS = 32
+"""The longest file name a tab shows whole: a name of 255 bytes filled the tab bar and
+pushed every other tab out of view (QA); the file's header shows it all."""
+
+
 def file_title(view: FileView) -> Content:
-    """The file's name (from the sandbox: neutralised), with `●` while it has unsaved edits."""
+    """The file's name (from the sandbox: neutralised), its middle elided past
+    `FILE_TITLE_CHARS` (its end says its type), with `●` while it has unsaved edits."""
     name = one_line(PurePosixPath(view.path).name or view.path)
+    if len(name) > FILE_TITLE_CHARS:
+        tail = FILE_TITLE_CHARS // 3
+        name = f"{name[: FILE_TITLE_CHARS - tail - 1]}…{name[-tail:]}"
     return shown_content(f"{name} ●" if view.shown_dirty else name)
