@@ -66,6 +66,7 @@ async def test_ruby_contexts_are_an_extension_that_stays_labelled(
         await sandbox.interpreter.run_code("$x = 41", context=context)
         kept = await sandbox.interpreter.run_code("$x + 1", context=context)
         assert [entry.text for entry in kept.results] == ["42"] and kept.context is not None
+        await sandbox.interpreter.save_checkpoint(context.id, "kept")
     finally:
         await extended.aclose()
     default = open_local_backend(data, embedded=True, settings=LocalSettings())
@@ -78,6 +79,20 @@ async def test_ruby_contexts_are_an_extension_that_stays_labelled(
         assert refused.value.http_status == 400
         assert refused.value.message.startswith(NOT_SUPPORTED)
         assert "ruby_contexts = true" in refused.value.message
+        # What cannot run is not restored, checkpointed or inspected either (QA: they
+        # worked, and a restore added to its history); its checkpoints can still go.
+        interpreter = sandbox.interpreter
+        for change in (
+            interpreter.restore_checkpoint(context.id, "kept"),
+            interpreter.save_checkpoint(context.id, "again"),
+            interpreter.inspect_context(context),
+        ):
+            with pytest.raises(SandboxError) as refused:
+                await change
+            assert refused.value.message.startswith(NOT_SUPPORTED), refused.value.message
+        assert len(await interpreter.history(context.id)) == 2
+        await interpreter.delete_checkpoint(context.id, "kept")
+        assert (await interpreter.list_checkpoints(context.id)).checkpoints == []
         stateless = await sandbox.interpreter.run_code("1 + 1", binding="RUBY")
         assert stateless.context is None and [e.text for e in stateless.results] == ["2"]
     finally:

@@ -364,7 +364,7 @@ class SandboxObject:
             async with self._inspections:
                 async with self.turn():
                     self.refuse_if_closing()
-                    row = self._state.context(context_id)
+                    row = self._state.live_context(context_id)
                     copy = None
                     if row.executions:
                         copy = await asyncio.get_running_loop().run_in_executor(
@@ -443,13 +443,7 @@ class SandboxObject:
         # The sandbox is made (spec 2.4: on first touch) only once the run found its
         # context or binding: a run in a context that is gone makes no sandbox.
         if context_id is not None:
-            row = self._state.context(context_id)
-            if not self._state.runtime(row.binding).contexts:
-                raise validation_error(
-                    f"Code contexts are not supported by binding '{row.binding}' "
-                    f"({row.language}); this {row.language} context was made with local "
-                    "Ruby contexts on ([local] ruby_contexts = true, --ruby-contexts)"
-                )
+            row = self._state.live_context(context_id)
             meta = self._state.ensure_meta()
         elif binding is not None:
             runtime = self._state.runtime(binding)

@@ -302,6 +302,19 @@ class SandboxState:
             raise context_not_found(context_id)
         return row
 
+    def live_context(self, context_id: str) -> ContextRow:
+        """The context, refused like its runs when its binding offers no contexts now (a
+        Ruby context made while local Ruby contexts were on): what cannot run is not
+        inspected, checkpointed or restored either (QA)."""
+        row = self.context(context_id)
+        if not self.runtime(row.binding).contexts:
+            raise validation_error(
+                f"Code contexts are not supported by binding '{row.binding}' "
+                f"({row.language}); this {row.language} context was made with local "
+                "Ruby contexts on ([local] ruby_contexts = true, --ruby-contexts)"
+            )
+        return row
+
     def runtime(self, binding: str) -> LocalRuntime:
         """Spec 7.2 probe (steps 1-2; local runtimes always answer a valid step 3-4)."""
         runtime = self._runtimes.get(binding) if BINDING_NAME.fullmatch(binding) else None
@@ -377,7 +390,7 @@ class SandboxState:
     def save_checkpoint(self, context_id: str, name: str) -> StoredCheckpoint:
         """Keep the context's stored state (the snapshot of its last run and cwd, with
         that run's number) under `name`, replacing a checkpoint of that name."""
-        row = self.context(context_id)
+        row = self.live_context(context_id)
         problem = checkpoint_name_problem(name)
         if problem is not None:
             raise validation_error(problem)
@@ -410,7 +423,7 @@ class SandboxState:
         """Put the context back to the checkpoint (its snapshot and cwd); the history
         records the restore as a comment, which counts as a run: the execution count goes
         on, so a history never holds one number twice."""
-        row = self.context(context_id)
+        row = self.live_context(context_id)
         saved = self.checkpoint(context_id, name)
         before = (row.snapshot, row.cwd, row.executions, row.last_used)
         note = restore_note(row.language, name)
