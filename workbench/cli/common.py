@@ -330,8 +330,24 @@ _WHOLE_CONTEXT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}
 
 
 LISTING_NOTE_SECONDS = 0.5
-"""How long a context listing may take before the command says it waits (an answered
-listing takes milliseconds; one behind another client's run waits for it)."""
+"""How long a request of a command may take before the command says it waits (an
+answered listing takes milliseconds; one behind another client's run waits for it)."""
+
+
+async def said_if_slow(request: Awaitable[T], waiting_note: str) -> T:
+    """What `request` answers; `waiting_note` is said first (unless --quiet) once it has
+    taken `LISTING_NOTE_SECONDS`: silent, a command behind another client's run looked
+    hung (QA)."""
+    import asyncio  # here: a command that sends no request does not import it
+
+    answer = asyncio.ensure_future(request)
+    try:
+        done, _ = await asyncio.wait({answer}, timeout=LISTING_NOTE_SECONDS)
+        if not done and not global_options().quiet:
+            echo_untrusted(waiting_note, err=True, fg="yellow")
+        return await answer
+    finally:
+        answer.cancel()  # given up (Ctrl+C): its request goes too
 
 
 async def full_context_id(sandbox: SandboxClient, given: str) -> str:
@@ -355,23 +371,13 @@ async def find_context(
     context is named so). A listing that waits behind another run says so: silent, the
     command looked hung (QA); `whole_id_lists`: the caller lists for a whole id too, so
     the note does not say a whole id would spare the wait (QA)."""
-    import asyncio  # here: a command that needs no listing does not import it
-
-    listing = asyncio.ensure_future(sandbox.interpreter.list_code_contexts())
-    try:
-        done, _ = await asyncio.wait({listing}, timeout=LISTING_NOTE_SECONDS)
-        if not done and not global_options().quiet:
-            echo_untrusted(
-                f"note: sandbox {sandbox.id} has not listed its contexts yet (to find "
-                f"{given}): it may be busy with another client's run, which this command "
-                "waits for, or the backend slow to answer or not answering (Ctrl+C gives up"
-                + (")" if whole_id_lists else "; a whole context id needs no listing)"),
-                err=True,
-                fg="yellow",
-            )
-        contexts = await listing
-    finally:
-        listing.cancel()  # given up (Ctrl+C): its request goes too
+    contexts = await said_if_slow(
+        sandbox.interpreter.list_code_contexts(),
+        f"note: sandbox {sandbox.id} has not listed its contexts yet (to find {given}): it "
+        "may be busy with another client's run, which this command waits for, or the "
+        "backend slow to answer or not answering (Ctrl+C gives up"
+        + (")" if whole_id_lists else "; a whole context id needs no listing)"),
+    )
     for context in contexts:
         if context.id == given:
             return context
