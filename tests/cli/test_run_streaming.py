@@ -114,6 +114,44 @@ def test_a_listing_a_whole_id_needs_too_does_not_say_it_would_not(tmp_path: Path
     assert "needs no listing" not in deleted.stderr
 
 
+def test_checkpoint_commands_behind_another_client_s_run_say_they_wait(tmp_path: Path) -> None:
+    """`contexts checkpoint save` and `restore` with a whole id waited for another
+    client's run without a word (QA); `run` and the listing said so."""
+    require_engine("python")
+    env = cli_env(tmp_path)
+    made = run_cli(env, "run", "-s", "box", "-l", "python", "--json", "-c", "x = 6")
+    context = json.loads(made.stdout)["context"]["id"]
+    checkpoint = ("contexts", "checkpoint")
+    saved = run_cli(env, *checkpoint, "save", "six", "-s", "box", "--context", context)
+    assert saved.returncode == 0, saved.stderr
+    waiting = "note: sandbox box is busy with another client's run, which this command waits"
+    for command in ("save", "restore"):
+        other = subprocess.Popen(
+            [
+                str(SCRIPT),
+                "run",
+                "-s",
+                "box",
+                "--context",
+                context,
+                "-c",
+                "import time; time.sleep(2)",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            wait_for_a_run(env)
+            done = run_cli(env, *checkpoint, command, "six", "-s", "box", "--context", context)
+        finally:
+            other.communicate(timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert waiting in done.stderr, (command, done.stderr)
+    quick = run_cli(env, *checkpoint, "list", "-s", "box", "--context", context)
+    assert quick.returncode == 0 and "busy" not in quick.stderr, quick.stderr
+
+
 async def test_a_request_arriving_as_the_turn_is_handed_on_is_told_it_waits() -> None:
     """The notice was armed only while the queue looked held: a request arriving just as
     one turn ended, before the next waiter took it, saw it free and then waited through

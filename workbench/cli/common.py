@@ -334,6 +334,14 @@ LISTING_NOTE_SECONDS = 0.5
 answered listing takes milliseconds; one behind another client's run waits for it)."""
 
 
+def busy(sandbox: SandboxClient) -> str:
+    """The note of a command's request that waits for the sandbox (`said_if_slow`)."""
+    return (
+        f"note: sandbox {sandbox.id} is busy with another client's run, which this command "
+        "waits for, or the backend slow to answer or not answering (Ctrl+C gives up)"
+    )
+
+
 async def said_if_slow(request: Awaitable[T], waiting_note: str) -> T:
     """What `request` answers; `waiting_note` is said first (unless --quiet) once it has
     taken `LISTING_NOTE_SECONDS`: silent, a command behind another client's run looked

@@ -26,6 +26,7 @@ from workbench.cli.common import (
     Command,
     announce_destructive,
     backend_options,
+    busy,
     confirm,
     find_context,
     full_context_id,
@@ -33,6 +34,7 @@ from workbench.cli.common import (
     note,
     parse_env,
     run_async,
+    said_if_slow,
     sandbox_option,
     with_backend,
 )
@@ -469,7 +471,7 @@ async def save_command(
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
         context = await full_context_id(sandbox, context_id)
-        listed = await sandbox.interpreter.list_checkpoints(context)
+        listed = await said_if_slow(sandbox.interpreter.list_checkpoints(context), busy(sandbox))
         replaced = next((saved for saved in listed.checkpoints if saved.name == name), None)
         echo_untrusted(checkpoint_line(await sandbox.interpreter.save_checkpoint(context, name)))
         if replaced is not None:  # said, as the TUI asks first (QA: a state lost unsaid)
@@ -500,7 +502,7 @@ async def checkpoint_list_command(
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
         context = await full_context_id(sandbox, context_id)
-        listed = await sandbox.interpreter.list_checkpoints(context)
+        listed = await said_if_slow(sandbox.interpreter.list_checkpoints(context), busy(sandbox))
         if as_json:
             echo_json(listed.to_json())
             return
@@ -538,7 +540,8 @@ async def restore_command(
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
         context = await full_context_id(sandbox, context_id)
-        restored = await sandbox.interpreter.restore_checkpoint(context, name)
+        restoring = sandbox.interpreter.restore_checkpoint(context, name)
+        restored = await said_if_slow(restoring, busy(sandbox))
         note(f"restored {context} to {checkpoint_line(restored)}")
 
     await with_backend(profile, data_dir, body)
@@ -563,7 +566,7 @@ async def delete_command(
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
         context = await full_context_id(sandbox, context_id)
-        await sandbox.interpreter.delete_checkpoint(context, name)
+        await said_if_slow(sandbox.interpreter.delete_checkpoint(context, name), busy(sandbox))
         note(f"deleted checkpoint {name} of {context}")
 
     await with_backend(profile, data_dir, body)
