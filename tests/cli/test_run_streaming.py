@@ -4,9 +4,11 @@ streamed answer), each line once; `--json` keeps the one JSON document."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.cli import SCRIPT, cli_env, run_cli
@@ -15,6 +17,24 @@ from tests.daemon import wait_for_a_run
 from workbench.backends.local.sandbox_object import SandboxObject
 
 CODE = "import time\nprint('first')\ntime.sleep(2)\nprint('second')"
+
+
+@contextlib.contextmanager
+def another_clients_run(env: dict[str, str], context: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A run of two seconds in sandbox `box`'s `context` by another CLI process, going on
+    while the block runs; the block's end waits for it to end."""
+    code = "import time; time.sleep(2)"
+    other = subprocess.Popen(
+        [str(SCRIPT), "run", "-s", "box", "--context", context, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        wait_for_a_run(env)
+        yield other
+    finally:
+        other.communicate(timeout=60)
 
 
 def test_run_prints_a_contexts_output_as_it_comes(tmp_path: Path) -> None:
@@ -58,30 +78,12 @@ def test_a_run_waiting_behind_another_clients_says_so(tmp_path: Path) -> None:
     listing = "note: sandbox box has not listed its contexts yet (to find "
     for flags, said in (((), True), (("--json",), True), (("-q",), False), (("prefix",), True)):
         given = context[:8] if flags == ("prefix",) else context
-        other = subprocess.Popen(
-            [
-                str(SCRIPT),
-                "run",
-                "-s",
-                "box",
-                "--context",
-                context,
-                "-c",
-                "import time; time.sleep(2)",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        try:
-            wait_for_a_run(env)
+        with another_clients_run(env, context) as other:
             quiet = flags == ("-q",)
             command = [*flags, "run"] if quiet else ["run", *flags]
             if flags == ("prefix",):
                 command = ["run"]
             queued = run_cli(env, *command, "-s", "box", "--context", given, "-c", "x * 7")
-        finally:
-            other.communicate(timeout=60)
         assert queued.returncode == 0, queued.stderr
         note = listing if flags == ("prefix",) else waiting
         assert (note in queued.stderr) is said, queued.stderr
@@ -98,17 +100,8 @@ def test_a_listing_a_whole_id_needs_too_does_not_say_it_would_not(tmp_path: Path
     env = cli_env(tmp_path)
     made = run_cli(env, "run", "-s", "box", "-l", "python", "--json", "-c", "x = 6")
     context = json.loads(made.stdout)["context"]["id"]
-    other = subprocess.Popen(
-        [str(SCRIPT), "run", "-s", "box", "--context", context, "-c", "import time; time.sleep(2)"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    try:
-        wait_for_a_run(env)
+    with another_clients_run(env, context):
         deleted = run_cli(env, "contexts", "delete", "-s", "box", "--context", context, "-y")
-    finally:
-        other.communicate(timeout=60)
     assert deleted.returncode == 0, deleted.stderr
     assert "has not listed its contexts yet" in deleted.stderr
     assert "needs no listing" not in deleted.stderr
@@ -126,26 +119,8 @@ def test_checkpoint_commands_behind_another_client_s_run_say_they_wait(tmp_path:
     assert saved.returncode == 0, saved.stderr
     waiting = "note: sandbox box is busy with another client's run, which this command waits"
     for command in ("save", "restore"):
-        other = subprocess.Popen(
-            [
-                str(SCRIPT),
-                "run",
-                "-s",
-                "box",
-                "--context",
-                context,
-                "-c",
-                "import time; time.sleep(2)",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        try:
-            wait_for_a_run(env)
+        with another_clients_run(env, context):
             done = run_cli(env, *checkpoint, command, "six", "-s", "box", "--context", context)
-        finally:
-            other.communicate(timeout=60)
         assert done.returncode == 0, done.stderr
         assert waiting in done.stderr, (command, done.stderr)
     quick = run_cli(env, *checkpoint, "list", "-s", "box", "--context", context)
