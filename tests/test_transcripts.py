@@ -221,6 +221,11 @@ def with_change(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
             with_change(("workspace", "directories"), [f"d{n}" for n in range(4_096)]),
             "workspace: 4,098 entries, more than a sandbox holds (4,096)",
         ),
+        # A workspace of files named as keys replayed as an empty one (QA).
+        (
+            {**GOOD, "workspace": {"../../x": "Zm9v", "data.csv": "MQ=="}},
+            "workspace holds directories and files, not '../../x', 'data.csv'",
+        ),
     ],
 )
 def test_the_reader_names_the_first_bad_field(data: Any, message: str) -> None:
@@ -601,6 +606,19 @@ def test_a_replay_stopped_by_sigterm_or_sighup_removes_its_scratch_sandbox(
     assert replay.returncode == 128 + stop, (_, stderr)
     assert b"Traceback" not in stderr
     assert _scratch_sandboxes(env) == []
+
+
+async def test_a_transcript_whose_binding_runs_another_language_is_not_replayed(
+    local: Backend,
+) -> None:
+    """A hand-edited `"binding": "PERL", "language": "python"` replayed its Python cells
+    as Perl (QA)."""
+    mismatched = parse_transcript(with_change(("context", "language"), "python"))
+    with pytest.raises(ReplayError) as refused:
+        await replay_transcript(local, mismatched)
+    assert str(refused.value) == (
+        "the transcript's binding PERL runs perl on local, not its language python"
+    )
 
 
 async def test_a_cell_recorded_at_its_time_limit_is_replayed_under_it(local: Backend) -> None:

@@ -226,6 +226,10 @@ def _workspace(value: Any) -> Workspace | None:
     if value is None:
         return None
     fields = _Fields(value, "workspace")
+    unknown = sorted(set(fields.value) - {"directories", "files"})
+    if unknown:  # files named as keys, say: ignored, the replay lacked them unsaid (QA)
+        named = ", ".join(repr(key) for key in unknown[:3])
+        raise TranscriptError(f"workspace holds directories and files, not {named}")
     directories = tuple(
         _workspace_path(path, f"workspace.directories[{index}]")
         for index, path in enumerate(fields.strings("directories"))
