@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -20,7 +22,7 @@ from tour import (
 )
 from workbench.api import SandboxError
 from workbench.backends.local import open_local_backend
-from workbench.sync import sync_state_file
+from workbench.sync import FolderSync, sync_state_file
 from workbench.sync.manifest import hold_state_file
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.palette_commands import workbench_commands
@@ -421,14 +423,54 @@ async def test_destroying_the_watched_sandbox_stops_the_watch_first(
         assert f"The folder watch of {folder} into it stops first." in app.screen.question
         await pilot.click("#confirm")
         await wait_for(pilot, lambda: "Destroyed demo" in notes.titled("Sandbox"), timeout=10)
-        await pilot.pause(1.0)
-        print("INFOS", list(main.sandbox_infos), [s.id for s in await app.backend.list_sandboxes()])
-        await wait_for(pilot, lambda: "demo" not in main.sandbox_infos, timeout=10)
+        await wait_for(pilot, lambda: "demo" not in main.sandbox_infos)
         assert main.folder_watch.active is None
         assert not [note for note in notes.titled("Sandbox") if "waits for the run" in note]
         await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
 
         (folder / "other.py").write_text("1\n")
         await pilot.pause(1.0)
+        assert app.backend is not None
+        assert "demo" not in {sandbox.id for sandbox in await app.backend.list_sandboxes()}
+
+
+async def test_destroying_a_sandbox_waits_for_a_stopped_watch_s_pass_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch stopped while its pass uploaded made the sandbox again after F8 destroyed
+    it: the destroy waited only for the active watch (found in review)."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a\n")
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    main = app.main_screen
+    slow = asyncio.Event()
+    in_pass = asyncio.Event()
+    apply = FolderSync._apply
+
+    async def slow_apply(self: FolderSync, *args: Any, **kwargs: Any) -> Any:
+        if slow.is_set():
+            in_pass.set()
+            await asyncio.sleep(2.0)
+        return await apply(self, *args, **kwargs)
+
+    monkeypatch.setattr(FolderSync, "_apply", slow_apply)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        main.start_watch("demo", None, WatchRequest(folder, "/workspace", None))
+        await wait_for_file(pilot, app, "/workspace/a.txt", "a\n")
+        slow.set()
+        (folder / "b.txt").write_text("b\n")
+        await wait_for(pilot, in_pass.is_set, 10)
+        await pilot.press("shift+f6")  # stopped: its pass goes on uploading
+        await wait_for(pilot, lambda: main.folder_watch.active is None)
+        main.sandbox_tree.focus()
+        await pilot.press("f8")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.click("#confirm")
+        await wait_for(pilot, lambda: "Destroyed demo" in notes.titled("Sandbox"), timeout=10)
+        await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
         assert app.backend is not None
         assert "demo" not in {sandbox.id for sandbox in await app.backend.list_sandboxes()}

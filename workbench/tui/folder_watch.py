@@ -112,6 +112,8 @@ class FolderWatch:
         self.data_dir = data_dir
         self.language_of = language_of
         self.active: ActiveWatch | None = None
+        self.ending: list[ActiveWatch] = []
+        """Watches stopped whose workers have not ended yet (a pass may still upload)."""
         self.started = 0
 
     def start(
@@ -179,11 +181,19 @@ class FolderWatch:
         if watch is None:
             return None
         watch.stop.set()
+        if not watch.ended.is_set():
+            self.ending.append(watch)
         if note:
             self.owner.notify(
                 f"{watch.folder} → {watch.sandbox_id}: {note}", title="Watch", timeout=3
             )
         return watch
+
+    def into(self, sandbox_id: str) -> list[ActiveWatch]:
+        """This workbench's watches into the sandbox that have not ended: the active one
+        and those stopped but still ending their passes."""
+        watches = [*self.ending, *([self.active] if self.active is not None else [])]
+        return [watch for watch in watches if watch.sandbox_id == sandbox_id]
 
     def current(self, watch_id: int) -> ActiveWatch | None:
         watch = self.active
@@ -280,6 +290,7 @@ class FolderWatch:
             unsubscribe()
             watch.sync.close()  # before it is said to have ended: a new watch may start
             watch.ended.set()
+            self.ending = [other for other in self.ending if other is not watch]
         post(WatchEnded(watch_id, failure))
 
     async def _cancel_watch_run(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -609,13 +609,13 @@ class ProfileConnection:
 
         self.call(f"Creating {sandbox_id} failed", create)
 
-    def destroy_sandbox(self, sandbox_id: str, after: asyncio.Event | None = None) -> None:
-        """Destroy the sandbox once `after` is set (this workbench's watch into it has
-        ended: a pass still uploading would make the sandbox again)."""
+    def destroy_sandbox(self, sandbox_id: str, after: Sequence[asyncio.Event] = ()) -> None:
+        """Destroy the sandbox once every event `after` is set (this workbench's watches
+        into it have ended: a pass still uploading would make the sandbox again)."""
 
         async def destroy_after(backend: Backend) -> None:
-            if after is not None:
-                await after.wait()
+            for event in after:
+                await event.wait()
             await backend.sandbox(sandbox_id).destroy()
 
         async def destroy(backend: Backend) -> None:

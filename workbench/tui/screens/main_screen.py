@@ -1005,13 +1005,12 @@ class MainScreen(
             for pane in running:  # the destroy would wait for them to end (QA)
                 if pane.running:
                     pane.cancel_run()
-            if watch is None:
-                self.connection.destroy_sandbox(sandbox_id)
-                return
-            # Its run would hold the destroy, and its next pass make the sandbox again.
-            if self.folder_watch.active is watch:
+            # A watch's run would hold the destroy, and a pass still uploading (of a
+            # watch stopped before, too: found in review) make the sandbox again.
+            if watch is not None and self.folder_watch.active is watch:
                 self.stop_watch("stopped: its sandbox is destroyed")
-            self.connection.destroy_sandbox(sandbox_id, after=watch.ended)
+            ending = [each.ended for each in self.folder_watch.into(sandbox_id)]
+            self.connection.destroy_sandbox(sandbox_id, after=ending)
 
         on = "" if self.backend is None else f" on {describe_backend(self.backend)}"
         question = (
@@ -1029,7 +1028,8 @@ class MainScreen(
     def sandbox_destroy_waits(self, message: SandboxDestroyWaits) -> None:
         self.notify(
             f"Destroying {message.sandbox_id} waits for the run in progress in it to end "
-            "(another client's, or one of this workbench's being cancelled).",
+            "(another client's, or one of this workbench's being cancelled), or for this "
+            "workbench's folder watch into it to end its pass.",
             title="Sandbox",
         )
 
