@@ -193,3 +193,47 @@ async def test_another_client_s_run_before_a_restore_is_shown_before_its_note(
         result = repl.transcript.cells[-1].result
         assert result is not None and result.results[0].text == "1"
         assert repl.history == ["our $a = 1", "our $a = 7; $a", "$a"]
+
+
+async def test_a_restore_whose_entry_is_never_read_takes_no_later_one_s_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catch-up that would have read this tab's first restore failed; its note then
+    took the second restore's entry, and another client's later run showed before this
+    tab's own earlier cell (found in review)."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 50)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        repl = await create_context(pilot, "PERL")
+        await run_cell(pilot, repl, "our $a = 1")  # run 1
+        backend = main.backend
+        assert backend is not None
+        interpreter = backend.sandbox(repl.sandbox_id).interpreter
+        await interpreter.save_checkpoint(repl.context.id, "start")
+
+        def restored() -> int:
+            return sum("restored checkpoint" in line.text for line in repl.transcript.lines)
+
+        main.connection.restore_checkpoint(repl.sandbox_id, repl.context, "start")  # run 2
+        await wait_for(pilot, lambda: restored() == 1)
+        catch_up = main.connection.catch_up
+        monkeypatch.setattr(main.connection, "catch_up", lambda *args, **kwargs: None)
+        await run_cell(pilot, repl, "'mine'")  # run 3: the catch-up of run 2 is lost
+        monkeypatch.setattr(main.connection, "catch_up", catch_up)
+        await interpreter.run_code("our $a = 9; 'other'", context=repl.context.id)  # run 4
+        main.connection.restore_checkpoint(repl.sandbox_id, repl.context, "start")  # run 5
+        await wait_for(pilot, lambda: restored() == 2)
+        await run_cell(pilot, repl, "$a")  # run 6: the catch-up reads runs 4 and 5
+        await wait_for(pilot, lambda: len(repl.transcript.cells) == 4)
+        lines = [line.text for line in repl.transcript.lines]
+
+        def at(text: str) -> list[int]:
+            return [index for index, line in enumerate(lines) if text in line]
+
+        first, second = at("restored checkpoint")
+        (mine,) = at("'mine'")
+        (other,) = at("'other'")
+        assert first < mine < other < second, lines
+        assert repl.history == ["our $a = 1", "'mine'", "our $a = 9; 'other'", "$a"]

@@ -263,6 +263,6 @@ class ContextStateHandlers(Screen[None]):
     def checkpoint_restored(self, message: CheckpointRestored) -> None:
         repl = self.tabs.repl_for(message.context_id)
         if repl is not None:
-            repl.note_restored(checkpoint_summary(message.checkpoint))
+            repl.note_restored(checkpoint_summary(message.checkpoint), message.run_at_most)
             if repl.inspector_shown:  # the names are the checkpoint's now
                 self.inspect(repl, check_listed=False)

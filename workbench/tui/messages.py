@@ -292,6 +292,9 @@ class ValueInspected(Message, bubble=False):
 class CheckpointRestored(Message, bubble=False):
     context_id: str
     checkpoint: Checkpoint
+    run_at_most: int | None = None
+    """The context's run count read just after the restore (None: unread): the restore's
+    own number in the history, or more if another client ran since."""
 
 
 @dataclass

@@ -835,8 +835,15 @@ class ProfileConnection:
         async def restore(backend: Backend) -> None:
             sandbox = backend.sandbox(sandbox_id)
             restored = await sandbox.interpreter.restore_checkpoint(context.id, name)
-            self.owner.post_message(CheckpointRestored(context.id, restored))
-            self.owner.post_message(SandboxInfoLoaded(await sandbox.get_info()))
+            try:
+                info = await sandbox.get_info()
+            except Exception:
+                self.owner.post_message(CheckpointRestored(context.id, restored))
+                raise
+            counts = [item.executions for item in info.contexts if item.id == context.id]
+            at_most = counts[0] if counts else None
+            self.owner.post_message(CheckpointRestored(context.id, restored, at_most))
+            self.owner.post_message(SandboxInfoLoaded(info))
 
         self.call("Restoring the checkpoint failed", restore, only_if_listed=sandbox_id)
 

@@ -79,6 +79,24 @@ def is_cancelled(entry: HistoryEntry) -> bool:
     return error is not None and error.message.startswith(CANCELLED)
 
 
+@dataclass(frozen=True)
+class RestoreNote:
+    """The transcript's note of a checkpoint restore of this tab, whose history entry is
+    numbered after `after` and at most `at_most` (None: not known)."""
+
+    text: Text
+    after: int
+    at_most: int | None
+
+    def may_be(self, number: int) -> bool:
+        """Whether the restore's entry may have this number."""
+        return self.after < number and (self.at_most is None or number <= self.at_most)
+
+    def past(self, after: int) -> bool:
+        """Whether its entry lies at or before `after` (a read from there never has it)."""
+        return self.at_most is not None and self.at_most <= after
+
+
 class ReplPane(Vertical):
     """A REPL bound to one context; `history` holds earlier inputs, oldest first.
     Exports go under `data_dir` by default, named with the time from `now_ms`."""
@@ -150,7 +168,7 @@ class ReplPane(Vertical):
         """The cell of each run whose count jumped, until the runs before it are shown."""
         self._own_runs: set[int] = set()
         """Runs of this tab that show no cell (the context inspector's)."""
-        self._restore_notes: deque[Text] = deque()
+        self._restore_notes: list[RestoreNote] = []
         """The notes of this tab's checkpoint restores whose history entries were not seen
         yet: another client's runs before such an entry are shown before its note."""
         self._abandoned_watch_runs = 0
@@ -404,21 +422,21 @@ class ReplPane(Vertical):
             if pruned:
                 past = f"… {pruned} runs by another client are past the history's limit"
                 items.append(Text(past, style="dim"))
+        # A restore whose entry is at or before `after` is never read again (a catch-up
+        # that failed, a pruned history): its note must not take a later one's entry.
+        self._restore_notes = [note for note in self._restore_notes if not note.past(after)]
         shown_any = False
         for entry in entries:
             number = history_number(entry)
             if number in self._own_runs:
                 continue
-            if (
-                self._restore_notes
-                and entry.result is None
-                and restored_checkpoint(entry.code) is not None
-            ):
+            restore_note = self._restore_note_of(entry)
+            if restore_note is not None:
                 # This tab's restore, said by its note already: the runs before it go
                 # before that note (they showed after it, as if run on the checkpoint).
-                restore_note = self._restore_notes.popleft()
+                self._restore_notes.remove(restore_note)
                 if items:
-                    self._insert_caught_up(restore_note, items)
+                    self._insert_caught_up(restore_note.text, items)
                     shown_any = True
                     items = []
                 continue
@@ -439,6 +457,13 @@ class ReplPane(Vertical):
             return shown_any
         self._insert_caught_up(before, items)
         return True
+
+    def _restore_note_of(self, entry: HistoryEntry) -> RestoreNote | None:
+        """The note of this tab's restore that `entry` records, if it is one."""
+        if entry.result is not None or restored_checkpoint(entry.code) is None:
+            return None
+        number = history_number(entry)
+        return next((note for note in self._restore_notes if note.may_be(number)), None)
 
     def _insert_caught_up(
         self, before: TranscriptCell | Text | None, items: list[TranscriptCell | Text]
@@ -536,11 +561,12 @@ class ReplPane(Vertical):
             from_another_client=from_another_client,
         )
 
-    def note_restored(self, checkpoint: str) -> None:
-        """The context went back to a checkpoint (described by `checkpoint`)."""
+    def note_restored(self, checkpoint: str, run_at_most: int | None = None) -> None:
+        """The context went back to a checkpoint (described by `checkpoint`); the restore
+        is a run in the history, numbered after the runs shown and at most `run_at_most`."""
         note = shown(f"↺ restored checkpoint {checkpoint}", "bold magenta")
         self.transcript.write(note)
-        self._restore_notes.append(note)  # a run in the history, not another client's
+        self._restore_notes.append(RestoreNote(note, self.last_run, run_at_most))
 
     def note_inspector_run(self, execution_count: int | None) -> None:
         """The inspector ran in the context (a remote gateway), as run `execution_count`
