@@ -241,12 +241,21 @@ it.
             self.insert_before(None, items)
             return
         at = sum(1 for item in self._written[:where] if isinstance(item, TranscriptCell))
+        every_cell_rendered = len(self.cell_start_lines) == len(self.cells)
         cells = [item for item in items if isinstance(item, TranscriptCell)]
         self.cells[at:at] = cells
         if self.current_cell_index is not None and self.current_cell_index >= at:
             self.current_cell_index += len(cells)
         self._written[where:where] = items
-        self._render_again()
+        # A note's first line is not kept: rendered again from the cell before it.
+        before = at - 1
+        if before >= 0 and every_cell_rendered and self.fits_its_width and not self._waiting_writes:
+            start = next(
+                index for index, item in enumerate(self._written) if item is self.cells[before]
+            )
+            self._render_from(start, first_line=self.cell_start_lines[before], first_cell=before)
+        else:
+            self._render_again()
         self.scroll_end(animate=False, immediate=True)
 
     def replace_cell(self, cell: TranscriptCell, new: TranscriptCell) -> None:
