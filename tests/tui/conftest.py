@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import require_engine
 from tour import fixed_context_ids
+from workbench.api import SANDBOX_MUST_EXIST_FEATURE
+from workbench.backends.local import routes
 
 
 @pytest.fixture
@@ -39,3 +41,14 @@ def ruby_engine() -> None:
 def stable_ids() -> Iterator[None]:
     with fixed_context_ids():
         yield
+
+
+@pytest.fixture(params=[True, False], ids=["refused-by-the-backend", "listed-first"])
+def refused_by_the_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether the backend offers to carry a request out only if its sandbox exists;
+    False: a backend without it (an older gateway), on which the workbench lists the
+    sandboxes first."""
+    if not request.param:
+        offered = [name for name in routes.FEATURES if name != SANDBOX_MUST_EXIST_FEATURE]
+        monkeypatch.setattr(routes, "FEATURES", offered)
+    return bool(request.param)

@@ -84,12 +84,13 @@ async def test_a_tab_of_a_destroyed_sandbox_is_marked_gone_and_makes_no_sandbox(
 
 
 async def test_reads_of_a_sandbox_destroyed_since_it_was_listed_make_no_sandbox(
-    tmp_path: Path,
+    tmp_path: Path, refused_by_the_backend: bool
 ) -> None:
     """A tab's catch-up of other clients' runs, and the reopening of a last session's tab,
-    read a sandbox the workbench listed: destroyed just before (here by another client;
-    found where this workbench's destroy came just after a cancel's catch-up), each read
-    made it again, empty. Now neither makes one."""
+        read a sandbox the workbench listed: destroyed just before (here by another client;
+        found where this workbench's destroy came just after a cancel's catch-up), each read
+        made it again, empty. Now neither makes one: where the backend cannot refuse such a
+    read, the sandboxes are listed first (found in review)."""
     data = tmp_path / "data"
     app = WorkbenchApp(
         data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)

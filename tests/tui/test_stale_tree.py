@@ -28,14 +28,13 @@ from tour import (
     wait_for,
 )
 from workbench.api import (
-    SANDBOX_MUST_EXIST_FEATURE,
     Backend,
     Handler,
     MockTransport,
     Request,
     Response,
 )
-from workbench.backends.local import LocalGateway, open_local_backend, routes
+from workbench.backends.local import LocalGateway, open_local_backend
 from workbench.protocol.http import must_exist
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScreen
@@ -88,17 +87,6 @@ class SentRequests:
     @property
     def listings(self) -> int:
         return self.sent.count(("GET", "/v1/sandboxes"))
-
-
-@pytest.fixture(params=[True, False], ids=["refused-by-the-backend", "listed-first"])
-def refused_by_the_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    """Whether the backend offers to carry a request out only if its sandbox exists;
-    False: a backend without it (an older gateway), on which the workbench lists the
-    sandboxes first."""
-    if not request.param:
-        offered = [name for name in routes.FEATURES if name != SANDBOX_MUST_EXIST_FEATURE]
-        monkeypatch.setattr(routes, "FEATURES", offered)
-    return bool(request.param)
 
 
 async def make_demo(tmp_path: Path, *, other: bool = False) -> None:

@@ -584,10 +584,12 @@ class ProfileConnection:
         listing asked now: an info loaded before one of them was made lacks it too)."""
 
         async def confirm(backend: Backend) -> None:
-            listed = {
-                context.id
-                for context in await backend.sandbox(sandbox_id).interpreter.list_code_contexts()
-            }
+            interpreter = backend.sandbox(sandbox_id).interpreter
+            try:  # an info just found the sandbox, but the listing would make it again
+                async with self.only_if_exists(backend, sandbox_id, list_first=False):
+                    listed = {context.id for context in await interpreter.list_code_contexts()}
+            except Declined:
+                return  # gone: the listing it posted marks its tabs gone
             gone = [context_id for context_id in context_ids if context_id not in listed]
             if gone:
                 self.owner.post_message(ContextsGone(sandbox_id, gone))
@@ -677,7 +679,7 @@ class ProfileConnection:
         async def reopen(backend: Backend) -> None:
             # Listed just now, but it may be destroyed since: the info would make it again.
             try:
-                async with self.only_if_exists(backend, sandbox_id, list_first=False):
+                async with self.only_if_exists(backend, sandbox_id):
                     # From the info, which says where the context started (a listing does
                     # not: a reopened tab's replayable export started at the last run's
                     # cwd; review).
@@ -701,14 +703,13 @@ class ProfileConnection:
         generation: int,
     ) -> None:
         """Read the context's history for the runs after run `after` (and before run
-        `before`): `HistoryCaughtUp`. Only of a sandbox known to exist: reading a
-        sandbox's history makes it again, so where the backend offers it, the read is
-        carried out only if it still does (a catch-up after a cancel came just after
-        this workbench's destroy, and made the sandbox again)."""
+        `before`): `HistoryCaughtUp`. Only of a sandbox that still exists, as
+        `only_if_exists` checks: reading a sandbox's history makes it again (a catch-up
+        after a cancel came just after this workbench's destroy, and made it again)."""
 
         async def load(backend: Backend) -> None:
             try:
-                async with self.only_if_exists(backend, sandbox_id, list_first=False):
+                async with self.only_if_exists(backend, sandbox_id):
                     server = await backend.sandbox(sandbox_id).interpreter.history(context_id)
             except Declined:
                 return  # gone: the listing it posted marks the tab gone
