@@ -12,6 +12,7 @@ import itertools
 import json
 import socket
 import uuid
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from tests.cli import cli_env, one_error_line, run_cli
 from tests.cli.test_conventions import output_on_a_terminal
 from tests.conftest import require_engine
+from tests.loopback import loopback_server
 from tests.serve_process import ServeProcess, serve_process
 from tests.workerd.harness import session_gateway
 from workbench.api import Backend
@@ -207,3 +209,40 @@ async def test_a_dot_id_against_a_gateway_is_refused_before_either_side_runs(
     assert failed.returncode == 2, failed.stderr
     assert "cannot travel in a gateway's URL" in one_error_line(failed)
     assert dot_id not in await sandbox_ids(request, tmp_path, "local")
+
+
+class OnlyPython(BaseHTTPRequestHandler):
+    """A gateway that offers a Python runtime only (and answers nothing else)."""
+
+    def do_GET(self) -> None:
+        runtimes = [{"binding": "PYTHON", "language": "python", "engine": "x", "contexts": True}]
+        body = json.dumps({"runtimes": runtimes} if self.path == "/v1/runtimes" else {}).encode()
+        self.send_response(200 if self.path == "/v1/runtimes" else 404)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+async def test_a_runtime_one_side_lacks_is_refused_before_either_side_runs(
+    tmp_path: Path,
+) -> None:
+    """The local side ran first, making the --sandbox there, and only then was the
+    gateway found to lack the language (found in review)."""
+    env = cli_env(tmp_path, GATEWAY_TOKEN="t" * 32)
+    with loopback_server(OnlyPython) as url:
+        (tmp_path / "config").mkdir(mode=0o700, exist_ok=True)
+        (tmp_path / "config" / "config.toml").write_text(
+            f'[profiles.python-only]\nurl = "{url}"\ntoken_env = "GATEWAY_TOKEN"\n'
+            "allow_insecure_http = true\n"
+        )
+        failed = run_cli(
+            env, "diff", "--against", "python-only", "-s", "kept", "-l", "perl", "-c", "1"
+        )
+    assert failed.returncode == 2, failed.stderr
+    assert "Error: python-only offers no perl runtime" in failed.stderr
+    async with open_local_backend(tmp_path / "data") as backend:
+        assert "kept" not in {summary.id for summary in await backend.list_sandboxes()}

@@ -145,10 +145,8 @@ async def diff_command(
     descriptions: list[str] = []
     runtimes: list[RuntimeInfo] = []
 
-    async def outcome_on(backend: Backend) -> Outcome:
+    async def outcome_on(backend: Backend, runtime: RuntimeInfo) -> Outcome:
         descriptions.append(backend.description)
-        runtime = await _runtime(backend, binding, language)
-        runtimes.append(runtime)
         result = await run_fresh(
             backend,
             program,
@@ -165,7 +163,10 @@ async def diff_command(
             remote = left.engines is None or right.engines is None
             if sandbox_id in (".", "..") and remote:  # the local side would make it first
                 raise validation_error(untravelled_id_error(f"sandbox {sandbox_id}"))
-            return [await outcome_on(left), await outcome_on(right)]
+            # Both runtimes first: a side that lacks one fails before the other side ran
+            # (and made --sandbox there; found in review).
+            runtimes[:] = [await _runtime(side, binding, language) for side in (left, right)]
+            return [await outcome_on(left, runtimes[0]), await outcome_on(right, runtimes[1])]
 
         if against == profile:  # one backend object: two local stores must not compete
             return await with_right(left)
