@@ -492,7 +492,7 @@ def test_epoch_interrupts(prepared: Prepared) -> None:
         guest.call(request, fuel=ENGINE.fuel * 100)
     watchdog.join()
     assert "interrupt" in str(trapped.value)
-    assert time.perf_counter() - started < 1
+    assert time.perf_counter() - started < 5  # far below the fuel's 20 s, a late timer allowed
     guest.close()
 
 
