@@ -4,6 +4,7 @@ backends: local, a real `serve` process and the gateway Worker in workerd."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -12,8 +13,17 @@ import pytest
 from tests.cli import one_error_line, run_cli
 from tests.cli.test_diff import open_profile, profiles_env, sandbox_ids
 from tests.conftest import require_engine
+from workbench.transcripts import parse_transcript, replay_transcript
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("perl_engine")]
+
+TIMED_OUT = {
+    "stdout": [],
+    "stderr": [],
+    "results": [],
+    "error": {"name": "ExecutionLimitError", "message": "Execution timed out after 1 s"},
+}
+"""The outcome of a run stopped at a limit of one second."""
 
 CELLS = [
     'open my $f, "<", "in.txt"; print scalar <$f>; our $n = 41',
@@ -134,3 +144,24 @@ async def test_export_needs_history_and_replay_a_readable_file(
     for profile in ("served", "workerd"):
         async with open_profile(request, tmp_path, profile) as backend:
             await backend.sandbox(sandbox_id).destroy()
+
+
+async def test_a_cell_recorded_at_its_time_limit_replays_under_it_on_serve(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """`serve` stops a run at its request's limit as the local backend does (its health
+    says so): a cell recorded as timed out is replayed under that limit there too, and
+    the client waits past it for the answer (waiting exactly as long raced it; found in
+    review)."""
+    require_engine("python")
+    profiles_env(request, tmp_path, workerd=False)
+    cells = [{"code": "import time\ntime.sleep(5)\nprint('late')", "outcome": TIMED_OUT}]
+    context = {"binding": "PYTHON", "language": "python", "cwd": "/workspace", "envVars": {}}
+    transcript = parse_transcript(
+        {"format": "sandbox-workbench-transcript", "version": 1, "context": context, "cells": cells}
+    )
+    async with open_profile(request, tmp_path, "served") as backend:
+        started = time.monotonic()
+        report = await replay_transcript(backend, transcript)
+        assert report.divergences == [], report.divergences
+        assert time.monotonic() - started < 4

@@ -35,6 +35,7 @@ from workbench.protocol.types import (
     CHECKPOINTS_FEATURE,
     CONTEXT_FORK_FEATURE,
     CONTEXT_INSPECT_FEATURE,
+    EXECUTION_TIMEOUT_FEATURE,
     SANDBOX_MUST_EXIST_FEATURE,
     BatchEntry,
     Checkpoint,
@@ -110,6 +111,10 @@ class GatewayFeatures:
         listed = health.get("features") if isinstance(health, dict) else None
         names = listed if isinstance(listed, list) else []
         self.offered = frozenset(name for name in names if isinstance(name, str))
+
+    def known(self, feature: str) -> bool:
+        """Whether the last health answer listed `feature` (asking nothing)."""
+        return self.offered is not None and feature in self.offered
 
     async def offers(self, feature: str) -> bool:
         """Whether the gateway offers `feature`, asking its health the first time (a
@@ -456,17 +461,28 @@ def timed_out_after(name: str, message: str) -> float | None:
     return seconds if 0 < seconds <= MAX_TIMEOUT_S else None
 
 
+def enforces_deadlines(transport: Transport, features: GatewayFeatures) -> bool:
+    """Whether the backend stops an execution at its request's `timeoutMs`: the local
+    backend, and a gateway whose health said so (`serve`)."""
+    return transport.enforces_deadlines or features.known(EXECUTION_TIMEOUT_FEATURE)
+
+
 def execution_deadline(
-    transport: Transport, body: dict[str, Any], timeout: float | None, default: float | None
+    transport: Transport,
+    features: GatewayFeatures,
+    body: dict[str, Any],
+    timeout: float | None,
+    default: float | None,
 ) -> float | None:
     """Put the execution's deadline (`timeout`, else `default`) into `body` as `timeoutMs`
     (a gateway extension: a gateway that does not know it ignores it), and return how long
-    to wait for the answer."""
+    to wait for the answer: past the deadline where the backend enforces it (its answer
+    says the run timed out; waiting exactly as long raced it), else the deadline."""
     deadline = default if timeout is None else timeout
     if deadline is None:
         return None
     body["timeoutMs"] = max(1, round(deadline * 1000))
-    if transport.enforces_deadlines:
+    if enforces_deadlines(transport, features):
         return deadline + ANSWER_MARGIN
     return deadline if timeout is not None else None
 
@@ -499,7 +515,9 @@ class SandboxClient:
         self._batch_limits: FilesBatchLimits | None = _NOT_ASKED
 
     def _deadline(self, body: dict[str, Any], timeout: float | None) -> float | None:
-        return execution_deadline(self._transport, body, timeout, self._execution_timeout)
+        return execution_deadline(
+            self._transport, self._features, body, timeout, self._execution_timeout
+        )
 
     @property
     def _prefix(self) -> str:
@@ -726,7 +744,9 @@ class Backend:
         body: dict[str, Any] = {"code": code}
         if env_vars is not None:
             body["envVars"] = dict(env_vars)
-        wait = execution_deadline(self.transport, body, timeout, self.execution_timeout)
+        wait = execution_deadline(
+            self.transport, self.features, body, timeout, self.execution_timeout
+        )
         response = await self.transport.request(
             "POST", f"/v1/runtimes/{quote(binding, safe='')}/execute", body, timeout=wait
         )

@@ -261,8 +261,8 @@ async def replay_command(
 
     The sandbox's env vars and files are recreated first, then a context with the
     recorded binding, cwd and env vars runs the cells in order; the sandbox is
-    destroyed afterwards. On the local backend, a cell recorded as stopped at its time
-    limit runs under that limit again (--timeout is the other cells' limit).
+    destroyed afterwards. On the local backend and `serve`, a cell recorded as stopped at
+    its time limit runs under that limit again (--timeout is the other cells' limit).
     """
     from workbench.cli.progress import prepare_engine
     from workbench.transcripts import ReplayError, replay_transcript

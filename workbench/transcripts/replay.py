@@ -9,11 +9,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from workbench.api import (
+    EXECUTION_TIMEOUT_FEATURE,
     LOCAL_ONLY_CONTEXT_LANGUAGES,
     Backend,
     ExecutionResult,
     RuntimeInfo,
     SandboxClient,
+    SandboxError,
     timed_out_after,
 )
 from workbench.transcripts.model import EnvVars, Transcript, Workspace
@@ -154,12 +156,23 @@ async def _recreate_workspace(sandbox: SandboxClient, workspace: Workspace) -> N
         await sandbox.write_file(item.path, item.content)
 
 
+async def _enforces_deadlines(backend: Backend) -> bool:
+    """Whether the backend stops a run at its request's limit (the local backend, and
+    `serve`, whose health says so); a health that cannot be read says no."""
+    if backend.transport.enforces_deadlines:
+        return True
+    try:
+        return await backend.features.offers(EXECUTION_TIMEOUT_FEATURE)
+    except SandboxError:
+        return False
+
+
 def recorded_timeout(outcome: Outcome | None) -> float | None:
     """The wall-clock limit a recorded run was stopped at (`Execution timed out after
     2 s`), which its replay runs under: the backend's own limit made it diverge (run on
     to the end) or waited for it (QA). Only where the backend enforces a request's limit
-    (the local backend): a gateway keeps its own, and a client that stopped waiting
-    sooner would only fail."""
+    (the local backend, `serve`): a Worker gateway keeps its own, and a client that
+    stopped waiting sooner would only fail."""
     error = None if outcome is None else outcome.error
     return None if error is None else timed_out_after(error.name, error.message)
 
@@ -208,7 +221,7 @@ async def replay_transcript(
         if transcript.workspace is not None:
             await _recreate_workspace(sandbox, transcript.workspace)
         async with fresh_context_in(sandbox, runtime.binding, spec.cwd, spec.env_vars) as context:
-            enforced = backend.transport.enforces_deadlines
+            enforced = await _enforces_deadlines(backend)
             for number, cell in enumerate(transcript.cells, start=1):
                 limit = recorded_timeout(cell.outcome) if enforced else None
                 result = await sandbox.interpreter.run_code(
