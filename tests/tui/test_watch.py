@@ -434,11 +434,13 @@ async def test_destroying_the_watched_sandbox_stops_the_watch_first(
         assert "demo" not in {sandbox.id for sandbox in await app.backend.list_sandboxes()}
 
 
+@pytest.mark.parametrize("switched", [False, True], ids=["waits", "given-up-by-a-switch"])
 async def test_destroying_a_sandbox_waits_for_a_stopped_watch_s_pass_to_end(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, switched: bool
 ) -> None:
     """A watch stopped while its pass uploaded made the sandbox again after F8 destroyed
-    it: the destroy waited only for the active watch (found in review)."""
+    it: the destroy waited only for the active watch (found in review). A destroy given
+    up while it waits (the profile switched) says so; it was silent."""
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "a.txt").write_text("a\n")
@@ -470,7 +472,14 @@ async def test_destroying_a_sandbox_waits_for_a_stopped_watch_s_pass_to_end(
         await pilot.press("f8")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.click("#confirm")
-        await wait_for(pilot, lambda: "Destroyed demo" in notes.titled("Sandbox"), timeout=10)
+        if switched:
+            await pilot.pause(0.2)
+            main.connection.cancel_requests()
+            given_up = "Destroying demo: given up before it was asked for (the profile changed)"
+            await wait_for(pilot, lambda: notes.errors() == [given_up])
+        else:
+            await wait_for(pilot, lambda: "Destroyed demo" in notes.titled("Sandbox"), 10)
         await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
         assert app.backend is not None
-        assert "demo" not in {sandbox.id for sandbox in await app.backend.list_sandboxes()}
+        listed = {sandbox.id for sandbox in await app.backend.list_sandboxes()}
+        assert ("demo" in listed) is switched

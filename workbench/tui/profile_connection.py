@@ -615,9 +615,13 @@ class ProfileConnection:
         """Destroy the sandbox once every event `after` is set (this workbench's watches
         into it have ended: a pass still uploading would make the sandbox again)."""
 
+        waiting = bool(after)
+
         async def destroy_after(backend: Backend) -> None:
+            nonlocal waiting
             for event in after:
                 await event.wait()
+            waiting = False
             await backend.sandbox(sandbox_id).destroy()
 
         async def destroy(backend: Backend) -> None:
@@ -627,6 +631,11 @@ class ProfileConnection:
                 if not done:  # silent, F8 looked ignored while a run held the sandbox (QA)
                     self.owner.post_message(SandboxDestroyWaits(sandbox_id))
                 await destroying
+            except asyncio.CancelledError:
+                if waiting:  # nothing was asked of the backend: said, not left unsaid
+                    reason = "given up before it was asked for (the profile changed)"
+                    self.owner.post_message(OperationFailed(f"Destroying {sandbox_id}", reason))
+                raise
             finally:
                 destroying.cancel()
             self.owner.post_message(SandboxDestroyed(sandbox_id))
