@@ -79,10 +79,11 @@ def is_cancelled(entry: HistoryEntry) -> bool:
     return error is not None and error.message.startswith(CANCELLED)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RestoreNote:
     """The transcript's note of a checkpoint restore of this tab, whose history entry is
-    numbered after `after` and at most `at_most` (None: not known)."""
+    numbered after `after` and at most `at_most` (None: not known); each is itself (two
+    restores of one checkpoint read alike)."""
 
     text: Text
     after: int
