@@ -370,3 +370,41 @@ async def test_a_new_file_in_a_collapsed_sandbox_is_shown_listed(tmp_path: Path)
         await wait_for(pilot, lambda: new in [child.data for child in workspace.children])
         assert demo.is_expanded and workspace.is_expanded
         await wait_for(pilot, lambda: tree.cursor_node is not None and tree.cursor_node.data == new)
+
+
+async def test_a_folder_renamed_while_expanded_stays_expanded(tmp_path: Path) -> None:
+    """Renaming an expanded folder showed it collapsed under its new name (QA); it stays
+    expanded, and so do the folders expanded in it."""
+    async with open_local_backend(tmp_path / "data", embedded=True) as backend:
+        sandbox = backend.sandbox("demo")
+        await sandbox.mkdir("/workspace/src/inner", recursive=True)
+        for path in ("top.txt", "src/a.py", "src/inner/deep.py"):
+            await sandbox.write_file(f"/workspace/{path}", path)
+    app = make_app(tmp_path)
+    tree = app.main_screen.sandbox_tree
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        workspace = await expanded_workspace(pilot, app, "demo")
+
+        await wait_for(pilot, lambda: child(workspace, "/workspace/src") is not None)
+        src = child(workspace, "/workspace/src")
+        assert src is not None
+        src.expand()
+        await wait_for(pilot, lambda: child(src, "/workspace/src/inner") is not None)
+        inner = child(src, "/workspace/src/inner")
+        assert inner is not None
+        inner.expand()
+        await wait_for(pilot, lambda: child(inner, "/workspace/src/inner/deep.py") is not None)
+        tree.focus()
+        tree.move_cursor(src)
+        await pilot.pause()
+        await name_it(pilot, "alt+e", "lib", clear=True)
+
+        def expanded_lib() -> bool:
+            lib = child(workspace, "/workspace/lib")
+            moved = None if lib is None else child(lib, "/workspace/lib/inner")
+            deep = None if moved is None else child(moved, "/workspace/lib/inner/deep.py")
+            return lib is not None and lib.is_expanded and deep is not None and moved.is_expanded
+
+        await wait_for(pilot, expanded_lib)
+        assert child(workspace, "/workspace/src") is None

@@ -640,5 +640,14 @@ class WorkspaceFileHandlers(Screen[None]):
                 view.moved_to(moved_path(view.path, message.old_path, message.new_path))
                 self.tabs.show_file_title(view)
                 self.open_files.moved(self.connection.profile, view.sandbox_id, old_path, view.path)
-        self.sandbox_tree.select_when_listed(message.sandbox_id, message.new_path)
+        tree = self.sandbox_tree
+        # A folder shown expanded stays so under its new name, with its expanded folders
+        # (it came back collapsed; QA).
+        moved = [
+            moved_path(path, message.old_path, message.new_path)
+            for path in tree.expanded_directories(message.sandbox_id)
+            if is_within(path, message.old_path)
+        ]
+        tree.expand_wanted.setdefault(message.sandbox_id, set()).update(moved)
+        tree.select_when_listed(message.sandbox_id, message.new_path)
         self.refresh_workspace(message.sandbox_id)
