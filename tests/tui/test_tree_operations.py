@@ -128,6 +128,13 @@ async def test_new_file_folder_rename_and_delete_from_the_tree(
         ]
         assert app.backend is not None
         assert await app.backend.sandbox("demo").read_bytes("/workspace/keep.txt") == b"keep"
+        # A new folder of that name is refused in the same words (QA: a raw API error).
+        tree.move_cursor(workspace)
+        await name_it(pilot, "alt+t", "keep.txt")
+        await wait_for(pilot, lambda: len(notes.errors()) == 2)
+        assert notes.errors()[1] == (
+            "Creating /workspace/keep.txt failed: /workspace/keep.txt exists already"
+        )
 
         # New folder, then rename the open file: its tab follows.
         await name_it(pilot, "alt+t", "src")
@@ -150,7 +157,7 @@ async def test_new_file_folder_rename_and_delete_from_the_tree(
         tree.focus()
         tree.move_cursor(node)
         await name_it(pilot, "alt+e", "keep.txt", clear=True)
-        await wait_for(pilot, lambda: len(notes.errors()) == 2)
+        await wait_for(pilot, lambda: len(notes.errors()) == 3)
         assert notes.errors()[-1] == (
             "Renaming /workspace/renamed.py failed: /workspace/keep.txt exists already: "
             "rename or delete it first"

@@ -26,6 +26,7 @@ from workbench.api import (
     Backend,
     BatchEntry,
     FileState,
+    FileSystemError,
     FileVersion,
     PreconditionFailedError,
     ReadFileResult,
@@ -68,6 +69,10 @@ from workbench.tui.workspace_paths import (
 
 READ_ATTEMPTS = 3
 """How often opening a file lists and reads it when it changes in between."""
+
+
+ALREADY_EXISTS = "Already exists"
+"""How a sandbox words `mkdir` of a path that exists (spec: `EEXIST`)."""
 
 
 class FileKeptChanging(Exception):
@@ -257,7 +262,12 @@ class WorkspaceFiles:
 
     def create_folder(self, sandbox_id: str, path: str) -> None:
         async def create(backend: Backend) -> None:
-            await backend.sandbox(sandbox_id).mkdir(path)
+            try:
+                await backend.sandbox(sandbox_id).mkdir(path)
+            except FileSystemError as error:  # said as a new file's is (QA)
+                if error.message.startswith(ALREADY_EXISTS):
+                    raise Declined(f"{path} exists already") from None
+                raise
             self.owner.post_message(WorkspaceChanged(sandbox_id, select=path))
 
         self.connection.call(f"Creating {path} failed", create, only_if_listed=sandbox_id)
