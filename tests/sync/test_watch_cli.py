@@ -122,7 +122,7 @@ def test_watch_runs_the_entry_after_each_change_and_stops_on_sigint(tmp_path: Pa
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=20)
-    assert process.returncode == 0, stderr
+    assert process.returncode == 130, stderr  # stopped by Ctrl+C (it was 0; QA)
     assert "Traceback" not in stderr
     # While watching it can delete: it names the backend once, on stderr only.
     announced = [json.loads(line) for line in stderr.splitlines() if '"backend"' in line]
@@ -278,7 +278,7 @@ def test_sigint_cancels_a_running_entry_at_once(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 0, rest
+    assert process.returncode == 130, rest
     assert "cancelled the run of main.py" in rest and "stopped" in rest
     assert "Traceback" not in rest
 
@@ -354,7 +354,8 @@ def test_a_daemon_killed_while_the_entry_runs_does_not_end_the_watch(tmp_path: P
         assert process.stdout.readline() == "back\n"
         assert process.poll() is None
     finally:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
         process.wait(timeout=20)
         run_cli(env, "daemon", "stop")
+    assert process.returncode == 143  # stopped by SIGTERM, as the README's table says
     assert not any("Traceback" in line for line in stderr.lines.queue)

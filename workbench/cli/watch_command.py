@@ -351,9 +351,15 @@ async def watch_command(
             await after_sync(report)
             return exit_code if not report.errors else EXIT_FAILED
         stop = asyncio.Event()
+        stopped_by: list[int] = []
+
+        def stop_on(signum: int) -> None:
+            stopped_by.append(signum)
+            stop.set()
+
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, stop_on, signum)
         # A watch keeps the local daemon from its idle exit between changes.
         keep_alive = getattr(backend.transport, "keep_alive", None)
         keeper = None if keep_alive is None else asyncio.create_task(keep_alive())
@@ -369,6 +375,7 @@ async def watch_command(
                 loop.remove_signal_handler(signum)
         if not as_json:
             echo_untrusted("stopped", dim=True, err=True)
-        return EXIT_OK
+        # Stopped by a signal once the pass ended: 128 + it, as every command (it was 0).
+        return 128 + stopped_by[0] if stopped_by else EXIT_OK
 
     return await with_backend(profile, data_dir, body, timeout=timeout)
