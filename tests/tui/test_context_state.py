@@ -3,16 +3,28 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from tests.api.test_execution import BUSY_TWO_SECONDS
 from tests.tui.test_flows import Notifications, make_app, panel_text
-from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
+from tour import (
+    WorkbenchPilot,
+    create_context,
+    create_sandbox,
+    run_cell,
+    until_connected,
+    wait_for,
+)
+from workbench.api import Interpreter
+from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.main_screen import MainScreen
 from workbench.tui.screens.name_screen import NameScreen
+from workbench.tui.widgets.repl_pane import ReplPane
 from workbench.tui.widgets.workbench_tabs import INFO_TAB, repl_tab_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
@@ -159,6 +171,22 @@ async def test_saving_under_a_checkpoint_s_name_asks_before_replacing_it(
         assert [(saved.name, saved.executions) for saved in listed.checkpoints] == [("dup", 2)]
 
 
+async def checkpointed_repl(
+    pilot: WorkbenchPilot, app: WorkbenchApp
+) -> tuple[ReplPane, Interpreter]:
+    """A Perl context's tab that ran `our $a = 1` and has that state as checkpoint
+    `start`, and the context's sandbox's interpreter (another client's, in the tests)."""
+    await until_connected(pilot)
+    await create_sandbox(pilot)
+    repl = await create_context(pilot, "PERL")
+    await run_cell(pilot, repl, "our $a = 1")
+    backend = app.main_screen.backend
+    assert backend is not None
+    interpreter = backend.sandbox(repl.sandbox_id).interpreter
+    await interpreter.save_checkpoint(repl.context.id, "start")
+    return repl, interpreter
+
+
 async def test_another_client_s_run_before_a_restore_is_shown_before_its_note(
     tmp_path: Path,
 ) -> None:
@@ -168,14 +196,7 @@ async def test_another_client_s_run_before_a_restore_is_shown_before_its_note(
     app = make_app(tmp_path)
     main = app.main_screen
     async with app.run_test(size=(120, 40)) as pilot:
-        await until_connected(pilot)
-        await create_sandbox(pilot)
-        repl = await create_context(pilot, "PERL")
-        await run_cell(pilot, repl, "our $a = 1")
-        backend = main.backend
-        assert backend is not None
-        interpreter = backend.sandbox(repl.sandbox_id).interpreter
-        await interpreter.save_checkpoint(repl.context.id, "start")
+        repl, interpreter = await checkpointed_repl(pilot, app)  # run 1: our $a = 1
         await interpreter.run_code("our $a = 7; $a", context=repl.context.id)  # another client
 
         main.connection.restore_checkpoint(repl.sandbox_id, repl.context, "start")
@@ -204,14 +225,7 @@ async def test_a_restore_whose_entry_is_never_read_takes_no_later_one_s_place(
     app = make_app(tmp_path)
     main = app.main_screen
     async with app.run_test(size=(120, 50)) as pilot:
-        await until_connected(pilot)
-        await create_sandbox(pilot)
-        repl = await create_context(pilot, "PERL")
-        await run_cell(pilot, repl, "our $a = 1")  # run 1
-        backend = main.backend
-        assert backend is not None
-        interpreter = backend.sandbox(repl.sandbox_id).interpreter
-        await interpreter.save_checkpoint(repl.context.id, "start")
+        repl, interpreter = await checkpointed_repl(pilot, app)  # run 1: our $a = 1
 
         def restored() -> int:
             return sum("restored checkpoint" in line.text for line in repl.transcript.lines)
@@ -237,3 +251,29 @@ async def test_a_restore_whose_entry_is_never_read_takes_no_later_one_s_place(
         (other,) = at("'other'")
         assert first < mine < other < second, lines
         assert repl.history == ["our $a = 1", "'mine'", "our $a = 9; 'other'", "$a"]
+
+
+async def test_a_cell_typed_while_a_restore_waits_comes_after_its_note(tmp_path: Path) -> None:
+    """A restore waiting behind another client's run, and a cell typed meanwhile: the
+    note came only after that cell (it waited for an info read queued behind the cell),
+    and the restore then showed as another client's run (found in review)."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    async with app.run_test(size=(120, 50)) as pilot:
+        repl, interpreter = await checkpointed_repl(pilot, app)  # run 1: our $a = 1
+        other = asyncio.ensure_future(
+            interpreter.run_code(BUSY_TWO_SECONDS, context=repl.context.id)  # run 2
+        )
+        await asyncio.sleep(0.3)
+        main.connection.restore_checkpoint(repl.sandbox_id, repl.context, "start")  # run 3
+        await pilot.pause(0.2)
+        await run_cell(pilot, repl, "'mine'")  # run 4, typed while the restore waits
+        await other
+        await run_cell(pilot, repl, "$a")  # run 5: the catch-up reads runs 2 to 4
+        await wait_for(pilot, lambda: len(repl.transcript.cells) >= 4)
+        await pilot.pause(0.3)
+        lines = [line.text for line in repl.transcript.lines]
+        restored = [index for index, line in enumerate(lines) if "restored checkpoint" in line]
+        mine = [index for index, line in enumerate(lines) if "'mine'" in line]
+        assert len(restored) == 1 and len(mine) == 1 and restored[0] < mine[0], lines
+        assert not [cell for cell in repl.transcript.cells if "restored" in cell.code]

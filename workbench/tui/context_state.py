@@ -30,6 +30,7 @@ from workbench.tui.messages import (
     CheckpointSaved,
     CheckpointsLoaded,
     ContextInspected,
+    RestoreCounted,
     ValueInspected,
 )
 from workbench.tui.profile_connection import ProfileConnection
@@ -259,10 +260,16 @@ class ContextStateHandlers(Screen[None]):
     def checkpoint_saved(self, message: CheckpointSaved) -> None:
         self.notify(checkpoint_summary(message.checkpoint), title="Checkpoint saved")
 
+    @on_report(RestoreCounted)
+    def restore_counted(self, message: RestoreCounted) -> None:
+        repl = self.tabs.repl_for(message.context_id)
+        if repl is not None:
+            repl.bound_last_restore(message.runs)
+
     @on_report(CheckpointRestored)
     def checkpoint_restored(self, message: CheckpointRestored) -> None:
         repl = self.tabs.repl_for(message.context_id)
         if repl is not None:
-            repl.note_restored(checkpoint_summary(message.checkpoint), message.run_at_most)
+            repl.note_restored(checkpoint_summary(message.checkpoint))
             if repl.inspector_shown:  # the names are the checkpoint's now
                 self.inspect(repl, check_listed=False)

@@ -292,9 +292,15 @@ class ValueInspected(Message, bubble=False):
 class CheckpointRestored(Message, bubble=False):
     context_id: str
     checkpoint: Checkpoint
-    run_at_most: int | None = None
-    """The context's run count read just after the restore (None: unread): the restore's
-    own number in the history, or more if another client ran since."""
+
+
+@dataclass
+class RestoreCounted(Message, bubble=False):
+    """The context's run count, read after its checkpoint restore was said: the restore's
+    own number in the history, or more if a run came since."""
+
+    context_id: str
+    runs: int
 
 
 @dataclass

@@ -70,6 +70,7 @@ from workbench.tui.messages import (  # the reports posted here; MainScreen hand
     HealthChecked,
     HistoryCaughtUp,
     OperationFailed,
+    RestoreCounted,
     RunAbandoned,
     RuntimesLoaded,
     SandboxDestroyed,
@@ -845,14 +846,12 @@ class ProfileConnection:
         async def restore(backend: Backend) -> None:
             sandbox = backend.sandbox(sandbox_id)
             restored = await sandbox.interpreter.restore_checkpoint(context.id, name)
-            try:
-                info = await sandbox.get_info()
-            except Exception:
-                self.owner.post_message(CheckpointRestored(context.id, restored))
-                raise
-            counts = [item.executions for item in info.contexts if item.id == context.id]
-            at_most = counts[0] if counts else None
-            self.owner.post_message(CheckpointRestored(context.id, restored, at_most))
+            # Said at once: the info waits its turn, behind a cell typed meanwhile.
+            self.owner.post_message(CheckpointRestored(context.id, restored))
+            info = await sandbox.get_info()
+            for item in info.contexts:
+                if item.id == context.id:
+                    self.owner.post_message(RestoreCounted(context.id, item.executions))
             self.owner.post_message(SandboxInfoLoaded(info))
 
         self.call("Restoring the checkpoint failed", restore, only_if_listed=sandbox_id)

@@ -562,12 +562,22 @@ class ReplPane(Vertical):
             from_another_client=from_another_client,
         )
 
-    def note_restored(self, checkpoint: str, run_at_most: int | None = None) -> None:
+    def note_restored(self, checkpoint: str) -> None:
         """The context went back to a checkpoint (described by `checkpoint`); the restore
-        is a run in the history, numbered after the runs shown and at most `run_at_most`."""
+        is a run in the history, numbered after the runs shown (`bound_last_restore` says
+        at most which)."""
         note = shown(f"↺ restored checkpoint {checkpoint}", "bold magenta")
         self.transcript.write(note)
-        self._restore_notes.append(RestoreNote(note, self.last_run, run_at_most))
+        self._restore_notes.append(RestoreNote(note, self.last_run, None))
+
+    def bound_last_restore(self, runs: int) -> None:
+        """The context's run count read after its newest restore: that restore's entry is
+        numbered at most `runs`."""
+        for index in range(len(self._restore_notes) - 1, -1, -1):
+            note = self._restore_notes[index]
+            if note.at_most is None:
+                self._restore_notes[index] = replace(note, at_most=runs)
+                return
 
     def note_inspector_run(self, execution_count: int | None) -> None:
         """The inspector ran in the context (a remote gateway), as run `execution_count`
