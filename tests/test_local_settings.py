@@ -356,3 +356,20 @@ def test_other_settings_never_replace_a_daemon_while_it_runs_code(
         assert restarted.returncode == 0 and "restarted the local daemon" in restarted.stderr
     finally:
         run_cli(env, "daemon", "stop")
+
+
+def test_a_context_its_binding_no_longer_offers_is_not_reset(
+    tmp_path: Path, ruby_engine: None
+) -> None:
+    """`contexts reset` of a Ruby context made while Ruby contexts were on deleted it,
+    with its history and checkpoints, then failed to make the new one (found in review):
+    it is refused before anything goes."""
+    env = {**cli_env(tmp_path), "SANDBOX_WORKBENCH_NO_DAEMON": "1"}
+    made = run_cli(env, "--ruby-contexts", "contexts", "create", "-s", "box", "-l", "ruby")
+    assert made.returncode == 0, made.stderr
+    context_id = made.stdout.strip()
+    reset = run_cli(env, "contexts", "reset", "-s", "box", "--context", context_id, "-y")
+    assert reset.returncode == 2, reset.stderr
+    assert "offers no RUBY code contexts now" in one_error_line(reset)
+    listed = run_cli(env, "contexts", "list", "-s", "box")
+    assert context_id in listed.stdout, listed.stderr

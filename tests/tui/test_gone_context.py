@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from tests.tui.test_flows import Notifications
 from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
 from workbench.backends.local import open_local_backend
+from workbench.config import LocalSettings
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.widgets.repl_pane import GONE_NOTE, GONE_REFUSAL
@@ -119,3 +121,27 @@ async def test_reads_of_a_sandbox_destroyed_since_it_was_listed_make_no_sandbox(
         main.connection.reopen_context("doomed", repl.context)
         await wait_for(pilot, idle)
         assert "doomed" not in await listed()
+
+
+@pytest.mark.usefixtures("ruby_engine")
+async def test_a_context_its_binding_no_longer_offers_is_not_reset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reset (alt+r) of a Ruby context made while Ruby contexts were on deleted it and
+    then failed to make the new one (found in review): it is refused first."""
+    data = tmp_path / "data"
+    settings = LocalSettings(ruby_contexts=True)
+    async with open_local_backend(data, embedded=True, settings=settings) as extended:
+        context = await extended.sandbox("box").interpreter.create_code_context("RUBY")
+    app = WorkbenchApp(
+        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
+    )
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        app.main_screen.connection.change_context("box", context, recreate=True)
+        await wait_for(pilot, lambda: bool(notes.errors()))
+        assert "offers no RUBY code contexts now" in notes.errors()[0]
+        assert app.backend is not None
+        listed = await app.backend.sandbox("box").interpreter.list_code_contexts()
+        assert [item.id for item in listed] == [context.id]

@@ -340,11 +340,24 @@ async def _context_to_change(
     context_id: str,
     question: tuple[str, str] | None,
     doing: str,
+    *,
+    recreated: bool = False,
 ) -> tuple[SandboxClient, CodeContext]:
     """The sandbox and context a destructive command changes: asked about first (`question`:
-    its verb and the rest of the sentence; None: `--yes`), then announced on stderr."""
+    its verb and the rest of the sentence; None: `--yes`), then announced on stderr.
+    `recreated`: one like it is made next, which its binding must still offer."""
     sandbox = backend.sandbox(sandbox_id)
     context = await existing_context(sandbox, context_id)
+    if recreated:
+        runtimes = {runtime.binding: runtime for runtime in await backend.runtimes()}
+        runtime = runtimes.get(context.binding)
+        if runtime is None or not runtime.contexts:  # it would be deleted, then not made
+            raise CommandError(
+                f"cannot reset context {context.id}: {backend.name} offers no "
+                f"{context.binding} code contexts now (a context made with local Ruby "
+                "contexts on?); `contexts delete` deletes it",
+                EXIT_USAGE,
+            )
     if question is not None:
         verb, consequence = question
         confirm(
@@ -421,8 +434,9 @@ async def reset_context_command(
             "? It is deleted and created again with a new id: its REPL state, history and "
             "checkpoints are lost."
         )
+        question = None if yes else ("Reset", consequence)
         sandbox, context = await _context_to_change(
-            backend, sandbox_id, context_id, None if yes else ("Reset", consequence), "resetting"
+            backend, sandbox_id, context_id, question, "resetting", recreated=True
         )
         interpreter = sandbox.interpreter
         await interpreter.delete_code_context(context)

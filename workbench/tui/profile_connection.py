@@ -861,6 +861,14 @@ class ProfileConnection:
 
         async def change(backend: Backend) -> None:
             interpreter = backend.sandbox(sandbox_id).interpreter
+            if recreate and not any(  # it would be deleted, then not made again (review)
+                runtime.binding == context.binding and runtime.contexts
+                for runtime in await backend.runtimes()
+            ):
+                raise Declined(
+                    f"{backend.name} offers no {context.binding} code contexts now, so a "
+                    "reset would only delete this one (delete it instead)"
+                )
             await interpreter.delete_code_context(context.id)
             self.owner.post_message(ContextRemoved(sandbox_id, context.id))
             if recreate:
