@@ -86,6 +86,7 @@ async def test_ruby_contexts_are_an_extension_that_stays_labelled(
             interpreter.restore_checkpoint(context.id, "kept"),
             interpreter.save_checkpoint(context.id, "again"),
             interpreter.inspect_context(context),
+            interpreter.fork_code_context(context.id),
         ):
             with pytest.raises(SandboxError) as refused:
                 await change

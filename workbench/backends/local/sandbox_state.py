@@ -361,7 +361,7 @@ class SandboxState:
         origin's stored state: its snapshot (the blocks shared, not copied), execution
         count and history. The store holds every answered run, so that is the state of
         the origin's last run; from here the two evolve apart."""
-        origin = self.context(origin_id)
+        origin = self.live_context(origin_id)
         with self.stored() as tx:
             row = self._new_context(origin.binding, origin.cwd, dict(origin.env_vars), tx)
             row.executions = origin.executions
