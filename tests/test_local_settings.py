@@ -91,6 +91,7 @@ async def test_ruby_contexts_are_an_extension_that_stays_labelled(
             with pytest.raises(SandboxError) as refused:
                 await change
             assert refused.value.message.startswith(NOT_SUPPORTED), refused.value.message
+            assert "--ruby-contexts" in refused.value.message  # the hint too
         assert len(await interpreter.history(context.id)) == 2
         await interpreter.delete_checkpoint(context.id, "kept")
         assert (await interpreter.list_checkpoints(context.id)).checkpoints == []
