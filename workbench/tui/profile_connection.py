@@ -687,7 +687,8 @@ class ProfileConnection:
         else report it gone (`ContextRemoved`)."""
 
         async def reopen(backend: Backend) -> None:
-            # Listed just now, but it may be destroyed since: the info would make it again.
+            # Its sandbox was listed, but may be destroyed since: the info would make it
+            # again (where the backend cannot refuse that, it is listed once more first).
             try:
                 async with self.only_if_exists(backend, sandbox_id):
                     # From the info, which says where the context started (a listing does

@@ -757,8 +757,8 @@ class MainScreen(
 
     @on(ReplPane.CatchUpRequested)
     def catch_up_requested(self, message: ReplPane.CatchUpRequested) -> None:
-        """A tab asks for the runs another client made (after a jump: the run just found
-        the sandbox; on a refresh: the refresh's listing has it)."""
+        """A tab asks for the runs another client made (after a jump, or on a refresh): read
+        only while the sandbox exists (`ProfileConnection.catch_up`)."""
         message.stop()
         self.connection.catch_up(
             message.sandbox_id,
