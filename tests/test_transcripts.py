@@ -608,17 +608,23 @@ def test_a_replay_stopped_by_sigterm_or_sighup_removes_its_scratch_sandbox(
     assert _scratch_sandboxes(env) == []
 
 
-async def test_a_transcript_whose_binding_runs_another_language_is_not_replayed(
+async def test_a_transcript_replays_in_its_language_whatever_its_binding_runs(
     local: Backend,
 ) -> None:
     """A hand-edited `"binding": "PERL", "language": "python"` replayed its Python cells
-    as Perl (QA)."""
-    mismatched = parse_transcript(with_change(("context", "language"), "python"))
+    as Perl (QA): the language decides, as binding names are a deployment's own (found in
+    review), and a language the backend does not run is refused."""
+    require_engine("python")
+    mismatched = with_change(("context", "language"), "python")
+    mismatched["workspace"] = None
+    mismatched["cells"] = [{"code": "6 * 7", "outcome": {"results": [{"text": "42"}]}}]
+    report = await replay_transcript(local, parse_transcript(mismatched))
+    assert report.binding == "PYTHON" and report.divergences == []
     with pytest.raises(ReplayError) as refused:
-        await replay_transcript(local, mismatched)
-    assert str(refused.value) == (
-        "the transcript's binding PERL runs perl on local, not its language python"
-    )
+        await replay_transcript(local, parse_transcript(with_change(("context",), {
+            "binding": "PERL", "language": "cobol", "cwd": "/workspace", "envVars": {}
+        })))  # fmt: skip
+    assert str(refused.value).startswith("local offers no runtime 'cobol' (it offers: ")
 
 
 async def test_a_cell_recorded_at_its_time_limit_is_replayed_under_it(local: Backend) -> None:
