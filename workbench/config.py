@@ -830,10 +830,11 @@ def _new_table(values: Mapping[str, Any], *, inline: bool) -> Table | InlineTabl
     return table
 
 
-_NO_KEYRING = (
+NO_KEYRING = (
     "no OS keyring is available here (it needs the `keyring` extra: "
     "pip install 'sandbox-workbench[keyring]', and a keyring service)"
 )
+"""Why a token cannot be kept in (or read from) the OS keyring here."""
 
 
 def keyring_available() -> bool:
@@ -855,7 +856,7 @@ def _keyring_failed(action: str, error: Exception) -> ConfigError:
 
 def keyring_get(profile: str) -> str | None:
     if not keyring_available():
-        raise ConfigError(f"{_NO_KEYRING}; use an environment variable instead")
+        raise ConfigError(f"{NO_KEYRING}; use an environment variable instead")
     import keyring
 
     try:
@@ -867,7 +868,7 @@ def keyring_get(profile: str) -> str | None:
 
 def keyring_set(profile: str, token: str) -> None:
     if not keyring_available():
-        raise ConfigError(f"{_NO_KEYRING}; use --token-env instead")
+        raise ConfigError(f"{NO_KEYRING}; use --token-env instead")
     if not (token and is_visible_ascii(token)):
         raise ConfigError(f"the token of profile {profile!r} is not stored: {_BAD_TOKEN}")
     import keyring
@@ -881,7 +882,7 @@ def keyring_set(profile: str, token: str) -> None:
 def keyring_delete(profile: str) -> bool:
     """Delete the profile's token from the OS keyring; False if there was none."""
     if not keyring_available():
-        raise ConfigError(_NO_KEYRING)
+        raise ConfigError(NO_KEYRING)
     import keyring
     import keyring.errors
 

@@ -515,7 +515,11 @@ def test_a_closed_stdin_gives_no_token(tmp_path: Path) -> None:
     ]:
         closed = subprocess.run(
             ["bash", "-c", '"$@" 0<&-', "bash", str(SCRIPT), *args],
-            env=cli_env(tmp_path),
+            env=cli_env(  # a keyring that is there: one that is not is said first
+                tmp_path,
+                PYTHON_KEYRING_BACKEND="tests.cli.FileKeyring",
+                TEST_KEYRING_FILE=str(tmp_path / "keyring.json"),
+            ),
             capture_output=True,
             text=True,
             timeout=60,

@@ -347,6 +347,22 @@ def test_keyring_failures_are_one_line(tmp_path: Path) -> None:
     )
     assert none.returncode == 2
     assert "no OS keyring is available here" in one_error_line(none)
+    # Piped, without --token-stdin: no prompt that warns it may echo, and a keyring that
+    # is not there is said before a token is read (QA).
+    no_keyring = {**env, "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+    add = ("profiles", "add", "x5", "--url", "https://gw.example", "--keyring")
+    piped = run_cli(no_keyring, *add, stdin="a-token\n")
+    assert piped.returncode == 1
+    assert one_error_line(piped).startswith("error: no OS keyring is available here")
+    assert "Warning" not in piped.stderr and "Token:" not in piped.stderr
+    file_keyring = {
+        **env,
+        "PYTHON_KEYRING_BACKEND": "tests.cli.FileKeyring",
+        "TEST_KEYRING_FILE": str(tmp_path / "keyring.json"),
+    }
+    kept = run_cli(file_keyring, *add, stdin="a-token\n")
+    assert kept.returncode == 0, kept.stderr
+    assert "token from OS keyring" in kept.stdout and "Token:" not in kept.stderr
 
 
 def test_not_found_is_exit_4_and_auth_failure_exit_3(tmp_path: Path) -> None:

@@ -12,10 +12,12 @@ from workbench.cli.errors import CommandError
 from workbench.cli.terminal import echo_json, echo_untrusted, stdin_is_terminal
 from workbench.config import (
     LOCAL_PROFILE,
+    NO_KEYRING,
     Config,
     ConfigError,
     RemoteProfile,
     is_visible_ascii,
+    keyring_available,
     keyring_delete,
     keyring_set,
     profile_problem,
@@ -162,10 +164,13 @@ def add_command(
     if name in config.profiles and not force:
         raise CommandError(f"profile {name!r} exists (use --force to replace it)", EXIT_USAGE)
     token = None
+    if use_keyring and not keyring_available():  # said before a token is asked for (QA)
+        raise CommandError(f"{NO_KEYRING}; use --token-env instead")
     if use_keyring or insecure_store_token:
         # A terminal gets a prompt that does not echo (it waited, unprompted, echoing the
-        # token as it was typed; QA); a pipe is read.
-        from_stdin = token_stdin or (insecure_store_token and not stdin_is_terminal())
+        # token as it was typed; QA); a pipe is read (a prompt on it warned that it may
+        # echo; QA).
+        from_stdin = token_stdin or not stdin_is_terminal()
         if from_stdin:
             token = "" if sys.stdin is None else sys.stdin.readline().strip()  # closed: none
         elif sys.stdin is None:  # the prompt reads stdin too (review)
