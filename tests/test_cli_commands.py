@@ -263,15 +263,25 @@ def test_gateway_init_never_replaces_a_profile_silently(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     """An existing profile keeps its URL and token source (and the keyring its token)
-    unless `--force` says to replace them."""
+    unless `--force` says to replace them; without --url and a keyring, nothing of it is
+    touched, and the render goes on (it was refused; QA)."""
     added = cli(env, "profiles", "add", "staging", "--url", "https://a.example", "--token-env", "T")
     assert added.returncode == 0, added.stderr
-    for url in (None, "https://b.example"):
+    keyring = {
+        **env,
+        "PYTHON_KEYRING_BACKEND": "tests.cli.FileKeyring",
+        "TEST_KEYRING_FILE": str(tmp_path / "keyring.json"),
+    }
+    no_keyring = {**env, "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+    for url, where in ((None, keyring), ("https://b.example", no_keyring)):
         args = ["gateway", "init", str(tmp_path / "d1"), "--profile", "staging"]
-        refused = cli(env, *args, *(["--url", url] if url else []))
+        refused = cli(where, *args, *(["--url", url] if url else []))
         assert refused.returncode == 2
         assert "profile 'staging' exists (use --force" in refused.stderr
         assert not (tmp_path / "d1").exists()  # nothing rendered either
+    rendered = cli(no_keyring, "gateway", "init", str(tmp_path / "d0"), "--profile", "staging")
+    assert rendered.returncode == 0, rendered.stderr
+    assert (tmp_path / "d0").is_dir()
     listed = cli(env, "profiles", "list").stdout
     assert "staging\thttps://a.example\ttoken: environment variable T" in listed
     forced = cli(

@@ -112,7 +112,8 @@ def init_command(
         and (problem := url_problem(url, allow_insecure=False, insecure_override=None)) is not None
     ):
         raise click.BadParameter(problem, param_hint="--url")
-    if profile_name in load_config().profiles and not force:
+    replaced = url is not None or keyring_available()  # else nothing of it is touched (QA)
+    if replaced and profile_name in load_config().profiles and not force:
         # Its URL, token source and keyring token would all be replaced.
         raise CommandError(
             f"profile {profile_name!r} exists (use --force to replace it, or choose "
