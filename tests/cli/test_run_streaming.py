@@ -107,7 +107,7 @@ def test_a_listing_a_whole_id_needs_too_does_not_say_it_would_not(tmp_path: Path
     assert "needs no listing" not in deleted.stderr
 
 
-def test_checkpoint_commands_behind_another_client_s_run_say_they_wait(tmp_path: Path) -> None:
+def test_commands_behind_another_client_s_run_say_they_wait(tmp_path: Path) -> None:
     """`contexts checkpoint save` and `restore` with a whole id waited for another
     client's run without a word (QA); `run` and the listing said so."""
     require_engine("python")
@@ -118,9 +118,18 @@ def test_checkpoint_commands_behind_another_client_s_run_say_they_wait(tmp_path:
     saved = run_cli(env, *checkpoint, "save", "six", "-s", "box", "--context", context)
     assert saved.returncode == 0, saved.stderr
     waiting = "note: sandbox box is busy with another client's run, which this command waits"
-    for command in ("save", "restore"):
+    commands = [
+        (*checkpoint, "save", "six", "-s", "box", "--context", context),
+        (*checkpoint, "restore", "six", "-s", "box", "--context", context),
+        # These waited without a word too (found in review).
+        ("contexts", "fork", "-s", "box", "--context", context),
+        ("contexts", "create", "-s", "box", "-l", "python"),
+        ("sandboxes", "info", "box"),
+        ("sandboxes", "env", "box"),
+    ]
+    for command in commands:
         with another_clients_run(env, context):
-            done = run_cli(env, *checkpoint, command, "six", "-s", "box", "--context", context)
+            done = run_cli(env, *command)
         assert done.returncode == 0, done.stderr
         assert waiting in done.stderr, (command, done.stderr)
     quick = run_cli(env, *checkpoint, "list", "-s", "box", "--context", context)

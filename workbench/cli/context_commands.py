@@ -249,7 +249,7 @@ async def fork_command(
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
         origin = await full_context_id(sandbox, context_id)
-        fork = await sandbox.interpreter.fork_code_context(origin)
+        fork = await said_if_slow(sandbox.interpreter.fork_code_context(origin), busy(sandbox))
         if as_json:
             echo_json(fork.to_json())
             return
@@ -313,9 +313,10 @@ async def create_context_command(
     async def body(backend: Backend) -> None:
         target = binding if language is None else await binding_for_language(backend, language)
         assert target is not None
-        interpreter = backend.sandbox(sandbox_id).interpreter
+        sandbox = backend.sandbox(sandbox_id)
         try:
-            created = await interpreter.create_code_context(target, cwd, env or None)
+            creating = sandbox.interpreter.create_code_context(target, cwd, env or None)
+            created = await said_if_slow(creating, busy(sandbox))
         except ValidationFailedError as error:
             if "contexts are not supported by binding" not in error.message or not (
                 error.message.endswith("(ruby)")

@@ -16,10 +16,12 @@ from workbench.api.display import counted, describe_backend, human_bytes, worksp
 from workbench.cli.common import (
     announce_destructive,
     backend_options,
+    busy,
     confirm,
     note,
     parse_env,
     run_async,
+    said_if_slow,
     sandbox_id_value,
     with_backend,
 )
@@ -113,7 +115,7 @@ async def info_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
 
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
-        info = await sandbox.get_info()
+        info = await said_if_slow(sandbox.get_info(), busy(sandbox))
         if as_json:
             echo_json(info.to_json())
             return
@@ -173,7 +175,7 @@ async def env_command(
 
     async def body(backend: Backend) -> None:
         sandbox = backend.sandbox(sandbox_id)
-        env_vars = (await sandbox.get_info()).env_vars
+        env_vars = (await said_if_slow(sandbox.get_info(), busy(sandbox))).env_vars
         if values or unset_keys:
             was_set = [key for key in unset_keys if key in env_vars]
             await sandbox.set_env_vars({**dict.fromkeys(unset_keys), **values})
