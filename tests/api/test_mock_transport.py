@@ -211,3 +211,26 @@ async def test_a_null_boolean_reads_as_false_and_good_base64_reads_as_its_bytes(
     sandbox = SandboxClient(MockTransport(lambda request: Response.json(200, answers.pop(0))), "d")
     assert (await sandbox.exists("a")).exists is False
     assert (await sandbox.read_file("a", encoding="base64")).data == b"hi"
+
+
+async def test_why_a_context_of_a_binding_cannot_be_made_now() -> None:
+    """A reset checks it before it deletes: a runtime that is not listed (a Worker gateway
+    lists one that did not answer as unavailable) or offers no contexts (found in review)."""
+    listed = {
+        "runtimes": [
+            {"binding": "PYTHON", "language": "python", "engine": "x", "contexts": True},
+            {"binding": "RUBY", "language": "ruby", "engine": "x", "contexts": False},
+        ],
+        "unavailable": [{"binding": "PERL", "error": "the runtime did not answer"}],
+    }
+
+    def handle(request: Request) -> Response:
+        assert (request.method, request.path) == ("GET", "/v1/runtimes"), request
+        return Response(200, json.dumps(listed).encode())
+
+    gateway = Backend(MockTransport(handle), name="gw")
+    assert await gateway.contexts_refused("PYTHON") is None
+    assert await gateway.contexts_refused("RUBY") == "gw offers no RUBY code contexts now"
+    assert await gateway.contexts_refused("PERL") == (
+        "gw does not list a PERL runtime now (it may be unavailable)"
+    )

@@ -718,6 +718,17 @@ class Backend:
     async def list_sandboxes(self) -> list[SandboxSummary]:
         return decoded(SandboxList, await self._call("GET", "/v1/sandboxes")).sandboxes
 
+    async def contexts_refused(self, binding: str) -> str | None:
+        """Why a code context of `binding` cannot be made now (None: it can): its runtime
+        is not listed (a Worker gateway lists one that did not answer as unavailable), or
+        offers no contexts (a Ruby context made with local Ruby contexts on, say)."""
+        runtime = next((item for item in await self.runtimes() if item.binding == binding), None)
+        if runtime is None:
+            return f"{self.name} does not list a {binding} runtime now (it may be unavailable)"
+        if not runtime.contexts:
+            return f"{self.name} offers no {binding} code contexts now"
+        return None
+
     def sandbox(
         self, sandbox_id: str, *, normalize_id: bool = False, must_exist: bool | None = None
     ) -> SandboxClient:

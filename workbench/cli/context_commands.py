@@ -349,16 +349,11 @@ async def _context_to_change(
     `recreated`: one like it is made next, which its binding must still offer."""
     sandbox = backend.sandbox(sandbox_id)
     context = await existing_context(sandbox, context_id)
-    if recreated:
-        runtimes = {runtime.binding: runtime for runtime in await backend.runtimes()}
-        runtime = runtimes.get(context.binding)
-        if runtime is None or not runtime.contexts:  # it would be deleted, then not made
-            raise CommandError(
-                f"cannot reset context {context.id}: {backend.name} offers no "
-                f"{context.binding} code contexts now (a context made with local Ruby "
-                "contexts on?); `contexts delete` deletes it",
-                EXIT_USAGE,
-            )
+    if recreated and (refused := await backend.contexts_refused(context.binding)):
+        # It would be deleted, and none made in its place (found in review).
+        raise CommandError(
+            f"cannot reset context {context.id}: {refused}; nothing was deleted", EXIT_USAGE
+        )
     if question is not None:
         verb, consequence = question
         confirm(

@@ -114,7 +114,7 @@ Examples:
     "--keyring",
     "use_keyring",
     is_flag=True,
-    help="Store the token in the OS keyring (prompted, or from --token-stdin).",
+    help="Store the token in the OS keyring (prompted on a terminal, else read from stdin).",
 )
 @click.option(
     "--token-stdin",

@@ -260,7 +260,8 @@ async def replay_command(
     """Replay a transcript in a fresh sandbox and report every divergence.
 
     The sandbox's env vars and files are recreated first, then a context with the
-    recorded binding, cwd and env vars runs the cells in order; the sandbox is
+    recorded binding (or, where that binding runs another language, a binding of the
+    recorded language), cwd and env vars runs the cells in order; the sandbox is
     destroyed afterwards. On the local backend and `serve`, a cell recorded as stopped at
     its time limit runs under that limit again (--timeout is the other cells' limit).
     """

@@ -191,8 +191,11 @@ async def replay_transcript(
     runtime = await find_runtime(backend, spec.binding, spec.language)
     if runtime.language != spec.language:
         # Binding names are a deployment's own (`SCRATCH=python`): the transcript's
-        # language decides (a hand-edited file's Python cells ran as Perl; QA).
-        runtime = await find_runtime(backend, None, spec.language)
+        # language decides (a hand-edited file's Python cells ran as Perl; QA), in a
+        # runtime of it that offers contexts where one does.
+        offered = [item for item in await backend.runtimes() if item.language == spec.language]
+        in_context = [item for item in offered if item.contexts]
+        runtime = (in_context or offered or [await find_runtime(backend, None, spec.language)])[0]
     unset = sorted(
         key
         for env in (transcript.sandbox_env_vars, spec.env_vars)

@@ -862,14 +862,9 @@ class ProfileConnection:
 
         async def change(backend: Backend) -> None:
             interpreter = backend.sandbox(sandbox_id).interpreter
-            if recreate and not any(  # it would be deleted, then not made again (review)
-                runtime.binding == context.binding and runtime.contexts
-                for runtime in await backend.runtimes()
-            ):
-                raise Declined(
-                    f"{backend.name} offers no {context.binding} code contexts now, so a "
-                    "reset would only delete this one (delete it instead)"
-                )
+            if recreate and (refused := await backend.contexts_refused(context.binding)):
+                # It would be deleted, and none made in its place (found in review).
+                raise Declined(f"{refused}, so a reset would only delete it; nothing was")
             await interpreter.delete_code_context(context.id)
             self.owner.post_message(ContextRemoved(sandbox_id, context.id))
             if recreate:

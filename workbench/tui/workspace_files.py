@@ -71,10 +71,6 @@ READ_ATTEMPTS = 3
 """How often opening a file lists and reads it when it changes in between."""
 
 
-ALREADY_EXISTS = "Already exists"
-"""How a sandbox words `mkdir` of a path that exists (spec: `EEXIST`)."""
-
-
 class FileKeptChanging(Exception):
     """The file changed between its listing and its read, every time."""
 
@@ -265,7 +261,8 @@ class WorkspaceFiles:
             try:
                 await backend.sandbox(sandbox_id).mkdir(path)
             except FileSystemError as error:  # said as a new file's is (QA)
-                if error.message.startswith(ALREADY_EXISTS):
+                context = error.context if isinstance(error.context, dict) else {}
+                if context.get("errno") == "EEXIST":
                     raise Declined(f"{path} exists already") from None
                 raise
             self.owner.post_message(WorkspaceChanged(sandbox_id, select=path))
