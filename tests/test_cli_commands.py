@@ -282,6 +282,8 @@ def test_gateway_init_never_replaces_a_profile_silently(
     rendered = cli(no_keyring, "gateway", "init", str(tmp_path / "d0"), "--profile", "staging")
     assert rendered.returncode == 0, rendered.stderr
     assert (tmp_path / "d0").is_dir()
+    assert "profiles add staging --url <the deployed URL> --token-env " in rendered.stdout
+    assert " --force\n" in rendered.stdout  # the step replaces the kept profile
     listed = cli(env, "profiles", "list").stdout
     assert "staging\thttps://a.example\ttoken: environment variable T" in listed
     forced = cli(

@@ -194,8 +194,11 @@ def init_command(
     ]
     if not url:
         source = "--keyring" if in_keyring else f"--token-env {env_name}"
+        # A profile of that name is kept as it is until then (review).
+        replace = " --force" if profile_name in load_config().profiles else ""
         steps.append(
             f"sandbox-workbench profiles add {profile_name} --url <the deployed URL> {source}"
+            + replace
         )
     if not in_keyring:
         steps.append(
