@@ -125,6 +125,7 @@ def test_commands_behind_another_client_s_run_say_they_wait(tmp_path: Path) -> N
         ("contexts", "fork", "-s", "box", "--context", context),
         ("contexts", "create", "-s", "box", "-l", "python"),
         ("sandboxes", "info", "box"),
+        ("contexts", "list", "-s", "box"),
         ("sandboxes", "env", "box"),
     ]
     for command in commands:

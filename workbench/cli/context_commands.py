@@ -103,7 +103,8 @@ async def list_command(sandbox_id: str, as_json: bool, profile: str, data_dir: P
     first."""
 
     async def body(backend: Backend) -> None:
-        contexts = (await backend.sandbox(sandbox_id).get_info()).contexts
+        sandbox = backend.sandbox(sandbox_id)
+        contexts = (await said_if_slow(sandbox.get_info(), busy(sandbox))).contexts
         if as_json:
             echo_json({"contexts": [context.to_json() for context in contexts]})
             return
