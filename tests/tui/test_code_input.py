@@ -1,6 +1,6 @@
-"""The REPL's code input and the file editor on their own: Enter indents as the code
-asks, Backspace in the indentation removes a level, and a paste goes in exactly as it
-came."""
+"""The REPL's code input, the file editor and the dialogs' inputs on their own: Enter
+indents as the code asks, Backspace in the indentation removes a level, a paste goes in
+exactly as it came, and an alt chord is never text."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import Button
 
 from workbench.tui.widgets.code_input import CodeInput, new_line_indent
+from workbench.tui.widgets.dialog_input import DialogInput
 from workbench.tui.widgets.file_editor import FileEditor
 
 
@@ -140,3 +141,24 @@ async def test_the_text_and_height_an_editor_caches_follow_every_edit() -> None:
             area.soft_wrap = False
             await pilot.press("end", *"!")
             assert consistent(area) and "!" in area.text
+
+
+class NamingApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield DialogInput("new", id="name")
+
+
+async def test_an_alt_chord_types_nothing_into_a_dialog_s_input() -> None:
+    """alt+n in the new-file dialog typed an `n` (QA): a dialog's input takes no alt
+    chord as text; letters still go in."""
+    app = NamingApp()
+    async with app.run_test() as pilot:
+        field = app.query_one(DialogInput)
+        field.focus()
+        field.cursor_position = len(field.value)
+        # As a terminal's ESC + letter arrives: the key, with its letter as the character
+        # (Pilot's press of "alt+n" carries none).
+        for key in ("alt+n", "alt+e"):
+            field.post_message(events.Key(key, key[-1]))
+        await pilot.press("x")
+        assert field.value == "newx"

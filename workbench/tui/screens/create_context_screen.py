@@ -16,6 +16,7 @@ from textual.widgets import Button, Input, Label, Select, Static, TextArea
 from workbench.api import CodeContext, RuntimeInfo, neutralise
 from workbench.tui.error_messages import describe_error
 from workbench.tui.untrusted import shown_content
+from workbench.tui.widgets.dialog_input import DialogInput
 from workbench.tui.widgets.env_vars_input import EnvVarsInput
 
 
@@ -96,7 +97,7 @@ class CreateContextScreen(ModalScreen[CodeContext | None]):
                 value=proposed or (bindings[0] if bindings else Select.NULL),
             )
             yield Label("Working directory")
-            yield Input("/workspace", id="cwd")
+            yield DialogInput("/workspace", id="cwd")
             yield Label("Env vars (KEY=VALUE per line)")
             yield EnvVarsInput(id="context-env")
             yield Static("", id="create-problem", classes="field-problem", markup=False)

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from workbench.api import sandbox_id_error
+from workbench.tui.widgets.dialog_input import DialogInput
 
 
 class CreateSandboxScreen(ModalScreen[str | None]):
@@ -18,7 +19,7 @@ class CreateSandboxScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label("New sandbox", classes="dialog-title")
-            yield Input(placeholder="sandbox id, e.g. my-sandbox", id="sandbox-id")
+            yield DialogInput(placeholder="sandbox id, e.g. my-sandbox", id="sandbox-id")
             yield Static("", id="sandbox-id-problem", classes="field-problem", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Create", variant="primary", id="create", disabled=True)

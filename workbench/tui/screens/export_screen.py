@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 from workbench.tui.transcript_export import EXTENSIONS
+from workbench.tui.widgets.dialog_input import DialogInput
 
 FORMAT_NAMES = {
     "markdown": "Markdown",
@@ -58,7 +59,7 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
                         name, value=file_format == self.file_format, id=f"format-{file_format}"
                     )
             yield Label("File")
-            yield Input(str(self.default_path), id="export-path")
+            yield DialogInput(str(self.default_path), id="export-path")
             yield Static("", id="export-problem", classes="field-problem", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Export", variant="primary", id="export")

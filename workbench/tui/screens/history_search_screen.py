@@ -17,6 +17,7 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from workbench.tui.untrusted import shown_content
+from workbench.tui.widgets.dialog_input import DialogInput
 
 
 def entry_summary(entry: str) -> Content:
@@ -47,7 +48,7 @@ class HistorySearchScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog dialog-wide"):
             yield Label("Search history", classes="dialog-title")
-            yield Input(placeholder="type to filter", id="history-query")
+            yield DialogInput(placeholder="type to filter", id="history-query")
             yield OptionList(id="history-matches")
 
     def on_mount(self) -> None:

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from workbench.tui.untrusted import one_line, shown_content
+from workbench.tui.widgets.dialog_input import DialogInput
 from workbench.tui.workspace_paths import name_problem
 
 
@@ -40,7 +41,7 @@ class NameScreen(ModalScreen[str | None]):
         with Vertical(classes="dialog"):
             # The title names a directory or file the backend listed.
             yield Label(shown_content(self.title_text), classes="dialog-title")
-            yield Input(self.initial_name, placeholder="name", id="name-input")
+            yield DialogInput(self.initial_name, placeholder="name", id="name-input")
             if self.escaped:
                 yield Static(
                     "Its control characters are shown as escapes: a new name cannot hold them.",

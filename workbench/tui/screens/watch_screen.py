@@ -16,6 +16,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Static
 from workbench.api import CodeContext, short_id
 from workbench.sync.runner import entry_language_problem
 from workbench.tui.untrusted import shown_content
+from workbench.tui.widgets.dialog_input import DialogInput
 
 DEFAULT_DEST = "/workspace"
 
@@ -85,9 +86,9 @@ class WatchScreen(ModalScreen[WatchRequest | None]):
                 shown_content(f"Watch a folder into {self.sandbox_id}"), classes="dialog-title"
             )
             yield Label("Local folder")
-            yield Input(placeholder="e.g. ~/projects/demo", id="watch-folder")
+            yield DialogInput(placeholder="e.g. ~/projects/demo", id="watch-folder")
             yield Label("Destination in the sandbox")
-            yield Input(DEFAULT_DEST, id="watch-dest")
+            yield DialogInput(DEFAULT_DEST, id="watch-dest")
             if self.context is not None:
                 context = self.context
                 yield Checkbox(
@@ -97,7 +98,7 @@ class WatchScreen(ModalScreen[WatchRequest | None]):
                     id="watch-run",
                 )
                 example = ENTRY_EXAMPLES.get(context.language, "main")
-                yield Input(placeholder=f"entry file, e.g. {example}", id="watch-entry")
+                yield DialogInput(placeholder=f"entry file, e.g. {example}", id="watch-entry")
             else:  # the choice was missing, and nothing said why
                 yield Label(
                     "To also run an entry file on each change, open the REPL tab of the "

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import Input
+
+from workbench.tui.widgets.dialog_input import DialogInput
 
 
-class FindInput(Input):
+class FindInput(DialogInput):
     """Shown by *Find in transcript*; its pane hides it and takes the focus back on
     `Closed` (Escape), as every dialog of the workbench closes."""
 
