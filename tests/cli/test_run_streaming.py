@@ -126,6 +126,7 @@ def test_commands_behind_another_client_s_run_say_they_wait(tmp_path: Path) -> N
         ("contexts", "create", "-s", "box", "-l", "python"),
         ("sandboxes", "info", "box"),
         ("contexts", "list", "-s", "box"),
+        ("transcript", "export", "-s", "box", "--context", context, "-o", "-"),
         ("sandboxes", "env", "box"),
     ]
     for command in commands:

@@ -16,10 +16,12 @@ from workbench.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     backend_options,
+    busy,
     full_context_id,
     non_empty,
     note,
     run_async,
+    said_if_slow,
     sandbox_option,
     timeout_option,
     with_backend,
@@ -123,7 +125,7 @@ async def export_command(
         _check_output(Path(output), force)
 
     async def body(backend: Backend) -> Any:
-        return await export_context(
+        exporting = export_context(
             backend,
             sandbox_id,
             context_id,
@@ -131,6 +133,7 @@ async def export_command(
             with_files=with_files,
             resolve_context=full_context_id,
         )
+        return await said_if_slow(exporting, busy(backend.sandbox(sandbox_id)))
 
     try:
         exported = await with_backend(profile, data_dir, body)
