@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from tour import (
     wait_for,
 )
 from workbench.api import Interpreter
+from workbench.protocol.errors import ErrorCode, make_error
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.checkpoint_picker_screen import CheckpointPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
@@ -277,3 +279,32 @@ async def test_a_cell_typed_while_a_restore_waits_comes_after_its_note(tmp_path:
         mine = [index for index, line in enumerate(lines) if "'mine'" in line]
         assert len(restored) == 1 and len(mine) == 1 and restored[0] < mine[0], lines
         assert not [cell for cell in repl.transcript.cells if "restored" in cell.code]
+
+
+async def test_a_restore_whose_info_read_fails_is_still_said_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The info read after a restore failed, and the tab said "Restoring the checkpoint
+    failed" though the context was restored (found in review)."""
+    app = make_app(tmp_path)
+    notes = Notifications(app, monkeypatch)
+    main = app.main_screen
+    async with app.run_test(size=(120, 50)) as pilot:
+        repl, interpreter = await checkpointed_repl(pilot, app)
+        await interpreter.run_code("our $a = 7", context=repl.context.id)
+        sandbox_type = type(app.backend.sandbox(repl.sandbox_id))  # type: ignore[union-attr]
+
+        async def unreadable(self: Any) -> Any:
+            raise make_error(ErrorCode.INTERNAL_ERROR, "no info now")
+
+        monkeypatch.setattr(sandbox_type, "get_info", unreadable)
+        main.connection.restore_checkpoint(repl.sandbox_id, repl.context, "start")
+        await wait_for(
+            pilot, lambda: any("restored checkpoint" in line.text for line in repl.transcript.lines)
+        )
+        await pilot.pause(0.3)
+        assert not notes.errors()
+        monkeypatch.undo()
+        await run_cell(pilot, repl, "$a")
+        result = repl.transcript.cells[-1].result
+        assert result is not None and result.results[0].text == "1"
