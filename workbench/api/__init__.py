@@ -18,6 +18,7 @@ from workbench.api.client import (
     Interpreter,
     LineCallback,
     SandboxClient,
+    enforces_deadlines,
     sandboxes_must_exist,
     timed_out_after,
 )
@@ -186,6 +187,7 @@ __all__ = [
     "checkpoint_name_problem",
     "code_problem",
     "encodable",
+    "enforces_deadlines",
     "inspected_size",
     "is_valid_env_key",
     "iso_from_ms",

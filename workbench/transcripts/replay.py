@@ -16,6 +16,7 @@ from workbench.api import (
     RuntimeInfo,
     SandboxClient,
     SandboxError,
+    enforces_deadlines,
     timed_out_after,
 )
 from workbench.transcripts.model import EnvVars, Transcript, Workspace
@@ -157,14 +158,12 @@ async def _recreate_workspace(sandbox: SandboxClient, workspace: Workspace) -> N
 
 
 async def _enforces_deadlines(backend: Backend) -> bool:
-    """Whether the backend stops a run at its request's limit (the local backend, and
-    `serve`, whose health says so); a health that cannot be read says no."""
-    if backend.transport.enforces_deadlines:
-        return True
-    try:
-        return await backend.features.offers(EXECUTION_TIMEOUT_FEATURE)
-    except SandboxError:
-        return False
+    """`enforces_deadlines`, once the gateway's health was asked (a health that cannot be
+    read says no)."""
+    if not backend.transport.enforces_deadlines:
+        with contextlib.suppress(SandboxError):
+            await backend.features.offers(EXECUTION_TIMEOUT_FEATURE)
+    return enforces_deadlines(backend.transport, backend.features)
 
 
 def recorded_timeout(outcome: Outcome | None) -> float | None:
