@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
+from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, TextArea
 from textual.widgets.tree import TreeNode
@@ -105,14 +106,36 @@ def fixed_context_ids() -> Iterator[None]:
 
 
 async def wait_for(
-    pilot: WorkbenchPilot, predicate: Callable[[], object], timeout: float = 30
+    pilot: WorkbenchPilot,
+    predicate: Callable[[], object],
+    timeout: float = 30,
+    describe: Callable[[], object] | None = None,
 ) -> None:
-    """Let the app run until `predicate()` holds (workers finish at their own pace)."""
+    """Let the app run until `predicate()` holds (workers finish at their own pace); on
+    timeout, say what the app was doing (and `describe()`), for a failure seen only in CI."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the app did not reach the expected state in {timeout} s")
+            described = f"\n{describe()}" if describe is not None else ""
+            raise TimeoutError(
+                f"the app did not reach the expected state in {timeout} s\n"
+                + app_state(pilot.app)
+                + described
+            )
         await pilot.pause(0.02)
+
+
+def app_state(app: App[None]) -> str:
+    """The app's screens, workers and shown notifications, one per line."""
+    lines = [f"screens: {[type(screen).__name__ for screen in app.screen_stack]}"]
+    lines += [
+        f"worker {worker.name} ({worker.group}): {worker.state.name}" for worker in app.workers
+    ]
+    lines += [
+        f"notification {note.title!r}: {note.message!r}"
+        for note in app._notifications  # Textual keeps no public list
+    ]
+    return "\n".join(lines)
 
 
 def workbench(pilot: WorkbenchPilot) -> WorkbenchApp:

@@ -145,8 +145,12 @@ async def test_a_change_while_the_entry_runs_cancels_that_run(tmp_path: Path) ->
         def executing() -> bool:  # not only asked for: a run given up in the queue leaves none
             return repl.running and any("started" in line.text for line in live.lines)
 
+        def described() -> str:  # failed once in CI, unexplained
+            cells = [(cell.label, cell.failure, cell.result) for cell in repl.transcript.cells]
+            return f"running: {repl.running}; live: {[line.text for line in live.lines]}; {cells}"
+
         main.start_watch("demo", repl.context, WatchRequest(folder, "/workspace", "main.py"))
-        await wait_for(pilot, executing, timeout=20)
+        await wait_for(pilot, executing, timeout=20, describe=described)
         (folder / "main.py").write_text("print('second')\n")
         await wait_for(pilot, lambda: len(repl.transcript.cells) >= 2, timeout=20)
         await wait_for(pilot, lambda: not repl.running)
@@ -160,7 +164,7 @@ async def test_a_change_while_the_entry_runs_cancels_that_run(tmp_path: Path) ->
 
         # Stopped while the entry runs: the same, and the tab stops running.
         (folder / "main.py").write_text(long_run)
-        await wait_for(pilot, executing, timeout=20)
+        await wait_for(pilot, executing, timeout=20, describe=described)
         await pilot.press("shift+f6")
         await wait_for(pilot, lambda: not [w for w in app.workers if w.group == "watch"])
         await wait_for(pilot, lambda: len(repl.transcript.cells) == 3 and not repl.running)
