@@ -4,12 +4,15 @@ exactly as it came, and an alt chord is never text."""
 
 from __future__ import annotations
 
+import pytest
 from textual import events
 from textual.app import App, ComposeResult
 from textual.widgets import Button
 
+from workbench.tui.untrusted import ControlFreeTextArea
 from workbench.tui.widgets.code_input import CodeInput, new_line_indent
 from workbench.tui.widgets.dialog_input import DialogInput
+from workbench.tui.widgets.env_vars_input import EnvVarsInput
 from workbench.tui.widgets.file_editor import FileEditor
 
 
@@ -83,6 +86,39 @@ async def test_a_paste_is_inserted_as_it_came() -> None:
         app.post_message(events.Paste(pasted))  # as the driver does; the app hands it on
         await pilot.pause()
         assert code_input.text == "if True:\n    " + pasted
+
+
+@pytest.mark.parametrize("editor", ["code input", "file editor", "env vars"])
+async def test_an_undo_of_a_multiline_paste_in_a_short_editor_does_not_crash(editor: str) -> None:
+    """Textual's undo shortened the document before it moved the cursor back, and the
+    scrollbar that went meanwhile asked for a line gone: the app crashed (issue 6686)."""
+
+    class ShortEditor(App[None]):
+        def compose(self) -> ComposeResult:
+            if editor == "code input":
+                yield CodeInput("python")
+            elif editor == "file editor":
+                yield FileEditor("/workspace/notes.txt", "")
+            else:
+                yield EnvVarsInput()
+
+    app = ShortEditor()
+    async with app.run_test(size=(40, 8)) as pilot:
+        area = app.query_one(ControlFreeTextArea)
+        area.focus()
+        await pilot.press(*"before", "enter")
+        await pilot.pause()
+        pasted = "\n".join(f"line {number}" for number in range(40))
+        app.post_message(events.Paste(pasted))
+        await pilot.pause()
+        assert area.document.line_count == 41
+        await pilot.press("ctrl+z")
+        await pilot.pause()
+        assert app.is_running
+        assert area.text == "before\n" and area.cursor_location == (1, 0)
+        await pilot.press("ctrl+y")  # and back
+        await pilot.pause()
+        assert area.text == "before\n" + pasted
 
 
 class EditorApp(App[None]):

@@ -138,7 +138,17 @@ def shown_part(
 class ControlFreeTextArea(TextArea):
     """A text editor whose text may hold control characters (recalled history, a
     sandbox's env vars): the text is kept exactly, but they are left out of what is
-    painted (they take no cells, so the layout and the cursor stay where they were)."""
+    painted (they take no cells, so the layout and the cursor stay where they were).
+    It is the base of every editor the workbench has, which also keeps an undo from
+    crashing the app (below)."""
+
+    def _recompute_cursor_offset(self) -> None:
+        """The cursor's offset, from its location clamped to the document: an undo of a
+        multiline paste shortens the document before it moves the cursor back, and a
+        scrollbar that goes meanwhile asked for the offset of a line gone, which crashed
+        the workbench (Textual issue 6686, in 8.2.8; the fix its pull request 6687 makes)."""
+        location = self.clamp_visitable(self.cursor_location)
+        self._cursor_offset = self.wrapped_document.location_to_offset(location)
 
     def render_line(self, y: int) -> Strip:
         strip = super().render_line(y)
