@@ -91,13 +91,22 @@ async def test_rerun_a_cell_on_another_profile_and_export_a_transcript(
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, DiffScreen))
 
-        # From the palette, straight to a profile: the earlier cell is replayed first.
+        # From the palette, straight to a profile: the earlier cell is replayed first, and
+        # the status bar counts the cells as they are replayed.
+        status = app.main_screen.status
+        progress: list[str] = []
+        app.main_screen.watch(status, "rerun", lambda text: progress.append(text), init=False)
         await run_cell(pilot, repl, "our $n = 6 * 7")
         commands = {command.title: command for command in workbench_commands(app)}
         assert "Rerun the current cell on another profile and compare…" in commands
         await commands["Rerun the current cell on staging and compare"].callback()
         diff = await diff_shown(pilot)
         assert diff.summary == "Same outcome on both. 1 earlier cell replayed first (1 differed)."
+        await wait_for(pilot, lambda: not status.rerun)
+        assert progress == [
+            *(f"rerunning cell [2] on staging: {done} of 2 cells replayed" for done in range(3)),
+            "",
+        ]
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, DiffScreen))
 
@@ -200,8 +209,11 @@ async def test_a_rerun_can_be_cancelled_from_the_palette(
                 break
             await pilot.pause(0.05)
         assert app.main_screen.rerunning and await scratch_sandboxes()
+        status = app.main_screen.status
+        assert status.rerun == "rerunning cell [2] on staging: 0 of 2 cells replayed"
         commands_of(app)["Cancel the rerun on another profile"].callback()
         await wait_for(pilot, lambda: not app.main_screen.rerunning)
+        await wait_for(pilot, lambda: not status.rerun)  # the status bar says no more
         assert not await scratch_sandboxes()  # destroyed as the rerun ended
         await pilot.pause(0.5)
         assert not isinstance(app.screen, DiffScreen)

@@ -2,9 +2,9 @@
 
 The cells before it are replayed first in a fresh context of a scratch sandbox there
 (destroyed afterwards), so the REPL state matches. `rerun_cell` is the worker: it posts
-`CellRerun` (or `CellNotRerun`, `OperationFailed`); `CellRerunHandlers` holds the action,
-its cancel, and the handlers (the one that opens `DiffScreen` is the only code that
-changes the screen).
+its progress (`CellRerunProgress`, shown in the status bar), then `CellRerun` (or
+`CellNotRerun`, `OperationFailed`); `CellRerunHandlers` holds the action, its cancel, and
+the handlers (the only code that changes the screen: the status bar, `DiffScreen`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 from workbench.api import Backend, CodeContext
-from workbench.transcripts import replay_transcript
+from workbench.transcripts import CellReplay, replay_transcript
 from workbench.tui.error_messages import describe_error
-from workbench.tui.messages import CellNotRerun, CellRerun, OperationFailed
+from workbench.tui.messages import CellNotRerun, CellRerun, CellRerunProgress, OperationFailed
 from workbench.tui.profile_connection import ProfileConnection
 from workbench.tui.screens.diff_screen import DiffScreen, RerunProfilePickerScreen
 from workbench.tui.transcript_cell import TranscriptCell
 from workbench.tui.transcript_export import replayable_transcript
+from workbench.tui.widgets.status_bar import StatusBar
 from workbench.tui.widgets.workbench_tabs import WorkbenchTabs
 from workbench.tui.worker_reports import on_report
 
@@ -38,12 +39,21 @@ async def rerun_cell(
     context: CodeContext,
     cells: Sequence[TranscriptCell],
 ) -> None:
-    """Worker body: replay `cells` (the last one is the one compared) on `profile`."""
+    """Worker body: replay `cells` (the last one is the one compared) on `profile`,
+    posting its progress (cells before it may take a while: QA waited 45 s for 13)."""
     number = cells[-1].shown_number
+    replayed = 0
+
+    def progress(_: CellReplay) -> None:
+        nonlocal replayed
+        replayed += 1
+        owner.post_message(CellRerunProgress(number, profile, replayed, len(cells)))
+
     try:
         backend = await asyncio.to_thread(open_backend, profile)
         try:
-            report = await replay_transcript(backend, replayable_transcript(context, cells))
+            transcript = replayable_transcript(context, cells)
+            report = await replay_transcript(backend, transcript, on_cell=progress)
         finally:
             await backend.aclose()
     except Exception as error:
@@ -51,6 +61,8 @@ async def rerun_cell(
             OperationFailed(f"Rerunning cell [{number}] on {profile} failed", describe_error(error))
         )
         return
+    finally:
+        owner.post_message(CellRerunProgress(number, profile, replayed, len(cells), ended=True))
     if report.known_difference is not None or not report.cells:
         reason = report.known_difference or "it replayed nothing"
         owner.post_message(CellNotRerun(number, profile, reason))
@@ -71,6 +83,7 @@ class CellRerunHandlers(Screen[None]):
 
     connection: ProfileConnection
     tabs: WorkbenchTabs
+    status: StatusBar
 
     def action_diff_cell(self, profiles: list[str], profile: str | None) -> None:
         """Rerun the active REPL's current cell (after the cells before it) on `profile`,
@@ -97,6 +110,7 @@ class CellRerunHandlers(Screen[None]):
             if earlier := len(cells) - 1:
                 started += f" after replaying {earlier} earlier cell{'s' if earlier != 1 else ''}"
             self.notify(f"{started}… (the command palette can cancel it)", timeout=5)
+            self.post_message(CellRerunProgress(cells[-1].shown_number, target, 0, len(cells)))
             self.run_worker(
                 rerun_cell(self, self.connection.backend_factory, here, target, context, cells),
                 group=RERUN_GROUP,
@@ -123,6 +137,16 @@ class CellRerunHandlers(Screen[None]):
         if self.rerunning:
             self.workers.cancel_group(self, RERUN_GROUP)
             self.notify("Rerun cancelled.", timeout=3)
+
+    @on_report(CellRerunProgress)
+    def cell_rerun_progress(self, message: CellRerunProgress) -> None:
+        if message.ended:
+            self.status.rerun = ""
+        else:
+            self.status.rerun = (
+                f"rerunning cell [{message.number}] on {message.profile}: "
+                f"{message.replayed} of {message.total} cells replayed"
+            )
 
     @on_report(CellRerun)
     def cell_rerun(self, message: CellRerun) -> None:

@@ -453,6 +453,18 @@ class CellNotRerun(Message, bubble=False):
 
 
 @dataclass
+class CellRerunProgress(Message, bubble=False):
+    """The rerun of cell `number` on `profile` has replayed `replayed` of its `total`
+    cells (the cell itself last); `ended` once it stops, however it stops."""
+
+    number: str
+    profile: str
+    replayed: int
+    total: int
+    ended: bool = False
+
+
+@dataclass
 class DaemonReplaced(Message, bubble=False):
     """Another local daemon answers than at the last health check (another client
     restarted it, or it exited and was started again); `note` says so, a `warning` when

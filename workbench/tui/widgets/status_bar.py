@@ -1,5 +1,5 @@
 """The bottom status line: current profile, where it points, its connection state and
-versions, plus the folder watch (when one runs)."""
+versions, plus the folder watch and a cell's rerun on another profile (when they run)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,8 @@ class StatusBar(Static):
     """E.g. `17:02:03 (2 uploaded in 14 ms)`."""
     watch_errors: reactive[int] = reactive(0)
     watch_conflicts: reactive[int] = reactive(0)
+    rerun: reactive[str] = reactive("")
+    """E.g. `rerunning cell [3] on staging: 2 of 3 cells replayed`, while one runs."""
 
     def show_watch(self, target: str) -> None:
         """A watch of `target` (`folder → sandbox:/dest`) is starting."""
@@ -101,6 +103,8 @@ class StatusBar(Static):
                 text.append(f"  {counted(self.watch_errors, 'error')}", style="red")
             if self.watch_conflicts:
                 text.append(f"  {counted(self.watch_conflicts, 'conflict')}", style="yellow")
+        if self.rerun:
+            text.append(f"  ⇄ {one_line(self.rerun)}", style="yellow")
         if self.detail:
             text.append(f"  {one_line(self.detail)}", style="dim")
         # Versions, warnings and the detail (an error message) come from the backend:
