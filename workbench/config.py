@@ -628,10 +628,11 @@ MAX_CONFIG_BYTES = 1 << 20
 
 
 def read_config_text(path: Path) -> str | None:
-    """The text of the config file at `path` (None: there is none). Anything but a regular
-    file of at most `MAX_CONFIG_BYTES` of UTF-8 is a `ConfigError`: it is opened without
-    blocking (a FIFO waits for a writer) and read no further than that bound (a link to
-    /dev/zero never ends)."""
+    """The text of the config file at `path` (None: there is none), without a byte order
+    mark (Windows editors start UTF-8 files with one, which TOML refuses as "Invalid
+    statement"). Anything but a regular file of at most `MAX_CONFIG_BYTES` of UTF-8 is a
+    `ConfigError`: it is opened without blocking (a FIFO waits for a writer) and read no
+    further than that bound (a link to /dev/zero never ends)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         descriptor = os.open(path, flags)
@@ -651,7 +652,7 @@ def read_config_text(path: Path) -> str | None:
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"cannot read {path}: it is larger than the limit of 1 MiB")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise ConfigError(f"cannot read {path}: not UTF-8 text ({error.reason})") from None
 

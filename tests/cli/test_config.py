@@ -66,6 +66,20 @@ def test_profiles_add_and_remove_change_only_their_table(tmp_path: Path) -> None
     assert run_cli(env, "-q", "profiles", "list").stderr == ""  # --quiet: no notes
 
 
+def test_a_config_saved_with_a_byte_order_mark_is_read_and_updated(tmp_path: Path) -> None:
+    """Notepad starts a UTF-8 file with a byte order mark, which TOML refuses: the config
+    was "Invalid statement (at line 1, column 1)"."""
+    path = config_path(tmp_path)
+    path.parent.mkdir()
+    path.write_bytes(b"\xef\xbb\xbf" + USER_CONFIG.encode())
+    config = Config.load(path)
+    assert list(config.profiles) == ["staging"]
+    config.profiles["dev"] = RemoteProfile("dev", URL, token_env="DEV_TOKEN")
+    config.save()
+    assert list(Config.load(path).profiles) == ["staging", "dev"]
+    assert path.read_text().startswith(USER_CONFIG.split("[plugins")[0])  # the rest kept
+
+
 def test_profiles_list_json_and_unknown_keys(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     config_path(tmp_path).parent.mkdir()
