@@ -36,7 +36,7 @@ from tour import (
     until_connected,
     wait_for,
 )
-from workbench.api import EXECUTION_TIMEOUT_FEATURE, Backend, MockTransport
+from workbench.api import EXECUTION_TIMEOUT_FEATURE, Backend, MockTransport, RuntimeInfo
 from workbench.backends.local import LocalGateway, open_local_backend, open_local_gateway
 from workbench.config import Config, RemoteProfile
 from workbench.profiles import UnknownProfileError
@@ -45,6 +45,7 @@ from workbench.protocol.http import Request, Response
 from workbench.tui import profile_connection
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.formatting import MASK
+from workbench.tui.messages import RuntimesLoaded
 from workbench.tui.palette_commands import keys_shown, workbench_commands
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.create_context_screen import CreateContextScreen
@@ -156,6 +157,25 @@ async def test_create_sandbox_validates_the_id_as_typed(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: "demo" in main.sandbox_infos)
         assert main.sandbox_tree.sandbox_node("demo") is not None
         assert main.info_panel.info is not None and main.info_panel.info.id == "demo"
+
+
+async def test_new_context_where_no_runtime_offers_contexts_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway whose runtimes all run statelessly left the dialog's binding list empty,
+    which Textual's Select refuses: F3 crashed the workbench (EmptySelectError)."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    notes = Notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot)
+        main.post_message(RuntimesLoaded([RuntimeInfo("RUBY", "ruby", "4.0.0", contexts=False)]))
+        await wait_for(pilot, lambda: [runtime.binding for runtime in main.runtimes] == ["RUBY"])
+        await pilot.press("f3")
+        await pilot.pause()
+        assert app.is_running and app.screen is main
+    assert notes.titled("") == ["No runtime here offers code contexts: RUBY run statelessly only."]
 
 
 async def test_run_cells_see_results_and_walk_history(tmp_path: Path) -> None:

@@ -634,6 +634,15 @@ class MainScreen(
         if not self.runtimes:
             self.notify("No runtimes loaded yet.", severity="warning")
             return
+        if not any(runtime.contexts for runtime in self.runtimes):
+            # The dialog's binding list would be empty, which Textual's Select refuses
+            # (EmptySelectError crashed the workbench on a gateway of stateless runtimes).
+            bindings = ", ".join(runtime.binding for runtime in self.runtimes)
+            self.notify(
+                f"No runtime here offers code contexts: {bindings} run statelessly only.",
+                severity="warning",
+            )
+            return
         backend = self.connection.backend_or_warn()
         if backend is None:
             return
