@@ -12,8 +12,10 @@ from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import BindingType
+from textual.geometry import Offset
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.selection import Selection
 from textual.widget import Widget
 
 from workbench.api import SYSTEM_CLOCK, Backend, Clock, encodable, neutralise
@@ -68,6 +70,40 @@ Browse the profile's sandboxes in the sidebar, open a code context to get a REPL
 and run cells. **ctrl+p** opens the command palette with every action; **F1**
 shows help for the focused widget.
 """
+
+
+def _mend_textual() -> None:
+    """Mend two bugs of Textual 8.2.8 (pinned) that end the app on a mouse gesture, on
+    every screen, Textual's own (the command palette's) too; each wraps a public method,
+    and its test reproduces the crash through the workbench's screens."""
+    widget_and_offset_at = Screen.get_widget_and_offset_at
+
+    def without_removed_widgets(
+        screen: Screen[Any], x: int, y: int
+    ) -> tuple[Widget | None, Offset | None]:
+        """No widget where one was removed since the last paint: the compositor's map
+        still held it for a frame, and a mouse-down on it (a closed file tab's header, a
+        toast dismissed by the click before) raised AttributeError (Textual issue 6643)."""
+        widget, offset = widget_and_offset_at(screen, x, y)
+        if widget is not None and widget is not screen and widget.parent is None:
+            return None, None
+        return widget, offset
+
+    extract = Selection.extract
+
+    def from_the_text(selection: Selection, text: str) -> str:
+        """Nothing for a selection that starts past the text's last line: a drag from the
+        blank row after a text ending in a newline made copying raise IndexError (Textual
+        issue 6708)."""
+        if selection.start is not None and selection.start.y >= len(text.splitlines()):
+            return ""
+        return extract(selection, text)
+
+    Screen.get_widget_and_offset_at = without_removed_widgets  # type: ignore[method-assign, assignment]
+    Selection.extract = from_the_text  # type: ignore[method-assign, assignment]
+
+
+_mend_textual()
 
 
 class WorkbenchApp(App[None]):
