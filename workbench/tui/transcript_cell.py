@@ -28,6 +28,7 @@ from workbench.transcripts.documents import (
     shown_stderr,
 )
 from workbench.tui.formatting import execution_footer
+from workbench.tui.highlighting import lexer_by_name
 from workbench.tui.untrusted import (
     HIGHLIGHTED_CHARS,
     SHOWN_LINES,
@@ -142,7 +143,7 @@ def cell_input(
     parts.append(
         Syntax(
             neutralise(code),  # may be history recalled from a shared `serve`
-            PYGMENTS_LEXERS.get(language, "text"),
+            lexer_by_name(PYGMENTS_LEXERS.get(language, "text")) or "text",
             background_color="default",
             word_wrap=True,
         )

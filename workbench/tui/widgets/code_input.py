@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import TextArea
 
+from workbench.tui.highlighting import lexed
 from workbench.tui.key_bindings import WORKBENCH_BINDINGS
 from workbench.tui.palette_commands import keys_shown
 from workbench.tui.untrusted import ControlFreeTextArea
@@ -72,6 +73,11 @@ def new_line_indent(before: str, language: str, width: int) -> str:
     return indent
 
 
+HIGHLIGHT_LIMIT = 32 * 1024
+"""Larger texts stay plain: Pygments lexes the whole text again at every edit (about 80 ms
+for 32 KiB of Python; a REPL cell may hold 64 KiB, and a file 1 MiB)."""
+
+
 def highlight_name(token_type: _TokenType) -> str | None:
     for ancestor, name in HIGHLIGHT_NAMES:
         if token_type in ancestor:
@@ -79,16 +85,19 @@ def highlight_name(token_type: _TokenType) -> str | None:
     return None
 
 
-def highlight_with_pygments(area: TextArea, lexer: Lexer | None) -> None:
+def highlight_with_pygments(area: TextArea, lexer: Lexer | None) -> bool:
     """Rebuild `area`'s highlights with Pygments (tree-sitter grammars are optional in
-    Textual); none without a lexer."""
+    Textual); none without a lexer, nor when the lex ran past its bound (then False)."""
     area._line_cache.clear()
     highlights = area._highlights
     highlights.clear()
     if lexer is None:
-        return
+        return True
+    tokens = lexed(lexer, area.text)
+    if tokens is None:
+        return False
     row, column = 0, 0
-    for token_type, value in lexer.get_tokens(area.text):
+    for token_type, value in tokens:
         name = highlight_name(token_type)
         pieces = value.split("\n")
         for index, piece in enumerate(pieces):
@@ -98,6 +107,7 @@ def highlight_with_pygments(area: TextArea, lexer: Lexer | None) -> None:
             if name is not None and width:
                 highlights[row].append((column, column + width, name))
             column += width
+    return True
 
 
 class CountedWrappedDocument(WrappedDocument):
@@ -137,13 +147,26 @@ class CodeArea(ControlFreeTextArea):
     once per edit and its wrapped document counts its height: Textual did both for every
     line it painted, and typing in a file of a MiB took 80 ms of CPU a key (QA)."""
 
+    _plain = False
+    """A lex of this document ran past its bound: it stays plain."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._count_once()
 
     def _set_document(self, text: str, language: str | None) -> None:
+        self._plain = False
         super()._set_document(text, language)
         self._count_once()
+
+    def _highlight(self, lexer: Lexer | None) -> None:
+        """Highlight with `lexer` (None: plain), unless the text is longer than
+        `HIGHLIGHT_LIMIT`. A lex that ran past its bound (a crafted text) leaves the
+        document plain until another is loaded: each key would pay it."""
+        if self._plain or len(self.text.encode()) > HIGHLIGHT_LIMIT:
+            lexer = None
+        if not highlight_with_pygments(self, lexer):
+            self._plain = True
 
     def _count_once(self) -> None:
         if type(self.document) is Document:  # not a syntax tree's (none is used here)
@@ -253,7 +276,7 @@ focus out (as does *Sandbox tree*).
         return self.code_language
 
     def _build_highlight_map(self) -> None:
-        highlight_with_pygments(self, self._lexer)
+        self._highlight(self._lexer)
 
     def action_cursor_up(self, select: bool = False) -> None:
         if not select and self.cursor_location[0] == 0:

@@ -6,11 +6,7 @@ from pygments.lexer import Lexer  # type: ignore[import-untyped]
 from pygments.lexers import get_lexer_for_filename  # type: ignore[import-untyped]
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
 
-from workbench.tui.widgets.code_input import CodeArea, highlight_with_pygments
-
-HIGHLIGHT_LIMIT = 32 * 1024
-"""Larger texts stay plain: Pygments lexes the whole text again at every edit (about 80 ms
-for 32 KiB of Python), and a file may hold up to 1 MiB."""
+from workbench.tui.widgets.code_input import CodeArea
 
 
 def lexer_for(path: str) -> Lexer | None:
@@ -53,8 +49,7 @@ nothing of it then); **alt+l** reloads it and **alt+w** closes it, both asking f
         return self._lexer.aliases[0] if self._lexer is not None and self._lexer.aliases else ""
 
     def _build_highlight_map(self) -> None:
-        small = len(self.text.encode()) <= HIGHLIGHT_LIMIT
-        highlight_with_pygments(self, self._lexer if small else None)
+        self._highlight(self._lexer)
 
     def replace_text(self, text: str) -> None:
         """Show `text` (read again), the cursor staying where it was as far as it can."""
@@ -67,5 +62,6 @@ nothing of it then); **alt+l** reloads it and **alt+w** closes it, both asking f
     def highlight_as(self, path: str) -> None:
         """Highlight as `path`'s name says (the file was renamed)."""
         self._lexer = lexer_for(path)
+        self._plain = False  # another lexer may take it in time
         self._build_highlight_map()
         self.refresh()

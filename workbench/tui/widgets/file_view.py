@@ -18,6 +18,7 @@ from textual.widgets.text_area import Document
 
 from workbench.api import FileVersion, ReadFileResult, neutralise, without_controls
 from workbench.api.display import human_bytes
+from workbench.tui.highlighting import lexer_by_name, within_bound
 from workbench.tui.untrusted import HIGHLIGHTED_CHARS, clipped, one_line, shown_content
 from workbench.tui.widgets.file_editor import FileEditor
 
@@ -158,10 +159,12 @@ class FileView(Vertical):
         decoded = read.data.decode("utf-8", "replace")
         head, note = clipped(decoded, whole="`sandbox-workbench files cat` shows all")
         text = neutralise(head)  # after the clip: it was 36 s for 64 MiB of controls
-        if len(text) > HIGHLIGHTED_CHARS:  # highlighting a MiB froze the app for seconds
+        lexer = None
+        if len(text) <= HIGHLIGHTED_CHARS:  # highlighting a MiB froze the app for seconds
+            lexer = within_bound(lambda: lexer_by_name(Syntax.guess_lexer(read.path, text)))
+        if lexer is None:  # unknown, or the guess took too long
             body.write(Text(text, no_wrap=True))
         else:
-            lexer = Syntax.guess_lexer(read.path, text)
             body.write(
                 Syntax(text, lexer, line_numbers=True, background_color="default", word_wrap=False)
             )

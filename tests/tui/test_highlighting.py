@@ -1,0 +1,147 @@
+"""Highlighting text a guest wrote within a time bound: some Pygments lexers take
+seconds on crafted input (quadratic in a file of blank lines, exponential in 44 bytes for
+TADS 3), which froze the workbench as a file opened and at every key in its editor. Each
+bound here is far below what the unbounded lex took (12-16 s, measured by a helper)."""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+
+from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
+from rich.console import Console
+from textual.app import App, ComposeResult
+from textual.widgets import TabPane
+
+import workbench.tui.app as workbench_app
+from workbench.api import FileVersion, ReadFileResult
+from workbench.tui.highlighting import LEX_SECONDS, lexed, within_bound
+from workbench.tui.transcript_cell import cell_input
+from workbench.tui.widgets.code_input import CodeInput
+from workbench.tui.widgets.file_editor import FileEditor
+from workbench.tui.widgets.file_view import FileView
+from workbench.tui.widgets.workbench_tabs import INFO_TAB, WorkbenchTabs
+
+TADS3 = "\r\n//" + "\\" * 40
+"""44 bytes the TADS 3 lexer (`.t`) took 11.6 s on (exponential; Pygments issue 3311)."""
+BLANK_LINES = " \n" * 16_000
+"""32,000 bytes the Python lexer took 12.5 s on (quadratic)."""
+BOUND = 2.0
+"""Seconds anything here may take: the lexer's bound is `LEX_SECONDS`, the rest is the
+widgets' own work, on a loaded machine."""
+
+
+def test_a_lex_past_its_bound_gives_up_and_a_late_signal_is_ignored() -> None:
+    started = time.monotonic()
+    assert lexed(get_lexer_for_filename("evil.t", stripnl=False), TADS3) is None
+    assert time.monotonic() - started < BOUND
+    python = get_lexer_by_name("python", stripnl=False, ensurenl=False)
+    tokens = lexed(python, "x = 1\n")
+    assert tokens is not None and "".join(value for _, value in tokens) == "x = 1\n"
+
+    def slow_then_done() -> str:  # its timer fires while it ends: the signal comes late
+        time.sleep(LEX_SECONDS * 1.5)
+        return "done"
+
+    for _ in range(5):
+        within_bound(slow_then_done)  # given up or done, never raised elsewhere
+        time.sleep(LEX_SECONDS)
+    assert within_bound(lambda: 42) == 42
+
+
+class Files(App[None]):
+    CSS_PATH = str(Path(workbench_app.__file__).with_name("app.tcss"))
+
+    def compose(self) -> ComposeResult:
+        with WorkbenchTabs(id="tabs"):
+            yield TabPane("Info", id=INFO_TAB)
+
+
+def read_of(path: str, text: str) -> ReadFileResult:
+    data = text.encode()
+    return ReadFileResult(
+        path=path,
+        content=base64.b64encode(data).decode(),
+        encoding="base64",
+        is_binary=False,
+        mime_type="text/plain",
+        size=len(data),
+        timestamp="2026-12-07T00:00:00Z",
+    )
+
+
+async def test_a_crafted_file_opens_and_takes_keys_at_once_and_stays_plain() -> None:
+    app = Files()
+    async with app.run_test(size=(120, 40)) as pilot:
+        tabs = app.query_one(WorkbenchTabs)
+        started = time.monotonic()
+        view = FileView("demo", read_of("/workspace/evil.py", BLANK_LINES), FileVersion(1, "t"))
+        await tabs.add_file(view)
+        await pilot.pause()
+        assert time.monotonic() - started < BOUND
+        editor = view.query_one(FileEditor)
+        assert editor.text == BLANK_LINES and not editor._highlights
+        editor.focus()
+        started = time.monotonic()
+        await pilot.press(*"abc")  # no key pays the lex again
+        assert time.monotonic() - started < BOUND
+        assert editor.text.startswith("abc") and not editor._highlights
+
+        # An ordinary file is highlighted as before.
+        plain = FileView(
+            "demo", read_of("/workspace/ok.py", "def f():\n    return 1\n"), FileVersion(2, "t")
+        )
+        await tabs.add_file(plain)
+        await pilot.pause()
+        assert plain.query_one(FileEditor)._highlights
+
+
+async def test_a_crafted_read_only_file_is_shown_plain_at_once() -> None:
+    """A file with a line break of each kind opens read-only (as Rich's `Syntax`, whose
+    guess and lex of 16 KiB of blank lines took 3.9 s; a helper)."""
+    app = Files()
+    async with app.run_test(size=(120, 40)) as pilot:
+        tabs = app.query_one(WorkbenchTabs)
+        for path, text in [
+            ("/workspace/evil.t", "\n" + TADS3),
+            ("/workspace/blank.py", "\r\n" + " \n" * 8180),
+        ]:
+            view = FileView("demo", read_of(path, text), FileVersion(1, "t"))
+            started = time.monotonic()
+            await tabs.add_file(view)
+            await pilot.pause()
+            assert time.monotonic() - started < BOUND, path
+            assert view.read_only_reason is not None, path
+
+
+def test_another_client_s_crafted_cell_renders_at_once() -> None:
+    """A cell recalled from a shared `serve` is highlighted in the transcript, at every
+    change of its width: 3.7 s each for 16 KiB of blank lines (a helper)."""
+    console = Console(width=100, record=True)
+    for _ in range(3):  # rendered again: the tokens kept, or the bound again
+        started = time.monotonic()
+        console.print(*cell_input("1", "python", " \n" * 8000, foreign=True))
+        assert time.monotonic() - started < BOUND
+
+
+async def test_a_crafted_paste_leaves_the_code_input_plain_until_it_is_cleared() -> None:
+    class Repl(App[None]):
+        def compose(self) -> ComposeResult:
+            yield CodeInput("python")
+
+    app = Repl()
+    async with app.run_test() as pilot:
+        code_input = app.query_one(CodeInput)
+        code_input.focus()
+        started = time.monotonic()
+        code_input.load_text(BLANK_LINES)
+        await pilot.press(*"x = 1")
+        assert time.monotonic() - started < BOUND
+        assert not code_input._highlights
+        code_input.load_text("x = 1")  # a new text (a run cleared the input, history)
+        assert code_input._highlights
+        # A long cell stays plain, as a long file does: each key lexed all of it (QA: 50
+        # keys took 14 s in a cell of 62 KB).
+        code_input.load_text("x = 1\n" * 6000)
+        assert not code_input._highlights
