@@ -178,6 +178,34 @@ async def test_new_context_where_no_runtime_offers_contexts_says_so(
     assert notes.titled("") == ["No runtime here offers code contexts: RUBY run statelessly only."]
 
 
+async def test_enter_twice_in_a_dialog_closes_it_once(tmp_path: Path) -> None:
+    """The second Enter reached the dialog before it closed: its callback ran again and
+    the main screen was popped, which ended the app (ScreenStackError; QA, with F9, F2,
+    alt+n, alt+y, alt+h). Posted as a terminal sends them, both before either is handled
+    (Pilot's press waits between keys)."""
+    app = make_app(tmp_path)
+    main = app.main_screen
+    created: list[str | None] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until_connected(pilot)
+        await pilot.press("f9")
+        await wait_for(pilot, lambda: isinstance(app.screen, ProfilePickerScreen))
+        app.post_message(events.Key("enter", "\r"))
+        app.post_message(events.Key("enter", "\r"))
+        await pilot.pause(0.3)
+        assert app.is_running and app.screen is main
+
+        sandbox_dialog = CreateSandboxScreen()
+        app.push_screen(sandbox_dialog, created.append)
+        await wait_for(pilot, lambda: app.screen is sandbox_dialog)
+        await pilot.press(*"twice")
+        app.post_message(events.Key("enter", "\r"))
+        app.post_message(events.Key("enter", "\r"))
+        await pilot.pause(0.3)
+        assert app.is_running and app.screen is main
+    assert created == ["twice"]  # once
+
+
 async def test_run_cells_see_results_and_walk_history(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
+from textual.await_complete import AwaitComplete
 from textual.binding import BindingType
 from textual.geometry import Offset
 from textual.notifications import SeverityLevel
@@ -73,9 +74,10 @@ shows help for the focused widget.
 
 
 def _mend_textual() -> None:
-    """Mend two bugs of Textual 8.2.8 (pinned) that end the app on a mouse gesture, on
-    every screen, Textual's own (the command palette's) too; each wraps a public method,
-    and its test reproduces the crash through the workbench's screens."""
+    """Mend bugs of Textual 8.2.8 (pinned) that end the app on a mouse gesture or a
+    double key press, on every screen, Textual's own (the command palette's) too; each
+    wraps a public method, and its test reproduces the crash through the workbench's
+    screens."""
     widget_and_offset_at = Screen.get_widget_and_offset_at
 
     def without_removed_widgets(
@@ -99,6 +101,17 @@ def _mend_textual() -> None:
             return ""
         return extract(selection, text)
 
+    dismiss = Screen.dismiss
+
+    def once(screen: Screen[Any], result: Any = None) -> AwaitComplete:
+        """Nothing for a screen dismissed already: Enter pressed twice in a dialog (the
+        second came before it closed) ran its callback again, then popped the screen
+        below, and the main screen's pop ended the app (ScreenStackError; QA)."""
+        if screen not in screen.app.screen_stack:
+            return AwaitComplete()
+        return dismiss(screen, result)
+
+    Screen.dismiss = once  # type: ignore[method-assign, assignment]
     Screen.get_widget_and_offset_at = without_removed_widgets  # type: ignore[method-assign, assignment]
     Selection.extract = from_the_text  # type: ignore[method-assign, assignment]
 
