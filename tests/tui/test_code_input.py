@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 from textual import events
+from textual._xterm_parser import XTermParser
 from textual.app import App, ComposeResult
 from textual.widgets import Button
 
+import workbench.tui.app  # noqa: F401  (its mends of Textual)
 from workbench.tui.untrusted import ControlFreeTextArea
 from workbench.tui.widgets.code_input import CodeInput, new_line_indent
 from workbench.tui.widgets.dialog_input import DialogInput
@@ -198,3 +200,24 @@ async def test_an_alt_chord_types_nothing_into_a_dialog_s_input() -> None:
             field.post_message(events.Key(key, key[-1]))
         await pilot.press("x")
         assert field.value == "newx"
+
+
+def test_a_bracketed_paste_holding_escapes_comes_whole_and_presses_no_key() -> None:
+    """An ESC in a paste began an escape sequence Textual's parser gave up on: what came
+    after it arrived as keys, ahead of the paste (QA: `\\x1b[0m\\x12` ran the cell, ctrl+r
+    being \\x12). The workbench mends the parser (`workbench.tui.app`)."""
+    pasted = 'x = "A\x1b[31mB\x1b[0mC"  # \x12 and \x1b alone\n\x1b'
+    for reads in (
+        [f"\x1b[200~{pasted}\x1b[201~"],
+        ["\x1b[200~x\x1b[3", "1m\x1b", "X\x1b[20", "1~"],  # markers split over reads
+    ):
+        parser = XTermParser()
+        messages = [message for data in reads for message in parser.feed(data)]
+        messages += list(parser.tick())
+        [paste] = messages
+        assert isinstance(paste, events.Paste)
+        assert paste.text == (pasted if len(reads) == 1 else "x\x1b[31m\x1bX")
+    # Outside a paste, keys as before: an Escape, then an arrow.
+    parser = XTermParser()
+    keys = [message for data in ("a", "\x1b[A") for message in parser.feed(data)]
+    assert [key.key for key in keys if isinstance(key, events.Key)] == ["a", "up"]

@@ -6,14 +6,19 @@ wires together; the app's actions hand each binding to the screen or the active 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
+from weakref import WeakKeyDictionary
 
+from textual import events
+from textual._xterm_parser import XTermParser
 from textual.app import App, SystemCommand
 from textual.await_complete import AwaitComplete
 from textual.binding import BindingType
 from textual.geometry import Offset
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.selection import Selection
@@ -73,6 +78,48 @@ shows help for the focused widget.
 """
 
 
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+KEPT_ESC = "\ufdd0"
+"""An ESC inside a bracketed paste, as the parser gets it (a noncharacter: never text)."""
+
+
+@dataclass
+class _PasteScan:
+    """Where a terminal's input stands: inside a bracketed paste, and the part of its end
+    marker that a read split (held until the next)."""
+
+    in_paste: bool = False
+    held: str = ""
+
+    def guarded(self, data: str) -> str:
+        """`data` with each ESC inside a paste replaced by `KEPT_ESC` (outside one, as it
+        came: an Escape key must not wait for the next read)."""
+        data, self.held = self.held + data, ""
+        fed: list[str] = []
+        position = 0
+        while position < len(data):
+            marker = PASTE_END if self.in_paste else PASTE_START
+            found = data.find(marker, position)
+            if not self.in_paste:
+                if found < 0:
+                    fed.append(data[position:])
+                    break
+                fed.append(data[position : found + len(marker)])
+            else:
+                if found < 0:
+                    rest = data[position:]
+                    kept = next(
+                        (n for n in range(len(marker) - 1, 0, -1) if rest.endswith(marker[:n])), 0
+                    )
+                    fed.append(rest[: len(rest) - kept].replace("\x1b", KEPT_ESC))
+                    self.held = rest[len(rest) - kept :]
+                    break
+                fed.append(data[position:found].replace("\x1b", KEPT_ESC) + marker)
+            position = found + len(marker)
+            self.in_paste = not self.in_paste
+        return "".join(fed)
+
+
 def _mend_textual() -> None:
     """Mend bugs of Textual 8.2.8 (pinned) that end the app on a mouse gesture or a
     double key press, on every screen, Textual's own (the command palette's) too; each
@@ -111,6 +158,26 @@ def _mend_textual() -> None:
             return AwaitComplete()
         return dismiss(screen, result)
 
+    feed = XTermParser.feed
+    pastes: WeakKeyDictionary[XTermParser, _PasteScan] = WeakKeyDictionary()
+
+    def pasted_whole(parser: XTermParser, data: str) -> Iterator[Message]:
+        """A bracketed paste as one `Paste`, exact: an ESC in it began an escape sequence
+        the parser gave up on, and what followed came as keys, ahead of the paste and with
+        bindings (QA: `\\x1b[0m\\x12` in a paste ran the cell, ctrl+r). Inside a paste each
+        ESC is fed as `KEPT_ESC`, and put back in the `Paste` event."""
+        if not data:  # the end of input
+            yield from feed(parser, data)
+            return
+        scan = pastes.setdefault(parser, _PasteScan())
+        fed = scan.guarded(data)
+        if fed:  # never "": it would end the input
+            for message in feed(parser, fed):
+                if isinstance(message, events.Paste):
+                    message = events.Paste(message.text.replace(KEPT_ESC, "\x1b"))
+                yield message
+
+    XTermParser.feed = pasted_whole  # type: ignore[method-assign, assignment]
     Screen.dismiss = once  # type: ignore[method-assign, assignment]
     Screen.get_widget_and_offset_at = without_removed_widgets  # type: ignore[method-assign, assignment]
     Selection.extract = from_the_text  # type: ignore[method-assign, assignment]
