@@ -573,9 +573,11 @@ class ProfileConnection:
                     del self.info_loads[sandbox_id]
                     task = asyncio.current_task()
                     stopped = task is not None and task.cancelling() > 0
-                    # Not after a failure (the user may retry), nor once stopped.
+                    # Not after a failure (the user may retry), nor once stopped. Listed
+                    # first where the backend cannot refuse: another client may have
+                    # destroyed it since, and the read would make it again (a flaky test).
                     if read and entry.again and not stopped:
-                        self.load_sandbox_info(sandbox_id, check_listed=False)
+                        self.load_sandbox_info(sandbox_id)
 
         if self.call(f"Loading {sandbox_id} failed", load) is None:  # no backend to ask
             del self.info_loads[sandbox_id]
