@@ -8,6 +8,7 @@ import io
 import json
 import re
 import stat
+import time
 from pathlib import Path
 
 import nbformat
@@ -34,6 +35,7 @@ from workbench.tui.palette_commands import workbench_commands
 from workbench.tui.screens.cell_picker_screen import CellPickerScreen
 from workbench.tui.screens.confirm_screen import ConfirmScreen
 from workbench.tui.screens.export_screen import ExportScreen
+from workbench.tui.untrusted import SHOWN_CHARS
 from workbench.tui.widgets.live_output import LiveOutput
 from workbench.tui.widgets.repl_pane import OUTPUT_AT_END, ReplPane
 from workbench.tui.widgets.run_status import RunStatus
@@ -386,6 +388,36 @@ async def test_the_running_cell_is_wrapped_again_when_its_width_changes() -> Non
         shown = [line.text.rstrip() for line in live.lines]
         assert all(len(line) <= live.scrollable_content_region.width for line in shown)
         assert "".join(line for line in shown if line.startswith("7")) == "7" * 150
+
+
+async def test_a_flood_of_output_keeps_only_its_newest_part_at_once() -> None:
+    """A batch of 4 MiB of output (16 lines of 256 KiB, or 2,048 of 2 KiB: a gateway
+    streams what it likes) took 8 s to write, and as long again at each resize (a
+    helper): the running cell keeps and shows its newest `SHOWN_CHARS` characters."""
+
+    class LiveApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield LiveOutput()
+
+    app = LiveApp()
+    async with app.run_test(size=(120, 30)) as pilot:
+        live = app.query_one(LiveOutput)
+        live.start_cell("python", "flood()")
+        await pilot.pause()
+        for batch in (["a" * 262_144] * 15 + ["b" * 262_144], ["c" * 2048] * 2048):
+            started = time.monotonic()
+            live.add_lines([("stdout", line) for line in batch])
+            await pilot.pause()
+            await pilot.resize_terminal(100, 30)
+            await pilot.pause()
+            await pilot.resize_terminal(120, 30)
+            await pilot.pause()
+            assert time.monotonic() - started < 4  # 24 s before
+            kept = [line.plain for line in live._lines]
+            assert sum(map(len, kept)) == SHOWN_CHARS
+            assert kept[-1] == batch[-1]  # the newest, whole
+        shown = "".join(line.text.rstrip() for line in live.lines)
+        assert shown.endswith("c" * 2048) and "b" not in shown
 
 
 def at_the_end(gateway: LocalGateway) -> MockTransport:

@@ -65,15 +65,31 @@ class LiveOutput(RichLog):
         return super().clear()
 
     def add_lines(self, lines: list[tuple[str, str]]) -> None:
-        """(stream, line) pairs, in the order the guest wrote them (a line past
-        `SHOWN_CHARS` is cut: the finished cell shows the rest, or says it left it out)."""
+        """(stream, line) pairs, in the order the guest wrote them. Only the newest
+        `SHOWN_CHARS` characters are kept and shown (the finished cell shows the rest, or
+        says it left it out): a log keeps 2,000 lines anyway, and a batch of 4 MiB took
+        8 s to write, and as long at each resize (a helper)."""
         shown_lines = [
             shown(line[:SHOWN_CHARS], STDERR_STYLE if stream == "stderr" else "")
             for stream, line in lines[-MAX_LINES:]
         ]
         self._lines.extend(shown_lines)
         self.add_class("-visible")
-        self.write(Text("\n").join(shown_lines))
+        kept = sum(len(line) for line in self._lines)
+        while kept > SHOWN_CHARS:
+            oldest = self._lines.popleft()
+            if kept - len(oldest) < SHOWN_CHARS:  # cut to fit, its end kept
+                self._lines.appendleft(oldest[kept - SHOWN_CHARS :])
+                kept = SHOWN_CHARS
+            else:
+                kept -= len(oldest)
+        if sum(len(line) for line in shown_lines) > SHOWN_CHARS:
+            super().clear()  # what the log shows goes too, for the batch's newest part
+            if self._cell is not None:
+                self.write(self._cell)
+            self.write(Text("\n").join(self._lines))
+        else:
+            self.write(Text("\n").join(shown_lines))
 
     def clear_lines(self) -> None:
         self.clear()
