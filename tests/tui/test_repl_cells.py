@@ -368,13 +368,14 @@ async def test_the_running_cell_shows_its_code_then_its_output_and_the_cell_repl
         assert shown_count(repl, "tick 1") == 1 and shown_count(repl, "tick 2") == 1
 
 
+class LiveApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield LiveOutput()
+
+
 async def test_the_running_cell_is_wrapped_again_when_its_width_changes() -> None:
     """Lines a running cell printed kept the wrap of the width they came at: a resize
     during the run cut them until the cell ended (QA)."""
-
-    class LiveApp(App[None]):
-        def compose(self) -> ComposeResult:
-            yield LiveOutput()
 
     app = LiveApp()
     async with app.run_test(size=(120, 30)) as pilot:
@@ -394,10 +395,6 @@ async def test_a_flood_of_output_keeps_only_its_newest_part_at_once() -> None:
     """A batch of 4 MiB of output (16 lines of 256 KiB, or 2,048 of 2 KiB: a gateway
     streams what it likes) took 8 s to write, and as long again at each resize (a
     helper): the running cell keeps and shows its newest `SHOWN_CHARS` characters."""
-
-    class LiveApp(App[None]):
-        def compose(self) -> ComposeResult:
-            yield LiveOutput()
 
     app = LiveApp()
     async with app.run_test(size=(120, 30)) as pilot:
