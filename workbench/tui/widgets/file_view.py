@@ -39,6 +39,12 @@ def hex_summary(data: bytes, limit: int = HEX_BYTES) -> Text:
     return Text("\n".join(rows))
 
 
+MAX_TABS = 2048
+"""Tabs on one line past which a file opens read-only: the editor lays out a line's tabs
+at every paint, 15 µs each, so a line of 64 Ki tabs took 0.8 s a key and one of a MiB 15 s
+(a helper)."""
+
+
 @dataclass(frozen=True)
 class EditableText:
     """What a read gives the editor: `text`, or None and why the file is read-only (then
@@ -60,6 +66,10 @@ def editable_text(read: ReadFileResult) -> EditableText:
         return EditableText(None, "not UTF-8 text, which the editor would change")
     if Document(text).text != text:
         return EditableText(None, "mixed or unusual line breaks, which the editor would change")
+    if "\t" in text and (tabs := max(line.count("\t") for line in text.split("\n"))) > MAX_TABS:
+        return EditableText(
+            None, f"a line of {tabs:,} tabs, which the editor takes seconds to show"
+        )
     return EditableText(text)
 
 
@@ -163,7 +173,8 @@ class FileView(Vertical):
         if len(text) <= HIGHLIGHTED_CHARS:  # highlighting a MiB froze the app for seconds
             lexer = within_bound(lambda: lexer_by_name(Syntax.guess_lexer(read.path, text)))
         if lexer is None:  # unknown, or the guess took too long
-            body.write(Text(text, no_wrap=True))
+            # Tabs expanded here, at once: Rich's own expansion took seconds for a MiB.
+            body.write(Text(text.expandtabs(4), no_wrap=True))
         else:
             body.write(
                 Syntax(text, lexer, line_numbers=True, background_color="default", word_wrap=False)

@@ -1,7 +1,8 @@
-"""Highlighting text a guest wrote within a time bound: some Pygments lexers take
-seconds on crafted input (quadratic in a file of blank lines, exponential in 44 bytes for
-TADS 3), which froze the workbench as a file opened and at every key in its editor. Each
-bound here is far below what the unbounded lex took (12-16 s, measured by a helper)."""
+"""Text a guest crafted to be slow to show. Highlighting it takes a time bound: some
+Pygments lexers take seconds on crafted input (quadratic in a file of blank lines,
+exponential in 44 bytes for TADS 3), which froze the workbench as a file opened and at
+every key in its editor; and a line of a MiB of tabs opens read-only. Each bound here is
+far below what it took before (12-31 s, measured by a helper)."""
 
 from __future__ import annotations
 
@@ -145,3 +146,21 @@ async def test_a_crafted_paste_leaves_the_code_input_plain_until_it_is_cleared()
         # keys took 14 s in a cell of 62 KB).
         code_input.load_text("x = 1\n" * 6000)
         assert not code_input._highlights
+
+
+async def test_a_line_of_a_mib_of_tabs_opens_read_only_at_once() -> None:
+    """The editor laid out all of a line's tabs at every paint: 31 s to open, 15 s a key."""
+    app = Files()
+    async with app.run_test(size=(120, 40)) as pilot:
+        started = time.monotonic()
+        view = FileView(
+            "demo", read_of("/workspace/tabs.txt", "\t" * (1 << 20)), FileVersion(1, "t")
+        )
+        await app.query_one(WorkbenchTabs).add_file(view)
+        await pilot.pause()
+        await pilot.press("down", "x")
+        await pilot.pause()
+        assert time.monotonic() - started < BOUND
+        assert view.read_only_reason == (
+            "a line of 1,048,576 tabs, which the editor takes seconds to show"
+        )
