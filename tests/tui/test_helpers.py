@@ -42,6 +42,12 @@ def test_env_vars_text_checks_each_key() -> None:
         "line 6: expected KEY=VALUE",
         "line 7: A is set twice",
     ]
+    # Past what a request may carry: said as it is typed, not refused on save (QA).
+    many = parse_env_vars_text("\n".join(f"KEY_{n}=value {n}" for n in range(5000)))
+    assert many.problems == [
+        "the variables take 115.0 KiB as sent; a request takes at most 96.0 KiB"
+    ]
+    assert parse_env_vars_text("\n".join(f"KEY_{n}=value {n}" for n in range(4000))).valid
     assert env_vars_update({"A": "1", "GONE": "x"}, {"A": "2", "NEW": "y"}) == {
         "GONE": None,
         "A": "2",

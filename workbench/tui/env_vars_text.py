@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from workbench.api import ENV_KEY_PATTERN, is_valid_env_key
+from workbench.api import (
+    ENV_KEY_PATTERN,
+    EXECUTE_BODY_CAP,
+    EXECUTE_BODY_ROOM,
+    is_valid_env_key,
+    json_payload,
+)
+from workbench.api.display import human_bytes
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,13 @@ def parse_env_vars_text(text: str) -> ParsedEnvVars:
             problems.append(f"line {number}: {key} is set twice")
         else:
             values[key] = value
+    if not problems and len(json_payload(values)) > EXECUTE_BODY_CAP - EXECUTE_BODY_ROOM:
+        # Any backend refuses such a request: said here, as the text is typed (QA: 5,000
+        # variables were "✓", then refused on save as "Request too large").
+        problems.append(
+            f"the variables take {human_bytes(len(json_payload(values)))} as sent; a "
+            f"request takes at most {human_bytes(EXECUTE_BODY_CAP)}"
+        )
     return ParsedEnvVars(values, problems)
 
 
