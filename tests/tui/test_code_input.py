@@ -4,6 +4,8 @@ exactly as it came, and an alt chord is never text."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from textual import events
 from textual._xterm_parser import XTermParser
@@ -221,3 +223,27 @@ def test_a_bracketed_paste_holding_escapes_comes_whole_and_presses_no_key() -> N
     parser = XTermParser()
     keys = [message for data in ("a", "\x1b[A") for message in parser.feed(data)]
     assert [key.key for key in keys if isinstance(key, events.Key)] == ["a", "up"]
+
+
+def test_a_paste_reads_the_same_however_the_terminal_s_reads_split_it() -> None:
+    """Random input (pastes holding ESCs, keys, arrows) fed whole and fed in random
+    pieces gives the same events (found in review: a start marker split over two reads
+    left the paste's ESCs to the parser)."""
+
+    def events_of(reads: list[str]) -> list[tuple[str, str]]:
+        parser = XTermParser()
+        messages = [message for data in reads for message in parser.feed(data)]
+        messages += list(parser.tick())
+        return [
+            (type(message).__name__, getattr(message, "text", None) or getattr(message, "key", ""))
+            for message in messages
+        ]
+
+    chosen = random.Random(5)
+    pieces = ["a", "\x1b", "[", "~", "0", "\x12", "\x1b[A", "x\ny", "\x1b[200~", "\x1b[201~"]
+    for _ in range(400):
+        text = "".join(chosen.choice(pieces) for _ in range(chosen.randrange(1, 12)))
+        text = f"{text}\x1b[200~{text}\x1b[201~b"  # a paste, then a key, in each
+        cuts = sorted(chosen.sample(range(1, len(text)), min(4, len(text) - 1)))
+        reads = [text[start:end] for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        assert events_of(reads) == events_of([text]), reads

@@ -7,6 +7,8 @@ far below what it took before (12-31 s, measured by a helper)."""
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import time
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from textual.widgets import TabPane
 
 import workbench.tui.app as workbench_app
 from workbench.api import FileVersion, ReadFileResult
-from workbench.tui.highlighting import LEX_SECONDS, lexed, within_bound
+from workbench.tui.highlighting import lexed, within_bound
 from workbench.tui.transcript_cell import cell_input
 from workbench.tui.widgets.code_input import CodeInput
 from workbench.tui.widgets.file_editor import FileEditor
@@ -28,26 +30,39 @@ TADS3 = "\r\n//" + "\\" * 40
 """44 bytes the TADS 3 lexer (`.t`) took 11.6 s on (exponential; Pygments issue 3311)."""
 BLANK_LINES = " \n" * 16_000
 """32,000 bytes the Python lexer took 12.5 s on (quadratic)."""
-BOUND = 2.0
-"""Seconds anything here may take: the lexer's bound is `LEX_SECONDS`, the rest is the
-widgets' own work, on a loaded machine."""
+BOUND = 3.0
+"""Seconds of this process's CPU anything here may take (CPU time: the suite's other
+workers load the machine): the lexer's bound is `LEX_SECONDS`, the rest is the widgets'
+own work."""
 
 
 def test_a_lex_past_its_bound_gives_up_and_a_late_signal_is_ignored() -> None:
-    started = time.monotonic()
+    started = time.process_time()
     assert lexed(get_lexer_for_filename("evil.t", stripnl=False), TADS3) is None
-    assert time.monotonic() - started < BOUND
+    assert time.process_time() - started < BOUND
     python = get_lexer_by_name("python", stripnl=False, ensurenl=False)
     tokens = lexed(python, "x = 1\n")
     assert tokens is not None and "".join(value for _, value in tokens) == "x = 1\n"
 
-    def slow_then_done() -> str:  # its timer fires while it ends: the signal comes late
-        time.sleep(LEX_SECONDS * 1.5)
+    def busy(seconds: float) -> str:
+        ends = time.process_time() + seconds
+        while time.process_time() < ends:
+            pass
         return "done"
 
-    for _ in range(5):
-        within_bound(slow_then_done)  # given up or done, never raised elsewhere
-        time.sleep(LEX_SECONDS)
+    def swallowing() -> str:  # as Pygments' text analysers catch every Exception
+        with contextlib.suppress(Exception):
+            busy(0.05)
+        return busy(0.05)
+
+    # Calls that end as their timer fires: a signal handled late, at the next arming or
+    # after, never raises outside a bounded call (found in review: 13 escapes in 6 s).
+    bound = 0.004
+    for fraction in [0.9, 0.97, 1.0, 1.03, 1.1] * 40:
+        assert within_bound(functools.partial(busy, bound * fraction), bound) in ("done", None)
+    started = time.process_time()
+    assert within_bound(swallowing, 0.01) is None
+    assert time.process_time() - started < 0.04
     assert within_bound(lambda: 42) == 42
 
 
@@ -76,17 +91,17 @@ async def test_a_crafted_file_opens_and_takes_keys_at_once_and_stays_plain() -> 
     app = Files()
     async with app.run_test(size=(120, 40)) as pilot:
         tabs = app.query_one(WorkbenchTabs)
-        started = time.monotonic()
+        started = time.process_time()
         view = FileView("demo", read_of("/workspace/evil.py", BLANK_LINES), FileVersion(1, "t"))
         await tabs.add_file(view)
         await pilot.pause()
-        assert time.monotonic() - started < BOUND
+        assert time.process_time() - started < BOUND
         editor = view.query_one(FileEditor)
         assert editor.text == BLANK_LINES and not editor._highlights
         editor.focus()
-        started = time.monotonic()
+        started = time.process_time()
         await pilot.press(*"abc")  # no key pays the lex again
-        assert time.monotonic() - started < BOUND
+        assert time.process_time() - started < BOUND
         assert editor.text.startswith("abc") and not editor._highlights
 
         # An ordinary file is highlighted as before.
@@ -109,10 +124,10 @@ async def test_a_crafted_read_only_file_is_shown_plain_at_once() -> None:
             ("/workspace/blank.py", "\r\n" + " \n" * 8180),
         ]:
             view = FileView("demo", read_of(path, text), FileVersion(1, "t"))
-            started = time.monotonic()
+            started = time.process_time()
             await tabs.add_file(view)
             await pilot.pause()
-            assert time.monotonic() - started < BOUND, path
+            assert time.process_time() - started < BOUND, path
             assert view.read_only_reason is not None, path
 
 
@@ -121,9 +136,9 @@ def test_another_client_s_crafted_cell_renders_at_once() -> None:
     change of its width: 3.7 s each for 16 KiB of blank lines (a helper)."""
     console = Console(width=100, record=True)
     for _ in range(3):  # rendered again: the tokens kept, or the bound again
-        started = time.monotonic()
+        started = time.process_time()
         console.print(*cell_input("1", "python", " \n" * 8000, foreign=True))
-        assert time.monotonic() - started < BOUND
+        assert time.process_time() - started < BOUND
 
 
 async def test_a_crafted_paste_leaves_the_code_input_plain_until_it_is_cleared() -> None:
@@ -135,10 +150,10 @@ async def test_a_crafted_paste_leaves_the_code_input_plain_until_it_is_cleared()
     async with app.run_test() as pilot:
         code_input = app.query_one(CodeInput)
         code_input.focus()
-        started = time.monotonic()
+        started = time.process_time()
         code_input.load_text(BLANK_LINES)
         await pilot.press(*"x = 1")
-        assert time.monotonic() - started < BOUND
+        assert time.process_time() - started < BOUND
         assert not code_input._highlights
         code_input.load_text("x = 1")  # a new text (a run cleared the input, history)
         assert code_input._highlights
@@ -152,7 +167,7 @@ async def test_a_line_of_a_mib_of_tabs_opens_read_only_at_once() -> None:
     """The editor laid out all of a line's tabs at every paint: 31 s to open, 15 s a key."""
     app = Files()
     async with app.run_test(size=(120, 40)) as pilot:
-        started = time.monotonic()
+        started = time.process_time()
         view = FileView(
             "demo", read_of("/workspace/tabs.txt", "\t" * (1 << 20)), FileVersion(1, "t")
         )
@@ -160,7 +175,7 @@ async def test_a_line_of_a_mib_of_tabs_opens_read_only_at_once() -> None:
         await pilot.pause()
         await pilot.press("down", "x")
         await pilot.pause()
-        assert time.monotonic() - started < BOUND
+        assert time.process_time() - started < BOUND
         assert view.read_only_reason == (
             "a line of 1,048,576 tabs, which the editor takes seconds to show"
         )

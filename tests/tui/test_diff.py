@@ -27,7 +27,7 @@ from workbench.config import Config, RemoteProfile
 from workbench.transcripts import read_transcript
 from workbench.transcripts.outcomes import Outcome
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.messages import CellRerun
+from workbench.tui.messages import CellRerun, CellRerunProgress
 from workbench.tui.palette_commands import PaletteCommand, workbench_commands
 from workbench.tui.screens.diff_screen import DIFF_LINES, DiffScreen, RerunProfilePickerScreen
 from workbench.tui.screens.export_screen import ExportScreen
@@ -219,6 +219,24 @@ async def test_a_rerun_can_be_cancelled_from_the_palette(
         assert not isinstance(app.screen, DiffScreen)
     assert ("Rerun cancelled.", "", "information") in notes.calls
     assert not notes.errors()
+
+
+async def test_a_replaced_rerun_s_end_leaves_the_new_one_s_progress(tmp_path: Path) -> None:
+    """A rerun started while one ran cancels it (one at a time): the first one's end came
+    after the second's start and blanked its progress (found in review)."""
+    data = tmp_path / "data"
+    app = WorkbenchApp(data_dir=data, backend_factory=local_backend_factory(data))
+    main = app.main_screen
+    async with app.run_test(size=(140, 45)) as pilot:
+        await until_connected(pilot)
+        main.reruns = 2
+        main.post_message(CellRerunProgress(2, "3", "staging", 0, 3))
+        main.post_message(CellRerunProgress(1, "2", "staging", 1, 2, ended=True))
+        await pilot.pause()
+        assert main.status.rerun == "rerunning cell [3] on staging: 0 of 3 cells replayed"
+        main.post_message(CellRerunProgress(2, "3", "staging", 3, 3, ended=True))
+        await pilot.pause()
+        assert main.status.rerun == ""
 
 
 def commands_of(app: WorkbenchApp) -> dict[str, PaletteCommand]:

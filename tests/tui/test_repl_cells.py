@@ -402,14 +402,14 @@ async def test_a_flood_of_output_keeps_only_its_newest_part_at_once() -> None:
         live.start_cell("python", "flood()")
         await pilot.pause()
         for batch in (["a" * 262_144] * 15 + ["b" * 262_144], ["c" * 2048] * 2048):
-            started = time.monotonic()
+            started = time.process_time()  # CPU: the suite's other workers load the machine
             live.add_lines([("stdout", line) for line in batch])
             await pilot.pause()
             await pilot.resize_terminal(100, 30)
             await pilot.pause()
             await pilot.resize_terminal(120, 30)
             await pilot.pause()
-            assert time.monotonic() - started < 4  # 24 s before
+            assert time.process_time() - started < 4  # 24 s before
             kept = [line.plain for line in live._lines]
             assert sum(map(len, kept)) == SHOWN_CHARS
             assert kept[-1] == batch[-1]  # the newest, whole

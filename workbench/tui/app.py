@@ -85,38 +85,44 @@ KEPT_ESC = "\ufdd0"
 
 @dataclass
 class _PasteScan:
-    """Where a terminal's input stands: inside a bracketed paste, and the part of its end
-    marker that a read split (held until the next)."""
+    """Where a terminal's input stands: inside a bracketed paste or not, the last
+    characters fed outside one (a read may end inside a start marker), and the part of an
+    end marker a read split (held until the next: nothing outside a paste is held, so an
+    Escape key never waits)."""
 
     in_paste: bool = False
+    tail: str = ""
     held: str = ""
 
     def guarded(self, data: str) -> str:
-        """`data` with each ESC inside a paste replaced by `KEPT_ESC` (outside one, as it
-        came: an Escape key must not wait for the next read)."""
+        """`data` with each ESC inside a paste replaced by `KEPT_ESC`."""
         data, self.held = self.held + data, ""
         fed: list[str] = []
         position = 0
         while position < len(data):
-            marker = PASTE_END if self.in_paste else PASTE_START
-            found = data.find(marker, position)
             if not self.in_paste:
+                seen = self.tail + data[position:]
+                found = seen.find(PASTE_START)
                 if found < 0:
                     fed.append(data[position:])
+                    self.tail = seen[-(len(PASTE_START) - 1) :]
                     break
-                fed.append(data[position : found + len(marker)])
-            else:
-                if found < 0:
-                    rest = data[position:]
-                    kept = next(
-                        (n for n in range(len(marker) - 1, 0, -1) if rest.endswith(marker[:n])), 0
-                    )
-                    fed.append(rest[: len(rest) - kept].replace("\x1b", KEPT_ESC))
-                    self.held = rest[len(rest) - kept :]
-                    break
-                fed.append(data[position:found].replace("\x1b", KEPT_ESC) + marker)
-            position = found + len(marker)
-            self.in_paste = not self.in_paste
+                marker_end = position + found + len(PASTE_START) - len(self.tail)
+                fed.append(data[position:marker_end])
+                position, self.tail, self.in_paste = marker_end, "", True
+                continue
+            found = data.find(PASTE_END, position)
+            if found < 0:
+                rest = data[position:]
+                kept = next(
+                    (n for n in range(len(PASTE_END) - 1, 0, -1) if rest.endswith(PASTE_END[:n])),
+                    0,
+                )
+                fed.append(rest[: len(rest) - kept].replace("\x1b", KEPT_ESC))
+                self.held = rest[len(rest) - kept :]
+                break
+            fed.append(data[position:found].replace("\x1b", KEPT_ESC) + PASTE_END)
+            position, self.in_paste = found + len(PASTE_END), False
         return "".join(fed)
 
 

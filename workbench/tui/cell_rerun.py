@@ -38,6 +38,7 @@ async def rerun_cell(
     profile: str,
     context: CodeContext,
     cells: Sequence[TranscriptCell],
+    rerun: int,
 ) -> None:
     """Worker body: replay `cells` (the last one is the one compared) on `profile`,
     posting its progress (cells before it may take a while: QA waited 45 s for 13)."""
@@ -47,7 +48,7 @@ async def rerun_cell(
     def progress(_: CellReplay) -> None:
         nonlocal replayed
         replayed += 1
-        owner.post_message(CellRerunProgress(number, profile, replayed, len(cells)))
+        owner.post_message(CellRerunProgress(rerun, number, profile, replayed, len(cells)))
 
     try:
         backend = await asyncio.to_thread(open_backend, profile)
@@ -62,7 +63,8 @@ async def rerun_cell(
         )
         return
     finally:
-        owner.post_message(CellRerunProgress(number, profile, replayed, len(cells), ended=True))
+        ended = CellRerunProgress(rerun, number, profile, replayed, len(cells), ended=True)
+        owner.post_message(ended)
     if report.known_difference is not None or not report.cells:
         reason = report.known_difference or "it replayed nothing"
         owner.post_message(CellNotRerun(number, profile, reason))
@@ -84,6 +86,8 @@ class CellRerunHandlers(Screen[None]):
     connection: ProfileConnection
     tabs: WorkbenchTabs
     status: StatusBar
+    reruns = 0
+    """Reruns started, the newest one's number."""
 
     def action_diff_cell(self, profiles: list[str], profile: str | None) -> None:
         """Rerun the active REPL's current cell (after the cells before it) on `profile`,
@@ -110,9 +114,19 @@ class CellRerunHandlers(Screen[None]):
             if earlier := len(cells) - 1:
                 started += f" after replaying {earlier} earlier cell{'s' if earlier != 1 else ''}"
             self.notify(f"{started}… (the command palette can cancel it)", timeout=5)
-            self.post_message(CellRerunProgress(cells[-1].shown_number, target, 0, len(cells)))
+            self.reruns += 1
+            number = cells[-1].shown_number
+            self.post_message(CellRerunProgress(self.reruns, number, target, 0, len(cells)))
             self.run_worker(
-                rerun_cell(self, self.connection.backend_factory, here, target, context, cells),
+                rerun_cell(
+                    self,
+                    self.connection.backend_factory,
+                    here,
+                    target,
+                    context,
+                    cells,
+                    self.reruns,
+                ),
                 group=RERUN_GROUP,
                 exclusive=True,
                 exit_on_error=False,
@@ -140,6 +154,8 @@ class CellRerunHandlers(Screen[None]):
 
     @on_report(CellRerunProgress)
     def cell_rerun_progress(self, message: CellRerunProgress) -> None:
+        if message.rerun != self.reruns:  # replaced by a rerun started since (exclusive)
+            return
         if message.ended:
             self.status.rerun = ""
         else:

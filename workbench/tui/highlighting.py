@@ -4,11 +4,12 @@ Pygments' lexers are regular expressions, and some take time quadratic or expone
 crafted input: a file of 32 KiB of blank lines froze the workbench for 12 s in the Python
 lexer at every key, and one of 44 bytes for 12 s in the TADS 3 lexer (Pygments issue
 3311; helper measurements). Every lex of text a guest, a gateway or another client wrote
-goes through `lexed`, which gives it `LEX_SECONDS`: a real-time timer's SIGALRM then
-interrupts it (the regular expression engine checks for signals as it matches, holding
-the GIL, so neither a thread's timer nor a lex in the background could do it), and the
-text is shown plain. Textual paints on the main thread, the only one that gets signals.
-The workbench uses SIGALRM for nothing else (its tests' timeouts use a thread).
+goes through `lexed`, which gives it `LEX_SECONDS` of the process's CPU time (CPU, not
+wall time: a loaded machine must not turn ordinary code plain): a profiling timer's
+SIGPROF then interrupts it (the regular expression engine checks for signals as it
+matches, holding the GIL, so neither a thread's timer nor a lex in the background could
+do it), and the text is shown plain. Textual paints on the main thread, the only one that
+gets signals; nothing else in the workbench uses that timer.
 """
 
 from __future__ import annotations
@@ -31,56 +32,58 @@ LEX_SECONDS = 0.1
 LexedToken = tuple[_TokenType, str]
 Result = TypeVar("Result")
 
+_TIMER, _SIGNAL = signal.ITIMER_PROF, signal.SIGPROF
 _bounded = False
-"""A bounded call runs (on the main thread, which alone sets it)."""
+"""A bounded call runs with its timer armed (only the main thread sets it)."""
 
 
-class _Overdue(Exception):
-    """A bounded call ran past its time."""
+class _Overdue(BaseException):
+    """A bounded call ran past its time (a `BaseException`: Pygments' text analysers catch
+    every `Exception`, which would swallow it and leave the rest unbounded; review)."""
 
 
 def _overdue(signum: int, frame: object) -> None:
-    """The timer's signal: ends the bounded call that runs, once; ignored after it ended
-    (a signal that fired as its timer was stopped arrives late)."""
+    """The timer's signal: ends the bounded call that runs, once. A signal of a timer
+    stopped as it fired may arrive late, at the next call or after it: ignored while the
+    timer armed for that call still runs, or once it ended."""
     global _bounded
-    if _bounded:
+    if _bounded and not signal.getitimer(_TIMER)[0]:
         _bounded = False
         raise _Overdue
 
 
 def _timer_is_ours() -> bool:
-    """Whether SIGALRM and the real-time timer are free for the bound (the handler is
-    installed on first use and stays; another's is never taken)."""
-    handler = signal.getsignal(signal.SIGALRM)
+    """Whether the timer and its signal are free for the bound (the handler is installed
+    on first use and stays; another's is never taken)."""
+    handler = signal.getsignal(_SIGNAL)
     if handler is not _overdue:
-        if handler is not signal.SIG_DFL or signal.getitimer(signal.ITIMER_REAL)[0]:
+        if handler is not signal.SIG_DFL or signal.getitimer(_TIMER)[0]:
             return False
-        signal.signal(signal.SIGALRM, _overdue)
+        signal.signal(_SIGNAL, _overdue)
     return True
 
 
 def within_bound(call: Callable[[], Result], seconds: float = LEX_SECONDS) -> Result | None:
-    """`call()`, or None when it takes longer than `seconds` (or fails: a lexer's own
-    error shows the text plain too). Off the main thread, or where SIGALRM is another's,
-    it is not run."""
+    """`call()`, or None when it takes longer than `seconds` of CPU time (or fails: a
+    lexer's own error shows the text plain too). Off the main thread, or where the timer
+    is another's, it is not run."""
     global _bounded
     if threading.current_thread() is not threading.main_thread() or not _timer_is_ours():
         return None
     result: Result | None = None
-    _bounded = True
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
+        signal.setitimer(_TIMER, seconds)
+        _bounded = True
         try:
             result = call()
-        except _Overdue:
-            raise
         except Exception:
             result = None
         _bounded = False  # from here a late signal is ignored
     except _Overdue:
         return None  # the handler let go of the bound
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _bounded = False
+        signal.setitimer(_TIMER, 0)
     return result
 
 

@@ -454,9 +454,11 @@ class CellNotRerun(Message, bubble=False):
 
 @dataclass
 class CellRerunProgress(Message, bubble=False):
-    """The rerun of cell `number` on `profile` has replayed `replayed` of its `total`
-    cells (the cell itself last); `ended` once it stops, however it stops."""
+    """Rerun `rerun` (of cell `number` on `profile`) has replayed `replayed` of its
+    `total` cells (the cell itself last); `ended` once it stops, however it stops."""
 
+    rerun: int
+    """Which rerun: one started meanwhile replaced it, and its messages are stale."""
     number: str
     profile: str
     replayed: int
