@@ -625,7 +625,9 @@ class MainScreen(
         self.open_tabs.closed(self.connection.profile, message.context_id)
         if self.tabs.repl_for(message.context_id) is not None:
             await self.tabs.close_repl(message.context_id)
-        self.connection.load_sandbox_info(message.sandbox_id, check_listed=False)
+        # Its sandbox may be gone too (a reopened tab's): checked, or the read makes it
+        # again (a flaky test).
+        self.connection.load_sandbox_info(message.sandbox_id)
 
     def action_create_context(self) -> None:
         sandbox_id = self.selected_sandbox_id
