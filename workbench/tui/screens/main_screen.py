@@ -388,10 +388,10 @@ class MainScreen(
         for view in self.tabs.file_views_of_all():
             if view.sandbox_id not in known and not view.sandbox_gone:
                 view.show_sandbox_gone()
-        for summary in message.sandboxes:
-            node = self.sandbox_tree.sandbox_node(summary.id)
-            if node is not None and node.is_expanded:
-                self.connection.load_sandbox_info(summary.id, check_listed=False)
+        # The expanded ones, not a lookup per listed sandbox: a gateway listing 20,000
+        # blocked the workbench for 30 s (a lookup walks every node; a helper).
+        for sandbox_id in self.sandbox_tree.expanded_sandboxes():
+            self.connection.load_sandbox_info(sandbox_id, check_listed=False)
         if message.refresh:
             self.refresh_listed(known)
 
