@@ -234,3 +234,36 @@ async def test_why_a_context_of_a_binding_cannot_be_made_now() -> None:
     assert await gateway.contexts_refused("PERL") == (
         "gw does not list a PERL runtime now (it may be unavailable)"
     )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"code":"1","language":"python","engine":"x","durationMs":'
+        + b"9" * 4000
+        + b',"logs":{"stdout":[],"stderr":[]},"results":[]}',
+        b'{"code":"1","language":"python","engine":"x","durationMs":1,"logs":{"stdout":[],'
+        b'"stderr":[]},"results":[],"context":{"id":"c1","cwd":"/workspace","executions":1e999}}',
+    ],
+    ids=["a-duration-no-float-holds", "an-infinite-count"],
+)
+async def test_a_number_too_large_to_hold_is_an_invalid_answer(body: bytes) -> None:
+    """JSON numbers that parse but overflow the float or int they are read into raised a
+    bare OverflowError: "unexpected OverflowError (a bug)" in the CLI (a helper)."""
+    sandbox = SandboxClient(
+        MockTransport(lambda request: Response(200, body, "application/json")), "demo"
+    )
+    with pytest.raises(SandboxError) as raised:
+        await sandbox.interpreter.run_code("1", binding="PYTHON")
+    assert (raised.value.code, raised.value.message) == (
+        "INTERNAL_ERROR",
+        "Invalid sandbox response",
+    )
+    listing = b'{"success":true,"path":"/workspace","files":[{"name":"a","absolutePath":'
+    listing += b'"/workspace/a","type":"file","size":1e999,"modifiedAt":"t"}],"count":1}'
+    files = SandboxClient(
+        MockTransport(lambda request: Response(200, listing, "application/json")), "demo"
+    )
+    with pytest.raises(SandboxError) as listed:
+        await files.list_files(".")
+    assert listed.value.message == "Invalid sandbox response"

@@ -136,10 +136,11 @@ Decoded = TypeVar("Decoded", bound=JsonReadable)
 
 def decoded(kind: type[Decoded], data: Any) -> Decoded:
     """`data`, an answer's JSON, read as `kind`: one of another shape (a gateway's
-    garbage) is INTERNAL_ERROR "Invalid sandbox response", never a bare `TypeError`."""
+    garbage) is INTERNAL_ERROR "Invalid sandbox response", never a bare `TypeError`, nor
+    an `OverflowError` of a number no float or int of ours holds (`1e999`)."""
     try:
         return kind.from_json(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
         raise invalid_response() from error  # the cause says what was wrong
 
 
