@@ -218,10 +218,17 @@ async def read_event_stream(chunks: AsyncIterator[bytes], on_event: EventSink) -
     answer event becomes the `Response` the plain answer would have been (a waiting
     event goes to `on_event` too). `ValueError`
     for what is not such a stream, `EOFError` if it ends before its answer."""
-    pending = b""
+    pending = bytearray()
     async for chunk in chunks:
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
+        # Only the new chunk is searched: a long line sent a KiB at a time was joined and
+        # split again whole at each chunk, 7 s for 4 MiB (a helper).
+        if b"\n" not in chunk:
+            pending += chunk
+            lines = []
+        else:
+            *lines, rest = chunk.split(b"\n")
+            lines[0] = bytes(pending) + lines[0]
+            pending = bytearray(rest)
         if len(pending) > MAX_EVENT_BYTES:
             raise ValueError("a line of the streamed answer is too long")
         for line in lines:
