@@ -344,6 +344,7 @@ async def test_the_waiting_label_gives_way_only_to_its_own_end(tmp_path: Path) -
         await pilot.pause(0.2)
 
 
+@pytest.mark.usefixtures("python_engine")
 async def test_destroying_a_sandbox_cancels_its_running_cells_and_says_when_it_waits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -373,8 +374,12 @@ async def test_destroying_a_sandbox_cancels_its_running_cells_and_says_when_it_w
         await create_sandbox(pilot, "shared")
         backend = main.backend
         assert backend is not None
+        # A run that sleeps (in a host call: no CPU) long enough for F8 and the dialog on
+        # a loaded machine (CI: a 2 s busy run ended before the destroy came).
         other = asyncio.ensure_future(
-            backend.sandbox("shared").interpreter.run_code(BUSY_TWO_SECONDS, binding="PERL")
+            backend.sandbox("shared").interpreter.run_code(
+                "import time\ntime.sleep(4)\n'done'", binding="PYTHON"
+            )
         )
         await asyncio.sleep(0.3)  # its turn taken
         main.sandbox_tree.focus()
@@ -385,7 +390,7 @@ async def test_destroying_a_sandbox_cancels_its_running_cells_and_says_when_it_w
         waited = [note for note in notes.titled("Sandbox") if "waits for the run" in note]
         assert waited and waited[0].startswith("Destroying shared waits")
         finished = await other
-        assert finished.results and finished.results[0].text == "done"
+        assert finished.results and finished.results[0].text == "'done'"
 
 
 async def test_a_catch_up_numbers_the_given_up_cell_whose_run_it_meets(tmp_path: Path) -> None:
