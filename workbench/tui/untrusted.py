@@ -59,6 +59,8 @@ def shown_text(text: Text, *, on_one_line: bool = False) -> Text:
     when there is nothing to show). Rich itself drops BEL, backspace, VT, FF and CR from a
     `Text` built from a `str`, so those are gone rather than shown."""
     show = one_line if on_one_line else neutralise
+    if show(text.plain) == text.plain:  # at once, not a call per character (the usual)
+        return text
     pieces = [show(character) for character in text.plain]
     if all(len(piece) == 1 for piece in pieces):
         return text

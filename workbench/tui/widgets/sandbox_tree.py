@@ -17,7 +17,7 @@ from workbench.tui.tree_nodes import (
     SandboxNode,
     TreeNodeData,
 )
-from workbench.tui.untrusted import one_line, shown_text
+from workbench.tui.untrusted import cut, one_line, shown_text
 from workbench.tui.workspace_paths import WORKSPACE, is_within, parent_path
 
 DIGIT_RUNS = re.compile(r"([0-9]+)")
@@ -45,10 +45,15 @@ def entry_data(sandbox_id: str, entry: FileInfo) -> DirectoryNode | FileNode:
     return FileNode(sandbox_id, entry.absolute_path)
 
 
+LABEL_CHARS = 256
+"""Characters of a name a label shows: a gateway's name of a MiB made each paint of the
+tree take about a second (a helper)."""
+
+
 def entry_label(entry: FileInfo) -> Text:
     """The entry's name escaped before Rich sees it (a `Text` drops BEL, backspace and
-    CR, so `dup\a.txt` and `dup.txt` showed alike; QA)."""
-    name = one_line(entry.name)
+    CR, so `dup\a.txt` and `dup.txt` showed alike; QA), cut to `LABEL_CHARS`."""
+    name = one_line(cut(entry.name, LABEL_CHARS))
     if entry.is_directory:
         return Text(name + "/", style="yellow")
     return Text.assemble(name, (f"  {human_bytes(entry.size)}", "dim"))
@@ -190,7 +195,7 @@ the tree drops it.
         for index, sandbox_id in enumerate(wanted):
             if sandbox_id in kept:
                 continue
-            label = Text.assemble(("▣ ", "cyan"), one_line(sandbox_id))
+            label = Text.assemble(("▣ ", "cyan"), one_line(cut(sandbox_id, LABEL_CHARS)))
             node = self.root.add(label, SandboxNode(sandbox_id), before=index)
             node.add_leaf(Text("loading…", style="dim"))
         if not sandboxes:
