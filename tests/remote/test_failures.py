@@ -342,6 +342,24 @@ async def test_a_redirect_is_named_and_not_followed(
     await backend.aclose()
 
 
+async def test_a_304_is_not_taken_for_a_redirect(
+    gateway_factory: Callable[[Handler], Awaitable[str]],
+) -> None:
+    """A 304 (which httpx counts as a redirect) was "answered a redirect (304) to ''"."""
+
+    async def not_modified(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 304 Not Modified\r\nconnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    backend = open_remote_backend("stale", await gateway_factory(not_modified), "t", retries=0)
+    with pytest.raises(SandboxError) as caught:
+        await backend.sandbox("demo").get_info()
+    assert "redirect" not in caught.value.message and "304" in str(caught.value)
+    await backend.aclose()
+
+
 async def test_garbage_body_is_an_internal_error(
     gateway_factory: Callable[[Handler], Awaitable[str]],
 ) -> None:

@@ -377,7 +377,9 @@ class HttpTransport:
                 "accept": f"{NDJSON}, application/json",
             }
         async with self._client.stream(method, path, **arguments) as reply:
-            if reply.is_redirect:  # never followed: the token would go wherever it points
+            # Never followed: the token would go wherever it points. (A 304 is no redirect,
+            # though httpx counts it as one; a helper.)
+            if reply.is_redirect and reply.status_code != 304:
                 where = reply.headers.get("location", "")
                 raise invalid_response(
                     f"The gateway at {self.base_url} answered a redirect ({reply.status_code}) "
