@@ -235,3 +235,6 @@ def test_a_report_names_each_runtime_of_another_protocol() -> None:
     older = VersionReport.read({"ok": True, "version": "0.0.9", "protocol": 1})
     assert (older.core, older.interpreter_protocol, older.warnings) == ("", None, [])
     assert VersionReport.read(["not", "an", "object"]).warnings == []
+    # A protocol no int holds (`1e999` parses as infinity) raised OverflowError (review).
+    infinite = json.loads(json.dumps(answer).replace('"protocol": 2', '"protocol": 1e999'))
+    assert VersionReport.read(infinite).warnings == []

@@ -3,13 +3,17 @@ no sandbox, and the tab says the context is gone and runs no more."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.tui.test_flows import Notifications
+from tests.tui.test_other_clients import embedded_app
 from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
+from workbench.api import SandboxInfo
+from workbench.api.client import SandboxClient
 from workbench.backends.local import open_local_backend
 from workbench.config import LocalSettings
 from workbench.tui.app import WorkbenchApp
@@ -145,3 +149,40 @@ async def test_a_context_its_binding_no_longer_offers_is_not_reset(
         assert app.backend is not None
         listed = await app.backend.sandbox("box").interpreter.list_code_contexts()
         assert [item.id for item in listed] == [context.id]
+
+
+async def test_a_context_deleted_while_an_info_read_is_on_its_way_leaves_the_tree(
+    tmp_path: Path, refused_by_the_backend: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read that follows a context's removal must come after one already on its way,
+    whose answer predates the removal: else that answer, shown last, kept the deleted
+    context in the tree (found in review)."""
+    app = embedded_app(tmp_path / "data")
+    main = app.main_screen
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until_connected(pilot)
+        await create_sandbox(pilot, "kept")
+        backend = main.backend
+        assert backend is not None
+        context = await backend.sandbox("kept").interpreter.create_code_context("PERL")
+
+        def idle() -> bool:
+            return not [worker for worker in app.workers if worker.group == "backend-call"]
+
+        await wait_for(pilot, idle)
+        get_info = SandboxClient.get_info
+        late = [True]
+
+        async def late_once(self: SandboxClient) -> SandboxInfo:
+            info = await get_info(self)
+            if late and late.pop():
+                await asyncio.sleep(1.0)  # read before the removal, answered after it
+            return info
+
+        monkeypatch.setattr(SandboxClient, "get_info", late_once)
+        main.connection.load_sandbox_info("kept")
+        await pilot.pause(0.3)
+        main.connection.change_context("kept", context, recreate=False)
+        await pilot.pause(1.5)
+        await wait_for(pilot, idle)
+        assert [item.id for item in main.sandbox_infos["kept"].contexts] == []

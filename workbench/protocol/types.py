@@ -216,7 +216,7 @@ class VersionReport:
         """The report of a decoded answer; empty for an answer of another shape."""
         try:
             listed = RuntimeList.from_json(answer)
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):  # `1e999` too (review)
             return cls("", None, [], [], [])
         core = listed.core
         if core is None:

@@ -150,7 +150,7 @@ def probe(path: Path, *, memory: bool = False) -> DaemonInfo | None:
         return None
     try:
         info = DaemonInfo.from_json(parse_json(body))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
     return dataclasses.replace(info, socket=str(path))  # the path checked, not the one told
 

@@ -377,10 +377,15 @@ class HttpTransport:
                 "accept": f"{NDJSON}, application/json",
             }
         async with self._client.stream(method, path, **arguments) as reply:
-            # Never followed: the token would go wherever it points. (A 304 is no redirect,
-            # though httpx counts it as one; a helper.)
-            if reply.is_redirect and reply.status_code != 304:
-                where = reply.headers.get("location", "")
+            # Never followed: the token would go wherever it points. A 3xx without a
+            # Location (a 304, which httpx counts as a redirect too) is no redirect.
+            if reply.is_redirect:
+                where = reply.headers.get("location")
+                if where is None:
+                    raise invalid_response(
+                        f"The gateway at {self.base_url} answered an unexpected HTTP "
+                        f"{reply.status_code}"
+                    )
                 raise invalid_response(
                     f"The gateway at {self.base_url} answered a redirect ({reply.status_code}) "
                     f"to {where[:200]!r}: set the profile's URL to where it should go"

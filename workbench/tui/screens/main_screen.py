@@ -625,9 +625,11 @@ class MainScreen(
         self.open_tabs.closed(self.connection.profile, message.context_id)
         if self.tabs.repl_for(message.context_id) is not None:
             await self.tabs.close_repl(message.context_id)
-        # Its sandbox may be gone too (a reopened tab's): checked, or the read makes it
-        # again (a flaky test).
-        self.connection.load_sandbox_info(message.sandbox_id)
+        # Not of a sandbox gone too (a reopened tab's: the listing that found it gone came
+        # first and took it from the tree), which the read would make again, empty (a flaky
+        # test). A change: a read on its way may predate it.
+        if self.sandbox_tree.sandbox_node(message.sandbox_id) is not None:
+            self.connection.load_sandbox_info(message.sandbox_id, changed=True)
 
     def action_create_context(self) -> None:
         sandbox_id = self.selected_sandbox_id
