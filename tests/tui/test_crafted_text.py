@@ -60,9 +60,16 @@ def test_a_lex_past_its_bound_gives_up_and_a_late_signal_is_ignored() -> None:
     bound = 0.004
     for fraction in [0.9, 0.97, 1.0, 1.03, 1.1] * 40:
         assert within_bound(functools.partial(busy, bound * fraction), bound) in ("done", None)
-    started = time.process_time()
-    assert within_bound(swallowing, 0.01) is None
-    assert time.process_time() - started < 0.04
+
+    def dropping_one() -> str:  # as Python drops an interrupt in a collector's callback
+        with contextlib.suppress(BaseException):
+            busy(0.05)
+        return busy(0.05)
+
+    for call in (swallowing, dropping_one):
+        started = time.process_time()
+        assert within_bound(call, 0.01) is None
+        assert time.process_time() - started < 0.04
     assert within_bound(lambda: 42) == 42
 
 

@@ -42,13 +42,19 @@ class _Overdue(BaseException):
     every `Exception`, which would swallow it and leave the rest unbounded; review)."""
 
 
+AGAIN_SECONDS = 0.01
+"""When the timer fires again, should its interrupt be swallowed: Python drops an
+exception raised in a garbage collector's callback or a `__del__` ("Exception ignored"),
+and the lex went on unbounded (CI, in a test's collector callback)."""
+
+
 def _overdue(signum: int, frame: object) -> None:
-    """The timer's signal: ends the bounded call that runs, once. A signal of a timer
-    stopped as it fired may arrive late, at the next call or after it: ignored while the
-    timer armed for that call still runs, or once it ended."""
-    global _bounded
+    """The timer's signal: ends the bounded call that runs (armed again until that call
+    has ended, in case this interrupt is swallowed). A signal of a timer stopped as it
+    fired may arrive late, at the next call or after it: ignored while the timer armed
+    for that call still runs, or once it ended."""
     if _bounded and not signal.getitimer(_TIMER)[0]:
-        _bounded = False
+        signal.setitimer(_TIMER, AGAIN_SECONDS)
         raise _Overdue
 
 
@@ -80,7 +86,8 @@ def within_bound(call: Callable[[], Result], seconds: float = LEX_SECONDS) -> Re
             result = None
         _bounded = False  # from here a late signal is ignored
     except _Overdue:
-        return None  # the handler let go of the bound
+        _bounded = False
+        return None
     finally:
         _bounded = False
         signal.setitimer(_TIMER, 0)
