@@ -204,9 +204,9 @@ async def test_a_listing_of_thousands_of_sandboxes_is_shown_at_once(tmp_path: Pa
 
 
 async def test_enter_twice_in_a_dialog_closes_it_once(tmp_path: Path) -> None:
-    """The second Enter reached the dialog before it closed: its callback ran again and
-    the main screen was popped, which ended the app (ScreenStackError; QA, with F9, F2,
-    alt+n, alt+y, alt+h). Posted as a terminal sends them, both before either is handled
+    """The second Enter reached the dialog before it closed and dismissed it again, which
+    popped the main screen and ended the app (ScreenStackError; QA, with F9, F2, alt+n,
+    alt+y, alt+h). Posted as a terminal sends them, both before either is handled
     (Pilot's press waits between keys)."""
     app = make_app(tmp_path)
     main = app.main_screen

@@ -158,8 +158,8 @@ def _mend_textual() -> None:
 
     def once(screen: Screen[Any], result: Any = None) -> AwaitComplete:
         """Nothing for a screen dismissed already: Enter pressed twice in a dialog (the
-        second came before it closed) ran its callback again, then popped the screen
-        below, and the main screen's pop ended the app (ScreenStackError; QA)."""
+        second came before it closed) popped the screen below it, and the main screen's
+        pop ended the app (ScreenStackError; QA)."""
         if screen not in screen.app.screen_stack:
             return AwaitComplete()
         return dismiss(screen, result)
