@@ -11,17 +11,36 @@ import pytest
 
 from tests.tui.test_flows import Notifications
 from tests.tui.test_other_clients import embedded_app
-from tour import create_context, create_sandbox, run_cell, until_connected, wait_for
-from workbench.api import SandboxInfo
+from tour import (
+    WorkbenchPilot,
+    create_context,
+    create_sandbox,
+    main_screen,
+    run_cell,
+    until_connected,
+    wait_for,
+)
+from workbench.api import Backend, SandboxInfo
 from workbench.api.client import SandboxClient
 from workbench.backends.local import open_local_backend
 from workbench.config import LocalSettings
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.screens.confirm_screen import ConfirmScreen
-from workbench.tui.widgets.repl_pane import GONE_NOTE, GONE_REFUSAL
+from workbench.tui.widgets.repl_pane import GONE_NOTE, GONE_REFUSAL, ReplPane
 from workbench.tui.widgets.workbench_tabs import repl_tab_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("tui_dirs", "perl_engine")]
+
+
+async def doomed_perl_tab(pilot: WorkbenchPilot) -> tuple[ReplPane, Backend]:
+    """Sandbox `doomed` with a Perl context's tab that ran a cell, and the backend."""
+    await until_connected(pilot)
+    await create_sandbox(pilot, "doomed")
+    repl = await create_context(pilot, "PERL")
+    await run_cell(pilot, repl, "6 * 7")
+    backend = main_screen(pilot).backend
+    assert backend is not None
+    return repl, backend
 
 
 async def test_a_tab_of_a_destroyed_sandbox_is_marked_gone_and_makes_no_sandbox(
@@ -44,12 +63,7 @@ async def test_a_tab_of_a_destroyed_sandbox_is_marked_gone_and_makes_no_sandbox(
     monkeypatch.setattr(app, "notify", record)
     main = app.main_screen
     async with app.run_test(size=(140, 40)) as pilot:
-        await until_connected(pilot)
-        await create_sandbox(pilot, "doomed")
-        repl = await create_context(pilot, "PERL")
-        await run_cell(pilot, repl, "6 * 7")
-        backend = main.backend
-        assert backend is not None
+        repl, backend = await doomed_perl_tab(pilot)
         await backend.sandbox("doomed").destroy()  # another client, unknown to the tab
 
         await run_cell(pilot, repl, "1 + 1")
@@ -97,18 +111,10 @@ async def test_reads_of_a_sandbox_destroyed_since_it_was_listed_make_no_sandbox(
         found where this workbench's destroy came just after a cancel's catch-up), each read
         made it again, empty. Now neither makes one: where the backend cannot refuse such a
     read, the sandboxes are listed first (found in review)."""
-    data = tmp_path / "data"
-    app = WorkbenchApp(
-        data_dir=data, backend_factory=lambda name: open_local_backend(data, embedded=True)
-    )
+    app = embedded_app(tmp_path / "data")
     main = app.main_screen
     async with app.run_test(size=(140, 40)) as pilot:
-        await until_connected(pilot)
-        await create_sandbox(pilot, "doomed")
-        repl = await create_context(pilot, "PERL")
-        await run_cell(pilot, repl, "6 * 7")
-        backend = main.backend
-        assert backend is not None
+        repl, backend = await doomed_perl_tab(pilot)
 
         async def listed() -> set[str]:
             return {summary.id for summary in await backend.list_sandboxes()}

@@ -5,32 +5,19 @@ selection dragged from the blank row after a text that ends in a newline."""
 from __future__ import annotations
 
 import asyncio
-import base64
-from pathlib import Path
 
 from textual import events
-from textual.app import App, ComposeResult
 from textual.widget import Widget
-from textual.widgets import Static, TabPane
+from textual.widgets import Static
 from textual.widgets._toast import Toast
 
-import workbench.tui.app as workbench_app
-from workbench.api import FileVersion, ReadFileResult
+from tests.tui.test_crafted_text import Files, read_of
+from workbench.api import FileVersion
 from workbench.transcripts.outcomes import Outcome
 from workbench.tui.messages import CellRerun
 from workbench.tui.screens.diff_screen import DiffScreen
 from workbench.tui.widgets.file_view import FileView
-from workbench.tui.widgets.workbench_tabs import INFO_TAB, WorkbenchTabs
-
-
-class Host(App[None]):
-    """The workbench's tabs and styles, without a backend."""
-
-    CSS_PATH = str(Path(workbench_app.__file__).with_name("app.tcss"))
-
-    def compose(self) -> ComposeResult:
-        with WorkbenchTabs(id="tabs"):
-            yield TabPane("Info", Static("info"), id=INFO_TAB)
+from workbench.tui.widgets.workbench_tabs import WorkbenchTabs
 
 
 def mouse_down(x: int, y: int) -> events.MouseDown:
@@ -51,20 +38,10 @@ async def removed(widget: Widget) -> None:
 async def test_a_click_on_a_widget_removed_since_the_last_paint_is_ignored() -> None:
     """The compositor's map still held a closed file tab's header (alt+w) or a toast the
     click before dismissed: a mouse-down on it raised AttributeError (Textual issue 6643)."""
-    app = Host()
-    data = b"print('hello')\n"
-    read = ReadFileResult(
-        path="/workspace/report.py",
-        content=base64.b64encode(data).decode(),
-        encoding="base64",
-        is_binary=False,
-        mime_type="text/x-python",
-        size=len(data),
-        timestamp="2026-12-06T00:00:00Z",
-    )
+    app = Files()
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         tabs = app.query_one(WorkbenchTabs)
-        view = FileView("demo", read, FileVersion(len(data), "2026-12-06T00:00:00Z"))
+        view = FileView("demo", read_of("/workspace/report.py", "print(1)\n"), FileVersion(9, "t"))
         await tabs.add_file(view)
         await pilot.pause()
         header = view.query_one("#file-header", Static)
@@ -89,7 +66,7 @@ async def test_a_click_on_a_widget_removed_since_the_last_paint_is_ignored() -> 
 async def test_copying_a_drag_from_the_blank_row_after_a_diff_side_copies_nothing() -> None:
     """Each side of the rerun's diff ends in a newline, so a blank row: a drag from it,
     then ctrl+c, raised IndexError (Textual issue 6708)."""
-    app = Host()
+    app = Files()
     rerun = CellRerun(
         number="1",
         here="local",

@@ -47,12 +47,13 @@ def parse_env_vars_text(text: str) -> ParsedEnvVars:
             problems.append(f"line {number}: {key} is set twice")
         else:
             values[key] = value
-    if not problems and len(json_payload(values)) > EXECUTE_BODY_CAP - EXECUTE_BODY_ROOM:
+    sent = len(json_payload(values)) if not problems else 0
+    if sent > EXECUTE_BODY_CAP - EXECUTE_BODY_ROOM:
         # Any backend refuses such a request: said here, as the text is typed (QA: 5,000
         # variables were "✓", then refused on save as "Request too large").
         problems.append(
-            f"the variables take {human_bytes(len(json_payload(values)))} as sent; a "
-            f"request takes at most {human_bytes(EXECUTE_BODY_CAP)}"
+            f"the variables take {human_bytes(sent)} as sent; a request takes at most "
+            f"{human_bytes(EXECUTE_BODY_CAP)}"
         )
     return ParsedEnvVars(values, problems)
 

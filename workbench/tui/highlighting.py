@@ -19,7 +19,7 @@ import signal
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pygments.lexer import Lexer  # type: ignore[import-untyped]
 from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
@@ -86,8 +86,7 @@ def within_bound(call: Callable[[], Result], seconds: float = LEX_SECONDS) -> Re
             result = None
         _bounded = False  # from here a late signal is ignored
     except _Overdue:
-        _bounded = False
-        return None
+        return None  # (the finally lets go of the bound)
     finally:
         _bounded = False
         signal.setitimer(_TIMER, 0)
@@ -121,12 +120,6 @@ class BoundedLexer(Lexer):  # type: ignore[misc]
         else:
             self._kept.move_to_end(text)
         return iter(tokens)
-
-    def get_tokens_unprocessed(self, text: str) -> Iterator[tuple[int, Any, str]]:
-        offset = 0
-        for token_type, value in self.get_tokens(text):
-            yield offset, token_type, value
-            offset += len(value)
 
 
 @functools.cache

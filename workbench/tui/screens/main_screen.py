@@ -390,7 +390,7 @@ class MainScreen(
                 view.show_sandbox_gone()
         # The expanded ones, not a lookup per listed sandbox: a gateway listing 20,000
         # blocked the workbench for 30 s (a lookup walks every node; a helper).
-        for sandbox_id in self.sandbox_tree.expanded_sandboxes():
+        for sandbox_id in self.sandbox_tree.expanded_sandbox_ids():
             self.connection.load_sandbox_info(sandbox_id, check_listed=False)
         if message.refresh:
             self.refresh_listed(known)

@@ -111,12 +111,19 @@ the tree drops it.
         nodes = self.root.children
         return {node.data.sandbox_id for node in nodes if isinstance(node.data, SandboxNode)}
 
+    def expanded_sandbox_ids(self) -> list[str]:
+        """The sandboxes the tree shows expanded."""
+        return [
+            node.data.sandbox_id
+            for node in self.root.children
+            if isinstance(node.data, SandboxNode) and node.is_expanded
+        ]
+
     def expanded_sandboxes(self) -> dict[str, list[str]]:
         """Each expanded sandbox with its expanded directories (for the next session)."""
         return {
-            node.data.sandbox_id: self.expanded_directories(node.data.sandbox_id)
-            for node in self.root.children
-            if isinstance(node.data, SandboxNode) and node.is_expanded
+            sandbox_id: self.expanded_directories(sandbox_id)
+            for sandbox_id in self.expanded_sandbox_ids()
         }
 
     def restore_expanded(self, expanded: dict[str, list[str]]) -> None:
